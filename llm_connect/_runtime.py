@@ -1,0 +1,125 @@
+"""One background event loop that all async work of the package runs on.
+
+The sync API (``adapter.complete``, ``judge_many``...) submits coroutines to
+this loop and waits for them, so it works the same in a plain script and
+inside a running Jupyter event loop. The async API (``acomplete``,
+``ajudge_many``...) awaits the same coroutines from the caller's loop via
+:func:`on_background`. HTTP sessions are bound to this loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import threading
+from collections.abc import Awaitable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["acall_complete", "acall_embed", "background_loop", "on_background", "run_sync"]
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+# Sync adapters/judges run in threads; the default executor (min(32, cpu+4)
+# workers) would cap a batch's concurrency on small machines.
+_EXECUTOR_WORKERS = 256
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The package's event loop, started on first use in a daemon thread."""
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _loop.is_closed() or _thread is None or not _thread.is_alive():
+            loop = asyncio.new_event_loop()
+            loop.set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=_EXECUTOR_WORKERS, thread_name_prefix="llm_connect-worker"
+                )
+            )
+            ready = threading.Event()
+
+            def _run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            thread = threading.Thread(target=_run, name="llm_connect-loop", daemon=True)
+            thread.start()
+            ready.wait()
+            _loop, _thread = loop, thread
+        return _loop
+
+
+def _in_background_loop() -> bool:
+    try:
+        return asyncio.get_running_loop() is _loop
+    except RuntimeError:
+        return False
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the background loop and wait for it from a sync caller.
+
+    A ``KeyboardInterrupt`` while waiting cancels the coroutine and re-raises.
+    """
+    if _in_background_loop():
+        coro.close()
+        raise RuntimeError("llm_connect: a sync call was made from inside its own event loop; await the a* twin")
+    loop = background_loop()
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        future.cancel()
+        raise
+
+
+async def on_background(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` on the background loop from whatever loop the caller runs."""
+    if _in_background_loop():
+        return await coro
+    loop = background_loop()
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
+async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Run a blocking callable in the background loop's wide executor."""
+    loop = asyncio.get_running_loop()
+    if kwargs:
+        import functools
+
+        func = functools.partial(func, **kwargs)
+    return await loop.run_in_executor(None, func, *args)
+
+
+async def acall_complete(adapter: Any, prompt: str, run_config: Any) -> Any:
+    """Await ``adapter.acomplete`` when it exists, else run ``complete`` in a thread."""
+    acomplete = getattr(adapter, "acomplete", None)
+    if acomplete is not None:
+        return await acomplete(prompt, run_config)
+    return await to_thread(adapter.complete, prompt, run_config)
+
+
+async def acall_embed(embedder: Any, texts: Sequence[str]) -> Any:
+    aembed = getattr(embedder, "aembed", None)
+    if aembed is not None:
+        return await aembed(texts)
+    return await to_thread(embedder.embed, texts)
+
+
+async def maybe_await(value: Awaitable[T] | T) -> T:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value  # type: ignore[no-any-return]
+    return value  # type: ignore[return-value]
+
+
+def _shutdown() -> None:
+    loop = _loop
+    if loop is not None and loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+
+
+atexit.register(_shutdown)

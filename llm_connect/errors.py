@@ -1,0 +1,149 @@
+"""The one exception tree of ``llm_connect``.
+
+Every error the package raises on purpose derives from :class:`LLMConnectError`.
+Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
+``TimeoutError``), the class also subclasses that built-in, so
+``except ValueError`` keeps working::
+
+    LLMConnectError
+    ├── ValidationError (ValueError)            bad argument, field or observation
+    │   ├── ConfigError                         a pipeline / CLI config is wrong (names the key)
+    │   ├── EmbeddingShapeError                 embedder gave other than two usable vectors
+    │   └── JudgeReplyError                     a judge reply holds no usable verdict
+    │       └── LogprobsUnavailableError        logprob scoring asked, adapter gave none
+    ├── BudgetExceededError                     the run's budget is spent
+    ├── MissingDependencyError (ImportError)    an optional extra is not installed
+    └── AdapterError                            a provider call failed (status, message, what to do)
+        ├── AuthenticationError                 401/403: key missing or refused
+        ├── BadRequestError                     other 4xx: not retried
+        ├── RateLimitError                      429 after retries
+        ├── ServerError                         5xx after retries
+        ├── AdapterTimeoutError (TimeoutError)  the call timed out after retries
+        ├── AdapterConnectionError              could not connect after retries
+        └── MalformedResponseError              the provider's body could not be read
+
+Messages say what to do next; they never contain an API key.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdapterConnectionError",
+    "AdapterError",
+    "AdapterTimeoutError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BudgetExceededError",
+    "ConfigError",
+    "EmbeddingShapeError",
+    "JudgeReplyError",
+    "LLMConnectError",
+    "LogprobsUnavailableError",
+    "MalformedResponseError",
+    "MissingDependencyError",
+    "RateLimitError",
+    "ServerError",
+    "ValidationError",
+]
+
+
+class LLMConnectError(Exception):
+    """Base class of every error raised by ``llm_connect``."""
+
+
+class ValidationError(LLMConnectError, ValueError):
+    """An argument, a field or an observation is invalid."""
+
+
+class ConfigError(ValidationError):
+    """A configuration (pipeline config, CLI option) is invalid; the message names the key."""
+
+
+class EmbeddingShapeError(ValidationError):
+    """An embedding adapter returned other than two usable vectors."""
+
+
+class JudgeReplyError(ValidationError):
+    """A judge's reply holds no usable verdict. In a batch this row is *unscored*, never 0."""
+
+    def __init__(self, message: str, *, reply: str | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class LogprobsUnavailableError(JudgeReplyError):
+    """Logprob scoring was asked for but the adapter returned no token probabilities."""
+
+
+class BudgetExceededError(LLMConnectError):
+    """The run's budget is spent; the message holds what was spent and the limit."""
+
+    def __init__(self, spent_usd: float, limit_usd: float) -> None:
+        super().__init__(
+            f"budget exceeded: spent ${spent_usd:.6f} of a ${limit_usd:.6f} limit; "
+            "raise BudgetTracker(limit_usd=...) or start a new tracker"
+        )
+        self.spent_usd = spent_usd
+        self.limit_usd = limit_usd
+
+
+class MissingDependencyError(LLMConnectError, ImportError):
+    """An optional dependency is missing; the message holds the ``pip install`` to run."""
+
+    def __init__(self, package: str, extra: str, feature: str = "") -> None:
+        what = f" for {feature}" if feature else ""
+        super().__init__(
+            f"{package} is needed{what} but is not installed; "
+            f"run: pip install 'llm-connect[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class AdapterError(LLMConnectError):
+    """A call to a model provider failed.
+
+    ``status`` is the HTTP status when there was one; ``provider_message`` the
+    provider's own words (with any key scrubbed).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider_message: str | None = None,
+        adapter_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.provider_message = provider_message
+        self.adapter_id = adapter_id
+
+
+class AuthenticationError(AdapterError):
+    """The provider refused the credentials (401/403)."""
+
+
+class BadRequestError(AdapterError):
+    """The provider rejected the request (4xx other than 429); not retried."""
+
+
+class RateLimitError(AdapterError):
+    """The provider kept answering 429 until the retry budget ran out."""
+
+
+class ServerError(AdapterError):
+    """The provider kept answering 5xx until the retry budget ran out."""
+
+
+class AdapterTimeoutError(AdapterError, TimeoutError):
+    """The call timed out (after retries)."""
+
+
+class AdapterConnectionError(AdapterError):
+    """The endpoint could not be reached (after retries)."""
+
+
+class MalformedResponseError(AdapterError):
+    """The provider's reply body could not be read as the API promises."""
