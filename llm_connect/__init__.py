@@ -1,6 +1,80 @@
-"""llm_connect: grade with LLM judges you can trust."""
+"""llm_connect: grade LLM answers with judges you can trust.
 
-from .core import BudgetTracker, LLMResponse, RunConfig
+Grade a candidate's answers against a baseline by exact match, embedding
+similarity, an LLM judge or a compound judge; record every outcome in a
+quality ledger; calibrate the LLM judge against other judges and humans, and
+measure its biases. Heavy dependencies (HTTP clients, llama.cpp, torch,
+matplotlib, ipywidgets) are imported only where they are used.
+"""
 
-__all__ = ["BudgetTracker", "LLMResponse", "RunConfig"]
+from .core import (
+    AsyncEmbeddingAdapter,
+    AsyncLLMAdapter,
+    BudgetTracker,
+    EmbeddingAdapter,
+    LLMAdapter,
+    LLMResponse,
+    RunConfig,
+    TokenLogprob,
+)
+from .errors import (
+    AdapterError,
+    BudgetExceededError,
+    ConfigError,
+    JudgeReplyError,
+    LLMConnectError,
+    LogprobsUnavailableError,
+    MissingDependencyError,
+    ValidationError,
+)
+from .grading import (
+    LLM_JUDGE_RUBRIC_HASH,
+    BaselineGrader,
+    EmbeddingSimilarityJudge,
+    ExactMatchJudge,
+    FunctionJudge,
+    GradingResult,
+    Judge,
+    LLMJudge,
+    PairedGrader,
+    ajudge_many,
+    grade_many,
+    judge_many,
+)
+from .quality import QualityLedger, QualityObservation, is_stale
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "LLM_JUDGE_RUBRIC_HASH",
+    "AdapterError",
+    "AsyncEmbeddingAdapter",
+    "AsyncLLMAdapter",
+    "BaselineGrader",
+    "BudgetExceededError",
+    "BudgetTracker",
+    "ConfigError",
+    "EmbeddingAdapter",
+    "EmbeddingSimilarityJudge",
+    "ExactMatchJudge",
+    "FunctionJudge",
+    "GradingResult",
+    "Judge",
+    "JudgeReplyError",
+    "LLMAdapter",
+    "LLMConnectError",
+    "LLMJudge",
+    "LLMResponse",
+    "LogprobsUnavailableError",
+    "MissingDependencyError",
+    "PairedGrader",
+    "QualityLedger",
+    "QualityObservation",
+    "RunConfig",
+    "TokenLogprob",
+    "ValidationError",
+    "ajudge_many",
+    "grade_many",
+    "is_stale",
+    "judge_many",
+]

@@ -69,6 +69,7 @@ class JudgeReplyError(ValidationError):
     def __init__(self, message: str, *, reply: str | None = None) -> None:
         super().__init__(message)
         self.reply = reply
+        self.response: object | None = None  # the LLMResponse that held the reply, when there was one
 
 
 class LogprobsUnavailableError(JudgeReplyError):

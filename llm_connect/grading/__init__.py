@@ -1,5 +1,45 @@
 """The Baseline Grading contract: results, judges, graders and the batch runtime."""
 
 from ._base import AsyncJudge, BaselineGrader, GradingResult, Judge
+from ._batch import RESULT_COLUMNS, ajudge_many, grade_many, judge_many, observation_for, run_rows
+from ._judges import (
+    LLM_JUDGE_LOGPROB_RUBRIC,
+    LLM_JUDGE_RUBRIC,
+    LLM_JUDGE_RUBRIC_HASH,
+    NORMALIZERS,
+    EmbeddingSimilarityJudge,
+    ExactMatchJudge,
+    FunctionJudge,
+    LLMJudge,
+    PairedGrader,
+    normalize_squad,
+    split_references,
+)
+from ._parse import expected_label_value, find_json_objects, parse_score_reply
 
-__all__ = ["AsyncJudge", "BaselineGrader", "GradingResult", "Judge"]
+__all__ = [
+    "LLM_JUDGE_LOGPROB_RUBRIC",
+    "LLM_JUDGE_RUBRIC",
+    "LLM_JUDGE_RUBRIC_HASH",
+    "NORMALIZERS",
+    "RESULT_COLUMNS",
+    "AsyncJudge",
+    "BaselineGrader",
+    "EmbeddingSimilarityJudge",
+    "ExactMatchJudge",
+    "FunctionJudge",
+    "GradingResult",
+    "Judge",
+    "LLMJudge",
+    "PairedGrader",
+    "ajudge_many",
+    "expected_label_value",
+    "find_json_objects",
+    "grade_many",
+    "judge_many",
+    "normalize_squad",
+    "observation_for",
+    "parse_score_reply",
+    "run_rows",
+    "split_references",
+]

@@ -1,0 +1,121 @@
+"""Prices of hosted models, used to fill :attr:`LLMResponse.cost_usd`.
+
+Prices are USD per million tokens, ``(input, output)``. The default table is a
+handful of common OpenAI and Anthropic models **as examples**: providers change
+prices, so check them and override with :func:`register_price` (process-wide)
+or an adapter's ``prices=`` (one adapter). A model is looked up by its exact
+name, else by the longest table entry its name starts with
+(``"gpt-4o-mini-2024-07-18"`` uses ``"gpt-4o-mini"``). A model with no price
+costs 0.0 and :func:`price_for` returns ``None``, so callers can tell
+"free" from "unknown".
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import ValidationError
+
+__all__ = ["DEFAULT_PRICES", "Price", "cost_usd", "price_for", "register_price", "registered_prices"]
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million input and output tokens."""
+
+    input_per_million: float
+    output_per_million: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("input_per_million", "output_per_million"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+                raise ValidationError(f"Price.{name} must be a number >= 0, got {value!r}")
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float:
+        return (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / 1_000_000
+
+
+# Examples, as published by the providers at the time of writing; may be outdated.
+DEFAULT_PRICES: Mapping[str, Price] = {
+    # OpenAI chat
+    "gpt-4o": Price(2.50, 10.00),
+    "gpt-4o-mini": Price(0.15, 0.60),
+    "gpt-4.1": Price(2.00, 8.00),
+    "gpt-4.1-mini": Price(0.40, 1.60),
+    "gpt-4.1-nano": Price(0.10, 0.40),
+    "gpt-4-turbo": Price(10.00, 30.00),
+    "gpt-3.5-turbo": Price(0.50, 1.50),
+    "o3-mini": Price(1.10, 4.40),
+    "o4-mini": Price(1.10, 4.40),
+    # OpenAI embeddings (input only)
+    "text-embedding-3-small": Price(0.02),
+    "text-embedding-3-large": Price(0.13),
+    "text-embedding-ada-002": Price(0.10),
+    # Anthropic
+    "claude-3-haiku": Price(0.25, 1.25),
+    "claude-3-5-haiku": Price(0.80, 4.00),
+    "claude-3-5-sonnet": Price(3.00, 15.00),
+    "claude-3-7-sonnet": Price(3.00, 15.00),
+    "claude-sonnet-4": Price(3.00, 15.00),
+    "claude-3-opus": Price(15.00, 75.00),
+    "claude-opus-4": Price(15.00, 75.00),
+}
+
+_lock = threading.Lock()
+_registered: dict[str, Price] = {}
+
+
+def register_price(model: str, input_per_million: float, output_per_million: float = 0.0) -> None:
+    """Set (or replace) the price of ``model`` for this process; it wins over the default table."""
+    if not isinstance(model, str) or not model.strip():
+        raise ValidationError("register_price: model must be a non-empty string")
+    price = Price(input_per_million, output_per_million)
+    with _lock:
+        _registered[model] = price
+
+
+def registered_prices() -> dict[str, Price]:
+    """The effective process-wide table: defaults overlaid with :func:`register_price` entries."""
+    with _lock:
+        return {**DEFAULT_PRICES, **_registered}
+
+
+def _lookup(table: Mapping[str, Price], model: str) -> Price | None:
+    if model in table:
+        return table[model]
+    best = max((name for name in table if model.startswith(name)), key=len, default=None)
+    return None if best is None else table[best]
+
+
+def _as_price(value: Price | tuple[float, float] | tuple[float] | float) -> Price:
+    if isinstance(value, Price):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Price(float(value))
+    return Price(*value)
+
+
+def price_for(model: str, prices: Mapping[str, Price | tuple[float, float]] | None = None) -> Price | None:
+    """The price of ``model``: ``prices`` first, then registered, then the defaults; ``None`` if unknown."""
+    if prices:
+        found = _lookup({k: _as_price(v) for k, v in prices.items()}, model)
+        if found is not None:
+            return found
+    with _lock:
+        found = _lookup(_registered, model)
+    return found if found is not None else _lookup(DEFAULT_PRICES, model)
+
+
+def cost_usd(
+    model: str,
+    tokens_in: int,
+    tokens_out: int,
+    prices: Mapping[str, Price | tuple[float, float]] | None = None,
+) -> float:
+    """What a call cost, in USD; 0.0 for a model with no known price."""
+    price = price_for(model, prices)
+    return 0.0 if price is None else price.cost(tokens_in, tokens_out)
