@@ -93,10 +93,7 @@ class MissingDependencyError(LLMConnectError, ImportError):
 
     def __init__(self, package: str, extra: str, feature: str = "") -> None:
         what = f" for {feature}" if feature else ""
-        super().__init__(
-            f"{package} is needed{what} but is not installed; "
-            f"run: pip install 'llm-connect[{extra}]'"
-        )
+        super().__init__(f"{package} is needed{what} but is not installed; run: pip install 'llm-connect[{extra}]'")
         self.package = package
         self.extra = extra
 

@@ -73,7 +73,9 @@ class GradingResult:
             ("candidate", self.candidate_response.content[:300]),
             ("judge cost (USD)", f"{self.cost_usd:.6f}"),
         ]
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows
+        )
         return f"<table>{body}</table>"
 
 

@@ -137,9 +137,9 @@ def _progress_bar(total: int, progress: bool, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="item", dynamic_ncols=True)
 
 
-def run_rows(n: int, work: Work, *, concurrency: int = 16, progress: bool = True, desc: str = "judging") -> tuple[
-    list[Row], bool
-]:
+def run_rows(
+    n: int, work: Work, *, concurrency: int = 16, progress: bool = True, desc: str = "judging"
+) -> tuple[list[Row], bool]:
     """Sync driver of :func:`arun_rows` on the background loop; returns ``(rows, interrupted)``.
 
     A ``KeyboardInterrupt`` stops the run: finished rows are kept, the rest are
@@ -299,9 +299,7 @@ async def _ajudge(judge: Any, baseline: LLMResponse, candidate: LLMResponse, pro
     return await to_thread(judge.judge, baseline, candidate, prompt=prompt, run_config=rc)
 
 
-def _judge_work(
-    judge: Any, frame: Any, run_config: RunConfig, ledger: Any, task_type: str | None
-) -> tuple[Work, int]:
+def _judge_work(judge: Any, frame: Any, run_config: RunConfig, ledger: Any, task_type: str | None) -> tuple[Work, int]:
     records = frame.to_dict("records")
     ids = _column_values(frame, "id")
 
@@ -313,7 +311,9 @@ def _judge_work(
         result = await _ajudge(judge, baseline, candidate, prompt, run_config)
         row = _result_row(result)
         if ledger is not None:
-            obs = observation_for(result, task_type=str(task_type), judge=judge, item_id=ids[i] if ids[i] is not None else i)
+            obs = observation_for(
+                result, task_type=str(task_type), judge=judge, item_id=ids[i] if ids[i] is not None else i
+            )
             await _record(ledger, obs, row)
         return row
 

@@ -167,9 +167,7 @@ class EmbeddingSimilarityJudge:
     def _texts(self, baseline: LLMResponse, candidate: LLMResponse) -> list[str]:
         return [*split_references(baseline.content, self.reference_sep), candidate.content]
 
-    def _result(
-        self, texts: list[str], vectors: Any, baseline: LLMResponse, candidate: LLMResponse
-    ) -> GradingResult:
+    def _result(self, texts: list[str], vectors: Any, baseline: LLMResponse, candidate: LLMResponse) -> GradingResult:
         try:
             vectors = list(vectors)
         except TypeError:

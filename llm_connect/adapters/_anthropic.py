@@ -1,0 +1,80 @@
+"""Anthropic's Messages API."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..core import RunConfig, TokenLogprob
+from ._http import ChatHTTPAdapter, usage_int
+
+__all__ = ["AnthropicAdapter"]
+
+# Messages API parameters with no Anthropic equivalent; dropped rather than sent (the API would refuse them).
+_UNSUPPORTED_PARAMS = frozenset({"seed"})
+
+
+class AnthropicAdapter(ChatHTTPAdapter):
+    """An LLM adapter for Anthropic's Messages API (``POST {base_url}/v1/messages``).
+
+    ``base_url`` defaults to ``$ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com``;
+    the key to ``$ANTHROPIC_API_KEY``. The API requires ``max_tokens``: when
+    ``RunConfig.max_tokens`` is None, ``default_max_tokens`` (1024) is sent.
+    ``system_prompt`` goes in ``system``; ``model_params`` (``top_p``,
+    ``top_k``, ``stop_sequences``...) are passed as is, except ``seed``, which
+    the API does not take and is dropped. The API offers neither a JSON mode
+    nor token log-probabilities: ``json_output`` is not sent and ``logprobs``
+    is always ``None``. Retries, limits, cache and the other keyword arguments
+    are those of :class:`~._http.HTTPAdapter`.
+    """
+
+    provider: ClassVar[str] = "anthropic"
+    default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    base_url_env: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
+    default_api_key_env: ClassVar[str] = "ANTHROPIC_API_KEY"
+    chat_path: ClassVar[str] = "/v1/messages"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        default_max_tokens: int = 1024,
+        anthropic_version: str = "2023-06-01",
+        **kwargs: Any,
+    ) -> None:
+        self.anthropic_version = anthropic_version
+        super().__init__(model, **kwargs)
+        self.default_max_tokens = default_max_tokens
+
+    def _auth_headers(self, key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": self.anthropic_version}
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def _payload(self, prompt: str, run_config: RunConfig) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model_id,
+            "max_tokens": run_config.max_tokens or self.default_max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": run_config.temperature,
+        }
+        if run_config.system_prompt:
+            payload["system"] = run_config.system_prompt
+        payload.update({k: v for k, v in run_config.model_params.items() if k not in _UNSUPPORTED_PARAMS})
+        return payload
+
+    def _parse(self, body: Any) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None]:
+        blocks = body.get("content") if isinstance(body, dict) else None
+        if not isinstance(blocks, list):
+            raise self._malformed("content list", body)
+        texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+        if any(not isinstance(t, str) for t in texts):
+            raise self._malformed("text in the content blocks", body)
+        usage = body.get("usage")
+        return (
+            "".join(texts),  # type: ignore[arg-type]
+            usage_int(usage, "input_tokens"),
+            usage_int(usage, "output_tokens"),
+            body.get("stop_reason"),
+            None,
+        )

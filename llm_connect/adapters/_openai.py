@@ -1,0 +1,194 @@
+"""OpenAI-compatible chat and embeddings (OpenAI, vLLM, Ollama, llama.cpp server, LM Studio...)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from .. import _runtime
+from ..core import BudgetTracker, RunConfig, TokenLogprob
+from ..errors import ValidationError
+from ._http import ChatHTTPAdapter, HTTPAdapter, estimate_tokens, usage_int
+
+__all__ = ["OpenAICompatibleAdapter", "OpenAICompatibleEmbedder"]
+
+
+class OpenAICompatibleAdapter(ChatHTTPAdapter):
+    """An LLM adapter for any OpenAI-compatible ``/chat/completions`` endpoint.
+
+    ``base_url`` defaults to ``$OPENAI_BASE_URL``, else ``https://api.openai.com/v1``;
+    the key to ``$OPENAI_API_KEY`` (``api_key_env=`` names another variable). No
+    key is needed for a server on localhost. ``RunConfig`` maps onto the request:
+    ``temperature``, ``max_tokens`` (sent as ``max_tokens_param``, e.g.
+    ``"max_completion_tokens"`` for models that want it), ``system_prompt`` as a
+    system message, ``json_output`` as ``response_format={"type": "json_object"}``,
+    ``top_logprobs=k`` as ``logprobs: true, top_logprobs: k`` (parsed into
+    ``LLMResponse.logprobs``), and every ``model_params`` entry (``seed``,
+    ``top_p``, ``stop``...) as is. See :class:`~._http.HTTPAdapter` for retries,
+    limits and the other keyword arguments; ``cache=`` (a path or a
+    :class:`ResponseCache`) turns on the on-disk response cache.
+    """
+
+    provider: ClassVar[str] = "openai"
+    default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
+    default_api_key_env: ClassVar[str] = "OPENAI_API_KEY"
+    chat_path: ClassVar[str] = "/chat/completions"
+
+    def __init__(self, model: str, *, max_tokens_param: str = "max_tokens", **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self.max_tokens_param = max_tokens_param
+
+    def _auth_headers(self, key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _payload(self, prompt: str, run_config: RunConfig) -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        if run_config.system_prompt:
+            messages.append({"role": "system", "content": run_config.system_prompt})
+        messages.append({"role": "user", "content": prompt})
+        payload: dict[str, Any] = {"model": self.model_id, "messages": messages, "temperature": run_config.temperature}
+        if run_config.max_tokens is not None:
+            payload[self.max_tokens_param] = run_config.max_tokens
+        if run_config.json_output:
+            payload["response_format"] = {"type": "json_object"}
+        if run_config.top_logprobs is not None:
+            payload["logprobs"] = True
+            payload["top_logprobs"] = run_config.top_logprobs
+        payload.update(run_config.model_params)
+        return payload
+
+    def _parse(self, body: Any) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None]:
+        try:
+            choice = body["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise self._malformed("choices[0].message", body) from None
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise self._malformed("text in choices[0].message.content", body)
+        usage = body.get("usage")
+        return (
+            content,
+            usage_int(usage, "prompt_tokens", "input_tokens"),
+            usage_int(usage, "completion_tokens", "output_tokens"),
+            choice.get("finish_reason"),
+            _parse_logprobs(choice.get("logprobs")),
+        )
+
+
+def _parse_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
+    """OpenAI's ``choices[0].logprobs.content`` as :class:`TokenLogprob` s; ``None`` when absent."""
+    if not isinstance(logprobs, Mapping):
+        return None
+    content = logprobs.get("content")
+    if not isinstance(content, list):
+        return None
+    out = []
+    for item in content:
+        if not isinstance(item, Mapping) or not isinstance(item.get("token"), str):
+            continue
+        try:
+            logprob = float(item["logprob"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        top = []
+        for alt in item.get("top_logprobs") or ():
+            try:
+                top.append((str(alt["token"]), float(alt["logprob"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+        out.append(TokenLogprob(item["token"], logprob, tuple(top)))
+    return tuple(out)
+
+
+class OpenAICompatibleEmbedder(HTTPAdapter):
+    """An embedding adapter for any OpenAI-compatible ``/embeddings`` endpoint.
+
+    Texts are sent in batches of ``batch_size`` (concurrently, within
+    ``max_concurrency``); the vectors come back in the order of the texts,
+    whatever order the server lists them in (by their ``index``).
+    ``dimensions`` is passed on when set. Cost is charged to ``budget_tracker``
+    when given; ``tokens_in`` and ``cost_usd`` keep running totals.
+    """
+
+    provider: ClassVar[str] = "openai"
+    default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
+    default_api_key_env: ClassVar[str] = "OPENAI_API_KEY"
+    embeddings_path: ClassVar[str] = "/embeddings"
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        batch_size: int = 256,
+        dimensions: int | None = None,
+        budget_tracker: BudgetTracker | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, **kwargs)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError(f"OpenAICompatibleEmbedder: batch_size must be an int >= 1, got {batch_size!r}")
+        self.batch_size = batch_size
+        self.dimensions = dimensions
+        self.budget_tracker = budget_tracker
+        self.tokens_in = 0
+        self.cost_usd = 0.0
+
+    def _auth_headers(self, key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order; blocking, safe inside a running event loop."""
+        return _runtime.run_sync(self._aembed(_check_texts(texts)))
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await _runtime.on_background(self._aembed(_check_texts(texts)))
+
+    async def _aembed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        batches = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+        results = await asyncio.gather(*(self._embed_batch(batch) for batch in batches))
+        return [vector for batch in results for vector in batch]
+
+    async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+        if self.budget_tracker is not None:
+            self.budget_tracker.check()
+        payload: dict[str, Any] = {"model": self.model_id, "input": batch, "encoding_format": "float"}
+        if self.dimensions is not None:
+            payload["dimensions"] = self.dimensions
+        body, _ = await self._post(self.embeddings_path, payload, timeout_s=self.timeout_s, tokens=estimate_tokens(*batch))
+        data = body.get("data") if isinstance(body, Mapping) else None
+        if not isinstance(data, list) or len(data) != len(batch):
+            raise self._malformed(f"{len(batch)} items in data", body)
+        vectors: list[list[float] | None] = [None] * len(batch)
+        for position, item in enumerate(data):
+            index = item.get("index", position) if isinstance(item, Mapping) else None
+            vector = item.get("embedding") if isinstance(item, Mapping) else None
+            if not isinstance(index, int) or not 0 <= index < len(batch) or vectors[index] is not None:
+                raise self._malformed("a distinct valid index for every item", body)
+            if not isinstance(vector, list):
+                raise self._malformed("embedding list (base64 is not supported)", body)
+            vectors[index] = [float(v) for v in vector]
+        tokens = usage_int(body.get("usage"), "prompt_tokens", "total_tokens")
+        cost = self._cost(tokens, 0)
+        self.tokens_in += tokens
+        self.cost_usd += cost
+        if self.budget_tracker is not None:
+            self.budget_tracker.charge(cost)
+        return vectors  # type: ignore[return-value]
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise ValidationError("embed() takes a sequence of strings, not a single string; wrap it in a list")
+    out = list(texts)
+    for t in out:
+        if not isinstance(t, str):
+            raise ValidationError(f"embed() texts must be strings, got {type(t).__name__}")
+    return out

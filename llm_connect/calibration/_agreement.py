@@ -1,0 +1,523 @@
+"""Agreement between two judges (or a judge and people), with bootstrap intervals.
+
+Scores are numbers in 0..1; a *verdict* is ``score >= threshold``. Rows where
+either score is missing (an unscored LLM reply, an unlabelled item) are dropped
+pair by pair and the number kept is reported as ``n``. A statistic that is not
+defined on the data (constant scores, fewer than two items) is NaN with a
+reason; nothing here raises on degenerate data.
+
+The point estimates equal scikit-learn's ``cohen_kappa_score``, scipy's
+``spearmanr`` / ``kendalltau`` and the ``krippendorff`` package's ``alpha`` (the
+tests check this on random data); they are computed in closed form here so the
+bootstrap can be vectorised and so that continuous scores do not blow up the
+``krippendorff`` package's coincidence matrix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._html import escape, fmt, frame_html, with_interval
+
+__all__ = [
+    "STATISTICS",
+    "AgreementTable",
+    "Estimate",
+    "PairAgreement",
+    "agreement_table",
+    "bootstrap_ci",
+    "pair_agreement",
+    "threshold_sweep",
+]
+
+STATISTICS: tuple[str, ...] = (
+    "percent_agreement",
+    "cohen_kappa",
+    "krippendorff_alpha",
+    "krippendorff_alpha_nominal",
+    "spearman",
+    "kendall",
+    "mean_abs_diff",
+)
+_LABELS = {
+    "percent_agreement": "percent agreement",
+    "cohen_kappa": "Cohen's kappa",
+    "krippendorff_alpha": "Krippendorff's alpha (interval)",
+    "krippendorff_alpha_nominal": "Krippendorff's alpha (nominal, verdicts)",
+    "spearman": "Spearman rho",
+    "kendall": "Kendall tau-b",
+    "mean_abs_diff": "mean absolute difference",
+}
+# Column names of the interval bounds in a table row.
+_BOUND_PREFIX = {
+    "percent_agreement": "agreement",
+    "cohen_kappa": "kappa",
+    "krippendorff_alpha": "alpha",
+    "krippendorff_alpha_nominal": "alpha_nominal",
+    "spearman": "spearman",
+    "kendall": "kendall",
+    "mean_abs_diff": "mad",
+}
+_MAX_BOOT_CELLS = 4_000_000  # resampled values held in memory at once
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic with its bootstrap interval; ``reason`` says why ``value`` is NaN."""
+
+    value: float
+    low: float = math.nan
+    high: float = math.nan
+    reason: str | None = None
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    @property
+    def defined(self) -> bool:
+        return not math.isnan(self.value)
+
+    def __str__(self) -> str:
+        if not self.defined:
+            return f"nan ({self.reason})" if self.reason else "nan"
+        return with_interval(self.value, self.low, self.high)
+
+
+def _as_float_array(values: Any, name: str) -> np.ndarray:
+    if isinstance(values, pd.Series):
+        values = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    return arr
+
+
+def paired(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """The rows where both are finite, and how many were dropped."""
+    x = _as_float_array(a, "a")
+    y = _as_float_array(b, "b")
+    if len(x) != len(y):
+        raise ValueError(f"the two score arrays differ in length ({len(x)} vs {len(y)})")
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep], int((~keep).sum())
+
+
+# --- statistics over a batch of samples: each takes (k, n) arrays, returns (k,) --------------
+
+
+def _nan_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    out = np.full(np.broadcast(num, den).shape, np.nan)
+    ok = den != 0
+    np.divide(num, den, out=out, where=ok)
+    return out
+
+
+def _percent_agreement(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    return (va == vb).mean(axis=1)
+
+
+def _cohen_kappa(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    po = (va == vb).mean(axis=1)
+    pa = va.mean(axis=1)
+    pb = vb.mean(axis=1)
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    # 1 - pe is 0 only when both judges give one and the same verdict everywhere.
+    den = 1 - pe
+    den = np.where(np.isclose(den, 0.0, atol=1e-15), 0.0, den)
+    return _nan_div(po - pe, den)
+
+
+def _alpha_interval(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    n = a.shape[1]
+    big_n = 2 * n
+    d_obs = ((a - b) ** 2).mean(axis=1)
+    values = np.concatenate([a, b], axis=1)
+    ss = ((values - values.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    d_exp = 2 * ss / (big_n - 1) if big_n > 1 else np.zeros_like(ss)
+    d_exp = np.where(np.isclose(d_exp, 0.0, atol=1e-15), 0.0, d_exp)
+    return 1 - _nan_div(d_obs, d_exp)
+
+
+def _alpha_nominal(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    n = va.shape[1]
+    big_n = 2 * n
+    d_obs = (va != vb).mean(axis=1)
+    n1 = va.sum(axis=1) + vb.sum(axis=1)
+    n0 = big_n - n1
+    d_exp = 2.0 * n1 * n0 / (big_n * (big_n - 1)) if big_n > 1 else np.zeros(len(va))
+    return 1 - _nan_div(d_obs, d_exp)
+
+
+def _rank_rows(x: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(x, axis=1)
+
+
+def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    xc = x - x.mean(axis=1, keepdims=True)
+    yc = y - y.mean(axis=1, keepdims=True)
+    num = (xc * yc).sum(axis=1)
+    den = np.sqrt((xc**2).sum(axis=1) * (yc**2).sum(axis=1))
+    den = np.where(den <= 1e-12 * max(1.0, float(np.max(den, initial=0.0))), 0.0, den)
+    return np.clip(_nan_div(num, den), -1.0, 1.0)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    return _pearson_rows(_rank_rows(a), _rank_rows(b))
+
+
+def _kendall(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    from scipy.stats import kendalltau
+
+    out = np.full(len(a), np.nan)
+    for i in range(len(a)):
+        x, y = a[i], b[i]
+        if np.ptp(x) == 0 or np.ptp(y) == 0:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[i] = kendalltau(x, y).statistic
+    return out
+
+
+def _mean_abs_diff(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    return np.abs(a - b).mean(axis=1)
+
+
+_STAT_FUNCS: dict[str, Callable[..., np.ndarray]] = {
+    "percent_agreement": _percent_agreement,
+    "cohen_kappa": _cohen_kappa,
+    "krippendorff_alpha": _alpha_interval,
+    "krippendorff_alpha_nominal": _alpha_nominal,
+    "spearman": _spearman,
+    "kendall": _kendall,
+    "mean_abs_diff": _mean_abs_diff,
+}
+
+
+def _reasons(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray, names: tuple[str, str]) -> dict[str, str]:
+    """Why each statistic is undefined on this data (only the undefined ones appear)."""
+    n = len(a)
+    if n < 2:
+        reason = f"only {n} paired score{'s' if n != 1 else ''} (need at least 2)"
+        return dict.fromkeys(STATISTICS, reason) | ({} if n == 0 else {"percent_agreement": "", "mean_abs_diff": ""})
+    out: dict[str, str] = {}
+    const_a, const_b = np.ptp(a) == 0, np.ptp(b) == 0
+    if const_a or const_b:
+        who = " and ".join(name for name, c in zip(names, (const_a, const_b), strict=True) if c)
+        out["spearman"] = out["kendall"] = f"{who} gave one constant score"
+    if const_a and const_b and a[0] == b[0]:
+        out["krippendorff_alpha"] = "every score is the same value (no variation to agree on)"
+    vconst_a, vconst_b = va.min() == va.max(), vb.min() == vb.max()
+    if vconst_a and vconst_b and va[0] == vb[0]:
+        out["cohen_kappa"] = out["krippendorff_alpha_nominal"] = (
+            "both gave the same single verdict on every item (chance agreement is 1)"
+        )
+    return out
+
+
+def _finite_or_nan(x: float) -> float:
+    return float(x) if np.isfinite(x) else math.nan
+
+
+def bootstrap_ci(
+    statistic: Callable[..., np.ndarray],
+    *arrays: np.ndarray,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap intervals of a vectorised statistic.
+
+    ``statistic`` takes the ``arrays`` resampled together (each ``(k, n)``) and returns
+    ``(k,)`` or ``(k, m)`` values. Returns ``(low, high)`` arrays (NaN where no
+    resample gave a finite value). Resampling is done in chunks to bound memory.
+    """
+    n = len(arrays[0])
+    if n == 0 or n_boot <= 0:
+        return np.array(math.nan), np.array(math.nan)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_boot, _MAX_BOOT_CELLS // max(n, 1)))
+    parts = []
+    done = 0
+    while done < n_boot:
+        k = min(chunk, n_boot - done)
+        idx = rng.integers(0, n, size=(k, n))
+        parts.append(np.asarray(statistic(*(arr[idx] for arr in arrays)), dtype=float))
+        done += k
+    samples = np.concatenate(parts, axis=0)
+    tail = (1 - confidence) / 2 * 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, which is the answer
+        low = np.nanpercentile(samples, tail, axis=0)
+        high = np.nanpercentile(samples, 100 - tail, axis=0)
+    return low, high
+
+
+@dataclass(frozen=True)
+class PairAgreement:
+    """How well two judges agree on the items both scored."""
+
+    judge_a: str
+    judge_b: str
+    n: int
+    n_missing: int
+    threshold: float
+    threshold_b: float
+    estimates: Mapping[str, Estimate]
+    confusion: pd.DataFrame = field(compare=False, repr=False)
+    ceiling: bool = False
+    confidence: float = 0.95
+    n_boot: int = 1000
+
+    def __getitem__(self, statistic: str) -> Estimate:
+        return self.estimates[statistic]
+
+    def row(self) -> dict[str, Any]:
+        """One flat row: the statistics, their interval bounds, the confusion counts and notes."""
+        row: dict[str, Any] = {
+            "judge_a": self.judge_a,
+            "judge_b": self.judge_b,
+            "n": self.n,
+            "n_missing": self.n_missing,
+            "threshold": self.threshold,
+        }
+        for stat in STATISTICS:
+            est = self.estimates[stat]
+            row[stat] = est.value
+            prefix = _BOUND_PREFIX[stat]
+            row[f"{prefix}_low"] = est.low
+            row[f"{prefix}_high"] = est.high
+        cm = self.confusion.to_numpy()
+        row.update(tn=int(cm[0, 0]), fp=int(cm[0, 1]), fn=int(cm[1, 0]), tp=int(cm[1, 1]))
+        row["ceiling"] = self.ceiling
+        notes = {}
+        for stat in STATISTICS:
+            reason = self.estimates[stat].reason
+            if reason:
+                notes.setdefault(reason, []).append(stat)
+        row["note"] = "; ".join(f"{', '.join(stats)}: {reason}" for reason, stats in notes.items())
+        return row
+
+    def _repr_html_(self) -> str:
+        title = f"{self.judge_a} vs {self.judge_b}" + (" (human ceiling)" if self.ceiling else "")
+        rows = [
+            {"statistic": _LABELS[s], "value": str(self.estimates[s]) if self.estimates[s].defined else "—",
+             "note": self.estimates[s].reason or ""}
+            for s in STATISTICS
+        ]
+        table = frame_html(pd.DataFrame(rows), caption=f"{title}: n={self.n} ({self.n_missing} dropped), "
+                           f"threshold {fmt(self.threshold)}; {int(self.confidence * 100)}% bootstrap intervals")
+        cm = self.confusion.copy()
+        cm.insert(0, f"{self.judge_a} \\ {self.judge_b}", ["no", "yes"])
+        return table + "<br>" + frame_html(cm, caption="verdicts (rows: " + escape(self.judge_a) + ")")
+
+
+def pair_agreement(
+    a: Any,
+    b: Any,
+    *,
+    judge_a: str = "a",
+    judge_b: str = "b",
+    threshold: float = 0.5,
+    threshold_b: float | None = None,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+    ceiling: bool = False,
+    statistics: Sequence[str] = STATISTICS,
+) -> PairAgreement:
+    """Every agreement statistic between two score arrays, with seeded bootstrap intervals.
+
+    ``threshold`` turns ``a``'s scores into verdicts (``score >= threshold``), and
+    ``threshold_b`` (default: the same) ``b``'s. Pairs with a missing score are
+    dropped. ``statistics`` limits which intervals are bootstrapped (the others
+    still get point estimates); Kendall's interval is the slowest.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    unknown = set(statistics) - set(STATISTICS)
+    if unknown:
+        raise ValueError(f"unknown statistics {sorted(unknown)}; choose from {list(STATISTICS)}")
+    tb = threshold if threshold_b is None else threshold_b
+    x, y, missing = paired(a, b)
+    vx, vy = x >= threshold, y >= tb
+    n = len(x)
+    reasons = _reasons(x, y, vx, vy, (judge_a, judge_b))
+    estimates: dict[str, Estimate] = {}
+    x2, y2, vx2, vy2 = x[None, :], y[None, :], vx[None, :], vy[None, :]
+    for stat in STATISTICS:
+        reason = reasons.get(stat)
+        if reason:
+            estimates[stat] = Estimate(math.nan, reason=reason)
+            continue
+        if n == 0:
+            estimates[stat] = Estimate(math.nan, reason="no paired scores")
+            continue
+        value = _finite_or_nan(_STAT_FUNCS[stat](x2, y2, vx2, vy2)[0])
+        if math.isnan(value):
+            estimates[stat] = Estimate(math.nan, reason="undefined on this data")
+            continue
+        low = high = math.nan
+        if n >= 2 and stat in statistics:
+            lo, hi = bootstrap_ci(
+                lambda p, q, vp, vq, f=_STAT_FUNCS[stat]: f(p, q, vp, vq),
+                x, y, vx, vy, n_boot=n_boot, confidence=confidence, seed=seed,
+            )
+            low, high = _finite_or_nan(float(lo)), _finite_or_nan(float(hi))
+        estimates[stat] = Estimate(value, low, high)
+    confusion = pd.DataFrame(
+        [[int((~vx & ~vy).sum()), int((~vx & vy).sum())], [int((vx & ~vy).sum()), int((vx & vy).sum())]],
+        index=pd.Index([False, True], name=f"{judge_a} verdict"),
+        columns=pd.Index([False, True], name=f"{judge_b} verdict"),
+    )
+    return PairAgreement(
+        judge_a=judge_a, judge_b=judge_b, n=n, n_missing=missing, threshold=float(threshold),
+        threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
+        confidence=confidence, n_boot=n_boot,
+    )
+
+
+def threshold_sweep(
+    a: Any,
+    b: Any,
+    *,
+    thresholds: Iterable[float] | None = None,
+    reference_threshold: float | None = 0.5,
+) -> pd.DataFrame:
+    """Percent agreement and Cohen's kappa as ``a``'s threshold moves.
+
+    ``b`` is the reference (human labels, exact match): its verdicts use
+    ``reference_threshold``, or the moving threshold too when that is ``None``.
+    One row per threshold: ``threshold``, ``n``, ``percent_agreement``,
+    ``cohen_kappa``, ``positive_rate`` (share of ``a``'s "yes"), ``reference_rate``.
+    """
+    x, y, _ = paired(a, b)
+    ts = np.round(np.linspace(0.05, 0.95, 19), 10) if thresholds is None else np.asarray(list(thresholds), float)
+    rows = []
+    for t in ts:
+        vx = x >= t
+        vy = y >= (t if reference_threshold is None else reference_threshold)
+        if len(x):
+            pa = float(_percent_agreement(x[None], y[None], vx[None], vy[None])[0])
+            kappa = _finite_or_nan(float(_cohen_kappa(x[None], y[None], vx[None], vy[None])[0]))
+            pos, ref = float(vx.mean()), float(vy.mean())
+        else:
+            pa = kappa = pos = ref = math.nan
+        rows.append({"threshold": float(t), "n": len(x), "percent_agreement": pa, "cohen_kappa": kappa,
+                     "positive_rate": pos, "reference_rate": ref})
+    return pd.DataFrame(rows)
+
+
+def _judge_columns(scores: pd.DataFrame) -> list[str]:
+    return [c[len("score_"):] for c in scores.columns if isinstance(c, str) and c.startswith("score_")]
+
+
+@dataclass
+class AgreementTable:
+    """Agreement of every pair of judges; ``frame`` has one row per pair."""
+
+    pairs: list[PairAgreement]
+    threshold: float
+    confidence: float
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        rows = [p.row() for p in self.pairs]
+        if not rows:
+            return pd.DataFrame(columns=["judge_a", "judge_b", "n", *STATISTICS])
+        return pd.DataFrame(rows)
+
+    def pair(self, judge_a: str, judge_b: str) -> PairAgreement:
+        for p in self.pairs:
+            if (p.judge_a, p.judge_b) in ((judge_a, judge_b), (judge_b, judge_a)):
+                return p
+        raise KeyError(f"no pair {judge_a!r} / {judge_b!r}; pairs: {[(p.judge_a, p.judge_b) for p in self.pairs]}")
+
+    def matrix(self, statistic: str = "cohen_kappa") -> pd.DataFrame:
+        """A symmetric judge-by-judge frame of one statistic (diagonal NaN)."""
+        if statistic not in STATISTICS:
+            raise ValueError(f"unknown statistic {statistic!r}; choose from {list(STATISTICS)}")
+        names: list[str] = []
+        for p in self.pairs:
+            for name in (p.judge_a, p.judge_b):
+                if name not in names:
+                    names.append(name)
+        out = pd.DataFrame(np.nan, index=pd.Index(names, name="judge"), columns=pd.Index(names, name="judge"))
+        for p in self.pairs:
+            out.loc[p.judge_a, p.judge_b] = out.loc[p.judge_b, p.judge_a] = p.estimates[statistic].value
+        return out
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for p in self.pairs:
+            rows.append({
+                "judge_a": p.judge_a,
+                "judge_b": p.judge_b + (" (ceiling)" if p.ceiling else ""),
+                "n": p.n,
+                "agreement": with_interval(*_triple(p["percent_agreement"])),
+                "kappa": with_interval(*_triple(p["cohen_kappa"])),
+                "alpha": with_interval(*_triple(p["krippendorff_alpha"])),
+                "spearman": with_interval(*_triple(p["spearman"])),
+                "kendall": with_interval(*_triple(p["kendall"])),
+                "MAD": with_interval(*_triple(p["mean_abs_diff"])),
+                "note": p.row()["note"],
+            })
+        caption = (f"Agreement at threshold {fmt(self.threshold)} "
+                   f"({int(self.confidence * 100)}% bootstrap intervals)")
+        return frame_html(pd.DataFrame(rows), caption=caption)
+
+
+def _triple(est: Estimate) -> tuple[float, float, float]:
+    return est.value, est.low, est.high
+
+
+def agreement_table(
+    scores: pd.DataFrame | Mapping[str, Any],
+    judges: Sequence[str] | None = None,
+    *,
+    threshold: float = 0.5,
+    thresholds: Mapping[str, float] | None = None,
+    annotators: Sequence[str] = (),
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+    statistics: Sequence[str] = STATISTICS,
+) -> AgreementTable:
+    """Agreement of every pair of judges.
+
+    ``scores`` is a frame with a ``score_<judge>`` column per judge (as
+    :func:`~llm_connect.calibration.score_items` makes) or a mapping of judge name to
+    scores. ``thresholds`` overrides the threshold per judge. Pairs of two
+    ``annotators`` (independent human labels) are flagged ``ceiling``: their
+    agreement is what a judge can hope to reach.
+    """
+    if isinstance(scores, pd.DataFrame):
+        available = _judge_columns(scores)
+        columns = {name: scores[f"score_{name}"] for name in available}
+    else:
+        columns = dict(scores)
+        available = list(columns)
+    names = list(judges) if judges is not None else available
+    missing = [j for j in names if j not in columns]
+    if missing:
+        raise ValueError(f"no scores for judge(s) {missing}; have {available}")
+    per = dict(thresholds or {})
+    pairs = []
+    for ja, jb in itertools.combinations(names, 2):
+        pairs.append(pair_agreement(
+            columns[ja], columns[jb], judge_a=ja, judge_b=jb,
+            threshold=per.get(ja, threshold), threshold_b=per.get(jb, threshold),
+            n_boot=n_boot, confidence=confidence, seed=seed,
+            ceiling=ja in annotators and jb in annotators, statistics=statistics,
+        ))
+    return AgreementTable(pairs=pairs, threshold=threshold, confidence=confidence)

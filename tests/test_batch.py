@@ -1,0 +1,233 @@
+"""The batch runtime: judge_many and grade_many never drop a row, keep order, work in a running loop."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+
+from llm_connect import (
+    ExactMatchJudge,
+    FunctionJudge,
+    LLMJudge,
+    PairedGrader,
+    QualityLedger,
+    RunConfig,
+    judge_many,
+)
+from llm_connect.errors import ServerError
+from llm_connect.grading import LLM_JUDGE_RUBRIC_HASH, ajudge_many, grade_many
+from llm_connect.testing import ScriptedAdapter
+
+RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "tokens_in", "tokens_out", "cost_usd"]
+
+
+def items(n: int, **extra):
+    return [
+        {"prompt": f"q{i}", "baseline": f"a{i}", "candidate": f"a{i}" if i % 2 == 0 else "x", "id": i, **extra}
+        for i in range(n)
+    ]
+
+
+def test_one_row_per_item_in_input_order_with_result_columns():
+    df = judge_many(ExactMatchJudge(), items(50), concurrency=7, progress=False)
+    assert len(df) == 50
+    assert list(df["id"]) == list(range(50))
+    assert list(df.columns) == ["prompt", "baseline", "candidate", "id", *RESULT]
+    assert list(df["quality_score"]) == [1.0 if i % 2 == 0 else 0.0 for i in range(50)]
+    assert set(df["status"]) == {"scored"} and set(df["grader_id"]) == {"exact-match"}
+
+
+def test_dataframe_input_keeps_index_and_extra_columns():
+    frame = pd.DataFrame(items(5), index=list("abcde"))
+    frame["topic"] = ["geo"] * 5
+    df = judge_many(ExactMatchJudge(), frame, progress=False)
+    assert list(df.index) == list("abcde")
+    assert list(df["topic"]) == ["geo"] * 5
+
+
+def test_unparseable_reply_is_unscored_with_reason_never_zero_and_failures_are_error_rows():
+    def reply(prompt, rc):
+        if "<<<CANDIDATE" in prompt and "bad-reply" in prompt:
+            return "I refuse to use JSON"
+        if "explode" in prompt:
+            raise ServerError("upstream 500 after retries", status=500)
+        return '{"quality_score": 0.7, "notes": "ok"}'
+
+    data = [
+        {"prompt": "q", "baseline": "b", "candidate": "fine"},
+        {"prompt": "q", "baseline": "b", "candidate": "bad-reply"},
+        {"prompt": "q", "baseline": "b", "candidate": "explode"},
+        {"prompt": "q", "baseline": "b", "candidate": None},
+    ]
+    df = judge_many(LLMJudge(ScriptedAdapter(reply)), data, progress=False)
+    assert list(df["status"]) == ["scored", "unscored", "error", "error"]
+    assert df.loc[0, "quality_score"] == 0.7
+    assert math.isnan(df.loc[1, "quality_score"]) and "no JSON object" in df.loc[1, "error"]
+    assert "no JSON object" in df.loc[1, "notes"]
+    assert df.loc[1, "tokens_out"] > 0  # the unparseable call was made: its usage is reported
+    assert "ServerError" in df.loc[2, "error"] and math.isnan(df.loc[2, "quality_score"])
+    assert "candidate is missing" in df.loc[3, "error"]
+    assert df.attrs["counts"] == {"scored": 1, "unscored": 1, "error": 2}
+
+
+def test_missing_columns_is_a_clear_value_error():
+    with pytest.raises(ValueError, match=r"lack the column\(s\) \['candidate'\]"):
+        judge_many(ExactMatchJudge(), [{"prompt": "q", "baseline": "b"}], progress=False)
+    with pytest.raises(ValueError, match="mapping"):
+        judge_many(ExactMatchJudge(), ["just a string"], progress=False)
+    with pytest.raises(ValueError, match="concurrency"):
+        judge_many(ExactMatchJudge(), items(2), concurrency=0, progress=False)
+
+
+def test_empty_items_give_an_empty_frame_with_the_columns():
+    df = judge_many(ExactMatchJudge(), [], progress=False)
+    assert len(df) == 0 and set(RESULT) <= set(df.columns)
+
+
+def test_input_columns_that_clash_with_results_are_kept_renamed():
+    df = judge_many(
+        ExactMatchJudge(), [{"prompt": "q", "baseline": "a", "candidate": "a", "notes": "mine"}], progress=False
+    )
+    assert df.loc[0, "notes_input"] == "mine" and df.loc[0, "notes"] == "exact match"
+
+
+def test_concurrency_bounds_the_calls_in_flight():
+    import threading
+
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+
+    def reply(prompt, rc):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.05)
+        with lock:
+            state["now"] -= 1
+        return '{"quality_score": 1}'
+
+    df = judge_many(LLMJudge(ScriptedAdapter(reply)), items(48), concurrency=8, progress=False)
+    assert (df["status"] == "scored").all()
+    assert state["max"] == 8  # overlapped, and never more than asked
+
+
+def test_judge_many_works_inside_a_running_event_loop():
+    async def notebook_cell():
+        # as in Jupyter: a loop is already running in this thread
+        sync_df = judge_many(ExactMatchJudge(), items(10), progress=False)
+        async_df = await ajudge_many(ExactMatchJudge(), items(10), progress=False)
+        return sync_df, async_df
+
+    sync_df, async_df = asyncio.run(notebook_cell())
+    assert len(sync_df) == len(async_df) == 10
+    pd.testing.assert_frame_equal(sync_df.drop(columns="latency_ms"), async_df.drop(columns="latency_ms"))
+
+
+def test_progress_bar_is_shown(capsys):
+    judge_many(ExactMatchJudge(), items(3), progress=True)
+    assert "3/3" in capsys.readouterr().err
+
+
+def test_judge_many_appends_scored_rows_to_a_ledger(tmp_path):
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    data = items(4, candidate_model="gpt-4o-mini")
+    data[3]["candidate"] = None  # an error row is not recorded
+    df = judge_many(
+        LLMJudge(ScriptedAdapter(['{"quality_score": 0.5}'], cycle=True)),
+        data,
+        ledger=ledger,
+        task_type="qa",
+        progress=False,
+    )
+    obs = ledger.read_all()
+    assert len(obs) == 3 == (df["status"] == "scored").sum()
+    assert {o.tags["item_id"] for o in obs} == {0, 1, 2}
+    assert all(o.tags["rubric_hash"] == LLM_JUDGE_RUBRIC_HASH and o.tags["grader_id"] == "llm-judge" for o in obs)
+    assert {o.model_id for o in obs} == {"gpt-4o-mini"}
+    with pytest.raises(ValueError, match="task_type"):
+        judge_many(ExactMatchJudge(), items(1), ledger=ledger, progress=False)
+
+
+def test_grade_many_generates_grades_and_records(tmp_path):
+    base = ScriptedAdapter(lambda p, rc: f"answer to {p}", adapter_id="base", model_id="big")
+    cand = ScriptedAdapter(
+        lambda p, rc: "wrong" if p == "q3" else f"answer to {p}",
+        adapter_id="cand",
+        model_id="small",
+        cost_per_call=0.01,
+    )
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    grader = PairedGrader(ExactMatchJudge(), ledger=ledger, task_type="qa")
+    df = grader.grade_many(base, cand, [f"q{i}" for i in range(6)], progress=False, concurrency=3)
+    assert list(df["prompt"]) == [f"q{i}" for i in range(6)]
+    assert list(df["quality_score"]) == [1, 1, 1, 0, 1, 1]
+    assert list(df["candidate"])[3] == "wrong" and list(df["baseline"])[3] == "answer to q3"
+    assert (df["candidate_cost_usd"] == 0.01).all()
+    obs = ledger.read_all()
+    assert len(obs) == 6
+    assert {o.adapter_id for o in obs} == {"cand"} and {o.baseline_adapter_id for o in obs} == {"base"}
+    assert sorted(o.tags["item_id"] for o in obs) == list(range(6))
+    assert all(o.cost_usd == 0.01 and o.tags["grader_id"] == "exact-match" for o in obs)
+
+
+def test_grade_many_failed_generation_is_an_error_row():
+    base = ScriptedAdapter(["b1", ServerError("down", status=503), "b3"])
+    cand = ScriptedAdapter(["c"], cycle=True)
+    df = grade_many(ExactMatchJudge(), base, cand, ["p1", "p2", "p3"], concurrency=1, progress=False)
+    assert list(df["status"]) == ["scored", "error", "scored"]
+    assert "ServerError" in df.loc[1, "error"]
+
+
+def test_run_config_reaches_the_judge():
+    adapter = ScriptedAdapter(['{"quality_score": 1}'], cycle=True)
+    judge_many(LLMJudge(adapter), items(2), run_config=RunConfig(max_tokens=33), progress=False)
+    assert {c.run_config.max_tokens for c in adapter.calls} == {33}
+
+
+def test_a_judge_raising_a_bad_score_is_unscored_or_error_not_dropped():
+    judge = FunctionJudge(lambda b, c: 2.0 if c == "x" else 1.0)
+    df = judge_many(judge, items(4), progress=False)
+    assert len(df) == 4
+    assert list(df["status"]) == ["scored", "error", "scored", "error"]
+    assert "quality_score" in df.loc[1, "error"]
+
+
+def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys
+        from llm_connect import LLMJudge, QualityLedger, judge_many
+        from llm_connect.testing import ScriptedAdapter
+
+        adapter = ScriptedAdapter(lambda p, rc: '{"quality_score": 1}', latency_s=0.05)
+        items = [{"prompt": f"q{i}", "baseline": "b", "candidate": "c", "id": i} for i in range(2000)]
+        ledger = QualityLedger(sys.argv[1])
+        print("started", flush=True)
+        df = judge_many(LLMJudge(adapter), items, concurrency=4, progress=False, ledger=ledger, task_type="qa")
+        print("rows", len(df), "scored", int((df.status == "scored").sum()),
+              "interrupted", df.attrs["interrupted"], flush=True)
+        """
+    )
+    ledger_path = tmp_path / "l.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(ledger_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    words = out.split()
+    rows, scored = int(words[words.index("rows") + 1]), int(words[words.index("scored") + 1])
+    assert rows == 2000 and 0 < scored < 2000
+    assert words[words.index("interrupted") + 1] == "True"
+    assert len(QualityLedger(ledger_path).read_all()) >= scored - 4  # finished rows were recorded as they finished
+    assert os.path.exists(ledger_path)
