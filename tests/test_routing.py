@@ -1,0 +1,132 @@
+"""Adaptive routing from a ledger: cheapest adapter meeting the threshold with confidence."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from llm_connect import QualityLedger, QualityObservation
+from llm_connect.routing import RoutingPolicy, evidence_table, route
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def fill(ledger, adapter, *, n, quality, cost, task="qa", age=timedelta(hours=1), spread=0.05, seed=0):
+    rng = random.Random(seed)
+    for i in range(n):
+        q = min(1.0, max(0.0, quality + rng.uniform(-spread, spread)))
+        ledger.append(
+            QualityObservation(
+                task,
+                adapter,
+                adapter.split(":")[-1],
+                cost,
+                q,
+                100.0 + i,
+                10,
+                5,
+                recorded_at=NOW - age - timedelta(seconds=i),
+            )
+        )
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    return QualityLedger(tmp_path / "ledger.jsonl")
+
+
+def test_cheapest_adapter_meeting_the_threshold_wins(ledger):
+    fill(ledger, "openai:big", n=40, quality=0.95, cost=0.01)
+    fill(ledger, "openai:mid", n=40, quality=0.9, cost=0.002)
+    fill(ledger, "local:tiny", n=40, quality=0.5, cost=0.0)
+    decision = route(ledger, "qa", threshold=0.8, now=NOW)
+    assert decision.adapter_id == "openai:mid"
+    assert "cheapest" in decision.reason
+    ev = decision.evidence.set_index("adapter_id")
+    assert bool(ev.loc["local:tiny", "eligible"]) is False
+    assert "lower bound" in ev.loc["local:tiny", "reason"]
+    assert ev.loc["openai:big", "n"] == 40
+    assert ev.loc["openai:mid", "mean_cost_usd"] == pytest.approx(0.002)
+
+
+def test_the_lower_bound_not_the_mean_must_meet_the_threshold(ledger):
+    # mean 0.82 but very noisy and few: the interval's lower end falls below 0.8
+    rng = random.Random(1)
+    for _ in range(20):
+        q = 0.82 + rng.choice([-0.3, 0.3]) * rng.random()
+        ledger.append(QualityObservation("qa", "noisy", "m", 0.0, min(1, max(0, q)), 1, 1, 1, recorded_at=NOW))
+    fill(ledger, "steady", n=30, quality=0.9, cost=0.5, spread=0.01)
+    d = route(ledger, "qa", threshold=0.8, now=NOW)
+    ev = d.evidence.set_index("adapter_id")
+    assert ev.loc["noisy", "quality_low"] < 0.8 < ev.loc["noisy", "quality_high"]
+    assert d.adapter_id == "steady"
+
+
+def test_bootstrap_interval_matches_an_independent_percentile_bootstrap(ledger):
+    fill(ledger, "a", n=50, quality=0.7, cost=0.0, spread=0.2, seed=3)
+    ev = evidence_table(ledger, "qa", policy=RoutingPolicy(n_resamples=4000), now=NOW)
+    scores = np.array([o.quality_score for o in ledger.read_all()])
+    rng = np.random.default_rng(123)
+    means = scores[rng.integers(0, len(scores), (20000, len(scores)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    assert ev.loc[0, "quality_low"] == pytest.approx(low, abs=0.01)
+    assert ev.loc[0, "quality_high"] == pytest.approx(high, abs=0.01)
+    assert ev.loc[0, "mean_quality"] == pytest.approx(scores.mean())
+
+
+def test_min_observations_and_max_age(ledger):
+    fill(ledger, "few", n=5, quality=0.99, cost=0.0)
+    fill(ledger, "old", n=50, quality=0.99, cost=0.0, age=timedelta(days=90))
+    fill(ledger, "ok", n=30, quality=0.95, cost=1.0)
+    d = route(ledger, "qa", min_observations=20, max_age=timedelta(days=30), now=NOW)
+    assert d.adapter_id == "ok"
+    ev = d.evidence.set_index("adapter_id")
+    assert "too few" in ev.loc["few", "reason"]
+    assert bool(ev.loc["old", "stale"]) is True and ev.loc["old", "n"] == 0 and ev.loc["old", "n_stale"] == 50
+    # without an age limit the old, free adapter wins
+    assert route(ledger, "qa", max_age=None, now=NOW).adapter_id in {"old"}
+
+
+def test_recent_limits_the_observations_used(ledger):
+    # 100 old bad observations, then 30 recent good ones: only the recent 30 count
+    fill(ledger, "improved", n=100, quality=0.2, cost=0.0, age=timedelta(days=2))
+    fill(ledger, "improved", n=30, quality=0.95, cost=0.0, age=timedelta(hours=1))
+    assert route(ledger, "qa", recent=30, now=NOW).adapter_id == "improved"
+    assert route(ledger, "qa", recent=None, now=NOW).adapter_id is None
+
+
+def test_no_adapter_qualifies_says_why(ledger):
+    fill(ledger, "weak", n=40, quality=0.4, cost=0.0)
+    d = route(ledger, "qa", now=NOW)
+    assert d.adapter_id is None and not d
+    assert "weak" in d.reason and "lower bound" in d.reason
+    empty = route(ledger, "summarise", now=NOW)
+    assert empty.adapter_id is None and "no observations" in empty.reason
+
+
+def test_task_types_are_kept_apart_and_the_decision_renders(ledger):
+    fill(ledger, "a", n=30, quality=0.9, cost=0.1, task="qa")
+    fill(ledger, "b", n=30, quality=0.9, cost=0.01, task="code")
+    assert route(ledger, "qa", now=NOW).adapter_id == "a"
+    assert route(ledger, "code", now=NOW).adapter_id == "b"
+    d = route(ledger, "qa", now=NOW)
+    assert "<table" in d._repr_html_() and "a" in str(d)
+    assert set(evidence_table(ledger, policy=RoutingPolicy(), now=NOW)["task_type"]) == {"qa", "code"}
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"threshold": 1.5}, {"min_observations": 0}, {"confidence": 1.0}, {"max_age": timedelta(days=-1)}]
+)
+def test_bad_policy_is_a_value_error(kwargs):
+    with pytest.raises(ValueError):
+        RoutingPolicy(**kwargs)
+
+
+def test_route_accepts_a_path_and_rejects_an_empty_task_type(ledger):
+    fill(ledger, "a", n=25, quality=0.95, cost=0.0)
+    assert route(str(ledger.path), "qa", now=NOW).adapter_id == "a"
+    with pytest.raises(ValueError):
+        route(ledger, "")
