@@ -46,6 +46,7 @@ import sys
 import threading
 import time
 import urllib.request
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ class RecordedRequest:
 
 
 def _count_words(text: str) -> int:
-    return len(_WORD.findall(text))
+    return len(text.split())
 
 
 def _message_text(content: Any) -> str:
@@ -149,6 +150,7 @@ class _Core:
                 "by_path": dict(self.paths),
                 "in_flight": self.in_flight,
                 "max_in_flight": self.max_in_flight,
+                "process_cpu_s": time.process_time(),
             }
 
     def _decide(self, index: int) -> str:
@@ -283,7 +285,11 @@ class _Core:
             "created": int(time.time()),
             "model": self.model or body.get("model", "loopback-model"),
             "choices": [choice],
-            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out},
+            "usage": {
+                "prompt_tokens": tokens_in,
+                "completion_tokens": tokens_out,
+                "total_tokens": tokens_in + tokens_out,
+            },
         }
 
     def _messages(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -330,7 +336,9 @@ class _Core:
             return web.json_response({"ok": True})
 
         async def models(_: Any) -> Any:
-            return web.json_response({"object": "list", "data": [{"id": self.model or "loopback-model", "object": "model"}]})
+            return web.json_response(
+                {"object": "list", "data": [{"id": self.model or "loopback-model", "object": "model"}]}
+            )
 
         app = web.Application(client_max_size=64 * 1024**2)
         for prefix in ("/v1", ""):
@@ -421,6 +429,7 @@ class LoopbackServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._started = False
+        self._finalizer: weakref.finalize | None = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -428,9 +437,12 @@ class LoopbackServer:
         if self._started:
             return self
         if self.mode == "thread":
+            import aiohttp.web  # noqa: F401  (imported here, not on the server's loop, where it would block it)
+
             self._start_thread()
         else:
             self._start_process()
+        self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._thread, self._process)
         self._started = True
         return self
 
@@ -439,13 +451,14 @@ class LoopbackServer:
         loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []
-        core = self._core
+        bound: list[int] = []
+        core, port = self._core, self.port
 
-        def run() -> None:
+        def run() -> None:  # holds no reference to self, so a dropped server is collected and stopped
             asyncio.set_event_loop(loop)
-            runner = None
             try:
-                runner, self.port = loop.run_until_complete(_start_site(core, self.port))
+                runner, actual = loop.run_until_complete(_start_site(core, port))
+                bound.append(actual)
             except BaseException as exc:  # reported to the starting thread
                 failure.append(exc)
                 ready.set()
@@ -470,6 +483,7 @@ class LoopbackServer:
         ready.wait(30)
         if failure:
             raise RuntimeError(f"LoopbackServer could not start: {failure[0]}") from failure[0]
+        self.port = bound[0]
 
     def _start_process(self) -> None:
         env = dict(os.environ)
@@ -491,26 +505,16 @@ class LoopbackServer:
         self.port = int(line.split()[1])
 
     def stop(self) -> None:
+        """Stop serving (also done when the server is garbage-collected or the interpreter exits)."""
         if not self._started:
             return
         self._started = False
-        if self._thread is not None and self._loop is not None:
-            if not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._thread = None
-        if self._process is not None:
-            process, self._process = self._process, None
-            try:
-                assert process.stdin is not None
-                process.stdin.close()  # the child exits on EOF
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            finally:
-                if process.stdout is not None:
-                    process.stdout.close()
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self._thread = None
+        self._loop = None
+        self._process = None
 
     def __enter__(self) -> LoopbackServer:
         return self.start()
@@ -566,6 +570,33 @@ class LoopbackServer:
     def __repr__(self) -> str:
         where = f"http://127.0.0.1:{self.port}" if self._started else "stopped"
         return f"LoopbackServer(mode={self.mode!r}, {where})"
+
+
+def _shutdown(
+    loop: asyncio.AbstractEventLoop | None,
+    thread: threading.Thread | None,
+    process: subprocess.Popen[bytes] | None,
+) -> None:
+    """Stop a server's thread (its loop cleans up and closes) or its subprocess."""
+    if thread is not None and loop is not None:
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(loop.stop)
+            except RuntimeError:  # closed meanwhile
+                pass
+        if thread is not threading.current_thread():
+            thread.join(10)
+    if process is not None:
+        try:
+            if process.stdin is not None:
+                process.stdin.close()  # the child exits on EOF
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        finally:
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 def _serve(config: dict[str, Any]) -> None:

@@ -66,7 +66,9 @@ def _decode(data: dict[str, Any], *, adapter_id: str, model_id: str, latency_ms:
         latency_ms=latency_ms,
         logprobs=None
         if logprobs is None
-        else tuple(TokenLogprob(tok, float(lp), tuple((str(a), float(b)) for a, b in top)) for tok, lp, top in logprobs),
+        else tuple(
+            TokenLogprob(tok, float(lp), tuple((str(a), float(b)) for a, b in top)) for tok, lp, top in logprobs
+        ),
         cached=True,
         finish_reason=data.get("finish_reason"),
     )
@@ -81,8 +83,11 @@ class ResponseCache:
 
     def __init__(self, directory: str | os.PathLike[str], *, size_limit: int = 2**30) -> None:
         import diskcache  # a core dependency, imported on first use to keep `import llm_connect` light
+
         self.directory = Path(directory)
-        self._cache = diskcache.Cache(str(self.directory), size_limit=size_limit, eviction_policy="least-recently-stored")
+        self._cache = diskcache.Cache(
+            str(self.directory), size_limit=size_limit, eviction_policy="least-recently-stored"
+        )
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0

@@ -271,7 +271,8 @@ class HTTPAdapter:
         self.api_key_env = api_key_env or self.default_api_key_env
         key = api_key if api_key is not None else os.environ.get(self.api_key_env) if self.api_key_env else None
         self._api_key = _Secret(key)
-        if not self._api_key and not is_loopback_url(url):
+        self._loopback = is_loopback_url(url)
+        if not self._api_key and not self._loopback:
             raise AuthenticationError(
                 f"{type(self).__name__} needs an API key for {_safe_url(url)}: set the {self.api_key_env} "
                 "environment variable or pass api_key=... (no key is needed for a server on localhost)",
@@ -292,7 +293,9 @@ class HTTPAdapter:
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValidationError(f"{type(self).__name__}: max_retries must be an int >= 0, got {max_retries!r}")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValidationError(f"{type(self).__name__}: max_concurrency must be an int >= 1, got {max_concurrency!r}")
+            raise ValidationError(
+                f"{type(self).__name__}: max_concurrency must be an int >= 1, got {max_concurrency!r}"
+            )
         for name, value in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValidationError(f"{type(self).__name__}: {name} must be None or a number > 0, got {value!r}")
@@ -307,6 +310,7 @@ class HTTPAdapter:
         self.max_concurrency = max_concurrency
         self.prices = dict(prices) if prices else None
         self._extra_headers = dict(headers or {})
+        self._price_cache: tuple[int, pricing.Price | None] | None = None
         self._state_obj: _LoopState | None = None
         self._finalizer: weakref.finalize | None = None
         self._state_lock = threading.Lock()
@@ -328,12 +332,15 @@ class HTTPAdapter:
     @property
     def cost_known(self) -> bool:
         """Whether ``cost_usd`` reflects a real price (always true for a server on this machine)."""
-        return self.price is not None or is_loopback_url(self.base_url)
+        return self.price is not None or self._loopback
 
     def _cost(self, tokens_in: int, tokens_out: int) -> float:
-        price = self.price
+        version = pricing.table_version()
+        if self._price_cache is None or self._price_cache[0] != version:
+            self._price_cache = (version, self.price)
+        price = self._price_cache[1]
         if price is None:
-            if not is_loopback_url(self.base_url):
+            if not self._loopback:
                 _warn_unknown_price(self.model_id)
             return 0.0
         return price.cost(tokens_in, tokens_out)
@@ -354,7 +361,8 @@ class HTTPAdapter:
         session = aiohttp.ClientSession(
             connector=connector,
             headers=headers,
-            trust_env=not is_loopback_url(self.base_url),
+            trust_env=not self._loopback,
+            cookie_jar=aiohttp.DummyCookieJar(),  # an API client keeps no cookies
         )
         rpm = tpm = None
         if self.requests_per_minute is not None or self.tokens_per_minute is not None:
@@ -439,7 +447,13 @@ class HTTPAdapter:
 
         state = await self._state()
         url = self.base_url + path
-        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(
+                f"{self.adapter_id}: the request cannot be sent as JSON ({exc}); "
+                "RunConfig.model_params values must be JSON-serialisable"
+            ) from exc
         started = time.monotonic()
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_retries + 1) | tenacity.stop_before_delay(self.max_retry_time_s),
@@ -479,7 +493,6 @@ class HTTPAdapter:
         timeout = state.timeouts.get(timeout_s)
         if timeout is None:
             timeout = state.timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s)
-        safe_url = _safe_url(url)
         async with state.semaphore:
             t0 = time.perf_counter()
             try:
@@ -489,25 +502,25 @@ class HTTPAdapter:
                     headers = resp.headers
             except TimeoutError as exc:
                 raise AdapterTimeoutError(
-                    f"{self.adapter_id}: no reply from {safe_url} within {timeout_s:g}s; "
+                    f"{self.adapter_id}: no reply from {_safe_url(url)} within {timeout_s:g}s; "
                     "raise timeout_s (or RunConfig.timeout_s) if the model is slow",
                     adapter_id=self.adapter_id,
                 ) from exc
             except aiohttp.ClientError as exc:
                 raise AdapterConnectionError(
-                    f"{self.adapter_id}: could not talk to {safe_url}: "
+                    f"{self.adapter_id}: could not talk to {_safe_url(url)}: "
                     f"{self._scrub(_truncate(f'{type(exc).__name__}: {exc}'))}; "
                     "check base_url and that the server is running and reachable",
                     adapter_id=self.adapter_id,
                 ) from exc
             latency_ms = (time.perf_counter() - t0) * 1000.0
         if status >= 400:
-            raise self._status_error(status, raw, headers, safe_url)
+            raise self._status_error(status, raw, headers, _safe_url(url))
         try:
             body = json.loads(raw)
         except ValueError as exc:
             raise MalformedResponseError(
-                f"{self.adapter_id}: HTTP {status} from {safe_url} but the body is not valid JSON "
+                f"{self.adapter_id}: HTTP {status} from {_safe_url(url)} but the body is not valid JSON "
                 f"(truncated?): {self._scrub(_truncate(raw.decode('utf-8', 'replace'), 200))!r}; "
                 "check that base_url points at the API, then retry",
                 status=status,
@@ -587,7 +600,9 @@ class ChatHTTPAdapter(HTTPAdapter):
     #: ``max_tokens`` sent when ``RunConfig.max_tokens`` is None (``None`` = send none)
     default_max_tokens: int | None = None
 
-    def __init__(self, model: str, *, cache: ResponseCache | str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, model: str, *, cache: ResponseCache | str | os.PathLike[str] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(model, **kwargs)
         self.cache = open_cache(cache)
 

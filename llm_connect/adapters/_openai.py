@@ -162,7 +162,9 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
         payload: dict[str, Any] = {"model": self.model_id, "input": batch, "encoding_format": "float"}
         if self.dimensions is not None:
             payload["dimensions"] = self.dimensions
-        body, _ = await self._post(self.embeddings_path, payload, timeout_s=self.timeout_s, tokens=estimate_tokens(*batch))
+        body, _ = await self._post(
+            self.embeddings_path, payload, timeout_s=self.timeout_s, tokens=estimate_tokens(*batch)
+        )
         data = body.get("data") if isinstance(body, Mapping) else None
         if not isinstance(data, list) or len(data) != len(batch):
             raise self._malformed(f"{len(batch)} items in data", body)

@@ -67,15 +67,23 @@ DEFAULT_PRICES: Mapping[str, Price] = {
 
 _lock = threading.Lock()
 _registered: dict[str, Price] = {}
+_version = 0
+
+
+def table_version() -> int:
+    """A counter bumped by every :func:`register_price`, so adapters may cache their lookup."""
+    return _version
 
 
 def register_price(model: str, input_per_million: float, output_per_million: float = 0.0) -> None:
     """Set (or replace) the price of ``model`` for this process; it wins over the default table."""
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("register_price: model must be a non-empty string")
+    global _version
     price = Price(input_per_million, output_per_million)
     with _lock:
         _registered[model] = price
+        _version += 1
 
 
 def registered_prices() -> dict[str, Price]:

@@ -38,7 +38,7 @@ def pad_with_filler(text: str, *, factor: float = 2.0, min_added_words: int = 20
     if factor < 1:
         raise ValueError(f"factor must be >= 1, got {factor!r}")
     words = len(text.split())
-    target = max(int(round(words * factor)), words + max(0, min_added_words))
+    target = max(round(words * factor), words + max(0, min_added_words))
     rng = random.Random(f"{seed}:{text}")
     pool = list(FILLER_SENTENCES)
     rng.shuffle(pool)

@@ -1,0 +1,105 @@
+"""Calibrate judges against each other and against people, and measure their biases.
+
+=================================  ==========================================================
+what                               functions and classes
+=================================  ==========================================================
+run judges over a dataset          :func:`score_items`, :func:`load_items`, :func:`parse_labels`
+agreement (with bootstrap CIs)     :func:`pair_agreement`, :func:`agreement_table`,
+                                   :func:`threshold_sweep`
+bias probes                        :func:`run_probes`, :func:`probe_judge`, :func:`paired_shift`,
+                                   :func:`perturb_items`
+observational diagnostics          :func:`length_effect`, :func:`length_controlled_scores`,
+                                   :func:`self_preference`, :func:`reliability_table`,
+                                   :func:`disagreements`
+features                           :func:`model_family`, :func:`text_features`
+plots (matplotlib, seaborn-shaped) ``plot_judge_scatter``, ``plot_agreement_heatmap``,
+                                   ``plot_reliability``, ``plot_threshold_sweep``,
+                                   ``plot_bias_forest``, ``plot_score_vs_length``
+everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
+                                   (``_repr_html_``, ``.widget()``, ``.to_html(path)``)
+=================================  ==========================================================
+
+matplotlib and ipywidgets are imported only when a plot or the widget is made.
+"""
+
+from ._agreement import (
+    STATISTICS,
+    AgreementTable,
+    Estimate,
+    PairAgreement,
+    agreement_table,
+    bootstrap_ci,
+    pair_agreement,
+    threshold_sweep,
+)
+from ._bias import PROBES, BiasReport, ProbeResult, paired_shift, perturb_items, probe_judge, run_probes
+from ._diagnostics import (
+    LengthControlled,
+    LengthEffect,
+    SelfPreference,
+    disagreements,
+    length_controlled_scores,
+    length_effect,
+    ols,
+    reliability_table,
+    self_preference,
+)
+from ._features import model_family, text_features
+from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
+from ._plots import (
+    length_profile,
+    plot_agreement_heatmap,
+    plot_bias_forest,
+    plot_judge_scatter,
+    plot_reliability,
+    plot_score_vs_length,
+    plot_threshold_sweep,
+)
+from ._report import CalibrationReport, calibrate
+from ._runner import judge_items, load_items, parse_labels, score_items
+
+__all__ = [
+    "DEFAULT_INJECTION",
+    "PROBES",
+    "STATISTICS",
+    "AgreementTable",
+    "BiasReport",
+    "CalibrationReport",
+    "Estimate",
+    "LengthControlled",
+    "LengthEffect",
+    "PairAgreement",
+    "ProbeResult",
+    "SelfPreference",
+    "agreement_table",
+    "bootstrap_ci",
+    "calibrate",
+    "disagreements",
+    "judge_items",
+    "length_controlled_scores",
+    "length_effect",
+    "length_profile",
+    "load_items",
+    "model_family",
+    "ols",
+    "pad_with_filler",
+    "pair_agreement",
+    "paired_shift",
+    "parse_labels",
+    "perturb_items",
+    "plant_injection",
+    "plot_agreement_heatmap",
+    "plot_bias_forest",
+    "plot_judge_scatter",
+    "plot_reliability",
+    "plot_score_vs_length",
+    "plot_threshold_sweep",
+    "probe_judge",
+    "reliability_table",
+    "run_probes",
+    "score_items",
+    "self_preference",
+    "text_features",
+    "threshold_sweep",
+    "to_markdown",
+]

@@ -1,0 +1,316 @@
+"""Bias probes: change one thing about each answer, keep its correctness, and see the score move.
+
+============  ==========================================================  ==============
+probe         what changes                                                applies to
+============  ==========================================================  ==============
+``length``    neutral filler sentences appended to the candidate          every judge
+``format``    the candidate reformatted as markdown (no word changed)     every judge
+``injection`` an instruction to the grader appended to the candidate      every judge
+``position``  baseline and candidate swapped (score read as 1 - score)    pairwise judges
+============  ==========================================================  ==============
+
+Each probe runs the judge through :func:`~llm_connect.grading.judge_many` on the
+original and the perturbed items and reports, over the items scored both times,
+the mean score shift with a seeded bootstrap interval, a paired Wilcoxon
+signed-rank test (all-zero differences give p = 1.0), and the share of verdicts
+that flipped at the threshold. A judge is *pairwise* when it has a true
+``pairwise`` attribute: its score is the probability that the candidate beats
+the baseline, so swapping the two should turn ``s`` into ``1 - s``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core import RunConfig
+from ..errors import ValidationError
+from ._agreement import bootstrap_ci
+from ._html import frame_html, with_interval
+from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
+
+__all__ = ["PROBES", "BiasReport", "ProbeResult", "paired_shift", "perturb_items", "probe_judge", "run_probes"]
+
+PROBES: tuple[str, ...] = ("length", "format", "injection", "position")
+_DESCRIPTIONS = {
+    "length": "neutral filler appended",
+    "format": "reformatted as markdown",
+    "injection": "instruction to the grader planted",
+    "position": "baseline and candidate swapped",
+}
+
+
+def is_pairwise(judge: Any) -> bool:
+    return bool(getattr(judge, "pairwise", False))
+
+
+def perturb_items(
+    items: pd.DataFrame, probe: str, *, seed: int = 0, injection: str = DEFAULT_INJECTION
+) -> pd.DataFrame:
+    """A copy of ``items`` with the probe's change applied (``candidate``, or both texts for ``position``)."""
+    out = items.copy()
+    cand = out["candidate"].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+    if probe == "length":
+        out["candidate"] = cand.map(lambda t: pad_with_filler(t, seed=seed))
+    elif probe == "format":
+        out["candidate"] = cand.map(to_markdown)
+    elif probe == "injection":
+        out["candidate"] = cand.map(lambda t: plant_injection(t, injection))
+    elif probe == "position":
+        out["candidate"], out["baseline"] = out["baseline"].copy(), cand
+    else:
+        raise ValidationError(f"unknown probe {probe!r}; choose from {', '.join(PROBES)}")
+    return out
+
+
+@dataclass(frozen=True)
+class ShiftStats:
+    n: int
+    mean_original: float
+    mean_perturbed: float
+    mean_shift: float
+    shift_low: float
+    shift_high: float
+    p_value: float
+    flip_rate: float
+    flips_up: int
+    flips_down: int
+    note: str = ""
+
+
+def paired_shift(
+    original: Any,
+    perturbed: Any,
+    *,
+    threshold: float = 0.5,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+) -> ShiftStats:
+    """Mean of ``perturbed - original`` over the pairs scored both times, its bootstrap interval,
+    the Wilcoxon signed-rank p-value, and how many verdicts flipped at ``threshold``."""
+    from scipy.stats import wilcoxon
+
+    a = np.asarray(original, dtype=float)
+    b = np.asarray(perturbed, dtype=float)
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    n = len(a)
+    if n == 0:
+        return ShiftStats(0, *([math.nan] * 7), 0, 0, note="no item was scored both before and after")
+    d = b - a
+    va, vb = a >= threshold, b >= threshold
+    flips_up, flips_down = int((~va & vb).sum()), int((va & ~vb).sum())
+    low = high = math.nan
+    note = ""
+    if n >= 2:
+        lo, hi = bootstrap_ci(lambda x: x.mean(axis=1), d, n_boot=n_boot, confidence=confidence, seed=seed)
+        low, high = float(lo), float(hi)
+    else:
+        note = "one item: no interval"
+    if not np.any(d != 0):
+        p = 1.0
+        note = note or "no score changed"
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # small-sample / ties notices; the p-value is still returned
+            try:
+                p = float(wilcoxon(d, zero_method="wilcox").pvalue)
+            except ValueError as exc:
+                p, note = math.nan, f"Wilcoxon test failed: {exc}"
+    return ShiftStats(
+        n=n, mean_original=float(a.mean()), mean_perturbed=float(b.mean()), mean_shift=float(d.mean()),
+        shift_low=low, shift_high=high, p_value=p, flip_rate=float((va != vb).mean()),
+        flips_up=flips_up, flips_down=flips_down, note=note,
+    )
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe did to one judge; ``items`` holds both scores of every probed item."""
+
+    judge: str
+    probe: str
+    stats: ShiftStats
+    items: pd.DataFrame = field(compare=False, repr=False)
+    threshold: float = 0.5
+
+    def row(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "judge": self.judge, "probe": self.probe, "n": s.n, "mean_original": s.mean_original,
+            "mean_perturbed": s.mean_perturbed, "mean_shift": s.mean_shift, "shift_low": s.shift_low,
+            "shift_high": s.shift_high, "p_value": s.p_value, "flip_rate": s.flip_rate,
+            "flips_up": s.flips_up, "flips_down": s.flips_down, "note": s.note,
+        }
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 0."""
+        s = self.stats
+        return bool(s.n >= 2 and (s.shift_low > 0 or s.shift_high < 0))
+
+    def _repr_html_(self) -> str:
+        s = self.stats
+        head = (f"<p><b>{self.judge}</b>, probe <b>{self.probe}</b> ({_DESCRIPTIONS.get(self.probe, '')}): "
+                f"mean shift {with_interval(s.mean_shift, s.shift_low, s.shift_high)}, p={s.p_value:.3g}, "
+                f"{s.flip_rate:.1%} of verdicts flipped (n={s.n})</p>")
+        cols = [c for c in ("id", "candidate", "perturbed_candidate", "original", "perturbed", "shift")
+                if c in self.items.columns]
+        top = self.items.reindex(self.items["shift"].abs().sort_values(ascending=False).index)[cols].head(10)
+        return head + frame_html(top, caption="largest shifts")
+
+
+@dataclass
+class BiasReport:
+    """Every probe's result; ``frame`` has one row per judge and probe."""
+
+    results: list[ProbeResult]
+    threshold: float = 0.5
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        rows = [r.row() for r in self.results]
+        cols = ["judge", "probe", "n", "mean_original", "mean_perturbed", "mean_shift", "shift_low", "shift_high",
+                "p_value", "flip_rate", "flips_up", "flips_down", "note"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def result(self, judge: str, probe: str) -> ProbeResult:
+        for r in self.results:
+            if r.judge == judge and r.probe == probe:
+                return r
+        raise KeyError(f"no probe {probe!r} for judge {judge!r}")
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for r in self.results:
+            s = r.stats
+            rows.append({"judge": r.judge, "probe": r.probe, "n": s.n,
+                         "mean shift": with_interval(s.mean_shift, s.shift_low, s.shift_high),
+                         "p": s.p_value, "flipped": s.flip_rate, "note": s.note})
+        return frame_html(pd.DataFrame(rows), caption="Bias probes (score after minus before, 95% bootstrap interval)")
+
+
+def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> ProbeResult:
+    stats = ShiftStats(0, *([math.nan] * 7), 0, 0, note=reason)
+    return ProbeResult(judge, probe, stats, pd.DataFrame(), threshold)
+
+
+def probe_judge(
+    judge: Any,
+    items: pd.DataFrame,
+    probe: str,
+    *,
+    name: str | None = None,
+    original_scores: Any = None,
+    threshold: float = 0.5,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    reference_sep: str | None = None,
+    injection: str = DEFAULT_INJECTION,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+) -> ProbeResult:
+    """Run one probe on one judge.
+
+    ``original_scores`` (one per item, NaN for unscored) saves judging the
+    originals again when you already have them, e.g. from
+    :func:`~llm_connect.calibration.score_items`.
+    """
+    from ._runner import _frame, judge_items
+
+    name = name or str(getattr(judge, "grader_id", "judge"))
+    if probe not in PROBES:
+        raise ValidationError(f"unknown probe {probe!r}; choose from {', '.join(PROBES)}")
+    if probe == "position" and not is_pairwise(judge):
+        return _not_applicable(name, probe, "position applies only to pairwise judges", threshold)
+    items = _frame(items)
+    kwargs: dict[str, Any] = {"reference_sep": reference_sep, "concurrency": concurrency, "progress": progress,
+                              "run_config": run_config}
+    if original_scores is None:
+        original = _scores(judge_items(judge, items, **kwargs))
+    else:
+        original = np.asarray(original_scores, dtype=float)
+        if len(original) != len(items):
+            raise ValidationError(f"original_scores has {len(original)} values for {len(items)} items")
+    perturbed_items = perturb_items(items, probe, seed=seed, injection=injection)
+    if probe == "position":
+        # The references stay one text when swapped into the candidate's place.
+        perturbed = 1.0 - _scores(judge_items(judge, perturbed_items, **{**kwargs, "reference_sep": None}))
+    else:
+        perturbed = _scores(judge_items(judge, perturbed_items, **kwargs))
+    stats = paired_shift(original, perturbed, threshold=threshold, n_boot=n_boot, confidence=confidence, seed=seed)
+    detail = pd.DataFrame({
+        "id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),
+        "candidate": items["candidate"].tolist(),
+        "perturbed_candidate": perturbed_items["candidate"].tolist(),
+        "original": original,
+        "perturbed": perturbed,
+    })
+    detail["shift"] = detail["perturbed"] - detail["original"]
+    return ProbeResult(name, probe, stats, detail, threshold)
+
+
+def _scores(batch: pd.DataFrame) -> np.ndarray:
+    scores = pd.to_numeric(batch["quality_score"], errors="coerce").to_numpy(dtype=float)
+    return np.where(batch["status"].to_numpy() == "scored", scores, np.nan)
+
+
+def _resolve_probes(probes: str | Sequence[str] | None) -> tuple[list[str], bool]:
+    """(probe names, whether they were chosen automatically)."""
+    if probes is None or probes == "auto":
+        return list(PROBES), True
+    names = [p.strip() for p in (probes.split(",") if isinstance(probes, str) else probes) if p and p.strip()]
+    unknown = [p for p in names if p not in PROBES]
+    if unknown:
+        raise ValidationError(f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}")
+    return list(dict.fromkeys(names)), False
+
+
+def run_probes(
+    judges: Mapping[str, Any],
+    items: pd.DataFrame,
+    *,
+    probes: str | Sequence[str] | None = "auto",
+    original_scores: Mapping[str, Any] | None = None,
+    threshold: float = 0.5,
+    thresholds: Mapping[str, float] | None = None,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    reference_sep: str | None = None,
+    injection: str = DEFAULT_INJECTION,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+    on_result: Callable[[ProbeResult], None] | None = None,
+) -> BiasReport:
+    """Every probe on every judge. ``probes="auto"`` runs those that apply to each judge
+    (``position`` only for pairwise judges); naming ``position`` for a judge that is not
+    pairwise gives a row saying so."""
+    names, auto = _resolve_probes(probes)
+    per = dict(thresholds or {})
+    results = []
+    for judge_name, judge in judges.items():
+        for probe in names:
+            if auto and probe == "position" and not is_pairwise(judge):
+                continue
+            original = None if original_scores is None else original_scores.get(judge_name)
+            result = probe_judge(
+                judge, items, probe, name=judge_name, original_scores=original,
+                threshold=per.get(judge_name, threshold), n_boot=n_boot, confidence=confidence, seed=seed,
+                reference_sep=reference_sep, injection=injection, concurrency=concurrency, progress=progress,
+                run_config=run_config,
+            )
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return BiasReport(results, threshold)

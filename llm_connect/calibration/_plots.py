@@ -1,0 +1,303 @@
+"""Plots, seaborn-shaped: ``plot_x(data=None, *, ..., ax=None, **kwargs) -> Axes``.
+
+Each draws what a pure function computes (tests check those numbers and the
+artists, not images). matplotlib is imported inside the functions, nothing
+changes global ``rcParams``, and with ``ax=None`` the current Axes is used.
+``**kwargs`` go to the main matplotlib call of each plot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from ._agreement import STATISTICS, AgreementTable, threshold_sweep
+from ._bias import BiasReport
+from ._diagnostics import _score_column, reliability_table
+
+__all__ = [
+    "length_profile",
+    "plot_agreement_heatmap",
+    "plot_bias_forest",
+    "plot_judge_scatter",
+    "plot_reliability",
+    "plot_score_vs_length",
+    "plot_threshold_sweep",
+]
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.gca()
+
+
+def _need(data: Any, what: str) -> None:
+    if data is None:
+        raise ValidationError(f"data is required: pass {what}")
+
+
+def _label(name: str) -> str:
+    return name[len("score_"):] if name.startswith("score_") else name
+
+
+def plot_judge_scatter(
+    data: pd.DataFrame | None = None,
+    *,
+    x: str,
+    y: str,
+    jitter: float = 0.0,
+    seed: int = 0,
+    identity: bool = True,
+    ax: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """One judge's scores against another's, with the identity line ``y = x``.
+
+    ``x``/``y`` name judges (``"exact"`` or ``"score_exact"``). Items either judge
+    left unscored are not drawn. ``jitter`` spreads tied scores (e.g. 0/1 labels)
+    by up to that much, seeded.
+    """
+    _need(data, "the frame from score_items()")
+    xc, yc = _score_column(data, x), _score_column(data, y)
+    pts = data[[xc, yc]].apply(pd.to_numeric, errors="coerce").dropna()
+    xs, ys = pts[xc].to_numpy(dtype=float), pts[yc].to_numpy(dtype=float)
+    if jitter:
+        rng = np.random.default_rng(seed)
+        xs = xs + rng.uniform(-jitter, jitter, len(xs))
+        ys = ys + rng.uniform(-jitter, jitter, len(ys))
+    ax = _axes(ax)
+    kwargs.setdefault("alpha", 0.6)
+    kwargs.setdefault("s", 14)
+    ax.scatter(xs, ys, **kwargs)
+    if identity:
+        ax.plot([0, 1], [0, 1], linestyle="--", color="0.4", linewidth=1, label="identity")
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel(f"{_label(xc)} score")
+    ax.set_ylabel(f"{_label(yc)} score")
+    ax.set_title(f"{_label(yc)} vs {_label(xc)} (n={len(pts)})")
+    return ax
+
+
+def plot_agreement_heatmap(
+    data: AgreementTable | pd.DataFrame | None = None,
+    *,
+    statistic: str = "cohen_kappa",
+    annot: bool = True,
+    cmap: str = "RdYlGn",
+    vmin: float = -1.0,
+    vmax: float = 1.0,
+    ax: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """A judge-by-judge heatmap of one agreement statistic (from :func:`agreement_table`).
+
+    ``data`` is an :class:`AgreementTable` or a square frame (as ``table.matrix()``
+    gives). Cells are annotated with their value; undefined ones are blank.
+    """
+    _need(data, "an AgreementTable")
+    if statistic not in STATISTICS:
+        raise ValidationError(f"unknown statistic {statistic!r}; choose from {list(STATISTICS)}")
+    matrix = data.matrix(statistic) if isinstance(data, AgreementTable) else data
+    values = matrix.to_numpy(dtype=float)
+    ax = _axes(ax)
+    masked = np.ma.masked_invalid(values)
+    if statistic in ("percent_agreement", "mean_abs_diff"):
+        vmin, vmax = (0.0, 1.0) if vmin == -1.0 and vmax == 1.0 else (vmin, vmax)
+    image = ax.imshow(masked, cmap=cmap, vmin=vmin, vmax=vmax, **kwargs)
+    names = [str(n) for n in matrix.index]
+    ax.set_xticks(range(len(names)), labels=names, rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), labels=names)
+    if annot:
+        for i in range(values.shape[0]):
+            for j in range(values.shape[1]):
+                if np.isfinite(values[i, j]):
+                    ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=9)
+    ax.figure.colorbar(image, ax=ax, shrink=0.8)
+    ax.set_title(statistic.replace("_", " "))
+    return ax
+
+
+def plot_reliability(
+    data: pd.DataFrame | None = None,
+    *,
+    judge: str,
+    label: str = "human",
+    bins: int = 10,
+    threshold: float = 0.5,
+    ax: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """A reliability diagram: the judge's mean score per bin against the rate at which
+    ``label`` (human or exact) says "correct", with Wilson intervals and the diagonal.
+    The numbers are :func:`reliability_table`'s."""
+    _need(data, "the frame from score_items()")
+    table = reliability_table(data, judge, label=label, bins=bins, threshold=threshold)
+    shown = table[table["n"] > 0]
+    ax = _axes(ax)
+    ax.plot([0, 1], [0, 1], linestyle="--", color="0.5", linewidth=1, label="perfect calibration")
+    yerr = np.clip(np.vstack([shown["correct_rate"] - shown["rate_low"], shown["rate_high"] - shown["correct_rate"]]),
+                   0.0, None)
+    kwargs.setdefault("marker", "o")
+    kwargs.setdefault("capsize", 3)
+    ax.errorbar(shown["mean_score"].to_numpy(dtype=float), shown["correct_rate"].to_numpy(dtype=float), yerr=yerr,
+                label=f"{_label(judge)}", **kwargs)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(f"{_label(judge)} score (bin mean)")
+    ax.set_ylabel(f"share {_label(label)} says correct")
+    ax.set_title("reliability")
+    ax.legend(loc="upper left", fontsize=8)
+    return ax
+
+
+def plot_threshold_sweep(
+    data: pd.DataFrame | None = None,
+    *,
+    judge: str | None = None,
+    reference: str | None = None,
+    statistics: Sequence[str] = ("cohen_kappa", "percent_agreement"),
+    thresholds: Sequence[float] | None = None,
+    reference_threshold: float | None = 0.5,
+    ax: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """Agreement against the threshold: one line per statistic, the best kappa marked.
+
+    ``data`` is a sweep (from :func:`threshold_sweep`) or a score frame together
+    with ``judge`` and ``reference``, in which case the sweep is computed.
+    """
+    _need(data, "a threshold_sweep() frame, or scores with judge= and reference=")
+    if "threshold" in data.columns and judge is None:
+        sweep = data
+        title = "threshold sweep"
+    else:
+        if judge is None or reference is None:
+            raise ValidationError("give judge= and reference= to sweep a score frame")
+        sweep = threshold_sweep(data[_score_column(data, judge)], data[_score_column(data, reference)],
+                                thresholds=thresholds, reference_threshold=reference_threshold)
+        title = f"{_label(judge)} vs {_label(reference)}"
+    ax = _axes(ax)
+    for stat in statistics:
+        if stat not in sweep.columns:
+            raise ValidationError(f"the sweep has no column {stat!r}; it has {list(sweep.columns)}")
+        ax.plot(sweep["threshold"].to_numpy(dtype=float), sweep[stat].to_numpy(dtype=float), marker=".",
+                label=stat.replace("_", " "), **kwargs)
+    if "cohen_kappa" in sweep.columns and sweep["cohen_kappa"].notna().any():
+        best = sweep.loc[sweep["cohen_kappa"].idxmax()]
+        ax.axvline(best["threshold"], color="0.5", linestyle=":", linewidth=1,
+                   label=f"best kappa at {best['threshold']:.2f}")
+    ax.set_xlabel("threshold")
+    ax.set_ylabel("agreement")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_bias_forest(
+    data: BiasReport | pd.DataFrame | None = None,
+    *,
+    ax: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """A forest plot: each judge and probe's mean score shift with its interval, and 0 marked.
+
+    Rows without an estimate (a probe that did not apply) are left out.
+    """
+    _need(data, "a BiasReport or its frame")
+    frame = data.frame if isinstance(data, BiasReport) else data
+    rows = frame[pd.to_numeric(frame["mean_shift"], errors="coerce").notna()].reset_index(drop=True)
+    ax = _axes(ax)
+    ys = np.arange(len(rows))[::-1]
+    shift = rows["mean_shift"].to_numpy(dtype=float)
+    low = rows["shift_low"].to_numpy(dtype=float)
+    high = rows["shift_high"].to_numpy(dtype=float)
+    # a percentile interval need not contain the mean (skewed data): never draw a negative arm
+    xerr = np.clip(np.vstack([np.nan_to_num(shift - low), np.nan_to_num(high - shift)]), 0.0, None)
+    kwargs.setdefault("fmt", "o")
+    kwargs.setdefault("capsize", 3)
+    ax.errorbar(shift, ys, xerr=xerr, **kwargs)
+    ax.axvline(0.0, color="0.4", linestyle="--", linewidth=1)
+    ax.set_yticks(ys, labels=[f"{j} · {p}" for j, p in zip(rows["judge"], rows["probe"], strict=True)])
+    ax.set_xlabel("mean score shift (perturbed − original)")
+    ax.set_title("bias probes")
+    if len(rows) == 0:
+        ax.text(0.5, 0.5, "no probe results", transform=ax.transAxes, ha="center")
+    return ax
+
+
+def length_profile(
+    data: pd.DataFrame,
+    *,
+    judge: str,
+    length: str = "candidate_words",
+    bins: int = 8,
+    hue: str | None = None,
+) -> pd.DataFrame:
+    """Mean score per length bin (quantile bins of ``length``), per ``hue`` group if given.
+
+    Columns: ``group``, ``bin``, ``length_mid`` (median length in the bin), ``mean_score``, ``n``.
+    """
+    yc = _score_column(data, judge)
+    if length not in data.columns:
+        raise ValidationError(f"no column {length!r} in the data")
+    cols = {"score": pd.to_numeric(data[yc], errors="coerce"), "length": pd.to_numeric(data[length], errors="coerce")}
+    if hue is not None:
+        hc = _score_column(data, hue) if hue not in data.columns else hue
+        cols["group"] = data[hc]
+    frame = pd.DataFrame(cols).dropna()
+    if hue is None:
+        frame["group"] = "all"
+    elif frame["group"].dtype.kind == "f":
+        frame["group"] = np.where(frame["group"] >= 0.5, f"{_label(hue)}: yes", f"{_label(hue)}: no")
+    if frame.empty:
+        return pd.DataFrame(columns=["group", "bin", "length_mid", "mean_score", "n"])
+    nb = max(1, min(bins, frame["length"].nunique()))
+    frame["bin"] = pd.qcut(frame["length"].rank(method="first"), nb, labels=False) if nb > 1 else 0
+    out = frame.groupby(["group", "bin"], sort=True).agg(
+        length_mid=("length", "median"), mean_score=("score", "mean"), n=("score", "size")).reset_index()
+    return out
+
+
+def plot_score_vs_length(
+    data: pd.DataFrame | None = None,
+    *,
+    judge: str,
+    length: str = "candidate_words",
+    hue: str | None = None,
+    bins: int = 8,
+    logx: bool = True,
+    ax: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """The judge's score against answer length: the items as points and the binned means as
+    a line per ``hue`` group (e.g. ``hue="human"`` splits correct from incorrect answers).
+    The line is :func:`length_profile`'s."""
+    _need(data, "the frame from score_items()")
+    yc = _score_column(data, judge)
+    pts = pd.DataFrame({"x": pd.to_numeric(data[length], errors="coerce"),
+                        "y": pd.to_numeric(data[yc], errors="coerce")}).dropna()
+    ax = _axes(ax)
+    kwargs.setdefault("alpha", 0.25)
+    kwargs.setdefault("s", 10)
+    ax.scatter(pts["x"].clip(lower=1 if logx else -math.inf).to_numpy(dtype=float), pts["y"].to_numpy(dtype=float),
+               color="0.6", **kwargs)
+    profile = length_profile(data, judge=judge, length=length, bins=bins, hue=hue)
+    for group, part in profile.groupby("group", sort=True):
+        ax.plot(part["length_mid"].clip(lower=1 if logx else -math.inf).to_numpy(dtype=float),
+                part["mean_score"].to_numpy(dtype=float), marker="o", label=str(group))
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(length.replace("_", " "))
+    ax.set_ylabel(f"{_label(yc)} score")
+    ax.set_title(f"{_label(yc)} score vs length")
+    ax.legend(fontsize=8)
+    return ax

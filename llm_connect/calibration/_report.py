@@ -1,0 +1,407 @@
+"""``calibrate()`` and the :class:`CalibrationReport` it returns (HTML, widget, CSV files)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core import RunConfig
+from ._agreement import AgreementTable, agreement_table, pair_agreement, threshold_sweep
+from ._bias import BiasReport, run_probes
+from ._diagnostics import (
+    LengthControlled,
+    LengthEffect,
+    SelfPreference,
+    _score_column,
+    disagreements,
+    length_controlled_scores,
+    length_effect,
+    self_preference,
+)
+from ._html import escape, fmt, frame_html, new_figure, png_bytes, png_data_uri
+from ._runner import _named_judges, score_items
+
+__all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "CalibrationReport", "calibrate"]
+
+AGREEMENT_CSV_COLUMNS = ("judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
+                         "krippendorff_alpha", "spearman")
+BIAS_CSV_COLUMNS = ("judge", "probe", "n", "mean_shift", "shift_low", "shift_high", "p_value", "flip_rate")
+
+
+@dataclass
+class CalibrationReport:
+    """Scores of several judges on one dataset, their agreement, and their biases.
+
+    ``scores``: one row per item (see :func:`score_items`); ``agreement``: every
+    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran).
+    Methods compute further diagnostics on demand; ``_repr_html_``,
+    :meth:`to_html` and :meth:`widget` show it all.
+    """
+
+    scores: pd.DataFrame
+    agreement: AgreementTable
+    bias: BiasReport | None = None
+    threshold: float = 0.5
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    n_boot: int = 1000
+    confidence: float = 0.95
+    seed: int = 0
+
+    # -- who is who ----------------------------------------------------------------------
+
+    @property
+    def judges(self) -> list[str]:
+        """The machine judges (those that were run)."""
+        return list(self.scores.attrs.get("judges") or [])
+
+    @property
+    def labels(self) -> list[str]:
+        """The human label columns scored as judges (``human`` and annotators)."""
+        return list(self.scores.attrs.get("labels") or [])
+
+    @property
+    def names(self) -> list[str]:
+        """Every judge with a ``score_<name>`` column, machine judges first."""
+        have = [c[len("score_"):] for c in self.scores.columns if isinstance(c, str) and c.startswith("score_")]
+        ordered = [n for n in [*self.judges, *self.labels] if n in have]
+        return ordered + [n for n in have if n not in ordered]
+
+    @property
+    def reference(self) -> str | None:
+        """What the judges are checked against by default: ``human``, else ``exact``, else none."""
+        names = self.names
+        for candidate in ("human", *self.labels, "exact"):
+            if candidate in names:
+                return candidate
+        return None
+
+    def threshold_of(self, judge: str) -> float:
+        return float(self.thresholds.get(judge, self.threshold))
+
+    # -- diagnostics on demand -------------------------------------------------------------
+
+    def pair(self, judge_a: str, judge_b: str, *, threshold: float | None = None, n_boot: int | None = None) -> Any:
+        """Agreement of two judges, recomputed (e.g. at another threshold)."""
+        t = self.threshold_of(judge_a) if threshold is None else threshold
+        tb = self.threshold_of(judge_b) if threshold is None else threshold
+        return pair_agreement(self.scores[_score_column(self.scores, judge_a)],
+                              self.scores[_score_column(self.scores, judge_b)], judge_a=judge_a, judge_b=judge_b,
+                              threshold=t, threshold_b=tb, n_boot=self.n_boot if n_boot is None else n_boot,
+                              confidence=self.confidence, seed=self.seed)
+
+    def sweep(self, judge: str, reference: str | None = None, **kwargs: Any) -> pd.DataFrame:
+        """:func:`threshold_sweep` of ``judge`` against ``reference`` (default :attr:`reference`)."""
+        ref = reference or self.reference
+        if ref is None:
+            raise ValueError("no reference judge: pass reference=")
+        kwargs.setdefault("reference_threshold", self.threshold_of(ref))
+        return threshold_sweep(self.scores[_score_column(self.scores, judge)],
+                               self.scores[_score_column(self.scores, ref)], **kwargs)
+
+    def length_effect(self, judge: str, *, control: str | Sequence[str] | None = "auto", **kwargs: Any) -> LengthEffect:
+        """:func:`length_effect`, controlling for :attr:`reference` by default."""
+        if control == "auto":
+            control = self.reference if self.reference not in (None, judge) else None
+        return length_effect(self.scores, judge, control=control, **kwargs)
+
+    def length_controlled(self, judge: str, *, control: str | Sequence[str] | None = "auto",
+                          **kwargs: Any) -> LengthControlled:
+        """:func:`length_controlled_scores`, controlling for :attr:`reference` by default."""
+        if control == "auto":
+            control = self.reference if self.reference not in (None, judge) else None
+        return length_controlled_scores(self.scores, judge, control=control, **kwargs)
+
+    def self_preference(self, judge: str, *, family: str | None = None, label: str | None = None,
+                        **kwargs: Any) -> SelfPreference:
+        """:func:`self_preference`, stratified by :attr:`reference` by default."""
+        ref = label or self.reference or judge
+        kwargs.setdefault("threshold", self.threshold_of(ref))
+        return self_preference(self.scores, judge, family=family, label=ref, n_boot=self.n_boot,
+                               confidence=self.confidence, seed=self.seed, **kwargs)
+
+    def disagreements(self, judge_a: str, judge_b: str, *, top: int = 20) -> pd.DataFrame:
+        return disagreements(self.scores, judge_a, judge_b, top=top)
+
+    # -- tables for files ------------------------------------------------------------------
+
+    def scores_table(self) -> pd.DataFrame:
+        """``id`` and one ``score_<judge>`` column per judge (NaN where unscored)."""
+        cols = ["id", *[f"score_{n}" for n in self.names]]
+        return self.scores[cols].copy()
+
+    def agreement_frame(self) -> pd.DataFrame:
+        frame = self.agreement.frame
+        first = [c for c in AGREEMENT_CSV_COLUMNS if c in frame.columns]
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+    def bias_frame(self) -> pd.DataFrame:
+        if self.bias is None:
+            return pd.DataFrame(columns=list(BIAS_CSV_COLUMNS))
+        frame = self.bias.frame
+        first = list(BIAS_CSV_COLUMNS)
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+    def to_csv(self, directory: str | Path) -> dict[str, Path]:
+        """Write ``scores.csv``, ``agreement.csv`` and ``bias.csv`` into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"scores": out / "scores.csv", "agreement": out / "agreement.csv", "bias": out / "bias.csv"}
+        self.scores_table().to_csv(paths["scores"], index=False)
+        self.agreement_frame().to_csv(paths["agreement"], index=False)
+        self.bias_frame().to_csv(paths["bias"], index=False)
+        return paths
+
+    def summary(self) -> pd.DataFrame:
+        """One row per machine judge: agreement with the reference and its largest bias shift."""
+        ref = self.reference
+        rows = []
+        for j in self.judges:
+            row: dict[str, Any] = {"judge": j, "scored": int(self.scores[f"score_{j}"].notna().sum()),
+                                   "mean_score": float(self.scores[f"score_{j}"].mean())}
+            if ref and ref != j:
+                p = self.agreement.pair(j, ref)
+                row.update({"reference": ref, "n": p.n, "agreement": p["percent_agreement"].value,
+                            "kappa": p["cohen_kappa"].value, "kappa_low": p["cohen_kappa"].low,
+                            "kappa_high": p["cohen_kappa"].high})
+            if self.bias is not None:
+                mine = [r for r in self.bias.results if r.judge == j and r.stats.n]
+                if mine:
+                    worst = max(mine, key=lambda r: abs(r.stats.mean_shift))
+                    row.update({"largest_bias": worst.probe, "shift": worst.stats.mean_shift,
+                                "p_value": worst.stats.p_value})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    # -- figures ----------------------------------------------------------------------------
+
+    def figures(self) -> dict[str, Any]:
+        """The report's figures (``matplotlib.figure.Figure``, outside pyplot), by name."""
+        from . import _plots
+
+        figs: dict[str, Any] = {}
+        if self.agreement.pairs:
+            fig, ax = new_figure(1.2 + 0.9 * len(self.names), 0.8 + 0.8 * len(self.names))
+            _plots.plot_agreement_heatmap(self.agreement, statistic="cohen_kappa", ax=ax)
+            figs["agreement heatmap (Cohen's kappa)"] = fig
+        ref = self.reference
+        for j in self.judges:
+            if ref and ref != j:
+                fig, ax = new_figure()
+                _plots.plot_judge_scatter(self.scores, x=ref, y=j, jitter=0.02, seed=self.seed, ax=ax)
+                figs[f"{j} vs {ref}"] = fig
+                fig, ax = new_figure()
+                _plots.plot_reliability(self.scores, judge=j, label=ref, threshold=self.threshold_of(ref), ax=ax)
+                figs[f"reliability of {j} against {ref}"] = fig
+                fig, ax = new_figure()
+                _plots.plot_threshold_sweep(self.sweep(j, ref), ax=ax)
+                ax.set_title(f"{j} threshold vs {ref}")
+                figs[f"threshold sweep of {j}"] = fig
+            fig, ax = new_figure()
+            hue = ref if ref and ref != j else None
+            _plots.plot_score_vs_length(self.scores, judge=j, hue=hue, ax=ax)
+            figs[f"{j} score vs length"] = fig
+        if self.bias is not None and self.bias.results:
+            fig, ax = new_figure(6, 1.2 + 0.35 * len(self.bias.results))
+            _plots.plot_bias_forest(self.bias, ax=ax)
+            figs["bias probes"] = fig
+        return figs
+
+    # -- HTML -------------------------------------------------------------------------------
+
+    def _diagnostics_html(self) -> str:
+        parts = []
+        rows = []
+        for j in self.judges:
+            eff = self.length_effect(j)
+            rows.append({"judge": j, "controls": ", ".join(eff.controls) or "—", "term": eff.term,
+                         "length coef": eff.coef, "low": eff.low, "high": eff.high, "p": eff.p_value, "n": eff.n,
+                         "note": eff.note})
+        if rows:
+            parts.append(frame_html(pd.DataFrame(rows), caption="Length effect (OLS; score change per unit)"))
+        for j in self.judges:
+            fam = (self.scores.attrs.get("judge_families") or {}).get(j)
+            if fam and self.scores["model_family"].notna().any():
+                parts.append(self.self_preference(j)._repr_html_())
+        return "".join(parts)
+
+    def html(self, *, plots: bool = True, title: str = "Calibration report") -> str:
+        """The report as an HTML fragment (tables, and figures as embedded PNGs)."""
+        usage = self.scores.attrs.get("usage") or {}
+        head = [f"<h2>{escape(title)}</h2>",
+                f"<p>{len(self.scores)} items; judges: {escape(', '.join(self.judges) or '—')}; "
+                f"labels: {escape(', '.join(self.labels) or '—')}; threshold {fmt(self.threshold)}.</p>"]
+        if usage:
+            udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
+            head.append(frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)"))
+        body = [frame_html(self.summary(), caption="Summary"), self.agreement._repr_html_()]
+        if self.bias is not None:
+            body.append(self.bias._repr_html_())
+        body.append(self._diagnostics_html())
+        if plots:
+            figs = self.figures()
+            imgs = "".join(
+                f"<figure style='display:inline-block;margin:4px'><img src='{png_data_uri(fig)}' "
+                f"alt='{escape(name)}'><figcaption>{escape(name)}</figcaption></figure>"
+                for name, fig in figs.items()
+            )
+            body.append(f"<div>{imgs}</div>")
+        return "<div class='llm-connect-report'>" + "".join(head + body) + "</div>"
+
+    def _repr_html_(self) -> str:
+        return self.html(plots=True)
+
+    def to_html(self, path: str | Path, *, title: str = "Calibration report") -> Path:
+        """Write one self-contained HTML file (figures embedded) and return its path."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+                 "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 6px;"
+                 "text-align:right}table.llm-connect{margin:1em 0}caption{margin-bottom:4px}")
+        doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+               f"<style>{style}</style></head><body>{self.html(plots=True, title=title)}</body></html>")
+        p.write_text(doc, encoding="utf-8")
+        return p
+
+    # -- widget -------------------------------------------------------------------------------
+
+    def widget(self) -> Any:
+        """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and
+        browse the items where the two judges disagree most. The controls only call this
+        report's pure functions and the plot functions. The returned box has a ``controls``
+        attribute naming its parts (``judge_a``, ``judge_b``, ``threshold``, ``summary``,
+        ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``)."""
+        try:
+            import ipywidgets as w
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            from ..errors import MissingDependencyError
+
+            raise MissingDependencyError("ipywidgets", "notebooks", "CalibrationReport.widget()") from exc
+        from types import SimpleNamespace
+
+        from . import _plots
+
+        names = self.names
+        if len(names) < 2:
+            raise ValueError("the widget needs at least two judges or labels")
+        first = self.judges[0] if self.judges else names[0]
+        second = self.reference if self.reference and self.reference != first else next(n for n in names if n != first)
+        judge_a = w.Dropdown(options=names, value=first, description="judge")
+        judge_b = w.Dropdown(options=names, value=second, description="against")
+        threshold = w.FloatSlider(value=self.threshold, min=0.05, max=0.95, step=0.05, description="threshold",
+                                  continuous_update=False, readout_format=".2f")
+        top = w.IntSlider(value=10, min=1, max=50, description="items", continuous_update=False)
+        summary = w.HTML()
+        scatter = w.Image(format="png")
+        sweep = w.Image(format="png")
+        table = w.HTML()
+
+        def render(draw: Callable[[Any], Any]) -> bytes:
+            fig, ax = new_figure(4.6, 3.4)
+            draw(ax)
+            return png_bytes(fig)
+
+        def update(_change: Any = None) -> None:
+            a, b, t = judge_a.value, judge_b.value, float(threshold.value)
+            if a == b:
+                summary.value = "<p>choose two different judges</p>"
+                return
+            pair = self.pair(a, b, threshold=t, n_boot=200)
+            summary.value = pair._repr_html_()
+            scatter.value = render(lambda ax: _plots.plot_judge_scatter(self.scores, x=b, y=a, jitter=0.02,
+                                                                        seed=self.seed, ax=ax))
+
+            def draw_sweep(ax: Any) -> None:
+                _plots.plot_threshold_sweep(self.sweep(a, b), ax=ax)
+                ax.axvline(t, color="tab:red", linewidth=1)
+
+            sweep.value = render(draw_sweep)
+            table.value = frame_html(self.disagreements(a, b, top=int(top.value)),
+                                     caption=f"where {a} and {b} disagree most")
+
+        for control in (judge_a, judge_b, threshold, top):
+            control.observe(update, names="value")
+        update()
+
+        tabs = w.Tab()
+        children, titles = [], []
+        if self.bias is not None:
+            for probe in dict.fromkeys(r.probe for r in self.bias.results):
+                parts = [r._repr_html_() if r.stats.n else f"<p>{escape(r.judge)}: {escape(r.stats.note)}</p>"
+                         for r in self.bias.results if r.probe == probe]
+                children.append(w.HTML("".join(parts)))
+                titles.append(probe)
+        tabs.children = children
+        for i, t in enumerate(titles):
+            tabs.set_title(i, t)
+
+        box = w.VBox([
+            w.HBox([judge_a, judge_b, threshold]),
+            summary,
+            w.HBox([scatter, sweep]),
+            w.HTML("<b>Bias probes</b>"),
+            tabs,
+            top,
+            table,
+        ])
+        box.controls = SimpleNamespace(judge_a=judge_a, judge_b=judge_b, threshold=threshold, summary=summary,
+                                       scatter=scatter, sweep=sweep, disagreements=table, bias_tabs=tabs, top=top)
+        return box
+
+
+def calibrate(
+    items: Any,
+    judges: Mapping[str, Any] | Sequence[Any],
+    *,
+    human: str | None = None,
+    annotators: Sequence[str] = (),
+    reference_sep: str | None = None,
+    probes: str | Sequence[str] | None = "auto",
+    probe_limit: int | None = None,
+    threshold: float = 0.5,
+    thresholds: Mapping[str, float] | None = None,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+) -> CalibrationReport:
+    """Score ``items`` with every judge, measure their agreement with each other and with the
+    human labels, and run the bias probes.
+
+    ``probes``: ``"auto"`` (those that apply to each judge), a list or comma-separated
+    names, or ``None``/``[]`` for none. ``probe_limit`` probes a seeded sample of at
+    most that many items (each probe costs one more judge call per item). Unscored
+    replies are NaN, dropped pair by pair. See :func:`score_items` for ``items``.
+    """
+    named = _named_judges(judges)
+    scores = score_items(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
+                         concurrency=concurrency, progress=progress, run_config=run_config)
+    ann = scores.attrs.get("annotators") or []
+    table = agreement_table(scores, threshold=threshold, thresholds=thresholds, annotators=ann, n_boot=n_boot,
+                            confidence=confidence, seed=seed)
+    bias = None
+    if probes and named:
+        probe_rows = np.arange(len(scores))
+        if probe_limit is not None and probe_limit < len(scores):
+            rng = np.random.default_rng(seed)
+            probe_rows = np.sort(rng.choice(len(scores), size=max(0, int(probe_limit)), replace=False))
+        sample = scores.iloc[probe_rows].reset_index(drop=True)
+        items_frame = sample[[c for c in ("id", "prompt", "baseline", "candidate", "candidate_model")
+                              if c in sample.columns]]
+        bias = run_probes(
+            named, items_frame, probes=probes,
+            original_scores={k: sample[f"score_{k}"].to_numpy(dtype=float) for k in named},
+            threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
+            reference_sep=reference_sep, concurrency=concurrency, progress=progress, run_config=run_config,
+        )
+    return CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
+                             thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed)
+
+
+

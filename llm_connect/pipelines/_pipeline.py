@@ -1,0 +1,661 @@
+"""Layers and pipelines: build a graph of units with ``>>``, run it on items, trace every call.
+
+Connections, pinned. A :class:`Layer` holds units (or sub-pipelines) side by
+side; ``connect`` says how its outputs feed the *next* stage:
+
+- ``"dense"`` (default): every output feeds every unit of the next stage;
+- ``"broadcast"``: output i feeds unit i (equal sizes);
+- ``"cumulative"``: output i feeds units 0..i (so unit j reads outputs j..n-1);
+- ``"last"``: only the last output feeds onward.
+
+``inner="chain"`` runs a layer's units one after another (debate turns,
+self-refinement): unit 0 reads the layer's inputs, unit k reads unit k-1; the
+layer's outputs are all its units' outputs (follow with ``connect="last"`` to
+keep only the final turn). ``Layer(judge >> verify, repeat=3)`` holds three
+independent judge-then-verify chains.
+
+Verify stages, pinned. A verify unit checks exactly one verdict. So a stage
+that is a single :class:`VerifyUnit` without an explicit ``repeat`` (in Python:
+``Layer(verify)`` or a bare ``>> verify``; in a config: no ``repeat:`` key),
+following a stage of n outputs, is replicated n times and connected
+``broadcast``: each verdict gets its own verifier (as Verdict does). A verify
+stage of n units after n outputs is connected ``broadcast`` unless the previous
+layer says otherwise; any other shape that would give a verifier more than one
+input is a :class:`ConfigError`. A judge after several outputs stays ``dense``
+(it reads them all, e.g. as ``{previous.judge[2]}``); a pool always reads all.
+
+A pipeline must end in exactly one output (end an ensemble with a pool).
+Every item runs its independent units concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._runtime import on_background, run_sync
+from ..core import LLMResponse, RunConfig
+from ..errors import ConfigError, JudgeReplyError, ValidationError
+from ..grading._base import GradingResult, validate_grader_id, validate_score
+from ..grading._batch import _attach, _items_frame, _progress_bar, arun_rows, run_rows
+from ._scales import Scale
+from ._trace import PipelineResult, Trace, UnitOutput
+from ._units import LLMUnit, NodeContext, Unit, VerifyUnit
+
+__all__ = ["CONNECTIONS", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge"]
+
+CONNECTIONS = ("dense", "broadcast", "cumulative", "last")
+INNER = ("independent", "chain")
+PIPELINE_COLUMNS = (
+    "quality_score",
+    "verdict",
+    "passed",
+    "notes",
+    "status",
+    "error",
+    "calls",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "latency_ms",
+    "trace",
+)
+
+
+class Layer:
+    """Units (or sub-pipelines) side by side: ``Layer(unit, repeat=3)``, ``Layer([a, b, c])``.
+
+    ``repeat`` repeats the list (``Layer([a, b], repeat=2)`` is a, b, a, b);
+    ``inner`` is ``"independent"`` or ``"chain"``; ``connect`` how the layer
+    feeds the next stage (``None``: dense, or broadcast into verify units; see
+    the module docs).
+    """
+
+    def __init__(
+        self,
+        units: Unit | Pipeline | Sequence[Unit | Pipeline],
+        repeat: int | None = None,
+        *,
+        inner: str = "independent",
+        connect: str | None = None,
+        origin: str | None = None,
+    ) -> None:
+        if isinstance(units, (Unit, Pipeline)):
+            base: list[Unit | Pipeline] = [units]
+        elif isinstance(units, Sequence) and not isinstance(units, str):
+            base = list(units)
+        else:
+            raise ConfigError(f"a Layer holds units or pipelines, got {type(units).__name__}")
+        if not base:
+            raise ConfigError("a Layer needs at least one unit")
+        for u in base:
+            if not isinstance(u, (Unit, Pipeline)):
+                raise ConfigError(f"a Layer holds units or pipelines, got {type(u).__name__}")
+        if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
+            raise ConfigError(f"repeat must be an integer >= 1, got {repeat!r}")
+        if inner not in INNER:
+            raise ConfigError(f"inner must be one of {list(INNER)}, got {inner!r}")
+        if connect is not None and connect not in CONNECTIONS:
+            raise ConfigError(f"connect must be one of {list(CONNECTIONS)}, got {connect!r}")
+        self.base = base
+        self.repeat = repeat
+        self.inner = inner
+        self.connect = connect
+        self.origin = origin
+
+    @property
+    def elements(self) -> list[Unit | Pipeline]:
+        return self.base * (self.repeat or 1)
+
+    def __rshift__(self, other: Any) -> Pipeline:
+        return Pipeline([self]) >> other
+
+    def __repr__(self) -> str:
+        return f"Layer({self.base!r}, repeat={self.repeat!r}, inner={self.inner!r}, connect={self.connect!r})"
+
+
+def _stages_of(x: Any) -> list[Layer]:
+    if isinstance(x, Pipeline):
+        return list(x.stages)
+    if isinstance(x, Layer):
+        return [x]
+    if isinstance(x, Unit):
+        return [Layer(x)]
+    raise ConfigError(f"cannot join {type(x).__name__} into a pipeline; use units, layers or pipelines")
+
+
+@dataclass
+class _Node:
+    id: str
+    unit: Unit
+    inputs: tuple[str, ...]
+    replica: int
+    depth: int
+    scale: Scale | None
+    adapter: Any
+    where: str
+
+
+@dataclass
+class _Graph:
+    nodes: dict[str, _Node]
+    exit: str
+    item_fields: frozenset[str]
+
+
+class _Builder:
+    def __init__(self, default_adapter: Any) -> None:
+        self.nodes: dict[str, _Node] = {}
+        self.name_counts: dict[str, int] = {}
+        self.replicas: dict[int, int] = {}
+        self.default_adapter = default_adapter
+
+    def add(self, unit: Unit, inputs: Sequence[str]) -> str:
+        k = self.name_counts.get(unit.name, 0)
+        self.name_counts[unit.name] = k + 1
+        node_id = f"{unit.name}[{k}]"
+        replica = self.replicas.get(id(unit), 0)
+        self.replicas[id(unit)] = replica + 1
+        where = unit.where(node_id)
+        unit.check_inputs([(i, self.nodes[i].unit) for i in inputs], where)
+        scale = unit.output_scale([self.nodes[i].scale for i in inputs], where)
+        adapter = None
+        if isinstance(unit, LLMUnit):
+            adapter = unit.adapter if unit.adapter is not None else self.default_adapter
+            if adapter is None:
+                raise ConfigError(
+                    f"{where}: no adapter; give the unit adapter=... or the pipeline one "
+                    "(Pipeline(..., adapter=...), from_config(..., adapter=...))"
+                )
+        depth = 1 + max((self.nodes[i].depth for i in inputs), default=0)
+        self.nodes[node_id] = _Node(node_id, unit, tuple(inputs), replica, depth, scale, adapter, where)
+        return node_id
+
+    def stages(self, stages: Sequence[Layer], entry: list[str]) -> list[str]:
+        exits = entry
+        connect: str | None = "dense"
+        for s, layer in enumerate(stages):
+            exits = self.layer(layer, exits, connect, first=s == 0)
+            connect = layer.connect
+        return exits
+
+    def layer(self, layer: Layer, incoming: list[str], connect: str | None, *, first: bool) -> list[str]:
+        elements = layer.elements
+        where = layer.origin or f"layer of {', '.join(_label(e) for e in layer.base)}"
+        all_verify = all(isinstance(e, VerifyUnit) for e in elements)
+        if first:
+            connect = "dense"  # the entry inputs feed every element
+        elif all_verify and len(incoming) > 1 and connect in (None, "broadcast"):
+            if layer.repeat is None and len(elements) == 1:
+                elements = elements * len(incoming)  # one verifier per verdict
+            connect = "broadcast"
+        connect = connect or "dense"
+        n = len(elements)
+        if connect == "broadcast" and len(incoming) != n:
+            raise ConfigError(
+                f"{where}: broadcast joins equal sizes, but {len(incoming)} outputs meet {n} units"
+            )
+        assigned: list[list[str]] = []
+        for j in range(n):
+            if connect == "dense":
+                ins = list(incoming)
+            elif connect == "broadcast":
+                ins = [incoming[j]]
+            elif connect == "cumulative":
+                ins = incoming[j:]
+                if incoming and not ins:
+                    raise ConfigError(
+                        f"{where}: cumulative: unit {j} receives nothing ({len(incoming)} outputs feed units 0..i)"
+                    )
+            else:  # last
+                ins = incoming[-1:]
+            assigned.append(ins)
+        exits: list[str] = []
+        previous_exits: list[str] | None = None
+        for j, element in enumerate(elements):
+            ins = assigned[j] if (layer.inner == "independent" or previous_exits is None) else previous_exits
+            out = self.stages(element.stages, ins) if isinstance(element, Pipeline) else [self.add(element, ins)]
+            exits.extend(out)
+            previous_exits = out
+        return exits
+
+
+def _label(x: Unit | Pipeline) -> str:
+    return x.name if isinstance(x, Unit) else "(" + " >> ".join(_label(e) for s in x.stages for e in s.base) + ")"
+
+
+class Pipeline:
+    """A compound judge: units and layers joined with ``>>``.
+
+    ``threshold`` (0..1) turns the final score into pass/fail; ``adapter``
+    serves every LLM unit that has none. Build with ``unit >> unit``,
+    ``Layer(...) >> pool`` or :func:`from_config`; run with :meth:`run` /
+    :meth:`run_many`; plug into grading with :meth:`as_judge`.
+    """
+
+    def __init__(
+        self,
+        stages: Any = (),
+        *,
+        threshold: float | None = None,
+        adapter: Any = None,
+        name: str = "pipeline",
+    ) -> None:
+        if isinstance(stages, (Pipeline, Layer, Unit)):
+            stages = [stages]
+        flat: list[Layer] = []
+        for s in stages:
+            flat.extend(_stages_of(s))
+        self.stages: tuple[Layer, ...] = tuple(flat)
+        if threshold is not None:
+            try:
+                threshold = validate_score(threshold, what="threshold")
+            except ValidationError as exc:
+                raise ConfigError(str(exc)) from None
+        self.threshold = threshold
+        if adapter is not None and not callable(getattr(adapter, "complete", None)):
+            raise ConfigError("adapter must have a complete(prompt, run_config) method")
+        self.adapter = adapter
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"a pipeline name must be a non-empty string, got {name!r}")
+        self.name = name
+        self._graph: _Graph | None = None
+
+    def __rshift__(self, other: Any) -> Pipeline:
+        threshold = self.threshold
+        adapter = self.adapter
+        if isinstance(other, Pipeline):
+            threshold = threshold if threshold is not None else other.threshold
+            adapter = adapter if adapter is not None else other.adapter
+        return Pipeline([*self.stages, *_stages_of(other)], threshold=threshold, adapter=adapter, name=self.name)
+
+    def with_options(self, *, adapter: Any = None, threshold: float | None = None, name: str | None = None) -> Pipeline:
+        """A copy with a default adapter, threshold or name set (the others kept)."""
+        return Pipeline(
+            self.stages,
+            threshold=threshold if threshold is not None else self.threshold,
+            adapter=adapter if adapter is not None else self.adapter,
+            name=name or self.name,
+        )
+
+    # -- the graph ------------------------------------------------------------------
+
+    def _compiled(self) -> _Graph:
+        if self._graph is None:
+            if not self.stages:
+                raise ConfigError("the pipeline is empty; join units with >>")
+            builder = _Builder(self.adapter)
+            exits = builder.stages(self.stages, [])
+            if len(exits) != 1:
+                raise ConfigError(
+                    f"the pipeline ends in {len(exits)} outputs ({', '.join(exits)}); "
+                    "end it with one unit or a pool, e.g. >> MajorityPool() or >> MeanPool()"
+                )
+            fields: set[str] = set()
+            for node in builder.nodes.values():
+                item_fields = getattr(node.unit, "item_fields", None)
+                if item_fields is not None:
+                    fields |= item_fields()
+            self._graph = _Graph(builder.nodes, exits[0], frozenset(fields))
+        return self._graph
+
+    def validate(self) -> Pipeline:
+        """Build the graph now, raising :class:`ConfigError` for anything wrong; returns ``self``."""
+        self._compiled()
+        return self
+
+    @property
+    def nodes(self) -> list[str]:
+        """The node ids in run order (``judge[0]``, ``verify[0]``...)."""
+        return list(self._compiled().nodes)
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        """Every connection as ``(source, target)``; ``"item"`` is the source of the first units."""
+        return [(src, n.id) for n in self._compiled().nodes.values() for src in (n.inputs or ("item",))]
+
+    @property
+    def llm_units(self) -> int:
+        """How many LLM calls one item makes when every reply parses first time."""
+        return sum(1 for n in self._compiled().nodes.values() if isinstance(n.unit, LLMUnit))
+
+    @property
+    def item_fields(self) -> frozenset[str]:
+        """The item fields the templates read (each item must hold them)."""
+        return self._compiled().item_fields
+
+    def describe(self) -> str:
+        """A stable text of the graph (units, scales, templates, inputs), hashed into :attr:`rubric_hash`."""
+        lines = []
+        for node in self._compiled().nodes.values():
+            u = node.unit
+            lines.append(f"{node.id} <- {', '.join(node.inputs) or 'item'}: {u.describe()}")
+            if isinstance(u, LLMUnit):
+                lines.append(f"  prompt: {u.prompt!r}")
+                lines.append(f"  temperature={u.temperature} retries={u.retries} seed={u.seed}")
+        lines.append(f"threshold: {self.threshold}")
+        return "\n".join(lines)
+
+    @property
+    def rubric_hash(self) -> str:
+        return hashlib.sha256(self.describe().encode("utf-8")).hexdigest()[:16]
+
+    def graph(self) -> str:
+        """The graph in Graphviz DOT (render with ``graphviz.Source(p.graph())`` or ``dot -Tsvg``)."""
+        g = self._compiled()
+
+        def q(text: str) -> str:
+            return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+        lines = [f"digraph {q(self.name)} {{", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];',
+                 '  item [shape=ellipse, label="item"];']
+        for node in g.nodes.values():
+            shape = "box" if isinstance(node.unit, LLMUnit) else "hexagon"
+            label = f"{node.id}\\n{node.unit.describe()}"
+            label = label.replace('"', "'")
+            lines.append(f'  {q(node.id)} [shape={shape}, label="{label}"];')
+        for node in g.nodes.values():
+            for src in node.inputs or ("item",):
+                lines.append(f"  {q(src) if src != 'item' else 'item'} -> {q(node.id)};")
+        if self.threshold is not None:
+            lines.append(f'  verdict [shape=ellipse, label="pass if score >= {self.threshold:g}"];')
+            lines.append(f"  {q(g.exit)} -> verdict;")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def draw(self, ax: Any = None, **kwargs: Any) -> Any:
+        """Draw the graph with matplotlib (layers left to right); returns the Axes."""
+        import matplotlib.pyplot as plt
+
+        g = self._compiled()
+        if ax is None:
+            depth = max(n.depth for n in g.nodes.values())
+            width = max(sum(1 for n in g.nodes.values() if n.depth == d) for d in range(1, depth + 1))
+            _, ax = plt.subplots(figsize=(2.4 * (depth + 1), 1.0 + 0.9 * width))
+        columns: dict[int, list[str]] = {0: ["item"]}
+        for node in g.nodes.values():
+            columns.setdefault(node.depth, []).append(node.id)
+        pos: dict[str, tuple[float, float]] = {}
+        for d, ids in columns.items():
+            for k, nid in enumerate(ids):
+                pos[nid] = (float(d), (len(ids) - 1) / 2.0 - k)
+        for node in g.nodes.values():
+            for src in node.inputs or ("item",):
+                ax.annotate("", xy=pos[node.id], xytext=pos[src],
+                            arrowprops={"arrowstyle": "->", "color": "0.5", "shrinkA": 22, "shrinkB": 22})
+        box = {"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.3"}
+        ax.text(*pos["item"], "item", ha="center", va="center", bbox={**box, "boxstyle": "circle,pad=0.3"}, **kwargs)
+        for node in g.nodes.values():
+            style = box if isinstance(node.unit, LLMUnit) else {**box, "facecolor": "0.92"}
+            ax.text(*pos[node.id], node.id, ha="center", va="center", bbox=style, **kwargs)
+        xs = [p[0] for p in pos.values()]
+        ys = [p[1] for p in pos.values()]
+        ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
+        ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
+        ax.set_axis_off()
+        ax.set_title(self.name)
+        return ax
+
+    def _repr_html_(self) -> str:
+        try:
+            g = self._compiled()
+        except ConfigError as exc:
+            return f"<p>{html.escape(self.name)}: not runnable yet: {html.escape(str(exc))}</p>"
+        rows = []
+        for node in g.nodes.values():
+            adapter = getattr(node.adapter, "adapter_id", "") if node.adapter is not None else ""
+            cells = [node.id, node.unit.describe(), ", ".join(node.inputs) or "item", str(adapter)]
+            rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        head = "<tr><th>node</th><th>unit</th><th>inputs</th><th>adapter</th></tr>"
+        cap = f"{html.escape(self.name)}: {self.llm_units} LLM calls per item"
+        if self.threshold is not None:
+            cap += f", pass at score >= {self.threshold:g}"
+        return f"<table><caption>{cap}</caption><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+    def __repr__(self) -> str:
+        return f"Pipeline(name={self.name!r}, stages={len(self.stages)}, threshold={self.threshold!r})"
+
+    # -- running ----------------------------------------------------------------------
+
+    async def _execute(self, item: Mapping[str, Any], run_config: RunConfig, trace: Trace) -> PipelineResult:
+        g = self._compiled()
+        if not isinstance(item, Mapping):
+            raise ValidationError(
+                f"an item must be a mapping (prompt, candidate, baseline...), got {type(item).__name__}"
+            )
+        tasks: dict[str, asyncio.Future[UnitOutput]] = {}
+
+        async def run(node: _Node) -> UnitOutput:
+            inputs = [await tasks[i] for i in node.inputs]
+            ctx = NodeContext(node.id, inputs, item, node.adapter, run_config, trace, node.replica, node.where)
+            return await node.unit.execute(ctx)
+
+        for node in g.nodes.values():
+            tasks[node.id] = asyncio.ensure_future(run(node))
+        try:
+            await asyncio.gather(*tasks.values())
+        except BaseException:
+            for t in tasks.values():
+                t.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            raise
+        outputs = {nid: t.result() for nid, t in tasks.items()}
+        final = outputs[g.exit]
+        if not final.ok or final.score is None:
+            raise JudgeReplyError(f"{self.name}: no verdict: {final.node}: {final.error}")
+        passed = None if self.threshold is None else final.score >= self.threshold
+        return PipelineResult(
+            score=final.score, verdict=final.verdict, value=final.value, passed=passed, threshold=self.threshold,
+            notes=_notes(final, passed, self.threshold), outputs=outputs, trace=trace,
+        )
+
+    async def _run_traced(self, item: Mapping[str, Any], run_config: RunConfig | None, trace: Trace) -> PipelineResult:
+        try:
+            return await self._execute(item, run_config or RunConfig(), trace)
+        except Exception as exc:
+            _attach_trace(exc, trace)
+            raise
+
+    async def arun(self, item: Mapping[str, Any], *, run_config: RunConfig | None = None) -> PipelineResult:
+        """The awaitable twin of :meth:`run`."""
+        self._compiled()
+        return await on_background(self._run_traced(item, run_config, Trace()))
+
+    def run(self, item: Mapping[str, Any], *, run_config: RunConfig | None = None) -> PipelineResult:
+        """Run one item (a mapping with the fields the templates read).
+
+        ``run_config`` is the base of every call (its budget tracker is
+        charged); each unit sets its own temperature. No final verdict raises
+        :class:`JudgeReplyError`; any exception carries ``.trace``.
+        """
+        self._compiled()
+        return run_sync(self._run_traced(item, run_config, Trace()))
+
+    def _batch(self, items: Any, run_config: RunConfig | None) -> tuple[Any, list[Trace], Any]:
+        g = self._compiled()
+        frame = _items_frame(items, ())
+        missing = sorted(f for f in g.item_fields if f not in frame.columns)
+        if missing:
+            raise ConfigError(
+                f"{self.name}: the templates read the field(s) {missing} but the items have {list(frame.columns)}"
+            )
+        records = frame.to_dict("records")
+        traces = [Trace() for _ in records]
+        rc = run_config or RunConfig()
+
+        async def work(i: int) -> dict[str, Any]:
+            result = await self._run_traced(records[i], rc, traces[i])
+            return {"quality_score": result.score, "verdict": result.verdict, "passed": result.passed,
+                    "notes": result.notes}
+
+        return frame, traces, work
+
+    def _finish(self, frame: Any, rows: list[dict[str, Any]], traces: list[Trace], interrupted: bool) -> Any:
+        for row, trace in zip(rows, traces, strict=True):
+            totals = trace.totals()
+            del totals["latency_ms"]  # the row's latency_ms stays the item's wall time
+            row.update(totals)
+            row["trace"] = trace
+        out = _attach(frame, rows, PIPELINE_COLUMNS, interrupted)
+        out["calls"] = out["calls"].fillna(0).astype(int)
+        if self.threshold is not None:
+            out["passed"] = out["passed"].astype("boolean")
+        out.attrs["totals"] = {
+            "items": len(rows),
+            "calls": int(sum(t.calls for t in traces)),
+            "tokens_in": int(sum(t.tokens_in for t in traces)),
+            "tokens_out": int(sum(t.tokens_out for t in traces)),
+            "cost_usd": math.fsum(t.cost_usd for t in traces),
+        }
+        return out
+
+    def run_many(
+        self,
+        items: Any,
+        *,
+        concurrency: int = 16,
+        progress: bool = True,
+        run_config: RunConfig | None = None,
+    ) -> Any:
+        """Run many items; a DataFrame with one row per item, in order, never fewer.
+
+        Columns: the items' own, then ``quality_score``, ``verdict``, ``passed``,
+        ``notes``, ``status`` (scored / unscored / error), ``error``, ``calls``,
+        ``tokens_in``, ``tokens_out``, ``cost_usd`` (summed over the item's
+        calls), ``latency_ms`` (the item's wall time) and ``trace``.
+        ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
+        the batch engine of :func:`llm_connect.grading.judge_many`.
+        """
+        frame, traces, work = self._batch(items, run_config)
+        rows, interrupted = run_rows(len(traces), work, concurrency=concurrency, progress=progress, desc=self.name)
+        return self._finish(frame, rows, traces, interrupted)
+
+    async def arun_many(
+        self,
+        items: Any,
+        *,
+        concurrency: int = 16,
+        progress: bool = True,
+        run_config: RunConfig | None = None,
+    ) -> Any:
+        """The awaitable twin of :meth:`run_many`."""
+        frame, traces, work = self._batch(items, run_config)
+        bar = _progress_bar(len(traces), progress, self.name)
+        try:
+            rows = await on_background(arun_rows(len(traces), work, concurrency=concurrency, progress=bar))
+        finally:
+            if bar is not None:
+                bar.close()
+        return self._finish(frame, rows, traces, False)
+
+    def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
+        """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""
+        return PipelineJudge(self, grader_id or self.name)
+
+
+def _notes(final: UnitOutput, passed: bool | None, threshold: float | None) -> str:
+    text = f"{final.node}: {final.verdict}"
+    votes = final.details.get("votes") if final.details else None
+    if votes:
+        text += " (votes " + ", ".join(f"{k}={v}" for k, v in votes.items()) + ")"
+    text += f"; score {final.score:.3g}"
+    if passed is not None:
+        text += f"; {'pass' if passed else 'fail'} at >= {threshold:g}"
+    return text
+
+
+def _usage_response(trace: Trace, adapter_id: str) -> LLMResponse:
+    """A stand-in response holding a run's summed usage, for the batch engine's unscored/error rows."""
+    return LLMResponse(content="", adapter_id=adapter_id, model_id="pipeline", tokens_in=trace.tokens_in,
+                       tokens_out=trace.tokens_out, cost_usd=trace.cost_usd, latency_ms=trace.latency_ms)
+
+
+def _attach_trace(exc: BaseException, trace: Trace) -> None:
+    try:
+        exc.trace = trace  # type: ignore[attr-defined]
+        if isinstance(exc, JudgeReplyError) and exc.response is None:
+            exc.response = _usage_response(trace, "pipeline")
+    except AttributeError:  # an exception type with __slots__: it keeps its own message
+        pass
+
+
+class PipelineJudge:
+    """A pipeline as a :class:`~llm_connect.grading.Judge`.
+
+    The item is ``{"prompt": prompt, "baseline": baseline.content,
+    "candidate": candidate.content}``. As with :class:`LLMJudge`, the caller's
+    run config is used without its budget tracker (the judge's spend is not the
+    candidate's); units set their own temperature. The result carries the
+    summed tokens, cost and latency of every unit call, and in ``details``:
+    ``trace``, ``verdict``, ``passed``, ``threshold``, ``calls``, ``rubric_hash``.
+    No final verdict raises :class:`JudgeReplyError` (an *unscored* row in a batch).
+    """
+
+    def __init__(self, pipeline: Pipeline, grader_id: str) -> None:
+        if not isinstance(pipeline, Pipeline):
+            raise ValidationError("PipelineJudge needs a Pipeline")
+        self.pipeline = pipeline.validate()
+        self.grader_id = validate_grader_id(grader_id)
+        extra = sorted(self.pipeline.item_fields - {"prompt", "baseline", "candidate"})
+        if extra:
+            raise ConfigError(
+                f"{pipeline.name}: as a judge, templates see only {{prompt}}, {{baseline}} and {{candidate}}, "
+                f"but they read {extra}; use run_many(items) for items with more fields"
+            )
+
+    @property
+    def rubric_hash(self) -> str:
+        return self.pipeline.rubric_hash
+
+    def _item(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> dict[str, str]:
+        return {"prompt": prompt, "baseline": baseline.content, "candidate": candidate.content}
+
+    async def _ajudge(
+        self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, run_config: RunConfig
+    ) -> GradingResult:
+        trace = Trace()
+        rc = (run_config or RunConfig()).replace(budget_tracker=None)
+        try:
+            result = await self.pipeline._run_traced(self._item(baseline, candidate, prompt), rc, trace)
+        except JudgeReplyError as exc:
+            exc.response = _usage_response(trace, self.grader_id)
+            raise
+        return GradingResult(
+            quality_score=result.score,
+            notes=result.notes,
+            grader_id=self.grader_id,
+            baseline_response=baseline,
+            candidate_response=candidate,
+            tokens_in=trace.tokens_in,
+            tokens_out=trace.tokens_out,
+            cost_usd=trace.cost_usd,
+            latency_ms=trace.latency_ms,
+            details={
+                "trace": trace,
+                "verdict": result.verdict,
+                "passed": result.passed,
+                "threshold": result.threshold,
+                "calls": trace.calls,
+                "rubric_hash": self.rubric_hash,
+                "pipeline": self.pipeline.name,
+            },
+        )
+
+    def judge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    ) -> GradingResult:
+        return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
+
+    async def ajudge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    ) -> GradingResult:
+        return await on_background(self._ajudge(baseline, candidate, prompt, run_config))
+
+    def __repr__(self) -> str:
+        return f"PipelineJudge({self.pipeline!r}, grader_id={self.grader_id!r})"
+

@@ -1,0 +1,283 @@
+"""What a pipeline run leaves behind: each unit's output, a trace of every call, the result."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._scales import Scale
+from ._template import TemplateView, ViewList
+
+__all__ = ["PipelineResult", "Trace", "TraceRecord", "UnitOutput"]
+
+
+@dataclass(frozen=True)
+class UnitOutput(TemplateView):
+    """One unit's output for one item.
+
+    ``ok`` is False when the unit gave no verdict (its replies never parsed,
+    an input it needs failed, or a pool had too few valid inputs); ``error``
+    says why. ``value`` is the scale's value (a label, an int, a float, a
+    bool), ``verdict`` its text, ``score`` its 0..1 value. A verify unit's
+    ``value``/``verdict``/``score`` are the *verified* verdict and ``agrees``
+    whether it upheld the verdict it checked.
+    """
+
+    node: str
+    unit: str
+    kind: str
+    ok: bool
+    value: Any = None
+    verdict: str = ""
+    score: float | None = None
+    explanation: str = ""
+    agrees: bool | None = None
+    scale: Scale | None = field(default=None, repr=False)
+    error: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    fields = ("verdict", "explanation", "score", "value", "agrees", "unit", "node")
+
+    def template_attr(self, name: str) -> Any:
+        value = getattr(self, name)
+        if name == "score" and value is not None:
+            return round(float(value), 4)
+        return value
+
+    def __str__(self) -> str:
+        if self.explanation:
+            return f"Explanation: {self.explanation}\nVerdict: {self.verdict}"
+        return f"Verdict: {self.verdict}"
+
+
+class PreviousView(TemplateView):
+    """``{previous...}`` in a template: the unit's inputs.
+
+    ``previous.verdict`` / ``.explanation`` / ``.score`` / ``.value`` / ``.agrees``
+    read the single input; ``previous.<unit name>`` is the list of inputs from
+    units of that name (``previous.judge[2]``); ``previous.all`` every input.
+    """
+
+    _single = ("verdict", "explanation", "score", "value", "agrees")
+
+    def __init__(self, inputs: Sequence[UnitOutput], where: str) -> None:
+        self.inputs = list(inputs)
+        self.where = where
+        names = []
+        for out in self.inputs:
+            if out.unit not in names:
+                names.append(out.unit)
+        self.names = names
+
+    @property
+    def fields(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (*self._single, "all", *self.names)
+
+    def template_attr(self, name: str) -> Any:
+        from ..errors import ConfigError
+
+        if name in self._single:
+            if len(self.inputs) != 1:
+                raise ConfigError(
+                    f"{self.where}: {{previous.{name}}} is ambiguous with {len(self.inputs)} inputs; "
+                    f"name one, e.g. {{previous.{self.names[0] if self.names else 'judge'}[0].{name}}}"
+                )
+            return self.inputs[0].template_attr(name)
+        if name == "all":
+            return ViewList(self.inputs, "inputs")
+        return ViewList([o for o in self.inputs if o.unit == name], f"inputs from unit {name!r}")
+
+    def __str__(self) -> str:
+        return str(ViewList(self.inputs, "inputs"))
+
+
+@dataclass(frozen=True)
+class TraceRecord:
+    """One step of a run: an LLM call (one attempt), a skipped unit, or a pool."""
+
+    node: str
+    unit: str
+    kind: str
+    status: str  # "ok" | "unparsed" | "error" | "skipped" | "failed" (a pool without enough inputs)
+    attempt: int = 0
+    inputs: tuple[str, ...] = ()
+    prompt: str | None = None
+    reply: str | None = None
+    value: Any = None
+    verdict: str | None = None
+    score: float | None = None
+    explanation: str | None = None
+    error: str | None = None
+    adapter_id: str | None = None
+    model_id: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    cached: bool = False
+
+    @property
+    def is_call(self) -> bool:
+        return self.prompt is not None and self.status in ("ok", "unparsed")
+
+
+TRACE_COLUMNS = (
+    "node",
+    "unit",
+    "kind",
+    "attempt",
+    "status",
+    "inputs",
+    "verdict",
+    "score",
+    "explanation",
+    "error",
+    "prompt",
+    "reply",
+    "adapter_id",
+    "model_id",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "latency_ms",
+    "cached",
+)
+
+
+class Trace:
+    """Every step of one item's run, in the order the steps finished.
+
+    ``calls`` counts LLM calls that returned (parsed or not); tokens, cost and
+    latency are summed over them. Shows as a table in a notebook; ``to_frame()``
+    gives the same as a DataFrame.
+    """
+
+    def __init__(self, records: Sequence[TraceRecord] = ()) -> None:
+        self.records: list[TraceRecord] = list(records)
+
+    def add(self, record: TraceRecord) -> None:
+        self.records.append(record)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Any:
+        return iter(self.records)
+
+    @property
+    def calls(self) -> int:
+        return sum(1 for r in self.records if r.is_call)
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(r.tokens_in for r in self.records)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(r.tokens_out for r in self.records)
+
+    @property
+    def cost_usd(self) -> float:
+        return math.fsum(r.cost_usd for r in self.records)
+
+    @property
+    def latency_ms(self) -> float:
+        """Summed latency of the calls (more than the wall time when units ran concurrently)."""
+        return math.fsum(r.latency_ms for r in self.records)
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cost_usd": self.cost_usd,
+            "latency_ms": self.latency_ms,
+        }
+
+    def to_frame(self) -> Any:
+        """One row per step: node, status, verdict, score, prompt, reply, tokens, cost, latency..."""
+        import pandas as pd
+
+        rows = [{c: getattr(r, c) for c in TRACE_COLUMNS} for r in self.records]
+        frame = pd.DataFrame(rows, columns=list(TRACE_COLUMNS))
+        frame["inputs"] = [", ".join(r.inputs) for r in self.records]
+        return frame
+
+    def _repr_html_(self) -> str:
+        head = ["node", "status", "attempt", "verdict", "score", "explanation", "reply", "tokens", "cost (USD)", "ms"]
+        body = []
+        for r in self.records:
+            cells = [
+                r.node,
+                r.status,
+                str(r.attempt) if r.prompt is not None else "",
+                r.verdict or "",
+                "" if r.score is None else f"{r.score:.3g}",
+                _short(r.explanation or ""),
+                _short(r.reply or r.error or ""),
+                f"{r.tokens_in}+{r.tokens_out}" if r.prompt is not None else "",
+                f"{r.cost_usd:.6f}" if r.prompt is not None else "",
+                f"{r.latency_ms:.0f}" if r.prompt is not None else "",
+            ]
+            body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        t = self.totals()
+        foot = (
+            f"<caption style='caption-side:bottom;text-align:left'>{t['calls']} calls, "
+            f"{t['tokens_in']}+{t['tokens_out']} tokens, ${t['cost_usd']:.6f}</caption>"
+        )
+        header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
+        return f"<table>{foot}<thead>{header}</thead><tbody>{''.join(body)}</tbody></table>"
+
+    def __repr__(self) -> str:
+        t = self.totals()
+        return f"Trace({len(self.records)} steps, {t['calls']} calls, ${t['cost_usd']:.6f})"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """The outcome of one item: the final verdict, its 0..1 score, pass/fail, every unit's output and the trace."""
+
+    score: float
+    verdict: str
+    value: Any
+    passed: bool | None
+    threshold: float | None
+    notes: str
+    outputs: Mapping[str, UnitOutput] = field(repr=False)
+    trace: Trace = field(repr=False)
+
+    @property
+    def calls(self) -> int:
+        return self.trace.calls
+
+    @property
+    def tokens_in(self) -> int:
+        return self.trace.tokens_in
+
+    @property
+    def tokens_out(self) -> int:
+        return self.trace.tokens_out
+
+    @property
+    def cost_usd(self) -> float:
+        return self.trace.cost_usd
+
+    @property
+    def latency_ms(self) -> float:
+        return self.trace.latency_ms
+
+    def _repr_html_(self) -> str:
+        passed = "" if self.passed is None else (" — pass" if self.passed else " — fail")
+        head = (
+            f"<p><b>verdict</b> {html.escape(self.verdict)} · <b>score</b> {self.score:.3g}{passed} · "
+            f"{html.escape(self.notes)}</p>"
+        )
+        return head + self.trace._repr_html_()

@@ -1,0 +1,168 @@
+"""``llm-connect calibrate``: outputs, defaults and one-line errors (exit status 2).
+
+The LLM judge talks to a real OpenAI-compatible HTTP server started here on
+127.0.0.1, which refuses to grade some items, so their rows must come out blank.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import matplotlib
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+from llm_connect.cli import build_parser, main
+
+
+class _Judge(BaseHTTPRequestHandler):
+    """Grades 1.0 when the candidate says 'Paris', 0.0 otherwise, and refuses items about 'refuse'."""
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        length = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(length))
+        prompt = body["messages"][-1]["content"]
+        candidate = prompt.split("Candidate answer:", 1)[1]
+        if "refuse" in prompt:
+            content = "Sorry, I cannot grade that."
+        else:
+            content = json.dumps({"notes": "ok", "quality_score": 1.0 if "Paris" in candidate else 0.0})
+        payload = json.dumps({
+            "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def judge_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+ROWS = [
+    {"id": "a", "prompt": "Capital of France?", "baseline": "Paris|paris, france", "candidate": "paris", "human": "yes"},
+    {"id": "b", "prompt": "Capital of France?", "baseline": "Paris|paris, france", "candidate": "Lyon", "human": "no"},
+    {"id": "c", "prompt": "refuse: capital?", "baseline": "Paris", "candidate": "Paris!", "human": "yes"},
+    {"id": "d", "prompt": "Capital of France?", "baseline": "Paris|paris, france",
+     "candidate": "It is Paris, France.", "human": "yes"},
+    {"id": "e", "prompt": "Capital of Italy?", "baseline": "Rome", "candidate": "Milan", "human": "no"},
+    {"id": "f", "prompt": "Capital of Italy?", "baseline": "Rome", "candidate": "The Rome", "human": "yes"},
+]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_calibrate_writes_the_four_files(tmp_path, judge_server, capsys):
+    data = write_jsonl(tmp_path / "items.jsonl", ROWS)
+    out = tmp_path / "out"
+    code = main(["calibrate", str(data), "--out", str(out), "--judges", "exact,llm", "--llm", "openai:judge-1",
+                 "--base-url", judge_server, "--normalize", "squad", "--reference-sep", "|", "--probes", "length",
+                 "--n-boot", "200", "--no-progress"])
+    assert code == 0
+    scores = pd.read_csv(out / "scores.csv")
+    assert list(scores.columns) == ["id", "score_exact", "score_llm", "score_human"]
+    assert scores["id"].tolist() == list("abcdef")
+    assert scores["score_exact"].tolist() == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]  # squad: articles dropped, any ref
+    assert scores["score_llm"].isna().tolist() == [False, False, True, False, False, False]  # refused: blank
+    assert (out / "scores.csv").read_text().splitlines()[3] == "c,1.0,,1.0"
+    agreement = pd.read_csv(out / "agreement.csv")
+    assert list(agreement.columns[:9]) == ["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa",
+                                           "kappa_low", "kappa_high", "krippendorff_alpha", "spearman"]
+    pairs = agreement[["judge_a", "judge_b"]].values.tolist()
+    assert pairs == [["exact", "llm"], ["exact", "human"], ["llm", "human"]]
+    assert agreement.set_index(["judge_a", "judge_b"]).loc[("llm", "human"), "n"] == 5
+    bias = pd.read_csv(out / "bias.csv")
+    assert list(bias.columns[:8]) == ["judge", "probe", "n", "mean_shift", "shift_low", "shift_high", "p_value",
+                                      "flip_rate"]
+    assert bias[["judge", "probe"]].values.tolist() == [["exact", "length"], ["llm", "length"]]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64," in html
+    printed = capsys.readouterr().out
+    assert "agreement:" in printed and "bias probes:" in printed and "llm: 5 scored, 1 unscored" in printed
+
+
+def test_csv_input_with_score_labels_and_defaults(tmp_path):
+    frame = pd.DataFrame(ROWS).drop(columns="human")
+    frame["rating"] = [1.0, 0.0, 0.9, 0.8, 0.1, ""]
+    frame.to_csv(tmp_path / "items.csv", index=False)
+    code = main(["calibrate", str(tmp_path / "items.csv"), "--out", str(tmp_path / "o"), "--judges", "exact",
+                 "--human", "rating", "--probes", "none", "--n-boot", "50", "--no-progress"])
+    assert code == 0
+    scores = pd.read_csv(tmp_path / "o" / "scores.csv")
+    assert scores["score_human"].tolist()[:5] == [1.0, 0.0, 0.9, 0.8, 0.1] and pd.isna(scores["score_human"][5])
+    assert scores["score_exact"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # no normalisation by default
+    bias = pd.read_csv(tmp_path / "o" / "bias.csv")
+    assert bias.empty and list(bias.columns[:3]) == ["judge", "probe", "n"]
+    tsv = tmp_path / "items.tsv"
+    frame.drop(columns="id").to_csv(tsv, sep="\t", index=False)
+    assert main(["calibrate", str(tsv), "--out", str(tmp_path / "t"), "--judges", "exact", "--probes", "none",
+                 "--n-boot", "0", "--no-progress"]) == 0
+    assert pd.read_csv(tmp_path / "t" / "scores.csv")["id"].tolist() == list(range(6))
+
+
+def test_help_documents_the_defaults(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert "exact,embedding,llm" in text and "local" in text and "position" in text
+    assert "calibrate" in build_parser().format_help()
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda d, o: ["calibrate", str(d / "missing.jsonl"), "--out", str(o)], "no such file"),
+        (lambda d, o: ["calibrate", str(d / "bad.jsonl"), "--out", str(o), "--judges", "exact"], "not JSON"),
+        (lambda d, o: ["calibrate", str(d / "nocand.jsonl"), "--out", str(o), "--judges", "exact"], "candidate"),
+        (lambda d, o: ["calibrate", str(d / "ok.jsonl"), "--out", str(o), "--judges", "exact,vibes"], "vibes"),
+        (lambda d, o: ["calibrate", str(d / "ok.jsonl"), "--out", str(o), "--judges", "exact", "--human", "label"],
+         "label"),
+        (lambda d, o: ["calibrate", str(d / "ok.jsonl"), "--out", str(o), "--judges", "exact",
+                       "--normalize", "fancy"], "fancy"),
+        (lambda d, o: ["calibrate", str(d / "ok.jsonl"), "--out", str(o), "--judges", "llm", "--llm", "gpt-4"],
+         "model spec"),
+        (lambda d, o: ["calibrate", str(d / "ok.jsonl"), "--out", str(o), "--judges", "exact",
+                       "--probes", "size"], "size"),
+        (lambda d, o: ["calibrate", str(d / "ok.txt2"), "--out", str(o), "--judges", "exact"], ".jsonl"),
+        (lambda d, o: ["calibrate", str(d / "badlabel.jsonl"), "--out", str(o), "--judges", "exact"], "maybe"),
+        (lambda d, o: ["calibrate", str(d / "ok.jsonl"), "--judges", "exact"], "--out"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(tmp_path, capsys, make_args, message):
+    write_jsonl(tmp_path / "ok.jsonl", ROWS)
+    (tmp_path / "ok.txt2").write_text("x")
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "p"}\nnot json\n')
+    write_jsonl(tmp_path / "nocand.jsonl", [{"prompt": "p", "baseline": "b"}])
+    write_jsonl(tmp_path / "badlabel.jsonl", [{**ROWS[0], "human": "maybe"}])
+    with pytest.raises(SystemExit) as exc:
+        main(make_args(tmp_path, tmp_path / "out"))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("llm-connect calibrate: error:") and message in last
+    assert "Traceback" not in err
+    if message != "--out":  # argparse's own errors print the usage first, ours only the error line
+        assert len(err.strip().splitlines()) == 1

@@ -1,0 +1,133 @@
+"""The loopback server itself: modes, determinism, counters, bounds."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from llm_connect.adapters import OpenAICompatibleAdapter
+from llm_connect.core import RunConfig
+from llm_connect.loopback import LoopbackServer, default_reply
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _chat(prompt: str) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": prompt}]}
+
+
+def test_default_reply_is_a_deterministic_judge_verdict():
+    verdict = json.loads(default_reply("some prompt"))
+    assert set(verdict) == {"quality_score", "notes"}
+    assert 0.0 <= verdict["quality_score"] <= 1.0
+    assert default_reply("some prompt") == default_reply("some prompt")
+    assert default_reply("some prompt") != default_reply("another prompt")
+
+
+def test_thread_mode_serves_and_stops():
+    with LoopbackServer(reply=lambda p: p.upper()) as server:
+        assert server.base_url.startswith("http://127.0.0.1:")
+        assert server.anthropic_base_url + "/v1" == server.base_url
+        status, body = _post(server.base_url + "/chat/completions", _chat("hello"))
+        assert status == 200
+        assert body["choices"][0]["message"]["content"] == "HELLO"
+        status, body = _post(
+            server.url + "/v1/messages",
+            {"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+        )
+        assert body["content"][0]["text"] == "HI"
+        with urllib.request.urlopen(server.base_url + "/models", timeout=10) as resp:
+            assert json.loads(resp.read())["data"]
+        assert server.stats()["total"] == 2
+        assert [r.path for r in server.requests] == ["/v1/chat/completions", "/v1/messages"]
+        url = server.base_url
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url + "/models", timeout=2)
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = server.base_url
+
+
+def test_faults_are_deterministic_by_seed_and_reset_replays_them():
+    def outcomes(seed: int) -> list[str]:
+        with LoopbackServer(faults={"429": 0.3, "500": 0.2, "no_usage": 0.1}, seed=seed) as server:
+            for i in range(40):
+                _post(server.base_url + "/chat/completions", _chat(f"p{i}"))
+            first = [r.outcome for r in server.requests]
+            server.reset()
+            assert server.stats()["total"] == 0
+            for i in range(40):
+                _post(server.base_url + "/chat/completions", _chat(f"p{i}"))
+            assert [r.outcome for r in server.requests] == first
+            return first
+
+    a = outcomes(1)
+    assert a == outcomes(1)
+    assert a != outcomes(2)
+    assert {"429", "500", "no_usage", "ok"} <= set(a)
+
+
+def test_fail_first_then_succeed_and_error_bodies():
+    with LoopbackServer(fail_first=2, fail_first_with="429", retry_after="7") as server:
+        status, body = _post(server.base_url + "/chat/completions", _chat("x"))
+        assert status == 429
+        assert "loopback fault 429" in body["error"]["message"]
+        status, body = _post(server.url + "/v1/messages", {"messages": [{"role": "user", "content": "x"}]})
+        assert status == 429
+        assert body["type"] == "error"
+        assert body["error"]["type"] == "rate_limit_error"
+        status, _ = _post(server.base_url + "/chat/completions", _chat("x"))
+        assert status == 200
+        assert server.stats()["by_outcome"] == {"429": 2, "ok": 1}
+
+
+def test_bad_configuration_is_refused():
+    with pytest.raises(ValueError, match="unknown fault"):
+        LoopbackServer(faults={"explode": 0.1})
+    with pytest.raises(ValueError, match="sum to <= 1"):
+        LoopbackServer(faults={"500": 0.7, "429": 0.7})
+    with pytest.raises(ValueError, match="mode"):
+        LoopbackServer(mode="cluster")
+    with pytest.raises(ValueError, match="callable reply"):
+        LoopbackServer(mode="process", reply=lambda p: p)
+
+
+def test_process_mode_serves_counts_and_exits():
+    server = LoopbackServer(mode="process", latency_s=0.01, reply="fixed")
+    with server:
+        adapter = OpenAICompatibleAdapter("m", base_url=server.base_url)
+        try:
+            assert adapter.complete("hi", RunConfig()).content == "fixed"
+        finally:
+            adapter.close()
+        stats = server.stats()
+        assert stats["total"] == 1
+        assert stats["by_outcome"] == {"ok": 1}
+        with pytest.raises(RuntimeError, match="thread"):
+            _ = server.requests
+        process = server._process
+        assert process is not None
+        server.reset()
+        assert server.stats()["total"] == 0
+    assert process.returncode is not None
+
+
+def test_a_dropped_server_stops():
+    import gc
+
+    server = LoopbackServer().start()
+    thread = server._thread
+    assert thread is not None and thread.is_alive()
+    del server
+    gc.collect()
+    thread.join(10)
+    assert not thread.is_alive()
