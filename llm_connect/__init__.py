@@ -30,6 +30,7 @@ from .errors import (
 from .grading import (
     LLM_JUDGE_RUBRIC_HASH,
     BaselineGrader,
+    CascadeJudge,
     EmbeddingSimilarityJudge,
     ExactMatchJudge,
     FunctionJudge,
@@ -37,10 +38,13 @@ from .grading import (
     Judge,
     LLMJudge,
     PairedGrader,
+    PairwiseJudge,
+    PanelJudge,
     ajudge_many,
     grade_many,
     judge_many,
 )
+from .pipelines import Pipeline, from_config
 from .quality import QualityLedger, QualityObservation, is_stale
 
 __version__ = "0.1.0"
@@ -53,6 +57,7 @@ __all__ = [
     "BaselineGrader",
     "BudgetExceededError",
     "BudgetTracker",
+    "CascadeJudge",
     "ConfigError",
     "EmbeddingAdapter",
     "EmbeddingSimilarityJudge",
@@ -68,12 +73,16 @@ __all__ = [
     "LogprobsUnavailableError",
     "MissingDependencyError",
     "PairedGrader",
+    "PairwiseJudge",
+    "PanelJudge",
+    "Pipeline",
     "QualityLedger",
     "QualityObservation",
     "RunConfig",
     "TokenLogprob",
     "ValidationError",
     "ajudge_many",
+    "from_config",
     "grade_many",
     "is_stale",
     "judge_many",

@@ -32,7 +32,6 @@ import json
 import math
 import os
 import re
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -241,6 +240,8 @@ _float_repr = float.__repr__
 
 def _encode_line(o: QualityObservation) -> str:
     """``json.dumps(o.to_dict(), separators=(",", ":"), ensure_ascii=False)``, byte for byte, without the dict."""
+    if type(o) is not QualityObservation:  # a subclass may have its own to_dict
+        return json.dumps(o.to_dict(), separators=(",", ":"), ensure_ascii=False)
     base = o.baseline_adapter_id
     return (
         f'{{"task_type":{_encode_str(o.task_type)},"adapter_id":{_encode_str(o.adapter_id)},'
@@ -254,7 +255,6 @@ def _encode_line(o: QualityObservation) -> str:
 
 _raw_decode = json.JSONDecoder().raw_decode
 _new = object.__new__
-_intern = sys.intern
 
 
 def _finite_json(value: Any) -> bool:
@@ -319,15 +319,15 @@ def _fast_observation(data: Any) -> QualityObservation | None:
         return None
     obs = _new(QualityObservation)
     obs.__dict__.update(
-        task_type=_intern(task_type),
-        adapter_id=_intern(adapter_id),
-        model_id=_intern(model_id),
+        task_type=task_type,
+        adapter_id=adapter_id,
+        model_id=model_id,
         cost_usd=cost,
         quality_score=quality,
         latency_ms=latency,
         tokens_in=tokens_in,
         tokens_out=tokens_out,
-        baseline_adapter_id=None if base is None else _intern(base),
+        baseline_adapter_id=base,
         recorded_at=recorded_at,
         tags=tags,
     )
@@ -408,7 +408,7 @@ class QualityLedger:
 
     def append(self, observation: QualityObservation) -> None:
         """Append one observation as one whole line, under both locks."""
-        if type(observation) is not QualityObservation and not isinstance(observation, QualityObservation):
+        if not isinstance(observation, QualityObservation):
             raise TypeError(f"append() takes a QualityObservation, got {type(observation).__name__}")
         self._write((_encode_line(observation) + "\n").encode("utf-8"))
 

@@ -7,7 +7,7 @@ import re
 import threading
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_connect import BudgetTracker, ConfigError, JudgeReplyError, LLMResponse, RunConfig, TokenLogprob
@@ -190,6 +190,23 @@ def test_continuous_never_clamps(x):
     else:
         with pytest.raises(JudgeReplyError):
             scale.parse(text)
+
+
+@given(reply=st.text(max_size=80) | st.sampled_from(["Verdict: 3", "**verdict**: 5\nCorrection: 2", "Verdict: no\n"
+                                                     "Correction: 1", '{"verdict": 2}', "Explanation: x\nVerdict: 9"]))
+@settings(max_examples=150, deadline=None)
+def test_any_reply_gives_an_offered_value_or_a_judge_reply_error(reply):
+    scale = LikertScale(1, 5)
+    for pipeline in (
+        Pipeline(JudgeUnit("{candidate}", scale, retries=0), adapter=ScriptedAdapter([reply])),
+        Pipeline(JudgeUnit("{candidate}", scale, explanation=True) >> VerifyUnit(retries=0),
+                 adapter=ScriptedAdapter(lambda p, rc: reply if is_verify(p) else "Explanation: e\nVerdict: 4")),
+    ):
+        try:
+            result = pipeline.run({"candidate": "x"})
+        except JudgeReplyError:
+            continue
+        assert result.value in range(1, 6) and result.score == scale.normalize(result.value)
 
 
 # -- reply formats, retries, failures --------------------------------------------------------------
@@ -402,6 +419,26 @@ def test_logprob_scoring_weights_the_labels_at_the_verdict_position():
     assert result.score == pytest.approx(0.8)
     assert result.verdict == "yes"
     assert adapter.calls[0].run_config.top_logprobs == 5
+
+
+def test_pairwise_logprob_scoring_maps_a_and_b_through_the_order():
+    tokens = (TokenLogprob("Verdict:", -0.1), TokenLogprob(" A", math.log(0.7), ((" A", math.log(0.7)),
+                                                                               (" B", math.log(0.3)))))
+    item = {"prompt": "q", "baseline": "b", "candidate": "c"}
+    for order, expected in (("baseline-first", 0.3), ("candidate-first", 0.7)):
+        adapter = ScriptedAdapter([LLMResponse("Verdict: A", "s", "m", logprobs=tokens)])
+        pairwise = PairwiseUnit(order=order, scoring="logprob")
+        assert Pipeline(pairwise, adapter=adapter).run(item).score == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("logprobs", [(1000.0, 999.0), (-1e6, -1e6)])
+def test_absurd_logprobs_are_an_unusable_reply(logprobs):
+    top = tuple(zip((" yes", " no"), logprobs, strict=True))
+    reply = LLMResponse("Verdict: yes", "s", "m", logprobs=(TokenLogprob(" yes", logprobs[0], top),))
+    adapter = ScriptedAdapter([reply])
+    unit = JudgeUnit("Correct? {candidate}", BooleanScale(), scoring="logprob", retries=0)
+    with pytest.raises(JudgeReplyError):
+        Pipeline(unit, adapter=adapter).run({"candidate": "x"})
 
 
 def test_logprob_scoring_without_logprobs_is_unscored_not_a_fallback():

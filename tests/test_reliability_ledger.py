@@ -349,10 +349,18 @@ def test_fsync_true_fsyncs_every_append_and_fsync_false_none(tmp_path):
 
 
 def _write_lines(path: Path, n: int) -> None:
-    template = json.dumps(obs(tags={"item_id": 0}).to_dict(), separators=(",", ":"))
+    adapters = ["openai:gpt-4o-mini", "local:smollm2", "anthropic:haiku"]
     with open(path, "w", encoding="utf-8") as f:
         for i in range(n):
-            f.write(template.replace('"item_id":0', f'"item_id":{i}') + "\n")
+            o = obs(
+                task_type=("qa", "summarise", "code")[i % 3],
+                adapter_id=adapters[i % 3],
+                model_id=adapters[(i + 1) % 3].split(":")[1],
+                baseline_adapter_id="openai:gpt-4o" if i % 2 else None,
+                recorded_at=T0 + timedelta(seconds=i),
+                tags={"item_id": i, "grader_id": "llm-judge"},
+            )
+            f.write(json.dumps(o.to_dict(), separators=(",", ":")) + "\n")
 
 
 def _peaks(ledger: QualityLedger) -> tuple[int, int, int]:

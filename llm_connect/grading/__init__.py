@@ -2,6 +2,16 @@
 
 from ._base import AsyncJudge, BaselineGrader, GradingResult, Judge
 from ._batch import RESULT_COLUMNS, ajudge_many, grade_many, judge_many, observation_for, run_rows
+from ._compound import (
+    PAIRWISE_RUBRIC,
+    CascadeJudge,
+    CascadeSummary,
+    PairwiseJudge,
+    PairwiseSummary,
+    PanelAgreement,
+    PanelJudge,
+    consistency_rate,
+)
 from ._judges import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,
@@ -22,9 +32,12 @@ __all__ = [
     "LLM_JUDGE_RUBRIC",
     "LLM_JUDGE_RUBRIC_HASH",
     "NORMALIZERS",
+    "PAIRWISE_RUBRIC",
     "RESULT_COLUMNS",
     "AsyncJudge",
     "BaselineGrader",
+    "CascadeJudge",
+    "CascadeSummary",
     "EmbeddingSimilarityJudge",
     "ExactMatchJudge",
     "FunctionJudge",
@@ -32,7 +45,12 @@ __all__ = [
     "Judge",
     "LLMJudge",
     "PairedGrader",
+    "PairwiseJudge",
+    "PairwiseSummary",
+    "PanelAgreement",
+    "PanelJudge",
     "ajudge_many",
+    "consistency_rate",
     "expected_label_value",
     "find_json_objects",
     "grade_many",

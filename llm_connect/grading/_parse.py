@@ -117,17 +117,29 @@ def expected_label_value(
         )
     wanted = {_norm_token(k): v for k, v in label_values.items()}
     for position in logprobs:
-        candidates: dict[str, float] = {}
+        offered: list[tuple[str, float]] = []
         alternatives = list(position.top) or [(position.token, position.logprob)]
         for token, lp in alternatives:
             label = _norm_token(token)
-            if label in wanted and math.isfinite(lp):
-                # the same label may appear as several tokens (" 3", "3"): add their mass
-                candidates[label] = candidates.get(label, 0.0) + math.exp(lp)
-        if candidates:
-            total = sum(candidates.values())
-            probs = {k: p / total for k, p in candidates.items()}
-            return sum(wanted[k] * p for k, p in probs.items()), probs
+            if label in wanted:
+                if not isinstance(lp, (int, float)) or not math.isfinite(lp) or lp > 1e-6:
+                    raise JudgeReplyError(
+                        f"the adapter returned an invalid log-probability {lp!r} for label {label!r} "
+                        "(a log-probability is a finite number <= 0)",
+                        reply=position.token,
+                    )
+                offered.append((label, float(lp)))
+        if offered:
+            # shift by the largest log-probability so nothing under- or overflows;
+            # the same label may appear as several tokens (" 3", "3"): add their mass
+            top_lp = max(lp for _, lp in offered)
+            mass: dict[str, float] = {}
+            for label, lp in offered:
+                mass[label] = mass.get(label, 0.0) + math.exp(lp - top_lp)
+            total = sum(mass.values())
+            probs = {k: p / total for k, p in mass.items()}
+            value = sum(wanted[k] * p for k, p in probs.items())
+            return min(1.0, max(0.0, value)), probs
     generated = "".join(p.token for p in logprobs)
     raise JudgeReplyError(
         f"no generated position offered one of the labels {sorted(label_values)} among its top tokens: "

@@ -477,11 +477,12 @@ class JudgeUnit(LLMUnit):
                 tokens = _after_marker(tokens)
                 if not tokens:
                     raise JudgeReplyError("no generated token follows the 'Verdict:' marker", reply=response.content)
-            score, probs = expected_label_value(
-                tokens,
-                labels,
-                adapter_id=repr(response.adapter_id),
-            )
+            try:
+                score, probs = expected_label_value(tokens, labels, adapter_id=repr(response.adapter_id))
+            except ArithmeticError as exc:  # absurd logprobs (overflow, all underflowing to 0)
+                raise JudgeReplyError(f"the reply's logprobs are unusable: {exc}", reply=response.content) from exc
+            if not (0.0 <= score <= 1.0):
+                raise JudgeReplyError(f"the reply's logprobs give the score {score!r}", reply=response.content)
             details["label_probs"] = probs
         return UnitOutput(
             node=ctx.node, unit=self.name, kind=self.kind, ok=True, value=value, verdict=self.scale.label(value),
@@ -530,8 +531,8 @@ class PairwiseUnit(JudgeUnit):
         self.order = order
         self.allow_tie = bool(allow_tie)
         labels = ["baseline", "tie", "candidate"] if allow_tie else ["baseline", "candidate"]
-        super().__init__(prompt, CategoricalScale(labels), name=name, **options)
         self._reply_scale = CategoricalScale(["A", "B", "tie"] if allow_tie else ["A", "B"])
+        super().__init__(prompt, CategoricalScale(labels), name=name, **options)
 
     def describe(self) -> str:
         return f"pairwise ({self.order})" + (" + explanation" if self.explanation else "")
