@@ -277,11 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         table.add("by_task_type_s", "filtered query, by_task_type('qa')", t, "s", f"{len(qa):,} rows")
         del qa
         t, mean = timed(lambda: ledger.mean_quality("qa", adapter_id=ADAPTERS[0][0], min_observations=10))
-        table.add("mean_quality_s", "filtered query, mean_quality('qa', adapter_id=...)", t, "s")
+        table.add("mean_quality_s", "filtered query, mean_quality('qa', adapter_id=...)", t, "s", f"mean {mean:.3f}")
         t, recent = timed(lambda: ledger.recent(10, task_type="code"))
-        table.add("recent_s", "filtered query, recent(10, task_type='code')", t, "s")
+        table.add("recent_s", "filtered query, recent(10, task_type='code')", t, "s", f"{len(recent)} rows")
         t, bad = timed(ledger.malformed_count)
-        table.add("malformed_count_s", "malformed_count()", t, "s")
+        table.add("malformed_count_s", "malformed_count()", t, "s", f"{bad} malformed")
 
         frame_path = tmp / "frame.jsonl"
         shutil.copyfile(big, frame_path)  # before the prune, so the frame and pandas read the full file

@@ -7,6 +7,13 @@ measure its biases. Heavy dependencies (HTTP clients, llama.cpp, torch,
 matplotlib, ipywidgets) are imported only where they are used.
 """
 
+from .adapters import (
+    AnthropicAdapter,
+    LlamaCppAdapter,
+    OpenAICompatibleAdapter,
+    OpenAICompatibleEmbedder,
+    SentenceTransformerEmbedder,
+)
 from .core import (
     AsyncEmbeddingAdapter,
     AsyncLLMAdapter,
@@ -52,6 +59,7 @@ __version__ = "0.1.0"
 __all__ = [
     "LLM_JUDGE_RUBRIC_HASH",
     "AdapterError",
+    "AnthropicAdapter",
     "AsyncEmbeddingAdapter",
     "AsyncLLMAdapter",
     "BaselineGrader",
@@ -70,8 +78,11 @@ __all__ = [
     "LLMConnectError",
     "LLMJudge",
     "LLMResponse",
+    "LlamaCppAdapter",
     "LogprobsUnavailableError",
     "MissingDependencyError",
+    "OpenAICompatibleAdapter",
+    "OpenAICompatibleEmbedder",
     "PairedGrader",
     "PairwiseJudge",
     "PanelJudge",
@@ -79,6 +90,7 @@ __all__ = [
     "QualityLedger",
     "QualityObservation",
     "RunConfig",
+    "SentenceTransformerEmbedder",
     "TokenLogprob",
     "ValidationError",
     "ajudge_many",

@@ -117,9 +117,19 @@ async def maybe_await(value: Awaitable[T] | T) -> T:
 
 
 def _shutdown() -> None:
-    loop = _loop
-    if loop is not None and loop.is_running():
+    """Stop the background loop, wait for its thread, and close it (no "unclosed loop" at exit)."""
+    loop, thread = _loop, _thread
+    if loop is None or loop.is_closed():
+        return
+    if loop.is_running():
         loop.call_soon_threadsafe(loop.stop)
+    if thread is not None:
+        thread.join(timeout=5.0)
+    if not loop.is_running():
+        executor = getattr(loop, "_default_executor", None)
+        loop.close()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
 
 
 atexit.register(_shutdown)

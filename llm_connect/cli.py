@@ -88,8 +88,9 @@ def _add_calibrate(subparsers: Any) -> None:
     p.add_argument("--probes", default="auto", metavar="LIST",
                    help="bias probes: comma-separated from length, format, injection, position; 'auto' (default) "
                         "runs those that apply to each judge (position: pairwise judges only); 'none' for none")
-    p.add_argument("--probe-limit", type=int, metavar="N",
-                   help="probe a seeded sample of at most N items (each probe costs one judge call per item)")
+    p.add_argument("--probe-limit", type=_limit, default=200, metavar="N",
+                   help="probe a seeded sample of at most N items, or 'all' (default: 200; each probe costs "
+                        "one judge call per probed item)")
     p.add_argument("--threshold", type=float, default=0.5,
                    help="score at or above which a verdict is 'correct' (default: 0.5)")
     p.add_argument("--n-boot", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
@@ -97,6 +98,18 @@ def _add_calibrate(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
     p.set_defaults(func=_run_calibrate, _parser=p)
+
+
+def _limit(text: str) -> int | None:
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of items or 'all', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 item, got {value}")
+    return value
 
 
 def _split(text: str | None) -> list[str]:
@@ -197,6 +210,7 @@ def _table(rows: list[tuple[str, ...]], out: Any, title: str) -> None:
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .calibration import PROBES, calibrate, load_items
+    from .core import RunConfig
     from .errors import LLMConnectError, MissingDependencyError
 
     try:
@@ -227,10 +241,14 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create --out {str(out)!r}: {exc.strerror or exc}") from None
+        run_config = None
+        if "llm" in judges and _model_spec(args.llm, "llm")[0] == "local":
+            # A small local model keeps to JSON only when its grammar makes it; and it rambles.
+            run_config = RunConfig(json_output=True, max_tokens=160)
         report = calibrate(
             items, judges, human=human, annotators=_split(args.annotators), reference_sep=args.reference_sep,
             probes=probes, probe_limit=args.probe_limit, threshold=args.threshold, n_boot=args.n_boot,
-            seed=args.seed, concurrency=args.concurrency, progress=not args.no_progress,
+            seed=args.seed, concurrency=args.concurrency, progress=not args.no_progress, run_config=run_config,
         )
         paths = report.to_csv(out)
         paths["report"] = report.to_html(out / "report.html")

@@ -154,3 +154,20 @@ def test_embedding_judge_with_the_embedded_model(nq301_jsonl, tmp_path):
     bias = pd.read_csv(out / "bias.csv")
     assert bias[["judge", "probe"]].values.tolist() == [["exact", "length"], ["embedding", "length"]]
     assert bias.set_index("judge").loc["embedding", "n"] == 30
+
+
+@pytest.mark.local_models
+@pytest.mark.slow
+def test_default_judges_with_the_embedded_models(nq301_jsonl, tmp_path, capsys):
+    """No --judges, --llm or --embedder: exact, embedding and the local SmolLM2 judge all run."""
+    subset = tmp_path / "two.jsonl"
+    subset.write_text("".join(nq301_jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:2]),
+                      encoding="utf-8")
+    out = tmp_path / "default"
+    assert main(["calibrate", str(subset), "--out", str(out), "--probes", "none", "--n-boot", "50",
+                 "--normalize", "squad", "--reference-sep", "|", "--no-progress"]) == 0
+    scores = pd.read_csv(out / "scores.csv")
+    assert list(scores.columns) == ["id", "score_exact", "score_embedding", "score_llm", "score_human"]
+    llm = scores["score_llm"].dropna()
+    assert llm.between(0, 1).all()  # a reply the tiny model botched is blank, never 0
+    assert "llm:" in capsys.readouterr().out

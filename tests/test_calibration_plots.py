@@ -152,3 +152,19 @@ def test_score_vs_length(ax, scores):
     assert len(ax.collections[0].get_offsets()) == len(scores)
     plain = length_profile(scores, judge="llm", bins=3)
     assert plain["group"].unique().tolist() == ["all"] and plain["n"].sum() == len(scores)
+
+
+def test_plots_of_a_judge_that_scored_nothing_draw_without_warnings(scores):
+    empty = scores.assign(score_llm=np.nan)
+    for draw in (
+        lambda ax: plot_reliability(empty, judge="llm", ax=ax),
+        lambda ax: plot_score_vs_length(empty, judge="llm", hue="human", ax=ax),
+        lambda ax: plot_judge_scatter(empty, x="human", y="llm", ax=ax),
+        lambda ax: plot_threshold_sweep(empty, judge="llm", reference="human", ax=ax),
+        lambda ax: plot_agreement_heatmap(agreement_table(empty, n_boot=0), ax=ax),
+        lambda ax: plot_bias_forest(pd.DataFrame(columns=["judge", "probe", "mean_shift", "shift_low",
+                                                          "shift_high"]), ax=ax),
+    ):
+        fig = Figure()
+        draw(fig.add_subplot())
+        fig.savefig(__import__("io").BytesIO(), format="png")

@@ -179,3 +179,14 @@ def test_calibrate_without_probes_or_labels():
     limited = calibrate(dataset(12), {"f": FunctionJudge(lambda b, c: min(1.0, len(c) / 80))}, probes="length",
                         probe_limit=5, n_boot=50, progress=False)
     assert limited.bias.result("f", "length").stats.n == 5
+
+
+def test_report_of_a_judge_that_never_scores():
+    refusing = LLMJudge(ScriptedAdapter(lambda p, rc: "no"))
+    rep = calibrate(dataset(6), {"llm": refusing, "exact": ExactMatchJudge()}, human="verdict", n_boot=20,
+                    progress=False)
+    assert rep.scores["score_llm"].isna().all()
+    assert rep.agreement.pair("llm", "human").n == 0
+    assert rep.bias.result("llm", "length").stats.n == 0
+    assert "<img" in rep._repr_html_()
+    assert rep.widget().controls.summary.value

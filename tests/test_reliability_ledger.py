@@ -105,6 +105,7 @@ def _fork_child_appends(ledger: QualityLedger, i: int) -> None:
     ledger.append(obs(tags={"child": i}))
 
 
+@pytest.mark.filterwarnings("ignore:.*multi-threaded.*fork:DeprecationWarning")  # Python >= 3.12 warns
 def test_a_ledger_used_before_fork_still_appends_in_forked_children(ledger_path):
     # filelock refuses a lock object inherited across fork; the ledger makes fresh locks in the child.
     ledger = QualityLedger(ledger_path)
@@ -238,14 +239,15 @@ def test_prune_killed_at_random_points_leaves_the_old_or_the_new_ledger(tmp_path
 
     rng = random.Random(99)
     outcomes = {"old": 0, "new": 0}
-    for _ in range(12):
+    kills = 12
+    for k in range(kills):  # kill times spread over the whole prune and a little past it, one per stratum
         path.write_bytes(old)
         proc = start_script(PRUNER, path, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == "ready"
         proc.stdin.write("go\n")
         proc.stdin.flush()
-        time.sleep(rng.uniform(0.0, duration * 1.1))
+        time.sleep(duration * 1.1 * rng.uniform(k, k + 1) / kills)
         proc.kill()
         proc.wait(30)
         proc.stdin.close()

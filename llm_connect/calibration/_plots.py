@@ -39,6 +39,13 @@ def _axes(ax: Any) -> Any:
     return plt.gca()
 
 
+def _legend(ax: Any) -> None:
+    """A legend only when something is labelled (matplotlib warns otherwise)."""
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8)
+
+
 def _need(data: Any, what: str) -> None:
     if data is None:
         raise ValidationError(f"data is required: pass {what}")
@@ -155,7 +162,7 @@ def plot_reliability(
     ax.set_xlabel(f"{_label(judge)} score (bin mean)")
     ax.set_ylabel(f"share {_label(label)} says correct")
     ax.set_title("reliability")
-    ax.legend(loc="upper left", fontsize=8)
+    _legend(ax)
     return ax
 
 
@@ -198,7 +205,7 @@ def plot_threshold_sweep(
     ax.set_xlabel("threshold")
     ax.set_ylabel("agreement")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return ax
 
 
@@ -295,9 +302,12 @@ def plot_score_vs_length(
         ax.plot(part["length_mid"].clip(lower=1 if logx else -math.inf).to_numpy(dtype=float),
                 part["mean_score"].to_numpy(dtype=float), marker="o", label=str(group))
     if logx:
+        from matplotlib.ticker import ScalarFormatter
+
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel(length.replace("_", " "))
     ax.set_ylabel(f"{_label(yc)} score")
     ax.set_title(f"{_label(yc)} score vs length")
-    ax.legend(fontsize=8)
+    _legend(ax)
     return ax
