@@ -353,3 +353,27 @@ def test_json_reply_round_trip_of_notes_object():
     reply = json.dumps({"quality_score": 0.5, "notes": {"why": "partial"}})
     r = LLMJudge(ScriptedAdapter([reply])).judge(resp("b"), resp("c"), prompt="q", run_config=RC)
     assert json.loads(r.notes) == {"why": "partial"}
+
+
+def test_logprob_scoring_reads_the_position_where_the_model_wrote_its_rating():
+    from llm_connect import TokenLogprob
+
+    logprobs = (
+        TokenLogprob("The", -0.1, (("The", -0.1), ("1", -3.0))),  # a stray "1" among the alternatives
+        TokenLogprob(" rating", -0.2, ((" rating", -0.2),)),
+        TokenLogprob(" 4", -0.5, ((" 4", -0.5), ("5", -1.0))),
+    )
+    adapter = ScriptedAdapter([LLMResponse("The rating 4", "a", "m", logprobs=logprobs)])
+    r = LLMJudge(adapter, scoring="logprob").judge(resp("b"), resp("c"), prompt="q", run_config=RC)
+    p4 = math.exp(-0.5) / (math.exp(-0.5) + math.exp(-1.0))
+    assert r.quality_score == pytest.approx(0.75 * p4 + 1.0 * (1 - p4))
+    assert adapter.calls[0].run_config.max_tokens == 32  # a rating needs few tokens
+
+
+@pytest.mark.parametrize("bad_lp", [800.0, math.nan, math.inf])
+def test_logprob_scoring_rejects_invalid_log_probabilities(bad_lp):
+    from llm_connect import TokenLogprob
+
+    reply = LLMResponse("3", "a", "m", logprobs=(TokenLogprob("3", bad_lp, (("3", bad_lp),)),))
+    with pytest.raises(ValueError, match="log-probability"):
+        LLMJudge(ScriptedAdapter([reply]), scoring="logprob").judge(resp("b"), resp("c"), prompt="q", run_config=RC)

@@ -326,6 +326,8 @@ class LLMJudge:
         changes: dict[str, Any] = {"temperature": 0.0, "budget_tracker": None, "model_params": params}
         if self.scoring == "logprob":
             changes["top_logprobs"] = self.top_logprobs
+            # the rating is one digit: don't pay for an essay (the caller's cap still wins)
+            changes["max_tokens"] = run_config.max_tokens or 32
         return run_config.replace(**changes)
 
     def _result(

@@ -104,9 +104,9 @@ def expected_label_value(
     """The probability-weighted mean of ``label_values`` at the first position that offers a label.
 
     ``label_values`` maps each label (e.g. ``"1"``..``"5"`` or ``"yes"``/``"no"``)
-    to its value in 0..1. At the first generated token whose top alternatives
-    include a label, the label probabilities are renormalised over the labels
-    offered. Raises :class:`LogprobsUnavailableError` when there are no logprobs
+    to its value in 0..1. At the first generated token that is a label (or, if
+    none is, the first whose top alternatives include one), the label
+    probabilities are renormalised over the labels offered there. Raises :class:`LogprobsUnavailableError` when there are no logprobs
     and :class:`JudgeReplyError` when no position offers a label.
     """
     if not logprobs:
@@ -116,7 +116,10 @@ def expected_label_value(
             "or scoring='json'"
         )
     wanted = {_norm_token(k): v for k, v in label_values.items()}
-    for position in logprobs:
+    # The rating is where the model actually wrote a label; only when it wrote
+    # none do we fall back to the first position that offered one.
+    chosen = [p for p in logprobs if _norm_token(p.token) in wanted]
+    for position in chosen[:1] or logprobs:
         offered: list[tuple[str, float]] = []
         alternatives = list(position.top) or [(position.token, position.logprob)]
         for token, lp in alternatives:
