@@ -22,9 +22,12 @@ ledger's code, not re-implemented here.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -61,9 +64,11 @@ _CANONICAL_TS = (
     r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
     r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{6})?\+00:00$"
 )
-_BLOCK_LINES = 1 << 14
-_MIN_BISECT = 1 << 6
+_BLOCK_LINES = 1 << 14  # lines handed to arrow at once
+_MIN_ARROW = 16  # smaller ranges go straight to the ledger's parser
+_MAX_RESTARTS = 64  # arrow failures tolerated in one block before the rest of it goes to the ledger's parser
 _READ_BYTES = 64 << 20
+_MAX_SINGLE_BLOCK = 1 << 30  # arrow reports error rows relative to its internal block: keep one block
 
 TagsMode = Literal["expand", "dict"]
 
@@ -110,9 +115,6 @@ def _arrow_schema() -> Any:
     return pa.schema(fields)
 
 
-_PRIMITIVE = ("bool", "int64", "double", "string", "null")
-
-
 def _type_kind(t: Any) -> str:
     import pyarrow as pa
 
@@ -122,24 +124,81 @@ def _type_kind(t: Any) -> str:
         return "int64"
     if pa.types.is_float64(t):
         return "double"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t):
         return "string"
     if pa.types.is_null(t):
         return "null"
     return "complex"
 
 
+_ERROR_ROW = re.compile(r"\bin row (\d+)\b")
+_ERROR_FIELD = re.compile(r"Column\(/([^/)]*)")
+
+
+def _try_arrow(lines: Sequence[bytes], *, with_tags: bool = True) -> tuple[Any, int | None, str | None]:
+    """``(table, None, None)``, or ``(None, row, field)`` of the first error where arrow names them.
+
+    ``with_tags=False`` reads only the observation's own fields (other keys are
+    skipped), for blocks whose tags change type from row to row.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    payload = b"\n".join(lines)
+    single = len(payload) < _MAX_SINGLE_BLOCK
+    try:
+        table = pj.read_json(
+            io.BytesIO(payload),
+            read_options=pj.ReadOptions(use_threads=True, block_size=len(payload) + 1 if single else 8 << 20),
+            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(),
+                                          unexpected_field_behavior="infer" if with_tags else "ignore"),
+        )
+    except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
+        text = str(exc)
+        row = _ERROR_ROW.search(text) if single else None
+        field = _ERROR_FIELD.search(text)
+        return None, int(row.group(1)) if row else None, field.group(1) if field else None
+    if table.num_rows != len(lines):  # e.g. two objects on one line
+        return None, None, None
+    return table, None, None
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in a JSON value (the ledger rejects such tags)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
+
+
+def _json_tags(lines: Sequence[bytes], rows: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Each row's tags read with ``json.loads``, as the ledger reads them; and which rows have valid ones."""
+    out: list[dict[str, Any]] = []
+    ok = np.ones(len(rows), dtype=bool)
+    for j, row in enumerate(rows):
+        try:
+            tags = json.loads(lines[row]).get("tags")
+        except _MALFORMED:  # let the ledger's parser decide about this line
+            tags = "unreadable"
+        if tags is None:
+            tags = {}
+        if not isinstance(tags, dict) or not _finite(tags):
+            ok[j] = False
+            tags = {}
+        out.append(tags)
+    return out, ok
+
+
 def _strip_ok(column: Any, *, nullable: bool) -> np.ndarray:
     """Rows whose string is non-blank by Python's own ``str.strip`` (checked on the distinct values)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    encoded = pc.dictionary_encode(column).combine_chunks() if isinstance(column, pa.ChunkedArray) else (
-        pc.dictionary_encode(column)
-    )
+    encoded = pc.dictionary_encode(column.combine_chunks())
     good = np.array([bool(v.strip()) for v in encoded.dictionary.to_pylist()] + [nullable], dtype=bool)
-    idx = encoded.indices.to_numpy(zero_copy_only=False)
-    idx = np.where(encoded.indices.is_null().to_numpy(zero_copy_only=False), len(good) - 1, idx).astype(np.int64)
+    idx = encoded.indices.fill_null(len(good) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
     return good[idx]
 
 
@@ -164,7 +223,7 @@ def _timestamps(column: Any) -> tuple[np.ndarray, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    col = column.combine_chunks()
     canonical = pc.fill_null(pc.match_substring_regex(col, _CANONICAL_TS), False)
     ok = canonical.to_numpy(zero_copy_only=False)
     kept = pc.if_else(canonical, col, pa.scalar(None, pa.string()))
@@ -183,9 +242,10 @@ def _timestamps(column: Any) -> tuple[np.ndarray, Any]:
     return ok, parsed
 
 
-def _tag_children(table: Any) -> tuple[list[tuple[str, Any, str]], np.ndarray, np.ndarray]:
-    """The ``tags`` struct's children ``(key, array, kind)``; rows a complex tag value sends to the
-    slow path; rows with a null child (absent or null: exact only through the slow path)."""
+def _tag_children(table: Any) -> tuple[list[tuple[str, Any, str]], np.ndarray, np.ndarray, np.ndarray]:
+    """The ``tags`` struct's children ``(key, array, kind)``; rows a complex or non-finite tag value
+    sends to the ledger's parser; rows with a null child (an absent key or a null value: arrow
+    shows them alike); rows whose ``tags`` is present."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -193,13 +253,13 @@ def _tag_children(table: Any) -> tuple[list[tuple[str, Any, str]], np.ndarray, n
     slow = np.zeros(n, dtype=bool)
     has_null = np.zeros(n, dtype=bool)
     if "tags" not in table.column_names:
-        return [], slow, has_null
+        return [], slow, has_null, np.zeros(n, dtype=bool)
     tags = table.column("tags").combine_chunks()
-    if pa.types.is_null(tags.type):
-        return [], slow, has_null
-    if not pa.types.is_struct(tags.type):  # only happens if every row's tags is one non-object type
-        return [], ~tags.is_null().to_numpy(zero_copy_only=False), has_null
     present = ~tags.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_null(tags.type):
+        return [], slow, has_null, present
+    if not pa.types.is_struct(tags.type):  # only when every row's tags is one non-object type
+        return [], present.copy(), has_null, present
     children = []
     for i in range(tags.type.num_fields):
         key = tags.type.field(i).name
@@ -210,42 +270,27 @@ def _tag_children(table: Any) -> tuple[list[tuple[str, Any, str]], np.ndarray, n
         if kind == "complex":
             slow |= ~nulls
         elif kind == "double":
-            values = child.to_numpy(zero_copy_only=False)
             with np.errstate(invalid="ignore"):
-                slow |= ~nulls & ~np.isfinite(values)
+                slow |= ~nulls & ~np.isfinite(child.to_numpy(zero_copy_only=False))
         children.append((key, child, kind))
-    return children, slow, has_null
+    return children, slow, has_null, present
 
 
-def _block_frame(lines: list[bytes], tags: TagsMode) -> tuple[pd.DataFrame, list[tuple[int, QualityObservation]], int]:
-    """One block: (frame of the fast-path rows with their ``_line``, slow-path observations, malformed)."""
+@dataclass
+class _Part:
+    """Rows ready for the frame: their line numbers, the observation columns and the tags
+    (``key -> arrow array or list`` when expanding, a list of dicts otherwise)."""
+
+    index: np.ndarray
+    columns: dict[str, Any]
+    tags: dict[str, Any] | list[dict[str, Any]]
+
+
+def _arrow_part(
+    lines: Sequence[bytes], table: Any, tags: TagsMode, base: int, *, with_tags: bool = True
+) -> tuple[_Part | None, np.ndarray]:
+    """Validate ``table`` column-wise; returns the rows that pass and the row numbers that do not."""
     import pyarrow as pa
-    import pyarrow.json as pj
-
-    try:
-        table = pj.read_json(
-            io.BytesIO(b"\n".join(lines)),
-            read_options=pj.ReadOptions(block_size=8 << 20),
-            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(), unexpected_field_behavior="infer"),
-        )
-    except (pa.ArrowException, UnicodeDecodeError, ValueError):
-        table = None
-    if table is None or table.num_rows != len(lines):
-        if len(lines) <= _MIN_BISECT:
-            obs, bad = _slow_lines(lines, range(len(lines)))
-            return pd.DataFrame(), obs, bad
-        # Somewhere in this block is a line arrow cannot read: halve it, so that the
-        # ledger's own (slower) parser only sees a small block around that line.
-        mid = len(lines) // 2
-        f1, o1, b1 = _block_frame(lines[:mid], tags)
-        f2, o2, b2 = _block_frame(lines[mid:], tags)
-        if not f2.empty:
-            f2["_line"] += mid
-        frames = [f for f in (f1, f2) if not f.empty]
-        frame = frames[0] if len(frames) == 1 else (
-            pd.concat(_align_tag_dtypes(frames), ignore_index=True, sort=False) if frames else pd.DataFrame()
-        )
-        return frame, o1 + [(i + mid, o) for i, o in o2], b1 + b2
 
     ok = _valid_numbers(table)
     for name in _STRINGS:
@@ -253,41 +298,42 @@ def _block_frame(lines: list[bytes], tags: TagsMode) -> tuple[pd.DataFrame, list
     ok &= _strip_ok(table.column("baseline_adapter_id"), nullable=True)
     ts_ok, ts = _timestamps(table.column("recorded_at"))
     ok &= ts_ok
-    children, slow_tags, null_tags = _tag_children(table)
-    ok &= ~slow_tags
+    parsed: list[dict[str, Any]] | None = None
+    if with_tags:
+        children, slow_tags, null_tags, present = _tag_children(table)
+        ok &= ~slow_tags
+    else:  # arrow skipped the tags: read them from the lines of the rows that passed so far
+        candidates = np.flatnonzero(ok)
+        parsed_all, tags_ok = _json_tags(lines, candidates)
+        ok[candidates[~tags_ok]] = False
+        parsed = [t for t, good in zip(parsed_all, tags_ok, strict=True) if good]
     fast = np.flatnonzero(ok)
-    obs, bad = _slow_lines(lines, np.flatnonzero(~ok))
+    rejected = np.flatnonzero(~ok)
     if len(fast) == 0:
-        return pd.DataFrame(), obs, bad
-
+        return None, rejected
     idx = pa.array(fast)
-    taken = table.take(idx)
-    data: dict[str, Any] = {"_line": fast}
-    data["recorded_at"] = ts.take(idx).to_pandas()
-    for name in (*_STRINGS, "baseline_adapter_id"):
-        data[name] = taken.column(name).to_pandas()
-    for name in _FLOATS:
-        data[name] = taken.column(name).to_numpy()
-    for name in _INTS:
-        data[name] = taken.column(name).to_numpy()
-    if tags == "dict":
-        data["tags"] = _tag_dicts(lines, fast, children, null_tags, table)
+    columns: dict[str, Any] = {"recorded_at": ts.take(idx)}
+    for name in (*_STRINGS, "baseline_adapter_id", *_FLOATS, *_INTS):
+        columns[name] = table.column(name).combine_chunks().take(idx)
+    part_tags: dict[str, Any] | list[dict[str, Any]]
+    if parsed is not None:
+        if tags == "dict":
+            part_tags = parsed
+        else:
+            keys: dict[str, None] = {}
+            for t in parsed:
+                keys.update(dict.fromkeys(t))
+            part_tags = {k: [t.get(k) for t in parsed] for k in keys}
+    elif tags == "dict":
+        part_tags = _tag_dicts(lines, fast, children, null_tags, present)
     else:
-        for key, child, kind in children:
-            if kind == "null":
-                continue
-            values = child.take(idx)
-            if kind == "int64":
-                data[TAG_PREFIX + key] = values.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
-            elif kind == "bool":
-                data[TAG_PREFIX + key] = values.to_pandas(types_mapper={pa.bool_(): pd.BooleanDtype()}.get)
-            else:
-                data[TAG_PREFIX + key] = values.to_pandas()
-    return pd.DataFrame(data), obs, bad
+        part_tags = {key: child.take(idx) for key, child, kind in children if kind != "null"}
+    return _Part(fast + base, columns, part_tags), rejected
 
 
 def _tag_dicts(
-    lines: Sequence[bytes], fast: np.ndarray, children: list[tuple[str, Any, str]], null_tags: np.ndarray, table: Any
+    lines: Sequence[bytes], fast: np.ndarray, children: list[tuple[str, Any, str]], null_tags: np.ndarray,
+    present: np.ndarray,
 ) -> list[dict[str, Any]]:
     """Each fast row's tags as the exact dict the ledger would build.
 
@@ -295,22 +341,18 @@ def _tag_dicts(
     whose line holds no ``null`` at all can only have absent keys, so they are
     dropped; otherwise the row's tags are read back from its line.
     """
-    import json
-
     import pyarrow as pa
 
     if not children:
         return [{} for _ in range(len(fast))]
     idx = pa.array(fast)
     struct = pa.StructArray.from_arrays([c.take(idx) for _, c, _ in children], [k for k, _, _ in children])
-    present = ~table.column("tags").combine_chunks().take(idx).is_null().to_numpy(zero_copy_only=False)
     out = struct.to_pylist()
-    gaps = null_tags[fast]
-    for j in range(len(fast)):
-        if not present[j]:
+    for j, row in enumerate(fast):
+        if not present[row]:
             out[j] = {}
-        elif gaps[j]:
-            line = lines[fast[j]]
+        elif null_tags[row]:
+            line = lines[row]
             if b"null" in line:
                 out[j] = json.loads(line).get("tags") or {}
             else:
@@ -318,43 +360,188 @@ def _tag_dicts(
     return out
 
 
-def _slow_lines(lines: Sequence[bytes], indices: Iterable[int]) -> tuple[list[tuple[int, QualityObservation]], int]:
-    """Parse lines with the ledger's own parser; returns the valid ones and the malformed count."""
-    out = []
+def _slow_part(lines: Sequence[bytes], indices: Iterable[int], base: int, tags: TagsMode) -> tuple[_Part | None, int]:
+    """Parse lines with the ledger's own parser; returns the valid ones as a part, and the malformed count."""
+    found: list[tuple[int, QualityObservation]] = []
     bad = 0
     for i in indices:
         try:
-            out.append((int(i), _parse_line(lines[i])))
+            found.append((base + int(i), _parse_line(lines[i])))
         except _MALFORMED:
             bad += 1
-    return out, bad
+    if not found:
+        return None, bad
+    return _observations_part([o for _, o in found], np.array([i for i, _ in found], dtype=np.int64), tags), bad
+
+
+def _observations_part(obs: Sequence[QualityObservation], index: np.ndarray, tags: TagsMode) -> _Part:
+    columns: dict[str, Any] = {name: [getattr(o, name) for o in obs] for name in (*_STRINGS, "baseline_adapter_id",
+                                                                                  *_FLOATS, *_INTS)}
+    columns["recorded_at"] = [o.recorded_at for o in obs]
+    if tags == "dict":
+        return _Part(index, columns, [dict(o.tags) for o in obs])
+    keys: dict[str, None] = {}
+    for o in obs:
+        keys.update(dict.fromkeys(o.tags))
+    return _Part(index, columns, {k: [o.tags.get(k) for o in obs] for k in keys})
+
+
+def _scan_block(lines: list[bytes], base: int, tags: TagsMode, parts: list[_Part]) -> int:
+    """Turn one block of lines into parts; returns how many lines were malformed.
+
+    Arrow reads the block; where it stops at a line it cannot read, that line
+    goes to the ledger's parser and arrow carries on around it (or, without a
+    row number in its error, reads each half). Past ``_MAX_RESTARTS`` failures
+    the rest of the block goes to the ledger's parser.
+    """
+    bad = 0
+    restarts = 0
+    fields = set(_arrow_schema().names)
+    stack = [(0, len(lines), True)]
+    while stack:
+        lo, hi, with_tags = stack.pop()
+        if hi <= lo:
+            continue
+        if hi - lo <= _MIN_ARROW or restarts > _MAX_RESTARTS:
+            part, b = _slow_part(lines, range(lo, hi), base, tags)
+            bad += b
+            if part is not None:
+                parts.append(part)
+            continue
+        table, row, field = _try_arrow(lines[lo:hi], with_tags=with_tags)
+        if table is not None:
+            part, rejected = _arrow_part(lines[lo:hi], table, tags, base + lo, with_tags=with_tags)
+            if part is not None:
+                parts.append(part)
+            if len(rejected):
+                slow, b = _slow_part(lines, rejected + lo, base, tags)
+                bad += b
+                if slow is not None:
+                    parts.append(slow)
+            continue
+        if with_tags and field is not None and field not in fields:
+            # A tag (or an unknown key) changes type between rows: valid, but not one arrow column.
+            stack.append((lo, hi, False))
+            continue
+        restarts += 1
+        if row is not None and 0 <= row < hi - lo:
+            stack += [(lo + row + 1, hi, with_tags), (lo + row, lo + row + 1, with_tags), (lo, lo + row, with_tags)]
+        else:
+            mid = (lo + hi) // 2
+            stack += [(mid, hi, with_tags), (lo, mid, with_tags)]
+    return bad
 
 
 # -- building frames -----------------------------------------------------------------------
 
 
-def _observation_records(observations: Iterable[QualityObservation], tags: TagsMode) -> pd.DataFrame:
-    obs = list(observations)
-    data: dict[str, Any] = {
-        "recorded_at": pd.array([o.recorded_at for o in obs], dtype=pd.DatetimeTZDtype("us", "UTC"))
-        if obs else pd.array([], dtype=pd.DatetimeTZDtype("us", "UTC")),
-    }
-    for name in (*_STRINGS, "baseline_adapter_id"):
-        data[name] = [getattr(o, name) for o in obs]
-    for name in _FLOATS:
-        data[name] = np.array([getattr(o, name) for o in obs], dtype=float)
-    for name in _INTS:
-        data[name] = [getattr(o, name) for o in obs]
+def _py_kind(values: Iterable[Any]) -> str | None:
+    """The arrow kind all non-null Python values fit without changing (None: they do not share one)."""
+    kinds = set()
+    for v in values:
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            kinds.add("bool")
+        elif isinstance(v, int):
+            kinds.add("int64" if -(2**63) <= v < 2**63 else "bigint")
+        elif isinstance(v, float):
+            kinds.add("double")
+        elif isinstance(v, str):
+            kinds.add("string")
+        else:
+            return None
+    if not kinds:
+        return "null"
+    if kinds == {"int64", "double"}:
+        return "double"
+    return kinds.pop() if len(kinds) == 1 and "bigint" not in kinds else None
+
+
+def _arrow_type(kind: str) -> Any:
+    import pyarrow as pa
+
+    return {"bool": pa.bool_(), "int64": pa.int64(), "double": pa.float64(), "string": pa.string(),
+            "null": pa.null()}[kind]
+
+
+def _concat(pieces: list[Any], lengths: list[int]) -> Any:
+    """One column from per-part pieces (arrow arrays, Python lists, or None for absent):
+    a typed arrow array when every piece fits one type, else a list of Python values."""
+    import pyarrow as pa
+
+    kinds = set()
+    for piece in pieces:
+        if piece is None:
+            continue
+        kinds.add(_type_kind(piece.type) if isinstance(piece, pa.Array) else _py_kind(piece))
+    kinds.discard("null")
+    if kinds == {"int64", "double"}:
+        kinds = {"double"}
+    if len(kinds) <= 1 and None not in kinds and "complex" not in kinds:
+        t = _arrow_type(kinds.pop() if kinds else "null")
+        arrays = []
+        for piece, n in zip(pieces, lengths, strict=True):
+            if piece is None:
+                arrays.append(pa.nulls(n, type=t))
+            elif isinstance(piece, pa.Array):
+                arrays.append(piece if piece.type == t else piece.cast(t))
+            else:
+                arrays.append(pa.array(piece, type=t))
+        return pa.concat_arrays(arrays) if arrays else pa.nulls(0, type=t)
+    values: list[Any] = []
+    for piece, n in zip(pieces, lengths, strict=True):
+        if piece is None:
+            values.extend([None] * n)
+        else:
+            values.extend(piece.to_pylist() if isinstance(piece, pa.Array) else piece)
+    return values
+
+
+def _to_series(column: Any, name: str) -> pd.Series:
+    import pyarrow as pa
+
+    if isinstance(column, pa.Array):
+        nullable = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+        mapper = nullable.get if name.startswith(TAG_PREFIX) else None
+        if pa.types.is_null(column.type):
+            return pd.Series([None] * len(column), dtype=object, name=name)
+        return column.to_pandas(types_mapper=mapper).rename(name)
+    return pd.Series(column, dtype=object, name=name)
+
+
+def _assemble(parts: list[_Part], tags: TagsMode) -> pd.DataFrame:
+    import pyarrow as pa
+
+    if not parts:
+        return pd.DataFrame()
+    lengths = [len(p.index) for p in parts]
+    data: dict[str, pd.Series] = {}
+    types = {name: pa.string() for name in (*_STRINGS, "baseline_adapter_id")}
+    types |= {name: pa.float64() for name in _FLOATS} | {name: pa.int64() for name in _INTS}
+    types["recorded_at"] = pa.timestamp("us", tz="UTC")
+    for name, t in types.items():
+        pieces = [p.columns[name] for p in parts]
+        try:
+            arrays = [c if isinstance(c, pa.Array) else pa.array(c, type=t) for c in pieces]
+            data[name] = pa.concat_arrays(arrays).to_pandas().rename(name)
+        except (pa.ArrowInvalid, OverflowError):  # e.g. a token count beyond int64: keep the Python ints
+            values = [v for c in pieces for v in (c.to_pylist() if isinstance(c, pa.Array) else c)]
+            data[name] = pd.Series(values, dtype=object, name=name)
     if tags == "dict":
-        data["tags"] = [dict(o.tags) for o in obs]
-        return pd.DataFrame(data)
+        data["tags"] = pd.Series([d for p in parts for d in p.tags], dtype=object, name="tags")
+    else:
+        keys: dict[str, None] = {}
+        for p in parts:
+            keys.update(dict.fromkeys(p.tags))  # type: ignore[arg-type]
+        for key in keys:
+            pieces = [p.tags.get(key) for p in parts]  # type: ignore[union-attr]
+            name = TAG_PREFIX + key
+            data[name] = _to_series(_concat(pieces, lengths), name)
     frame = pd.DataFrame(data)
-    keys: dict[str, None] = {}
-    for o in obs:
-        for k in o.tags:
-            keys.setdefault(k, None)
-    for k in keys:
-        frame[TAG_PREFIX + k] = pd.Series([o.tags.get(k) for o in obs], dtype=object, index=frame.index)
+    index = np.concatenate([p.index for p in parts])
+    if len(index) > 1 and not np.all(index[1:] > index[:-1]):
+        frame = frame.iloc[np.argsort(index, kind="stable")].reset_index(drop=True)
     return frame
 
 
@@ -362,24 +549,35 @@ def _tag_dtype(series: pd.Series) -> pd.Series:
     """A tag column of Python objects as the narrowest pandas dtype that keeps every value."""
     if series.dtype != object:
         return series
-    present = [v for v in series.tolist() if v is not None and not (isinstance(v, float) and math.isnan(v))
-               and v is not pd.NA]
-    if not present:
-        return series.astype(object).where(series.notna(), None)
-    if all(isinstance(v, bool) for v in present):
-        return series.astype("boolean")
-    if all(isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 for v in present):
-        return series.astype("Int64")
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
-        return pd.to_numeric(series, errors="coerce").astype(float)
-    if all(isinstance(v, str) for v in present):
-        return series.astype(pd.StringDtype(na_value=np.nan))
-    return series.map(lambda v: None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v).astype(object)
+    kind = _py_kind(None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v for v in series.tolist())
+    clean = series.map(lambda v: None if v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v)
+    if kind == "bool":
+        return clean.astype("boolean")
+    if kind == "int64":
+        return clean.astype("Int64")
+    if kind == "double":
+        return pd.to_numeric(clean, errors="coerce").astype(float)
+    if kind == "string":
+        return clean.astype(pd.StringDtype(na_value=np.nan))
+    return clean.astype(object)
+
+
+def _empty_frame(tags: TagsMode) -> pd.DataFrame:
+    data: dict[str, Any] = {"recorded_at": pd.array([], dtype=pd.DatetimeTZDtype("us", "UTC"))}
+    for name in (*_STRINGS, "baseline_adapter_id"):
+        data[name] = pd.Series([], dtype=object)
+    for name in _FLOATS:
+        data[name] = np.array([], dtype=float)
+    for name in _INTS:
+        data[name] = np.array([], dtype=np.int64)
+    if tags == "dict":
+        data["tags"] = pd.Series([], dtype=object)
+    return pd.DataFrame(data)
 
 
 def _finish(frame: pd.DataFrame, tags: TagsMode, malformed: int) -> pd.DataFrame:
-    if "recorded_at" not in frame.columns or frame.empty:
-        frame = _observation_records([], tags) if frame.empty else frame
+    if frame.empty:
+        frame = _empty_frame(tags)
     frame = frame.reset_index(drop=True)
     frame["recorded_at"] = frame["recorded_at"].astype(pd.DatetimeTZDtype("us", "UTC"))
     for name in ID_COLUMNS:
@@ -401,20 +599,6 @@ def _finish(frame: pd.DataFrame, tags: TagsMode, malformed: int) -> pd.DataFrame
     return frame
 
 
-def _align_tag_dtypes(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
-    """Tag columns whose dtype differs between blocks (or that some block lacks) become objects,
-    so that :func:`_tag_dtype` picks one dtype from all the values."""
-    dtypes: dict[str, set[str]] = {}
-    for f in frames:
-        for c in f.columns:
-            if c.startswith(TAG_PREFIX):
-                dtypes.setdefault(c, set()).add(str(f[c].dtype))
-    mixed = {c for c, kinds in dtypes.items() if len(kinds) > 1 or any(c not in f.columns for f in frames)}
-    if not mixed:
-        return frames
-    return [f.astype({c: object for c in f.columns if c in mixed}) for f in frames]
-
-
 def ledger_frame(
     ledger_or_path: QualityLedger | str | os.PathLike[str] | Iterable[QualityObservation],
     *,
@@ -428,9 +612,11 @@ def ledger_frame(
     ``task_type``, ``adapter_id``, ``model_id``, ``baseline_adapter_id``
     (categoricals), ``quality_score``, ``cost_usd``, ``latency_ms``, ``tokens_in``,
     ``tokens_out``, ``total_tokens``, then ``tags="expand"``: one ``tag.<key>``
-    column per tag key (missing or null values are NA), or ``tags="dict"``: one
-    ``tags`` column holding each observation's dict. ``df.attrs["malformed_count"]``
-    is the number of skipped malformed lines (blank lines are not counted).
+    column per tag key (a missing or null value is NA; integer tags are ``Int64``,
+    booleans ``boolean``, text ``str``, mixed or nested values objects), or
+    ``tags="dict"``: one ``tags`` column holding each observation's dict.
+    ``df.attrs["malformed_count"]`` is the number of skipped malformed lines
+    (blank lines are not counted), as :meth:`QualityLedger.malformed_count` says.
     """
     if tags not in ("expand", "dict"):
         raise ValidationError(f"tags must be 'expand' or 'dict', got {tags!r}")
@@ -449,34 +635,18 @@ def ledger_frame(
                 raise ValidationError(
                     f"ledger_frame takes a QualityLedger, a path or QualityObservations, got {type(o).__name__}"
                 )
-        return _finish(_observation_records(observations, tags), tags, 0)
+        if not observations:
+            return _finish(pd.DataFrame(), tags, 0)
+        part = _observations_part(observations, np.arange(len(observations)), tags)
+        return _finish(_assemble([part], tags), tags, 0)
 
-    frames: list[pd.DataFrame] = []
-    slow: list[tuple[int, QualityObservation]] = []
+    parts: list[_Part] = []
     malformed = 0
     offset = 0
     for block in _line_blocks(path):
-        frame, obs, bad = _block_frame(block, tags)
-        malformed += bad
-        if not frame.empty:
-            frame["_line"] += offset
-            frames.append(frame)
-        slow.extend((i + offset, o) for i, o in obs)
+        malformed += _scan_block(block, offset, tags, parts)
         offset += len(block)
-    if slow:
-        extra = _observation_records([o for _, o in slow], tags)
-        extra["_line"] = np.array([i for i, _ in slow], dtype=np.int64)
-        frames.append(extra)
-    if not frames:
-        return _finish(pd.DataFrame(), tags, malformed)
-    if len(frames) == 1:
-        combined = frames[0]
-    else:
-        frames = _align_tag_dtypes(frames)
-        combined = pd.concat(frames, ignore_index=True, sort=False)
-        if slow:
-            combined = combined.sort_values("_line", kind="stable")
-    return _finish(combined.drop(columns="_line"), tags, malformed)
+    return _finish(_assemble(parts, tags), tags, malformed)
 
 
 # -- frames back to observations -------------------------------------------------------------

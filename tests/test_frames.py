@@ -177,6 +177,33 @@ def test_big_ledger_with_scattered_malformed_lines(tmp_path):
     assert frame_observations(dict_df) == expected
 
 
+@pytest.mark.parametrize("mode", ["expand", "dict"])
+def test_tags_and_unknown_keys_that_change_type_between_rows(tmp_path, mode):
+    """Valid rows whose tag (or unknown key) types differ: arrow cannot make one column of them."""
+    path = tmp_path / "l.jsonl"
+    lines = []
+    for i in range(300):
+        d = obs(i).to_dict()
+        d["tags"] = {"x": i if i % 2 else f"s{i}", "nested": {"a": [i]} if i % 3 else None}
+        if i % 5 == 0:
+            d["future_field"] = "text" if i % 10 else 1.5
+        if i == 150:
+            d["tags"] = {"x": float("nan")}  # invalid: NaN tag
+        if i == 151:
+            d["tokens_in"] = "3"  # invalid: a string count
+        lines.append(json.dumps(d).encode())
+    path.write_bytes(b"\n".join(lines))
+    ledger = QualityLedger(path)
+    df = ledger_frame(path, tags=mode)
+    assert df.attrs["malformed_count"] == ledger.malformed_count() == 2
+    expected = ledger.read_all()
+    if mode == "expand":  # null tags read as absent
+        expected = [QualityObservation(**{**o.__dict__, "tags": {k: v for k, v in o.tags.items() if v is not None}})
+                    for o in expected]
+        assert df["tag.x"].tolist()[:3] == ["s0", 1, "s2"]
+    assert frame_observations(df) == expected
+
+
 # -- Hypothesis: round trips and arbitrary lines ---------------------------------------------------
 
 _ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12).filter(
@@ -265,7 +292,7 @@ def ledger_lines(draw):
 
 
 @_settings
-@given(st.lists(ledger_lines(), min_size=1, max_size=20))
+@given(st.lists(ledger_lines(), min_size=1, max_size=60))
 def test_arbitrary_lines_match_the_ledger(tmp_path_factory, lines):
     path = tmp_path_factory.mktemp("fuzz") / "l.jsonl"
     path.write_bytes(b"\n".join(lines))
