@@ -14,6 +14,7 @@ from .adapters import (
     OpenAICompatibleEmbedder,
     SentenceTransformerEmbedder,
 )
+from .calibration import CalibrationReport, agreement_table, calibrate, run_probes, score_items
 from .core import (
     AsyncEmbeddingAdapter,
     AsyncLLMAdapter,
@@ -34,6 +35,7 @@ from .errors import (
     MissingDependencyError,
     ValidationError,
 )
+from .frames import ledger_frame, observations_from_frame, results_frame
 from .grading import (
     LLM_JUDGE_RUBRIC_HASH,
     BaselineGrader,
@@ -53,6 +55,7 @@ from .grading import (
 )
 from .pipelines import Pipeline, from_config
 from .quality import QualityLedger, QualityObservation, is_stale
+from .routing import RoutingDecision, evidence_table, route
 
 __version__ = "0.1.0"
 
@@ -65,6 +68,7 @@ __all__ = [
     "BaselineGrader",
     "BudgetExceededError",
     "BudgetTracker",
+    "CalibrationReport",
     "CascadeJudge",
     "ConfigError",
     "EmbeddingAdapter",
@@ -89,13 +93,23 @@ __all__ = [
     "Pipeline",
     "QualityLedger",
     "QualityObservation",
+    "RoutingDecision",
     "RunConfig",
     "SentenceTransformerEmbedder",
     "TokenLogprob",
     "ValidationError",
+    "agreement_table",
     "ajudge_many",
+    "calibrate",
+    "evidence_table",
     "from_config",
     "grade_many",
     "is_stale",
     "judge_many",
+    "ledger_frame",
+    "observations_from_frame",
+    "results_frame",
+    "route",
+    "run_probes",
+    "score_items",
 ]

@@ -181,6 +181,12 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any) -> None:
         extra = f", {u['unscored']} unscored, {u['error']} errors" if u["unscored"] or u["error"] else ""
         cost = f", ${u['cost_usd']:.4f}" if u["cost_usd"] else ""
         print(f"  {name}: {u['scored']} scored{extra}{cost}", file=out)
+        if u["error"] or u["unscored"]:
+            status = report.scores[f"status_{name}"]
+            notes = report.scores.loc[status != "scored", f"notes_{name}"].dropna().astype(str)
+            if len(notes):
+                common = notes.value_counts().index[0]
+                print(f"    most common: {common[:160]}", file=out)
     rows = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
     for p in report.agreement.pairs:
         k = p["cohen_kappa"]

@@ -10,13 +10,17 @@
 
 How :func:`ledger_frame` stays fast and exact
 ---------------------------------------------
-The file is read in blocks of lines. Each block is parsed by pyarrow's JSON
-reader against the observation schema and validated column-wise with rules at
-least as strict as :meth:`QualityObservation.from_dict`. A row those rules do
-not clear (an odd timestamp, an unusual tag) — or a whole block pyarrow cannot
-read (invalid JSON or UTF-8, a type that changes between rows) — goes through
-the ledger's own line parser, so what counts as malformed is decided by the
-ledger's code, not re-implemented here.
+The file is split into lines as the ledger splits it and read in blocks. Each
+block is parsed by pyarrow's JSON reader against the observation schema and
+validated column-wise with rules at least as strict as
+:meth:`QualityObservation.from_dict`. A row those rules do not clear (an odd
+timestamp, a nested tag), and a line pyarrow cannot read (invalid JSON or
+UTF-8, a wrong type: pyarrow names the row and reading resumes after it), go
+through the ledger's own line parser — so what counts as malformed is decided
+by the ledger's code, not re-implemented here. Tags whose type changes from
+row to row are read with ``json.loads``, as the ledger reads them. With
+``tags="expand"`` a null tag value reads as absent (NA); ``tags="dict"`` keeps
+every tag exactly.
 """
 
 from __future__ import annotations
@@ -558,7 +562,10 @@ def _tag_dtype(series: pd.Series) -> pd.Series:
     if kind == "double":
         return pd.to_numeric(clean, errors="coerce").astype(float)
     if kind == "string":
-        return clean.astype(pd.StringDtype(na_value=np.nan))
+        try:
+            return clean.astype(pd.StringDtype(na_value=np.nan))  # pandas >= 2.3: the "str" dtype
+        except TypeError:  # pragma: no cover - older pandas
+            return clean.astype("string")
     return clean.astype(object)
 
 

@@ -1002,7 +1002,8 @@ def nb04() -> list:
         The pairwise data (`data/pairwise.jsonl`) has 70 pairs with the better answer
         known. Our scripted pairwise model picks the better answer, except on the
         questions where it is unsure (a seeded ~30% draw: 15 of the 70) and simply
-        picks answer A.
+        picks answer A. The probes recognise a `PairwiseJudge` (or any judge with a
+        true `pairwise` attribute) and run `position` on it.
         """),
         code(PAIRWISE_SCRIPT, PAIRWISE_ITEMS),
         code("""
@@ -1012,8 +1013,6 @@ def nb04() -> list:
                                      cost_per_call=0.0002)
         one_order = PairwiseJudge(pair_model, both_orders=False, grader_id="one-order")
         both_orders = PairwiseJudge(pair_model, grader_id="both-orders")
-        for judge in (one_order, both_orders):
-            judge.pairwise = True   # its score is P(candidate beats baseline): the position probe applies
         """),
         code("""
         pair_report = calibrate(pw_items, {"one_order": one_order, "both_orders": both_orders}, human="b_better",

@@ -5,8 +5,8 @@
 
 A code cell whose first line is ``# NBVAL_CHECK_OUTPUT`` keeps its outputs
 (``pytest --nbval-lax`` compares them with a fresh run); every other cell loses
-them. Execution counts, widget state and run-time metadata go too, so a
-committed notebook changes only when its cells or checked outputs do.
+them (and their execution counts). Widget state and run-time metadata go too,
+so a committed notebook changes only when its cells or checked outputs do.
 """
 
 from __future__ import annotations
@@ -36,13 +36,10 @@ def stripped(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cell.metadata = {}
         if cell.cell_type != "code":
             continue
-        cell.execution_count = None
-        if is_checked(cell):
-            for out in cell.outputs:
-                if "execution_count" in out:
-                    out["execution_count"] = None
-        else:
+        if not is_checked(cell):
             cell.outputs = []
+            cell.execution_count = None
+        # a checked cell keeps its count: nbval refuses stored outputs of a cell that never ran
     return nb
 
 

@@ -21,7 +21,7 @@ from llm_connect.calibration import (
     run_probes,
     to_markdown,
 )
-from llm_connect.grading import ExactMatchJudge, FunctionJudge, LLMJudge, normalize_squad
+from llm_connect.grading import ExactMatchJudge, FunctionJudge, LLMJudge, PairwiseJudge, normalize_squad
 from llm_connect.testing import ScriptedAdapter
 
 
@@ -132,6 +132,19 @@ def test_position_probe_on_pairwise_judges():
     assert biased.mean_shift > 0.3 and biased.shift_low > 0 and biased.p_value < 1e-4
     fair = probe(Pairwise(0.0, "fair-pair"), "position").stats
     assert fair.mean_shift == pytest.approx(0.0) and fair.p_value == 1.0
+
+
+def test_position_probe_on_the_pairwise_llm_judge():
+    """Always answering "A" is pure position bias: one order shows it, both orders cancel it."""
+    always_a = '{"notes": "A reads better", "winner": "A"}'
+    one_order = probe(PairwiseJudge(ScriptedAdapter([always_a], cycle=True), both_orders=False), "position")
+    assert one_order.stats.mean_shift == pytest.approx(1.0) and one_order.stats.p_value < 1e-4
+    assert one_order.stats.flip_rate == 1.0
+    both = probe(PairwiseJudge(ScriptedAdapter([always_a], cycle=True)), "position")
+    assert both.stats.mean_shift == 0.0 and both.stats.p_value == 1.0
+    auto = run_probes({"pw": PairwiseJudge(ScriptedAdapter([always_a], cycle=True), both_orders=False)},
+                      make_items(5), progress=False, n_boot=50)
+    assert "position" in {r.probe for r in auto.results}
 
 
 def test_position_does_not_apply_to_pointwise_judges():

@@ -169,6 +169,9 @@ def test_score_items_validates_inputs():
                     human="verdict", progress=False)
     named = score_items(dataset(2), [FunctionJudge(lambda b, c: 0.5, grader_id="half-score")], progress=False)
     assert named["score_half_score"].tolist() == [0.5, 0.5]
+    renamed = [{"prompt": "p", "reference": "Paris", "candidate": "paris"}]
+    assert score_items(renamed, {"exact": ExactMatchJudge(normalizer="lower")}, progress=False)[
+        "score_exact"].tolist() == [1.0]
 
 
 def test_calibrate_without_probes_or_labels():

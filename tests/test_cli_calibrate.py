@@ -22,7 +22,7 @@ from llm_connect.cli import build_parser, main
 class _Judge(BaseHTTPRequestHandler):
     """Grades 1.0 when the candidate says 'Paris', 0.0 otherwise, and refuses items about 'refuse'."""
 
-    def do_POST(self):  # noqa: N802 - the http.server API
+    def do_POST(self):  # the http.server API names it so
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length))
         prompt = body["messages"][-1]["content"]
@@ -59,7 +59,8 @@ def judge_server():
 
 
 ROWS = [
-    {"id": "a", "prompt": "Capital of France?", "baseline": "Paris|paris, france", "candidate": "paris", "human": "yes"},
+    {"id": "a", "prompt": "Capital of France?", "baseline": "Paris|paris, france", "candidate": "paris",
+     "human": "yes"},
     {"id": "b", "prompt": "Capital of France?", "baseline": "Paris|paris, france", "candidate": "Lyon", "human": "no"},
     {"id": "c", "prompt": "refuse: capital?", "baseline": "Paris", "candidate": "Paris!", "human": "yes"},
     {"id": "d", "prompt": "Capital of France?", "baseline": "Paris|paris, france",

@@ -13,9 +13,10 @@ Each probe runs the judge through :func:`~llm_connect.grading.judge_many` on the
 original and the perturbed items and reports, over the items scored both times,
 the mean score shift with a seeded bootstrap interval, a paired Wilcoxon
 signed-rank test (all-zero differences give p = 1.0), and the share of verdicts
-that flipped at the threshold. A judge is *pairwise* when it has a true
-``pairwise`` attribute: its score is the probability that the candidate beats
-the baseline, so swapping the two should turn ``s`` into ``1 - s``.
+that flipped at the threshold. A judge is *pairwise* when it is a
+:class:`~llm_connect.grading.PairwiseJudge` or has a true ``pairwise``
+attribute: its score says how likely the candidate beats the baseline, so
+swapping the two should turn ``s`` into ``1 - s``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,13 @@ _DESCRIPTIONS = {
 
 
 def is_pairwise(judge: Any) -> bool:
-    return bool(getattr(judge, "pairwise", False))
+    """A :class:`~llm_connect.grading.PairwiseJudge`, or any judge with a true ``pairwise`` attribute."""
+    flag = getattr(judge, "pairwise", None)
+    if flag is not None:
+        return bool(flag)
+    from ..grading import PairwiseJudge
+
+    return isinstance(judge, PairwiseJudge)
 
 
 def perturb_items(

@@ -268,7 +268,8 @@ def length_profile(
     if frame.empty:
         return pd.DataFrame(columns=["group", "bin", "length_mid", "mean_score", "n"])
     nb = max(1, min(bins, frame["length"].nunique()))
-    frame["bin"] = pd.qcut(frame["length"].rank(method="first"), nb, labels=False) if nb > 1 else 0
+    # quantile bins of the length itself: tied lengths share a bin
+    frame["bin"] = pd.qcut(frame["length"], nb, labels=False, duplicates="drop") if nb > 1 else 0
     out = frame.groupby(["group", "bin"], sort=True).agg(
         length_mid=("length", "median"), mean_score=("score", "mean"), n=("score", "size")).reset_index()
     return out

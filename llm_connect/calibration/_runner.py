@@ -95,6 +95,12 @@ def judge_name(name: str) -> str:
     return cleaned
 
 
+def is_pairwise(judge: Any) -> bool:
+    from ._bias import is_pairwise as check
+
+    return check(judge)
+
+
 def judge_family(judge: Any) -> str | None:
     """The model family of an LLM judge (from its adapter's ``model_id``), else ``None``."""
     adapter = getattr(judge, "adapter", None)
@@ -115,6 +121,8 @@ def _frame(items: Any) -> pd.DataFrame:
             if not isinstance(rec, Mapping):
                 raise ValidationError(f"item {k} is a {type(rec).__name__}, not a mapping")
         frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
+    if "baseline" not in frame.columns and "reference" in frame.columns:
+        frame = frame.rename(columns={"reference": "baseline"})
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise ValidationError(
@@ -130,8 +138,10 @@ def load_items(path: str | Path) -> pd.DataFrame:
     the file must have ``prompt``, ``baseline`` and ``candidate`` columns.
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ValidationError(f"cannot read {str(p)!r}: no such file")
+    if not p.is_file():
+        raise ValidationError(f"cannot read {str(p)!r}: not a file")
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson", ".json"):
@@ -226,7 +236,8 @@ def score_items(
     """Every judge's score for every item, with labels and features, one row per item in order.
 
     ``items``: a DataFrame or mappings with ``prompt``, ``baseline`` (the
-    reference; several separated by ``reference_sep``) and ``candidate``;
+    reference; several separated by ``reference_sep``; a ``reference`` column is
+    taken when there is no ``baseline``) and ``candidate``;
     optional ``id``, ``candidate_model`` and label columns. ``judges``: a mapping
     ``{name: judge}`` or judges (named by ``grader_id``). ``human``: the column
     holding the human verdict (booleans, yes/no or 0..1), scored as judge
@@ -295,7 +306,7 @@ def score_items(
         annotators=[judge_name(a) for a in annotators],
         grader_ids={k: str(getattr(j, "grader_id", k)) for k, j in named.items()},
         judge_families={k: judge_family(j) for k, j in named.items()},
-        pairwise={k: bool(getattr(j, "pairwise", False)) for k, j in named.items()},
+        pairwise={k: is_pairwise(j) for k, j in named.items()},
         usage=usage,
         reference_sep=reference_sep,
     )

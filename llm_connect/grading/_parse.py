@@ -106,8 +106,9 @@ def expected_label_value(
     ``label_values`` maps each label (e.g. ``"1"``..``"5"`` or ``"yes"``/``"no"``)
     to its value in 0..1. At the first generated token that is a label (or, if
     none is, the first whose top alternatives include one), the label
-    probabilities are renormalised over the labels offered there. Raises :class:`LogprobsUnavailableError` when there are no logprobs
-    and :class:`JudgeReplyError` when no position offers a label.
+    probabilities are renormalised over the labels offered there. Raises
+    :class:`LogprobsUnavailableError` when there are no logprobs and
+    :class:`JudgeReplyError` when no position offers a label.
     """
     if not logprobs:
         raise LogprobsUnavailableError(
