@@ -132,7 +132,8 @@ def _build_llm(spec: str, base_url: str | None) -> Any:
 
     kind, value = _model_spec(spec, "llm")
     if kind == "local":
-        return LlamaCppAdapter(value) if value else LlamaCppAdapter()
+        # The JSON verdict needs no token probabilities: skip llama.cpp's per-token logits (about 2x faster).
+        return LlamaCppAdapter(value, logits_all=False) if value else LlamaCppAdapter(logits_all=False)
     return OpenAICompatibleAdapter(str(value), base_url=base_url)
 
 
@@ -167,6 +168,17 @@ def _build_judges(args: argparse.Namespace) -> dict[str, Any]:
         else:
             judges[name] = LLMJudge(_build_llm(args.llm, args.base_url), seed=args.seed)
     return judges
+
+
+def _local_run_config() -> Any:
+    """A small local model keeps to the verdict's JSON only when a grammar makes it, and it rambles."""
+    from .core import RunConfig
+    from .grading import VERDICT_JSON_SCHEMA
+
+    return RunConfig(
+        max_tokens=96,
+        model_params={"response_format": {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}},
+    )
 
 
 def _print_summary(report: Any, paths: dict[str, Path], out: Any) -> None:
@@ -216,7 +228,6 @@ def _table(rows: list[tuple[str, ...]], out: Any, title: str) -> None:
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .calibration import PROBES, calibrate, load_items
-    from .core import RunConfig
     from .errors import LLMConnectError, MissingDependencyError
 
     try:
@@ -247,10 +258,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create --out {str(out)!r}: {exc.strerror or exc}") from None
-        run_config = None
-        if "llm" in judges and _model_spec(args.llm, "llm")[0] == "local":
-            # A small local model keeps to JSON only when its grammar makes it; and it rambles.
-            run_config = RunConfig(json_output=True, max_tokens=160)
+        run_config = _local_run_config() if "llm" in judges and _model_spec(args.llm, "llm")[0] == "local" else None
         report = calibrate(
             items, judges, human=human, annotators=_split(args.annotators), reference_sep=args.reference_sep,
             probes=probes, probe_limit=args.probe_limit, threshold=args.threshold, n_boot=args.n_boot,
@@ -266,6 +274,184 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     return 0
 
 
+# -- demo ---------------------------------------------------------------------------------------------
+
+_DEMO_HELP = """\
+The main job, offline: grade the bundled QA set (data/qa_calibration.jsonl:
+questions, reference answers, candidate answers with human labels) with exact
+match, the embedded MiniLM embedding judge and the embedded SmolLM2-135M LLM
+judge; append every observation to OUT/ledger.jsonl; measure how far the
+judges agree with each other and with the human labels (the second annotator
+is the ceiling); probe the judges for length, format and injection bias; and
+write OUT/scores.csv, agreement.csv, bias.csv and report.html.
+
+A 135M-parameter judge is weak and slow on a CPU (about a second a call on two
+cores): --rows grades a seeded sample (default 120) and --probe-limit probes
+fewer (default 30) so the demo ends in minutes; 'all' grades every row.
+"""
+
+
+def _data_file(name: str) -> Path:
+    """A bundled sample data file: inside the installed package, or in the source tree's data/."""
+    from importlib.resources import files
+
+    packaged = files("llm_connect").joinpath("_data", name)
+    if packaged.is_file():
+        return Path(str(packaged))
+    source = Path(__file__).resolve().parents[1] / "data" / name
+    if source.is_file():
+        return source
+    raise UsageError(f"the sample data file {name} is not installed; reinstall llm-connect or run from a checkout")
+
+
+def _add_demo(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="grade the bundled QA set with three judges on the local models, calibrate and probe them",
+        description=_DEMO_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", metavar="DIR", default="demo-out", help="output directory (default: demo-out)")
+    p.add_argument("--rows", type=_limit, default=120, metavar="N",
+                   help="grade a seeded sample of N items of the QA set, or 'all' (default: 120)")
+    p.add_argument("--probe-limit", type=_limit, default=30, metavar="N",
+                   help="probe at most N items per probe, or 'all' (default: 30)")
+    p.add_argument("--llm", default="local", metavar="SPEC", help="the LLM judge: local (default) or openai:MODEL")
+    p.add_argument("--embedder", default="local", metavar="SPEC", help="the embedder: local (default) or openai:MODEL")
+    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample, the LLM judge and the bootstrap")
+    p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    p.set_defaults(func=_run_demo, _parser=p)
+
+
+def _demo_observations(report: Any, task_type: str) -> list[Any]:
+    """One QualityObservation per scored (item, machine judge): the candidate's quality as each judge saw it."""
+    import math
+
+    from .grading import LLM_JUDGE_RUBRIC_HASH
+    from .quality import QualityObservation
+
+    scores = report.scores
+    observations = []
+    for judge in report.judges:
+        column = f"score_{judge}"
+        for i, row in enumerate(scores.to_dict("records")):
+            value = row.get(column)
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            model = str(row.get("candidate_model") or "unknown")
+            tags: dict[str, Any] = {"grader_id": judge, "item_id": str(row.get("id", i))}
+            if judge == "llm":
+                tags["rubric_hash"] = LLM_JUDGE_RUBRIC_HASH
+            observations.append(
+                QualityObservation(task_type=task_type, adapter_id=model, model_id=model, cost_usd=0.0,
+                                   quality_score=float(value), latency_ms=0.0, tokens_in=0, tokens_out=0,
+                                   baseline_adapter_id="reference", tags=tags)
+            )
+    return observations
+
+
+def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import time
+
+    import numpy as np
+
+    from .calibration import calibrate, load_items
+    from .errors import LLMConnectError, MissingDependencyError
+    from .quality import QualityLedger
+
+    start = time.perf_counter()
+    try:
+        data = _data_file("qa_calibration.jsonl")
+        items = load_items(data)
+        total = len(items)
+        if args.rows is not None and args.rows < total:
+            rng = np.random.default_rng(args.seed)
+            items = items.iloc[np.sort(rng.choice(total, size=args.rows, replace=False))].reset_index(drop=True)
+        spec = argparse.Namespace(judges=DEFAULT_JUDGES, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
+                                  normalize="squad", reference_sep="|", seed=args.seed)
+        judges = _build_judges(spec)
+        run_config = _local_run_config() if _model_spec(args.llm, "llm")[0] == "local" else None
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"llm-connect demo: {len(items)} of the {total} items in {data.name}; judges: exact match (SQuAD, any "
+              f"reference), embeddings ({args.embedder}), LLM judge ({args.llm}); labels: human, human_2", flush=True)
+        report = calibrate(
+            items, judges, human=None, annotators=["human", "human_2"], reference_sep="|", probes="auto",
+            probe_limit=args.probe_limit, seed=args.seed, progress=not args.no_progress, run_config=run_config,
+        )
+        ledger = QualityLedger(out / "ledger.jsonl")
+        observations = _demo_observations(report, "qa")
+        ledger.extend(observations)
+        paths = report.to_csv(out)
+        paths["report"] = report.to_html(out / "report.html")
+        paths = {"ledger": ledger.path, **paths}
+    except (UsageError, MissingDependencyError, OSError) as exc:
+        _fail(parser, str(exc))
+    except LLMConnectError as exc:
+        _fail(parser, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    _print_summary(report, paths, sys.stdout)
+    print(f"appended {len(observations)} observations to {ledger.path} "
+          f"(see: llm-connect ledger stats {ledger.path})", file=sys.stdout)
+    print(f"open {paths['report']} for the full report; done in {time.perf_counter() - start:.0f} s", file=sys.stdout)
+    return 0
+
+
+# -- ledger stats ------------------------------------------------------------------------------------
+
+
+def _add_ledger(subparsers: Any) -> None:
+    p = subparsers.add_parser("ledger", help="inspect a quality ledger")
+    sub = p.add_subparsers(dest="ledger_command", metavar="COMMAND", required=True)
+    s = sub.add_parser(
+        "stats",
+        help="per task type: the routing evidence of every adapter and the adapter routing would pick",
+        description="Print, for each task type in LEDGER (or --task-type), the evidence routing decides on "
+        "(each adapter: n, mean quality with its bootstrap interval, mean cost and latency, stale or not) "
+        "and the cheapest adapter whose quality meets --threshold with confidence.",
+    )
+    s.add_argument("ledger", metavar="LEDGER", help="a JSON Lines quality ledger")
+    s.add_argument("--task-type", metavar="NAME", help="only this task type")
+    s.add_argument("--threshold", type=float, default=0.8, help="quality to meet (default: 0.8)")
+    s.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval level (default: 0.95)")
+    s.add_argument("--min-observations", type=int, default=20, metavar="N", help="fewest observations (default: 20)")
+    s.add_argument("--max-age-days", type=float, default=30.0, metavar="DAYS",
+                   help="ignore older observations; 0 or less: any age (default: 30)")
+    s.add_argument("--recent", type=_limit, default=200, metavar="N",
+                   help="use the N newest observations per adapter, or 'all' (default: 200)")
+    s.set_defaults(func=_run_ledger_stats, _parser=s)
+
+
+def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from datetime import timedelta
+
+    from .errors import LLMConnectError
+    from .quality import QualityLedger
+    from .routing import RoutingPolicy, route
+
+    path = Path(args.ledger)
+    if not path.is_file():
+        _fail(parser, f"no ledger at {str(path)!r}")
+    try:
+        policy = RoutingPolicy(
+            threshold=args.threshold, confidence=args.confidence, min_observations=args.min_observations,
+            max_age=timedelta(days=args.max_age_days) if args.max_age_days > 0 else None, recent=args.recent,
+        )
+        ledger = QualityLedger(path)
+        observations = list(ledger.iter_observations())
+        tasks = [args.task_type] if args.task_type else sorted({o.task_type for o in observations})
+        print(f"{path}: {len(observations)} observations, {ledger.malformed_count()} malformed lines skipped")
+        if not tasks:
+            print("no observations")
+        for task in tasks:
+            decision = route(observations, task, policy=policy)
+            print()
+            print(decision)
+    except LLMConnectError as exc:
+        _fail(parser, str(exc))
+    return 0
+
+
 # -- entry point ------------------------------------------------------------------------------------
 
 
@@ -275,7 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Grade with LLM judges you can trust: calibrate them against people and other judges.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_demo(subparsers)
     _add_calibrate(subparsers)
+    _add_ledger(subparsers)
     return parser
 
 

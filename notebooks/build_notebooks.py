@@ -295,30 +295,43 @@ def nb01() -> list:
 
         Be warned: **a 135M-parameter model is far too small to be a useful judge.**
         It runs here so that the whole path is real and offline, not for its verdicts.
-        Each call takes several seconds on a small CPU, so we judge only four items,
-        and we ask llama.cpp to constrain the reply to JSON (`json_output=True`) and
-        cap its length, as `llm-connect calibrate` does for the local model.
+        Each call takes a few seconds on a small CPU, so we judge only four items.
+        Left to itself, a model this small rarely writes parseable JSON, so — as
+        `llm-connect calibrate` does for the local model — we hold its reply to the
+        verdict's JSON schema with llama.cpp's grammar (`VERDICT_JSON_SCHEMA`), cap
+        its length, and skip the per-token logits it does not need.
         """),
         code("""
         from llm_connect import LLMJudge
         from llm_connect.adapters import LlamaCppAdapter
+        from llm_connect.grading import VERDICT_JSON_SCHEMA
 
-        smol = LLMJudge(LlamaCppAdapter(), seed=0)
+        smol = LLMJudge(LlamaCppAdapter(logits_all=False), seed=0)
+        local_config = RunConfig(max_tokens=96, model_params={
+            "response_format": {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}})
         few = qa[qa["id"].isin(["qa-001", "qa-002", "qa-006", "qa-021"])]
-        small_run = judge_many(smol, few, run_config=RunConfig(json_output=True, max_tokens=64), concurrency=1)
+        small_run = judge_many(smol, few, run_config=local_config, concurrency=1)
         small_run[["id", "candidate", "human", "quality_score", "status", "notes", "latency_ms"]]
         """),
+        md("""
+        Compare `quality_score` with `human`: the replies parse, but the verdicts are
+        close to arbitrary. One judgment in full — the `GradingResult` keeps the raw
+        reply, the rubric hash and the parsed verdict in `details` for audit:
+        """),
         code("""
-        for row in small_run.itertuples():
-            if row.status != "scored":
-                print(f"{row.id} {row.status}: {row.error}\\n")
+        wrong = qa[qa["id"] == "qa-002"].iloc[0]           # a fluent, confident, wrong answer
+        result = smol.judge(LLMResponse(content=wrong["baseline"], adapter_id="baseline", model_id="reference"),
+                            LLMResponse(content=wrong["candidate"], adapter_id="x", model_id=wrong["candidate_model"]),
+                            prompt=wrong["prompt"], run_config=local_config)
+        print(wrong["candidate"])
+        {k: result.details[k] for k in ("raw_reply", "rubric_hash", "judge_model_id")}
         """),
         md("""
-        Typically some of these replies hold a verdict (often a wrong one) and others
-        hold no usable `quality_score` at all. A reply without a usable verdict is
-        recorded as **unscored**, with the reason and the raw reply quoted in `error`;
-        its score is NaN, **never 0**: counting it as "wrong" would silently bias every
-        statistic computed from the frame.
+        When a reply holds no usable verdict — no JSON, or a `quality_score` that is
+        not a number in 0..1 (drop the schema above and most of SmolLM2's replies are
+        like that) — the row is recorded as **unscored**, with the reason and the raw
+        reply quoted in `error`; its score is NaN, **never 0**: counting it as "wrong"
+        would silently bias every statistic computed from the frame.
 
         ## scored, unscored, error: what each status means
 
@@ -393,6 +406,7 @@ def nb01() -> list:
         assert set(em["status"]) == {"scored"} and set(emb["status"]) == {"scored"}
         assert em["quality_score"].isin([0.0, 1.0]).all() and emb["quality_score"].between(0, 1).all()
         assert len(small_run) == 4 and set(small_run["status"]) <= {"scored", "unscored", "error"}
+        assert result.details["rubric_hash"] == smol.rubric_hash and 0 <= result.quality_score <= 1
         assert statuses.attrs["counts"] == {"scored": 2, "unscored": 2, "error": 1}
         assert statuses.loc[statuses["status"] != "scored", "quality_score"].isna().all()   # never 0
         """),
@@ -959,7 +973,8 @@ def nb04() -> list:
         """),
         code("""
         lc = controlled.summary.set_index("group")
-        ax = lc[["raw_mean", "lc_mean"]].plot.bar(figsize=(7, 3.5), rot=0)
+        ax = lc[["raw_mean", "lc_mean"]].plot.bar(figsize=(7, 3.5), rot=0, ylim=(0, 1))
+        ax.legend(["raw", "length-controlled"], ncol=2, loc="upper left")
         ax.set_ylabel("mean llm score")
         ax.set_title("raw vs length-controlled mean score per model family")
         plt.show()
@@ -983,7 +998,8 @@ def nb04() -> list:
         code("""
         strata = preference.strata.set_index("stratum")
         ax = strata[["mean_own", "mean_other"]].rename(
-            columns={"mean_own": "smollm answers", "mean_other": "other families"}).plot.bar(figsize=(6, 3.5), rot=0)
+            columns={"mean_own": "smollm answers", "mean_other": "other families"}).plot.bar(figsize=(6, 3.5), rot=0,
+                                                                                             ylim=(0, 1))
         ax.set_ylabel("mean llm score")
         ax.set_title(f"self-preference: {preference.difference:+.3f} "
                      f"[{preference.low:+.3f}, {preference.high:+.3f}] at equal correctness")
@@ -1213,7 +1229,7 @@ def nb05() -> list:
                        "Is the candidate answer correct?"},
             {"type": "verify", "name": "verify", "retries": 0, "max_tokens": 12,
              "prompt": "Question: {prompt}\\nReference answer: {baseline}\\nCandidate answer: {candidate}"},
-        ]}, adapter=LlamaCppAdapter())
+        ]}, adapter=LlamaCppAdapter(logits_all=False))
         real = tiny.run_many(qa[qa["id"] == "qa-001"], progress=False)
         real[["candidate", "verdict", "status", "error", "calls"]]
         """),
@@ -1497,16 +1513,15 @@ def nb06() -> list:
         code("""
         import matplotlib.pyplot as plt
 
+        by_cost = evidence.sort_values("mean_cost_usd").reset_index(drop=True)
         fig, ax = plt.subplots(figsize=(7, 4))
-        for row in evidence.itertuples():
-            ax.errorbar(row.mean_cost_usd * 1000, row.mean_quality,
-                        yerr=[[row.mean_quality - row.quality_low], [row.quality_high - row.mean_quality]],
-                        fmt="o", capsize=4, label=row.adapter_id)
+        ax.errorbar(by_cost.index, by_cost["mean_quality"], fmt="o", capsize=5,
+                    yerr=[by_cost["mean_quality"] - by_cost["quality_low"], by_cost["quality_high"] - by_cost["mean_quality"]])
         ax.axhline(0.9, color="tab:red", linestyle="--", linewidth=1, label="threshold 0.9")
-        ax.set_xscale("symlog", linthresh=0.01)
-        ax.set_xlabel("mean cost (USD per 1,000 calls)")
+        ax.set_xticks(by_cost.index, labels=[f"{a}\\n${c * 1000:.2f} per 1k calls"
+                                             for a, c in zip(by_cost["adapter_id"], by_cost["mean_cost_usd"])])
         ax.set_ylabel("mean quality, 95% interval")
-        ax.set_title("routing evidence for task type 'qa'")
+        ax.set_title("routing evidence for task type 'qa' (cheapest on the left)")
         ax.legend(fontsize=8, loc="lower right")
         plt.show()
         """),

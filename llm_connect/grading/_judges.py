@@ -21,6 +21,7 @@ __all__ = [
     "LLM_JUDGE_RUBRIC",
     "LLM_JUDGE_RUBRIC_HASH",
     "NORMALIZERS",
+    "VERDICT_JSON_SCHEMA",
     "EmbeddingSimilarityJudge",
     "ExactMatchJudge",
     "FunctionJudge",
@@ -258,6 +259,20 @@ def _hash(text: str) -> str:
 
 
 LLM_JUDGE_RUBRIC_HASH = _hash(LLM_JUDGE_RUBRIC)
+
+#: The JSON schema of the verdict the rubric asks for. Adapters with structured
+#: output can be held to it (``LlamaCppAdapter`` through
+#: ``model_params={"response_format": {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}}``),
+#: which small local models need to produce parseable verdicts at all. Range
+#: checks still happen in the parser: an out-of-range score is rejected.
+VERDICT_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "notes": {"type": "string", "maxLength": 200},
+        "quality_score": {"type": "number"},
+    },
+    "required": ["notes", "quality_score"],
+}
 LLM_JUDGE_LOGPROB_RUBRIC_HASH = _hash(LLM_JUDGE_LOGPROB_RUBRIC)
 _LIKERT_5 = {"1": 0.0, "2": 0.25, "3": 0.5, "4": 0.75, "5": 1.0}
 
