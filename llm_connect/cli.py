@@ -70,29 +70,63 @@ def _add_calibrate(subparsers: Any) -> None:
     )
     p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file of items")
     p.add_argument("--out", metavar="DIR", required=True, help="directory for the CSV files and report.html")
-    p.add_argument("--judges", default=DEFAULT_JUDGES, metavar="LIST",
-                   help=f"comma-separated judges from {', '.join(JUDGES)} (default: {DEFAULT_JUDGES})")
-    p.add_argument("--llm", default="local", metavar="SPEC",
-                   help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
-    p.add_argument("--embedder", default="local", metavar="SPEC",
-                   help="the embedding model: local, local:PATH or openai:MODEL (default: local)")
+    p.add_argument(
+        "--judges",
+        default=DEFAULT_JUDGES,
+        metavar="LIST",
+        help=f"comma-separated judges from {', '.join(JUDGES)} (default: {DEFAULT_JUDGES})",
+    )
+    p.add_argument(
+        "--llm",
+        default="local",
+        metavar="SPEC",
+        help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)",
+    )
+    p.add_argument(
+        "--embedder",
+        default="local",
+        metavar="SPEC",
+        help="the embedding model: local, local:PATH or openai:MODEL (default: local)",
+    )
     p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
-    p.add_argument("--human", metavar="COLUMN",
-                   help="column with the human verdict (default: a column named 'human', if any)")
-    p.add_argument("--annotators", metavar="COLUMNS",
-                   help="comma-separated columns of individual annotators; their agreement is shown as the ceiling")
-    p.add_argument("--normalize", metavar="NAME", default=None,
-                   help="normalisation for the exact judge: squad, lower, strip, whitespace (default: none)")
-    p.add_argument("--reference-sep", metavar="SEP", default=None,
-                   help="separator of several acceptable references in baseline (e.g. '|'); any one may match")
-    p.add_argument("--probes", default="auto", metavar="LIST",
-                   help="bias probes: comma-separated from length, format, injection, position; 'auto' (default) "
-                        "runs those that apply to each judge (position: pairwise judges only); 'none' for none")
-    p.add_argument("--probe-limit", type=_limit, default=200, metavar="N",
-                   help="probe a seeded sample of at most N items, or 'all' (default: 200; each probe costs "
-                        "one judge call per probed item)")
-    p.add_argument("--threshold", type=float, default=0.5,
-                   help="score at or above which a verdict is 'correct' (default: 0.5)")
+    p.add_argument(
+        "--human", metavar="COLUMN", help="column with the human verdict (default: a column named 'human', if any)"
+    )
+    p.add_argument(
+        "--annotators",
+        metavar="COLUMNS",
+        help="comma-separated columns of individual annotators; their agreement is shown as the ceiling",
+    )
+    p.add_argument(
+        "--normalize",
+        metavar="NAME",
+        default=None,
+        help="normalisation for the exact judge: squad, lower, strip, whitespace (default: none)",
+    )
+    p.add_argument(
+        "--reference-sep",
+        metavar="SEP",
+        default=None,
+        help="separator of several acceptable references in baseline (e.g. '|'); any one may match",
+    )
+    p.add_argument(
+        "--probes",
+        default="auto",
+        metavar="LIST",
+        help="bias probes: comma-separated from length, format, injection, position; 'auto' (default) "
+        "runs those that apply to each judge (position: pairwise judges only); 'none' for none",
+    )
+    p.add_argument(
+        "--probe-limit",
+        type=_limit,
+        default=200,
+        metavar="N",
+        help="probe a seeded sample of at most N items, or 'all' (default: 200; each probe costs "
+        "one judge call per probed item)",
+    )
+    p.add_argument(
+        "--threshold", type=float, default=0.5, help="score at or above which a verdict is 'correct' (default: 0.5)"
+    )
     p.add_argument("--n-boot", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
@@ -133,7 +167,12 @@ def _build_llm(spec: str, base_url: str | None) -> Any:
     kind, value = _model_spec(spec, "llm")
     if kind == "local":
         # The JSON verdict needs no token probabilities: skip llama.cpp's per-token logits (about 2x faster).
-        return LlamaCppAdapter(value, logits_all=False) if value else LlamaCppAdapter(logits_all=False)
+        import os
+
+        threads = os.cpu_count() or 1  # llama.cpp's default uses half the cores
+        if value:
+            return LlamaCppAdapter(value, logits_all=False, n_threads=threads)
+        return LlamaCppAdapter(logits_all=False, n_threads=threads)
     return OpenAICompatibleAdapter(str(value), base_url=base_url)
 
 
@@ -163,8 +202,9 @@ def _build_judges(args: argparse.Namespace) -> dict[str, Any]:
         if name == "exact":
             judges[name] = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
         elif name == "embedding":
-            judges[name] = EmbeddingSimilarityJudge(_build_embedder(args.embedder, args.base_url),
-                                                    reference_sep=args.reference_sep)
+            judges[name] = EmbeddingSimilarityJudge(
+                _build_embedder(args.embedder, args.base_url), reference_sep=args.reference_sep
+            )
         else:
             judges[name] = LLMJudge(_build_llm(args.llm, args.base_url), seed=args.seed)
     return judges
@@ -202,9 +242,17 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any) -> None:
     rows = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
     for p in report.agreement.pairs:
         k = p["cohen_kappa"]
-        rows.append((p.judge_a, p.judge_b + (" (ceiling)" if p.ceiling else ""), str(p.n),
-                     f(p["percent_agreement"].value), f"{f(k.value)} [{f(k.low)}, {f(k.high)}]",
-                     f(p["krippendorff_alpha"].value), f(p["spearman"].value)))
+        rows.append(
+            (
+                p.judge_a,
+                p.judge_b + (" (ceiling)" if p.ceiling else ""),
+                str(p.n),
+                f(p["percent_agreement"].value),
+                f"{f(k.value)} [{f(k.low)}, {f(k.high)}]",
+                f(p["krippendorff_alpha"].value),
+                f(p["spearman"].value),
+            )
+        )
     _table(rows, out, "agreement")
     if report.bias is not None and report.bias.results:
         rows = [("judge", "probe", "n", "shift [95% CI]", "p", "flipped")]
@@ -213,8 +261,16 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any) -> None:
             if not s.n:
                 rows.append((r.judge, r.probe, "0", s.note, "", ""))
                 continue
-            rows.append((r.judge, r.probe, str(s.n), f"{f(s.mean_shift, '+.3f')} [{f(s.shift_low, '+.3f')}, "
-                         f"{f(s.shift_high, '+.3f')}]", f(s.p_value, '.2g'), f(s.flip_rate, '.1%')))
+            rows.append(
+                (
+                    r.judge,
+                    r.probe,
+                    str(s.n),
+                    f"{f(s.mean_shift, '+.3f')} [{f(s.shift_low, '+.3f')}, {f(s.shift_high, '+.3f')}]",
+                    f(s.p_value, ".2g"),
+                    f(s.flip_rate, ".1%"),
+                )
+            )
         _table(rows, out, "bias probes")
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=out)
 
@@ -242,16 +298,18 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         columns = [c for c in [human, *_split(args.annotators)] if c is not None]
         missing = [c for c in columns if c not in items.columns]
         if missing:
-            raise UsageError(f"no column {', '.join(map(repr, missing))} in {args.data}; "
-                             f"it has {', '.join(map(str, items.columns))}")
+            raise UsageError(
+                f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
+            )
         probes: Any = args.probes.strip().lower()
         if probes in ("none", "", "off"):
             probes = None
         elif probes != "auto":
             unknown = [p for p in _split(probes) if p not in PROBES]
             if unknown:
-                raise UsageError(f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, "
-                                 "or auto, or none")
+                raise UsageError(
+                    f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, or auto, or none"
+                )
         judges = _build_judges(args)
         out = Path(args.out)
         try:
@@ -260,9 +318,19 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             raise UsageError(f"cannot create --out {str(out)!r}: {exc.strerror or exc}") from None
         run_config = _local_run_config() if "llm" in judges and _model_spec(args.llm, "llm")[0] == "local" else None
         report = calibrate(
-            items, judges, human=human, annotators=_split(args.annotators), reference_sep=args.reference_sep,
-            probes=probes, probe_limit=args.probe_limit, threshold=args.threshold, n_boot=args.n_boot,
-            seed=args.seed, concurrency=args.concurrency, progress=not args.no_progress, run_config=run_config,
+            items,
+            judges,
+            human=human,
+            annotators=_split(args.annotators),
+            reference_sep=args.reference_sep,
+            probes=probes,
+            probe_limit=args.probe_limit,
+            threshold=args.threshold,
+            n_boot=args.n_boot,
+            seed=args.seed,
+            concurrency=args.concurrency,
+            progress=not args.no_progress,
+            run_config=run_config,
         )
         paths = report.to_csv(out)
         paths["report"] = report.to_html(out / "report.html")
@@ -286,8 +354,8 @@ is the ceiling); probe the judges for length, format and injection bias; and
 write OUT/scores.csv, agreement.csv, bias.csv and report.html.
 
 A 135M-parameter judge is weak and slow on a CPU (about a second a call on two
-cores): --rows grades a seeded sample (default 120) and --probe-limit probes
-fewer (default 30) so the demo ends in minutes; 'all' grades every row.
+cores): --rows grades a seeded sample (default 100) and --probe-limit probes
+fewer (default 24) so the demo ends in minutes; 'all' grades every row.
 """
 
 
@@ -312,10 +380,20 @@ def _add_demo(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", metavar="DIR", default="demo-out", help="output directory (default: demo-out)")
-    p.add_argument("--rows", type=_limit, default=120, metavar="N",
-                   help="grade a seeded sample of N items of the QA set, or 'all' (default: 120)")
-    p.add_argument("--probe-limit", type=_limit, default=30, metavar="N",
-                   help="probe at most N items per probe, or 'all' (default: 30)")
+    p.add_argument(
+        "--rows",
+        type=_limit,
+        default=100,
+        metavar="N",
+        help="grade a seeded sample of N items of the QA set, or 'all' (default: 100)",
+    )
+    p.add_argument(
+        "--probe-limit",
+        type=_limit,
+        default=24,
+        metavar="N",
+        help="probe at most N items per probe, or 'all' (default: 24)",
+    )
     p.add_argument("--llm", default="local", metavar="SPEC", help="the LLM judge: local (default) or openai:MODEL")
     p.add_argument("--embedder", default="local", metavar="SPEC", help="the embedder: local (default) or openai:MODEL")
     p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
@@ -344,9 +422,18 @@ def _demo_observations(report: Any, task_type: str) -> list[Any]:
             if judge == "llm":
                 tags["rubric_hash"] = LLM_JUDGE_RUBRIC_HASH
             observations.append(
-                QualityObservation(task_type=task_type, adapter_id=model, model_id=model, cost_usd=0.0,
-                                   quality_score=float(value), latency_ms=0.0, tokens_in=0, tokens_out=0,
-                                   baseline_adapter_id="reference", tags=tags)
+                QualityObservation(
+                    task_type=task_type,
+                    adapter_id=model,
+                    model_id=model,
+                    cost_usd=0.0,
+                    quality_score=float(value),
+                    latency_ms=0.0,
+                    tokens_in=0,
+                    tokens_out=0,
+                    baseline_adapter_id="reference",
+                    tags=tags,
+                )
             )
     return observations
 
@@ -368,17 +455,35 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if args.rows is not None and args.rows < total:
             rng = np.random.default_rng(args.seed)
             items = items.iloc[np.sort(rng.choice(total, size=args.rows, replace=False))].reset_index(drop=True)
-        spec = argparse.Namespace(judges=DEFAULT_JUDGES, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
-                                  normalize="squad", reference_sep="|", seed=args.seed)
+        spec = argparse.Namespace(
+            judges=DEFAULT_JUDGES,
+            llm=args.llm,
+            embedder=args.embedder,
+            base_url=args.base_url,
+            normalize="squad",
+            reference_sep="|",
+            seed=args.seed,
+        )
         judges = _build_judges(spec)
         run_config = _local_run_config() if _model_spec(args.llm, "llm")[0] == "local" else None
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        print(f"llm-connect demo: {len(items)} of the {total} items in {data.name}; judges: exact match (SQuAD, any "
-              f"reference), embeddings ({args.embedder}), LLM judge ({args.llm}); labels: human, human_2", flush=True)
+        print(
+            f"llm-connect demo: {len(items)} of the {total} items in {data.name}; judges: exact match (SQuAD, any "
+            f"reference), embeddings ({args.embedder}), LLM judge ({args.llm}); labels: human, human_2",
+            flush=True,
+        )
         report = calibrate(
-            items, judges, human=None, annotators=["human", "human_2"], reference_sep="|", probes="auto",
-            probe_limit=args.probe_limit, seed=args.seed, progress=not args.no_progress, run_config=run_config,
+            items,
+            judges,
+            human=None,
+            annotators=["human", "human_2"],
+            reference_sep="|",
+            probes="auto",
+            probe_limit=args.probe_limit,
+            seed=args.seed,
+            progress=not args.no_progress,
+            run_config=run_config,
         )
         ledger = QualityLedger(out / "ledger.jsonl")
         observations = _demo_observations(report, "qa")
@@ -391,8 +496,10 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except LLMConnectError as exc:
         _fail(parser, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     _print_summary(report, paths, sys.stdout)
-    print(f"appended {len(observations)} observations to {ledger.path} "
-          f"(see: llm-connect ledger stats {ledger.path})", file=sys.stdout)
+    print(
+        f"appended {len(observations)} observations to {ledger.path} (see: llm-connect ledger stats {ledger.path})",
+        file=sys.stdout,
+    )
     print(f"open {paths['report']} for the full report; done in {time.perf_counter() - start:.0f} s", file=sys.stdout)
     return 0
 
@@ -415,10 +522,20 @@ def _add_ledger(subparsers: Any) -> None:
     s.add_argument("--threshold", type=float, default=0.8, help="quality to meet (default: 0.8)")
     s.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval level (default: 0.95)")
     s.add_argument("--min-observations", type=int, default=20, metavar="N", help="fewest observations (default: 20)")
-    s.add_argument("--max-age-days", type=float, default=30.0, metavar="DAYS",
-                   help="ignore older observations; 0 or less: any age (default: 30)")
-    s.add_argument("--recent", type=_limit, default=200, metavar="N",
-                   help="use the N newest observations per adapter, or 'all' (default: 200)")
+    s.add_argument(
+        "--max-age-days",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="ignore older observations; 0 or less: any age (default: 30)",
+    )
+    s.add_argument(
+        "--recent",
+        type=_limit,
+        default=200,
+        metavar="N",
+        help="use the N newest observations per adapter, or 'all' (default: 200)",
+    )
     s.set_defaults(func=_run_ledger_stats, _parser=s)
 
 
@@ -434,8 +551,11 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
         _fail(parser, f"no ledger at {str(path)!r}")
     try:
         policy = RoutingPolicy(
-            threshold=args.threshold, confidence=args.confidence, min_observations=args.min_observations,
-            max_age=timedelta(days=args.max_age_days) if args.max_age_days > 0 else None, recent=args.recent,
+            threshold=args.threshold,
+            confidence=args.confidence,
+            min_observations=args.min_observations,
+            max_age=timedelta(days=args.max_age_days) if args.max_age_days > 0 else None,
+            recent=args.recent,
         )
         ledger = QualityLedger(path)
         observations = list(ledger.iter_observations())

@@ -1,8 +1,9 @@
 """Adaptive routing read from a quality ledger.
 
 For a task type, :func:`route` picks the cheapest adapter whose quality meets a
-threshold *with confidence*: the lower end of a bootstrap interval of the mean
-of its recent, non-stale observations must reach the threshold, over at least
+threshold *with confidence*: the lower end of an interval of the mean of its
+recent, non-stale observations (a percentile bootstrap; the Wilson interval
+when every score is 0 or 1) must reach the threshold, over at least
 ``min_observations``. The decision carries the evidence table it was made
 from, so a user can see why (each adapter: n, mean quality, interval, mean
 cost, mean latency, stale or not).
@@ -79,12 +80,23 @@ class RoutingPolicy:
 
 
 def _mean_interval(values: list[float], policy: RoutingPolicy) -> tuple[float, float]:
-    """A percentile bootstrap interval of the mean (scipy.stats.bootstrap, seeded)."""
+    """An interval for the mean quality.
+
+    Pass/fail scores (all 0 or 1) get the Wilson score interval, which stays
+    honest at the edges (95 passes out of 95 is not proof of a 100% pass rate;
+    a bootstrap would say [1, 1]). Other scores get a seeded percentile
+    bootstrap of the mean (``scipy.stats.bootstrap``).
+    """
     import numpy as np
 
     if len(values) < 2:
         return (math.nan, math.nan)
     data = np.asarray(values, dtype=float)
+    if np.all((data == 0.0) | (data == 1.0)):
+        from scipy.stats import binomtest
+
+        ci = binomtest(int(data.sum()), len(data)).proportion_ci(confidence_level=policy.confidence, method="wilson")
+        return float(ci.low), float(ci.high)
     if np.all(data == data[0]):
         return (float(data[0]), float(data[0]))
     from scipy.stats import bootstrap

@@ -130,3 +130,16 @@ def test_route_accepts_a_path_and_rejects_an_empty_task_type(ledger):
     assert route(str(ledger.path), "qa", now=NOW).adapter_id == "a"
     with pytest.raises(ValueError):
         route(ledger, "")
+
+
+def test_all_passes_do_not_prove_perfection_wilson_bound_for_pass_fail_scores(ledger):
+    from scipy.stats import binomtest
+
+    for _ in range(95):
+        ledger.append(QualityObservation("qa", "perfect-so-far", "m", 0.0, 1.0, 1, 1, 1, recorded_at=NOW))
+    ev = evidence_table(ledger, "qa", policy=RoutingPolicy(), now=NOW)
+    low = binomtest(95, 95).proportion_ci(method="wilson").low
+    assert ev.loc[0, "quality_low"] == pytest.approx(low)
+    assert 0.95 < low < 0.97
+    assert route(ledger, "qa", threshold=0.97, now=NOW).adapter_id is None
+    assert route(ledger, "qa", threshold=0.95, now=NOW).adapter_id == "perfect-so-far"

@@ -1,0 +1,88 @@
+"""`llm-connect demo` on the embedded models, and `llm-connect ledger stats`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from llm_connect import QualityLedger, QualityObservation
+from llm_connect.cli import main
+
+
+@pytest.mark.local_models
+def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
+    out = tmp_path / "demo-out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_connect.cli", "demo", "--out", str(out), "--rows", "8", "--probe-limit", "3"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("ledger.jsonl", "scores.csv", "agreement.csv", "bias.csv", "report.html"):
+        assert (out / name).is_file(), name
+    with open(out / "scores.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8
+    assert {"id", "score_exact", "score_embedding", "score_llm", "score_human"} <= set(rows[0])
+    with open(out / "agreement.csv", newline="") as f:
+        pairs = {(r["judge_a"], r["judge_b"]) for r in csv.DictReader(f)}
+    assert ("exact", "human") in pairs and ("human", "human_2") in pairs
+    ledger = QualityLedger(out / "ledger.jsonl")
+    obs = ledger.read_all()
+    scored = sum(1 for r in rows for j in ("exact", "embedding", "llm") if r[f"score_{j}"] != "")
+    assert len(obs) == scored >= 16  # every scored (item, judge) observation, exact and embedding never fail
+    assert {o.tags["grader_id"] for o in obs} >= {"exact", "embedding"}
+    assert "agreement" in proc.stdout and "report.html" in proc.stdout and "bias probes" in proc.stdout
+    assert "<img" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def _fill(ledger, adapter, quality, cost, n=30, task="qa"):
+    now = datetime.now(UTC)
+    for i in range(n):
+        q = quality if i % 2 else min(1.0, quality + 0.02)
+        ledger.append(
+            QualityObservation(task, adapter, adapter, cost, q, 100.0, 5, 5, recorded_at=now - timedelta(minutes=i))
+        )
+
+
+def test_ledger_stats_prints_the_evidence_and_the_decision(tmp_path, capsys):
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    _fill(ledger, "cheap", 0.6, 0.001)
+    _fill(ledger, "good", 0.9, 0.01)
+    _fill(ledger, "best", 0.97, 0.1)
+    _fill(ledger, "summariser", 0.9, 0.0, task="summary")
+    with open(ledger.path, "a") as f:
+        f.write("not json\n")
+    assert main(["ledger", "stats", str(ledger.path), "--threshold", "0.85"]) == 0
+    out = capsys.readouterr().out
+    assert "120 observations, 1 malformed" in out
+    assert "route 'qa' -> good" in out and "route 'summary' -> summariser" in out
+    for word in ("cheap", "best", "mean_quality", "quality_low", "mean_cost_usd", "stale"):
+        assert word in out
+    assert main(["ledger", "stats", str(ledger.path), "--task-type", "qa", "--threshold", "0.99"]) == 0
+    assert "route 'qa' -> no adapter" in capsys.readouterr().out
+
+
+def test_ledger_stats_on_a_missing_ledger_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["ledger", "stats", str(tmp_path / "nope.jsonl")])
+    assert info.value.code == 2
+    assert "no ledger" in capsys.readouterr().err
+
+
+def test_demo_help_says_what_it_does(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = capsys.readouterr().out
+    assert "--rows" in text and "ledger.jsonl" in text
+    from llm_connect.cli import _data_file
+
+    lines = _data_file("qa_calibration.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len([json.loads(line) for line in lines if line.strip()]) >= 200
