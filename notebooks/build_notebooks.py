@@ -1400,9 +1400,10 @@ def nb06() -> list:
         *good enough* — but "good enough" measured on a handful of lucky observations
         is not good enough. `llm_connect.routing.route(ledger, task_type, threshold=...)`
         picks the cheapest adapter whose mean quality on recent, non-stale
-        observations meets the threshold **at the lower end of a bootstrap
-        confidence interval**, over at least `min_observations`; the decision carries
-        the evidence table it was made from.
+        observations meets the threshold **at the lower end of a confidence interval**
+        (a percentile bootstrap; the Wilson interval when every score is 0 or 1, so that
+        95 passes out of 95 do not count as proof of perfection), over at least
+        `min_observations`; the decision carries the evidence table it was made from.
 
         Here we build a ledger by grading four pretend models of different quality and
         price on the QA questions, then route.
@@ -1476,7 +1477,7 @@ def nb06() -> list:
 
         `evidence_table(ledger, task_type)` is what `route` decides on: per adapter,
         the observations used (`n`: recent and not stale), the mean quality and its
-        bootstrap interval, mean cost and latency, and whether it is eligible and why.
+        interval, mean cost and latency, and whether it is eligible and why.
         """),
         code("""
         from llm_connect.routing import RoutingPolicy, evidence_table, route

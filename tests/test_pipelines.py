@@ -431,14 +431,20 @@ def test_pairwise_logprob_scoring_maps_a_and_b_through_the_order():
         assert Pipeline(pairwise, adapter=adapter).run(item).score == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("logprobs", [(1000.0, 999.0), (-1e6, -1e6)])
-def test_absurd_logprobs_are_an_unusable_reply(logprobs):
-    top = tuple(zip((" yes", " no"), logprobs, strict=True))
-    reply = LLMResponse("Verdict: yes", "s", "m", logprobs=(TokenLogprob(" yes", logprobs[0], top),))
+def test_absurd_logprobs_are_an_unusable_reply():
+    top = ((" yes", 1000.0), (" no", 999.0))  # a log-probability is never positive
+    reply = LLMResponse("Verdict: yes", "s", "m", logprobs=(TokenLogprob(" yes", 1000.0, top),))
     adapter = ScriptedAdapter([reply])
     unit = JudgeUnit("Correct? {candidate}", BooleanScale(), scoring="logprob", retries=0)
     with pytest.raises(JudgeReplyError):
         Pipeline(unit, adapter=adapter).run({"candidate": "x"})
+
+
+def test_tiny_but_equal_logprobs_do_not_underflow():
+    top = ((" yes", -1e6), (" no", -1e6))  # both vanishingly unlikely, but equally so: 50/50
+    reply = LLMResponse("Verdict: yes", "s", "m", logprobs=(TokenLogprob(" yes", -1e6, top),))
+    unit = JudgeUnit("Correct? {candidate}", BooleanScale(), scoring="logprob", retries=0)
+    assert Pipeline(unit, adapter=ScriptedAdapter([reply])).run({"candidate": "x"}).score == pytest.approx(0.5)
 
 
 def test_logprob_scoring_without_logprobs_is_unscored_not_a_fallback():
