@@ -299,7 +299,15 @@ async def _ajudge(judge: Any, baseline: LLMResponse, candidate: LLMResponse, pro
     return await to_thread(judge.judge, baseline, candidate, prompt=prompt, run_config=rc)
 
 
-def _judge_work(judge: Any, frame: Any, run_config: RunConfig, ledger: Any, task_type: str | None) -> tuple[Work, int]:
+def _judge_work(
+    judge: Any,
+    frame: Any,
+    run_config: RunConfig,
+    ledger: Any,
+    task_type: str | None,
+    extra: Callable[[GradingResult], Row] | None = None,
+) -> tuple[Work, int]:
+    """The per-item coroutine of a judge batch; ``extra(result)`` adds a judge's own columns."""
     records = frame.to_dict("records")
     ids = _column_values(frame, "id")
 
@@ -310,14 +318,40 @@ def _judge_work(judge: Any, frame: Any, run_config: RunConfig, ledger: Any, task
         candidate = _candidate_response(rec, _text(rec["candidate"], "candidate"))
         result = await _ajudge(judge, baseline, candidate, prompt, run_config)
         row = _result_row(result)
+        if extra is not None:
+            row.update(extra(result))
         if ledger is not None:
-            obs = observation_for(
-                result, task_type=str(task_type), judge=judge, item_id=ids[i] if ids[i] is not None else i
-            )
-            await _record(ledger, obs, row)
+            item_id = ids[i] if ids[i] is not None else i
+            await _record(ledger, observation_for(result, task_type=str(task_type), judge=judge, item_id=item_id), row)
         return row
 
     return work, len(records)
+
+
+def _judge_batch(
+    judge: Any,
+    items: Any,
+    *,
+    concurrency: int,
+    progress: bool,
+    run_config: RunConfig | None,
+    ledger: Any,
+    task_type: str | None,
+    extra: Callable[[GradingResult], Row] | None = None,
+    extra_columns: Iterable[str] = (),
+) -> Any:
+    """:func:`judge_many` with optional judge-specific columns (used by the compound judges)."""
+    frame = _items_frame(items, _REQUIRED)
+    _check_ledger(ledger, task_type)
+    work, n = _judge_work(judge, frame, run_config or RunConfig(), ledger, task_type, extra)
+    rows, interrupted = run_rows(n, work, concurrency=concurrency, progress=progress, desc=str(judge.grader_id))
+    return _finish(judge, frame, rows, (*RESULT_COLUMNS, *extra_columns), interrupted)
+
+
+def _finish(judge: Any, frame: Any, rows: list[Row], columns: Iterable[str], interrupted: bool) -> Any:
+    for r in rows:
+        r["grader_id"] = judge.grader_id
+    return _attach(frame, rows, columns, interrupted)
 
 
 def judge_many(
@@ -340,13 +374,15 @@ def judge_many(
     ``tokens_in``, ``tokens_out``, ``cost_usd`` (the judge's own usage).
     With ``ledger`` and ``task_type``, each scored row is appended to the ledger.
     """
-    frame = _items_frame(items, _REQUIRED)
-    _check_ledger(ledger, task_type)
-    work, n = _judge_work(judge, frame, run_config or RunConfig(), ledger, task_type)
-    rows, interrupted = run_rows(n, work, concurrency=concurrency, progress=progress, desc=str(judge.grader_id))
-    for r in rows:
-        r["grader_id"] = judge.grader_id
-    return _attach(frame, rows, RESULT_COLUMNS, interrupted)
+    return _judge_batch(
+        judge,
+        items,
+        concurrency=concurrency,
+        progress=progress,
+        run_config=run_config,
+        ledger=ledger,
+        task_type=task_type,
+    )
 
 
 async def ajudge_many(
@@ -369,9 +405,7 @@ async def ajudge_many(
     finally:
         if bar is not None:
             bar.close()
-    for r in rows:
-        r["grader_id"] = judge.grader_id
-    return _attach(frame, rows, RESULT_COLUMNS, False)
+    return _finish(judge, frame, rows, RESULT_COLUMNS, False)
 
 
 # -- grade_many -------------------------------------------------------------------
@@ -457,6 +491,4 @@ def grade_many(
         return row
 
     rows, interrupted = run_rows(len(records), work, concurrency=concurrency, progress=progress, desc="grading")
-    for r in rows:
-        r["grader_id"] = judge.grader_id
-    return _attach(frame, rows, GRADE_COLUMNS, interrupted)
+    return _finish(judge, frame, rows, GRADE_COLUMNS, interrupted)

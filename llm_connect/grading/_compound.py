@@ -24,19 +24,7 @@ from .._runtime import acall_complete, on_background, run_sync, to_thread
 from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, validate_grader_id, validate_score
-from ._batch import (
-    RESULT_COLUMNS,
-    _attach,
-    _candidate_response,
-    _check_ledger,
-    _column_values,
-    _items_frame,
-    _record,
-    _result_row,
-    _text,
-    observation_for,
-    run_rows,
-)
+from ._batch import _judge_batch
 from ._judges import _defang, _fence, _hash
 from ._parse import find_json_objects, quote
 
@@ -151,34 +139,17 @@ class _DetailedBatch:
         task_type: str | None = None,
     ) -> Any:
         """As :func:`llm_connect.grading.judge_many`, plus this judge's columns and a ``details`` column."""
-        frame = _items_frame(items, ("prompt", "baseline", "candidate"))
-        _check_ledger(ledger, task_type)
-        records = frame.to_dict("records")
-        ids = _column_values(frame, "id")
-        rc = run_config or RunConfig()
-
-        async def work(i: int) -> dict[str, Any]:
-            rec = records[i]
-            prompt = _text(rec["prompt"], "prompt")
-            baseline = LLMResponse(
-                content=_text(rec["baseline"], "baseline"), adapter_id="baseline", model_id="reference"
-            )
-            candidate = _candidate_response(rec, _text(rec["candidate"], "candidate"))
-            result = await self.ajudge(baseline, candidate, prompt=prompt, run_config=rc)
-            row = _result_row(result)
-            row.update(self._columns(result))
-            row["details"] = dict(result.details)
-            if ledger is not None:
-                item_id = ids[i] if ids[i] is not None else i
-                obs = observation_for(result, task_type=str(task_type), judge=self, item_id=item_id)
-                await _record(ledger, obs, row)
-            return row
-
-        rows, interrupted = run_rows(len(records), work, concurrency=concurrency, progress=progress,
-                                     desc=self.grader_id)
-        for r in rows:
-            r["grader_id"] = self.grader_id
-        return _attach(frame, rows, (*RESULT_COLUMNS, *self.extra_columns, "details"), interrupted)
+        return _judge_batch(
+            self,
+            items,
+            concurrency=concurrency,
+            progress=progress,
+            run_config=run_config,
+            ledger=ledger,
+            task_type=task_type,
+            extra=lambda result: {**self._columns(result), "details": dict(result.details)},
+            extra_columns=(*self.extra_columns, "details"),
+        )
 
 
 # -- pairwise -------------------------------------------------------------------------
