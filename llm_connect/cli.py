@@ -354,8 +354,8 @@ is the ceiling); probe the judges for length, format and injection bias; and
 write OUT/scores.csv, agreement.csv, bias.csv and report.html.
 
 A 135M-parameter judge is weak and slow on a CPU (about a second a call on two
-cores): --rows grades a seeded sample (default 100) and --probe-limit probes
-fewer (default 24) so the demo ends in minutes; 'all' grades every row.
+cores): --rows grades a seeded sample (default 80) and --probe-limit probes
+fewer (default 20) so the demo ends in minutes; 'all' grades every row.
 """
 
 
@@ -383,16 +383,16 @@ def _add_demo(subparsers: Any) -> None:
     p.add_argument(
         "--rows",
         type=_limit,
-        default=100,
+        default=80,
         metavar="N",
-        help="grade a seeded sample of N items of the QA set, or 'all' (default: 100)",
+        help="grade a seeded sample of N items of the QA set, or 'all' (default: 80)",
     )
     p.add_argument(
         "--probe-limit",
         type=_limit,
-        default=24,
+        default=20,
         metavar="N",
-        help="probe at most N items per probe, or 'all' (default: 24)",
+        help="probe at most N items per probe, or 'all' (default: 20)",
     )
     p.add_argument("--llm", default="local", metavar="SPEC", help="the LLM judge: local (default) or openai:MODEL")
     p.add_argument("--embedder", default="local", metavar="SPEC", help="the embedder: local (default) or openai:MODEL")
