@@ -675,3 +675,12 @@ def test_unserialisable_model_params_are_a_validation_error(servers, adapters):
     with pytest.raises(ValueError, match="JSON-serialisable"):
         openai(server, adapters).complete("hi", RunConfig(model_params={"seed": object()}))
     assert server.stats()["total"] == 0
+
+
+def test_credentials_in_the_url_beside_an_api_key_are_a_clear_error_without_leaking_either():
+    from llm_connect.adapters import OpenAICompatibleAdapter
+    from llm_connect.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="holds credentials") as info:
+        OpenAICompatibleAdapter("m", base_url="http://user:hunter2@127.0.0.1:9/v1", api_key="sk-test-SECRET-123")
+    assert "hunter2" not in str(info.value) and "sk-test-SECRET-123" not in str(info.value)

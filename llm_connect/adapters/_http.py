@@ -271,6 +271,11 @@ class HTTPAdapter:
         self.api_key_env = api_key_env or self.default_api_key_env
         key = api_key if api_key is not None else os.environ.get(self.api_key_env) if self.api_key_env else None
         self._api_key = _Secret(key)
+        if key and "@" in url.split("://", 1)[1].split("/", 1)[0]:
+            raise ValidationError(
+                f"{type(self).__name__}: base_url {_safe_url(url)} holds credentials (user:password@) and an API key "
+                "is set too; the key is sent as a header, so remove the credentials from the URL"
+            )
         self._loopback = is_loopback_url(url)
         if not self._api_key and not self._loopback:
             raise AuthenticationError(
