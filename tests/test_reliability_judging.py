@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from llm_connect import LLMJudge, LLMResponse, QualityLedger, RunConfig, judge_many
 from llm_connect.core import TokenLogprob
-from llm_connect.errors import AuthenticationError, JudgeReplyError
+from llm_connect.errors import AuthenticationError, JudgeReplyError, ValidationError
 from llm_connect.testing import ScriptedAdapter
 
 RC = RunConfig()
@@ -351,8 +351,15 @@ def test_an_api_key_never_reaches_ledgers_logs_reprs_errors_or_reports(tmp_path,
 
         refused = OpenAICompatibleAdapter("loopback-judge", base_url=refusing.base_url)
         explicit = OpenAICompatibleAdapter("loopback-judge", base_url=refusing.base_url, api_key=SECRET)
-        in_url = OpenAICompatibleAdapter(
-            "loopback-judge", base_url=refusing.base_url.replace("http://", f"http://user:{SECRET}@")
+        with pytest.raises(ValidationError, match="holds credentials") as info:  # key in the URL and a key set
+            OpenAICompatibleAdapter(
+                "loopback-judge", base_url=refusing.base_url.replace("http://", f"http://user:{SECRET}@")
+            )
+        credentials_error = info.value
+        in_url = OpenAICompatibleAdapter(  # the key only in the URL (a proxy's basic auth), none in the environment
+            "loopback-judge",
+            base_url=refusing.base_url.replace("http://", f"http://user:{SECRET}@"),
+            api_key="",
         )
         df401 = judge_many(LLMJudge(refused), items[:5], progress=False)
         assert (df401["status"] == "error").all()
@@ -365,6 +372,7 @@ def test_an_api_key_never_reaches_ledgers_logs_reprs_errors_or_reports(tmp_path,
         errors.append(info.value)
         # the provider's message is kept, with the key it echoed scrubbed
         assert "Incorrect API key provided: Bearer ***" in str(errors[0])
+        errors.append(credentials_error)
         assert any(SECRET in r.headers.get("Authorization", "") for r in refusing.requests)
 
         for a in (adapter, refused, explicit, in_url):
