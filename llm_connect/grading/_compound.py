@@ -115,7 +115,8 @@ def _fmt(v: Any) -> str:
 
 
 class _DetailedBatch:
-    """``judge_many`` for a compound judge: the usual result columns, its own columns and ``details``."""
+    """The shared part of the compound judges: sync and async ``judge`` over ``_ajudge`` (run on the
+    package's loop), and ``judge_many`` with the usual result columns, the judge's own and ``details``."""
 
     grader_id: str
     extra_columns: tuple[str, ...] = ()
@@ -123,10 +124,20 @@ class _DetailedBatch:
     def _columns(self, result: GradingResult) -> dict[str, Any]:
         raise NotImplementedError
 
+    async def _ajudge(
+        self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, run_config: RunConfig | None
+    ) -> GradingResult:
+        raise NotImplementedError
+
+    def judge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
+    ) -> GradingResult:
+        return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
+
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
     ) -> GradingResult:
-        raise NotImplementedError
+        return await on_background(self._ajudge(baseline, candidate, prompt, run_config))
 
     def judge_many(
         self,
@@ -309,16 +320,6 @@ class PairwiseJudge(_DetailedBatch):
             **_sum_usage(responses),
         )
 
-    def judge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
-    ) -> GradingResult:
-        return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
-
-    async def ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
-    ) -> GradingResult:
-        return await on_background(self._ajudge(baseline, candidate, prompt, run_config))
-
     def _columns(self, result: GradingResult) -> dict[str, Any]:
         return {"verdict": result.details["verdict"], "consistent": result.details["consistent"]}
 
@@ -474,16 +475,6 @@ class PanelJudge(_DetailedBatch):
             **_sum_usage(spent),
         )
 
-    def judge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
-    ) -> GradingResult:
-        return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
-
-    async def ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
-    ) -> GradingResult:
-        return await on_background(self._ajudge(baseline, candidate, prompt, run_config))
-
     def _columns(self, result: GradingResult) -> dict[str, Any]:
         cols: dict[str, Any] = {"passed": result.details["passed"]}
         for m, s in result.details["member_scores"].items():
@@ -625,16 +616,6 @@ class CascadeJudge(_DetailedBatch):
             grader_id=self.grader_id, baseline_response=baseline, candidate_response=candidate,
             details=details, **_sum_usage([cheap_spent, dear_result]),
         )
-
-    def judge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
-    ) -> GradingResult:
-        return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
-
-    async def ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
-    ) -> GradingResult:
-        return await on_background(self._ajudge(baseline, candidate, prompt, run_config))
 
     def _columns(self, result: GradingResult) -> dict[str, Any]:
         d = result.details
