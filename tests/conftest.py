@@ -22,23 +22,25 @@ def ledger_path(tmp_path: Path) -> Path:
     return tmp_path / "ledger.jsonl"
 
 
-@pytest.fixture
-def make_obs():
+def make_observation(**overrides):
+    """A valid QualityObservation with fixed defaults; ``overrides`` replace fields."""
     from llm_connect import QualityObservation
 
-    def make(**overrides):
-        fields = {
-            "task_type": "qa",
-            "adapter_id": "openai:gpt-4o-mini",
-            "model_id": "gpt-4o-mini",
-            "cost_usd": 0.001,
-            "quality_score": 0.75,
-            "latency_ms": 120.0,
-            "tokens_in": 100,
-            "tokens_out": 20,
-            "recorded_at": datetime(2026, 1, 1, 12, 0, tzinfo=UTC),
-        }
-        fields.update(overrides)
-        return QualityObservation(**fields)
+    fields = {
+        "task_type": "qa",
+        "adapter_id": "openai:gpt-4o-mini",
+        "model_id": "gpt-4o-mini",
+        "cost_usd": 0.001,
+        "quality_score": 0.75,
+        "latency_ms": 120.0,
+        "tokens_in": 100,
+        "tokens_out": 20,
+        "recorded_at": datetime(2026, 1, 1, 12, 0, tzinfo=UTC),
+    }
+    fields.update(overrides)
+    return QualityObservation(**fields)
 
-    return make
+
+@pytest.fixture
+def make_obs():
+    return make_observation

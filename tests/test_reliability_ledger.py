@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import make_observation
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -50,20 +51,7 @@ def start_script(code: str, *args: object, **kw) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], text=True, cwd=REPO, **kw)
 
 
-def obs(**overrides) -> QualityObservation:
-    fields = {
-        "task_type": "qa",
-        "adapter_id": "openai:gpt-4o-mini",
-        "model_id": "gpt-4o-mini",
-        "cost_usd": 0.001,
-        "quality_score": 0.75,
-        "latency_ms": 120.0,
-        "tokens_in": 100,
-        "tokens_out": 20,
-        "recorded_at": T0,
-    }
-    fields.update(overrides)
-    return QualityObservation(**fields)
+obs = make_observation  # the shared factory of conftest.py
 
 
 def lines_of(path: Path) -> list[bytes]:
