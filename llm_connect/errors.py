@@ -9,8 +9,9 @@ Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
     ├── ValidationError (ValueError)            bad argument, field or observation
     │   ├── ConfigError                         a pipeline / CLI config is wrong (names the key)
     │   ├── EmbeddingShapeError                 embedder gave other than two usable vectors
-    │   └── JudgeReplyError                     a judge reply holds no usable verdict
-    │       └── LogprobsUnavailableError        logprob scoring asked, adapter gave none
+    │   ├── JudgeReplyError                     a judge reply holds no usable verdict
+    │   │   └── LogprobsUnavailableError        logprob scoring asked, adapter gave none
+    │   └── UncalibratedJudgeError              a judge without a (good enough) card was asked to decide
     ├── BudgetExceededError                     the run's budget is spent
     ├── MissingDependencyError (ImportError)    an optional extra is not installed
     └── AdapterError                            a provider call failed (status, message, what to do)
@@ -43,6 +44,7 @@ __all__ = [
     "MissingDependencyError",
     "RateLimitError",
     "ServerError",
+    "UncalibratedJudgeError",
     "ValidationError",
 ]
 
@@ -74,6 +76,13 @@ class JudgeReplyError(ValidationError):
 
 class LogprobsUnavailableError(JudgeReplyError):
     """Logprob scoring was asked for but the adapter returned no token probabilities."""
+
+
+class UncalibratedJudgeError(ValidationError):
+    """A decision (routing, a CI gate) was asked of a judge whose card is missing or below the bar.
+
+    The message names the judge and what to run to calibrate it.
+    """
 
 
 class BudgetExceededError(LLMConnectError):

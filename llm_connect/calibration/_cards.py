@@ -1,0 +1,550 @@
+"""Verdicts in words, judge cards, and the card registry kept beside a ledger.
+
+A calibration run measures; this module decides. Every judge gets
+
+- a **verdict**: one line a user can act on, derived by :func:`judge_verdict`
+  from the judge's Cohen's kappa interval against people (or, without human
+  labels, against the best non-LLM judge) and from its significant biases;
+- a **card** (:class:`JudgeCard`), one per ``(grader_id, rubric_hash)``: how
+  many labelled items, percent agreement and kappa with their intervals, the
+  judge's mean bias (judge − human) with its interval, each bias probe's
+  effect and p-value, position consistency for pairwise judges, the unscored
+  rate, and the verdict;
+- a place in a **registry** (:class:`JudgeCardRegistry`): a small JSON file
+  beside the ledger (``<ledger>.cards.json``), rewritten atomically under
+  ``filelock.FileLock(<registry>.lock)``, which routing reads to refuse
+  uncalibrated judges.
+
+The verdict rule
+----------------
+With ``k`` the judge's Cohen's kappa against the reference and ``[lo, hi]``
+its bootstrap interval (``confidence``, 95% by default):
+
+1. fewer than :data:`MIN_LABELLED` paired items, or no kappa: *not enough
+   evidence* — label more items before trusting it;
+2. ``lo <= 0`` (the interval does not exclude chance): *no better than chance*
+   — do not use its scores;
+3. otherwise the agreement band of ``k`` (Landis & Koch 1977, "The
+   measurement of observer agreement for categorical data", Biometrics 33):
+   slight (< 0.2), fair (< 0.4), moderate (< 0.6), substantial (< 0.8), almost
+   perfect; slight and fair add "use its scores only with human correction".
+
+Then, each on its own clause: every bias probe whose Wilcoxon p-value is below
+:data:`BIAS_ALPHA` (e.g. "biased toward longer answers (+0.30, p=0.014)"),
+the length regression when no length probe ran and its p-value is below
+:data:`BIAS_ALPHA`, a mean bias against people whose interval excludes 0 and
+whose size is at least :data:`MIN_MEAN_BIAS`, and an unscored rate above
+:data:`MAX_UNSCORED_RATE`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from ._html import escape, fmt, frame_html
+
+__all__ = [
+    "BIAS_ALPHA",
+    "CARD_COLUMNS",
+    "MAX_UNSCORED_RATE",
+    "MIN_LABELLED",
+    "MIN_MEAN_BIAS",
+    "JudgeCard",
+    "JudgeCardRegistry",
+    "ProbeEffect",
+    "agreement_band",
+    "card_from_scores",
+    "judge_verdict",
+    "mean_difference",
+    "registry_path",
+]
+
+MIN_LABELLED = 20
+"""Fewer paired items than this and no verdict beyond "not enough evidence" is given."""
+BIAS_ALPHA = 0.05
+"""A probe (or the length regression) is reported as a bias when its p-value is below this."""
+MIN_MEAN_BIAS = 0.05
+"""A mean bias against people is reported when its interval excludes 0 and it is at least this large."""
+MAX_UNSCORED_RATE = 0.10
+"""An unscored rate above this is reported."""
+
+CARD_COLUMNS = (
+    "grader_id",
+    "rubric_hash",
+    "reference",
+    "n_labelled",
+    "agreement",
+    "kappa",
+    "kappa_low",
+    "kappa_high",
+    "mean_bias",
+    "bias_low",
+    "bias_high",
+    "unscored_rate",
+    "position_consistency",
+    "verdict",
+)
+
+_BANDS = ((0.2, "slight"), (0.4, "fair"), (0.6, "moderate"), (0.8, "substantial"), (math.inf, "almost perfect"))
+_PROBE_WORDS = {
+    "length": "longer answers",
+    "format": "markdown formatting",
+    "injection": "instructions planted in the answer",
+    "position": "the answer shown first",
+}
+
+
+def _num(value: Any) -> float:
+    """A float, NaN for None/NA/non-numbers."""
+    if value is None or isinstance(value, bool):
+        return math.nan
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out
+
+
+def _finite(value: Any) -> bool:
+    return math.isfinite(_num(value))
+
+
+def agreement_band(kappa: float) -> str:
+    """The Landis & Koch band of a kappa: ``slight``, ``fair``, ``moderate``, ``substantial``, ``almost perfect``."""
+    k = _num(kappa)
+    if not math.isfinite(k):
+        raise ValidationError(f"kappa must be a finite number, got {kappa!r}")
+    for upper, name in _BANDS:
+        if k < upper:
+            return name
+    return _BANDS[-1][1]  # pragma: no cover - the last band is unbounded
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.2f}"
+
+
+def _p(value: float) -> str:
+    return f"p={value:.2g}" if value >= 0.001 else "p<0.001"
+
+
+@dataclass(frozen=True)
+class ProbeEffect:
+    """One bias probe's (or the length regression's) effect on a judge's score."""
+
+    probe: str
+    effect: float
+    low: float = math.nan
+    high: float = math.nan
+    p_value: float = math.nan
+    n: int = 0
+    source: str = "probe"  # "probe" (perturb and re-judge) or "regression" (observational, OLS)
+
+    @property
+    def significant(self) -> bool:
+        return _finite(self.p_value) and self.p_value < BIAS_ALPHA and _finite(self.effect) and self.effect != 0
+
+    def words(self) -> str:
+        target = _PROBE_WORDS.get(self.probe, self.probe)
+        direction = "toward" if self.effect > 0 else "against"
+        return f"biased {direction} {target} ({_signed(self.effect)}, {_p(self.p_value)})"
+
+
+def judge_verdict(
+    name: str,
+    *,
+    kappa: float,
+    kappa_low: float,
+    kappa_high: float,
+    n: int,
+    reference: str = "human",
+    people: bool = True,
+    confidence: float = 0.95,
+    biases: Iterable[ProbeEffect] = (),
+    mean_bias: float = math.nan,
+    bias_low: float = math.nan,
+    bias_high: float = math.nan,
+    unscored_rate: float = math.nan,
+) -> str:
+    """One line a user can act on, by the rule in this module's docstring.
+
+    ``people``: whether ``reference`` is human labels (the verdict then says
+    "against people"; otherwise "against <reference>").
+    """
+    against = "against people" if people else f"against {reference} (no human labels)"
+    ci = f"{confidence:.0%} CI"
+    parts: list[str] = []
+    k, lo, hi = _num(kappa), _num(kappa_low), _num(kappa_high)
+    if n < MIN_LABELLED or not math.isfinite(k):
+        parts.append(
+            f"not enough evidence {against} (n={n}; at least {MIN_LABELLED} paired items needed); "
+            "label more items before trusting it"
+        )
+    elif not math.isfinite(lo) or lo <= 0:
+        interval = f"{lo:.2f}..{hi:.2f}" if math.isfinite(lo) and math.isfinite(hi) else "no interval"
+        parts.append(f"no better than chance {against} (kappa {k:.2f}, {ci} {interval}); do not use its scores")
+    else:
+        band = agreement_band(k)
+        head = f"{band} agreement {against} (kappa {k:.2f}, {ci} {lo:.2f}..{hi:.2f})"
+        if band in ("slight", "fair"):
+            head += "; use its scores only with human correction (estimate_quality)"
+        parts.append(head)
+    for b in biases:
+        if b.significant:
+            parts.append(b.words())
+    mb, ml, mh = _num(mean_bias), _num(bias_low), _num(bias_high)
+    significant = math.isfinite(ml) and math.isfinite(mh) and (ml > 0 or mh < 0)
+    if people and math.isfinite(mb) and abs(mb) >= MIN_MEAN_BIAS and significant:
+        side = "higher" if mb > 0 else "lower"
+        parts.append(f"scores {abs(mb):.2f} {side} than people on average ({ml:+.2f}..{mh:+.2f})")
+    ur = _num(unscored_rate)
+    if math.isfinite(ur) and ur > MAX_UNSCORED_RATE:
+        parts.append(f"leaves {ur:.0%} of items unscored")
+    return f"{name}: " + "; ".join(parts)
+
+
+def mean_difference(judge: Any, human: Any, *, confidence: float = 0.95) -> tuple[float, float, float, int]:
+    """Mean of ``judge - human`` over the pairs where both are present, with a t interval.
+
+    Returns ``(mean, low, high, n)``; NaN bounds when fewer than two pairs.
+    """
+    from scipy import stats
+
+    a = np.asarray(pd.to_numeric(pd.Series(judge), errors="coerce"), dtype=float)
+    b = np.asarray(pd.to_numeric(pd.Series(human), errors="coerce"), dtype=float)
+    keep = np.isfinite(a) & np.isfinite(b)
+    d = a[keep] - b[keep]
+    n = int(d.size)
+    if n == 0:
+        return math.nan, math.nan, math.nan, 0
+    mean = float(d.mean())
+    if n < 2:
+        return mean, math.nan, math.nan, n
+    se = float(d.std(ddof=1)) / math.sqrt(n)
+    if se == 0:
+        return mean, mean, mean, n
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * se
+    return mean, mean - half, mean + half, n
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class JudgeCard:
+    """What is known about one judge (``grader_id``) under one rubric (``rubric_hash``).
+
+    Built by :func:`card_from_scores` (or ``CalibrationReport.judge_cards()``),
+    saved in a :class:`JudgeCardRegistry`, read by routing.
+    """
+
+    grader_id: str
+    rubric_hash: str | None
+    reference: str
+    people: bool
+    n_labelled: int
+    percent_agreement: float
+    agreement_low: float
+    agreement_high: float
+    kappa: float
+    kappa_low: float
+    kappa_high: float
+    mean_bias: float
+    bias_low: float
+    bias_high: float
+    unscored_rate: float
+    n_items: int
+    verdict: str
+    probes: tuple[ProbeEffect, ...] = ()
+    position_consistency: float | None = None
+    confidence: float = 0.95
+    threshold: float = 0.5
+    created_at: str = field(default_factory=_now_iso)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.grader_id, str) or not self.grader_id.strip():
+            raise ValidationError(f"JudgeCard.grader_id must be a non-empty string, got {self.grader_id!r}")
+        if self.rubric_hash is not None and not isinstance(self.rubric_hash, str):
+            raise ValidationError("JudgeCard.rubric_hash must be a string or None")
+        object.__setattr__(self, "probes", tuple(self.probes))
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.grader_id, self.rubric_hash)
+
+    @property
+    def calibrated(self) -> bool:
+        """Checked against people, with enough items for a verdict."""
+        return self.people and self.n_labelled >= MIN_LABELLED and _finite(self.kappa)
+
+    def meets(self, *, min_kappa: float, on: str = "kappa_low") -> bool:
+        """Whether the card clears ``min_kappa`` on ``on`` (``kappa_low``, the default, or ``kappa``)."""
+        if on not in ("kappa", "kappa_low"):
+            raise ValidationError(f"on must be 'kappa' or 'kappa_low', got {on!r}")
+        value = _num(getattr(self, on))
+        return self.calibrated and math.isfinite(value) and value >= min_kappa
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["probes"] = [asdict(p) for p in self.probes]
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in data.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JudgeCard:
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"a judge card must be a JSON object, got {type(data).__name__}")
+        known = {f for f in cls.__dataclass_fields__}
+        kw = {k: v for k, v in data.items() if k in known}
+        for k, v in list(kw.items()):
+            if v is None and k not in ("rubric_hash", "position_consistency"):
+                kw[k] = math.nan
+        probes = []
+        for p in data.get("probes") or ():
+            if isinstance(p, Mapping):
+                probes.append(ProbeEffect(**{k: (math.nan if v is None else v) for k, v in p.items()
+                                             if k in ProbeEffect.__dataclass_fields__}))
+        kw["probes"] = tuple(probes)
+        try:
+            return cls(**kw)
+        except TypeError as exc:
+            raise ValidationError(f"a judge card lacks a field: {exc}") from exc
+
+    def row(self) -> dict[str, Any]:
+        """A flat row for a table."""
+        return {
+            "grader_id": self.grader_id,
+            "rubric_hash": self.rubric_hash,
+            "reference": self.reference,
+            "n_labelled": self.n_labelled,
+            "agreement": self.percent_agreement,
+            "kappa": self.kappa,
+            "kappa_low": self.kappa_low,
+            "kappa_high": self.kappa_high,
+            "mean_bias": self.mean_bias,
+            "bias_low": self.bias_low,
+            "bias_high": self.bias_high,
+            "unscored_rate": self.unscored_rate,
+            "position_consistency": self.position_consistency,
+            "verdict": self.verdict,
+        }
+
+    def __str__(self) -> str:
+        return self.verdict
+
+    def _repr_html_(self) -> str:
+        rows = [
+            ("rubric", self.rubric_hash or "—"),
+            ("checked against", self.reference + ("" if self.people else " (no human labels)")),
+            ("labelled items", self.n_labelled),
+            ("percent agreement", _interval(self.percent_agreement, self.agreement_low, self.agreement_high)),
+            ("Cohen's kappa", _interval(self.kappa, self.kappa_low, self.kappa_high)),
+            ("mean bias (judge − human)", _interval(self.mean_bias, self.bias_low, self.bias_high)),
+            ("unscored rate", fmt(self.unscored_rate)),
+        ]
+        if self.position_consistency is not None:
+            rows.append(("position consistency", fmt(self.position_consistency)))
+        body = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+        probes = ""
+        if self.probes:
+            probes = frame_html(
+                pd.DataFrame([{"probe": p.probe, "source": p.source, "effect": p.effect, "low": p.low,
+                               "high": p.high, "p": p.p_value, "n": p.n} for p in self.probes]),
+                caption="bias probes",
+            )
+        return (
+            "<div class='llm-connect-card' style='border:1px solid #ccc;padding:6px;margin:6px 0'>"
+            f"<b>{escape(self.grader_id)}</b><p>{escape(self.verdict)}</p>"
+            f"<table class='llm-connect'>{body}</table>{probes}</div>"
+        )
+
+
+def _interval(value: float, low: float, high: float) -> str:
+    text = fmt(value)
+    if _finite(low) and _finite(high):
+        text += f" [{fmt(low)}, {fmt(high)}]"
+    return text
+
+
+def card_from_scores(
+    judge: Any,
+    reference: Any,
+    *,
+    grader_id: str,
+    rubric_hash: str | None = None,
+    reference_name: str = "human",
+    people: bool = True,
+    threshold: float = 0.5,
+    reference_threshold: float | None = None,
+    probes: Iterable[ProbeEffect] = (),
+    position_consistency: float | None = None,
+    unscored_rate: float | None = None,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> JudgeCard:
+    """A :class:`JudgeCard` from a judge's scores and reference scores (human labels) on the same items.
+
+    ``judge``, ``reference``: equal-length score arrays in 0..1, NaN where
+    missing (unscored, unlabelled). Kappa and percent agreement come from
+    :func:`~llm_connect.calibration.pair_agreement` (seeded bootstrap
+    intervals); the mean bias from :func:`mean_difference`. ``unscored_rate``
+    defaults to the share of NaN in ``judge``.
+    """
+    from ._agreement import pair_agreement
+
+    a = np.asarray(pd.to_numeric(pd.Series(list(judge)), errors="coerce"), dtype=float)
+    b = np.asarray(pd.to_numeric(pd.Series(list(reference)), errors="coerce"), dtype=float)
+    if a.shape != b.shape:
+        raise ValidationError(f"judge and reference scores differ in length ({a.size} vs {b.size})")
+    pair = pair_agreement(a, b, judge_a=grader_id, judge_b=reference_name, threshold=threshold,
+                          threshold_b=reference_threshold, n_boot=n_boot, confidence=confidence, seed=seed,
+                          statistics=("percent_agreement", "cohen_kappa"))
+    pa, kap = pair["percent_agreement"], pair["cohen_kappa"]
+    mb, ml, mh, _ = mean_difference(a, b, confidence=confidence) if people else (math.nan,) * 3 + (0,)
+    rate = float(np.isnan(a).mean()) if unscored_rate is None and a.size else _num(unscored_rate)
+    probes = tuple(probes)
+    verdict = judge_verdict(grader_id, kappa=kap.value, kappa_low=kap.low, kappa_high=kap.high, n=pair.n,
+                            reference=reference_name, people=people, confidence=confidence, biases=probes,
+                            mean_bias=mb, bias_low=ml, bias_high=mh, unscored_rate=rate)
+    return JudgeCard(
+        grader_id=grader_id, rubric_hash=rubric_hash, reference=reference_name, people=people, n_labelled=pair.n,
+        percent_agreement=_num(pa.value), agreement_low=_num(pa.low), agreement_high=_num(pa.high),
+        kappa=_num(kap.value), kappa_low=_num(kap.low), kappa_high=_num(kap.high),
+        mean_bias=_num(mb), bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size),
+        verdict=verdict, probes=probes, position_consistency=position_consistency, confidence=confidence,
+        threshold=threshold,
+    )
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+
+def registry_path(ledger: Any) -> Path:
+    """Where the card registry of a ledger lives: ``<ledger path>.cards.json``."""
+    path = getattr(ledger, "path", ledger)
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValidationError(f"expected a ledger or a path, got {type(ledger).__name__}")
+    return Path(os.fspath(path) + ".cards.json")
+
+
+class JudgeCardRegistry:
+    """A small JSON file of judge cards, one per ``(grader_id, rubric_hash)``.
+
+    Saving rewrites the file atomically (a temporary file and ``os.replace``)
+    under ``filelock.FileLock(<path>.lock)``, so several processes may save at
+    once. ``JudgeCardRegistry.for_ledger(ledger)`` opens the one beside a ledger.
+    """
+
+    VERSION = 1
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = Path(path)
+
+    @classmethod
+    def for_ledger(cls, ledger: Any) -> JudgeCardRegistry:
+        return cls(registry_path(ledger))
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _lock(self) -> Any:
+        from filelock import FileLock
+
+        return FileLock(os.fspath(self._path) + ".lock")
+
+    def _read(self) -> list[JudgeCard]:
+        try:
+            raw = self._path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ValidationError(f"cannot read the judge-card registry {self._path}: {exc.strerror or exc}") from exc
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ValidationError(
+                f"the judge-card registry {self._path} is not valid JSON ({exc}); "
+                "delete it and re-run llm-connect calibrate --ledger to rebuild it"
+            ) from exc
+        cards = data.get("cards") if isinstance(data, Mapping) else None
+        if not isinstance(cards, list):
+            raise ValidationError(f"the judge-card registry {self._path} has no 'cards' list; delete and rebuild it")
+        return [JudgeCard.from_dict(c) for c in cards]
+
+    def cards(self) -> list[JudgeCard]:
+        """Every card, in the order saved."""
+        return self._read()
+
+    def __iter__(self) -> Iterator[JudgeCard]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def get(self, grader_id: str, rubric_hash: str | None = None) -> JudgeCard | None:
+        """The card of ``grader_id`` under ``rubric_hash``; with ``rubric_hash=None``, its newest card."""
+        found = [c for c in self._read() if c.grader_id == grader_id
+                 and (rubric_hash is None or c.rubric_hash == rubric_hash)]
+        if not found:
+            return None
+        return max(found, key=lambda c: c.created_at)
+
+    def save(self, cards: JudgeCard | Sequence[JudgeCard]) -> None:
+        """Add or replace cards (matched on ``(grader_id, rubric_hash)``)."""
+        new = [cards] if isinstance(cards, JudgeCard) else list(cards)
+        for c in new:
+            if not isinstance(c, JudgeCard):
+                raise ValidationError(f"expected JudgeCard objects, got {type(c).__name__}")
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock():
+                kept = {c.key: c for c in self._read()}
+                for c in new:
+                    kept[c.key] = c
+                payload = json.dumps({"version": self.VERSION, "cards": [c.to_dict() for c in kept.values()]},
+                                     indent=1, ensure_ascii=False, allow_nan=False)
+                fd, tmp = tempfile.mkstemp(prefix=self._path.name + ".", suffix=".tmp", dir=self._path.parent)
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                        fh.write(payload)
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                    os.replace(tmp, self._path)
+                except BaseException:
+                    try:
+                        os.unlink(tmp)
+                    except OSError:
+                        pass
+                    raise
+        except OSError as exc:
+            raise ValidationError(
+                f"cannot write the judge-card registry {self._path}: {exc.strerror or exc}; "
+                "check that its directory exists and is writable"
+            ) from exc
+
+    def frame(self) -> pd.DataFrame:
+        """One row per card."""
+        return pd.DataFrame([c.row() for c in self._read()], columns=list(CARD_COLUMNS))
+
+    def _repr_html_(self) -> str:
+        cards = self._read()
+        if not cards:
+            return f"<p>no judge cards in {escape(self._path)}</p>"
+        return "".join(c._repr_html_() for c in cards)
+
+    def __repr__(self) -> str:
+        return f"JudgeCardRegistry({os.fspath(self._path)!r})"
