@@ -15,6 +15,10 @@ features                           :func:`model_family`, :func:`text_features`
 plots (matplotlib, seaborn-shaped) ``plot_judge_scatter``, ``plot_agreement_heatmap``,
                                    ``plot_reliability``, ``plot_threshold_sweep``,
                                    ``plot_bias_forest``, ``plot_score_vs_length``
+quality estimates (PPI++,          :func:`estimate_quality`, :func:`labels_needed`,
+active inference)                  :func:`plot_estimates`
+verdicts and judge cards           :func:`judge_verdict`, :class:`JudgeCard`,
+                                   :class:`JudgeCardRegistry`, :func:`card_from_scores`
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
                                    (``_repr_html_``, ``.widget()``, ``.to_html(path)``)
 =================================  ==========================================================
@@ -33,6 +37,7 @@ from ._agreement import (
     threshold_sweep,
 )
 from ._bias import PROBES, BiasReport, ProbeResult, paired_shift, perturb_items, probe_judge, run_probes
+from ._cards import JudgeCard, JudgeCardRegistry, ProbeEffect, card_from_scores, judge_verdict, registry_path
 from ._diagnostics import (
     LengthControlled,
     LengthEffect,
@@ -44,6 +49,7 @@ from ._diagnostics import (
     reliability_table,
     self_preference,
 )
+from ._estimates import ESTIMATE_METHODS, estimate_quality, labels_needed, plot_estimates
 from ._features import model_family, text_features
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._plots import (
@@ -60,22 +66,30 @@ from ._runner import judge_items, load_items, parse_labels, score_items
 
 __all__ = [
     "DEFAULT_INJECTION",
+    "ESTIMATE_METHODS",
     "PROBES",
     "STATISTICS",
     "AgreementTable",
     "BiasReport",
     "CalibrationReport",
     "Estimate",
+    "JudgeCard",
+    "JudgeCardRegistry",
     "LengthControlled",
     "LengthEffect",
     "PairAgreement",
+    "ProbeEffect",
     "ProbeResult",
     "SelfPreference",
     "agreement_table",
     "bootstrap_ci",
     "calibrate",
+    "card_from_scores",
     "disagreements",
+    "estimate_quality",
     "judge_items",
+    "judge_verdict",
+    "labels_needed",
     "length_controlled_scores",
     "length_effect",
     "length_profile",
@@ -90,11 +104,13 @@ __all__ = [
     "plant_injection",
     "plot_agreement_heatmap",
     "plot_bias_forest",
+    "plot_estimates",
     "plot_judge_scatter",
     "plot_reliability",
     "plot_score_vs_length",
     "plot_threshold_sweep",
     "probe_judge",
+    "registry_path",
     "reliability_table",
     "run_probes",
     "score_items",

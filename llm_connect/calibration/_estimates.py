@@ -1,0 +1,701 @@
+"""Estimate mean quality from many judge scores and a few human labels, with valid intervals.
+
+An LLM judge grades every item; people label a few. The judge alone is cheap but
+biased, people alone are unbiased but few. Prediction-powered inference combines
+them: the judge's mean over all items, corrected by the judge's error measured on
+the labelled items. The interval stays valid however bad the judge is, and it is
+narrower than the human-only one when the judge tracks the people.
+
+Methods (``method`` column of :func:`estimate_quality`), with ``Y`` the human
+label, ``f`` the judge score, ``n`` labelled and ``N`` unlabelled rows:
+
+``"ppi++"``
+    ``λ·mean_unlabelled(f) + mean_labelled(Y − λ f)`` with the power-tuning
+    parameter ``λ`` estimated from the data and clipped to 0..1 (Angelopoulos,
+    Duchi & Zrnic 2023, *PPI++: Efficient Prediction-Powered Inference*,
+    arXiv:2311.01453). ``λ = 0`` is the human-only estimate, ``λ = 1`` is PPI.
+    With a useless judge ``λ`` goes to 0 and the interval is (almost) the
+    human-only one; it is never much wider.
+``"ppi"``
+    the same with ``λ = 1`` (Angelopoulos, Bates, Fannjiang, Jordan & Zrnic 2023,
+    *Prediction-powered inference*, Science 382:669).
+``"human"``
+    the classical CLT interval on the labelled rows alone.
+``"judge"``
+    the naive mean of the judge's scores over all rows; its interval ignores the
+    judge's bias and is **not** a valid interval for the human mean (it is there
+    to show how far off the judge alone would be).
+
+The point estimates and intervals equal those of ``ppi_py.ppi_mean_ci`` (``lam=None``
+and ``lam=1``) and ``ppi_py.classical_mean_ci`` on the same data (the tests check
+this): normal intervals ``estimate ± z·se`` with ``se² = λ²·var(f_unlabelled)/N +
+var(Y − λ f)/n`` (variances with divisor n, as numpy's ``std``) and
+``λ = cov(Y, f) / ((1 + n/N)·var(f over all rows))`` (the last with divisor n+N−1).
+
+With ``weights=`` the labelled rows were chosen with known, possibly unequal
+probabilities ``π_i`` (e.g. more labels where the judge is unsure) and the
+inverse-probability-weighted estimator of active inference is used instead
+(Zrnic & Candès 2024, *Active Statistical Inference*, ICML, arXiv:2403.03208).
+With ``ξ_i = 1`` for a labelled row and 0 otherwise, over all M rows with a
+judge score::
+
+    θ̂_λ = (1/M) Σ_i [ λ f_i + (Y_i − λ f_i) ξ_i / π_i ]
+
+which is unbiased for every λ because ``E[ξ_i/π_i] = 1``. The per-row terms
+``Z_i = A_i − λ B_i`` with ``A_i = Y_i ξ_i/π_i`` and ``B_i = f_i (ξ_i/π_i − 1)``
+are independent when rows are drawn independently and each is labelled
+independently with probability ``π_i`` (Poisson sampling), so ``se² = var(Z)/M``.
+The variance-minimising ``λ = cov(A, B)/var(B)`` is used for ``"ppi++"`` (clipped
+to 0..1), ``λ = 1`` for ``"ppi"``; ``"human"`` is then the Hájek estimator
+``Σ ξ Y/π / Σ ξ/π`` with its linearised variance ``Σ ξ (Y − θ̂)²/π² / (Σ ξ/π)²``.
+(Note the parametrisation: ``f + λ (Y − f) ξ/π`` would be biased for ``λ ≠ 1``.)
+
+Everything is computed from per-group sums (counts, sums of ``Y``, ``f``, ``Y²``,
+``f²``, ``Y·f`` over labelled rows and of ``f``, ``f²`` over unlabelled rows) in one
+pass, so a million rows in a hundred groups take well under a second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+
+__all__ = ["ESTIMATE_METHODS", "estimate_quality", "labels_needed", "plot_estimates"]
+
+ESTIMATE_METHODS: tuple[str, ...] = ("ppi++", "ppi", "human", "judge")
+_DEFAULT_METHODS: tuple[str, ...] = ("ppi++", "human", "judge")
+# columns of estimate_quality's frame after the group columns
+_RESULT_COLUMNS: tuple[str, ...] = (
+    "method", "estimate", "ci_low", "ci_high", "se", "n_labelled", "n_total", "n_judge_missing",
+    "lambda", "ess_gain", "confidence", "reason",
+)
+_PLANNING_COLUMNS: tuple[str, ...] = (
+    "method", "width", "labels_needed", "more_labels", "n_labelled_pilot", "n_total", "achievable", "reason",
+)
+_HINT = "label at least ~30 items"
+
+
+# --- validation --------------------------------------------------------------------------------
+
+
+def _by_list(by: str | Sequence[str] | None) -> list[str]:
+    if by is None:
+        return []
+    if isinstance(by, str):
+        return [by]
+    cols = list(by)
+    if not all(isinstance(c, str) for c in cols):
+        raise ValidationError(f"by must be a column name or a list of column names, got {by!r}")
+    if len(set(cols)) != len(cols):
+        raise ValidationError(f"by names a column twice: {cols}")
+    return cols
+
+
+def _check_frame(data: Any, needed: dict[str, str]) -> None:
+    if not isinstance(data, pd.DataFrame):
+        raise ValidationError(
+            f"data must be a pandas DataFrame with one row per graded item, got {type(data).__name__}"
+        )
+    missing = [f"{role}={col!r}" for role, col in needed.items() if col not in data.columns]
+    if missing:
+        have = ", ".join(map(repr, list(data.columns)[:20]))
+        raise ValidationError(f"no column for {', '.join(missing)} in the data; its columns are: {have}")
+
+
+def _check_confidence(confidence: Any) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)):
+        raise ValidationError(f"confidence must be a number between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    conf = float(confidence)
+    if not 0.0 < conf < 1.0:
+        hint = f"; did you mean {conf / 100:g}?" if 1 < conf < 100 else ""
+        raise ValidationError(f"confidence must be strictly between 0 and 1 (e.g. 0.95), got {confidence!r}{hint}")
+    return conf
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def _check_methods(methods: str | Sequence[str]) -> tuple[str, ...]:
+    chosen = (methods,) if isinstance(methods, str) else tuple(methods)
+    if not chosen:
+        raise ValidationError(f"methods is empty; choose from {list(ESTIMATE_METHODS)}")
+    unknown = [m for m in chosen if m not in ESTIMATE_METHODS]
+    if unknown:
+        raise ValidationError(f"unknown method {unknown[0]!r}; choose from {list(ESTIMATE_METHODS)}")
+    return tuple(dict.fromkeys(chosen))
+
+
+def _numeric(series: pd.Series, what: str) -> np.ndarray:
+    """A column as floats (booleans as 0/1, missing as NaN); text is an error, not NaN."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        series = series.astype(object)
+    kind = pd.api.types.infer_dtype(series, skipna=True)
+    if kind not in ("boolean", "integer", "floating", "mixed-integer-float", "decimal", "empty"):
+        raise ValidationError(
+            f"{what} must hold numbers (or booleans), found {kind} values such as {series.dropna().iloc[0]!r}; "
+            "convert the column with pd.to_numeric first"
+        )
+    try:
+        return series.to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{what} must hold numbers (or booleans): {exc}") from exc
+
+
+def _scores(data: pd.DataFrame, column: str, role: str) -> np.ndarray:
+    values = _numeric(data[column], f"the {role} column {column!r}")
+    bad = ~np.isnan(values) & ~((values >= 0.0) & (values <= 1.0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValidationError(
+            f"the {role} column {column!r} must hold scores in 0..1 (booleans are fine); {int(bad.sum())} "
+            f"value(s) are outside, e.g. {float(values[i])!r} at row {data.index[i]!r}. Rescale it first, e.g. "
+            "(score - lowest) / (highest - lowest) for a 1..5 scale; leave a missing score as NaN"
+        )
+    return values
+
+
+def _probabilities(data: pd.DataFrame, column: str, labelled: np.ndarray) -> np.ndarray:
+    values = _numeric(data[column], f"the weights column {column!r}")
+    bad = labelled & ~((values > 0.0) & (values <= 1.0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValidationError(
+            f"the weights column {column!r} must hold, on every human-labelled row, the probability "
+            f"(0 < p <= 1) with which that row was chosen for labelling; {int(bad.sum())} labelled row(s) do "
+            f"not, e.g. {float(values[i])!r} at row {data.index[i]!r}. If you hold inverse-probability weights "
+            "1/p, pass their reciprocal; if the labelled rows were a simple random sample, pass weights=None"
+        )
+    return values
+
+
+# --- grouping and sufficient statistics --------------------------------------------------------
+
+
+def _groups(data: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Group codes 0..G-1 per row and the keys, sorted by key (missing keys last, kept as a group).
+
+    Each key column is factorised and the combinations present are numbered in
+    sorted order: linear in the rows (pandas' ``ngroup`` is several times slower).
+    """
+    if not by:
+        return np.zeros(len(data), dtype=np.intp), pd.DataFrame(index=range(1))
+    codes: list[np.ndarray] = []
+    uniques: list[Any] = []
+    for col in by:
+        try:
+            c, u = pd.factorize(data[col], sort=True, use_na_sentinel=False)
+        except TypeError:  # keys of mixed types cannot be sorted: keep them in order of appearance
+            c, u = pd.factorize(data[col], sort=False, use_na_sentinel=False)
+        codes.append(c.astype(np.int64))
+        uniques.append(u)
+    dims = tuple(max(len(u), 1) for u in uniques)
+    combined = np.ravel_multi_index(tuple(codes), dims) if len(data) else np.zeros(0, dtype=np.int64)
+    size = math.prod(dims)
+    if size <= max(4 * len(data), 1 << 20):
+        present = np.bincount(combined, minlength=size) > 0
+        slots = np.flatnonzero(present)
+        numbering = np.cumsum(present) - 1
+        group = numbering[combined]
+    else:
+        slots, group = np.unique(combined, return_inverse=True)
+    key_codes = np.unravel_index(slots, dims)
+    keys = pd.DataFrame({col: u.take(kc) for col, u, kc in zip(by, uniques, key_codes, strict=True)})
+    return group.astype(np.intp), keys
+
+
+@dataclass
+class _Sums:
+    """Per-group sufficient statistics (arrays of length G)."""
+
+    n: np.ndarray  # labelled rows with a judge score
+    N: np.ndarray  # unlabelled rows with a judge score
+    labelled_any: np.ndarray  # labelled rows, judge score or not
+    judge_missing: np.ndarray
+    sy: np.ndarray
+    sf: np.ndarray
+    syy: np.ndarray
+    sff: np.ndarray
+    syf: np.ndarray
+    tf: np.ndarray  # unlabelled sums
+    tff: np.ndarray
+    ipw: dict[str, np.ndarray] | None = None
+
+
+def _sums(codes: np.ndarray, n_groups: int, y: np.ndarray, f: np.ndarray, pi: np.ndarray | None) -> _Sums:
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(codes, weights=values, minlength=n_groups)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(codes[mask], minlength=n_groups).astype(np.int64)
+
+    has_y = ~np.isnan(y)
+    has_f = ~np.isnan(f)
+    lab = has_y & has_f
+    unl = ~has_y & has_f
+    yl = np.where(lab, y, 0.0)
+    fl = np.where(lab, f, 0.0)
+    fu = np.where(unl, f, 0.0)
+    sums = _Sums(
+        n=count(lab), N=count(unl), labelled_any=count(has_y), judge_missing=count(~has_f),
+        sy=total(yl), sf=total(fl), syy=total(yl * yl), sff=total(fl * fl), syf=total(yl * fl),
+        tf=total(fu), tff=total(fu * fu),
+    )
+    if pi is not None:
+        w = np.zeros_like(y)
+        np.divide(1.0, pi, out=w, where=lab)  # ξ/π: 0 on unlabelled rows
+        a = yl * w  # Y ξ/π
+        b = np.where(has_f, f * (w - 1.0), 0.0)  # f (ξ/π - 1)
+        sums.ipw = {
+            "sa": total(a), "sb": total(b), "saa": total(a * a), "sbb": total(b * b), "sab": total(a * b),
+            "sw": total(w), "sw2": total(w * w), "sw2y": total(w * a),
+        }
+    return sums
+
+
+# --- estimators in closed form -------------------------------------------------------------
+
+
+def _div(num: Any, den: Any) -> np.ndarray:
+    num, den = np.broadcast_arrays(np.asarray(num, dtype=float), np.asarray(den, dtype=float))
+    out = np.full(num.shape, np.nan)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+@dataclass
+class _Moments:
+    ybar: np.ndarray
+    fbar_l: np.ndarray
+    vy: np.ndarray  # var(Y), labelled, divisor n
+    vf_l: np.ndarray
+    cyf: np.ndarray
+    fbar_u: np.ndarray
+    vf_u: np.ndarray
+    fbar_all: np.ndarray
+    vf_all0: np.ndarray  # divisor M
+    vf_all1: np.ndarray  # divisor M - 1 (numpy's cov, as PPI++'s λ uses)
+
+
+def _moments(s: _Sums) -> _Moments:
+    n = s.n.astype(float)
+    big_n = s.N.astype(float)
+    m = n + big_n
+    ybar, fbar_l, fbar_u = _div(s.sy, n), _div(s.sf, n), _div(s.tf, big_n)
+    fbar_all = _div(s.sf + s.tf, m)
+    ss_all = s.sff + s.tff - m * fbar_all**2
+    return _Moments(
+        ybar=ybar, fbar_l=fbar_l,
+        vy=np.maximum(_div(s.syy, n) - ybar**2, 0.0),
+        vf_l=np.maximum(_div(s.sff, n) - fbar_l**2, 0.0),
+        cyf=_div(s.syf, n) - ybar * fbar_l,
+        fbar_u=fbar_u,
+        vf_u=np.maximum(_div(s.tff, big_n) - fbar_u**2, 0.0),
+        fbar_all=fbar_all,
+        vf_all0=np.maximum(_div(ss_all, m), 0.0),
+        vf_all1=np.maximum(_div(ss_all, m - 1), 0.0),
+    )
+
+
+def _ppi_lambda(s: _Sums, mo: _Moments) -> np.ndarray:
+    """PPI++'s power-tuning λ for the mean: cov(Y, f) / ((1 + n/N) var(f)), clipped to 0..1.
+
+    It minimises the estimated variance of the PPI estimator (PPI++, Example 6.1);
+    with no unlabelled rows or a constant judge it is 0 (the human-only estimate).
+    """
+    lam = _div(mo.cyf, (1.0 + _div(s.n, s.N)) * mo.vf_all1)
+    ok = (s.N > 0) & (mo.vf_all1 > 0) & np.isfinite(lam)
+    return np.where(ok, np.clip(lam, 0.0, 1.0), 0.0)
+
+
+def _ppi(s: _Sums, mo: _Moments, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    has_unl = s.N > 0
+    imputed = np.where(has_unl, lam * mo.fbar_u, 0.0)
+    estimate = imputed + mo.ybar - lam * mo.fbar_l
+    rect_var = np.maximum(mo.vy - 2 * lam * mo.cyf + lam**2 * mo.vf_l, 0.0)
+    var = np.where(has_unl, lam**2 * _div(mo.vf_u, s.N), 0.0) + _div(rect_var, s.n)
+    return estimate, var
+
+
+def _ipw(s: _Sums, lam: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Active-inference estimate: mean of Z = A - λB over all judged rows; λ=None tunes it."""
+    p = s.ipw
+    assert p is not None
+    m = (s.n + s.N).astype(float)
+    ma, mb = _div(p["sa"], m), _div(p["sb"], m)
+    va = np.maximum(_div(p["saa"], m) - ma**2, 0.0)
+    vb = np.maximum(_div(p["sbb"], m) - mb**2, 0.0)
+    cab = _div(p["sab"], m) - ma * mb
+    if lam is None:
+        tuned = _div(cab, vb)
+        lam = np.where((vb > 0) & np.isfinite(tuned), np.clip(tuned, 0.0, 1.0), 0.0)
+    estimate = ma - lam * mb
+    var = _div(np.maximum(va - 2 * lam * cab + lam**2 * vb, 0.0), m)
+    return estimate, var, lam
+
+
+def _hajek(s: _Sums) -> tuple[np.ndarray, np.ndarray]:
+    p = s.ipw
+    assert p is not None
+    theta = _div(p["sa"], p["sw"])
+    resid = np.maximum(p["saa"] - 2 * theta * p["sw2y"] + theta**2 * p["sw2"], 0.0)
+    return theta, _div(resid, p["sw"] ** 2)
+
+
+def _label_reasons(s: _Sums) -> np.ndarray:
+    """Why a label-based estimate is NaN in each group (None where it is defined)."""
+    out = np.full(len(s.n), None, dtype=object)
+    for g in np.flatnonzero(s.n < 2):
+        if s.labelled_any[g] == 0:
+            out[g] = f"no human labels in this group; {_HINT}"
+        elif s.n[g] == 0:
+            out[g] = (f"none of the {s.labelled_any[g]} human-labelled row(s) in this group has a judge score; "
+                      "re-run the judge on them or label other items")
+        else:
+            out[g] = f"only 1 human-labelled row with a judge score in this group; an interval needs 2 or more, {_HINT}"
+    return out
+
+
+def _estimate(
+    s: _Sums, method: str, *, weighted: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, variance, λ, reason) per group for one method."""
+    n_groups = len(s.n)
+    nan = np.full(n_groups, np.nan)
+    mo = _moments(s)
+    reasons = _label_reasons(s)
+    if method == "judge":
+        m = s.n + s.N
+        reasons = np.full(n_groups, None, dtype=object)
+        reasons[m == 0] = "no judge scores in this group"
+        reasons[m == 1] = "only 1 judge score in this group; an interval needs 2 or more"
+        return mo.fbar_all, _div(mo.vf_all0, m), nan, reasons
+    if weighted:
+        if method == "human":
+            est, var = _hajek(s)
+            lam = nan
+        else:
+            est, var, lam = _ipw(s, None if method == "ppi++" else np.ones(n_groups))
+    elif method == "human":
+        est, var, lam = mo.ybar, _div(mo.vy, s.n), nan
+    else:
+        lam = _ppi_lambda(s, mo) if method == "ppi++" else np.ones(n_groups)
+        est, var = _ppi(s, mo, lam)
+        if method == "ppi":
+            no_unl = (s.N == 0) & (reasons == None)  # noqa: E711 (elementwise on an object array)
+            reasons[no_unl] = ("no unlabelled rows in this group, so the judge has nothing to add; "
+                               "read the 'human' row")
+    return est, var, lam, reasons
+
+
+# --- public API ----------------------------------------------------------------------------
+
+
+def estimate_quality(
+    data: pd.DataFrame,
+    *,
+    judge: str,
+    human: str,
+    by: str | Sequence[str] | None = None,
+    methods: str | Sequence[str] = _DEFAULT_METHODS,
+    confidence: float = 0.95,
+    weights: str | None = None,
+) -> pd.DataFrame:
+    """Mean quality per group from judge scores and a few human labels, with confidence intervals.
+
+    ``data`` has one row per graded item; ``judge`` and ``human`` name columns of
+    scores in 0..1 (booleans are fine). A row whose ``human`` score is missing
+    (NaN/None) is unlabelled. A row whose ``judge`` score is missing (an unscored
+    reply) is excluded from every method — never read as 0 — and counted in
+    ``n_judge_missing``. ``by`` is a column name or a list of them; rows with a
+    missing key form their own group.
+
+    ``methods`` (any of ``"ppi++"``, ``"ppi"``, ``"human"``, ``"judge"``) are
+    explained in the module docstring: PPI++ (Angelopoulos, Duchi & Zrnic 2023,
+    arXiv:2311.01453), PPI (Angelopoulos et al., *Science* 2023), the human-only
+    CLT interval, and the judge's naive mean, whose interval ignores its bias.
+
+    ``weights`` names a column holding, on each labelled row, the probability with
+    which that row was chosen for labelling (values on unlabelled rows are ignored).
+    With it the inverse-probability-weighted estimator of active inference (Zrnic &
+    Candès 2024, arXiv:2403.03208) is used, which stays valid when labels were
+    drawn unevenly (e.g. more where the judge is unsure); ``"human"`` is then the
+    Hájek (weighted) mean. It assumes each row was labelled independently with its
+    probability (Poisson sampling); for a fixed-size sample drawn without
+    replacement the interval is typically slightly conservative.
+
+    Returns a tidy DataFrame, one row per group and method, with columns
+    ``[*by], method, estimate, ci_low, ci_high, se, n_labelled, n_total,
+    n_judge_missing, lambda, ess_gain, confidence, reason``:
+
+    - ``n_labelled``: the group's labelled rows with a judge score (the ones the
+      label-based methods use); ``n_total``: all its rows with a judge score;
+    - ``lambda``: the power-tuning parameter (1 for ``"ppi"``, NaN for ``"human"``
+      and ``"judge"``);
+    - ``ess_gain``: ``var(human-only) / var(method)``, the factor by which the
+      method multiplies the effective number of labels (NaN for ``"judge"``, whose
+      interval is not valid);
+    - ``reason``: None, or why the estimate is NaN (e.g. a group with no labels).
+
+    Intervals are normal (CLT) intervals; with fewer than ~30 labels in a group,
+    or all labels equal, read them with care.
+
+    >>> df = pd.DataFrame({"judge": [0.9, 0.8, 0.4, 1.0, 0.7], "human": [1, 1, 0, None, None]})
+    >>> estimate_quality(df, judge="judge", human="human")[["method", "estimate", "n_labelled"]]
+      method  estimate  n_labelled
+    0  ppi++  0.779874           3
+    1  human  0.666667           3
+    2  judge  0.760000           3
+    """
+    by_cols = _by_list(by)
+    needed = {"judge": judge, "human": human, **{f"by[{i}]": c for i, c in enumerate(by_cols)}}
+    if weights is not None:
+        needed["weights"] = weights
+    _check_frame(data, needed)
+    if judge == human:
+        raise ValidationError(f"judge and human name the same column {judge!r}; pass two different columns")
+    chosen = _check_methods(methods)
+    conf = _check_confidence(confidence)
+    z = _z(conf)
+    f = _scores(data, judge, "judge")
+    y = _scores(data, human, "human")
+    pi = _probabilities(data, weights, ~np.isnan(y)) if weights is not None else None
+    codes, keys = _groups(data, by_cols)
+    s = _sums(codes, len(keys), y, f, pi)
+    n_groups = len(keys)
+
+    human_var = _hajek(s)[1] if pi is not None else _div(_moments(s).vy, s.n)
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in _RESULT_COLUMNS}
+    for method in chosen:
+        est, var, lam, reason = _estimate(s, method, weighted=pi is not None)
+        invalid = reason != None  # noqa: E711 (elementwise on an object array)
+        est = np.where(invalid, np.nan, est)
+        se = np.where(invalid, np.nan, np.sqrt(np.maximum(var, 0.0)))
+        gain = np.full(n_groups, np.nan) if method == "judge" else _ess(human_var, var)
+        columns["method"].append(np.full(n_groups, method, dtype=object))
+        columns["estimate"].append(est)
+        columns["ci_low"].append(est - z * se)
+        columns["ci_high"].append(est + z * se)
+        columns["se"].append(se)
+        columns["n_labelled"].append(s.n)
+        columns["n_total"].append(s.n + s.N)
+        columns["n_judge_missing"].append(s.judge_missing)
+        columns["lambda"].append(np.where(invalid, np.nan, lam))
+        columns["ess_gain"].append(np.where(invalid, np.nan, gain))
+        columns["confidence"].append(np.full(n_groups, conf))
+        columns["reason"].append(reason)
+    # group-major order: all methods of group 0, then group 1, ...
+    k = len(chosen)
+    order = np.arange(n_groups * k).reshape(k, n_groups).T.ravel()
+    out = keys.iloc[np.repeat(np.arange(n_groups), k)].reset_index(drop=True)
+    for name, parts in columns.items():
+        values = np.concatenate(parts)[order]
+        out[name] = pd.Series(values, dtype=object) if name == "reason" else values
+    return out
+
+
+def _ess(human_var: np.ndarray, var: np.ndarray) -> np.ndarray:
+    gain = _div(human_var, var)
+    gain = np.where((var == 0) & (human_var > 0), np.inf, gain)
+    return gain
+
+
+def labels_needed(
+    data: pd.DataFrame,
+    *,
+    judge: str,
+    human: str,
+    width: float | Sequence[float],
+    by: str | Sequence[str] | None = None,
+    confidence: float = 0.95,
+    pool: str = "data",
+) -> pd.DataFrame:
+    """How many human labels give an interval of a target full ``width`` (``ci_high - ci_low``).
+
+    Plans from a labelled pilot: the labelled rows give ``var(Y)``, ``cov(Y, f)``,
+    and all judged rows give ``var(f)`` (``ρ`` is the judge–human correlation). With
+    ``t = (width / (2 z))²`` the target variance and ``M`` the judged rows in a group:
+
+    - ``"human"``: ``se² = var(Y)/n``, so ``n = var(Y) / t``.
+    - ``"ppi++"`` with ``pool="data"`` (the M items are what there is; labelling n
+      of them leaves ``N = M − n`` unlabelled): with PPI++'s λ
+      ``se² = min_λ [var(Y − λ f)/n + λ² var(f)/(M − n)]``, which for an unclipped λ is
+      ``var(Y)·((1 − ρ²)/n + ρ²/M)``; the smallest such n is found by bisection
+      (λ clipped to 0..1 as the estimator does). Labelling all M items gives
+      ``var(Y)/M``, so a narrower target is not achievable (``achievable`` False;
+      ``labels_needed`` then holds the infinite-pool number: that many labels would
+      do with many more judged items).
+    - ``"ppi++"`` with ``pool="infinite"`` (N large): ``n = var(Y − λ f)/t`` with
+      ``λ = cov(Y, f)/var(f)`` clipped to 0..1, i.e. ``var(Y)(1 − ρ²)/t``.
+
+    ``width`` may be one number or several (a row each). Columns: ``[*by], method,
+    width, labels_needed`` (total labels including the pilot), ``more_labels``
+    (beyond the pilot), ``n_labelled_pilot, n_total, achievable, reason``.
+    ``achievable`` is False when more labels are needed than the group has items
+    (with ``pool="data"``). The pilot's variances are estimates: plan with a pilot of
+    30 or more labels and round up; below ~30 labels the normal interval itself is
+    unreliable.
+    """
+    by_cols = _by_list(by)
+    _check_frame(data, {"judge": judge, "human": human, **{f"by[{i}]": c for i, c in enumerate(by_cols)}})
+    conf = _check_confidence(confidence)
+    widths = [width] if isinstance(width, (int, float, np.number)) else list(width)
+    if not widths or any(isinstance(w, bool) or not isinstance(w, (int, float, np.number)) or not (
+            math.isfinite(w) and w > 0) for w in widths):
+        raise ValidationError(f"width must be a positive number (or a list of them), e.g. 0.1; got {width!r}")
+    if pool not in ("data", "infinite"):
+        raise ValidationError(f"pool must be 'data' or 'infinite', got {pool!r}")
+    z = _z(conf)
+    f = _scores(data, judge, "judge")
+    y = _scores(data, human, "human")
+    codes, keys = _groups(data, by_cols)
+    s = _sums(codes, len(keys), y, f, None)
+    mo = _moments(s)
+    m = (s.n + s.N).astype(float)
+    base = _label_reasons(s)
+    flat = (base == None) & (mo.vy == 0)  # noqa: E711
+    base[flat] = ("all human labels in the pilot are equal, so their variance cannot be estimated; "
+                  "label a larger pilot (at least ~30 items)")
+    vy, c, vf = mo.vy, mo.cyf, mo.vf_all0
+    beta = np.where(vf > 0, _div(c, vf), 0.0)
+
+    rows: list[dict[str, Any]] = []
+    for wd in widths:
+        t = (float(wd) / (2 * z)) ** 2
+        n_human = np.ceil(vy / t - 1e-9)
+        lam_inf = np.clip(beta, 0.0, 1.0)
+        n_inf = np.ceil(np.maximum(vy - 2 * lam_inf * c + lam_inf**2 * vf, 0.0) / t - 1e-9)
+        if pool == "data":
+            n_ppi, reach = _bisect_pool(vy, c, vf, beta, m, t)
+            n_ppi = np.where(reach, n_ppi, n_inf)
+            ok_ppi, ok_human = reach, n_human <= m
+        else:
+            n_ppi, ok_ppi, ok_human = n_inf, np.ones(len(m), bool), np.ones(len(m), bool)
+        for g in range(len(keys)):
+            for method, need, ok in (("ppi++", n_ppi[g], ok_ppi[g]), ("human", n_human[g], ok_human[g])):
+                reason = base[g]
+                value: Any = pd.NA
+                if reason is None:
+                    value = int(max(need, 2.0))
+                    if not ok:
+                        reason = (f"needs more labels than the {int(m[g])} judged items in this group; collect more "
+                                  "items or accept a wider interval")
+                        if method == "ppi++":
+                            reason += " (labels_needed assumes a much larger pool of judged items)"
+                rows.append({
+                    **{col: keys.iloc[g][col] for col in by_cols},
+                    "method": method, "width": float(wd), "labels_needed": value,
+                    "more_labels": pd.NA if value is pd.NA else max(value - int(s.n[g]), 0),
+                    "n_labelled_pilot": int(s.n[g]), "n_total": int(m[g]),
+                    "achievable": bool(ok) and reason is None, "reason": reason,
+                })
+    out = pd.DataFrame(rows, columns=[*by_cols, *_PLANNING_COLUMNS])
+    out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), None)
+    for col in ("labels_needed", "more_labels"):
+        out[col] = out[col].astype("Int64")
+    if by_cols and len(out):
+        for col in by_cols:  # keep the key columns' dtypes (e.g. categoricals)
+            out[col] = out[col].astype(keys[col].dtype)
+    return out
+
+
+def _pool_variance(vy: np.ndarray, c: np.ndarray, vf: np.ndarray, beta: np.ndarray, m: np.ndarray,
+                   n: np.ndarray) -> np.ndarray:
+    """PPI++'s variance with n labelled of m judged rows, λ = clip(β (m − n)/m, 0, 1)."""
+    lam = np.clip(beta * (m - n) / m, 0.0, 1.0)
+    rest = np.where(m > n, lam**2 * _div(vf, m - n), 0.0)
+    return np.maximum(vy - 2 * lam * c + lam**2 * vf, 0.0) / n + rest
+
+
+def _bisect_pool(vy: np.ndarray, c: np.ndarray, vf: np.ndarray, beta: np.ndarray, m: np.ndarray,
+                 t: float) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest n in 1..m with variance <= t, per group, and whether labelling all m reaches t."""
+    with np.errstate(all="ignore"):
+        hi = np.maximum(m, 1.0)
+        reach = _pool_variance(vy, c, vf, beta, m, hi) <= t * (1 + 1e-12)
+        lo = np.zeros_like(hi)  # invariant: V(lo) > t (n = 0 never works), V(hi) <= t
+        for _ in range(64):
+            active = hi - lo > 1
+            if not active.any():
+                break
+            mid = np.floor((lo + hi) / 2)
+            good = _pool_variance(vy, c, vf, beta, m, np.maximum(mid, 1.0)) <= t * (1 + 1e-12)
+            hi = np.where(active & good, mid, hi)
+            lo = np.where(active & ~good, mid, lo)
+    return hi, reach
+
+
+_METHOD_STYLE = {
+    "judge": ("judge only (ignores its bias)", "s"),
+    "human": ("human labels only", "o"),
+    "ppi": ("PPI", "^"),
+    "ppi++": ("PPI++", "D"),
+}
+
+
+def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
+    """A forest plot of :func:`estimate_quality`'s frame: per group, each method's interval and estimate.
+
+    Groups run down the y axis (labelled by their ``by`` values); within a group
+    the methods sit side by side (judge only, human only, PPI, PPI++, in that
+    order), each with its own marker and a legend entry. Rows whose estimate is
+    NaN (e.g. a group without labels) are not drawn. ``**kwargs`` go to each
+    ``Axes.errorbar`` call. Returns the Axes.
+    """
+    if not isinstance(data, pd.DataFrame):
+        raise ValidationError("data must be the DataFrame returned by estimate_quality()")
+    needed = ["method", "estimate", "ci_low", "ci_high"]
+    missing = [c for c in needed if c not in data.columns]
+    if missing:
+        raise ValidationError(f"data lacks column(s) {missing}; pass the DataFrame returned by estimate_quality()")
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.gca()
+    by_cols = [c for c in data.columns if c not in _RESULT_COLUMNS]
+    frame = data.reset_index(drop=True)
+    if by_cols:
+        key_frame = frame[by_cols].astype(object).where(frame[by_cols].notna(), "(missing)")
+        labels = [" · ".join(str(v) for v in row) for row in key_frame.itertuples(index=False)]
+    else:
+        labels = ["all"] * len(frame)
+    group_labels = list(dict.fromkeys(labels))
+    position = {g: i for i, g in enumerate(group_labels)}
+    n_groups = len(group_labels)
+    present = list(dict.fromkeys(frame["method"]))
+    methods = [m for m in _METHOD_STYLE if m in present] + [m for m in present if m not in _METHOD_STYLE]
+    k = len(methods)
+    offsets = np.linspace(0.25, -0.25, k) if k > 1 else np.zeros(1)
+    group_y = n_groups - 1 - np.array([position[g] for g in labels], dtype=float)
+    drawn = 0
+    for j, method in enumerate(methods):
+        sel = (frame["method"] == method).to_numpy() & np.isfinite(frame["estimate"].to_numpy(dtype=float))
+        if not sel.any():
+            continue
+        est = frame.loc[sel, "estimate"].to_numpy(dtype=float)
+        low = frame.loc[sel, "ci_low"].to_numpy(dtype=float)
+        high = frame.loc[sel, "ci_high"].to_numpy(dtype=float)
+        xerr = np.clip(np.vstack([np.nan_to_num(est - low), np.nan_to_num(high - est)]), 0.0, None)
+        label, marker = _METHOD_STYLE.get(method, (method, "o"))
+        style = {"fmt": marker, "capsize": 3, "color": f"C{j}", "label": label, "markersize": 5, **kwargs}
+        ax.errorbar(est, group_y[sel] + offsets[j], xerr=xerr, **style)
+        drawn += int(sel.sum())
+    ax.set_yticks(np.arange(n_groups)[::-1], labels=group_labels)
+    ax.set_ylim(-0.6, n_groups - 0.4)
+    ax.set_xlabel("mean quality")
+    conf = pd.to_numeric(frame.get("confidence", pd.Series(dtype=float)), errors="coerce").dropna().unique()
+    ax.set_title(f"{conf[0]:.0%} intervals" if len(conf) == 1 else "intervals")
+    if drawn == 0:
+        ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center")
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8)
+    return ax
