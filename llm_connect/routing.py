@@ -1,33 +1,53 @@
-"""Adaptive routing read from a quality ledger.
+"""Adaptive routing read from a quality ledger, on one calibrated judge at a time.
 
 For a task type, :func:`route` picks the cheapest adapter whose quality meets a
-threshold *with confidence*: the lower end of an interval of the mean of its
-recent, non-stale observations (a percentile bootstrap; the Wilson interval
-when every score is 0 or 1) must reach the threshold, over at least
-``min_observations``. The decision carries the evidence table it was made
-from, so a user can see why (each adapter: n, mean quality, interval, mean
-cost, mean latency, stale or not).
+threshold *with confidence*: the lower end of an interval of its mean quality
+must reach the threshold, over at least ``min_observations`` recent, non-stale
+observations. The decision carries the evidence table it was made from, so a
+user can see why (each adapter: n, mean quality, interval and the method
+behind it, mean cost, mean latency, stale or not).
+
+Routing never pools scores of different judges: observations are grouped by
+``tags["grader_id"]`` and ``tags["rubric_hash"]``, and with more than one such
+grader for the task type :func:`route` raises, naming them, unless
+``grader_id=`` (and ``rubric_hash=``) chooses one. The interval is
+
+- ``"ppi++"`` with ``human="human"``: prediction-powered inference from the
+  judge's scores and the human labels recorded for the same items and adapter
+  (:func:`~llm_connect.frames.record_labels`), valid however biased the judge
+  is (:func:`~llm_connect.calibration.estimate_quality`);
+- otherwise the judge's raw scores: ``"wilson"`` (every score 0 or 1) or a
+  seeded percentile ``"bootstrap"`` of the mean. These trust the judge.
+
+``require_calibrated=True`` refuses (:class:`~llm_connect.errors.UncalibratedJudgeError`)
+a grader whose judge card (:class:`~llm_connect.calibration.JudgeCard`, saved by
+``llm-connect calibrate --ledger``) is missing or whose kappa against people
+is below ``min_kappa`` on the lower end of its interval.
 """
 
 from __future__ import annotations
 
-import html
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .errors import ValidationError
+from .errors import UncalibratedJudgeError, ValidationError
+from .grading._html import html_format, html_table
 from .quality import QualityLedger, QualityObservation, is_stale
 
 __all__ = ["EVIDENCE_COLUMNS", "RoutingDecision", "RoutingPolicy", "evidence_table", "route"]
 
 EVIDENCE_COLUMNS = (
     "task_type",
+    "grader_id",
+    "rubric_hash",
     "adapter_id",
     "model_id",
+    "method",
     "n",
+    "n_labelled",
     "n_total",
     "n_stale",
     "mean_quality",
@@ -47,9 +67,13 @@ class RoutingPolicy:
     """What "good enough" means for routing.
 
     ``threshold``: the quality an adapter must reach, judged on the lower end of
-    a ``confidence`` bootstrap interval of its mean quality. Only the ``recent``
-    newest observations per adapter count (``None``: all), and none older than
+    a ``confidence`` interval of its mean quality. Only the ``recent`` newest
+    observations per adapter count (``None``: all), and none older than
     ``max_age`` (``None``: any age). An adapter needs ``min_observations``.
+    ``human``: the grader id of human labels; when set, the interval is PPI++
+    from the judge's scores and those labels. ``require_calibrated`` and
+    ``min_kappa``: refuse a judge whose card is missing or whose kappa's lower
+    bound against people is below ``min_kappa``.
     """
 
     threshold: float = 0.8
@@ -59,6 +83,9 @@ class RoutingPolicy:
     recent: int | None = 200
     n_resamples: int = 2000
     seed: int = 0
+    human: str | None = None
+    require_calibrated: bool = False
+    min_kappa: float = 0.4
 
     def __post_init__(self) -> None:
         if not (isinstance(self.threshold, (int, float)) and 0.0 <= self.threshold <= 1.0):
@@ -77,9 +104,15 @@ class RoutingPolicy:
             raise ValidationError(f"recent must be a positive integer or None, got {self.recent!r}")
         if self.n_resamples < 100:
             raise ValidationError("n_resamples must be at least 100")
+        if self.human is not None and (not isinstance(self.human, str) or not self.human.strip()):
+            raise ValidationError(f"human must be the grader id of human labels (e.g. 'human'), got {self.human!r}")
+        if not isinstance(self.min_kappa, (int, float)) or isinstance(self.min_kappa, bool) or not (
+            -1.0 <= self.min_kappa <= 1.0
+        ):
+            raise ValidationError(f"min_kappa must be a number in -1..1, got {self.min_kappa!r}")
 
 
-def _mean_interval(values: list[float], policy: RoutingPolicy) -> tuple[float, float]:
+def _mean_interval(values: list[float], policy: RoutingPolicy) -> tuple[float, float, str]:
     """An interval for the mean quality.
 
     Pass/fail scores (all 0 or 1) get the Wilson score interval, which stays
@@ -90,15 +123,15 @@ def _mean_interval(values: list[float], policy: RoutingPolicy) -> tuple[float, f
     import numpy as np
 
     if len(values) < 2:
-        return (math.nan, math.nan)
+        return (math.nan, math.nan, "")
     data = np.asarray(values, dtype=float)
     if np.all((data == 0.0) | (data == 1.0)):
         from scipy.stats import binomtest
 
         ci = binomtest(int(data.sum()), len(data)).proportion_ci(confidence_level=policy.confidence, method="wilson")
-        return float(ci.low), float(ci.high)
+        return float(ci.low), float(ci.high), "wilson"
     if np.all(data == data[0]):
-        return (float(data[0]), float(data[0]))
+        return (float(data[0]), float(data[0]), "bootstrap")
     from scipy.stats import bootstrap
 
     res = bootstrap(
@@ -110,7 +143,123 @@ def _mean_interval(values: list[float], policy: RoutingPolicy) -> tuple[float, f
         vectorized=True,
         random_state=policy.seed,
     )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high), "bootstrap"
+
+
+# -- which grader -----------------------------------------------------------------------------------
+
+GraderKey = tuple[str | None, str | None]
+
+
+def _grader_key(o: QualityObservation) -> GraderKey:
+    g = o.tags.get("grader_id")
+    r = o.tags.get("rubric_hash")
+    return (g if isinstance(g, str) else None, r if isinstance(r, str) else None)
+
+
+def _describe_grader(key: GraderKey) -> str:
+    g, r = key
+    name = g if g is not None else "(no grader_id tag)"
+    return f"{name} (rubric {r})" if r else name
+
+
+def _choose_grader(
+    keys: Iterable[GraderKey], task_type: str, grader_id: str | None, rubric_hash: str | None
+) -> GraderKey | None:
+    """The one (grader, rubric) whose scores are routed on; several without a choice is an error."""
+    found = sorted(set(keys), key=lambda k: (k[0] or "", k[1] or ""))
+    if grader_id is not None:
+        found = [k for k in found if k[0] == grader_id]
+    if rubric_hash is not None:
+        found = [k for k in found if k[1] == rubric_hash]
+    if grader_id is not None and not found:
+        return (grader_id, rubric_hash)  # nothing recorded under it: the evidence is empty and says so
+    if len(found) > 1:
+        what = "rubrics" if grader_id is not None else "graders or rubrics"
+        hint = "rubric_hash=..." if grader_id is not None else "grader_id=... (and rubric_hash=... if it has several)"
+        raise ValidationError(
+            f"task type {task_type!r} holds scores from {len(found)} {what}: "
+            f"{', '.join(_describe_grader(k) for k in found)}; scores of different judges or rubrics are not "
+            f"comparable and are never pooled: pass {hint}"
+        )
+    return found[0] if found else None
+
+
+def _cards_for(ledger: Any, cards: Any) -> list[Any]:
+    from .calibration import JudgeCard, JudgeCardRegistry
+
+    if cards is None:
+        if isinstance(ledger, (QualityLedger, str, bytes)) or hasattr(ledger, "__fspath__"):
+            return JudgeCardRegistry.for_ledger(ledger).cards()
+        raise ValidationError(
+            "require_calibrated=True needs judge cards: pass cards=JudgeCardRegistry(...) when routing from "
+            "observations rather than a ledger"
+        )
+    if isinstance(cards, JudgeCardRegistry):
+        return cards.cards()
+    if isinstance(cards, (str, bytes)) or hasattr(cards, "__fspath__"):
+        return JudgeCardRegistry(cards).cards()
+    out = list(cards)
+    for c in out:
+        if not isinstance(c, JudgeCard):
+            raise ValidationError(f"cards must be JudgeCard objects or a registry, got {type(c).__name__}")
+    return out
+
+
+def _check_calibrated(key: GraderKey, ledger: Any, cards: Any, min_kappa: float) -> None:
+    grader, rubric = key
+    if grader is None:
+        raise UncalibratedJudgeError(
+            "require_calibrated=True but these observations carry no grader_id tag, so no judge card can vouch "
+            "for them; record them with judge_many(..., ledger=...)"
+        )
+    mine = [c for c in _cards_for(ledger, cards) if c.grader_id == grader and c.rubric_hash == rubric]
+    name = _describe_grader(key)
+    if not mine:
+        raise UncalibratedJudgeError(
+            f"judge {name} has no judge card, so it is not known to agree with people: label a sample and run "
+            "llm-connect calibrate DATA --human COLUMN --ledger LEDGER "
+            "(or JudgeCardRegistry.for_ledger(ledger).save(report.judge_cards()))"
+        )
+    card = max(mine, key=lambda c: c.created_at)
+    if not card.meets(min_kappa=min_kappa):
+        raise UncalibratedJudgeError(
+            f"judge {name} is below the bar: its kappa against people is {card.kappa:.2f} "
+            f"(lower bound {card.kappa_low:.2f}, n={card.n_labelled}) and routing requires a lower bound of at "
+            f"least {min_kappa:.2f}. {card.verdict}"
+        )
+
+
+def _ppi_interval(
+    judged: list[QualityObservation], labels: Mapping[tuple[str, str], list[float]], policy: RoutingPolicy
+) -> tuple[float, float, float, int, str]:
+    """PPI++ over one adapter's judged items: (estimate, low, high, n_labelled, why-not)."""
+    import numpy as np
+    import pandas as pd
+
+    from .calibration import estimate_quality
+
+    per_item: dict[str, list[float]] = {}
+    unkeyed = []
+    for o in judged:
+        item = o.tags.get("item_id")
+        if item is None:
+            unkeyed.append(o.quality_score)
+        else:
+            per_item.setdefault(str(item), []).append(o.quality_score)
+    adapter = judged[0].adapter_id
+    rows_judge, rows_human = [], []
+    for item, scores in per_item.items():
+        rows_judge.append(sum(scores) / len(scores))
+        got = labels.get((item, adapter))
+        rows_human.append(sum(got) / len(got) if got else math.nan)
+    rows_judge.extend(unkeyed)
+    rows_human.extend([math.nan] * len(unkeyed))
+    frame = pd.DataFrame({"judge": np.asarray(rows_judge, float), "human": np.asarray(rows_human, float)})
+    est = estimate_quality(frame, judge="judge", human="human", methods=("ppi++",), confidence=policy.confidence)
+    row = est.iloc[0]
+    reason = row["reason"] if isinstance(row["reason"], str) else ""
+    return float(row["estimate"]), float(row["ci_low"]), float(row["ci_high"]), int(row["n_labelled"]), reason
 
 
 def _observations(source: QualityLedger | str | Any) -> Iterable[QualityObservation]:
@@ -127,36 +276,72 @@ def evidence_table(
     *,
     policy: RoutingPolicy | None = None,
     now: datetime | None = None,
+    grader_id: str | None = None,
+    rubric_hash: str | None = None,
+    human: str | None = None,
 ) -> Any:
-    """One row per (task type, adapter): the evidence :func:`route` decides on.
+    """One row per (task type, grader, rubric, adapter): the evidence :func:`route` decides on.
 
-    ``ledger`` is a :class:`QualityLedger`, a path, or an iterable of observations.
+    ``ledger`` is a :class:`QualityLedger`, a path, or an iterable of
+    observations. Scores of different graders or rubrics sit on separate rows,
+    never pooled. ``grader_id`` / ``rubric_hash`` keep one grader; ``human``
+    (or ``policy.human``) names the grader id of human labels: those rows are
+    then not evidence of their own but correct the judge's through PPI++
+    (``method`` says which interval each row's figures come from: ``ppi++``,
+    ``wilson`` or ``bootstrap``; ``n_labelled`` how many human labels it used).
     """
     import pandas as pd
 
     policy = policy or RoutingPolicy()
+    human = human if human is not None else policy.human
     current = now if now is not None else datetime.now(UTC)
     if current.tzinfo is None:
         current = current.replace(tzinfo=UTC)
-    groups: dict[tuple[str, str], list[QualityObservation]] = {}
+    groups: dict[tuple[str, GraderKey, str], list[QualityObservation]] = {}
+    labels: dict[tuple[str, str, str], list[float]] = {}  # (task, item, adapter) -> human labels
     for o in _observations(ledger):
-        if task_type is None or o.task_type == task_type:
-            groups.setdefault((o.task_type, o.adapter_id), []).append(o)
+        if task_type is not None and o.task_type != task_type:
+            continue
+        key = _grader_key(o)
+        if human is not None and key[0] == human:
+            item = o.tags.get("item_id")
+            if item is not None:
+                labels.setdefault((o.task_type, str(item), o.adapter_id), []).append(o.quality_score)
+            continue
+        if grader_id is not None and key[0] != grader_id:
+            continue
+        if rubric_hash is not None and key[1] != rubric_hash:
+            continue
+        groups.setdefault((o.task_type, key, o.adapter_id), []).append(o)
 
     rows = []
-    for (task, adapter), obs in sorted(groups.items()):
+    for (task, (grader, rubric), adapter), obs in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1][0] or "", kv[0][1][1] or "", kv[0][2])
+    ):
         obs.sort(key=lambda o: o.recorded_at, reverse=True)
         fresh = [o for o in obs if policy.max_age is None or not is_stale(o, policy.max_age, now=current)]
         used = fresh[: policy.recent] if policy.recent else fresh
         n = len(used)
         scores = [o.quality_score for o in used]
-        low, high = _mean_interval(scores, policy)
-        mean_q = sum(scores) / n if n else math.nan
+        n_labelled = 0
+        why_not = ""
+        if human is not None and used:
+            task_labels = {(item, ad): v for (t, item, ad), v in labels.items() if t == task}
+            mean_q, low, high, n_labelled, why_not = _ppi_interval(used, task_labels, policy)
+            method = "ppi++"
+        else:
+            low, high, method = _mean_interval(scores, policy)
+            mean_q = sum(scores) / n if n else math.nan
         stale = not fresh
         if stale:
             reason = f"stale: no observation newer than {policy.max_age}"
         elif n < policy.min_observations:
             reason = f"too few observations ({n} < {policy.min_observations})"
+        elif method == "ppi++" and not math.isfinite(low):
+            reason = (
+                f"too few human labels for this adapter ({n_labelled}): record some with record_labels"
+                + (f" ({why_not})" if why_not else "")
+            )
         elif not low >= policy.threshold:
             reason = f"quality lower bound {low:.3f} < threshold {policy.threshold:.3f}"
         else:
@@ -165,9 +350,13 @@ def evidence_table(
         rows.append(
             {
                 "task_type": task,
+                "grader_id": grader,
+                "rubric_hash": rubric,
                 "adapter_id": adapter,
                 "model_id": models[0] if len(models) == 1 else ",".join(models),
+                "method": method,
                 "n": n,
+                "n_labelled": n_labelled,
                 "n_total": len(obs),
                 "n_stale": len(obs) - len(fresh),
                 "mean_quality": mean_q,
@@ -219,13 +408,23 @@ class RoutingDecision:
         return head + "\n" + self.evidence[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
     def _repr_html_(self) -> str:
-        chosen = html.escape(self.adapter_id or "no adapter")
-        table = self.evidence.to_html(index=False, float_format=lambda v: f"{v:.4g}") if len(self.evidence) else ""
-        return (
-            f"<p><b>{html.escape(self.task_type)}</b> &rarr; <b>{chosen}</b>: {html.escape(self.reason)} "
-            f"(threshold {self.policy.threshold:g} on the lower end of a {self.policy.confidence:.0%} interval, "
-            f"n &ge; {self.policy.min_observations})</p>{table}"
+        head = html_format(
+            "<p><b>{}</b> &rarr; <b>{}</b>: {} (threshold {:g} on the lower end of a {:.0%} interval, n &ge; {})</p>",
+            self.task_type, self.adapter_id or "no adapter", self.reason, self.policy.threshold,
+            self.policy.confidence, self.policy.min_observations,
         )
+        if self.evidence is None or not len(self.evidence):
+            return head
+        rows = ([_cell(v) for v in row] for row in self.evidence.itertuples(index=False, name=None))
+        return head + html_table(rows, header=[str(c) for c in self.evidence.columns])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    if value is None:
+        return ""
+    return str(value)
 
 
 def route(
@@ -240,36 +439,92 @@ def route(
     seed: int = 0,
     now: datetime | None = None,
     policy: RoutingPolicy | None = None,
+    grader_id: str | None = None,
+    rubric_hash: str | None = None,
+    human: str | None = None,
+    require_calibrated: bool | None = None,
+    min_kappa: float | None = None,
+    cards: Any = None,
 ) -> RoutingDecision:
     """The cheapest adapter for ``task_type`` whose quality meets ``threshold`` with confidence.
 
     Eligible adapters have at least ``min_observations`` recent, non-stale
-    observations whose mean quality's bootstrap interval (``confidence``) has
-    its lower end at or above ``threshold``; among them the lowest mean cost
-    wins (ties: the higher lower bound). With none eligible the decision's
-    ``adapter_id`` is ``None`` and its reason says why.
+    observations whose mean quality's interval (``confidence``) has its lower
+    end at or above ``threshold``; among them the lowest mean cost wins (ties:
+    the higher lower bound). With none eligible the decision's ``adapter_id``
+    is ``None`` and its reason says why.
+
+    Only one judge's scores are used: with observations of several graders or
+    rubrics for ``task_type``, pass ``grader_id=`` (and ``rubric_hash=``) or
+    this raises :class:`ValidationError` naming them. ``human="human"``
+    decides on the lower end of each adapter's PPI++ interval, using the human
+    labels recorded for that adapter (an adapter without labels is not
+    eligible). ``require_calibrated=True`` raises
+    :class:`~llm_connect.errors.UncalibratedJudgeError` when the grader's judge
+    card is missing or its kappa's lower bound is below ``min_kappa``
+    (default 0.4); ``cards`` is a :class:`~llm_connect.calibration.JudgeCardRegistry`,
+    its path or cards (default: the registry beside the ledger).
     """
     if not isinstance(task_type, str) or not task_type.strip():
         raise ValidationError("task_type must be a non-empty string")
-    policy = policy or RoutingPolicy(
-        threshold=threshold,
-        confidence=confidence,
-        min_observations=min_observations,
-        max_age=max_age,
-        recent=recent,
-        seed=seed,
+    if policy is None:
+        policy = RoutingPolicy(
+            threshold=threshold,
+            confidence=confidence,
+            min_observations=min_observations,
+            max_age=max_age,
+            recent=recent,
+            seed=seed,
+            human=human,
+            require_calibrated=bool(require_calibrated),
+            min_kappa=0.4 if min_kappa is None else min_kappa,
+        )
+    else:
+        changes: dict[str, Any] = {}
+        if human is not None:
+            changes["human"] = human
+        if require_calibrated is not None:
+            changes["require_calibrated"] = require_calibrated
+        if min_kappa is not None:
+            changes["min_kappa"] = min_kappa
+        if changes:
+            from dataclasses import replace
+
+            policy = replace(policy, **changes)
+    observations = list(_observations(ledger))
+    keys = (
+        _grader_key(o)
+        for o in observations
+        if o.task_type == task_type and (policy.human is None or _grader_key(o)[0] != policy.human)
     )
-    evidence = evidence_table(ledger, task_type, policy=policy, now=now)
+    chosen = _choose_grader(keys, task_type, grader_id, rubric_hash)
+    if chosen is not None and policy.require_calibrated:
+        _check_calibrated(chosen, ledger, cards, policy.min_kappa)
+    if chosen is not None:
+        evidence = evidence_table(observations, task_type, policy=policy, now=now, grader_id=chosen[0],
+                                  rubric_hash=chosen[1])
+        if chosen[0] is None or chosen[1] is None:  # keep only the rows of exactly this grader
+            keep = [
+                (g if isinstance(g, str) else None, r if isinstance(r, str) else None) == chosen
+                for g, r in zip(evidence["grader_id"], evidence["rubric_hash"], strict=True)
+            ]
+            evidence = evidence[keep].reset_index(drop=True)
+    else:
+        evidence = evidence_table([], task_type, policy=policy, now=now)
+    judged_by = f" (judge {_describe_grader(chosen)})" if chosen is not None and chosen[0] is not None else ""
     eligible = evidence[evidence["eligible"]] if len(evidence) else evidence
     if len(eligible):
         best = eligible.sort_values(["mean_cost_usd", "quality_low"], ascending=[True, False], kind="stable").iloc[0]
         reason = (
             f"cheapest of {len(eligible)} adapter(s) meeting {policy.threshold:g}: mean cost "
-            f"${best['mean_cost_usd']:.6f}, quality lower bound {best['quality_low']:.3f} over n={best['n']}"
+            f"${best['mean_cost_usd']:.6f}, quality lower bound {best['quality_low']:.3f} ({best['method']}) "
+            f"over n={best['n']}{judged_by}"
         )
         return RoutingDecision(task_type, str(best["adapter_id"]), str(best["model_id"]), reason, policy, evidence)
     if not len(evidence):
-        reason = f"no observations for task type {task_type!r}"
+        reason = f"no observations for task type {task_type!r}" + (
+            f" from grader {grader_id!r}" if grader_id is not None else ""
+        )
     else:
         reason = "no adapter meets the threshold with confidence: " + "; ".join(
             f"{r.adapter_id}: {r.reason}" for r in evidence.itertuples()
