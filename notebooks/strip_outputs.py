@@ -19,7 +19,7 @@ import nbformat
 
 CHECK = "# NBVAL_CHECK_OUTPUT"
 HERE = Path(__file__).resolve().parent
-KEEP_NOTEBOOK_METADATA = ("kernelspec",)
+KEEP_NOTEBOOK_METADATA = ("jupytext", "kernelspec")  # jupytext: the pairing with the .py source
 LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3"}
 
 

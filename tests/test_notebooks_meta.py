@@ -1,25 +1,43 @@
-"""The tutorial notebooks as files: in step with their generator, stripped, and checkable.
+"""The tutorial notebooks as files: in step with their sources, stripped, and checkable.
 
 Running them is nbval's job (``pytest --nbval-lax notebooks/``); these checks are
-fast and catch what nbval cannot: a notebook edited by hand instead of in
-``notebooks/build_notebooks.py``, outputs committed by mistake, a checked cell
-without a stored output (which nbval would compare with nothing), a notebook that
-does not end with an assertion, or one that reaches for the network.
+fast and catch what nbval cannot: a notebook edited by hand instead of in its
+``.py`` source (jupytext percent format) or not rewritten after the source
+changed, outputs committed by mistake, a checked cell without a stored output
+(which nbval would compare with nothing), a notebook that does not end with an
+assertion, or one that reaches for the network. The scripted models of
+``notebooks/tutorial_helpers.py`` are checked not to depend on a prompt's wording.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
+try:
+    import jupytext
+except ImportError:  # the dev extra installs it; the checks that do not need it still run
+    jupytext = None
+
+needs_jupytext = pytest.mark.skipif(jupytext is None, reason="needs jupytext (pip install -e '.[dev]')")
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 CHECK = "# NBVAL_CHECK_OUTPUT"
+NAMES = [
+    "01_quickstart.ipynb",
+    "02_ledger_and_frames.ipynb",
+    "03_calibration_report.ipynb",
+    "04_bias_diagnostics.ipynb",
+    "05_compound_judges.ipynb",
+    "06_routing.ipynb",
+]
 
 
 def _load(name: str):
@@ -30,34 +48,106 @@ def _load(name: str):
     return module
 
 
-build = _load("build_notebooks")
+sync = _load("sync_notebooks") if jupytext is not None else None
 strip = _load("strip_outputs")
-NAMES = list(build.NOTEBOOKS)
 
 
 def _read(name: str):
     return nbformat.read(NOTEBOOKS / name, as_version=4)
 
 
-def test_every_notebook_is_generated():
-    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(NAMES)
-    assert NAMES[:6] == [
-        "01_quickstart.ipynb",
-        "02_ledger_and_frames.ipynb",
-        "03_calibration_report.ipynb",
-        "04_bias_diagnostics.ipynb",
-        "05_compound_judges.ipynb",
-        "06_routing.ipynb",
-    ]
+def _cells(path: Path) -> list[tuple[str, str]]:
+    """The (type, source) of every cell, as jupytext reads the file (.ipynb or .py)."""
+    return [(c.cell_type, c.source) for c in jupytext.read(path).cells]
 
 
+def _source(name: str) -> Path:
+    return NOTEBOOKS / f"{Path(name).stem}.py"
+
+
+def test_every_notebook_has_a_source():
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == NAMES
+    assert sorted(p.with_suffix(".ipynb").name for p in NOTEBOOKS.glob("[0-9][0-9]_*.py")) == NAMES
+
+
+@needs_jupytext
 @pytest.mark.parametrize("name", NAMES)
-def test_cells_match_the_generator(name):
-    committed = _read(name)
-    built = build.build(name)
-    got = [(c.cell_type, c.source) for c in committed.cells]
-    want = [(c.cell_type, c.source) for c in built.cells]
-    assert got == want, f"{name} differs from build_notebooks.py: run python notebooks/build_notebooks.py --execute"
+def test_notebook_is_in_sync_with_its_source(name):
+    assert _cells(NOTEBOOKS / name) == _cells(_source(name)), (
+        f"{name} differs from {_source(name).name}: run python notebooks/sync_notebooks.py --execute {name}"
+    )
+
+
+@needs_jupytext
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_what_the_sync_script_writes(name):
+    """Cell ids, metadata and stripped outputs too: the committed file is reproducible from its source."""
+    assert not sync.stale(_source(name)), f"run python notebooks/sync_notebooks.py {name}"
+
+
+@needs_jupytext
+@pytest.mark.parametrize("name", NAMES)
+def test_source_is_paired_with_the_notebook(name):
+    assert jupytext.read(_source(name)).metadata["jupytext"]["formats"] == "ipynb,py:percent"
+    assert _read(name).metadata["jupytext"]["formats"] == "ipynb,py:percent"
+
+
+def _copy_pair(tmp_path: Path, name: str = NAMES[0]) -> tuple[Path, Path]:
+    for path in (NOTEBOOKS / name, _source(name)):
+        shutil.copy(path, tmp_path / path.name)
+    return tmp_path / _source(name).name, tmp_path / name
+
+
+@needs_jupytext
+def test_a_changed_source_is_out_of_sync(tmp_path):
+    source, notebook = _copy_pair(tmp_path)
+    assert _cells(source) == _cells(notebook) and not sync.stale(source)
+    text = source.read_text(encoding="utf-8")
+    source.write_text(text.replace("print(f\"{len(qa)} rows", "print(f\"{len(qa)} items", 1), encoding="utf-8")
+    assert source.read_text(encoding="utf-8") != text
+    assert _cells(source) != _cells(notebook)
+    assert sync.stale(source)
+
+    sync.write(source)  # rewriting the notebook brings it back in step
+    assert _cells(source) == _cells(notebook) and not sync.stale(source)
+    changed = [c for c in nbformat.read(notebook, as_version=4).cells if c.source.startswith(CHECK + "\nprint(f\"")]
+    assert changed and not changed[0].outputs, "a changed checked cell keeps no stale output"
+    kept = [c for c in nbformat.read(notebook, as_version=4).cells if strip.is_checked(c) and c.outputs]
+    assert kept, "unchanged checked cells keep their stored outputs"
+
+
+@needs_jupytext
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda cells: cells[1].update(source=cells[1]["source"] + "\nprint('edited')"), id="code"),
+        pytest.param(lambda cells: cells[0].update(source=cells[0]["source"].replace("Quickstart", "Start")), id="md"),
+        pytest.param(lambda cells: cells.pop(2), id="removed-cell"),
+        pytest.param(lambda cells: cells[2].update(cell_type="raw"), id="cell-type"),
+    ],
+)
+def test_a_hand_edited_notebook_is_out_of_sync(tmp_path, change):
+    source, notebook = _copy_pair(tmp_path)
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        cell["source"] = "".join(cell["source"])
+    change(nb["cells"])
+    if nb["cells"][2]["cell_type"] == "raw":
+        nb["cells"][2].pop("outputs", None)
+        nb["cells"][2].pop("execution_count", None)
+    notebook.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    assert _cells(source) != _cells(notebook)
+    assert sync.stale(source)
+
+
+@needs_jupytext
+def test_check_mode_reports_a_stale_notebook(tmp_path, monkeypatch, capsys):
+    _source, notebook = _copy_pair(tmp_path)
+    monkeypatch.setattr(sync, "HERE", tmp_path)
+    assert sync.main(["--check"]) == 0
+    notebook.write_text(notebook.read_text(encoding="utf-8").replace("Quickstart", "Start", 1), encoding="utf-8")
+    assert sync.main(["--check"]) == 1
+    assert notebook.name in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -87,3 +177,78 @@ def test_ends_with_an_assertion_and_stays_offline(name):
         assert not path.startswith("/"), f"use a path relative to the notebook, not {path!r}"
     if "qa_calibration.jsonl" in source:
         assert (NOTEBOOKS / "../data/qa_calibration.jsonl").is_file()
+
+
+# -- the scripted models decide from the item, not from the prompt's wording ---------------------------
+
+
+@pytest.fixture(scope="module")
+def helpers():
+    pytest.importorskip("pandas")
+    return _load("tutorial_helpers")
+
+
+@pytest.fixture(scope="module")
+def qa():
+    pd = pytest.importorskip("pandas")
+    return pd.read_json(NOTEBOOKS / "../data/qa_calibration.jsonl", lines=True, dtype=False)
+
+
+def _judge_prompt(row, candidate=None):
+    from llm_connect import LLMJudge, LLMResponse
+    from llm_connect.testing import ScriptedAdapter
+
+    judge = LLMJudge(ScriptedAdapter(["unused"]))
+    return judge.build_prompt(
+        LLMResponse(content=row["baseline"], adapter_id="b", model_id="b"),
+        LLMResponse(content=row["candidate"] if candidate is None else candidate, adapter_id="c", model_id="c"),
+        row["prompt"],
+    )
+
+
+def _reworded(row, candidate=None):
+    """The same item under a rubric written in other words, in another order, with other markers."""
+    candidate = row["candidate"] if candidate is None else candidate
+    return (
+        f"Grade this reply.\n[REPLY]\n{candidate}\n[/REPLY]\nAsked: {row['prompt']}\n"
+        f"Acceptable: {row['baseline']}\nAnswer with JSON holding quality_score (0 to 1) and notes. 2 6 0x1f2a"
+    )
+
+
+def test_answer_index_finds_the_answer_a_prompt_shows(helpers, qa):
+    answers = helpers.AnswerIndex(qa)
+    for row in qa.to_dict("records"):
+        for prompt in (_judge_prompt(row), _reworded(row)):
+            found = answers.find(prompt)
+            assert found is not None and found.row["id"] == row["id"], (row["id"], prompt)
+    assert answers.find("a prompt about nothing in the data set") is None
+
+
+def test_simulated_judge_ignores_the_wording(helpers, qa):
+    from llm_connect.calibration import perturb_items
+
+    reply = helpers.simulated_judge(qa, seed=0)
+    for probe in (None, "length", "format", "injection"):
+        frame = qa if probe is None else perturb_items(qa, probe, seed=0)
+        for row in frame.head(60).to_dict("records"):
+            assert reply(_judge_prompt(row), None) == reply(_reworded(row), None), (probe, row["id"])
+    injected = perturb_items(qa.head(1), "injection", seed=0).iloc[0]
+    assert json.loads(reply(_reworded(injected), None))["quality_score"] == 1.0  # the planted bias still works
+
+
+def test_pairwise_model_follows_the_order_shown_not_the_labels(helpers):
+    pd = pytest.importorskip("pandas")
+    pw = pd.read_json(NOTEBOOKS / "../data/pairwise.jsonl", lines=True, dtype=False)
+    reply = helpers.pairwise_model(pw, unsure=0.0)
+    for row in pw.head(20).to_dict("records"):
+        better, worse = (row["answer_a"], row["answer_b"])[:: 1 if row["better"] == "a" else -1]
+        shown_better_first = f"Which is better?\n{row['prompt']}\n(1) {better}\n(2) {worse}"
+        shown_worse_first = f"Compare.\nFirst: {worse}\nSecond: {better}\nQuestion: {row['prompt']}"
+        assert json.loads(reply(shown_better_first, None))["winner"] == "A"
+        assert json.loads(reply(shown_worse_first, None))["winner"] == "B"
+
+
+def test_shown_first_skips_the_question_and_quoted_answers(helpers):
+    assert helpers.shown_first("Q: is 6 or 16 right?\nA: 16\nB: 6", ["6", "16"], skip=["is 6 or 16 right?"]) == 1
+    assert helpers.shown_first("A: Paris, in France\nB: Paris", ["Paris", "Paris, in France"]) == 1
+    assert helpers.shown_first("nothing here", ["Paris"]) is None
