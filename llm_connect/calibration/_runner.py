@@ -26,6 +26,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "judge_family",
     "judge_items",
+    "lacks_text",
     "load_items",
     "parse_labels",
     "score_items",
@@ -108,6 +109,36 @@ def judge_family(judge: Any) -> str | None:
     return model_family(model) if model else None
 
 
+def _missing(value: Any) -> bool:
+    """True for a value that is not there: ``None``, NaN or ``pd.NA`` (a JSON null, a missing key)."""
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def _text_or_none(value: Any) -> str | None:
+    """The text a judge sees, or ``None`` when it is missing (the batch engine makes that row an error)."""
+    return None if _missing(value) else str(value)
+
+
+def lacks_text(items: pd.DataFrame) -> pd.Series:
+    """Per row: True when it cannot be judged for want of text.
+
+    That is a missing (``None``/NaN: a JSON null or a missing key) ``prompt``,
+    ``baseline`` or ``candidate``, or a blank ``baseline`` (no reference to compare
+    with). Every judge reports such a row as an ``error`` with the reason; it is
+    never scored (an empty answer against an empty reference is not a match).
+    A blank *candidate* against a real reference is an (empty) answer and is judged.
+    """
+    mask = pd.Series(False, index=items.index)
+    for c in REQUIRED_COLUMNS:
+        if c not in items.columns:
+            return pd.Series(True, index=items.index)
+        mask |= items[c].map(_missing).astype(bool)
+    blank = items["baseline"].map(lambda v: isinstance(v, str) and not v.strip()).astype(bool)
+    return mask | blank
+
+
 def _frame(items: Any) -> pd.DataFrame:
     if isinstance(items, pd.DataFrame):
         frame = items.reset_index(drop=True).copy()
@@ -134,8 +165,11 @@ def _frame(items: Any) -> pd.DataFrame:
 def load_items(path: str | Path) -> pd.DataFrame:
     """Read a JSON Lines (``.jsonl``/``.ndjson``/``.json``), CSV or TSV file of items.
 
-    Text columns stay text (no NA guessing: an empty cell is an empty string);
-    the file must have ``prompt``, ``baseline`` and ``candidate`` columns.
+    Text columns stay text (no NA guessing: an empty cell is an empty string;
+    a blank baseline is an error row when judged); the file must have ``prompt``,
+    ``baseline`` and ``candidate`` columns and at least one row. A column name
+    given twice (a CSV header, or a key repeated in a JSON object) is a
+    :class:`~llm_connect.errors.ValidationError`, never silently renamed or dropped.
     """
     p = Path(path)
     if not p.exists():
@@ -148,30 +182,67 @@ def load_items(path: str | Path) -> pd.DataFrame:
             import json
 
             records = []
-            with open(p, encoding="utf-8") as f:
+            with open(p, encoding="utf-8-sig") as f:
                 text = f.read()
             if suffix == ".json" and text.lstrip().startswith("["):
-                records = json.loads(text)
+                try:
+                    records = json.loads(text, object_pairs_hook=_unique_keys)
+                except json.JSONDecodeError as exc:
+                    raise ValidationError(f"{p.name} is not JSON: {exc.msg} (line {exc.lineno})") from None
+                except _DuplicateKey as exc:
+                    raise ValidationError(f"{p.name}: an object has the key {exc.key!r} twice") from None
+                if not isinstance(records, list):
+                    raise ValidationError(f"{p.name}: expected a list of JSON objects")
             else:
                 for n, line in enumerate(text.splitlines(), 1):
                     if line.strip():
                         try:
-                            records.append(json.loads(line))
+                            records.append(json.loads(line, object_pairs_hook=_unique_keys))
                         except json.JSONDecodeError as exc:
                             raise ValidationError(f"{p.name} line {n} is not JSON: {exc.msg}") from None
+                        except _DuplicateKey as exc:
+                            raise ValidationError(f"{p.name} line {n} has the key {exc.key!r} twice") from None
             if not all(isinstance(r, dict) for r in records):
                 raise ValidationError(f"{p.name}: every line must be a JSON object")
             frame = pd.DataFrame.from_records(records)
         elif suffix in (".csv", ".tsv", ".tab", ".txt"):
             sep = "\t" if suffix in (".tsv", ".tab") else ","
-            frame = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False, na_values=[])
+            options: dict[str, Any] = {"sep": sep, "dtype": str, "keep_default_na": False, "na_values": [],
+                                       "encoding": "utf-8-sig"}
+            header = pd.read_csv(p, header=None, nrows=1, **options)
+            names = [str(c) for c in header.iloc[0].tolist()] if len(header) else []
+            twice = sorted({c for c in names if names.count(c) > 1})
+            if twice:
+                raise ValidationError(
+                    f"{p.name}: the header names the column(s) {', '.join(map(repr, twice))} more than once; "
+                    "rename them so each column has its own name"
+                )
+            frame = pd.read_csv(p, **options)
         else:
             raise ValidationError(f"cannot read {p.name}: use a .jsonl, .csv or .tsv file")
     except ValidationError:
         raise
     except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
         raise ValidationError(f"cannot read {p.name}: {exc}") from None
+    if not len(frame):
+        raise ValidationError(f"{p.name} has no items (no rows after the header)" if len(frame.columns)
+                              else f"{p.name} has no items")
     return _frame(frame)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -> pd.Series:
@@ -181,7 +252,7 @@ def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -
         return baselines
     from ..grading import split_references
 
-    return baselines.map(lambda b: "\n".join(split_references(str(b), reference_sep)))
+    return baselines.map(lambda b: None if _missing(b) else "\n".join(split_references(str(b), reference_sep)))
 
 
 def judge_items(
@@ -193,14 +264,20 @@ def judge_items(
     progress: bool = True,
     run_config: RunConfig | None = None,
 ) -> pd.DataFrame:
-    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame."""
+    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame.
+
+    A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
+    as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
+    saying which text is missing, as it does for a blank baseline (an empty answer
+    against an empty reference is not a match). See :func:`lacks_text`.
+    """
     from ..grading import judge_many
 
     columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id") if c in items.columns]
     batch = items[columns].copy()
     batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
-        batch[c] = batch[c].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+        batch[c] = batch[c].map(_text_or_none).astype(object)
     return judge_many(judge, batch, concurrency=concurrency, progress=progress, run_config=run_config)
 
 
