@@ -5,7 +5,8 @@ Subcommands are added by ``_add_<name>(subparsers)`` functions listed in
 arguments and its own parser, returning the exit code) and ``_parser`` (itself).
 
 Exit status: 0 done; 1 done, but a judge scored no item at all (its outputs are
-written, stderr names the judge and its first error); 2 a user error -- a bad
+written, stderr names the judge and its first error) or a ``--require`` gate
+failed (one line per failed requirement); 2 a user error -- a bad
 option, file, column or output directory, a missing optional extra, an
 unreadable ledger -- reported as one ``llm-connect <command>: error: ...`` line
 on stderr with no traceback, as argparse does (:func:`main` turns any
@@ -21,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import operator
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -60,6 +64,88 @@ def _describe_error(exc: BaseException) -> str:
         where = f": {str(exc.filename)!r}" if exc.filename is not None else ""
         return f"{what}{where}"
     return f"{type(exc).__name__}: {exc} (set LLM_CONNECT_DEBUG=1 to see the traceback)"
+
+
+# -- gates: --require "NAME:STAT>=VALUE" -------------------------------------------------------------
+
+# NAME may hold colons itself (openai:gpt-4o): the last ":STAT" splits it off
+_REQUIRE = re.compile(
+    r"^\s*(?P<name>.+)\s*:\s*(?P<stat>[A-Za-z_]+)\s*(?P<op>>=|<=|>|<|==)\s*(?P<value>[-+0-9.eE]+|nan|inf)\s*$"
+)
+_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+CALIBRATE_STATS = ("kappa", "kappa_low", "agreement", "alpha", "spearman")
+ESTIMATE_STATS = ("estimate", "estimate_low", "estimate_high")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One ``--require`` clause: ``NAME:STAT OP VALUE``."""
+
+    name: str
+    stat: str
+    op: str
+    value: float
+    text: str
+
+    def holds(self, actual: float) -> bool:
+        return math.isfinite(actual) and _OPS[self.op](actual, self.value)
+
+
+def parse_requirement(text: str, stats: Sequence[str]) -> Requirement:
+    m = _REQUIRE.match(text)
+    if not m:
+        raise UsageError(
+            f"--require {text!r} is not of the form NAME:STAT>=VALUE (e.g. 'llm-judge:kappa_low>=0.4')"
+        )
+    stat = m["stat"]
+    if stat not in stats:
+        raise UsageError(f"--require {text!r}: unknown statistic {stat!r}; choose from {', '.join(stats)}")
+    try:
+        value = float(m["value"])
+    except ValueError:
+        raise UsageError(f"--require {text!r}: {m['value']!r} is not a number") from None
+    if not math.isfinite(value):
+        raise UsageError(f"--require {text!r}: the value must be a finite number")
+    return Requirement(m["name"].strip(), stat, m["op"], value, text.strip())
+
+
+def _add_require(p: argparse.ArgumentParser, example: str, stats: Sequence[str]) -> None:
+    p.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="NAME:STAT>=VALUE",
+        help=f"a gate for CI (repeatable): exit 1 unless it holds, e.g. {example!r}; STAT one of {', '.join(stats)}",
+    )
+
+
+def _check_requirements(
+    parser: argparse.ArgumentParser, requirements: Sequence[Requirement], lookup: Any, names: Sequence[str]
+) -> int:
+    """1 after printing one line per failed requirement, else 0. ``lookup(name, stat)`` gives the figure."""
+    failed = 0
+    for req in requirements:
+        targets = list(names) if req.name == "*" else [req.name]
+        for name in targets:
+            actual = lookup(name, req.stat)
+            if not req.holds(actual):
+                shown = "undefined" if not math.isfinite(actual) else f"{actual:.4g}"
+                where = f"{req.text} [{name}]" if req.name == "*" else req.text
+                print(f"{parser.prog}: requirement failed: {safe_text(where)} ({req.stat} is {shown})", file=sys.stderr)
+                failed += 1
+    if requirements and not failed:
+        print(f"all {len(requirements)} requirement(s) hold")
+    return 1 if failed else 0
+
+
+def _requirements(texts: Sequence[str], stats: Sequence[str], names: Sequence[str], what: str) -> list[Requirement]:
+    reqs = [parse_requirement(t, stats) for t in texts]
+    for r in reqs:
+        if r.name != "*" and r.name not in names:
+            raise UsageError(
+                f"--require {r.text!r}: no {what} named {r.name!r}; choose from {', '.join(names) or 'none'} (or *)"
+            )
+    return reqs
 
 
 # -- calibrate ----------------------------------------------------------------------------------
@@ -180,6 +266,7 @@ def _add_calibrate(subparsers: Any) -> None:
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    _add_require(p, "llm:kappa_low>=0.4", CALIBRATE_STATS)
     p.set_defaults(func=_run_calibrate, _parser=p)
 
 
@@ -528,6 +615,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
                 f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, or auto, or none"
             )
     _check_judges(args)  # a missing extra, a bad spec or URL: before reading anything
+    requirements = _requirements(args.require, CALIBRATE_STATS, _split(args.judges), "judge")
     data = Path(args.data)
     items = load_items(data)
     human = args.human
@@ -561,7 +649,152 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     written = _write_csvs(report, paths)
     written["report"] = report.to_html(paths["report"])
     _print_summary(report, written, sys.stdout, lacking=lacking)
-    return _no_row_scored(parser, report)
+    code = _no_row_scored(parser, report)
+    gate = _check_requirements(parser, requirements, lambda name, stat: _agreement_stat(report, name, stat),
+                               report.judges)
+    return max(code, gate)
+
+
+_AGREEMENT_STATS = {
+    "kappa": ("cohen_kappa", "value"),
+    "kappa_low": ("cohen_kappa", "low"),
+    "agreement": ("percent_agreement", "value"),
+    "alpha": ("krippendorff_alpha", "value"),
+    "spearman": ("spearman", "value"),
+}
+
+
+def _agreement_stat(report: Any, judge: str, stat: str) -> float:
+    """A judge's agreement statistic against the report's reference (people when labelled); NaN if none."""
+    ref = report.reference
+    if ref is None or ref == judge:
+        return math.nan
+    try:
+        pair = report.agreement.pair(judge, ref)
+    except KeyError:
+        return math.nan
+    name, part = _AGREEMENT_STATS[stat]
+    value = getattr(pair[name], part)
+    return float(value) if value is not None else math.nan
+
+
+# -- estimate -----------------------------------------------------------------------------------------
+
+_ESTIMATE_HELP = """\
+Estimate mean quality from judge scores on every item and human labels on a
+few, with intervals that stay valid however biased the judge is
+(prediction-powered inference, PPI++). DATA (.jsonl/.csv/.tsv) has one row per
+graded item: a column of judge scores in 0..1, a column of human labels
+(booleans, yes/no or 0..1; blank where unlabelled) and optionally group columns
+(e.g. the candidate model). Prints one row per group and method and writes
+estimates.csv into --out.
+
+Gates for CI: --require "GROUP:estimate_low>=0.8" (repeatable; GROUP is a
+value of --by, several --by columns joined by '/', 'all' without --by, or '*'
+for every group) checks the lower end of the PPI++ interval (or of the first
+--method given); estimate and estimate_high check the point and upper end.
+Exit status 1 when a requirement fails.
+"""
+ESTIMATE_OUTPUTS = {"estimates": "estimates.csv"}
+
+
+def _add_estimate(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "estimate",
+        help="quality per model from judge scores and a few human labels (PPI++), with valid intervals",
+        description=_ESTIMATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file, one row per graded item")
+    p.add_argument("--judge", metavar="COLUMN", required=True, help="column of the judge's scores (0..1)")
+    p.add_argument("--human", metavar="COLUMN", required=True, help="column of human labels (blank = unlabelled)")
+    p.add_argument("--by", metavar="COLUMNS", help="comma-separated group columns (e.g. candidate_model)")
+    p.add_argument(
+        "--method",
+        metavar="LIST",
+        default="ppi++,human,judge",
+        help="comma-separated methods from ppi++, ppi, human, judge (default: ppi++,human,judge)",
+    )
+    p.add_argument("--weights", metavar="COLUMN", help="column of each labelled row's selection probability (active)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (default: 0.95)")
+    p.add_argument("--out", metavar="DIR", default=".", help="directory for estimates.csv (default: .)")
+    _add_require(p, "gpt-4o-mini:estimate_low>=0.8", ESTIMATE_STATS)
+    p.set_defaults(func=_run_estimate, _parser=p)
+
+
+def _group_name(row: Any, by: Sequence[str]) -> str:
+    return "/".join(str(row[c]) for c in by) if by else "all"
+
+
+def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .calibration import ESTIMATE_METHODS, estimate_quality, load_items, parse_labels
+
+    methods = _split(args.method)
+    unknown = [m for m in methods if m not in ESTIMATE_METHODS]
+    if not methods or unknown:
+        raise UsageError(f"--method: unknown {', '.join(unknown) or '(none given)'}; choose from "
+                         f"{', '.join(ESTIMATE_METHODS)}")
+    if not 0.0 < args.confidence < 1.0:
+        raise UsageError(f"--confidence must be between 0 and 1 (e.g. 0.95), got {args.confidence}")
+    for text in args.require:
+        parse_requirement(text, ESTIMATE_STATS)  # syntax first, before reading anything
+    data = Path(args.data)
+    items = load_items(data, items=False)
+    by = _split(args.by)
+    needed = [args.judge, args.human, *by, *([args.weights] if args.weights else [])]
+    missing = [c for c in needed if c not in items.columns]
+    if missing:
+        raise UsageError(
+            f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
+        )
+    paths = _prepare_out(Path(args.out), ESTIMATE_OUTPUTS, inputs=[data])
+    frame = items.copy()
+    frame[args.human] = parse_labels(frame[args.human].tolist(), column=args.human)
+    judge = frame[args.judge]
+    if judge.dtype == object:
+        frame[args.judge] = parse_labels(judge.tolist(), column=args.judge)
+    table = estimate_quality(frame, judge=args.judge, human=args.human, by=by or None, methods=tuple(methods),
+                             confidence=args.confidence, weights=args.weights)
+    csv_safe_frame(table).to_csv(paths["estimates"], index=False)
+    _print_estimates(table, by, args.confidence, sys.stdout)
+    print(f"wrote {safe_text(paths['estimates'])}")
+    groups = sorted({_group_name(r, by) for r in table.to_dict("records")})
+    requirements = _requirements(args.require, ESTIMATE_STATS, groups, "group")
+    gate_method = "ppi++" if "ppi++" in methods else methods[0]
+    rows = {(_group_name(r, by), r["method"]): r for r in table.to_dict("records")}
+    column = {"estimate": "estimate", "estimate_low": "ci_low", "estimate_high": "ci_high"}
+
+    def lookup(group: str, stat: str) -> float:
+        row = rows.get((group, gate_method))
+        return math.nan if row is None else float(row[column[stat]])
+
+    return _check_requirements(parser, requirements, lookup, groups)
+
+
+def _print_estimates(table: Any, by: Sequence[str], confidence: float, out: Any) -> None:
+    def f(x: Any) -> str:
+        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+    head = (*by, "method", "estimate", f"{confidence:.0%} CI", "labelled", "items", "note")
+    rows: list[tuple[Any, ...]] = [head]
+    for r in table.to_dict("records"):
+        note = r.get("reason") if isinstance(r.get("reason"), str) else ""
+        if r["method"] == "judge" and not note:
+            note = "trusts the judge: not a valid interval"
+        rows.append((*(r[c] for c in by), r["method"], f(r["estimate"]), f"{f(r['ci_low'])}..{f(r['ci_high'])}",
+                     str(r["n_labelled"]), str(r["n_total"]), note))
+    _table(rows, out, "estimates")
+    judge_rows = {tuple(r[c] for c in by): r for r in table.to_dict("records") if r["method"] == "judge"}
+    for r in table.to_dict("records"):
+        if r["method"] != "ppi++" or not math.isfinite(r["estimate"]):
+            continue
+        key = tuple(r[c] for c in by)
+        naive = judge_rows.get(key)
+        name = "/".join(map(str, key)) or "all items"
+        if naive is not None and math.isfinite(naive["estimate"]):
+            print(f"  {safe_text(name)}: the judge alone would claim {naive['estimate']:.3f}; corrected with "
+                  f"{r['n_labelled']} human labels it is {r['estimate']:.3f} ({f(r['ci_low'])}..{f(r['ci_high'])})",
+                  file=out)
 
 
 # -- demo ---------------------------------------------------------------------------------------------
@@ -840,6 +1073,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_demo(subparsers)
     _add_calibrate(subparsers)
+    _add_estimate(subparsers)
     _add_ledger(subparsers)
     return parser
 

@@ -162,8 +162,11 @@ def _frame(items: Any) -> pd.DataFrame:
     return frame
 
 
-def load_items(path: str | Path) -> pd.DataFrame:
+def load_items(path: str | Path, *, items: bool = True) -> pd.DataFrame:
     """Read a JSON Lines (``.jsonl``/``.ndjson``/``.json``), CSV or TSV file of items.
+
+    ``items=False`` reads any table (e.g. graded rows for ``estimate_quality``)
+    without asking for the item columns.
 
     Text columns stay text (no NA guessing: an empty cell is an empty string;
     a blank baseline is an error row when judged); the file must have ``prompt``,
@@ -227,7 +230,7 @@ def load_items(path: str | Path) -> pd.DataFrame:
     if not len(frame):
         raise ValidationError(f"{p.name} has no items (no rows after the header)" if len(frame.columns)
                               else f"{p.name} has no items")
-    return _frame(frame)
+    return _frame(frame) if items else frame
 
 
 class _DuplicateKey(Exception):
