@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
+import functools
 import threading
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -86,13 +88,16 @@ async def on_background(coro: Coroutine[Any, Any, T]) -> T:
 
 
 async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """Run a blocking callable in the background loop's wide executor."""
-    loop = asyncio.get_running_loop()
-    if kwargs:
-        import functools
+    """Run a blocking callable in the background loop's wide executor, in a copy of the caller's context.
 
-        func = functools.partial(func, **kwargs)
-    return await loop.run_in_executor(None, func, *args)
+    The context matters: it carries the batch budget a row's calls are charged
+    to (:func:`llm_connect.core.budget_scope`), which a sync judge's adapter
+    calls in the worker thread must see (``run_in_executor`` alone drops it).
+    """
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, func, *args, **kwargs)
+    return await loop.run_in_executor(None, call)
 
 
 async def acall_complete(adapter: Any, prompt: str, run_config: Any) -> Any:

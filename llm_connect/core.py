@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -13,12 +16,16 @@ from .errors import BudgetExceededError, ValidationError
 __all__ = [
     "AsyncEmbeddingAdapter",
     "AsyncLLMAdapter",
+    "BudgetReservation",
     "BudgetTracker",
     "EmbeddingAdapter",
     "LLMAdapter",
     "LLMResponse",
     "RunConfig",
     "TokenLogprob",
+    "active_budgets",
+    "as_budget",
+    "budget_scope",
 ]
 
 
@@ -69,12 +76,65 @@ class LLMResponse:
         return self.tokens_in + self.tokens_out
 
 
+# Two sums that differ by less than this are equal: ten calls of $0.01 fill a $0.10 limit.
+_EPSILON_USD = 1e-12
+
+
+class BudgetReservation:
+    """Money set aside on a :class:`BudgetTracker` for one call in flight.
+
+    Made by :meth:`BudgetTracker.reserve`. When the call comes back,
+    :meth:`settle` it with the call's actual cost (the difference to the
+    estimate is released; it never raises: a reply that was paid for is kept);
+    when the call failed or never started, :meth:`release` it. Either may be
+    called more than once (only the first counts). As a context manager it is
+    released on exit unless it was settled.
+    """
+
+    __slots__ = ("_done", "amount_usd", "tracker")
+
+    def __init__(self, tracker: BudgetTracker, amount_usd: float) -> None:
+        self.tracker = tracker
+        self.amount_usd = amount_usd
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        """Whether it was settled or released."""
+        return self._done
+
+    def settle(self, cost_usd: float) -> None:
+        """Record the call's actual cost on the tracker and release the reservation. Never raises."""
+        self.tracker._finish(self, cost_usd, paid=True)
+
+    def release(self) -> None:
+        """Give the reservation back (the call failed or never started): nothing is charged."""
+        self.tracker._finish(self, 0.0, paid=False)
+
+    def __enter__(self) -> BudgetReservation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "done" if self._done else "open"
+        return f"BudgetReservation(amount_usd={self.amount_usd:.6f}, {state})"
+
+
 class BudgetTracker:
     """A thread-safe running total of spend against an optional limit.
 
-    ``charge()`` adds the cost, then raises :class:`BudgetExceededError` if
-    ``spent_usd > limit_usd``. ``check()`` refuses a new call once the budget is
-    spent (``spent_usd >= limit_usd``). ``limit_usd=None`` never refuses.
+    Pinned: ``charge()`` adds the cost, then raises :class:`BudgetExceededError`
+    if ``spent_usd > limit_usd``. ``check()`` refuses a new call once the budget
+    is spent (``spent_usd >= limit_usd``). ``limit_usd=None`` never refuses.
+
+    Adapters use the reservation protocol instead, so a limit is overshot by no
+    more than the calls in flight and a reply that was paid for is never thrown
+    away: :meth:`reserve` an estimate before the call (refused once
+    ``spent_usd + reserved_usd >= limit_usd``, so no call starts once the limit
+    is reached), then :meth:`BudgetReservation.settle` it with the actual cost
+    (never raises) or :meth:`BudgetReservation.release` it when the call failed.
     """
 
     def __init__(self, limit_usd: float | None = None) -> None:
@@ -83,7 +143,10 @@ class BudgetTracker:
         self.limit_usd = None if limit_usd is None else float(limit_usd)
         self._spent = 0.0
         self._calls = 0
+        self._reserved = 0.0
+        self._open = 0
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
     @property
     def spent_usd(self) -> float:
@@ -92,9 +155,21 @@ class BudgetTracker:
 
     @property
     def calls(self) -> int:
-        """How many charges were recorded."""
+        """How many charges (and settled calls) were recorded."""
         with self._lock:
             return self._calls
+
+    @property
+    def reserved_usd(self) -> float:
+        """Money set aside for calls in flight (their estimated cost)."""
+        with self._lock:
+            return self._reserved
+
+    @property
+    def in_flight(self) -> int:
+        """How many reservations are open (calls started and not yet settled or released)."""
+        with self._lock:
+            return self._open
 
     @property
     def remaining_usd(self) -> float | None:
@@ -105,17 +180,19 @@ class BudgetTracker:
 
     @property
     def exhausted(self) -> bool:
+        """Whether the money is spent (``spent_usd >= limit_usd``): no further call may start."""
         if self.limit_usd is None:
             return False
         with self._lock:
-            return self._spent >= self.limit_usd
+            return self._spent + _EPSILON_USD >= self.limit_usd
 
     def charge(self, cost_usd: float) -> None:
         _check_non_negative("cost_usd", cost_usd)
-        with self._lock:
+        with self._changed:
             self._spent += float(cost_usd)
             self._calls += 1
             spent = self._spent
+            self._changed.notify_all()
         if self.limit_usd is not None and spent > self.limit_usd:
             raise BudgetExceededError(spent, self.limit_usd)
 
@@ -127,8 +204,136 @@ class BudgetTracker:
         if spent >= self.limit_usd:
             raise BudgetExceededError(spent, self.limit_usd)
 
+    # -- reservations ------------------------------------------------------------------
+
+    def _refusal(self) -> BudgetExceededError:
+        assert self.limit_usd is not None
+        exc = BudgetExceededError(self._spent, self.limit_usd)
+        exc.reserved_usd = self._reserved  # type: ignore[attr-defined]
+        return exc
+
+    def _try_reserve_locked(self, estimated_usd: float) -> BudgetReservation | None:
+        if self.limit_usd is not None:
+            if self._spent + _EPSILON_USD >= self.limit_usd:
+                raise self._refusal()
+            if self._spent + self._reserved + _EPSILON_USD >= self.limit_usd:
+                if self._open == 0:  # pragma: no cover - reserved money always belongs to an open call
+                    raise self._refusal()
+                return None
+        self._reserved += estimated_usd
+        self._open += 1
+        return BudgetReservation(self, estimated_usd)
+
+    def try_reserve(self, estimated_usd: float = 0.0) -> BudgetReservation | None:
+        """Reserve ``estimated_usd`` for one call, without waiting.
+
+        Returns the reservation; ``None`` when only the reservations of calls in
+        flight stand in the way (``spent + reserved >= limit`` but
+        ``spent < limit``: wait for them to settle and try again); raises
+        :class:`BudgetExceededError` when the money is spent.
+        """
+        _check_non_negative("estimated_usd", estimated_usd)
+        with self._lock:
+            return self._try_reserve_locked(float(estimated_usd))
+
+    def reserve(
+        self, estimated_usd: float = 0.0, *, wait: bool = False, timeout_s: float | None = None
+    ) -> BudgetReservation:
+        """Reserve ``estimated_usd`` for one call before making it.
+
+        Refuses with :class:`BudgetExceededError` when ``spent_usd +
+        reserved_usd >= limit_usd``, so no call starts once the limit is
+        reached. With ``wait=True`` a refusal that is only due to calls in
+        flight waits (up to ``timeout_s``) for them to settle, and refuses only
+        once the money is spent. An estimate of 0.0 (price unknown) still stops
+        new calls once ``spent_usd >= limit_usd``.
+        """
+        _check_non_negative("estimated_usd", estimated_usd)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                reservation = self._try_reserve_locked(float(estimated_usd))
+                if reservation is not None:
+                    return reservation
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if not wait or (remaining is not None and remaining <= 0):
+                    raise self._refusal()
+                self._changed.wait(remaining)
+
+    def _finish(self, reservation: BudgetReservation, cost_usd: float, *, paid: bool) -> None:
+        cost = float(cost_usd) if paid and isinstance(cost_usd, (int, float)) and cost_usd > 0 else 0.0
+        with self._changed:
+            if reservation._done:
+                return
+            reservation._done = True
+            self._open -= 1
+            self._reserved = 0.0 if self._open == 0 else max(0.0, self._reserved - reservation.amount_usd)
+            if paid:
+                self._spent += cost
+                self._calls += 1
+            self._changed.notify_all()
+
+    def snapshot(self) -> dict[str, Any]:
+        """``limit_usd``, ``spent_usd``, ``reserved_usd``, ``calls`` and ``exhausted``, read at once."""
+        with self._lock:
+            spent, reserved, calls = self._spent, self._reserved, self._calls
+        exhausted = self.limit_usd is not None and spent + _EPSILON_USD >= self.limit_usd
+        return {
+            "limit_usd": self.limit_usd,
+            "spent_usd": spent,
+            "reserved_usd": reserved,
+            "calls": calls,
+            "exhausted": exhausted,
+        }
+
     def __repr__(self) -> str:
         return f"BudgetTracker(limit_usd={self.limit_usd!r}, spent_usd={self.spent_usd:.6f})"
+
+
+def as_budget(budget: BudgetTracker | float | None, *, what: str = "budget") -> BudgetTracker | None:
+    """``budget`` as a tracker: a :class:`BudgetTracker` as is, a number as a new tracker with that limit (USD)."""
+    if budget is None or isinstance(budget, BudgetTracker):
+        return budget
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise ValidationError(
+            f"{what} must be a BudgetTracker or a limit in USD (a number), got {type(budget).__name__}"
+        )
+    if math.isnan(budget) or budget < 0:
+        raise ValidationError(f"{what} must be >= 0 USD, got {budget!r}")
+    return BudgetTracker(limit_usd=float(budget))
+
+
+# The batch budgets of the code running now (innermost last): set by the batch
+# engine for each row, read by the adapters' one call wrapper. It travels into
+# tasks and worker threads with the context (``_runtime`` copies it).
+_ACTIVE_BUDGETS: ContextVar[tuple[BudgetTracker, ...]] = ContextVar("llm_connect_active_budgets", default=())
+
+
+def active_budgets() -> tuple[BudgetTracker, ...]:
+    """The trackers every adapter call made now is also charged to (see :func:`budget_scope`)."""
+    return _ACTIVE_BUDGETS.get()
+
+
+@contextmanager
+def budget_scope(budget: BudgetTracker | float | None) -> Iterator[BudgetTracker | None]:
+    """Charge every adapter call made inside the block to ``budget`` too, whatever its run config says.
+
+    This is how the batch runtime makes a judge's spend count although the
+    judge's call config has no budget tracker: each row runs inside the batch
+    budget's scope. It reaches the tasks and worker threads the block starts.
+    Scopes nest (a call is charged to every enclosing budget, once each).
+    Yields the tracker (a number becomes a new tracker with that limit).
+    """
+    tracker = as_budget(budget)
+    if tracker is None:
+        yield None
+        return
+    current = _ACTIVE_BUDGETS.get()
+    token = _ACTIVE_BUDGETS.set(current if any(t is tracker for t in current) else (*current, tracker))
+    try:
+        yield tracker
+    finally:
+        _ACTIVE_BUDGETS.reset(token)
 
 
 @dataclass(frozen=True)

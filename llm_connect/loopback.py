@@ -22,8 +22,13 @@ Replies are deterministic: by default a judge verdict
 Faults are drawn per call from ``faults`` (fractions keyed by kind: an HTTP
 status such as ``"429"`` or ``"500"``, ``"hang"`` (sleep ``hang_s`` before
 answering), ``"truncated"`` (a 200 with half a JSON body), ``"no_usage"`` (a
-good reply without ``usage``)), decided by ``seed`` and the call's index, so a
-run is reproducible; ``fail_first=K`` makes the first K calls fail with
+good reply without ``usage``), ``"gzip"`` (a good reply sent gzip-encoded),
+``"gzip_bomb"`` (a 200 whose gzip body inflates to ``bomb_bytes`` zero bytes,
+streamed from a few KiB a MiB), ``"endless"`` (a 200 whose chunked body never
+ends), ``"echo_auth"`` (a 200 whose non-JSON body echoes the request's
+``Authorization`` / ``x-api-key``, as a broken proxy might) and
+``"echo_auth_json"`` (the same as a JSON object without the API's fields)), decided by
+``seed`` and the call's index, so a run is reproducible; ``fail_first=K`` makes the first K calls fail with
 ``fail_first_with`` and the rest succeed. 429 replies carry
 ``Retry-After: retry_after`` unless it is ``None``.
 
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import hashlib
 import json
 import os
@@ -47,15 +53,20 @@ import threading
 import time
 import urllib.request
 import weakref
+import zlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = ["FAULT_KINDS", "LoopbackServer", "RecordedRequest", "default_reply"]
 
-FAULT_KINDS = ("hang", "truncated", "no_usage")  # plus any HTTP status given as a string, e.g. "429", "500"
+# plus any HTTP status given as a string, e.g. "429", "500"
+FAULT_KINDS = ("hang", "truncated", "no_usage", "gzip", "gzip_bomb", "endless", "echo_auth", "echo_auth_json")
+
+_MiB = 1024 * 1024
+_ENDLESS_CHUNK = b"a" * 65536
 
 _WORD = re.compile(r"\S+")
 _TOKEN = re.compile(r"\s*\S+")
@@ -78,6 +89,27 @@ class RecordedRequest:
     body: Any
     outcome: str
     received_at: float = field(default_factory=time.time)
+
+
+def _gzip_zeros(total: int) -> Iterator[bytes]:
+    """A gzip stream of ``total`` zero bytes, made in pieces (about 1 KiB per MiB), never all in memory."""
+    whole, rest = divmod(total, _MiB)
+    if not whole:
+        yield gzip.compress(bytes(rest))
+        return
+    block = bytes(_MiB)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    # a full flush resets the compressor, so the compressed form of each further MiB is the same bytes
+    first = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)  # with the gzip header
+    again = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for i in range(whole):
+        yield first if i == 0 else again
+        crc = zlib.crc32(block, crc)
+    last = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)  # the remainder, as the final deflate block
+    yield last.compress(bytes(rest)) + last.flush()
+    crc = zlib.crc32(bytes(rest), crc)
+    yield crc.to_bytes(4, "little") + (total & 0xFFFFFFFF).to_bytes(4, "little")
 
 
 def _count_words(text: str) -> int:
@@ -122,6 +154,7 @@ class _Core:
         self.fail_first_with = str(config.get("fail_first_with", "500"))
         self.retry_after = config.get("retry_after", "1")
         self.hang_s = float(config.get("hang_s", 30.0))
+        self.bomb_bytes = int(config.get("bomb_bytes", 1024 * _MiB))
         self.seed = int(config.get("seed", 0))
         self.embedding_dim = int(config.get("embedding_dim", 16))
         self.model = config.get("model")
@@ -209,6 +242,15 @@ class _Core:
                 await asyncio.sleep(self.latency_s)
             if outcome == "hang":
                 await asyncio.sleep(self.hang_s)
+            if outcome in ("echo_auth", "echo_auth_json"):
+                auth = request.headers.get("Authorization", "(none)")
+                key = request.headers.get("x-api-key", "(none)")
+                text = f"proxy error; you sent Authorization: {auth}, x-api-key: {key}"
+                if outcome == "echo_auth_json":
+                    return web.json_response({"detail": text, "echo": {"authorization": auth, "x-api-key": key}})
+                return web.Response(text=text)
+            if outcome in ("gzip_bomb", "endless"):
+                return await self._stream_fault(web, request, outcome)
             if outcome.isdigit():
                 status = int(outcome)
                 headers = {}
@@ -228,6 +270,10 @@ class _Core:
             data = json.dumps(payload).encode("utf-8")
             if outcome == "truncated":
                 data = data[: len(data) // 2]
+            if outcome == "gzip":
+                return web.Response(
+                    body=gzip.compress(data), content_type="application/json", headers={"Content-Encoding": "gzip"}
+                )
             return web.Response(body=data, content_type="application/json")
         finally:
             with self._lock:
@@ -247,6 +293,26 @@ class _Core:
         else:
             payload = {"error": {"message": message, "type": err_type, "code": None}}
         return web.json_response(payload, status=status, headers=headers)
+
+    async def _stream_fault(self, web: Any, request: Any, outcome: str) -> Any:
+        """A 200 whose body is a gzip bomb or never ends; server memory stays small either way."""
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        if outcome == "gzip_bomb":
+            resp.headers["Content-Encoding"] = "gzip"
+        await resp.prepare(request)
+        try:
+            if outcome == "endless":
+                await resp.write(b'{"choices": [{"message": {"role": "assistant", "content": "')
+                while True:
+                    await resp.write(_ENDLESS_CHUNK)
+            else:
+                for piece in _gzip_zeros(self.bomb_bytes):
+                    await resp.write(piece)
+                await resp.write_eof()
+        except ConnectionError:  # the client stopped reading and closed the connection: that is the point
+            pass
+        return resp
 
     def _complete(self, prompt: str, max_tokens: Any) -> tuple[str, str]:
         text = self._reply_text(prompt)
@@ -374,6 +440,7 @@ class LoopbackServer:
         fail_first, fail_first_with: the first ``fail_first`` calls fail with that kind.
         retry_after: the ``Retry-After`` header of 429 replies (``None`` = no header).
         hang_s: how long a ``"hang"`` fault sleeps.
+        bomb_bytes: how many zero bytes a ``"gzip_bomb"`` body inflates to (default 1 GiB).
         seed: makes the fault draws reproducible.
         model: the model name in replies (default: the one asked for).
         require_api_key: when set, requests without this key get a 401 that echoes what they sent.
@@ -393,6 +460,7 @@ class LoopbackServer:
         fail_first_with: str = "500",
         retry_after: float | str | None = "1",
         hang_s: float = 30.0,
+        bomb_bytes: int = 1024 * _MiB,
         seed: int = 0,
         model: str | None = None,
         require_api_key: str | None = None,
@@ -414,6 +482,7 @@ class LoopbackServer:
             "fail_first_with": str(fail_first_with),
             "retry_after": None if retry_after is None else str(retry_after),
             "hang_s": hang_s,
+            "bomb_bytes": bomb_bytes,
             "seed": seed,
             "model": model,
             "require_api_key": require_api_key,
@@ -567,9 +636,10 @@ class LoopbackServer:
         with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
 
-    def __repr__(self) -> str:
-        where = f"http://127.0.0.1:{self.port}" if self._started else "stopped"
-        return f"LoopbackServer(mode={self.mode!r}, {where})"
+    def __repr__(self) -> str:  # never raises, even on a half-built server (a failed __init__)
+        started = getattr(self, "_started", False)
+        where = f"http://127.0.0.1:{getattr(self, 'port', '?')}" if started else "stopped"
+        return f"LoopbackServer(mode={getattr(self, 'mode', '?')!r}, {where})"
 
 
 def _shutdown(

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from .adapters._call import call_paid
 from .core import LLMResponse, RunConfig
 from .errors import LLMConnectError
 
@@ -45,9 +46,13 @@ class ScriptedAdapter:
     callable ``(prompt, run_config) -> reply``. A reply is a string, a ready
     :class:`LLMResponse` (its content and logprobs are used), or an exception
     instance, which is raised (to script faults). Tokens are counted as
-    whitespace-separated words; cost is ``cost_per_call``. The budget tracker of
-    the run config is checked before and charged after each call, as every real
-    adapter does. ``calls`` holds the history.
+    whitespace-separated words; cost is ``cost_per_call`` (USD, also the
+    estimate reserved before the call). Each call takes the real adapters' one
+    call path: the cost is reserved on the run config's budget tracker and the
+    batch budgets in scope before the call (refused once a budget is spent:
+    the call is then neither made nor recorded) and settled after it (the
+    reply is kept even when it takes the spend past the limit). ``calls``
+    holds the history.
     """
 
     def __init__(
@@ -89,9 +94,17 @@ class ScriptedAdapter:
                     "give more replies or cycle=True"
                 ) from None
 
-    def complete(self, prompt: str, run_config: RunConfig) -> LLMResponse:
-        if run_config.budget_tracker is not None:
-            run_config.budget_tracker.check()
+    def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
+        run_config = run_config or RunConfig()
+        return call_paid(
+            lambda: self._play(prompt, run_config),
+            run_config,
+            estimate_usd=self.cost_per_call,  # a scripted call's cost is known before it is made
+            adapter_id=self.adapter_id,
+            model_id=self.model_id,
+        )
+
+    def _play(self, prompt: str, run_config: RunConfig) -> LLMResponse:
         with self._lock:
             self.calls.append(Call(prompt, run_config))
         start = time.perf_counter()
@@ -103,7 +116,7 @@ class ScriptedAdapter:
         latency_ms = (time.perf_counter() - start) * 1000.0
         content = reply.content if isinstance(reply, LLMResponse) else str(reply)
         logprobs = reply.logprobs if isinstance(reply, LLMResponse) else None
-        response = LLMResponse(
+        return LLMResponse(
             content=content,
             adapter_id=self.adapter_id,
             model_id=self.model_id,
@@ -113,9 +126,6 @@ class ScriptedAdapter:
             latency_ms=latency_ms,
             logprobs=logprobs,
         )
-        if run_config.budget_tracker is not None:
-            run_config.budget_tracker.charge(response.cost_usd)
-        return response
 
     def __repr__(self) -> str:
         return f"ScriptedAdapter(adapter_id={self.adapter_id!r}, model_id={self.model_id!r}, calls={len(self.calls)})"

@@ -445,6 +445,19 @@ def test_embedder_charges_the_budget(servers, adapters):
     assert tracker.spent_usd == pytest.approx(3.0)
 
 
+def test_embedder_calls_are_charged_to_a_batch_budget(servers, adapters):
+    from llm_connect import EmbeddingSimilarityJudge, judge_many
+
+    server = servers()
+    embedder = adapters(OpenAICompatibleEmbedder("emb", base_url=server.base_url, prices={"emb": Price(1_000_000)}))
+    items = [{"prompt": "q", "baseline": f"answer {i}", "candidate": f"reply {i}"} for i in range(4)]
+    budget = BudgetTracker(limit_usd=1000.0)
+    df = judge_many(EmbeddingSimilarityJudge(embedder), items, budget=budget, progress=False)
+    assert (df["status"] == "scored").all()
+    assert budget.spent_usd == pytest.approx(embedder.cost_usd) and budget.spent_usd > 0
+    assert budget.reserved_usd == 0
+
+
 # -- budget, cost, pricing ----------------------------------------------------------------
 
 
@@ -460,10 +473,14 @@ def test_budget_is_charged_and_a_call_refused_once_spent(servers, adapters):
         adapter.complete("g h i", config)
     assert server.stats()["total"] == 2  # the refused call never reached the server
 
+    # a call that starts under the limit and costs more than is left is paid for: its reply is kept,
+    # and the next call is refused before it reaches the server
     over = BudgetTracker(limit_usd=1.0)
+    reply = adapter.complete("a b c", RunConfig(budget_tracker=over))
+    assert reply.content == "ok" and over.spent_usd == pytest.approx(3.0)
     with pytest.raises(BudgetExceededError):
         adapter.complete("a b c", RunConfig(budget_tracker=over))
-    assert over.spent_usd == pytest.approx(3.0)
+    assert server.stats()["total"] == 3
 
 
 def test_pricing_table_lookup_and_overrides():

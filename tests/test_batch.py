@@ -231,3 +231,136 @@ def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path):
     assert words[words.index("interrupted") + 1] == "True"
     assert len(QualityLedger(ledger_path).read_all()) >= scored - 4  # finished rows were recorded as they finished
     assert os.path.exists(ledger_path)
+
+
+# -- a scored row keeps its score: item ids and ledger failures ------------------------------------
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque-7"
+
+
+def test_item_ids_of_any_kind_are_recorded_and_never_unscore_a_row(tmp_path):
+    import numpy as np
+
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    ids = [math.nan, None, np.int64(5), "x", _Opaque(), pd.NA, np.float64(2.0), 3.5]
+    data = [{"prompt": "q", "baseline": "a", "candidate": "a", "id": v} for v in ids]
+    df = judge_many(ExactMatchJudge(), data, ledger=ledger, task_type="qa", progress=False)
+    assert list(df["status"]) == ["scored"] * len(ids) and list(df["quality_score"]) == [1.0] * len(ids)
+    assert df["ledger_error"].isna().all()
+    recorded = [o.tags["item_id"] for o in ledger.read_all()]
+    # a missing id is the row's position; numpy scalars are plain Python; other objects are their text
+    assert sorted(map(str, recorded)) == sorted(map(str, [0, 1, 5, "x", "opaque-7", 5, 2, 3.5]))
+    assert {type(v) for v in recorded} <= {int, float, str}
+
+
+def test_a_failing_ledger_is_reported_in_its_own_column_and_the_row_stays_scored(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the ledger's directory should be")
+    ledger = QualityLedger(blocker / "l.jsonl")
+    judge = LLMJudge(ScriptedAdapter(['{"quality_score": 0.5}'], cycle=True))
+    df = judge_many(judge, items(3), ledger=ledger, task_type="qa", progress=False)
+    assert list(df["status"]) == ["scored"] * 3 and list(df["quality_score"]) == [0.5] * 3
+    assert df["error"].isna().all()
+    assert df["ledger_error"].str.contains("ledger append failed").all()
+
+    base = ScriptedAdapter(["b"], cycle=True)
+    graded = grade_many(
+        ExactMatchJudge(), base, base, [{"prompt": "p", "id": math.nan}], ledger=ledger, task_type="qa", progress=False
+    )
+    assert graded.loc[0, "status"] == "scored" and graded.loc[0, "quality_score"] == 1.0
+    assert "ledger append failed" in graded.loc[0, "ledger_error"]
+
+
+def test_grade_many_records_a_missing_id_as_the_row_position(tmp_path):
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    base = ScriptedAdapter(["b"], cycle=True)
+    frame = pd.DataFrame({"prompt": ["p0", "p1"], "id": [math.nan, 7.0]})
+    graded = grade_many(ExactMatchJudge(), base, base, frame, ledger=ledger, task_type="qa", progress=False)
+    assert list(graded["status"]) == ["scored", "scored"] and graded["ledger_error"].isna().all()
+    assert sorted(o.tags["item_id"] for o in ledger.read_all()) == [0, 7]
+
+
+# -- missing text is not a match -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        ({"prompt": "q", "baseline": "", "candidate": ""}, "baseline is blank"),
+        ({"prompt": "q", "baseline": "  \n", "candidate": "  \n"}, "baseline is blank"),
+        ({"prompt": "q", "baseline": math.nan, "candidate": "nan"}, "baseline is missing"),
+        ({"prompt": "q", "baseline": None, "candidate": "None"}, "baseline is missing"),
+        ({"prompt": "q", "baseline": "a", "candidate": pd.NA}, "candidate is missing"),
+        ({"prompt": None, "baseline": "a", "candidate": "a"}, "prompt is missing"),
+        ({"prompt": math.nan, "baseline": "a", "candidate": "a"}, "prompt is missing"),
+    ],
+)
+@pytest.mark.parametrize("make_judge", ["exact", "squad", "llm"])
+def test_missing_or_blank_text_is_an_error_row_naming_the_column(row, reason, make_judge):
+    adapter = ScriptedAdapter(['{"quality_score": 1.0}'], cycle=True)
+    judge = {"exact": ExactMatchJudge(), "squad": ExactMatchJudge(normalizer="squad"), "llm": LLMJudge(adapter)}[
+        make_judge
+    ]
+    df = judge_many(judge, [row, {"prompt": "q", "baseline": "a", "candidate": "a"}], progress=False)
+    assert df.loc[0, "status"] == "error" and reason in df.loc[0, "error"]
+    assert math.isnan(df.loc[0, "quality_score"])
+    assert df.loc[1, "status"] == "scored"
+    assert df.attrs["counts"] == {"scored": 1, "unscored": 0, "error": 1}
+    assert len(adapter.calls) == (1 if make_judge == "llm" else 0)  # no judge call for the bad row
+
+
+def test_a_frame_with_nulls_as_calibrate_passes_it_gives_error_rows_and_counts():
+    frame = pd.DataFrame(
+        {
+            "prompt": ["q1", "q2", "q3", "q4"],
+            "baseline": ["Paris", None, "", "Rome"],
+            "candidate": ["Paris", "x", "", ""],
+        }
+    )
+    df = judge_many(ExactMatchJudge(), frame, progress=False)
+    assert list(df["status"]) == ["scored", "error", "error", "scored"]
+    scores = df["quality_score"].tolist()
+    assert scores[0] == 1.0 and scores[3] == 0.0  # an empty answer is scored (wrong), not an error
+    assert "baseline is missing" in df.loc[1, "error"] and "baseline is blank" in df.loc[2, "error"]
+    assert df.attrs["counts"] == {"scored": 2, "unscored": 0, "error": 2}
+
+
+def test_a_baseline_with_no_reference_after_splitting_is_an_error_row():
+    judge = ExactMatchJudge(reference_sep="|")
+    data = [
+        {"prompt": "q", "baseline": " | |", "candidate": "|"},
+        {"prompt": "q", "baseline": "Paris| |Lutetia", "candidate": "Lutetia"},
+    ]
+    df = judge_many(judge, data, progress=False)
+    assert df.loc[0, "status"] == "error" and "no non-empty reference" in df.loc[0, "error"]
+    assert df.loc[1, "status"] == "scored" and df.loc[1, "quality_score"] == 1.0
+
+
+def test_grade_many_blank_generated_baseline_is_an_error_row_that_keeps_the_answers():
+    base = ScriptedAdapter(["", "Paris"], cost_per_call=0.1)
+    cand = ScriptedAdapter(["", "Paris"], cost_per_call=0.2)
+    judge_adapter = ScriptedAdapter(['{"quality_score": 1.0}'], cycle=True)
+    df = grade_many(LLMJudge(judge_adapter), base, cand, ["p1", "p2"], concurrency=1, progress=False)
+    assert list(df["status"]) == ["error", "scored"]
+    assert "baseline is blank" in df.loc[0, "error"]
+    assert df.loc[0, "candidate_cost_usd"] == 0.2 and df.loc[0, "baseline_cost_usd"] == 0.1
+    assert len(judge_adapter.calls) == 1  # the blank baseline was not judged
+
+
+def test_pipeline_run_many_missing_field_is_an_error_row():
+    from llm_connect.pipelines import BooleanScale, JudgeUnit, Pipeline
+
+    adapter = ScriptedAdapter(["Verdict: yes"], cycle=True)
+    pipeline = Pipeline(JudgeUnit("Is {candidate} right for {baseline}?", BooleanScale()), adapter=adapter)
+    data = [
+        {"candidate": "a", "baseline": "b"},
+        {"candidate": None, "baseline": "b"},
+        {"candidate": "a", "baseline": " "},
+    ]
+    df = pipeline.run_many(data, progress=False)
+    assert list(df["status"]) == ["scored", "error", "error"]
+    assert "candidate is missing" in df.loc[1, "error"] and "baseline is blank" in df.loc[2, "error"]
+    assert len(adapter.calls) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import urllib.error
 import urllib.request
@@ -88,6 +89,44 @@ def test_fail_first_then_succeed_and_error_bodies():
         status, _ = _post(server.base_url + "/chat/completions", _chat("x"))
         assert status == 200
         assert server.stats()["by_outcome"] == {"429": 2, "ok": 1}
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_body_faults_gzip_bomb_endless_and_echoed_auth(mode):
+    bomb = 3 * 1024 * 1024 + 7
+    with LoopbackServer(
+        mode=mode,
+        faults={"gzip": 0.2, "gzip_bomb": 0.2, "endless": 0.2, "echo_auth": 0.2, "echo_auth_json": 0.2},
+        bomb_bytes=bomb,
+        seed=3,
+    ) as server:
+        seen = set()
+        for _ in range(40):
+            url = server.base_url + "/chat/completions"
+            request = urllib.request.Request(
+                url, data=json.dumps(_chat("x")).encode(), headers={"Authorization": "Bearer sk-echo-me-123"}
+            )
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                encoding = resp.headers.get("Content-Encoding")
+                if resp.headers.get("Transfer-Encoding") == "chunked" and encoding is None:
+                    assert len(resp.read(2 * 1024 * 1024)) == 2 * 1024 * 1024  # endless: far more than that
+                    seen.add("endless")
+                    continue
+                data = resp.read()
+            if encoding == "gzip" and len(data) < 100_000 and len(data) > 1000:
+                out = gzip.decompress(data)  # a valid gzip stream of bomb_bytes zeros, ~1 KiB a MiB on the wire
+                assert len(out) == bomb and not out.strip(b"\0")
+                seen.add("gzip_bomb")
+            elif encoding == "gzip":
+                assert json.loads(gzip.decompress(data))["choices"][0]["message"]["content"] == default_reply("x")
+                seen.add("gzip")
+            elif data.startswith(b"{"):
+                assert "Bearer sk-echo-me-123" in json.loads(data)["detail"]
+                seen.add("echo_auth_json")
+            else:
+                assert b"Authorization: Bearer sk-echo-me-123" in data
+                seen.add("echo_auth")
+        assert seen == {"gzip", "gzip_bomb", "endless", "echo_auth", "echo_auth_json"}
 
 
 def test_bad_configuration_is_refused():

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..core import RunConfig, TokenLogprob
-from ._http import ChatHTTPAdapter, usage_int
+from ..errors import MalformedResponseError
+from ._http import ChatHTTPAdapter, _ForgetOnError, usage_int
 
 __all__ = ["AnthropicAdapter"]
 
@@ -42,7 +43,8 @@ class AnthropicAdapter(ChatHTTPAdapter):
         **kwargs: Any,
     ) -> None:
         self.anthropic_version = anthropic_version
-        super().__init__(model, **kwargs)
+        with _ForgetOnError(kwargs):  # on failure, no key or URL credentials stay in this frame's locals
+            super().__init__(model, **kwargs)
         self.default_max_tokens = default_max_tokens
 
     def _auth_headers(self, key: str | None) -> dict[str, str]:
@@ -63,13 +65,15 @@ class AnthropicAdapter(ChatHTTPAdapter):
         payload.update({k: v for k, v in run_config.model_params.items() if k not in _UNSUPPORTED_PARAMS})
         return payload
 
-    def _parse(self, body: Any) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None]:
+    def _read_reply(
+        self, body: Any
+    ) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None] | MalformedResponseError:
         blocks = body.get("content") if isinstance(body, dict) else None
         if not isinstance(blocks, list):
-            raise self._malformed("content list", body)
+            return self._malformed("content list", body)
         texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
         if any(not isinstance(t, str) for t in texts):
-            raise self._malformed("text in the content blocks", body)
+            return self._malformed("text in the content blocks", body)
         usage = body.get("usage")
         return (
             "".join(texts),  # type: ignore[arg-type]

@@ -5,12 +5,20 @@ changes a reply: the adapter class, the endpoint, the model, the prompt and
 every parameter of the run config that reaches the provider. A hit is
 returned with ``cached=True`` and ``cost_usd=0.0`` (nothing was spent); the
 token counts are the ones recorded when the reply was first made.
+
+Entries are JSON text, never pickles: diskcache's default ``Disk`` unpickles
+what it reads, so anyone who can write to the cache directory could make the
+next lookup run code. :class:`_JSONOnlyDisk` stores text only and refuses to
+unpickle (a pickled entry, e.g. one from an older version, is a miss), and an
+entry that is not JSON of the expected shape is a miss too, never an error.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -21,6 +29,8 @@ from ..core import LLMResponse, RunConfig, TokenLogprob
 __all__ = ["ResponseCache", "cache_key", "open_cache"]
 
 _SCHEMA = 1
+
+logger = logging.getLogger("llm_connect.adapters")
 
 
 def cache_key(adapter_class: str, endpoint: str, model: str, prompt: str, run_config: RunConfig) -> str:
@@ -54,24 +64,107 @@ def _encode(response: LLMResponse) -> dict[str, Any]:
     }
 
 
-def _decode(data: dict[str, Any], *, adapter_id: str, model_id: str, latency_ms: float) -> LLMResponse:
+class _Malformed(ValueError):
+    """A cache entry that is not what :func:`_encode` writes."""
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Malformed("a token count is not an int >= 0")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Malformed("a logprob is not a number")
+    return float(value)
+
+
+def _decode(text: Any, *, adapter_id: str, model_id: str, latency_ms: float) -> LLMResponse:
+    """The reply stored as ``text``; :class:`_Malformed` (a ``ValueError``) unless it is exactly what we write."""
+    if not isinstance(text, str):
+        raise _Malformed(f"not JSON text but {type(text).__name__}")
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise _Malformed("nested too deeply") from None
+    if not isinstance(data, dict) or not isinstance(data.get("content"), str):
+        raise _Malformed("not an object with a content string")
+    finish_reason = data.get("finish_reason")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise _Malformed("finish_reason is not a string")
     logprobs = data.get("logprobs")
+    decoded: tuple[TokenLogprob, ...] | None = None
+    if logprobs is not None:
+        if not isinstance(logprobs, list):
+            raise _Malformed("logprobs is not a list")
+        items = []
+        for entry in logprobs:
+            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
+                raise _Malformed("a logprob entry is not [token, logprob, top]")
+            token, logprob, top = entry
+            if not isinstance(top, list) or not all(
+                isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in top
+            ):
+                raise _Malformed("a top-logprobs list is not [[token, logprob], ...]")
+            items.append(TokenLogprob(token, _number(logprob), tuple((a, _number(b)) for a, b in top)))
+        decoded = tuple(items)
     return LLMResponse(
         content=data["content"],
         adapter_id=adapter_id,
         model_id=model_id,
-        tokens_in=int(data.get("tokens_in", 0)),
-        tokens_out=int(data.get("tokens_out", 0)),
+        tokens_in=_count(data.get("tokens_in", 0)),
+        tokens_out=_count(data.get("tokens_out", 0)),
         cost_usd=0.0,
         latency_ms=latency_ms,
-        logprobs=None
-        if logprobs is None
-        else tuple(
-            TokenLogprob(tok, float(lp), tuple((str(a), float(b)) for a, b in top)) for tok, lp, top in logprobs
-        ),
+        logprobs=decoded,
         cached=True,
-        finish_reason=data.get("finish_reason"),
+        finish_reason=finish_reason,
     )
+
+
+@functools.cache
+def _json_only_disk() -> type:
+    """A diskcache ``Disk`` that stores and returns text only: it never unpickles a key or a value.
+
+    It also never reads or deletes a value file outside the cache directory
+    (a planted row may name any path).
+    """
+    import diskcache
+    from diskcache.core import MODE_BINARY, MODE_RAW, MODE_TEXT
+
+    class _JSONOnlyDisk(diskcache.Disk):  # type: ignore[misc]
+        def _inside(self, filename: Any) -> bool:
+            if not isinstance(filename, str):
+                return False
+            root = os.path.realpath(self._directory)
+            return os.path.realpath(os.path.join(root, filename)).startswith(root + os.sep)
+
+        def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> Any:
+            if not isinstance(value, str):
+                raise TypeError(f"the response cache stores JSON text only, not {type(value).__name__}")
+            return super().store(value, read, key=key)
+
+        def fetch(self, mode: int, filename: Any, value: Any, read: bool) -> Any:
+            if read or mode not in (MODE_RAW, MODE_TEXT, MODE_BINARY):
+                return None  # never unpickle (MODE_PICKLE); never hand out an open file
+            if mode != MODE_RAW and not self._inside(filename):
+                return None
+            try:
+                return super().fetch(mode, filename, value, read)
+            except (OSError, ValueError):  # a missing file, or text that is not UTF-8: a miss
+                return None
+
+        def get(self, key: Any, raw: bool) -> Any:
+            if not raw:
+                raise ValueError("the response cache has only text keys; a pickled key is refused")
+            return super().get(key, raw)
+
+        def remove(self, file_path: Any) -> None:
+            if self._inside(file_path):
+                super().remove(file_path)
+
+    return _JSONOnlyDisk
 
 
 class ResponseCache:
@@ -79,6 +172,9 @@ class ResponseCache:
 
     Pass one (or just a path) as an adapter's ``cache=``. ``size_limit`` bounds
     the disk it may use (bytes; least recently stored entries are evicted).
+    Entries are JSON text; one that cannot be read back as a reply (a pickle,
+    other JSON, a file outside the directory) is a miss and is logged, never
+    an error and never code run.
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, size_limit: int = 2**30) -> None:
@@ -86,25 +182,35 @@ class ResponseCache:
 
         self.directory = Path(directory)
         self._cache = diskcache.Cache(
-            str(self.directory), size_limit=size_limit, eviction_policy="least-recently-stored"
+            str(self.directory),
+            size_limit=size_limit,
+            eviction_policy="least-recently-stored",
+            disk=_json_only_disk(),
         )
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: str, *, adapter_id: str, model_id: str, latency_ms: float = 0.0) -> LLMResponse | None:
-        data = self._cache.get(key)
+        """The stored reply, or ``None`` (a miss) when there is none or it is not a reply we wrote."""
+        text = self._cache.get(key)
+        hit = None
+        if text is not None:
+            try:
+                hit = _decode(text, adapter_id=adapter_id, model_id=model_id, latency_ms=latency_ms)
+            except ValueError as exc:
+                logger.warning(
+                    "llm_connect: ignoring an unreadable response-cache entry (%s) in %s", exc, self.directory
+                )
         with self._lock:
-            if data is None:
+            if hit is None:
                 self.misses += 1
             else:
                 self.hits += 1
-        if data is None:
-            return None
-        return _decode(data, adapter_id=adapter_id, model_id=model_id, latency_ms=latency_ms)
+        return hit
 
     def put(self, key: str, response: LLMResponse) -> None:
-        self._cache.set(key, _encode(response))
+        self._cache.set(key, json.dumps(_encode(response), ensure_ascii=False))
 
     def clear(self) -> None:
         self._cache.clear()
@@ -115,8 +221,15 @@ class ResponseCache:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def __repr__(self) -> str:
-        return f"ResponseCache({str(self.directory)!r}, entries={len(self)}, hits={self.hits}, misses={self.misses})"
+    def __repr__(self) -> str:  # never raises, even on a half-built or closed cache
+        try:
+            entries: Any = len(self)
+        except Exception:
+            entries = "?"
+        return (
+            f"ResponseCache({str(getattr(self, 'directory', '?'))!r}, entries={entries}, "
+            f"hits={getattr(self, 'hits', 0)}, misses={getattr(self, 'misses', 0)})"
+        )
 
 
 def open_cache(cache: ResponseCache | str | os.PathLike[str] | None) -> ResponseCache | None:

@@ -13,7 +13,19 @@
   (``None`` = unlimited, the default) and ``max_concurrency`` requests in flight;
 - errors translated at the boundary into :mod:`llm_connect.errors`, with the
   status, the provider's message (truncated) and what to do next; the API key
-  is scrubbed from every message and never shown by ``repr``.
+  is scrubbed from every message and never shown by ``repr``;
+- no secret survives in an error: credentials in ``base_url``
+  (``http://user:password@host``) are sent as HTTP basic auth and every URL
+  shown (messages, ``repr``, ``base_url`` itself) is redacted; an error is
+  raised from a frame that holds neither the reply body nor the aiohttp
+  response, and a chained low-level cause is stripped of its traceback (whose
+  frames hold the request's auth headers), so even a ``capture_locals``
+  traceback shows no key;
+- reply bodies are read incrementally and capped at ``max_response_bytes``
+  (default :data:`MAX_RESPONSE_BYTES`, 16 MiB, counted after gzip/deflate
+  decoding, which this module does itself with bounded output), so a gzip bomb
+  or an endless body fails fast as a :class:`MalformedResponseError` instead
+  of filling memory.
 
 :class:`ChatHTTPAdapter` adds what every chat adapter shares: the opt-in
 response cache, budget checks and charges, cost from :mod:`.pricing`.
@@ -25,6 +37,7 @@ response cache, budget checks and charges, cost from :mod:`.pricing`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import logging
@@ -34,10 +47,11 @@ import re
 import threading
 import time
 import weakref
+import zlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .. import _runtime
 from ..core import LLMResponse, RunConfig, TokenLogprob
@@ -59,7 +73,7 @@ if TYPE_CHECKING:
     import aiohttp
     import aiolimiter
 
-__all__ = ["ChatHTTPAdapter", "HTTPAdapter", "is_loopback_url", "parse_retry_after"]
+__all__ = ["MAX_RESPONSE_BYTES", "ChatHTTPAdapter", "HTTPAdapter", "is_loopback_url", "parse_retry_after"]
 
 logger = logging.getLogger("llm_connect.adapters")
 
@@ -68,19 +82,31 @@ _PROVIDER_MESSAGE_MAX = 500
 _KEY_PATTERNS = (
     re.compile(r"sk-[A-Za-z0-9_\-]{6,}"),
     re.compile(r"(?i)(bearer\s+)[^\s\"',]+"),
+    # HTTP basic credentials: base64 with a digit, "+", "/" or "=" in it (so "Basic authentication" stays)
+    re.compile(r"(?i)(?<![a-z])(basic\s+)(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}"),
     re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[^\s\"',]+"),
 )
+#: the ``user:password@`` of any URL in a text (up to the last ``@`` before the path)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@")
+#: a secret shorter than this is not scrubbed from messages (it would mangle them and protects nothing)
+_MIN_SCRUBBED = 3
+
+#: The default cap on a reply body, in bytes after gzip/deflate decoding (16 MiB); ``max_response_bytes=`` changes it.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+_ERROR_BODY_MAX = 64 * 1024  # an error body is read this far at most: its message is cut to 500 characters anyway
+_READ_CHUNK = 64 * 1024
+_ACCEPT_ENCODING = "gzip, deflate"  # what _Decoder decodes; aiohttp's own (unbounded) decompression is off
 
 
 class _Secret:
-    """Holds an API key; its repr and str never show it."""
+    """Holds an API key (or other credentials); its repr and str never show it."""
 
     __slots__ = ("_value",)
 
-    def __init__(self, value: str | None) -> None:
+    def __init__(self, value: Any) -> None:
         self._value = value or None
 
-    def get(self) -> str | None:
+    def get(self) -> Any:
         return self._value
 
     def __bool__(self) -> bool:
@@ -102,14 +128,137 @@ def is_loopback_url(url: str) -> bool:
 
 
 def _safe_url(url: str) -> str:
-    """``url`` without any ``user:password@`` part."""
+    """``url`` (or any text) with the ``user:password@`` of every URL shown as ``***@``."""
+    return _URL_USERINFO.sub(r"\1***@", url)
+
+
+def _split_credentials(url: str) -> tuple[str, str | None, str | None, tuple[str, ...]]:
+    """``(url without user:password@, user, password, every form of the secret to scrub from text)``."""
     parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    if "@" not in parts.netloc:
+        return url, None, None, ()
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    stripped = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    if not userinfo:  # "http://@host": no credentials at all
+        return stripped, None, None, ()
+    raw_user, has_password, raw_password = userinfo.partition(":")
+    user, password = unquote(raw_user), unquote(raw_password) if has_password else ""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    forms = (raw_password, password, token) if has_password else (token,)
+    return stripped, user, password, tuple(f for f in forms if len(f) >= _MIN_SCRUBBED)
+
+
+def _with_cause(error: AdapterError, cause: BaseException) -> AdapterError:
+    """``error`` with ``cause`` as its ``__cause__``, every traceback in the cause's chain cleared.
+
+    A chained exception keeps its frames alive, and aiohttp's frames hold the
+    request's headers (the API key) and whatever body was read: ``raise ... from
+    exc`` as such would show them to a ``capture_locals`` traceback, a debugger
+    or an error tracker. The cause's type and message are what a reader needs.
+    A cause that carries the request itself (``request_info``, with its
+    headers) is not chained at all.
+    """
+    chain: list[BaseException] = []
+    todo: list[BaseException | None] = [cause]
+    while todo:
+        exc = todo.pop()
+        if exc is None or any(exc is seen for seen in chain):
+            continue
+        chain.append(exc)
+        todo += [exc.__cause__, exc.__context__]
+    if any(getattr(exc, "request_info", None) is not None for exc in chain):
+        return error
+    for exc in chain:
+        exc.__traceback__ = None
+    error.__cause__ = cause
+    return error
+
+
+class _BodyError(Exception):
+    """A reply body that cannot be decoded (its message holds none of the body)."""
+
+
+class _Decoder:
+    """Incremental gzip / deflate decoding whose output is bounded at every step, so a bomb never inflates."""
+
+    __slots__ = ("_encoding", "_started", "_zlib")
+
+    def __init__(self, encoding: str) -> None:
+        self._encoding = encoding
+        # gzip (or zlib-wrapped, told apart by the header); deflate is zlib-wrapped, or raw (see decode)
+        self._zlib = zlib.decompressobj(zlib.MAX_WBITS | (32 if encoding != "deflate" else 0))
+        self._started = False
+
+    @classmethod
+    def for_header(cls, header: str) -> _Decoder | None:
+        encoding = header.strip().lower()
+        if encoding in ("", "identity"):
+            return None
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            return cls(encoding)
+        raise _BodyError(
+            f"the body is encoded as {_truncate(header, 40)!r}, which this client does not decode "
+            f"(it asks for {_ACCEPT_ENCODING})"
+        )
+
+    def decode(self, chunk: bytes, max_out: int) -> bytes:
+        """Decode ``chunk``, giving at most ``max_out`` bytes (the caller stops once over its cap)."""
+        if not self._started and chunk:
+            self._started = True
+            if self._encoding == "deflate" and chunk[0] & 0x0F != 8:  # no zlib header: raw deflate
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            return self._zlib.decompress(chunk, max(1, max_out))
+        except zlib.error as exc:
+            raise _BodyError(f"the {self._encoding} body cannot be decoded ({exc})") from None
+
+    def finish(self) -> None:
+        if not self._zlib.eof:
+            raise _BodyError(f"the {self._encoding} body ends early (truncated)")
+
+
+async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """The body, decoded, at most ``limit`` bytes, and whether there was more (left unread).
+
+    Read a chunk at a time and decoded here with bounded output, so neither a
+    gzip bomb nor an endless body holds more than about ``limit`` bytes.
+    Raises :class:`_BodyError` for an encoding it cannot decode.
+    """
+    decoder = _Decoder.for_header(resp.headers.get("Content-Encoding", ""))
+    if decoder is None and resp.content_length is not None and resp.content_length > limit:
+        return b"", True
+    out = bytearray()
+    wire = 0
+    async for chunk in resp.content.iter_chunked(_READ_CHUNK):
+        wire += len(chunk)
+        out += chunk if decoder is None else decoder.decode(chunk, limit + 1 - len(out))
+        # the wire bound stops an endless compressed stream that decodes to (almost) nothing
+        if len(out) > limit or wire > 2 * limit + _READ_CHUNK:
+            return bytes(memoryview(out)[:limit]), True  # one copy, not two
+    if decoder is not None:
+        decoder.finish()
+    return bytes(out), False
+
+
+class _ForgetOnError:
+    """``with _ForgetOnError(kwargs):`` empties ``kwargs`` when the block raises.
+
+    A traceback keeps every frame's locals; a constructor's ``**kwargs`` hold the
+    API key and ``base_url``, so a failed constructor must not leave them there.
+    """
+
+    __slots__ = ("_kwargs",)
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self._kwargs = kwargs
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        if exc_type is not None:
+            self._kwargs.clear()
+        return False
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
@@ -222,8 +371,11 @@ class HTTPAdapter:
 
     Keyword arguments (all adapters):
         base_url: endpoint root; default from ``base_url_env`` else ``default_base_url``.
+            Credentials in it (``http://user:password@host/v1``, for a server
+            that takes them instead of an API key) are sent as HTTP basic
+            auth; ``self.base_url`` and every message show the URL without them.
         api_key: the key; default from the environment variable ``api_key_env``.
-            A key is required unless ``base_url`` is on this machine.
+            A key is required unless ``base_url`` is on this machine or holds credentials.
         timeout_s: per-attempt timeout (``RunConfig.timeout_s`` overrides per call).
         max_retries: retries after the first attempt (so ``max_retries + 1`` attempts at most).
         max_retry_time_s: no retry starts later than this after the first attempt.
@@ -232,6 +384,9 @@ class HTTPAdapter:
         requests_per_minute, tokens_per_minute: client-side limits; ``None`` (default) = unlimited.
             Requests are paced evenly with a burst of at most one second's worth.
         max_concurrency: requests in flight at once (also the connection pool size).
+        max_response_bytes: the largest reply body accepted, in bytes after
+            gzip/deflate decoding (default :data:`MAX_RESPONSE_BYTES`, 16 MiB);
+            a larger one is a :class:`MalformedResponseError`, not retried.
         headers: extra HTTP headers sent with every request.
     """
 
@@ -257,34 +412,29 @@ class HTTPAdapter:
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
         max_concurrency: int = 128,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         prices: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
+        try:
+            self._configure_endpoint(base_url, api_key, api_key_env, headers)
+        finally:
+            # the key and URL credentials are held by _Secret's now; a traceback keeps this frame's
+            # locals (a failure below, or above), so the arguments must not hold them any more
+            api_key = base_url = headers = None
+        name = type(self).__name__
         if not isinstance(model, str) or not model.strip():
-            raise ValidationError(f"{type(self).__name__}: model must be a non-empty string, got {model!r}")
+            raise ValidationError(f"{name}: model must be a non-empty string, got {model!r}")
         self.model_id = model
-        env_url = os.environ.get(self.base_url_env) if self.base_url_env else None
-        url = (base_url or env_url or self.default_base_url).rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise ValidationError(f"{type(self).__name__}: base_url must start with http:// or https://, got {url!r}")
-        self.base_url = url
-        self.api_key_env = api_key_env or self.default_api_key_env
-        key = api_key if api_key is not None else os.environ.get(self.api_key_env) if self.api_key_env else None
-        self._api_key = _Secret(key)
-        if key and "@" in url.split("://", 1)[1].split("/", 1)[0]:
-            raise ValidationError(
-                f"{type(self).__name__}: base_url {_safe_url(url)} holds credentials (user:password@) and an API key "
-                "is set too; the key is sent as a header, so remove the credentials from the URL"
-            )
-        self._loopback = is_loopback_url(url)
-        if not self._api_key and not self._loopback:
+        if not self._api_key and not self._basic_auth and not self._loopback:
             raise AuthenticationError(
-                f"{type(self).__name__} needs an API key for {_safe_url(url)}: set the {self.api_key_env} "
-                "environment variable or pass api_key=... (no key is needed for a server on localhost)",
+                f"{name} needs an API key for {self._display_url}: set the {self.api_key_env} "
+                "environment variable or pass api_key=... (no key is needed for a server on localhost, "
+                "nor for one that takes user:password@ in base_url)",
                 adapter_id=adapter_id,
             )
         self.adapter_id = adapter_id or f"{self.provider}:{model}"
-        for name, value, low in (
+        for field, value, low in (
             ("timeout_s", timeout_s, 0.0),
             ("max_retry_time_s", max_retry_time_s, 0.0),
             ("max_retry_after_s", max_retry_after_s, 0.0),
@@ -292,18 +442,19 @@ class HTTPAdapter:
             ("backoff_max_s", backoff_max_s, 0.0),
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
-                raise ValidationError(f"{type(self).__name__}: {name} must be a number >= {low}, got {value!r}")
+                raise ValidationError(f"{name}: {field} must be a number >= {low}, got {value!r}")
         if timeout_s <= 0:
-            raise ValidationError(f"{type(self).__name__}: timeout_s must be > 0, got {timeout_s!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValidationError(f"{type(self).__name__}: max_retries must be an int >= 0, got {max_retries!r}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValidationError(
-                f"{type(self).__name__}: max_concurrency must be an int >= 1, got {max_concurrency!r}"
-            )
-        for name, value in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
+            raise ValidationError(f"{name}: timeout_s must be > 0, got {timeout_s!r}")
+        for field, value, low in (
+            ("max_retries", max_retries, 0),
+            ("max_concurrency", max_concurrency, 1),
+            ("max_response_bytes", max_response_bytes, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValidationError(f"{name}: {field} must be an int >= {low}, got {value!r}")
+        for field, value in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise ValidationError(f"{type(self).__name__}: {name} must be None or a number > 0, got {value!r}")
+                raise ValidationError(f"{name}: {field} must be None or a number > 0, got {value!r}")
         self.timeout_s = float(timeout_s)
         self.max_retries = max_retries
         self.max_retry_time_s = float(max_retry_time_s)
@@ -313,13 +464,58 @@ class HTTPAdapter:
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
         self.max_concurrency = max_concurrency
+        self.max_response_bytes = max_response_bytes
         self.prices = dict(prices) if prices else None
-        self._extra_headers = dict(headers or {})
         self._price_cache: tuple[int, pricing.Price | None] | None = None
         self._state_obj: _LoopState | None = None
         self._finalizer: weakref.finalize | None = None
         self._state_lock = threading.Lock()
         self._random = random.Random()
+
+    def _configure_endpoint(
+        self, base_url: str | None, api_key: str | None, api_key_env: str | None, headers: Mapping[str, str] | None
+    ) -> None:
+        """Set ``base_url`` (without credentials), the key and URL credentials (as secrets) and extra headers.
+
+        Everything that touches a secret is here, so that on failure the caller
+        can clear the arguments; this frame's own locals are cleared too.
+        """
+        name = type(self).__name__
+        try:
+            env_url = os.environ.get(self.base_url_env) if self.base_url_env else None
+            url = (base_url or env_url or self.default_base_url).rstrip("/")
+            if not url.startswith(("http://", "https://")):
+                shown = _safe_url(url) if "://" in url else re.sub(r"^[^/]*@", "***@", url)  # "user:pw@host"
+                raise ValidationError(f"{name}: base_url must start with http:// or https://, got {shown!r}")
+            url, user, password, scrubbed = _split_credentials(url)
+            self.base_url = url
+            self._display_url = url.replace("://", "://***@", 1) if user is not None else url
+            self.api_key_env = api_key_env or self.default_api_key_env
+            self._api_key = _Secret(
+                api_key if api_key is not None else os.environ.get(self.api_key_env) if self.api_key_env else None
+            )
+            basic = None
+            if user is not None:
+                basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            self._basic_auth = _Secret(basic)
+            key = self._api_key.get()
+            self._scrubbed = _Secret(tuple(f for f in (key, *scrubbed) if f))
+            self._extra_headers = dict(headers or {})
+            if basic and self._api_key:
+                raise ValidationError(
+                    f"{name}: base_url {self._display_url} holds credentials (user:password@) and an API key "
+                    "is set too; the key is sent as a header, so remove the credentials from the URL"
+                )
+            if basic and any(str(h).lower() == "authorization" for h in self._extra_headers):
+                raise ValidationError(
+                    f"{name}: base_url {self._display_url} holds credentials (user:password@) and headers= has an "
+                    "Authorization header too; keep one of them"
+                )
+            self._loopback = is_loopback_url(url)
+        except BaseException:
+            base_url = api_key = headers = env_url = url = shown = user = password = scrubbed = basic = key = None
+            self._extra_headers = {}
+            raise
 
     # -- subclass hooks -------------------------------------------------------------
 
@@ -359,8 +555,14 @@ class HTTPAdapter:
             return state
         import aiohttp
 
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Accept-Encoding": _ACCEPT_ENCODING,
+        }
         headers.update(self._auth_headers(self._api_key.get()))
+        if self._basic_auth:
+            headers["Authorization"] = self._basic_auth.get()
         headers.update(self._extra_headers)
         connector = aiohttp.TCPConnector(limit=self.max_concurrency, ttl_dns_cache=300)
         session = aiohttp.ClientSession(
@@ -368,6 +570,7 @@ class HTTPAdapter:
             headers=headers,
             trust_env=not self._loopback,
             cookie_jar=aiohttp.DummyCookieJar(),  # an API client keeps no cookies
+            auto_decompress=False,  # _read_body decodes, with its output bounded
         )
         rpm = tpm = None
         if self.requests_per_minute is not None or self.tokens_per_minute is not None:
@@ -400,7 +603,7 @@ class HTTPAdapter:
 
     def close(self) -> None:
         """Close the HTTP session (a later call opens a new one)."""
-        state = self._state_obj
+        state = getattr(self, "_state_obj", None)  # None too on a half-built adapter
         if state is None or state.loop.is_closed() or not state.loop.is_running():
             return
         if state.loop is _runtime.background_loop():
@@ -426,9 +629,10 @@ class HTTPAdapter:
     # -- one request, with limits, retries and error translation --------------------
 
     def _scrub(self, text: str) -> str:
-        key = self._api_key.get()
-        if key:
-            text = text.replace(key, "***")
+        """``text`` without the key, URL credentials (in any form) or anything shaped like a key."""
+        for secret in getattr(self, "_scrubbed", _Secret(None)).get() or ():
+            text = text.replace(secret, "***")
+        text = _safe_url(text)
         for pattern in _KEY_PATTERNS:
             text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "***", text)
         return text
@@ -500,38 +704,92 @@ class HTTPAdapter:
             timeout = state.timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s)
         async with state.semaphore:
             t0 = time.perf_counter()
-            try:
-                async with state.session.post(url, data=data, timeout=timeout) as resp:
-                    raw = await resp.read()
-                    status = resp.status
-                    headers = resp.headers
-            except TimeoutError as exc:
-                raise AdapterTimeoutError(
-                    f"{self.adapter_id}: no reply from {_safe_url(url)} within {timeout_s:g}s; "
+            body, error = await self._exchange(state.session, url, data, timeout, timeout_s)
+            latency_ms = (time.perf_counter() - t0) * 1000.0
+        if error is not None:
+            # raised here, not where it was made: the frame that held the raw body and the response is gone
+            raise error
+        return body, latency_ms
+
+    async def _exchange(
+        self, session: aiohttp.ClientSession, url: str, data: bytes, timeout: aiohttp.ClientTimeout, timeout_s: float
+    ) -> tuple[Any, AdapterError | None]:
+        """One POST: ``(the decoded JSON body, None)`` or ``(None, the error to raise)``; never raises an error.
+
+        It returns its error instead of raising it, so that the caller raises
+        from a frame that holds neither the raw body nor the aiohttp response
+        (a provider may echo the key in either): a ``capture_locals``
+        traceback, a debugger or an error tracker finds no trace of them.
+        """
+        import aiohttp
+
+        shown = self._shown(url)
+        cap = self.max_response_bytes
+        try:
+            async with session.post(url, data=data, timeout=timeout) as resp:
+                status = resp.status
+                if status >= 400:
+                    try:
+                        raw, more = await _read_body(resp, min(cap, _ERROR_BODY_MAX))
+                    except _BodyError:
+                        raw, more = b"", True
+                    if more:
+                        resp.close()  # the rest is not read: drop the connection rather than reuse it
+                    return None, self._status_error(status, raw, resp.headers, shown)
+                raw, more = await _read_body(resp, cap)
+                if more:
+                    resp.close()
+                    return None, MalformedResponseError(
+                        f"{self.adapter_id}: the reply from {shown} is larger than max_response_bytes={cap} "
+                        f"({cap / 2**20:g} MiB after decoding) and was not read further; if replies this large "
+                        "are expected, pass a larger max_response_bytes=... to the adapter",
+                        status=status,
+                        adapter_id=self.adapter_id,
+                    )
+        except TimeoutError as exc:
+            return None, _with_cause(
+                AdapterTimeoutError(
+                    f"{self.adapter_id}: no reply from {shown} within {timeout_s:g}s; "
                     "raise timeout_s (or RunConfig.timeout_s) if the model is slow",
                     adapter_id=self.adapter_id,
-                ) from exc
-            except aiohttp.ClientError as exc:
-                raise AdapterConnectionError(
-                    f"{self.adapter_id}: could not talk to {_safe_url(url)}: "
+                ),
+                exc,
+            )
+        except aiohttp.ClientError as exc:
+            return None, _with_cause(
+                AdapterConnectionError(
+                    f"{self.adapter_id}: could not talk to {shown}: "
                     f"{self._scrub(_truncate(f'{type(exc).__name__}: {exc}'))}; "
                     "check base_url and that the server is running and reachable",
                     adapter_id=self.adapter_id,
-                ) from exc
-            latency_ms = (time.perf_counter() - t0) * 1000.0
-        if status >= 400:
-            raise self._status_error(status, raw, headers, _safe_url(url))
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise MalformedResponseError(
-                f"{self.adapter_id}: HTTP {status} from {_safe_url(url)} but the body is not valid JSON "
-                f"(truncated?): {self._scrub(_truncate(raw.decode('utf-8', 'replace'), 200))!r}; "
-                "check that base_url points at the API, then retry",
+                ),
+                exc,
+            )
+        except _BodyError as exc:
+            return None, MalformedResponseError(
+                f"{self.adapter_id}: HTTP {status} from {shown} but {exc}; check that base_url points at the API",
                 status=status,
                 adapter_id=self.adapter_id,
-            ) from exc
-        return body, latency_ms
+            )
+        try:
+            return json.loads(raw), None
+        except ValueError as exc:  # not chained: a JSONDecodeError holds the whole body (.doc)
+            reason = _truncate(str(exc), 120)
+        return None, MalformedResponseError(
+            f"{self.adapter_id}: HTTP {status} from {shown} but the body is not valid JSON ({reason}; truncated?): "
+            f"{self._scrub(_truncate(raw.decode('utf-8', 'replace'), 200))!r}; "
+            "check that base_url points at the API, then retry",
+            status=status,
+            adapter_id=self.adapter_id,
+        )
+
+    def _shown(self, url: str) -> str:
+        """``url`` as messages show it: ``***@`` where ``base_url`` had credentials."""
+        base = getattr(self, "base_url", "")
+        display = getattr(self, "_display_url", base)
+        if base and url.startswith(base):
+            url = display + url[len(base) :]
+        return _safe_url(url)
 
     def _status_error(self, status: int, raw: bytes, headers: Mapping[str, str], url: str) -> AdapterError:
         message = self._scrub(_provider_message(raw))
@@ -555,22 +813,25 @@ class HTTPAdapter:
             return err
         if status == 404:
             return BadRequestError(
-                f"{head}. Not found: check base_url ({self.base_url}) and the model name {self.model_id!r}", **kw
+                f"{head}. Not found: check base_url ({self._shown(self.base_url)}) and the model name "
+                f"{self.model_id!r}",
+                **kw,
             )
         return BadRequestError(f"{head}. The request was rejected (not retried): fix the model or parameters", **kw)
 
     def _malformed(self, what: str, body: Any) -> MalformedResponseError:
         shown = self._scrub(_truncate(json.dumps(body, default=str), 200))
         return MalformedResponseError(
-            f"{self.adapter_id}: the reply from {_safe_url(self.base_url)} has no {what}: {shown}; "
+            f"{self.adapter_id}: the reply from {self._shown(self.base_url)} has no {what}: {shown}; "
             "check that base_url speaks this API",
             adapter_id=self.adapter_id,
         )
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # never raises, even on a half-built adapter (debuggers, capture_locals)
         return (
-            f"{type(self).__name__}(model={self.model_id!r}, base_url={_safe_url(self.base_url)!r}, "
-            f"api_key={self._api_key!r}, adapter_id={self.adapter_id!r})"
+            f"{type(self).__name__}(model={getattr(self, 'model_id', None)!r}, "
+            f"base_url={self._shown(getattr(self, 'base_url', ''))!r}, "
+            f"api_key={getattr(self, '_api_key', _Secret(None))!r}, adapter_id={getattr(self, 'adapter_id', None)!r})"
         )
 
 
@@ -598,7 +859,7 @@ def estimate_tokens(*texts: str | None) -> int:
 class ChatHTTPAdapter(HTTPAdapter):
     """An HTTP chat adapter: cache, budget, cost and the sync/async entry points.
 
-    Subclasses set ``chat_path`` and implement :meth:`_payload` and :meth:`_parse`.
+    Subclasses set ``chat_path`` and implement :meth:`_payload` and :meth:`_read_reply`.
     """
 
     chat_path: ClassVar[str] = ""
@@ -608,14 +869,25 @@ class ChatHTTPAdapter(HTTPAdapter):
     def __init__(
         self, model: str, *, cache: ResponseCache | str | os.PathLike[str] | None = None, **kwargs: Any
     ) -> None:
-        super().__init__(model, **kwargs)
-        self.cache = open_cache(cache)
+        with _ForgetOnError(kwargs):  # on failure, no key or URL credentials stay in this frame's locals
+            super().__init__(model, **kwargs)
+            self.cache = open_cache(cache)
 
     def _payload(self, prompt: str, run_config: RunConfig) -> dict[str, Any]:
         raise NotImplementedError
 
     def _parse(self, body: Any) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None]:
-        """``(content, tokens_in, tokens_out, finish_reason, logprobs)`` from a reply body."""
+        """``(content, tokens_in, tokens_out, finish_reason, logprobs)`` from a reply body (else a malformed error)."""
+        parsed = self._read_reply(body)
+        if isinstance(parsed, AdapterError):
+            body = None  # a traceback keeps this frame's locals, and a reply body may quote the key
+            raise parsed
+        return parsed
+
+    def _read_reply(
+        self, body: Any
+    ) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None] | MalformedResponseError:
+        """What :meth:`_parse` returns, or the error to raise (returned, so no frame holding ``body`` raises it)."""
         raise NotImplementedError
 
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
@@ -627,45 +899,50 @@ class ChatHTTPAdapter(HTTPAdapter):
         return await _runtime.on_background(self._acomplete(prompt, run_config or RunConfig()))
 
     async def _acomplete(self, prompt: str, run_config: RunConfig) -> LLMResponse:
+        """One call through the shared path: cache, budget reservation, the request, settlement (see ``_call``)."""
+        from ._call import DEFAULT_OUTPUT_TOKENS, acall_paid
+
         if not isinstance(prompt, str):
             raise ValidationError(f"prompt must be a str, got {type(prompt).__name__}")
-        key = None
-        if self.cache is not None:
-            t0 = time.perf_counter()
-            key = cache_key(type(self).__qualname__, self.base_url, self.model_id, prompt, run_config)
-            hit = self.cache.get(key, adapter_id=self.adapter_id, model_id=self.model_id)
-            if hit is not None:
-                from dataclasses import replace
+        tokens_in_estimate = estimate_tokens(prompt, run_config.system_prompt)
+        tokens_out_cap = run_config.max_tokens or self.default_max_tokens or DEFAULT_OUTPUT_TOKENS
 
-                return replace(hit, latency_ms=(time.perf_counter() - t0) * 1000.0)
-        tracker = run_config.budget_tracker
-        if tracker is not None:
-            tracker.check()
-        payload = self._payload(prompt, run_config)
-        tokens = estimate_tokens(prompt, run_config.system_prompt) + (
-            run_config.max_tokens or self.default_max_tokens or 256
-        )
-        body, latency_ms = await self._post(
-            self.chat_path, payload, timeout_s=run_config.timeout_s or self.timeout_s, tokens=tokens
-        )
-        content, tokens_in, tokens_out, finish_reason, logprobs = self._parse(body)
-        response = LLMResponse(
-            content=content,
+        async def invoke() -> LLMResponse:
+            payload = self._payload(prompt, run_config)
+            body, latency_ms = await self._post(
+                self.chat_path,
+                payload,
+                timeout_s=run_config.timeout_s or self.timeout_s,
+                tokens=tokens_in_estimate + tokens_out_cap,
+            )
+            try:
+                content, tokens_in, tokens_out, finish_reason, logprobs = self._parse(body)
+            except BaseException:
+                body = None  # a traceback keeps this frame's locals, and a reply body may quote the key
+                raise
+            return LLMResponse(
+                content=content,
+                adapter_id=self.adapter_id,
+                model_id=self.model_id,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost_usd=self._cost(tokens_in, tokens_out),
+                latency_ms=latency_ms,
+                logprobs=logprobs,
+                finish_reason=finish_reason,
+                raw=body,
+            )
+
+        return await acall_paid(
+            invoke,
+            run_config,
+            # the price of the estimated prompt plus the output cap (0.0 when the price is unknown)
+            estimate_usd=self._cost(tokens_in_estimate, tokens_out_cap),
+            cache=self.cache,
+            cache_key=lambda: cache_key(type(self).__qualname__, self.base_url, self.model_id, prompt, run_config),
             adapter_id=self.adapter_id,
             model_id=self.model_id,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=self._cost(tokens_in, tokens_out),
-            latency_ms=latency_ms,
-            logprobs=logprobs,
-            finish_reason=finish_reason,
-            raw=body,
         )
-        if key is not None and self.cache is not None:
-            self.cache.put(key, response)
-        if tracker is not None:
-            tracker.charge(response.cost_usd)
-        return response
 
 
 def usage_int(usage: Any, *names: str) -> int:

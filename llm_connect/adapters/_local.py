@@ -25,6 +25,7 @@ from .. import _runtime
 from ..core import LLMResponse, RunConfig
 from ..errors import BadRequestError, ConfigError, MalformedResponseError, MissingDependencyError, ValidationError
 from ._cache import ResponseCache, cache_key, open_cache
+from ._call import call_paid
 from ._http import usage_int
 from ._openai import _check_texts, _parse_logprobs
 
@@ -193,22 +194,29 @@ class LlamaCppAdapter:
         return kwargs
 
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
-        """One chat completion, blocking (the model is loaded on the first call)."""
+        """One chat completion, blocking (the model is loaded on the first call).
+
+        Goes through the adapters' one call path (cache, budget reservation,
+        settlement: see ``llm_connect.adapters._call``); a local call costs 0.0,
+        so it is refused only once a budget is spent.
+        """
         run_config = run_config or RunConfig()
         if not isinstance(prompt, str):
             raise ValidationError(f"prompt must be a str, got {type(prompt).__name__}")
-        key = None
-        if self.cache is not None:
-            t0 = time.perf_counter()
-            key = cache_key(type(self).__qualname__, str(self.model_path), self.model_id, prompt, run_config)
-            hit = self.cache.get(key, adapter_id=self.adapter_id, model_id=self.model_id)
-            if hit is not None:
-                from dataclasses import replace
+        return call_paid(
+            lambda: self._generate(prompt, run_config),
+            run_config,
+            estimate_usd=0.0,
+            cache=self.cache,
+            cache_key=lambda: cache_key(
+                type(self).__qualname__, str(self.model_path), self.model_id, prompt, run_config
+            ),
+            adapter_id=self.adapter_id,
+            model_id=self.model_id,
+        )
 
-                return replace(hit, latency_ms=(time.perf_counter() - t0) * 1000.0)
-        tracker = run_config.budget_tracker
-        if tracker is not None:
-            tracker.check()
+    def _generate(self, prompt: str, run_config: RunConfig) -> LLMResponse:
+        """The call itself: llama.cpp's chat completion as an :class:`LLMResponse`."""
         with self._lock:
             llm = self._load()
             kwargs = self._request(prompt, run_config)
@@ -230,7 +238,7 @@ class LlamaCppAdapter:
                 f"{self.adapter_id}: llama-cpp-python returned no choices[0].message", adapter_id=self.adapter_id
             ) from exc
         usage = reply.get("usage")
-        response = LLMResponse(
+        return LLMResponse(
             content=content,
             adapter_id=self.adapter_id,
             model_id=self.model_id,
@@ -241,11 +249,6 @@ class LlamaCppAdapter:
             logprobs=_parse_logprobs(choice.get("logprobs")) if run_config.top_logprobs is not None else None,
             finish_reason=choice.get("finish_reason"),
         )
-        if key is not None and self.cache is not None:
-            self.cache.put(key, response)
-        if tracker is not None:
-            tracker.charge(0.0)
-        return response
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""

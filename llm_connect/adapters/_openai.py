@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from .. import _runtime
 from ..core import BudgetTracker, RunConfig, TokenLogprob
-from ..errors import ValidationError
-from ._http import ChatHTTPAdapter, HTTPAdapter, estimate_tokens, usage_int
+from ..errors import MalformedResponseError, ValidationError
+from ._http import ChatHTTPAdapter, HTTPAdapter, _ForgetOnError, estimate_tokens, usage_int
 
 __all__ = ["OpenAICompatibleAdapter", "OpenAICompatibleEmbedder"]
 
@@ -37,7 +37,8 @@ class OpenAICompatibleAdapter(ChatHTTPAdapter):
     chat_path: ClassVar[str] = "/chat/completions"
 
     def __init__(self, model: str, *, max_tokens_param: str = "max_tokens", **kwargs: Any) -> None:
-        super().__init__(model, **kwargs)
+        with _ForgetOnError(kwargs):  # on failure, no key or URL credentials stay in this frame's locals
+            super().__init__(model, **kwargs)
         self.max_tokens_param = max_tokens_param
 
     def _auth_headers(self, key: str | None) -> dict[str, str]:
@@ -59,17 +60,19 @@ class OpenAICompatibleAdapter(ChatHTTPAdapter):
         payload.update(run_config.model_params)
         return payload
 
-    def _parse(self, body: Any) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None]:
+    def _read_reply(
+        self, body: Any
+    ) -> tuple[str, int, int, str | None, tuple[TokenLogprob, ...] | None] | MalformedResponseError:
         try:
             choice = body["choices"][0]
             message = choice["message"]
         except (KeyError, IndexError, TypeError):
-            raise self._malformed("choices[0].message", body) from None
+            return self._malformed("choices[0].message", body)
         content = message.get("content") if isinstance(message, Mapping) else None
         if content is None:
             content = ""
         if not isinstance(content, str):
-            raise self._malformed("text in choices[0].message.content", body)
+            return self._malformed("text in choices[0].message.content", body)
         usage = body.get("usage")
         return (
             content,
@@ -130,9 +133,10 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
         budget_tracker: BudgetTracker | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(model, **kwargs)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValidationError(f"OpenAICompatibleEmbedder: batch_size must be an int >= 1, got {batch_size!r}")
+        with _ForgetOnError(kwargs):  # on failure, no key or URL credentials stay in this frame's locals
+            super().__init__(model, **kwargs)
+            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+                raise ValidationError(f"OpenAICompatibleEmbedder: batch_size must be an int >= 1, got {batch_size!r}")
         self.batch_size = batch_size
         self.dimensions = dimensions
         self.budget_tracker = budget_tracker
@@ -157,33 +161,54 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
         return [vector for batch in results for vector in batch]
 
     async def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        if self.budget_tracker is not None:
-            self.budget_tracker.check()
-        payload: dict[str, Any] = {"model": self.model_id, "input": batch, "encoding_format": "float"}
-        if self.dimensions is not None:
-            payload["dimensions"] = self.dimensions
-        body, _ = await self._post(
-            self.embeddings_path, payload, timeout_s=self.timeout_s, tokens=estimate_tokens(*batch)
+        """One paid request through the shared path (``adapters._call``): budget reserve -> call -> settle."""
+        from ..core import RunConfig
+        from ._call import acall_paid
+
+        async def invoke() -> tuple[list[list[float]], float]:
+            payload: dict[str, Any] = {"model": self.model_id, "input": batch, "encoding_format": "float"}
+            if self.dimensions is not None:
+                payload["dimensions"] = self.dimensions
+            body, _ = await self._post(
+                self.embeddings_path, payload, timeout_s=self.timeout_s, tokens=estimate_tokens(*batch)
+            )
+            parsed = self._read_vectors(body, len(batch))
+            body = None  # a traceback keeps this frame's locals, and a reply body may quote the key
+            if isinstance(parsed, MalformedResponseError):
+                raise parsed
+            vectors, tokens = parsed
+            cost = self._cost(tokens, 0)
+            self.tokens_in += tokens
+            self.cost_usd += cost
+            return vectors, cost
+
+        vectors, _ = await acall_paid(
+            invoke,
+            RunConfig(budget_tracker=self.budget_tracker),
+            estimate_usd=self._cost(estimate_tokens(*batch), 0),
+            cost_of=lambda result: result[1],
         )
+        return vectors
+
+    def _read_vectors(self, body: Any, n: int) -> tuple[list[list[float]], int] | MalformedResponseError:
+        """``(the n vectors in input order, prompt tokens)``, or the error to raise (returned, not raised here)."""
         data = body.get("data") if isinstance(body, Mapping) else None
-        if not isinstance(data, list) or len(data) != len(batch):
-            raise self._malformed(f"{len(batch)} items in data", body)
-        vectors: list[list[float] | None] = [None] * len(batch)
+        if not isinstance(data, list) or len(data) != n:
+            return self._malformed(f"{n} items in data", body)
+        vectors: list[list[float] | None] = [None] * n
         for position, item in enumerate(data):
             index = item.get("index", position) if isinstance(item, Mapping) else None
             vector = item.get("embedding") if isinstance(item, Mapping) else None
-            if not isinstance(index, int) or not 0 <= index < len(batch) or vectors[index] is not None:
-                raise self._malformed("a distinct valid index for every item", body)
+            valid = isinstance(index, int) and not isinstance(index, bool) and 0 <= index < n
+            if not valid or vectors[index] is not None:
+                return self._malformed("a distinct valid index for every item", body)
             if not isinstance(vector, list):
-                raise self._malformed("embedding list (base64 is not supported)", body)
-            vectors[index] = [float(v) for v in vector]
-        tokens = usage_int(body.get("usage"), "prompt_tokens", "total_tokens")
-        cost = self._cost(tokens, 0)
-        self.tokens_in += tokens
-        self.cost_usd += cost
-        if self.budget_tracker is not None:
-            self.budget_tracker.charge(cost)
-        return vectors  # type: ignore[return-value]
+                return self._malformed("embedding list (base64 is not supported)", body)
+            try:
+                vectors[index] = [float(v) for v in vector]
+            except (TypeError, ValueError):
+                return self._malformed("numbers in every embedding", body)
+        return vectors, usage_int(body.get("usage"), "prompt_tokens", "total_tokens")  # type: ignore[return-value]
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -32,17 +32,27 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._runtime import on_background, run_sync
-from ..core import LLMResponse, RunConfig
+from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
 from ..grading._base import GradingResult, validate_grader_id, validate_score
-from ..grading._batch import _attach, _items_frame, _progress_bar, arun_rows, run_rows
+from ..grading._batch import (
+    _attach,
+    _items_frame,
+    _progress_bar,
+    _reference_text,
+    _text,
+    arun_rows,
+    batch_budget,
+    note_budget,
+    run_rows,
+)
+from ..grading._html import html_format, html_table
 from ._scales import Scale
 from ._trace import PipelineResult, Trace, UnitOutput
 from ._units import LLMUnit, NodeContext, Unit, VerifyUnit
@@ -50,6 +60,8 @@ from ._units import LLMUnit, NodeContext, Unit, VerifyUnit
 __all__ = ["CONNECTIONS", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge"]
 
 CONNECTIONS = ("dense", "broadcast", "cumulative", "last")
+# item fields holding the reference answer: blank is an error, as a missing field is
+_REFERENCE_FIELDS = frozenset({"baseline", "reference"})
 INNER = ("independent", "chain")
 PIPELINE_COLUMNS = (
     "quality_score",
@@ -405,17 +417,15 @@ class Pipeline:
         try:
             g = self._compiled()
         except ConfigError as exc:
-            return f"<p>{html.escape(self.name)}: not runnable yet: {html.escape(str(exc))}</p>"
+            return html_format("<p>{}: not runnable yet: {}</p>", self.name, str(exc))
         rows = []
         for node in g.nodes.values():
             adapter = getattr(node.adapter, "adapter_id", "") if node.adapter is not None else ""
-            cells = [node.id, node.unit.describe(), ", ".join(node.inputs) or "item", str(adapter)]
-            rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-        head = "<tr><th>node</th><th>unit</th><th>inputs</th><th>adapter</th></tr>"
-        cap = f"{html.escape(self.name)}: {self.llm_units} LLM calls per item"
+            rows.append([node.id, node.unit.describe(), ", ".join(node.inputs) or "item", str(adapter)])
+        cap = f"{self.name}: {self.llm_units} LLM calls per item"
         if self.threshold is not None:
             cap += f", pass at score >= {self.threshold:g}"
-        return f"<table><caption>{cap}</caption><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+        return html_table(rows, header=["node", "unit", "inputs", "adapter"], caption=cap)
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={len(self.stages)}, threshold={self.threshold!r})"
@@ -487,8 +497,14 @@ class Pipeline:
         records = frame.to_dict("records")
         traces = [Trace() for _ in records]
         rc = run_config or RunConfig()
+        read = sorted(g.item_fields)
 
         async def work(i: int) -> dict[str, Any]:
+            for name in read:  # a missing field the templates read is an error row, never the text "nan"
+                if name in _REFERENCE_FIELDS:
+                    _reference_text(records[i][name], column=name)
+                else:
+                    _text(records[i][name], name)
             result = await self._run_traced(records[i], rc, traces[i])
             return {"quality_score": result.score, "verdict": result.verdict, "passed": result.passed,
                     "notes": result.notes}
@@ -521,6 +537,7 @@ class Pipeline:
         concurrency: int = 16,
         progress: bool = True,
         run_config: RunConfig | None = None,
+        budget: BudgetTracker | float | None = None,
     ) -> Any:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
@@ -529,11 +546,27 @@ class Pipeline:
         ``tokens_in``, ``tokens_out``, ``cost_usd`` (summed over the item's
         calls), ``latency_ms`` (the item's wall time) and ``trace``.
         ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
-        the batch engine of :func:`llm_connect.grading.judge_many`.
+        the batch engine of :func:`llm_connect.grading.judge_many`. An item
+        whose field read by the templates is missing (None/NaN), or whose
+        ``baseline``/``reference`` is blank, is an ``error`` row naming it.
+
+        Spend, and how to cap it: every call of every unit is charged to the
+        batch budget, ``budget`` (a :class:`~llm_connect.BudgetTracker`, or a
+        limit in USD), else ``run_config.budget_tracker``. ``budget=0.50``
+        caps the run at about $0.50: a call starts only while money is left
+        (the limit is overshot by at most the calls in flight when it was
+        reached), every reply that came back is kept in the item's trace and
+        cost, and items not attempted once the money is spent are ``error``
+        rows saying "budget exhausted" (an item whose later units were
+        refused is an ``error`` row too, its paid calls still in its cost).
+        ``df.attrs["budget"]`` holds the limit, the spend and the calls.
         """
         frame, traces, work = self._batch(items, run_config)
-        rows, interrupted = run_rows(len(traces), work, concurrency=concurrency, progress=progress, desc=self.name)
-        return self._finish(frame, rows, traces, interrupted)
+        tracker = batch_budget(budget, run_config)
+        rows, interrupted = run_rows(
+            len(traces), work, concurrency=concurrency, progress=progress, desc=self.name, budget=tracker
+        )
+        return note_budget(self._finish(frame, rows, traces, interrupted), tracker)
 
     async def arun_many(
         self,
@@ -542,16 +575,20 @@ class Pipeline:
         concurrency: int = 16,
         progress: bool = True,
         run_config: RunConfig | None = None,
+        budget: BudgetTracker | float | None = None,
     ) -> Any:
-        """The awaitable twin of :meth:`run_many`."""
+        """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, as there)."""
         frame, traces, work = self._batch(items, run_config)
+        tracker = batch_budget(budget, run_config)
         bar = _progress_bar(len(traces), progress, self.name)
         try:
-            rows = await on_background(arun_rows(len(traces), work, concurrency=concurrency, progress=bar))
+            rows = await on_background(
+                arun_rows(len(traces), work, concurrency=concurrency, progress=bar, budget=tracker)
+            )
         finally:
             if bar is not None:
                 bar.close()
-        return self._finish(frame, rows, traces, False)
+        return note_budget(self._finish(frame, rows, traces, False), tracker)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
         """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""
