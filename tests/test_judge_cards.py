@@ -172,3 +172,45 @@ def test_registry_keeps_every_card_saved_by_concurrent_processes(tmp_path):
         assert p.exitcode == 0
     names = {c.grader_id for c in JudgeCardRegistry(path)}
     assert names == {f"g{k}" for s in (0, 100, 200) for k in range(s, s + 10)}
+
+
+def _qa_items(n=60, seed=5):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        ok = bool(rng.random() < 0.6)
+        words = " ".join(["filler"] * int(rng.integers(0, 30)))
+        rows.append({"id": f"i{i}", "prompt": f"q{i}", "baseline": f"answer {i}",
+                     "candidate": f"answer {i}" if ok else f"wrong {i} {words}", "human": "yes" if ok else "no"})
+    return rows
+
+
+def test_cards_from_a_calibration_report_name_each_judge_and_its_biases():
+    from llm_connect import ExactMatchJudge, FunctionJudge, calibrate
+    from llm_connect.calibration._cards import cards_from_report
+
+    likes_length = FunctionJudge(lambda b, c: min(1.0, len(c.split()) / 10), grader_id="likes-length")
+    report = calibrate(_qa_items(), [ExactMatchJudge(), likes_length], human="human", probes=["length"],
+                       n_boot=200, progress=False)
+    cards = {c.grader_id: c for c in cards_from_report(report)}
+    assert set(cards) == {"exact-match", "likes-length"}
+    exact, length = cards["exact-match"], cards["likes-length"]
+    assert exact.people and exact.reference == "human" and exact.n_labelled == 60
+    assert exact.kappa == pytest.approx(1.0) and exact.verdict.startswith("exact-match: almost perfect agreement")
+    probe = next(p for p in length.probes if p.probe == "length")
+    assert probe.source == "probe" and probe.effect > 0 and probe.p_value < 0.05
+    assert "biased toward longer answers" in length.verdict
+    assert "no better than chance" in length.verdict or "agreement" in length.verdict
+
+
+def test_cards_without_labels_check_against_exact_match():
+    from llm_connect import ExactMatchJudge, FunctionJudge, calibrate
+    from llm_connect.calibration._cards import cards_from_report
+
+    items = [{k: v for k, v in r.items() if k != "human"} for r in _qa_items()]
+    coin = FunctionJudge(lambda b, c: float(len(c) % 2), grader_id="coin")
+    report = calibrate(items, [ExactMatchJudge(), coin], probes=None, n_boot=200, progress=False)
+    (card,) = cards_from_report(report)
+    assert card.grader_id == "coin" and card.reference == "exact-match" and not card.people
+    assert "against exact-match (no human labels)" in card.verdict
+    assert not card.calibrated and not card.meets(min_kappa=-1.0)

@@ -44,7 +44,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,8 @@ __all__ = [
     "ProbeEffect",
     "agreement_band",
     "card_from_scores",
+    "card_reference",
+    "cards_from_report",
     "judge_verdict",
     "mean_difference",
     "registry_path",
@@ -548,3 +550,87 @@ class JudgeCardRegistry:
 
     def __repr__(self) -> str:
         return f"JudgeCardRegistry({os.fspath(self._path)!r})"
+
+
+# -- from a calibration report -------------------------------------------------------------------
+
+
+def card_reference(report: Any) -> tuple[str | None, bool]:
+    """What a report's judges are checked against, and whether that is people.
+
+    People when the report has human labels (``human``, else the first annotator
+    column); otherwise the best non-LLM judge: exact match, else another judge
+    without a model (embedding similarity); ``(None, False)`` when there is none.
+    """
+    labels = list(report.labels)
+    if "human" in labels:
+        return "human", True
+    if labels:
+        return labels[0], True
+    families = report.scores.attrs.get("judge_families") or {}
+    grader_ids = report.scores.attrs.get("grader_ids") or {}
+    plain = [j for j in report.judges if families.get(j) is None]
+    exact = [j for j in plain if str(grader_ids.get(j, j)).startswith("exact")]
+    chosen = (exact or plain or [None])[0]
+    return chosen, False
+
+
+def _probe_effects(report: Any, judge: str) -> tuple[list[ProbeEffect], float | None]:
+    effects: list[ProbeEffect] = []
+    consistency: float | None = None
+    if report.bias is not None:
+        for r in report.bias.results:
+            if r.judge != judge or not r.stats.n:
+                continue
+            s = r.stats
+            effects.append(ProbeEffect(r.probe, _num(s.mean_shift), _num(s.shift_low), _num(s.shift_high),
+                                       _num(s.p_value), int(s.n)))
+            if r.probe == "position" and _finite(s.flip_rate):
+                consistency = 1.0 - float(s.flip_rate)
+    if not any(e.probe == "length" for e in effects):
+        try:
+            eff = report.length_effect(judge)
+        except (ValueError, KeyError, np.linalg.LinAlgError):
+            eff = None
+        if eff is not None and _finite(eff.coef):
+            effects.append(ProbeEffect("length", float(eff.coef), _num(eff.low), _num(eff.high), _num(eff.p_value),
+                                       int(eff.n), source="regression"))
+    return effects, consistency
+
+
+def cards_from_report(report: Any) -> list[JudgeCard]:
+    """A :class:`JudgeCard` for every machine judge of a :class:`~llm_connect.calibration.CalibrationReport`.
+
+    Each judge is checked against :func:`card_reference` (people when labelled);
+    its probes (and, where no length probe ran, the length regression) become
+    the card's bias effects; a pairwise judge's position consistency is one
+    minus the position probe's flip rate. The verdict line names the judge as
+    the report does; the card is keyed by its ``grader_id`` and rubric hash.
+    """
+    ref, people = card_reference(report)
+    scores = report.scores
+    grader_ids = scores.attrs.get("grader_ids") or {}
+    rubric_hashes = scores.attrs.get("rubric_hashes") or {}
+    usage = scores.attrs.get("usage") or {}
+    cards = []
+    n = len(scores)
+    for judge in report.judges:
+        if judge == ref:
+            continue
+        column = scores[f"score_{judge}"].to_numpy(dtype=float)
+        reference = (scores[f"score_{ref}"].to_numpy(dtype=float) if ref is not None
+                     else np.full(n, math.nan))
+        u = usage.get(judge) or {}
+        unscored = (u.get("unscored", 0) + u.get("error", 0)) / n if n else math.nan
+        probes, consistency = _probe_effects(report, judge)
+        card = card_from_scores(
+            column, reference, grader_id=str(grader_ids.get(judge, judge)), rubric_hash=rubric_hashes.get(judge),
+            reference_name=ref or "nothing", people=people, threshold=report.threshold_of(judge),
+            reference_threshold=report.threshold_of(ref) if ref is not None else None, probes=probes,
+            position_consistency=consistency, unscored_rate=unscored, n_boot=report.n_boot,
+            confidence=report.confidence, seed=report.seed,
+        )
+        if card.grader_id != judge:  # the verdict names the judge as the report does
+            card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])
+        cards.append(card)
+    return cards

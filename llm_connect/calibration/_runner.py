@@ -37,7 +37,7 @@ REQUIRED_COLUMNS = ("prompt", "baseline", "candidate")
 _YES = {"yes", "y", "true", "t", "correct", "acceptable", "accept", "right", "pass", "good", "1", "1.0"}
 _NO = {"no", "n", "false", "f", "incorrect", "unacceptable", "reject", "wrong", "fail", "bad", "0", "0.0"}
 _BLANK = {"", "na", "n/a", "nan", "none", "null", "-", "?"}
-_NAME = re.compile(r"[^0-9A-Za-z_]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def parse_labels(values: Iterable[Any], *, column: str = "human") -> np.ndarray:
@@ -89,11 +89,17 @@ def parse_labels(values: Iterable[Any], *, column: str = "human") -> np.ndarray:
 
 
 def judge_name(name: str) -> str:
-    """A judge name usable in a ``score_<name>`` column (letters, digits and ``_``)."""
-    cleaned = _NAME.sub("_", str(name)).strip("_")
-    if not cleaned:
-        raise ValidationError(f"judge name {name!r} has no letters or digits")
-    return cleaned
+    """A judge's name as it appears everywhere: its ``grader_id`` (or the name given), verbatim.
+
+    The one rule for columns: a judge named ``N`` has the columns ``score_N``,
+    ``status_N`` and ``notes_N`` (``score_exact-match`` for ``ExactMatchJudge()``).
+    A name must be non-empty text without control characters.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError(f"a judge name must be a non-empty string, got {name!r}")
+    if _CONTROL.search(name):
+        raise ValidationError(f"judge name {name!r} holds control characters")
+    return name
 
 
 def is_pairwise(judge: Any) -> bool:
@@ -266,8 +272,13 @@ def judge_items(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
+    ledger: Any = None,
+    task_type: str | None = None,
 ) -> pd.DataFrame:
     """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame.
+
+    With ``ledger`` and ``task_type`` every scored row is recorded as
+    ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
 
     A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
     as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
@@ -281,7 +292,13 @@ def judge_items(
     batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
         batch[c] = batch[c].map(_text_or_none).astype(object)
-    return judge_many(judge, batch, concurrency=concurrency, progress=progress, run_config=run_config)
+    return judge_many(judge, batch, concurrency=concurrency, progress=progress, run_config=run_config,
+                      ledger=ledger, task_type=task_type)
+
+
+def _rubric_hash(judge: Any) -> str | None:
+    value = getattr(judge, "rubric_hash", None)
+    return value if isinstance(value, str) and value else None
 
 
 def _named_judges(judges: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
@@ -312,6 +329,8 @@ def score_items(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
+    ledger: Any = None,
+    task_type: str | None = None,
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
@@ -328,7 +347,10 @@ def score_items(
     ``model_family``, ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` per
     judge, ``score_human`` and ``score_<annotator>``, and the features of
     :func:`~llm_connect.calibration.text_features`. ``attrs`` records the judge
-    names, each judge's ``grader_id`` and model family, and each judge's usage.
+    names, each judge's ``grader_id``, rubric hash and model family, and each judge's usage.
+    With ``ledger`` and ``task_type``, every scored judgment is recorded in the
+    ledger through :func:`~llm_connect.grading.judge_many` (the candidate's
+    model as its adapter, the item's ``id`` as ``tags["item_id"]``).
     """
     frame = _frame(items)
     named = _named_judges(judges)
@@ -357,7 +379,7 @@ def score_items(
     usage: dict[str, dict[str, Any]] = {}
     for name, judge in named.items():
         batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
-                            progress=progress, run_config=run_config)
+                            progress=progress, run_config=run_config, ledger=ledger, task_type=task_type)
         scores = pd.to_numeric(batch["quality_score"], errors="coerce").to_numpy(dtype=float)
         status = batch["status"].tolist()
         scores = np.where(np.asarray(status) == "scored", scores, np.nan)
@@ -385,6 +407,7 @@ def score_items(
         human="human" if human is not None else None,
         annotators=[judge_name(a) for a in annotators],
         grader_ids={k: str(getattr(j, "grader_id", k)) for k, j in named.items()},
+        rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},
         judge_families={k: judge_family(j) for k, j in named.items()},
         pairwise={k: is_pairwise(j) for k, j in named.items()},
         usage=usage,
