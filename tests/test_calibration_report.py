@@ -168,7 +168,7 @@ def test_score_items_validates_inputs():
         score_items([{**dataset(1)[0], "verdict": "perhaps"}], {"f": FunctionJudge(lambda b, c: 1.0)},
                     human="verdict", progress=False)
     named = score_items(dataset(2), [FunctionJudge(lambda b, c: 0.5, grader_id="half-score")], progress=False)
-    assert named["score_half_score"].tolist() == [0.5, 0.5]
+    assert named["score_half-score"].tolist() == [0.5, 0.5]  # score_<grader_id>, verbatim
     renamed = [{"prompt": "p", "reference": "Paris", "candidate": "paris"}]
     assert score_items(renamed, {"exact": ExactMatchJudge(normalizer="lower")}, progress=False)[
         "score_exact"].tolist() == [1.0]
