@@ -46,7 +46,7 @@ from .errors import (
     MissingDependencyError,
     ValidationError,
 )
-from .frames import ledger_frame, observations_from_frame, results_frame
+from .frames import ledger_frame, observations_from_frame, paired_frame, record_labels, results_frame
 from .grading import (
     LLM_JUDGE_RUBRIC_HASH,
     BaselineGrader,
@@ -123,8 +123,10 @@ __all__ = [
     "labels_needed",
     "ledger_frame",
     "observations_from_frame",
+    "paired_frame",
     "plot_estimates",
     "results_frame",
+    "record_labels",
     "route",
     "run_probes",
     "score_items",

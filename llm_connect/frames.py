@@ -21,6 +21,15 @@ by the ledger's code, not re-implemented here. Tags whose type changes from
 row to row are read with ``json.loads``, as the ledger reads them. With
 ``tags="expand"`` a null tag value reads as absent (NA); ``tags="dict"`` keeps
 every tag exactly.
+
+The ledger's own rules for odd lines hold here too. A line longer than the
+ledger's ``max_line_bytes`` (a path is read with the default,
+:data:`~llm_connect.quality.MAX_LINE_BYTES`) is counted as malformed without
+ever being copied, so memory stays near two read blocks however long a line is.
+A JSON escape of a lone surrogate (``"\\ud800"``) fails pyarrow's reader, so its
+line goes to the ledger's parser, which counts it as malformed. A
+:class:`QualityLedger` is read at its :attr:`~QualityLedger.real_path`, as the
+ledger reads it.
 """
 
 from __future__ import annotations
@@ -40,9 +49,19 @@ import numpy as np
 import pandas as pd
 
 from .errors import ValidationError
-from .quality import _MALFORMED, QualityLedger, QualityObservation, _parse_line
+from .quality import _MALFORMED, MAX_LINE_BYTES, QualityLedger, QualityObservation, _parse_line
 
-__all__ = ["LEDGER_COLUMNS", "RESULT_FRAME_COLUMNS", "ledger_frame", "observations_from_frame", "results_frame"]
+__all__ = [
+    "HUMAN_GRADER_ID",
+    "LEDGER_COLUMNS",
+    "PAIRED_COLUMNS",
+    "RESULT_FRAME_COLUMNS",
+    "ledger_frame",
+    "observations_from_frame",
+    "paired_frame",
+    "record_labels",
+    "results_frame",
+]
 
 ID_COLUMNS = ("task_type", "adapter_id", "model_id", "baseline_adapter_id")
 LEDGER_COLUMNS = (
@@ -80,31 +99,72 @@ TagsMode = Literal["expand", "dict"]
 # -- reading lines -------------------------------------------------------------------------
 
 
-def _line_blocks(path: Path, block_lines: int = _BLOCK_LINES) -> Iterator[list[bytes]]:
-    """Non-blank lines of the file, in blocks, split exactly as the ledger splits them (on ``\\n``)."""
+_NON_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # what bytes.isspace() / bytes.strip() do not count as blank
+
+
+def _line_blocks(
+    path: Path, max_line_bytes: int = MAX_LINE_BYTES, block_lines: int = _BLOCK_LINES, read_bytes: int = _READ_BYTES
+) -> Iterator[tuple[list[bytes], int]]:
+    """``(lines, over)``: the non-blank lines of the file in blocks, split exactly as the ledger splits them
+    (on ``\\n``), and how many non-blank lines up to the block's end were longer than ``max_line_bytes``
+    (newline not counted): the ledger counts those as malformed. An over-long line is skipped
+    without ever being copied, so memory stays near ``2 * read_bytes`` however long a line is."""
+    cap = max_line_bytes
     with open(path, "rb") as handle:
-        rest = b""
+        rest = b""  # the start of a line that continues in the next read, at most ``cap`` bytes
+        skipping = False  # inside an over-long line whose start was dropped
+        skip_blank = True  # ... and all of it seen so far is whitespace
         block: list[bytes] = []
+        over = 0
         while True:
-            chunk = handle.read(_READ_BYTES)
+            chunk = handle.read(read_bytes)
             if not chunk:
                 break
-            data = rest + chunk
-            cut = data.rfind(b"\n")
+            start = 0
+            if skipping:  # rest is empty
+                nl = chunk.find(b"\n")
+                if skip_blank and _NON_SPACE.search(chunk, 0, len(chunk) if nl < 0 else nl):
+                    skip_blank = False
+                if nl < 0:
+                    continue
+                over += not skip_blank
+                skipping = False
+                start = nl + 1
+            data = rest + chunk if rest else chunk
+            del chunk
+            cut = data.rfind(b"\n", start)
             if cut < 0:
-                rest = data
-                continue
-            rest = data[cut + 1 :]
-            for line in data[: cut + 1].split(b"\n"):
-                if line.strip():
-                    block.append(line)
-                    if len(block) >= block_lines:
-                        yield block
-                        block = []
-        if rest.strip():
-            block.append(rest)
-        if block:
-            yield block
+                lines: list[bytes] = []
+                tail = start
+            elif len(data) - cut - 1 > cap:
+                lines = data[start:cut].split(b"\n")
+                tail = cut + 1
+            else:
+                lines = (data[start:] if start else data).split(b"\n")
+                rest = lines.pop()
+                tail = -1
+            if tail >= 0:
+                if len(data) - tail > cap:  # an over-long line starts here: skip to its end, never copy it
+                    skipping, skip_blank, rest = True, not _NON_SPACE.search(data, tail), b""
+                else:
+                    rest = data[tail:] if tail else data
+            del data
+            for line in lines:
+                if not line or line.isspace():
+                    continue
+                if len(line) > cap:
+                    over += 1
+                    continue
+                block.append(line)
+                if len(block) >= block_lines:
+                    yield block, over
+                    block, over = [], 0
+        if skipping:
+            over += not skip_blank
+        elif rest and not rest.isspace():
+            block.append(rest)  # the last line, without a newline (at most ``cap`` bytes)
+        if block or over:
+            yield block, over
 
 
 # -- the fast path: pyarrow + column-wise validation ----------------------------------------
@@ -154,8 +214,9 @@ def _try_arrow(lines: Sequence[bytes], *, with_tags: bool = True) -> tuple[Any, 
         table = pj.read_json(
             io.BytesIO(payload),
             read_options=pj.ReadOptions(use_threads=True, block_size=len(payload) + 1 if single else 8 << 20),
-            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(),
-                                          unexpected_field_behavior="infer" if with_tags else "ignore"),
+            parse_options=pj.ParseOptions(
+                explicit_schema=_arrow_schema(), unexpected_field_behavior="infer" if with_tags else "ignore"
+            ),
         )
     except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
         text = str(exc)
@@ -336,7 +397,10 @@ def _arrow_part(
 
 
 def _tag_dicts(
-    lines: Sequence[bytes], fast: np.ndarray, children: list[tuple[str, Any, str]], null_tags: np.ndarray,
+    lines: Sequence[bytes],
+    fast: np.ndarray,
+    children: list[tuple[str, Any, str]],
+    null_tags: np.ndarray,
     present: np.ndarray,
 ) -> list[dict[str, Any]]:
     """Each fast row's tags as the exact dict the ledger would build.
@@ -379,8 +443,9 @@ def _slow_part(lines: Sequence[bytes], indices: Iterable[int], base: int, tags: 
 
 
 def _observations_part(obs: Sequence[QualityObservation], index: np.ndarray, tags: TagsMode) -> _Part:
-    columns: dict[str, Any] = {name: [getattr(o, name) for o in obs] for name in (*_STRINGS, "baseline_adapter_id",
-                                                                                  *_FLOATS, *_INTS)}
+    columns: dict[str, Any] = {
+        name: [getattr(o, name) for o in obs] for name in (*_STRINGS, "baseline_adapter_id", *_FLOATS, *_INTS)
+    }
     columns["recorded_at"] = [o.recorded_at for o in obs]
     if tags == "dict":
         return _Part(index, columns, [dict(o.tags) for o in obs])
@@ -465,8 +530,9 @@ def _py_kind(values: Iterable[Any]) -> str | None:
 def _arrow_type(kind: str) -> Any:
     import pyarrow as pa
 
-    return {"bool": pa.bool_(), "int64": pa.int64(), "double": pa.float64(), "string": pa.string(),
-            "null": pa.null()}[kind]
+    return {"bool": pa.bool_(), "int64": pa.int64(), "double": pa.float64(), "string": pa.string(), "null": pa.null()}[
+        kind
+    ]
 
 
 def _concat(pieces: list[Any], lengths: list[int]) -> Any:
@@ -483,7 +549,7 @@ def _concat(pieces: list[Any], lengths: list[int]) -> Any:
     if kinds == {"int64", "double"}:
         kinds = {"double"}
     if len(kinds) <= 1 and None not in kinds and "complex" not in kinds:
-        t = _arrow_type(kinds.pop() if kinds else "null")
+        t = _arrow_type(kinds.pop() or "null" if kinds else "null")
         arrays = []
         for piece, n in zip(pieces, lengths, strict=True):
             if piece is None:
@@ -627,13 +693,20 @@ def ledger_frame(
     """
     if tags not in ("expand", "dict"):
         raise ValidationError(f"tags must be 'expand' or 'dict', got {tags!r}")
+    cap = MAX_LINE_BYTES
     if isinstance(ledger_or_path, QualityLedger):
-        path = ledger_or_path.path
+        path = ledger_or_path.real_path  # the file the ledger itself reads
+        cap = ledger_or_path.max_line_bytes
         if not path.exists():
             return _finish(pd.DataFrame(), tags, 0)
     elif isinstance(ledger_or_path, (str, os.PathLike)):
         path = Path(ledger_or_path)
         if not path.exists():
+            if path.is_symlink():
+                raise FileNotFoundError(
+                    f"no ledger file at {str(path)!r}: it is a symbolic link to {os.path.realpath(path)!r}, "
+                    "which does not exist"
+                )
             raise FileNotFoundError(f"no ledger file at {str(path)!r}")
     else:
         observations = list(ledger_or_path)
@@ -650,8 +723,8 @@ def ledger_frame(
     parts: list[_Part] = []
     malformed = 0
     offset = 0
-    for block in _line_blocks(path):
-        malformed += _scan_block(block, offset, tags, parts)
+    for block, over in _line_blocks(path, cap):
+        malformed += over + _scan_block(block, offset, tags, parts)
         offset += len(block)
     return _finish(_assemble(parts, tags), tags, malformed)
 
@@ -687,6 +760,7 @@ def observations_from_frame(df: pd.DataFrame, *, task_type: str | None = None) -
     out: list[QualityObservation] = []
     columns = {c: df[c].tolist() for c in df.columns if c in (*LEDGER_COLUMNS, "tags") or c in tag_cols}
     for i in range(len(df)):
+
         def get(name: str, default: Any = None, _i: int = i) -> Any:
             return _plain(columns[name][_i]) if name in columns else default
 
@@ -697,7 +771,7 @@ def observations_from_frame(df: pd.DataFrame, *, task_type: str | None = None) -
             for c in tag_cols:
                 v = _plain(columns[c][i])
                 if v is not None:
-                    row_tags[c[len(TAG_PREFIX):]] = v
+                    row_tags[c[len(TAG_PREFIX) :]] = v
         ts = get("recorded_at")
         if isinstance(ts, pd.Timestamp):
             ts = ts.to_pydatetime()
@@ -760,13 +834,27 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
         cand = getattr(r, "candidate_response", None)
         if base is None or cand is None or not hasattr(r, "quality_score"):
             raise ValidationError(f"result {k} is a {type(r).__name__}, not a GradingResult")
-        rows.append((
-            r.grader_id, float(r.quality_score), r.notes, base.content, cand.content,
-            base.adapter_id, base.model_id, cand.adapter_id, cand.model_id,
-            int(cand.tokens_in), int(cand.tokens_out), float(cand.cost_usd), float(cand.latency_ms),
-            int(getattr(r, "tokens_in", 0)), int(getattr(r, "tokens_out", 0)),
-            float(getattr(r, "cost_usd", 0.0)), float(getattr(r, "latency_ms", 0.0)),
-        ))
+        rows.append(
+            (
+                r.grader_id,
+                float(r.quality_score),
+                r.notes,
+                base.content,
+                cand.content,
+                base.adapter_id,
+                base.model_id,
+                cand.adapter_id,
+                cand.model_id,
+                int(cand.tokens_in),
+                int(cand.tokens_out),
+                float(cand.cost_usd),
+                float(cand.latency_ms),
+                int(getattr(r, "tokens_in", 0)),
+                int(getattr(r, "tokens_out", 0)),
+                float(getattr(r, "cost_usd", 0.0)),
+                float(getattr(r, "latency_ms", 0.0)),
+            )
+        )
     frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
@@ -775,3 +863,233 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
     return frame
+
+
+# -- human labels and paired judge/human frames ------------------------------------------------
+
+HUMAN_GRADER_ID = "human"
+PAIRED_COLUMNS = (
+    "task_type",
+    "item_id",
+    "adapter_id",
+    "model_id",
+    "n_judge",
+    "n_annotators",
+    "annotator_agreement",
+)
+
+
+def _first_column(frame: pd.DataFrame, given: str | None, candidates: Sequence[str], what: str) -> str:
+    if given is not None:
+        if given not in frame.columns:
+            raise ValidationError(f"the frame has no {what} column {given!r}; it has {list(frame.columns)}")
+        return given
+    for c in candidates:
+        if c in frame.columns:
+            return c
+    raise ValidationError(
+        f"the frame has no {what} column (looked for {', '.join(candidates)}); pass {what}=... naming one"
+    )
+
+
+def _label_value(value: Any, row: Any) -> float | None:
+    value = _plain(value)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)) and math.isfinite(value) and 0.0 <= value <= 1.0:
+        return float(value)
+    raise ValidationError(f"row {row!r}: a human label must be a number in 0..1 or a boolean, got {value!r}")
+
+
+def record_labels(
+    ledger: QualityLedger,
+    frame: pd.DataFrame,
+    *,
+    task_type: str,
+    label: str = "human",
+    item_id: str | None = None,
+    adapter_id: str | None = None,
+    model_id: str | None = None,
+    annotator: str | None = None,
+    grader_id: str = HUMAN_GRADER_ID,
+) -> int:
+    """Write human labels to ``ledger`` as observations that pair with the judged ones.
+
+    Each row of ``frame`` whose ``label`` column holds a score in 0..1 (or a
+    boolean) becomes one :class:`QualityObservation` with ``quality_score`` the
+    label, zero cost and latency, and ``tags`` ``grader_id`` (default
+    ``"human"``), ``item_id`` and ``annotator`` — with the same ``task_type``,
+    ``item_id`` and adapter as the judge's observation of that answer, so
+    :func:`paired_frame` can join them. Rows whose label is missing (NaN) are
+    unlabelled and skipped. ``item_id`` / ``adapter_id`` / ``model_id`` name
+    columns (default: ``item_id`` or ``id``; ``adapter_id``, ``candidate_adapter``
+    or ``candidate_model``; ``model_id`` or ``candidate_model``, else the adapter).
+    ``annotator``: a column naming who labelled each row; without one the tag
+    is ``"anonymous"``. Every row is validated before anything is written, and
+    all are written under one lock. Returns how many labels were written.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise ValidationError(f"record_labels takes a DataFrame, got {type(frame).__name__}")
+    if not isinstance(ledger, QualityLedger):
+        raise ValidationError(f"record_labels takes a QualityLedger, got {type(ledger).__name__}")
+    if label not in frame.columns:
+        raise ValidationError(f"the frame has no label column {label!r}; it has {list(frame.columns)}")
+    item_col = _first_column(frame, item_id, ("item_id", "id"), "item_id")
+    adapter_col = _first_column(frame, adapter_id, ("adapter_id", "candidate_adapter", "candidate_model"), "adapter_id")
+    model_col = _first_column(frame, model_id, ("model_id", "candidate_model", adapter_col), "model_id")
+    if annotator is not None and annotator not in frame.columns:
+        raise ValidationError(f"the frame has no annotator column {annotator!r}; it has {list(frame.columns)}")
+    observations = []
+    labels = frame[label].tolist()
+    items = frame[item_col].tolist()
+    adapters = frame[adapter_col].tolist()
+    models = frame[model_col].tolist()
+    who = frame[annotator].tolist() if annotator is not None else ["anonymous"] * len(frame)
+    for k, idx in enumerate(frame.index):
+        value = _label_value(labels[k], idx)
+        if value is None:
+            continue
+        item = _plain(items[k])
+        if item is None:
+            raise ValidationError(f"row {idx!r} has a label but no item id in column {item_col!r}")
+        tags = {"grader_id": grader_id, "item_id": item if isinstance(item, (str, int)) else str(item),
+                "annotator": str(_plain(who[k]) or "anonymous")}
+        try:
+            observations.append(QualityObservation(
+                task_type=task_type, adapter_id=str(_plain(adapters[k])), model_id=str(_plain(models[k])),
+                cost_usd=0.0, quality_score=value, latency_ms=0.0, tokens_in=0, tokens_out=0, tags=tags,
+            ))
+        except (ValueError, TypeError) as exc:
+            raise ValidationError(f"row {idx!r} cannot be recorded as a label: {exc}") from exc
+    if observations:
+        ledger.extend(observations)
+    return len(observations)
+
+
+def paired_frame(
+    ledger: QualityLedger | str | os.PathLike[str] | Iterable[QualityObservation],
+    task_type: str,
+    *,
+    judge: str,
+    human: str = HUMAN_GRADER_ID,
+    rubric_hash: str | None = None,
+    threshold: float = 0.5,
+) -> pd.DataFrame:
+    """One row per judged (item, adapter): the judge's score beside the human label, for :func:`estimate_quality`.
+
+    Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]``
+    is ``judge`` (the judge's scores) or ``human`` (the labels written by
+    :func:`record_labels`) and joins them on ``tags["item_id"]`` and
+    ``adapter_id``. Columns: ``task_type``, ``item_id`` (text), ``adapter_id``,
+    ``model_id`` (the candidate's model), a column named ``judge`` (the judge's
+    score; the mean when it judged the item more than once) and one named
+    ``human`` (the annotators' mean label, NaN where the item is unlabelled) —
+    plus ``judge``/``human`` aliases under those literal names when the grader
+    ids differ from them — ``n_judge``, ``n_annotators`` and
+    ``annotator_agreement`` (the share of annotator pairs whose verdicts at
+    ``threshold`` agree; NaN with fewer than two annotators).
+    ``df.attrs["annotator_alpha"]``: Krippendorff's alpha (nominal, verdicts at
+    ``threshold``) over items labelled by several annotators.
+
+    Observations of one grader under several rubrics are never pooled: pass
+    ``rubric_hash=`` to choose one, or the call raises naming them.
+    """
+    for name, value in (("judge", judge), ("human", human)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValidationError(f"{name} must be a grader id (a non-empty string), got {value!r}")
+    if judge == human:
+        raise ValidationError(f"judge and human must be different grader ids, both are {judge!r}")
+    df = ledger_frame(ledger, tags="expand")
+    df = df[df["task_type"].astype(object) == task_type] if len(df) else df
+    if "tag.grader_id" not in df.columns or "tag.item_id" not in df.columns or not len(df):
+        raise ValidationError(
+            f"the ledger has no observation of task type {task_type!r} with grader_id and item_id tags; "
+            "record judgments with judge_many(..., ledger=...) and labels with record_labels(...)"
+        )
+    grader = df["tag.grader_id"].astype(object)
+    judged = df[grader == judge]
+    labelled = df[grader == human]
+    if not len(judged):
+        present = sorted({str(g) for g in grader.dropna().unique()})
+        raise ValidationError(
+            f"no observation of grader {judge!r} for task type {task_type!r}; graders present: {present}"
+        )
+    if "tag.rubric_hash" in judged.columns:
+        hashes = judged["tag.rubric_hash"].astype(object)
+        if rubric_hash is not None:
+            judged = judged[hashes == rubric_hash]
+            if not len(judged):
+                raise ValidationError(f"grader {judge!r} has no observation under rubric {rubric_hash!r}")
+        else:
+            distinct = sorted({str(h) for h in hashes.dropna().unique()})
+            if len(distinct) > 1:
+                raise ValidationError(
+                    f"grader {judge!r} scored task type {task_type!r} under {len(distinct)} rubrics {distinct}; "
+                    "scores from different rubrics are not comparable: pass rubric_hash=... to choose one"
+                )
+
+    def keyed(part: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame({
+            "item_id": part["tag.item_id"].astype(object).map(lambda v: None if _plain(v) is None else str(v)),
+            "adapter_id": part["adapter_id"].astype(object),
+            "model_id": part["model_id"].astype(object),
+            "score": part["quality_score"].to_numpy(dtype=float),
+        }, index=part.index)
+        return out[out["item_id"].notna()]
+
+    j = keyed(judged).groupby(["item_id", "adapter_id"], sort=False).agg(
+        judge_score=("score", "mean"), n_judge=("score", "size"), model_id=("model_id", "last"))
+    h_rows = keyed(labelled)
+    annot = labelled["tag.annotator"].astype(object) if "tag.annotator" in labelled.columns else None
+    h_rows["annotator"] = (annot.loc[h_rows.index].fillna("anonymous").astype(str) if annot is not None
+                           else "anonymous")
+    # one label per annotator and item (an annotator's repeated labels are averaged first)
+    per_annotator = h_rows.groupby(["item_id", "adapter_id", "annotator"], sort=False).agg(
+        score=("score", "mean"), model_id=("model_id", "last")).reset_index()
+    per_annotator["yes"] = (per_annotator["score"] >= threshold).astype(float)
+    h = per_annotator.groupby(["item_id", "adapter_id"], sort=False).agg(
+        human_score=("score", "mean"), n_annotators=("score", "size"), yes=("yes", "sum"),
+        human_model_id=("model_id", "last"))
+    n, k = h["n_annotators"].to_numpy(dtype=float), h["yes"].to_numpy(dtype=float)
+    pairs = n * (n - 1) / 2
+    agree = (k * (k - 1) + (n - k) * (n - k - 1)) / 2
+    h["annotator_agreement"] = np.where(pairs > 0, agree / np.where(pairs > 0, pairs, 1), np.nan)
+    out = j.join(h, how="outer").reset_index()
+    out["model_id"] = out["model_id"].fillna(out["human_model_id"])
+    out.insert(0, "task_type", task_type)
+    out["n_judge"] = out["n_judge"].fillna(0).astype("int64")
+    out["n_annotators"] = out["n_annotators"].fillna(0).astype("int64")
+    result = pd.DataFrame({
+        "task_type": out["task_type"],
+        "item_id": out["item_id"].astype(str),
+        "adapter_id": out["adapter_id"].astype(str),
+        "model_id": out["model_id"].astype(str),
+        judge: out["judge_score"].astype(float),
+        human: out["human_score"].astype(float),
+        "n_judge": out["n_judge"],
+        "n_annotators": out["n_annotators"],
+        "annotator_agreement": out["annotator_agreement"].astype(float),
+    })
+    if judge != "judge" and "judge" not in result.columns:
+        result["judge"] = result[judge]
+    if human != "human" and "human" not in result.columns:
+        result["human"] = result[human]
+    result.attrs["annotator_alpha"] = _annotator_alpha(per_annotator)
+    return result
+
+
+def _annotator_alpha(per_annotator: pd.DataFrame) -> float:
+    """Krippendorff's alpha (nominal) of the annotators' verdicts on items labelled more than once."""
+    multi = per_annotator.groupby(["item_id", "adapter_id"])["yes"].transform("size") > 1
+    data = per_annotator[multi]
+    if data.empty or data["annotator"].nunique() < 2:
+        return math.nan
+    matrix = data.pivot_table(index="annotator", columns=["item_id", "adapter_id"], values="yes", aggfunc="first")
+    values = matrix.to_numpy(dtype=float)
+    if np.unique(values[np.isfinite(values)]).size < 2:
+        return math.nan
+    import krippendorff
+
+    return float(krippendorff.alpha(reliability_data=values, level_of_measurement="nominal"))

@@ -554,7 +554,12 @@ def test_templates_are_never_evaluated():
     Pipeline(JudgeUnit("{candidate} {{literal}} {candidate!r}", BooleanScale()), adapter=adapter).run(
         {"candidate": "__import__('os').getcwd()"}
     )
-    assert adapter.calls[0].prompt.startswith("__import__('os').getcwd() {literal} \"__import__('os').getcwd()\"")
+    prompt = adapter.calls[0].prompt
+    fence = re.search(r"<<<CANDIDATE ([0-9a-f]{12})>>>", prompt).group(1)
+    block = f"<<<CANDIDATE {fence}>>>\n{{}}\n<<<END CANDIDATE {fence}>>>"  # item text stays fenced, as it is
+    assert prompt.startswith(
+        block.format("__import__('os').getcwd()") + " {literal} " + block.format("\"__import__('os').getcwd()\"")
+    )
 
 
 def test_template_references_are_checked_when_the_graph_is_built():
@@ -630,7 +635,7 @@ def test_independent_units_run_concurrently():
 
 
 def test_run_many_keeps_order_and_one_row_per_item():
-    adapter = ScriptedAdapter(lambda p, rc: "Verdict: " + re.search(r"#(\d+)", p).group(1))
+    adapter = ScriptedAdapter(lambda p, rc: "Verdict: " + re.search(r"#<<<CANDIDATE \w+>>>\n(\d+)\n", p).group(1))
     pipeline = Pipeline(JudgeUnit("#{candidate}", LikertScale(0, 9), retries=0), adapter=adapter, threshold=0.5)
     items = [{"id": i, "candidate": str(i % 10), "verdict": "human label"} for i in range(30)]
     frame = pipeline.run_many(items, concurrency=7, progress=False)
@@ -747,7 +752,7 @@ def config_with(unit_overrides=None, **top):
         (config_with({"type": "foo"}),
          "pipeline[0].layer.unit.type: unknown unit type 'foo'; expected one of ['categorical-judge'"),
         (config_with({"categores": ["a"]}), "pipeline[0].layer.unit.categores: unknown key 'categores'"),
-        (config_with({"retries": -1}), "pipeline[0].layer.unit.retries: must be an integer >= 0"),
+        (config_with({"retries": -1}), "pipeline[0].layer.unit.retries: must be an integer from 0 to 10"),
         (config_with({"categories": [True, False]}), "pipeline[0].layer.unit: category True is a boolean"),
         (config_with({"values": {"yes": 1.0}}), "pipeline[0].layer.unit: values gives no value for the categories"),
         (config_with({"adapter": "dear"}), "pipeline[0].layer.unit.adapter: unknown adapter 'dear'"),
@@ -763,7 +768,7 @@ def config_with(unit_overrides=None, **top):
         ({"pipeline": [{"type": "categorical-judge", "prompt": "x"}]},
          "pipeline[0].categories: missing; a categorical-judge unit needs 'categories'"),
         ({"pipeline": [{"layer": {"unit": {"type": "mean-pool"}, "repeat": 0}}]},
-         "pipeline[0].layer.repeat: must be an integer >= 1"),
+         "pipeline[0].layer.repeat: must be an integer from 1 to 100"),
         ({"stages": []}, "config.stages: unknown key"),
     ],
 )
@@ -771,6 +776,112 @@ def test_bad_configs_name_the_offending_key(config, message):
     with pytest.raises(ConfigError) as info:
         from_config(config, adapter=ScriptedAdapter(["x"]))
     assert message in str(info.value)
+
+
+def _judge_config(**unit):
+    return {"pipeline": [{"layer": {"unit": {"type": "boolean-judge", "prompt": "{candidate}", **unit}}}]}
+
+
+DEEP: list = []
+_node = DEEP
+for _ in range(20_000):  # deeper than Python's recursion limit
+    _node.append([])
+    _node = _node[0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        pytest.param({"pipeline": [{"layer": {"unit": {"type": "mean-pool"}, "repeat": 10**7}}]},
+                     "pipeline[0].layer.repeat: must be an integer from 1 to 100 (MAX_REPEAT)", id="repeat-1e7"),
+        pytest.param({"pipeline": [{"layer": {"unit": {"type": "mean-pool"}, "repeat": 10**30}}]},
+                     "pipeline[0].layer.repeat: must be an integer from 1 to 100", id="repeat-1e30"),
+        pytest.param(_judge_config(retries=10**9), "pipeline[0].layer.unit.retries: must be an integer from 0 to 10",
+                     id="retries-1e9"),
+        pytest.param(_judge_config(retries=11), "must be an integer from 0 to 10", id="retries-11"),
+        pytest.param({"pipeline": [{"layer": {"units": [{"type": "boolean-judge", "name": f"j{i}", "prompt": "{x}"}
+                                                        for i in range(20)], "repeat": 100}}, {"type": "mean-pool"}]},
+                     "more than MAX_UNITS = 1000 units", id="units-2000"),
+        pytest.param({"pipeline": [{"layer": {"unit": {"type": "boolean-judge", "prompt": "{x}", "explanation": True},
+                                              "repeat": 100}},
+                                   *[{"type": "verify", "explanation": True}] * 10, {"type": "mean-pool"}]},
+                     "pipeline[10]: the pipeline would hold more than MAX_UNITS", id="replicated-verifiers"),
+        pytest.param(_judge_config(prompt="{candidate:>100000000}"), "the width is over the limit of 10000",
+                     id="format-width"),
+        pytest.param(_judge_config(prompt="{candidate:.100000000}"), "the precision is over the limit of 10000",
+                     id="format-precision"),
+        pytest.param(_judge_config(prompt="{candidate:" + "9" * 5000 + "}"), "the width is over the limit",
+                     id="format-width-5000-digits"),
+        pytest.param(_judge_config(prompt="{candidate:{baseline}}"), "holds a field; a format spec must be literal",
+                     id="format-nested-field"),
+        pytest.param(_judge_config(prompt="{candidate:%Y-%m}"), "is not a standard format spec", id="format-strftime"),
+        pytest.param(_judge_config(prompt="{candidate.__class__}"), "{candidate.__class__} is not allowed",
+                     id="attribute"),
+        pytest.param(_judge_config(prompt="{candidate.upper}"), "an item field is a plain value", id="method"),
+        pytest.param(_judge_config(prompt="{candidate[0]}"), "{candidate[0]} is not allowed", id="index"),
+        pytest.param(_judge_config(prompt="{candidate!a}"), "conversion !a is not allowed", id="conversion"),
+        pytest.param(_judge_config(temperature=10**400), "temperature: must be a number >= 0", id="huge-int"),
+        pytest.param(_judge_config(retries=DEEP), "got [[[[...]]]]",
+                     id="deep-list"),
+        pytest.param(_judge_config(prompt=DEEP), "prompt: must be a non-empty string", id="deep-prompt"),
+        pytest.param({"pipeline": [{"type": ["a", "list"]}]}, "pipeline[0].type: unknown unit type ['a', 'list']",
+                     id="unhashable-type"),
+        pytest.param({"pipeline": [DEEP]}, "pipeline[0]: a stage must be a mapping", id="deep-stage"),
+    ],
+)
+def test_config_limits_and_hostile_values_are_config_errors_at_load_time(config, message):
+    with pytest.raises(ConfigError) as info:
+        from_config(config, adapter=ScriptedAdapter(["x"]))
+    assert message in str(info.value)
+    assert len(str(info.value)) < 1000  # whatever the input, the message stays short
+
+
+def test_format_specs_within_the_limits_still_work_and_stay_fenced():
+    adapter = ScriptedAdapter(["Explanation: ok\nVerdict: 0.5", "Verdict: yes"])
+    judge = JudgeUnit("{candidate:.5} {candidate:>8}", ContinuousScale(), explanation=True)
+    verify = VerifyUnit("Score {previous.score:.2f}, said {previous.explanation!r}")
+    Pipeline(judge >> verify, adapter=adapter).run({"candidate": "abcdefgh"})
+    first, second = adapter.prompts
+    fence = re.search(r"<<<CANDIDATE (\w+)>>>", first).group(1)
+    assert first.startswith(f"<<<CANDIDATE {fence}>>>\nabcde\n<<<END CANDIDATE {fence}>>> "
+                            f"<<<CANDIDATE {fence}>>>\nabcdefgh\n<<<END CANDIDATE {fence}>>>")
+    assert second.startswith("Score 0.50, said 'ok'")
+    with pytest.raises(ConfigError, match="does not apply to a str"):  # a spec the value cannot take
+        Pipeline(JudgeUnit("{candidate:d}", BooleanScale()), adapter=adapter).run({"candidate": "x"})
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(b"pipeline: \xff\xfe\n", "not UTF-8 text", id="latin-1"),
+        pytest.param(b"\xef\xbb\xbfpipeline: [\x80]", "not UTF-8 text", id="bad-byte-after-bom"),
+        pytest.param(("pipeline: " + "[" * 3000 + "]" * 3000).encode(), "nested too deeply", id="deep-flow"),
+        pytest.param(("pipeline:\n  " + "- " * 3000 + "x\n").encode(), "nested too deeply", id="deep-block"),
+        pytest.param(b"pipeline: 2001-13-45", "not valid YAML: ValueError", id="bad-date"),
+        pytest.param(b"pipeline: " + b"1" * 5000, "not valid YAML: ValueError", id="int-too-long"),
+        pytest.param(b"pipeline: []\n#" + b"x" * 1_000_000, "over MAX_CONFIG_BYTES", id="too-big"),
+        pytest.param(  # a billion laughs: aliases of aliases, nine levels deep
+            ("threshold: [&a [x,x,x,x,x,x,x,x,x], " + ", ".join(
+                f"&{b} [" + ",".join([f"*{a}"] * 9) + "]" for a, b in zip("abcdefgh", "bcdefghi", strict=True))
+             + "]\npipeline: [{type: mean-pool}]\n").encode(),
+            "threshold: must be a number in 0.0..1.0", id="billion-laughs"),
+    ],
+)
+def test_yaml_files_that_cannot_be_loaded_are_config_errors(tmp_path, content, message):
+    path = tmp_path / "pipeline.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        from_config(path)
+    assert message in str(info.value)
+    assert len(str(info.value)) < 1000
+
+
+@pytest.mark.parametrize("path", ["x" * 5000, "a\x00b", "/", "."], ids=["too-long", "nul", "root", "cwd"])
+def test_config_paths_that_cannot_be_read_are_config_errors(path):
+    with pytest.raises(ConfigError, match=r"does not exist|cannot be read"):
+        from_config(path)
 
 
 def test_config_files_and_named_adapters(tmp_path):

@@ -115,7 +115,7 @@ def _card(kappa_noise, grader="llm-judge", rubric="r1", seed=0):
 
 def test_require_calibrated_refuses_a_missing_or_weak_card(ledger):
     ledger.extend([obs("a", 1.0) for _ in range(30)])
-    with pytest.raises(UncalibratedJudgeError, match="llm-judge.*no judge card"):
+    with pytest.raises(UncalibratedJudgeError, match=r"llm-judge.*no judge card"):
         route(ledger, "qa", require_calibrated=True, now=NOW)
     registry = JudgeCardRegistry.for_ledger(ledger)
     registry.save(_card(0.45))  # near chance

@@ -14,7 +14,7 @@ from .._runtime import acall_complete, acall_embed, to_thread
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import EmbeddingShapeError, JudgeReplyError, ValidationError
 from ._base import GradingResult, validate_grader_id
-from ._parse import expected_label_value, parse_score_reply
+from ._parse import UntrustedText, defang, expected_label_value, fence_for, parse_score_reply
 
 __all__ = [
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -264,13 +264,9 @@ LLM_JUDGE_LOGPROB_RUBRIC_HASH = _hash(LLM_JUDGE_LOGPROB_RUBRIC)
 _LIKERT_5 = {"1": 0.0, "2": 0.25, "3": 0.5, "4": 0.75, "5": 1.0}
 
 
-def _fence(*texts: str) -> str:
-    """A marker derived from the texts it fences, so a text cannot know (and fake) its own fence."""
-    return hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()[:12]
-
-
-def _defang(text: str, fence: str) -> str:
-    return text.replace(fence, "[fence]")
+# The fence and its defanging are shared with the pipelines' units (see ``_parse``).
+_fence = fence_for
+_defang = defang
 
 
 @dataclass
@@ -284,8 +280,15 @@ class LLMJudge:
     ``scoring="json"`` (default) parses ``{"quality_score": ..., "notes": ...}``
     from the reply (possibly inside prose or a code fence; the last object with
     a ``quality_score`` counts; a string, boolean, NaN or out-of-range score is a
-    ``ValueError``). ``scoring="logprob"`` asks for a 1-5 rating and scores the
-    probability-weighted mean over the labels from the adapter's top logprobs;
+    ``ValueError``). The question, reference and candidate are fenced between
+    markers derived from their hash; a verdict planted in them is never taken
+    as the judge's: reply objects equal, once parsed, to an object in those
+    texts (or inside a copy of a fenced block) are disregarded, and an
+    outermost object wins over one nested in it (so ``{"quality_score": 0.2,
+    "quote": {"quality_score": 1.0}}`` scores 0.2). See
+    :mod:`llm_connect.grading._parse`. ``scoring="logprob"`` asks for a 1-5
+    rating and scores the probability-weighted mean over the labels from the
+    adapter's top logprobs;
     an adapter that returns none raises :class:`LogprobsUnavailableError`
     (an *unscored* row in a batch), never a silent fallback.
     """
@@ -312,13 +315,18 @@ class LLMJudge:
         """A stable hash of the rubric template, recorded in ledgers beside the score."""
         return LLM_JUDGE_RUBRIC_HASH if self.scoring == "json" else LLM_JUDGE_LOGPROB_RUBRIC_HASH
 
+    @staticmethod
+    def untrusted(baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> UntrustedText:
+        """The item's texts, which the judge is shown but must not obey (their hash makes the fence)."""
+        return UntrustedText((prompt, baseline.content, candidate.content))
+
     def build_prompt(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> str:
-        fence = _fence(prompt, baseline.content, candidate.content)
+        untrusted = self.untrusted(baseline, candidate, prompt)
         return self.rubric.format(
             prompt=prompt,
-            baseline=_defang(baseline.content, fence),
-            candidate=_defang(candidate.content, fence),
-            fence=fence,
+            baseline=untrusted.defang(baseline.content),
+            candidate=untrusted.defang(candidate.content),
+            fence=untrusted.fence,
         )
 
     def judge_config(self, run_config: RunConfig) -> RunConfig:
@@ -333,7 +341,7 @@ class LLMJudge:
         return run_config.replace(**changes)
 
     def _result(
-        self, reply: LLMResponse, baseline: LLMResponse, candidate: LLMResponse, judge_prompt: str
+        self, reply: LLMResponse, baseline: LLMResponse, candidate: LLMResponse, prompt: str
     ) -> GradingResult:
         details: dict[str, Any] = {
             "raw_reply": reply.content,
@@ -350,7 +358,7 @@ class LLMJudge:
                 details["label_probs"] = probs
             else:
                 score, notes, obj = parse_score_reply(
-                    reply.content, ignore_texts=(candidate.content, baseline.content, judge_prompt)
+                    reply.content, untrusted=self.untrusted(baseline, candidate, prompt)
                 )
                 details["verdict"] = obj
         except JudgeReplyError as exc:
@@ -371,14 +379,14 @@ class LLMJudge:
     ) -> GradingResult:
         judge_prompt = self.build_prompt(baseline, candidate, prompt)
         reply = self.adapter.complete(judge_prompt, self.judge_config(run_config))
-        return self._result(reply, baseline, candidate, judge_prompt)
+        return self._result(reply, baseline, candidate, prompt)
 
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
         judge_prompt = self.build_prompt(baseline, candidate, prompt)
         reply = await acall_complete(self.adapter, judge_prompt, self.judge_config(run_config))
-        return self._result(reply, baseline, candidate, judge_prompt)
+        return self._result(reply, baseline, candidate, prompt)
 
 
 # -- function judge ------------------------------------------------------------

@@ -25,20 +25,31 @@ also ``scoring`` and ``top_logprobs``. Pools: ``max-pool`` (alias
 A verify layer without ``repeat`` after a layer of n units verifies each of
 them (see :mod:`llm_connect.pipelines._pipeline`). In YAML, quote ``"yes"`` and
 ``"no"``: unquoted they are booleans.
+
+Limits, pinned (each checked when the config is loaded; past one is a
+:class:`ConfigError` naming the key): ``repeat`` <= :data:`MAX_REPEAT`,
+``retries`` <= :data:`MAX_RETRIES`, at most :data:`MAX_UNITS` units in the
+whole pipeline (counting repeats and the verifiers a verify stage is
+replicated into), a YAML file of at most :data:`MAX_CONFIG_BYTES` bytes, and
+template format specs no wider or more precise than :data:`MAX_FORMAT_WIDTH`
+(item fields take no attributes or indices: see
+:mod:`llm_connect.pipelines._template`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..grading._parse import brief_repr
 from ._pipeline import CONNECTIONS, INNER, Layer, Pipeline
-from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale
+from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale, finite_number
+from ._template import MAX_FORMAT_WIDTH
 from ._units import (
+    MAX_RETRIES,
     JudgeUnit,
     MajorityPool,
     MeanPool,
@@ -49,7 +60,22 @@ from ._units import (
     WeightedMeanPool,
 )
 
-__all__ = ["UNIT_TYPES", "from_config"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_FORMAT_WIDTH",
+    "MAX_REPEAT",
+    "MAX_RETRIES",
+    "MAX_UNITS",
+    "UNIT_TYPES",
+    "from_config",
+]
+
+#: The largest ``repeat`` of a layer.
+MAX_REPEAT = 100
+#: The most units (LLM units and pools, counting repeats and replicated verifiers) a config may build.
+MAX_UNITS = 1_000
+#: The largest YAML config file read, in bytes.
+MAX_CONFIG_BYTES = 1_000_000
 
 _LLM_KEYS = ("type", "name", "prompt", "explanation", "adapter", "retries", "temperature", "seed", "max_tokens")
 _JUDGE_KEYS = (*_LLM_KEYS, "scoring", "top_logprobs")
@@ -83,44 +109,63 @@ def _fail(path: str, message: str) -> ConfigError:
     return ConfigError(f"{path}: {message}")
 
 
+def _key(key: Any) -> str:
+    """A config key as shown in a path (bounded)."""
+    text = key if isinstance(key, str) else brief_repr(key)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return finite_number(v)
 
 
 def _int_at_least(low: int) -> Callable[[Any], str | None]:
-    return lambda v: None if _is_int(v) and v >= low else f"must be an integer >= {low}, got {v!r}"
+    return lambda v: None if _is_int(v) and v >= low else f"must be an integer >= {low}, got {brief_repr(v)}"
+
+
+def _int_between(low: int, high: int, why: str) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        if _is_int(v) and low <= v <= high:
+            return None
+        return f"must be an integer from {low} to {high} ({why}), got {brief_repr(v)}"
+
+    return check
 
 
 def _one_of(options: tuple[str, ...]) -> Callable[[Any], str | None]:
-    return lambda v: None if v in options else f"expected one of {list(options)}, got {v!r}"
+    return lambda v: (
+        None if isinstance(v, str) and v in options else f"expected one of {list(options)}, got {brief_repr(v)}"
+    )
 
 
 def _check_bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
+    return None if isinstance(v, bool) else f"must be true or false, got {brief_repr(v)}"
 
 
 def _check_text(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else f"must be a non-empty string, got {v!r}"
+    return None if isinstance(v, str) and v.strip() else f"must be a non-empty string, got {brief_repr(v)}"
 
 
 def _check_name(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.isidentifier() else f"must be an identifier (letters, digits, _), got {v!r}"
+    if isinstance(v, str) and v.isidentifier():
+        return None
+    return f"must be an identifier (letters, digits, _), got {brief_repr(v)}"
 
 
 def _check_temperature(v: Any) -> str | None:
-    return None if _is_num(v) and v >= 0 else f"must be a number >= 0, got {v!r}"
+    return None if _is_num(v) and v >= 0 else f"must be a number >= 0, got {brief_repr(v)}"
 
 
 def _check_number(v: Any) -> str | None:
-    return None if _is_num(v) else f"must be a number, got {v!r}"
+    return None if _is_num(v) else f"must be a number, got {brief_repr(v)}"
 
 
 def _check_int(v: Any) -> str | None:
-    return None if _is_int(v) else f"must be an integer, got {v!r}"
+    return None if _is_int(v) else f"must be an integer, got {brief_repr(v)}"
 
 
 def _check_list(v: Any) -> str | None:
@@ -135,7 +180,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "name": _check_name,
     "prompt": _check_text,
     "explanation": _check_bool,
-    "retries": _int_at_least(0),
+    "retries": _int_between(0, MAX_RETRIES, "MAX_RETRIES: each retry is a paid call"),
     "temperature": _check_temperature,
     "seed": _int_at_least(0),
     "max_tokens": _int_at_least(1),
@@ -158,19 +203,37 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
 def _check_keys(node: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
     for key in node:
         if key not in allowed:
-            raise _fail(f"{path}.{key}", f"unknown key {key!r}; expected one of {list(allowed)}")
+            raise _fail(f"{path}.{_key(key)}", f"unknown key {brief_repr(key)}; expected one of {list(allowed)}")
 
 
 def _resolve_adapter(value: Any, adapters: Mapping[str, Any] | None, path: str) -> Any:
     if isinstance(value, str):
         if not adapters or value not in adapters:
             known = sorted(adapters) if adapters else []
-            raise _fail(path, f"unknown adapter {value!r}; pass it in from_config(..., adapters={{{value!r}: ...}})"
+            shown = brief_repr(value)
+            raise _fail(path, f"unknown adapter {shown}; pass it in from_config(..., adapters={{{shown}: ...}})"
                         + (f" (known: {known})" if known else ""))
         return adapters[value]
     if callable(getattr(value, "complete", None)):
         return value
-    raise _fail(path, f"must name an adapter given in adapters=, got {value!r}")
+    raise _fail(path, f"must name an adapter given in adapters=, got {brief_repr(value)}")
+
+
+class _Count:
+    """The units a config builds so far, against :data:`MAX_UNITS` (checked before any is built)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.last = 0  # how many outputs the previous stage has
+
+    def take(self, n: int, path: str) -> None:
+        self.total += n
+        self.last = n
+        if self.total > MAX_UNITS:
+            raise _fail(
+                path, f"the pipeline would hold more than MAX_UNITS = {MAX_UNITS} units ({self.total} so far, "
+                "counting repeats and the verifiers a verify stage is replicated into)"
+            )
 
 
 def _unit(node: Any, path: str, adapters: Mapping[str, Any] | None) -> Unit:
@@ -179,8 +242,8 @@ def _unit(node: Any, path: str, adapters: Mapping[str, Any] | None) -> Unit:
     if "type" not in node:
         raise _fail(f"{path}.type", f"missing; expected one of {list(UNIT_TYPES)}")
     kind = node["type"]
-    if kind not in UNIT_TYPES:
-        raise _fail(f"{path}.type", f"unknown unit type {kind!r}; expected one of {list(UNIT_TYPES)}")
+    if not isinstance(kind, str) or kind not in UNIT_TYPES:
+        raise _fail(f"{path}.type", f"unknown unit type {brief_repr(kind)}; expected one of {list(UNIT_TYPES)}")
     _check_keys(node, UNIT_TYPES[kind], path)
     for key in _REQUIRED.get(kind, ()):
         if key not in node:
@@ -229,40 +292,58 @@ def _make(kind: str, o: dict[str, Any]) -> Unit:
     return JudgeUnit(prompt, scale, **o)
 
 
-def _stage(node: Any, path: str, adapters: Mapping[str, Any] | None) -> Layer:
+def _is_verify(node: Any) -> bool:
+    return isinstance(node, Mapping) and node.get("type") == "verify"
+
+
+def _stage(node: Any, path: str, adapters: Mapping[str, Any] | None, count: _Count) -> Layer:
     if not isinstance(node, Mapping):
-        raise _fail(path, f"a stage must be a mapping ('layer:', 'unit:' or a unit with 'type:'), got {node!r}")
+        raise _fail(
+            path, f"a stage must be a mapping ('layer:', 'unit:' or a unit with 'type:'), got {brief_repr(node)}"
+        )
     if "layer" in node:
         if len(node) != 1:
             extra = next(k for k in node if k != "layer")
-            raise _fail(f"{path}.{extra}", f"unknown key {extra!r} beside 'layer'; put it inside the layer")
-        return _layer(node["layer"], f"{path}.layer", adapters)
+            raise _fail(
+                f"{path}.{_key(extra)}", f"unknown key {brief_repr(extra)} beside 'layer'; put it inside the layer"
+            )
+        return _layer(node["layer"], f"{path}.layer", adapters, count)
     if "unit" in node:
         if len(node) != 1:
             extra = next(k for k in node if k != "unit")
-            raise _fail(f"{path}.{extra}", f"unknown key {extra!r} beside 'unit'; put it inside the unit")
-        return Layer(_unit(node["unit"], f"{path}.unit", adapters), origin=path)
-    if "type" in node:
-        return Layer(_unit(node, path, adapters), origin=path)
-    raise _fail(path, f"a stage needs 'layer', 'unit' or 'type'; got keys {list(node)}")
+            raise _fail(
+                f"{path}.{_key(extra)}", f"unknown key {brief_repr(extra)} beside 'unit'; put it inside the unit"
+            )
+        unit, unit_path = node["unit"], f"{path}.unit"
+    elif "type" in node:
+        unit, unit_path = node, path
+    else:
+        raise _fail(path, f"a stage needs 'layer', 'unit' or 'type'; got keys {brief_repr(list(node))}")
+    # a single verify unit after n outputs is replicated n times (see _pipeline)
+    count.take(max(count.last, 1) if _is_verify(unit) else 1, unit_path)
+    return Layer(_unit(unit, unit_path, adapters), origin=path)
 
 
-def _layer(node: Any, path: str, adapters: Mapping[str, Any] | None) -> Layer:
+def _layer(node: Any, path: str, adapters: Mapping[str, Any] | None, count: _Count) -> Layer:
     if not isinstance(node, Mapping):
         raise _fail(path, f"a layer must be a mapping with 'unit' or 'units', got {type(node).__name__}")
     _check_keys(node, _LAYER_KEYS, path)
     if ("unit" in node) == ("units" in node):
         raise _fail(path, "a layer needs exactly one of 'unit' or 'units'")
+    repeat = node.get("repeat")
+    if repeat is not None and (problem := _int_between(1, MAX_REPEAT, "MAX_REPEAT")(repeat)):
+        raise _fail(f"{path}.repeat", problem)
+    raw = [node["unit"]] if "unit" in node else node["units"]
+    if "units" in node and (not isinstance(raw, list) or not raw):
+        raise _fail(f"{path}.units", "must be a non-empty list of units")
+    if repeat is None and len(raw) == 1 and _is_verify(raw[0]):
+        count.take(max(count.last, 1), path)  # replicated into one verifier per incoming output
+    else:
+        count.take(len(raw) * (repeat or 1), path)
     if "unit" in node:
         units: list[Unit] = [_unit(node["unit"], f"{path}.unit", adapters)]
     else:
-        raw = node["units"]
-        if not isinstance(raw, list) or not raw:
-            raise _fail(f"{path}.units", "must be a non-empty list of units")
         units = [_unit(u, f"{path}.units[{i}]", adapters) for i, u in enumerate(raw)]
-    repeat = node.get("repeat")
-    if repeat is not None and (problem := _int_at_least(1)(repeat)):
-        raise _fail(f"{path}.repeat", problem)
     inner = node.get("inner", "independent")
     if problem := _one_of(INNER)(inner):
         raise _fail(f"{path}.inner", problem)
@@ -276,17 +357,36 @@ def _load(config: Any) -> Mapping[str, Any]:
     if isinstance(config, Mapping):
         return config
     if isinstance(config, (str, os.PathLike)):
-        path = Path(config)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist; pass a dict or a path to a YAML file")
-        import yaml
+        try:
+            path = Path(config)
+            shown = brief_repr(str(path))
+            if not path.is_file():
+                raise ConfigError(f"config file {shown} does not exist; pass a dict or a path to a YAML file")
+            with path.open("rb") as f:
+                raw = f.read(MAX_CONFIG_BYTES + 1)
+        except ConfigError:
+            raise
+        except (OSError, ValueError, TypeError) as exc:  # unreadable, a name too long, a NUL in the name...
+            raise ConfigError(f"config file {brief_repr(str(config))} cannot be read: {type(exc).__name__}: {exc}") \
+                from None
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{shown}: the file is over MAX_CONFIG_BYTES = {MAX_CONFIG_BYTES} bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{shown}: not UTF-8 text (byte {exc.start}); save the YAML as UTF-8") from None
+        import yaml  # a core dependency
 
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+            raise ConfigError(f"{shown}: not valid YAML: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"{shown}: not valid YAML: nested too deeply") from None
+        except Exception as exc:  # a value the YAML loader cannot build (a date out of range, an int too long...)
+            raise ConfigError(f"{shown}: not valid YAML: {type(exc).__name__}: {exc}") from None
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{path}: the YAML must be a mapping with a 'pipeline' key, got {type(data).__name__}")
+            raise ConfigError(f"{shown}: the YAML must be a mapping with a 'pipeline' key, got {type(data).__name__}")
         return data
     raise ConfigError(f"config must be a dict or a path to a YAML file, got {type(config).__name__}")
 
@@ -300,9 +400,31 @@ def from_config(
     """A validated :class:`Pipeline` from a dict or a YAML file path.
 
     ``adapter`` serves every unit that names none; ``adapters`` maps the names
-    units give in ``adapter:`` to adapters. Any mistake is a :class:`ConfigError`
-    naming the key.
+    units give in ``adapter:`` to adapters.
+
+    Errors: whatever is wrong with the config, ``from_config`` raises a
+    :class:`ConfigError` (a ``ValueError``) naming the key, and nothing else:
+    a missing or unreadable file, a file that is not UTF-8 or not YAML, YAML
+    nested too deeply to load, an unknown key or type, a bad value, and any
+    limit passed. The limits (module constants, checked at load time):
+
+    - ``repeat`` <= :data:`MAX_REPEAT` (100);
+    - ``retries`` <= :data:`MAX_RETRIES` (10; each retry is a paid call);
+    - at most :data:`MAX_UNITS` (1,000) units in the pipeline, counting
+      repeats and replicated verifiers;
+    - a YAML file of at most :data:`MAX_CONFIG_BYTES` (1,000,000) bytes;
+    - a template's format spec: the standard mini-language, no nested field,
+      width and precision <= :data:`MAX_FORMAT_WIDTH` (10,000); an item field
+      takes no attribute or index (``{candidate.__class__}``,
+      ``{candidate[0]}`` are refused), and a conversion is ``!s`` or ``!r``.
     """
+    try:
+        return _from_config(config, adapter, adapters)
+    except RecursionError:
+        raise ConfigError("config: nested too deeply to read") from None
+
+
+def _from_config(config: Any, adapter: Any, adapters: Mapping[str, Any] | None) -> Pipeline:
     data = _load(config)
     _check_keys(data, _TOP_KEYS, "config")
     if "pipeline" not in data:
@@ -310,13 +432,16 @@ def from_config(
     stages = data["pipeline"]
     if not isinstance(stages, list) or not stages:
         raise ConfigError("pipeline: must be a non-empty list of stages")
+    if len(stages) > MAX_UNITS:
+        raise ConfigError(f"pipeline: {len(stages)} stages; a pipeline holds at most MAX_UNITS = {MAX_UNITS} units")
     threshold = data.get("threshold")
     if threshold is not None and not (_is_num(threshold) and 0.0 <= threshold <= 1.0):
-        raise ConfigError(f"threshold: must be a number in 0.0..1.0, got {threshold!r}")
+        raise ConfigError(f"threshold: must be a number in 0.0..1.0, got {brief_repr(threshold)}")
     name = data.get("name", "pipeline")
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"name: must be a non-empty string, got {name!r}")
+        raise ConfigError(f"name: must be a non-empty string, got {brief_repr(name)}")
     if adapter is not None and not callable(getattr(adapter, "complete", None)):
         raise ConfigError("adapter must have a complete(prompt, run_config) method")
-    layers = [_stage(s, f"pipeline[{i}]", adapters) for i, s in enumerate(stages)]
+    count = _Count()
+    layers = [_stage(s, f"pipeline[{i}]", adapters, count) for i, s in enumerate(stages)]
     return Pipeline(layers, threshold=threshold, adapter=adapter, name=name).validate()

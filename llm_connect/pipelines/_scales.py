@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, JudgeReplyError
-from ..grading._parse import quote
+from ..grading._parse import brief_repr, quote
 
 __all__ = ["BooleanScale", "CategoricalScale", "ContinuousScale", "LikertScale", "Scale", "clean_verdict"]
 
@@ -45,11 +45,21 @@ def clean_verdict(text: str) -> str:
     return text
 
 
+def finite_number(value: Any) -> bool:
+    """Is ``value`` an int or float (not a bool) with a finite float value (an int too large for a float is not)?"""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _check_unit_value(what: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{what} must be a number in 0.0..1.0, got {value!r}")
+    if not finite_number(value):
+        raise ConfigError(f"{what} must be a number in 0.0..1.0, got {brief_repr(value)}")
     if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{what} must be in 0.0..1.0, got {value!r}")
+        raise ConfigError(f"{what} must be in 0.0..1.0, got {brief_repr(value)}")
     return float(value)
 
 
@@ -117,7 +127,7 @@ class CategoricalScale(Scale):
 
     def __init__(self, labels: Sequence[str], values: Mapping[str, float] | None = None) -> None:
         if isinstance(labels, str) or not isinstance(labels, Sequence):
-            raise ConfigError(f"categories must be a list of labels, got {labels!r}")
+            raise ConfigError(f"categories must be a list of labels, got {brief_repr(labels)}")
         labels = list(labels)
         for lab in labels:
             if isinstance(lab, bool):
@@ -125,12 +135,12 @@ class CategoricalScale(Scale):
                     f"category {lab!r} is a boolean; in YAML quote yes/no/true/false ('yes') so they stay labels"
                 )
             if not isinstance(lab, str) or not lab.strip():
-                raise ConfigError(f"each category must be a non-empty string, got {lab!r}")
+                raise ConfigError(f"each category must be a non-empty string, got {brief_repr(lab)}")
         if len(labels) < 2:
-            raise ConfigError(f"a categorical scale needs at least two categories, got {labels!r}")
+            raise ConfigError(f"a categorical scale needs at least two categories, got {brief_repr(labels)}")
         folded = [lab.strip().casefold() for lab in labels]
         if len(set(folded)) != len(folded):
-            raise ConfigError(f"categories must differ (ignoring case), got {labels!r}")
+            raise ConfigError(f"categories must differ (ignoring case), got {brief_repr(labels)}")
         self.labels: tuple[str, ...] = tuple(lab.strip() for lab in labels)
         self._by_fold = dict(zip(folded, self.labels, strict=True))
         if values is None:
@@ -139,7 +149,7 @@ class CategoricalScale(Scale):
             self.explicit_values = False
         else:
             if not isinstance(values, Mapping):
-                raise ConfigError(f"values must map each category to a number in 0..1, got {values!r}")
+                raise ConfigError(f"values must map each category to a number in 0..1, got {brief_repr(values)}")
             mapped: dict[str, float] = {}
             for key, val in values.items():
                 if isinstance(key, bool):
@@ -148,7 +158,9 @@ class CategoricalScale(Scale):
                     )
                 lab = self._by_fold.get(str(key).strip().casefold())
                 if lab is None:
-                    raise ConfigError(f"values names {key!r}, which is not one of the categories {list(self.labels)}")
+                    raise ConfigError(
+                        f"values names {brief_repr(key)}, which is not one of the categories {list(self.labels)}"
+                    )
                 mapped[lab] = _check_unit_value(f"values[{key!r}]", val)
             missing = [lab for lab in self.labels if lab not in mapped]
             if missing:
@@ -228,11 +240,14 @@ class LikertScale(Scale):
     def __init__(self, min: int = 1, max: int = 5) -> None:
         for what, v in (("min", min), ("max", max)):
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError(f"Likert {what} must be an integer, got {v!r}")
+                raise ConfigError(f"Likert {what} must be an integer, got {brief_repr(v)}")
         if not min < max:
-            raise ConfigError(f"Likert min must be below max, got min={min}, max={max}")
+            raise ConfigError(f"Likert min must be below max, got min={brief_repr(min)}, max={brief_repr(max)}")
         if max - min > 100:
-            raise ConfigError(f"a Likert scale of more than 101 points is not a Likert scale (min={min}, max={max})")
+            raise ConfigError(
+                "a Likert scale of more than 101 points is not a Likert scale "
+                f"(min={brief_repr(min)}, max={brief_repr(max)})"
+            )
         self.min, self.max = min, max
 
     def describe(self) -> str:
@@ -272,10 +287,10 @@ class ContinuousScale(Scale):
 
     def __init__(self, low: float = 0.0, high: float = 1.0) -> None:
         for what, v in (("low", low), ("high", high)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ConfigError(f"continuous {what} must be a finite number, got {v!r}")
+            if not finite_number(v):
+                raise ConfigError(f"continuous {what} must be a finite number, got {brief_repr(v)}")
         if not low < high:
-            raise ConfigError(f"continuous low must be below high, got low={low}, high={high}")
+            raise ConfigError(f"continuous low must be below high, got low={brief_repr(low)}, high={brief_repr(high)}")
         self.low, self.high = float(low), float(high)
 
     def describe(self) -> str:
