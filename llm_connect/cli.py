@@ -727,6 +727,8 @@ def _group_name(row: Any, by: Sequence[str]) -> str:
 
 
 def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import pandas as pd
+
     from .calibration import ESTIMATE_METHODS, estimate_quality, load_items, parse_labels
 
     methods = _split(args.method)
@@ -751,7 +753,7 @@ def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     frame = items.copy()
     frame[args.human] = parse_labels(frame[args.human].tolist(), column=args.human)
     judge = frame[args.judge]
-    if judge.dtype == object:
+    if not (pd.api.types.is_numeric_dtype(judge) or pd.api.types.is_bool_dtype(judge)):  # text read from a CSV
         frame[args.judge] = parse_labels(judge.tolist(), column=args.judge)
     table = estimate_quality(frame, judge=args.judge, human=args.human, by=by or None, methods=tuple(methods),
                              confidence=args.confidence, weights=args.weights)

@@ -37,6 +37,7 @@ NAMES = [
     "04_bias_diagnostics.ipynb",
     "05_compound_judges.ipynb",
     "06_routing.ipynb",
+    "07_trustworthy_estimates.ipynb",
 ]
 
 
