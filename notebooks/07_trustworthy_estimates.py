@@ -92,8 +92,11 @@ record_labels(ledger, labels, task_type="qa", annotator="annotator")
 
 # %%
 pairs = paired_frame(ledger, "qa", judge=judge.grader_id, human="human")
-print(f"{len(pairs)} judged answers, {int(pairs['human'].notna().sum())} labelled")
 pairs.head()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{len(pairs)} judged answers, {int(pairs['human'].notna().sum())} labelled")
 
 # %% [markdown]
 # ## 3 · Quality per model, with and without the judge
