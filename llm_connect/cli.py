@@ -38,6 +38,9 @@ __all__ = ["MAX_AGE_DAYS_MAX", "N_BOOT_MAX", "UsageError", "build_parser", "main
 
 JUDGES = ("exact", "embedding", "llm")
 DEFAULT_JUDGES = "exact,embedding,llm"
+# --judges selects judges by these short words; everywhere else (tables, files, verdicts, cards, the ledger,
+# --require) a judge is named by its grader_id. The short words are accepted in --require as aliases.
+GRADER_IDS = {"exact": "exact-match", "embedding": "embedding-similarity", "llm": "llm-judge"}
 N_BOOT_MAX = 100_000  # bootstrap resamples: more only costs memory and time (n_boot x items floats per statistic)
 MAX_AGE_DAYS_MAX = 100_000  # about 270 years; 0 means any age
 CALIBRATE_OUTPUTS = {"scores": "scores.csv", "agreement": "agreement.csv", "bias": "bias.csv", "report": "report.html"}
@@ -136,6 +139,12 @@ def _check_requirements(
     if requirements and not failed:
         print(f"all {len(requirements)} requirement(s) hold")
     return 1 if failed else 0
+
+
+def _alias_requirement(text: str) -> str:
+    """``llm:kappa>=0.4`` -> ``llm-judge:kappa>=0.4`` (the --judges words are aliases of the grader ids)."""
+    name, sep, rest = text.strip().partition(":")
+    return f"{GRADER_IDS[name.strip()]}:{rest}" if sep and name.strip() in GRADER_IDS else text
 
 
 def _requirements(texts: Sequence[str], stats: Sequence[str], names: Sequence[str], what: str) -> list[Requirement]:
@@ -266,7 +275,13 @@ def _add_calibrate(subparsers: Any) -> None:
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
-    _add_require(p, "llm:kappa_low>=0.4", CALIBRATE_STATS)
+    p.add_argument(
+        "--ledger",
+        metavar="LEDGER",
+        help="save each judge's card (agreement with people, biases, verdict) in the registry beside this ledger "
+        "(LEDGER.cards.json), where route(..., require_calibrated=True) reads it",
+    )
+    _add_require(p, "llm-judge:kappa_low>=0.4", CALIBRATE_STATS)
     p.set_defaults(func=_run_calibrate, _parser=p)
 
 
@@ -319,7 +334,25 @@ def _shown_url(url: str) -> str:
     return safe_text(redact_urls(shown))
 
 
-def _check_judges(args: argparse.Namespace) -> list[str]:
+@dataclass(frozen=True)
+class JudgeSpec:
+    """Which judges a command builds (``--judges`` words) and from which models."""
+
+    judges: str = DEFAULT_JUDGES
+    llm: str = "local"
+    embedder: str = "local"
+    base_url: str | None = None
+    normalize: str | None = None
+    reference_sep: str | None = None
+    seed: int = 0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> JudgeSpec:
+        return cls(judges=args.judges, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
+                   normalize=args.normalize, reference_sep=args.reference_sep, seed=args.seed)
+
+
+def _check_judges(args: JudgeSpec) -> list[str]:
     """The judge names; raises before any model loads or item is judged if one cannot run here.
 
     A local judge needs the ``local`` extra (llama-cpp-python / sentence-transformers and
@@ -334,7 +367,7 @@ def _check_judges(args: argparse.Namespace) -> list[str]:
     unknown = [n for n in names if n not in JUDGES]
     if unknown:
         raise UsageError(f"unknown judge(s) {', '.join(unknown)}; choose from {', '.join(JUDGES)}")
-    if getattr(args, "base_url", None):
+    if args.base_url:
         from urllib.parse import urlsplit
 
         try:
@@ -392,7 +425,7 @@ def _build_embedder(spec: str, base_url: str | None) -> Any:
     return OpenAICompatibleEmbedder(str(value), base_url=base_url)
 
 
-def _build_judges(args: argparse.Namespace) -> dict[str, Any]:
+def _build_judges(args: JudgeSpec) -> dict[str, Any]:
     from .grading import NORMALIZERS, EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
 
     names = _check_judges(args)
@@ -402,13 +435,13 @@ def _build_judges(args: argparse.Namespace) -> dict[str, Any]:
     judges: dict[str, Any] = {}
     for name in names:
         if name == "exact":
-            judges[name] = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
+            judge: Any = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
         elif name == "embedding":
-            judges[name] = EmbeddingSimilarityJudge(
-                _build_embedder(args.embedder, args.base_url), reference_sep=args.reference_sep
-            )
+            embedder = _build_embedder(args.embedder, args.base_url)
+            judge = EmbeddingSimilarityJudge(embedder, reference_sep=args.reference_sep)
         else:
-            judges[name] = LLMJudge(_build_llm(args.llm, args.base_url), seed=args.seed)
+            judge = LLMJudge(_build_llm(args.llm, args.base_url), seed=args.seed)
+        judges[judge.grader_id] = judge  # one name per judge: its grader_id
     return judges
 
 
@@ -421,6 +454,16 @@ def _local_run_config() -> Any:
         max_tokens=96,
         model_params={"response_format": {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}},
     )
+
+
+def _print_verdicts(cards: Sequence[Any], out: Any) -> None:
+    """The verdicts in words, one line per judge: what to conclude, printed before any table."""
+    if not cards:
+        return
+    print("verdicts:", file=out)
+    for card in cards:
+        print(f"  {safe_text(card.verdict, limit=400)}", file=out)
+    print(file=out)
 
 
 def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: int = 0) -> None:
@@ -614,8 +657,14 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             raise UsageError(
                 f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, or auto, or none"
             )
-    _check_judges(args)  # a missing extra, a bad spec or URL: before reading anything
-    requirements = _requirements(args.require, CALIBRATE_STATS, _split(args.judges), "judge")
+    spec = JudgeSpec.from_args(args)
+    _check_judges(spec)  # a missing extra, a bad spec or URL: before reading anything
+    requirements = _requirements(
+        [_alias_requirement(t) for t in args.require],
+        CALIBRATE_STATS,
+        [GRADER_IDS.get(j, j) for j in _split(args.judges)],
+        "judge",
+    )
     data = Path(args.data)
     items = load_items(data)
     human = args.human
@@ -629,8 +678,10 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         )
     lacking = _check_items(parser, items)
     paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
-    judges = _build_judges(args)
-    run_config = _local_run_config() if "llm" in judges and _model_spec(args.llm, "llm")[0] == "local" else None
+    judges = _build_judges(spec)
+    run_config = (
+        _local_run_config() if GRADER_IDS["llm"] in judges and _model_spec(args.llm, "llm")[0] == "local" else None
+    )
     report = calibrate(
         items,
         judges,
@@ -646,9 +697,19 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         progress=not args.no_progress,
         run_config=run_config,
     )
+    from .calibration._cards import cards_from_report
+
+    cards = cards_from_report(report)
     written = _write_csvs(report, paths)
     written["report"] = report.to_html(paths["report"])
+    _print_verdicts(cards, sys.stdout)
     _print_summary(report, written, sys.stdout, lacking=lacking)
+    if args.ledger is not None:
+        from .calibration import JudgeCardRegistry
+
+        registry = JudgeCardRegistry.for_ledger(args.ledger)
+        registry.save(cards)
+        print(f"saved {len(cards)} judge card(s) to {safe_text(registry.path)}")
     code = _no_row_scored(parser, report)
     gate = _check_requirements(parser, requirements, lambda name, stat: _agreement_stat(report, name, stat),
                                report.judges)
@@ -906,15 +967,8 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     start = time.perf_counter()
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
-    spec = argparse.Namespace(
-        judges=DEFAULT_JUDGES,
-        llm=args.llm,
-        embedder=args.embedder,
-        base_url=args.base_url,
-        normalize="squad",
-        reference_sep="|",
-        seed=args.seed,
-    )
+    spec = JudgeSpec(llm=args.llm, embedder=args.embedder, base_url=args.base_url, normalize="squad",
+                     reference_sep="|", seed=args.seed)
     _check_judges(spec)
     data = _data_file("qa_calibration.jsonl")
     items = load_items(data)

@@ -83,25 +83,25 @@ def test_calibrate_writes_the_four_files(tmp_path, judge_server, capsys):
                  "--n-boot", "200", "--no-progress"])
     assert code == 0
     scores = pd.read_csv(out / "scores.csv")
-    assert list(scores.columns) == ["id", "score_exact", "score_llm", "score_human"]
+    assert list(scores.columns) == ["id", "score_exact-match", "score_llm-judge", "score_human"]
     assert scores["id"].tolist() == list("abcdef")
-    assert scores["score_exact"].tolist() == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]  # squad: articles dropped, any ref
-    assert scores["score_llm"].isna().tolist() == [False, False, True, False, False, False]  # refused: blank
+    assert scores["score_exact-match"].tolist() == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]  # squad: articles dropped, any ref
+    assert scores["score_llm-judge"].isna().tolist() == [False, False, True, False, False, False]  # refused: blank
     assert (out / "scores.csv").read_text().splitlines()[3] == "c,1.0,,1.0"
     agreement = pd.read_csv(out / "agreement.csv")
     assert list(agreement.columns[:9]) == ["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa",
                                            "kappa_low", "kappa_high", "krippendorff_alpha", "spearman"]
     pairs = agreement[["judge_a", "judge_b"]].values.tolist()
-    assert pairs == [["exact", "llm"], ["exact", "human"], ["llm", "human"]]
-    assert agreement.set_index(["judge_a", "judge_b"]).loc[("llm", "human"), "n"] == 5
+    assert pairs == [["exact-match", "llm-judge"], ["exact-match", "human"], ["llm-judge", "human"]]
+    assert agreement.set_index(["judge_a", "judge_b"]).loc[("llm-judge", "human"), "n"] == 5
     bias = pd.read_csv(out / "bias.csv")
     assert list(bias.columns[:8]) == ["judge", "probe", "n", "mean_shift", "shift_low", "shift_high", "p_value",
                                       "flip_rate"]
-    assert bias[["judge", "probe"]].values.tolist() == [["exact", "length"], ["llm", "length"]]
+    assert bias[["judge", "probe"]].values.tolist() == [["exact-match", "length"], ["llm-judge", "length"]]
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "data:image/png;base64," in html
     printed = capsys.readouterr().out
-    assert "agreement:" in printed and "bias probes:" in printed and "llm: 5 scored, 1 unscored" in printed
+    assert "agreement:" in printed and "bias probes:" in printed and "llm-judge: 5 scored, 1 unscored" in printed
 
 
 def test_csv_input_with_score_labels_and_defaults(tmp_path):
@@ -113,7 +113,7 @@ def test_csv_input_with_score_labels_and_defaults(tmp_path):
     assert code == 0
     scores = pd.read_csv(tmp_path / "o" / "scores.csv")
     assert scores["score_human"].tolist()[:5] == [1.0, 0.0, 0.9, 0.8, 0.1] and pd.isna(scores["score_human"][5])
-    assert scores["score_exact"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # no normalisation by default
+    assert scores["score_exact-match"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # no normalisation by default
     bias = pd.read_csv(tmp_path / "o" / "bias.csv")
     assert bias.empty and list(bias.columns[:3]) == ["judge", "probe", "n"]
     tsv = tmp_path / "items.tsv"

@@ -30,15 +30,15 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
     with open(out / "scores.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 8
-    assert {"id", "score_exact", "score_embedding", "score_llm", "score_human"} <= set(rows[0])
+    assert {"id", "score_exact-match", "score_embedding-similarity", "score_llm-judge", "score_human"} <= set(rows[0])
     with open(out / "agreement.csv", newline="") as f:
         pairs = {(r["judge_a"], r["judge_b"]) for r in csv.DictReader(f)}
-    assert ("exact", "human") in pairs and ("human", "human_2") in pairs
+    assert ("exact-match", "human") in pairs and ("human", "human_2") in pairs
     ledger = QualityLedger(out / "ledger.jsonl")
     obs = ledger.read_all()
-    scored = sum(1 for r in rows for j in ("exact", "embedding", "llm") if r[f"score_{j}"] != "")
+    scored = sum(1 for r in rows for j in ("exact-match", "embedding-similarity", "llm-judge") if r[f"score_{j}"] != "")
     assert len(obs) == scored >= 16  # every scored (item, judge) observation, exact and embedding never fail
-    assert {o.tags["grader_id"] for o in obs} >= {"exact", "embedding"}
+    assert {o.tags["grader_id"] for o in obs} >= {"exact-match", "embedding-similarity"}
     assert "agreement" in proc.stdout and "report.html" in proc.stdout and "bias probes" in proc.stdout
     assert "<img" in (out / "report.html").read_text(encoding="utf-8")
 

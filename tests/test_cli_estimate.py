@@ -106,7 +106,35 @@ def test_calibrate_gate_on_agreement_with_people(tmp_path, capsys):
     assert main([*base, "--require", "exact:kappa_low>=0.9", "--require", "exact:agreement>=0.99"]) == 0
     capsys.readouterr()
     assert main([*base, "--require", "exact:spearman>=1.01"]) == 1
-    assert "requirement failed: exact:spearman>=1.01 (spearman is 1)" in capsys.readouterr().err
+    assert "requirement failed: exact-match:spearman>=1.01 (spearman is 1)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
         main([*base, "--require", "llm:kappa>=0.2"])  # not a judge of this run: refused before judging
     assert info.value.code == 2
+
+
+def test_calibrate_prints_verdicts_first_and_saves_cards_beside_the_ledger(tmp_path, capsys):
+    from llm_connect import JudgeCardRegistry, QualityLedger
+    from llm_connect.routing import route
+
+    rows = []
+    for i in range(40):
+        ok = i % 3 != 0
+        rows.append({"id": i, "prompt": f"q{i}", "baseline": f"answer {i}",
+                     "candidate": f"answer {i}" if ok else f"wrong {i}", "human": "yes" if ok else "no"})
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ledger = tmp_path / "ledger.jsonl"
+    code = main(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact", "--probes", "none",
+                 "--n-boot", "200", "--no-progress", "--ledger", str(ledger)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "verdicts:"
+    assert out.splitlines()[1].startswith("  exact-match: almost perfect agreement against people (kappa 1.00")
+    card = JudgeCardRegistry.for_ledger(ledger).get("exact-match")
+    assert card is not None and card.n_labelled == 40 and card.rubric_hash is None
+    # the card lets routing trust this judge
+    from llm_connect import ExactMatchJudge, judge_many
+
+    judge_many(ExactMatchJudge(), rows, ledger=QualityLedger(ledger), task_type="qa", progress=False)
+    decision = route(ledger, "qa", require_calibrated=True, threshold=0.3, min_observations=20)
+    assert decision.adapter_id is not None

@@ -150,12 +150,12 @@ def test_missing_or_blank_text_is_an_error_row_in_every_judge_never_a_match(tmp_
     assert code == 0
     assert _Judge.calls - before == 2  # only the two rows with text reach the LLM judge
     scores = pd.read_csv(tmp_path / "o" / "scores.csv", keep_default_na=False)
-    assert scores["score_exact"].tolist() == ["1.0", "0.0", "", "", "", ""]
-    assert scores["score_llm"].tolist() == ["1.0", "0.0", "", "", "", ""]
+    assert scores["score_exact-match"].tolist() == ["1.0", "0.0", "", "", "", ""]
+    assert scores["score_llm-judge"].tolist() == ["1.0", "0.0", "", "", "", ""]
     out = capsys.readouterr().out
     assert "4 row(s) lack text" in out
-    assert "exact: 2 scored, 0 unscored, 4 errors" in out
-    assert "llm: 2 scored, 0 unscored, 4 errors" in out
+    assert "exact-match: 2 scored, 0 unscored, 4 errors" in out
+    assert "llm-judge: 2 scored, 0 unscored, 4 errors" in out
     assert "most common: ValidationError: baseline is blank" in out  # the reason is shown
 
 
@@ -188,7 +188,7 @@ def test_a_blank_csv_reference_is_no_match_and_a_blank_answer_is_judged(tmp_path
     )
     assert (tmp_path / "o" / "scores.csv").read_text().splitlines()[1:] == ["x,,0.0", "y,1.0,1.0", "z,0.0,0.0"]
     out = capsys.readouterr().out
-    assert "exact: 2 scored, 0 unscored, 1 errors" in out and "1 row(s) lack text" in out
+    assert "exact-match: 2 scored, 0 unscored, 1 errors" in out and "1 row(s) lack text" in out
 
 
 # -- 2. never overwrite the input ------------------------------------------------------------------
@@ -394,7 +394,7 @@ def test_a_judge_that_scores_no_item_exits_1_naming_it(tmp_path, server):
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     line = [x for x in proc.stderr.splitlines() if "error:" in x]
-    assert len(line) == 1 and "judge llm scored none of the 2 items" in line[0] and "first error" in line[0]
+    assert len(line) == 1 and "judge llm-judge scored none of the 2 items" in line[0] and "first error" in line[0]
     assert ESC not in proc.stderr and ESC not in proc.stdout and "\x07" not in proc.stdout
     assert "\\x1b" in proc.stdout  # the refusal is shown, escaped
     assert (tmp_path / "o" / "scores.csv").is_file() and (tmp_path / "o" / "report.html").is_file()

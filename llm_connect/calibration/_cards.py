@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._html import escape, fmt, frame_html
+from ._html import Markup, fmt, frame_html, html_format, join, kv_table
 
 __all__ = [
     "BIAS_ALPHA",
@@ -300,9 +300,20 @@ class JudgeCard:
         return self.calibrated and math.isfinite(value) and value >= min_kappa
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: NaN (here and in the probes) becomes ``None``."""
+
+        def clean(value: Any) -> Any:
+            if isinstance(value, float) and not math.isfinite(value):
+                return None
+            if isinstance(value, dict):
+                return {k: clean(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [clean(v) for v in value]
+            return value
+
         data = asdict(self)
         data["probes"] = [asdict(p) for p in self.probes]
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in data.items()}
+        return clean(data)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JudgeCard:
@@ -358,18 +369,17 @@ class JudgeCard:
         ]
         if self.position_consistency is not None:
             rows.append(("position consistency", fmt(self.position_consistency)))
-        body = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
-        probes = ""
+        probes = Markup("")
         if self.probes:
             probes = frame_html(
                 pd.DataFrame([{"probe": p.probe, "source": p.source, "effect": p.effect, "low": p.low,
                                "high": p.high, "p": p.p_value, "n": p.n} for p in self.probes]),
                 caption="bias probes",
             )
-        return (
+        return html_format(
             "<div class='llm-connect-card' style='border:1px solid #ccc;padding:6px;margin:6px 0'>"
-            f"<b>{escape(self.grader_id)}</b><p>{escape(self.verdict)}</p>"
-            f"<table class='llm-connect'>{body}</table>{probes}</div>"
+            "<b>{}</b><p>{}</p>{}{}</div>",
+            self.grader_id, self.verdict, kv_table(rows, attrs={"class_": "llm-connect"}), probes,
         )
 
 
@@ -545,8 +555,8 @@ class JudgeCardRegistry:
     def _repr_html_(self) -> str:
         cards = self._read()
         if not cards:
-            return f"<p>no judge cards in {escape(self._path)}</p>"
-        return "".join(c._repr_html_() for c in cards)
+            return html_format("<p>no judge cards in {}</p>", self._path)
+        return join(c._repr_html_() for c in cards)
 
     def __repr__(self) -> str:
         return f"JudgeCardRegistry({os.fspath(self._path)!r})"
