@@ -956,6 +956,41 @@ def _demo_observations(report: Any, task_type: str) -> list[Any]:
     return observations
 
 
+DEMO_LABELLED_SHARE = 0.4  # the demo pretends people labelled this share of the items, to show what PPI++ buys
+
+
+def _demo_estimates(report: Any, *, seed: int, share: float) -> Any:
+    """Each judge's estimate of the answers' mean quality, alone and corrected by a seeded labelled sample."""
+    import numpy as np
+    import pandas as pd
+
+    from .calibration._cards import report_estimates
+
+    n = len(report.scores)
+    rng = np.random.default_rng(seed)
+    labelled = np.zeros(n, dtype=bool)
+    labelled[rng.choice(n, size=max(2, round(share * n)), replace=False)] = True
+    parts = [report_estimates(report, judge=j, by=None, labelled=labelled) for j in report.judges]
+    parts = [p for p in parts if p is not None]
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def _print_demo_estimates(table: Any, share: float, out: Any) -> None:
+    """In words: what each judge alone would claim, and the estimate corrected with a few human labels."""
+    print(f"\nestimates of the answers' mean quality (people labelled a random {share:.0%} of the items):", file=out)
+    for judge, rows in table.groupby("judge", sort=False):
+        by = rows.set_index("method")
+        naive, ppi, human = by.loc["judge"], by.loc["ppi++"], by.loc["human"]
+        print(
+            f"  {safe_text(judge)} alone would claim {naive['estimate']:.2f} "
+            f"({naive['ci_low']:.2f}..{naive['ci_high']:.2f}, an interval that trusts it); "
+            f"corrected with {int(ppi['n_labelled'])} human labels (PPI++) it is "
+            f"{ppi['estimate']:.2f} ({ppi['ci_low']:.2f}..{ppi['ci_high']:.2f}); the labels alone say "
+            f"{human['estimate']:.2f} ({human['ci_low']:.2f}..{human['ci_high']:.2f})",
+            file=out,
+        )
+
+
 def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import time
 
@@ -979,7 +1014,7 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     lacking = _check_items(parser, items)
     paths = _prepare_out(
         Path(args.out),
-        {"ledger": "ledger.jsonl", "ledger_lock": "ledger.jsonl.lock", **CALIBRATE_OUTPUTS},
+        {"ledger": "ledger.jsonl", "ledger_lock": "ledger.jsonl.lock", **CALIBRATE_OUTPUTS, **ESTIMATE_OUTPUTS},
         inputs=[data],
     )
     judges = _build_judges(spec)
@@ -1002,13 +1037,23 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         progress=not args.no_progress,
         run_config=run_config,
     )
+    from .calibration._cards import cards_from_report
+
+    cards = cards_from_report(report)
     ledger = QualityLedger(paths["ledger"])
     observations = _demo_observations(report, "qa")
     ledger.extend(observations)
     written = _write_csvs(report, paths)
     written["report"] = report.to_html(paths["report"])
+    estimates = _demo_estimates(report, seed=args.seed, share=DEMO_LABELLED_SHARE)
+    if estimates is not None:
+        csv_safe_frame(estimates).to_csv(paths["estimates"], index=False)
+        written["estimates"] = paths["estimates"]
     written = {"ledger": ledger.path, **written}
+    _print_verdicts(cards, sys.stdout)
     _print_summary(report, written, sys.stdout, lacking=lacking)
+    if estimates is not None:
+        _print_demo_estimates(estimates, DEMO_LABELLED_SHARE, sys.stdout)
     print(
         f"appended {len(observations)} observations to {safe_text(ledger.path)} "
         f"(see: llm-connect ledger stats {safe_text(ledger.path)})",

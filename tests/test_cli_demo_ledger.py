@@ -25,7 +25,7 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for name in ("ledger.jsonl", "scores.csv", "agreement.csv", "bias.csv", "report.html"):
+    for name in ("ledger.jsonl", "scores.csv", "agreement.csv", "bias.csv", "report.html", "estimates.csv"):
         assert (out / name).is_file(), name
     with open(out / "scores.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -40,6 +40,11 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
     assert len(obs) == scored >= 16  # every scored (item, judge) observation, exact and embedding never fail
     assert {o.tags["grader_id"] for o in obs} >= {"exact-match", "embedding-similarity"}
     assert "agreement" in proc.stdout and "report.html" in proc.stdout and "bias probes" in proc.stdout
+    assert proc.stdout.splitlines()[1] == "verdicts:"  # after the one line saying what runs, the verdicts come first
+    assert "llm-judge: " in proc.stdout and "embedding-similarity: " in proc.stdout
+    assert "alone would claim" in proc.stdout and "corrected with" in proc.stdout
+    estimates = list(csv.DictReader((out / "estimates.csv").read_text().splitlines()))
+    assert {r["method"] for r in estimates} == {"ppi++", "human", "judge"}
     assert "<img" in (out / "report.html").read_text(encoding="utf-8")
 
 

@@ -220,6 +220,10 @@ class LlamaCppAdapter:
         with self._lock:
             llm = self._load()
             kwargs = self._request(prompt, run_config)
+            # Decode every prompt from an empty KV cache: reusing the cached prefix of the previous call
+            # decodes the rest in a batch of another shape, whose float rounding can change the reply (so a
+            # judge's score would depend on the item it judged before). A reply depends only on its prompt.
+            llm.reset()
             t0 = time.perf_counter()
             try:
                 reply = llm.create_chat_completion(**kwargs)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._html import escape, fmt, frame_html, with_interval
+from ._html import Markup, fmt, frame_html, join, with_interval
 
 __all__ = [
     "STATISTICS",
@@ -319,7 +319,7 @@ class PairAgreement:
                            f"threshold {fmt(self.threshold)}; {int(self.confidence * 100)}% bootstrap intervals")
         cm = self.confusion.copy()
         cm.insert(0, f"{self.judge_a} \\ {self.judge_b}", ["no", "yes"])
-        return table + "<br>" + frame_html(cm, caption="verdicts (rows: " + escape(self.judge_a) + ")")
+        return join([table, Markup("<br>"), frame_html(cm, caption=f"verdicts (rows: {self.judge_a})")])
 
 
 def pair_agreement(

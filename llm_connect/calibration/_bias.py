@@ -33,7 +33,7 @@ import pandas as pd
 from ..core import RunConfig
 from ..errors import ValidationError
 from ._agreement import bootstrap_ci
-from ._html import frame_html, with_interval
+from ._html import frame_html, html_format, with_interval
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 
 __all__ = ["PROBES", "BiasReport", "ProbeResult", "paired_shift", "perturb_items", "probe_judge", "run_probes"]
@@ -165,9 +165,12 @@ class ProbeResult:
 
     def _repr_html_(self) -> str:
         s = self.stats
-        head = (f"<p><b>{self.judge}</b>, probe <b>{self.probe}</b> ({_DESCRIPTIONS.get(self.probe, '')}): "
-                f"mean shift {with_interval(s.mean_shift, s.shift_low, s.shift_high)}, p={s.p_value:.3g}, "
-                f"{s.flip_rate:.1%} of verdicts flipped (n={s.n})</p>")
+        description = _DESCRIPTIONS.get(self.probe)
+        head = html_format(
+            "<p><b>{}</b>, probe <b>{}</b>{}: mean shift {}, p={:.3g}, {:.1%} of verdicts flipped (n={})</p>",
+            self.judge, self.probe, f" ({description})" if description else "",
+            with_interval(s.mean_shift, s.shift_low, s.shift_high), s.p_value, s.flip_rate, s.n,
+        )
         cols = [c for c in ("id", "candidate", "perturbed_candidate", "original", "perturbed", "shift")
                 if c in self.items.columns]
         top = self.items.reindex(self.items["shift"].abs().sort_values(ascending=False).index)[cols].head(10)

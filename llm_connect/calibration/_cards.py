@@ -71,6 +71,7 @@ __all__ = [
     "judge_verdict",
     "mean_difference",
     "registry_path",
+    "report_estimates",
 ]
 
 MIN_LABELLED = 20
@@ -644,3 +645,46 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])
         cards.append(card)
     return cards
+
+
+def report_estimates(
+    report: Any, *, judge: str | None = None, by: str | None = "candidate_model", labelled: Any = None
+) -> pd.DataFrame | None:
+    """PPI++ / human-only / judge-only estimates of the candidates' quality from a calibration report.
+
+    ``judge``: the machine judge whose scores are corrected (default: the one
+    with the highest kappa against people); the human labels are the report's
+    reference label column (``human``, else the first annotator). ``labelled``:
+    an optional boolean mask of the rows whose label may be used (e.g. a random
+    sample, to show what a few labels buy); the others count as unlabelled.
+    Grouped ``by`` the candidate's model when the data names one. ``None`` when
+    there are no human labels or no machine judge.
+    """
+    from ._estimates import estimate_quality
+
+    ref, people = card_reference(report)
+    if not people or ref is None or not report.judges:
+        return None
+    scores = report.scores
+    if judge is None:
+        best, best_kappa = None, -math.inf
+        for j in report.judges:
+            try:
+                k = report.agreement.pair(j, ref)["cohen_kappa"].value
+            except KeyError:
+                continue
+            if _finite(k) and k > best_kappa:
+                best, best_kappa = j, float(k)
+        judge = best or report.judges[0]
+    human = scores[f"score_{ref}"].to_numpy(dtype=float).copy()
+    if labelled is not None:
+        mask = np.asarray(labelled, dtype=bool)
+        human[~mask] = math.nan
+    frame = pd.DataFrame({"judge": scores[f"score_{judge}"].to_numpy(dtype=float), "human": human})
+    group = None
+    if by is not None and by in scores.columns and scores[by].notna().any():
+        frame[by] = scores[by].astype(object).where(scores[by].notna(), "unknown").astype(str).to_numpy()
+        group = by
+    out = estimate_quality(frame, judge="judge", human="human", by=group)
+    out.insert(0, "judge", judge)
+    return out

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._html import frame_html, with_interval
+from ._html import frame_html, html_format, with_interval
 
 __all__ = [
     "LengthControlled",
@@ -118,10 +118,12 @@ class LengthEffect:
 
     def _repr_html_(self) -> str:
         ctrl = ", ".join(self.controls) if self.controls else "nothing"
-        return (f"<p>Length effect on <b>{self.judge}</b> (controlling for {ctrl}): "
-                f"{with_interval(self.coef, self.low, self.high)} per unit of {self.term}, "
-                f"p={self.p_value:.3g}, n={self.n}, R²={self.r2:.3f}. {self.note}</p>"
-                + frame_html(self.fit.table(), caption="OLS fit"))
+        head = html_format(
+            "<p>Length effect on <b>{}</b> (controlling for {}): {} per unit of {}, p={:.3g}, n={}, R²={:.3f}. {}</p>",
+            self.judge, ctrl, with_interval(self.coef, self.low, self.high), self.term, self.p_value, self.n,
+            self.r2, self.note,
+        )
+        return head + frame_html(self.fit.table(), caption="OLS fit")
 
 
 def length_effect(
@@ -171,9 +173,9 @@ class LengthControlled:
     summary: pd.DataFrame = field(repr=False)
 
     def _repr_html_(self) -> str:
-        return (f"<p>Length-controlled <b>{self.judge}</b>: length term "
-                f"{with_interval(self.coef, self.low, self.high)}</p>"
-                + frame_html(self.summary, caption="raw vs length-controlled mean score"))
+        head = html_format("<p>Length-controlled <b>{}</b>: length term {}</p>", self.judge,
+                           with_interval(self.coef, self.low, self.high))
+        return head + frame_html(self.summary, caption="raw vs length-controlled mean score")
 
 
 def length_controlled_scores(
@@ -239,9 +241,10 @@ class SelfPreference:
     note: str = ""
 
     def _repr_html_(self) -> str:
-        return (f"<p>Self-preference of <b>{self.judge}</b> for family <b>{self.family}</b> "
-                f"(stratified by {self.label}): {with_interval(self.difference, self.low, self.high)}. "
-                f"{self.note}</p>" + frame_html(self.strata, caption="per stratum"))
+        head = html_format("<p>Self-preference of <b>{}</b> for family <b>{}</b> (stratified by {}): {}. {}</p>",
+                           self.judge, self.family, self.label,
+                           with_interval(self.difference, self.low, self.high), self.note)
+        return head + frame_html(self.strata, caption="per stratum")
 
 
 def self_preference(

@@ -1,20 +1,34 @@
-"""Small HTML helpers shared by the results objects (no third-party imports at module level)."""
+"""Small HTML helpers shared by the results objects (no third-party imports at module level).
+
+Every value goes into HTML escaped, through :mod:`llm_connect.grading._html`
+(``escape``, ``html_format``, ``html_table``); nothing here builds markup from
+data by hand.
+"""
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["escape", "fmt", "frame_html", "new_figure", "png_bytes", "png_data_uri", "with_interval"]
+from ..grading._html import Markup, escape, html_format, html_table, join, kv_table
 
-
-def escape(value: Any) -> str:
-    return html.escape(str(value))
+__all__ = [
+    "Markup",
+    "escape",
+    "fmt",
+    "frame_html",
+    "html_format",
+    "join",
+    "kv_table",
+    "new_figure",
+    "png_bytes",
+    "png_data_uri",
+    "with_interval",
+]
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -42,21 +56,16 @@ def with_interval(value: float, low: float, high: float, digits: int = 3) -> str
     return text
 
 
-def frame_html(df: pd.DataFrame, *, caption: str | None = None, max_rows: int = 60, digits: int = 3) -> str:
-    """A compact, escaped HTML table of ``df`` (the index is not shown)."""
+def frame_html(df: pd.DataFrame, *, caption: str | None = None, max_rows: int = 60, digits: int = 3) -> Markup:
+    """A compact HTML table of ``df`` (the index is not shown); every name and value escaped."""
     shown = df.head(max_rows)
-    head = "".join(f"<th>{escape(c)}</th>" for c in shown.columns)
-    rows = []
-    for _, row in shown.iterrows():
-        cells = "".join(f"<td>{escape(fmt(v, digits))}</td>" for v in row.tolist())
-        rows.append(f"<tr>{cells}</tr>")
-    more = ""
-    if len(df) > max_rows:
-        more = f"<tr><td colspan='{len(shown.columns)}'>… {len(df) - max_rows} more rows</td></tr>"
-    cap = f"<caption style='text-align:left;font-weight:bold'>{escape(caption)}</caption>" if caption else ""
-    return (
-        "<table class='llm-connect' style='border-collapse:collapse;font-size:0.9em'>"
-        f"{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}{more}</tbody></table>"
+    return html_table(
+        ([fmt(v, digits) for v in row] for row in shown.itertuples(index=False, name=None)),
+        header=[str(c) for c in shown.columns],
+        caption=caption or None,
+        caption_attrs={"style": "text-align:left;font-weight:bold"},
+        note=f"… {len(df) - max_rows} more rows" if len(df) > max_rows else None,
+        attrs={"class_": "llm-connect", "style": "border-collapse:collapse;font-size:0.9em"},
     )
 
 

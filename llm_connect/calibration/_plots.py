@@ -51,8 +51,21 @@ def _need(data: Any, what: str) -> None:
         raise ValidationError(f"data is required: pass {what}")
 
 
+_LABEL_CHARS = 32
+
+
+def _text(value: Any, limit: int = _LABEL_CHARS) -> str:
+    """``value`` as literal matplotlib text, at most ``limit`` characters (a longer judge name or
+    group is cut with an ellipsis, so the axes keep their room; tables show it whole). A ``$`` is
+    a dollar sign, never the start of mathtext (which could fail to parse and stop the report)."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("$", r"\$")
+
+
 def _label(name: str) -> str:
-    return name[len("score_"):] if name.startswith("score_") else name
+    return _text(name[len("score_"):] if name.startswith("score_") else name)
 
 
 def plot_judge_scatter(
@@ -120,7 +133,7 @@ def plot_agreement_heatmap(
     if statistic in ("percent_agreement", "mean_abs_diff"):
         vmin, vmax = (0.0, 1.0) if vmin == -1.0 and vmax == 1.0 else (vmin, vmax)
     image = ax.imshow(masked, cmap=cmap, vmin=vmin, vmax=vmax, **kwargs)
-    names = [str(n) for n in matrix.index]
+    names = [_text(n) for n in matrix.index]
     ax.set_xticks(range(len(names)), labels=names, rotation=45, ha="right")
     ax.set_yticks(range(len(names)), labels=names)
     if annot:
@@ -233,7 +246,7 @@ def plot_bias_forest(
     kwargs.setdefault("capsize", 3)
     ax.errorbar(shift, ys, xerr=xerr, **kwargs)
     ax.axvline(0.0, color="0.4", linestyle="--", linewidth=1)
-    ax.set_yticks(ys, labels=[f"{j} · {p}" for j, p in zip(rows["judge"], rows["probe"], strict=True)])
+    ax.set_yticks(ys, labels=[_text(f"{j} · {p}") for j, p in zip(rows["judge"], rows["probe"], strict=True)])
     ax.set_xlabel("mean score shift (perturbed − original)")
     ax.set_title("bias probes")
     if len(rows) == 0:
@@ -301,7 +314,7 @@ def plot_score_vs_length(
     profile = length_profile(data, judge=judge, length=length, bins=bins, hue=hue)
     for group, part in profile.groupby("group", sort=True):
         ax.plot(part["length_mid"].clip(lower=1 if logx else -math.inf).to_numpy(dtype=float),
-                part["mean_score"].to_numpy(dtype=float), marker="o", label=str(group))
+                part["mean_score"].to_numpy(dtype=float), marker="o", label=_text(group))
     if logx:
         from matplotlib.ticker import ScalarFormatter
 

@@ -23,7 +23,7 @@ from ._diagnostics import (
     length_effect,
     self_preference,
 )
-from ._html import escape, fmt, frame_html, new_figure, png_bytes, png_data_uri
+from ._html import Markup, fmt, frame_html, html_format, join, new_figure, png_bytes, png_data_uri
 from ._runner import _named_judges, score_items
 
 __all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "CalibrationReport", "calibrate"]
@@ -199,7 +199,7 @@ class CalibrationReport:
                 figs[f"reliability of {j} against {ref}"] = fig
                 fig, ax = new_figure()
                 _plots.plot_threshold_sweep(self.sweep(j, ref), ax=ax)
-                ax.set_title(f"{j} threshold vs {ref}")
+                ax.set_title(_plots._text(f"{j} threshold vs {ref}"))
                 figs[f"threshold sweep of {j}"] = fig
             fig, ax = new_figure()
             hue = ref if ref and ref != j else None
@@ -213,8 +213,8 @@ class CalibrationReport:
 
     # -- HTML -------------------------------------------------------------------------------
 
-    def _diagnostics_html(self) -> str:
-        parts = []
+    def _diagnostics_html(self) -> Markup:
+        parts: list[str] = []  # markup only: each a Markup from frame_html or a _repr_html_
         rows = []
         for j in self.judges:
             eff = self.length_effect(j)
@@ -227,14 +227,14 @@ class CalibrationReport:
             fam = (self.scores.attrs.get("judge_families") or {}).get(j)
             if fam and self.scores["model_family"].notna().any():
                 parts.append(self.self_preference(j)._repr_html_())
-        return "".join(parts)
+        return join(parts)
 
-    def html(self, *, plots: bool = True, title: str = "Calibration report") -> str:
+    def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
         """The report as an HTML fragment (tables, and figures as embedded PNGs)."""
         usage = self.scores.attrs.get("usage") or {}
-        head = [f"<h2>{escape(title)}</h2>",
-                f"<p>{len(self.scores)} items; judges: {escape(', '.join(self.judges) or '—')}; "
-                f"labels: {escape(', '.join(self.labels) or '—')}; threshold {fmt(self.threshold)}.</p>"]
+        head = [html_format("<h2>{}</h2>", title),
+                html_format("<p>{} items; judges: {}; labels: {}; threshold {}.</p>", len(self.scores),
+                            ", ".join(self.judges) or "—", ", ".join(self.labels) or "—", fmt(self.threshold))]
         if usage:
             udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
             head.append(frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)"))
@@ -244,13 +244,13 @@ class CalibrationReport:
         body.append(self._diagnostics_html())
         if plots:
             figs = self.figures()
-            imgs = "".join(
-                f"<figure style='display:inline-block;margin:4px'><img src='{png_data_uri(fig)}' "
-                f"alt='{escape(name)}'><figcaption>{escape(name)}</figcaption></figure>"
+            imgs = join(
+                html_format("<figure style='display:inline-block;margin:4px'><img src='{}' alt='{}'>"
+                            "<figcaption>{}</figcaption></figure>", png_data_uri(fig), name, name)
                 for name, fig in figs.items()
             )
-            body.append(f"<div>{imgs}</div>")
-        return "<div class='llm-connect-report'>" + "".join(head + body) + "</div>"
+            body.append(html_format("<div>{}</div>", imgs))
+        return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
 
     def _repr_html_(self) -> str:
         return self.html(plots=True)
@@ -262,8 +262,9 @@ class CalibrationReport:
         style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
                  "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 6px;"
                  "text-align:right}table.llm-connect{margin:1em 0}caption{margin-bottom:4px}")
-        doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-               f"<style>{style}</style></head><body>{self.html(plots=True, title=title)}</body></html>")
+        doc = html_format("<!DOCTYPE html><html><head><meta charset='utf-8'><title>{}</title>"
+                          "<style>{}</style></head><body>{}</body></html>",
+                          title, Markup(style), self.html(plots=True, title=title))
         p.write_text(doc, encoding="utf-8")
         return p
 
@@ -331,9 +332,9 @@ class CalibrationReport:
         children, titles = [], []
         if self.bias is not None:
             for probe in dict.fromkeys(r.probe for r in self.bias.results):
-                parts = [r._repr_html_() if r.stats.n else f"<p>{escape(r.judge)}: {escape(r.stats.note)}</p>"
+                parts = [r._repr_html_() if r.stats.n else html_format("<p>{}: {}</p>", r.judge, r.stats.note)
                          for r in self.bias.results if r.probe == probe]
-                children.append(w.HTML("".join(parts)))
+                children.append(w.HTML(join(parts)))
                 titles.append(probe)
         tabs.children = children
         for i, t in enumerate(titles):

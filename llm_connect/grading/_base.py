@@ -63,20 +63,16 @@ class GradingResult:
                 raise ValidationError(f"{name} must be an LLMResponse")
 
     def _repr_html_(self) -> str:
-        import html
+        from ._html import kv_table
 
-        rows = [
+        return kv_table([
             ("grader_id", self.grader_id),
             ("quality_score", f"{self.quality_score:.4g}"),
             ("notes", self.notes),
             ("baseline", self.baseline_response.content[:300]),
             ("candidate", self.candidate_response.content[:300]),
             ("judge cost (USD)", f"{self.cost_usd:.6f}"),
-        ]
-        body = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows
-        )
-        return f"<table>{body}</table>"
+        ])
 
 
 @runtime_checkable

@@ -13,7 +13,6 @@ the per-item columns they need (and a ``details`` column) to the usual ones.
 from __future__ import annotations
 
 import asyncio
-import html
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,6 +24,7 @@ from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, validate_grader_id, validate_score
 from ._batch import _judge_batch
+from ._html import kv_table
 from ._judges import _defang, _fence, _hash
 from ._parse import find_json_objects, quote
 
@@ -100,12 +100,8 @@ def _details_list(data: Any, kind: str, helper: str) -> list[Mapping[str, Any]]:
     return out
 
 
-def _html_table(rows: Sequence[tuple[str, Any]], caption: str = "") -> str:
-    body = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(_fmt(v))}</td></tr>" for k, v in rows
-    )
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return f"<table>{cap}{body}</table>"
+def _html_table(rows: Sequence[tuple[str, Any]], caption: str) -> str:
+    return kv_table(((k, _fmt(v)) for k, v in rows), caption=caption)
 
 
 def _fmt(v: Any) -> str:

@@ -107,8 +107,10 @@ def html_table(
     return Markup(f"<table{_attrs(attrs)}>{cap}{head}<tbody>{''.join(body)}</tbody></table>")
 
 
-def kv_table(pairs: Iterable[tuple[Any, Any]], *, caption: Any = None) -> Markup:
+def kv_table(
+    pairs: Iterable[tuple[Any, Any]], *, caption: Any = None, attrs: Mapping[str, Any] | None = None
+) -> Markup:
     """A two-column ``<table>``: each key a row header (``<th>``), its value beside it; all escaped."""
     body = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in pairs)
     cap = f"<caption>{escape(caption)}</caption>" if caption is not None else ""
-    return Markup(f"<table>{cap}<tbody>{body}</tbody></table>")
+    return Markup(f"<table{_attrs(attrs)}>{cap}<tbody>{body}</tbody></table>")

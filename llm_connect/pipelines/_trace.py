@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..grading._html import html_format, html_table
 from ._scales import Scale
 from ._template import TemplateView, ViewList
 
@@ -222,14 +222,14 @@ class Trace:
                 f"{r.cost_usd:.6f}" if r.prompt is not None else "",
                 f"{r.latency_ms:.0f}" if r.prompt is not None else "",
             ]
-            body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            body.append(cells)
         t = self.totals()
-        foot = (
-            f"<caption style='caption-side:bottom;text-align:left'>{t['calls']} calls, "
-            f"{t['tokens_in']}+{t['tokens_out']} tokens, ${t['cost_usd']:.6f}</caption>"
+        return html_table(
+            body,
+            header=head,
+            caption=f"{t['calls']} calls, {t['tokens_in']}+{t['tokens_out']} tokens, ${t['cost_usd']:.6f}",
+            caption_attrs={"style": "caption-side:bottom;text-align:left"},
         )
-        header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
-        return f"<table>{foot}<thead>{header}</thead><tbody>{''.join(body)}</tbody></table>"
 
     def __repr__(self) -> str:
         t = self.totals()
@@ -276,8 +276,6 @@ class PipelineResult:
 
     def _repr_html_(self) -> str:
         passed = "" if self.passed is None else (" — pass" if self.passed else " — fail")
-        head = (
-            f"<p><b>verdict</b> {html.escape(self.verdict)} · <b>score</b> {self.score:.3g}{passed} · "
-            f"{html.escape(self.notes)}</p>"
-        )
+        head = html_format("<p><b>verdict</b> {} · <b>score</b> {:.3g}{} · {}</p>", self.verdict, self.score,
+                           passed, self.notes)
         return head + self.trace._repr_html_()
