@@ -293,7 +293,7 @@ def test_an_outermost_verdict_of_the_wrong_type_or_range_is_rejected_not_replace
 
 def test_llm_judge_and_pipeline_units_share_one_fencing_and_filtering_helper():
     from llm_connect.grading import _judges, _parse
-    from llm_connect.pipelines import _units
+    from llm_connect.pipelines import _llm_units as _units
 
     assert _judges.UntrustedText is _parse.UntrustedText is _units.UntrustedText
     assert _judges._fence is _parse.fence_for and _judges._defang is _parse.defang

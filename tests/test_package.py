@@ -53,15 +53,14 @@ LAYERS = [
     "_runtime",
     "quality",
     "adapters",
-    "loopback",
-    "testing",
+    "testing",  # the test doubles' package, loopback server included
+    "loopback",  # a shim re-exporting testing.loopback
     "grading",
     "pipelines",
     "frames",
     "calibration",
     "routing",
     "cli",
-    "demo",
 ]
 
 

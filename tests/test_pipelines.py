@@ -837,6 +837,37 @@ def test_config_limits_and_hostile_values_are_config_errors_at_load_time(config,
     assert len(str(info.value)) < 1000  # whatever the input, the message stays short
 
 
+def test_layer_repeat_is_capped_at_max_repeat_in_python_as_in_configs():
+    from llm_connect.pipelines import _config, _pipeline
+
+    assert _config.MAX_REPEAT is _pipeline.MAX_REPEAT == 100  # one definition, beside Layer
+    judge = JudgeUnit("{candidate}", BooleanScale())
+    assert len(Layer(judge, repeat=_pipeline.MAX_REPEAT).elements) == 100
+    for repeat in (101, 10**30):
+        with pytest.raises(ConfigError, match=r"repeat must be an integer from 1 to MAX_REPEAT = 100") as info:
+            Layer(judge, repeat=repeat)
+        assert len(str(info.value)) < 200
+    for repeat in (0, -1, True, 2.0, "3"):
+        with pytest.raises(ConfigError, match="MAX_REPEAT"):
+            Layer(judge, repeat=repeat)
+    with pytest.raises(ConfigError, match=r"pipeline\[0\]\.layer\.repeat: must be an integer from 1 to 100"):
+        from_config({"pipeline": [{"layer": {"unit": {"type": "mean-pool"}, "repeat": 101}}]})
+
+
+def test_max_pool_is_an_alias_of_majority_pool_not_a_second_class():
+    assert MaxPool is MajorityPool
+    pools = [
+        from_config({"pipeline": [{"layer": {"unit": {"type": "boolean-judge", "prompt": "{candidate}"},
+                                             "repeat": 3}}, {"type": kind}]},
+                    adapter=ScriptedAdapter(["Verdict: yes", "Verdict: no", "Verdict: yes"]))
+        for kind in ("majority-pool", "max-pool")
+    ]
+    results = [p.run({"candidate": "x"}) for p in pools]
+    assert [type(p.stages[-1].base[0]) for p in pools] == [MajorityPool, MajorityPool]
+    assert results[0].score == results[1].score == 1.0
+    assert {r.kind for res in results for r in res.trace.records if r.unit == "majority"} == {"majority-pool"}
+
+
 def test_format_specs_within_the_limits_still_work_and_stay_fenced():
     adapter = ScriptedAdapter(["Explanation: ok\nVerdict: 0.5", "Verdict: yes"])
     judge = JudgeUnit("{candidate:.5} {candidate:>8}", ContinuousScale(), explanation=True)

@@ -14,28 +14,22 @@ Build a pipeline from units joined with ``>>``::
 
 or from a dict / YAML file with :func:`from_config`. Every call is traced
 (prompt, raw reply, parsed verdict, tokens, cost, latency). The rules the
-pieces follow (reply format, verify semantics, tie-breaking, value maps,
-connections) are pinned in the docstrings of ``_units``, ``_scales`` and
-``_pipeline``.
+pieces follow are pinned in the module docstrings: the reply format, planted
+and missing verdicts in ``_unit_base``; verify semantics in ``_llm_units``;
+tie-breaking and pool names in ``_pools``; value maps in ``_scales``;
+connections in ``_pipeline``; limits in ``_config``.
+
+``MaxPool`` (config type ``max-pool``) is an alias of :class:`MajorityPool`
+(config type ``majority-pool``), Verdict's name for majority vote.
 """
 
 from ._config import UNIT_TYPES, from_config
+from ._llm_units import JudgeUnit, LLMUnit, PairwiseUnit, VerifyUnit
 from ._pipeline import CONNECTIONS, PIPELINE_COLUMNS, Layer, Pipeline, PipelineJudge
+from ._pools import MajorityPool, MaxPool, MeanPool, MedianPool, PoolUnit, WeightedMeanPool
 from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale, Scale
 from ._trace import PipelineResult, Trace, TraceRecord, UnitOutput
-from ._units import (
-    JudgeUnit,
-    LLMUnit,
-    MajorityPool,
-    MaxPool,
-    MeanPool,
-    MedianPool,
-    PairwiseUnit,
-    PoolUnit,
-    Unit,
-    VerifyUnit,
-    WeightedMeanPool,
-)
+from ._unit_base import Unit
 
 __all__ = [
     "CONNECTIONS",
@@ -49,7 +43,7 @@ __all__ = [
     "Layer",
     "LikertScale",
     "MajorityPool",
-    "MaxPool",
+    "MaxPool",  # alias of MajorityPool, Verdict's name for majority vote
     "MeanPool",
     "MedianPool",
     "PairwiseUnit",

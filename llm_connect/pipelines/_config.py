@@ -11,23 +11,25 @@ Shape (every key checked; a wrong one is a :class:`ConfigError` naming it, e.g.
           repeat: 3                 #   optional
           inner: independent        #   or chain
           connect: dense            #   how it feeds the next stage (dense|broadcast|cumulative|last)
-      - type: max-pool              # a single unit is a stage too (or `unit: {...}`)
+      - type: majority-pool         # a single unit is a stage too (or `unit: {...}`)
 
 Unit types: ``categorical-judge`` (``categories``, ``values``), ``boolean-judge``
 (``values``), ``likert-judge`` (``min``, ``max``), ``continuous-judge`` (``low``,
 ``high``), ``pairwise-judge`` (``order``, ``allow_tie``), ``verify``; judges and
 verify take ``prompt``, ``name``, ``explanation``, ``adapter`` (a name from
 ``adapters=``), ``retries``, ``temperature``, ``seed``, ``max_tokens``; judges
-also ``scoring`` and ``top_logprobs``. Pools: ``max-pool`` (alias
-``majority-pool``; ``tie_break``), ``mean-pool``, ``median-pool``,
-``weighted-mean-pool`` (``weights``); all take ``name`` and ``min_valid``.
+also ``scoring`` and ``top_logprobs``. Pools: ``majority-pool`` (``tie_break``;
+``max-pool`` is an alias of it, Verdict's name for majority vote), ``mean-pool``,
+``median-pool``, ``weighted-mean-pool`` (``weights``); all take ``name`` and
+``min_valid``.
 
 A verify layer without ``repeat`` after a layer of n units verifies each of
 them (see :mod:`llm_connect.pipelines._pipeline`). In YAML, quote ``"yes"`` and
 ``"no"``: unquoted they are booleans.
 
 Limits, pinned (each checked when the config is loaded; past one is a
-:class:`ConfigError` naming the key): ``repeat`` <= :data:`MAX_REPEAT`,
+:class:`ConfigError` naming the key): ``repeat`` <= :data:`MAX_REPEAT` (defined
+beside :class:`~llm_connect.pipelines.Layer`, which enforces it too),
 ``retries`` <= :data:`MAX_RETRIES`, at most :data:`MAX_UNITS` units in the
 whole pipeline (counting repeats and the verifiers a verify stage is
 replicated into), a YAML file of at most :data:`MAX_CONFIG_BYTES` bytes, and
@@ -45,20 +47,12 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..grading._parse import brief_repr
-from ._pipeline import CONNECTIONS, INNER, Layer, Pipeline
+from ._llm_units import MAX_RETRIES, JudgeUnit, PairwiseUnit, VerifyUnit
+from ._pipeline import CONNECTIONS, INNER, MAX_REPEAT, Layer, Pipeline
+from ._pools import MajorityPool, MeanPool, MedianPool, WeightedMeanPool
 from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale, finite_number
 from ._template import MAX_FORMAT_WIDTH
-from ._units import (
-    MAX_RETRIES,
-    JudgeUnit,
-    MajorityPool,
-    MeanPool,
-    MedianPool,
-    PairwiseUnit,
-    Unit,
-    VerifyUnit,
-    WeightedMeanPool,
-)
+from ._unit_base import Unit
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -70,8 +64,6 @@ __all__ = [
     "from_config",
 ]
 
-#: The largest ``repeat`` of a layer.
-MAX_REPEAT = 100
 #: The most units (LLM units and pools, counting repeats and replicated verifiers) a config may build.
 MAX_UNITS = 1_000
 #: The largest YAML config file read, in bytes.
@@ -88,8 +80,8 @@ UNIT_TYPES: dict[str, tuple[str, ...]] = {
     "continuous-judge": (*_LLM_KEYS, "low", "high"),
     "pairwise-judge": (*_JUDGE_KEYS, "order", "allow_tie"),
     "verify": _LLM_KEYS,
-    "max-pool": (*_POOL_KEYS, "tie_break"),
     "majority-pool": (*_POOL_KEYS, "tie_break"),
+    "max-pool": (*_POOL_KEYS, "tie_break"),  # alias of majority-pool, Verdict's name for majority vote
     "mean-pool": _POOL_KEYS,
     "median-pool": _POOL_KEYS,
     "weighted-mean-pool": (*_POOL_KEYS, "weights"),
@@ -268,7 +260,7 @@ def _unit(node: Any, path: str, adapters: Mapping[str, Any] | None) -> Unit:
 
 def _make(kind: str, o: dict[str, Any]) -> Unit:
     if kind.endswith("-pool"):
-        if kind in ("max-pool", "majority-pool"):
+        if kind in ("majority-pool", "max-pool"):  # max-pool: alias of majority-pool (Verdict's name)
             return MajorityPool(**o)
         if kind == "mean-pool":
             return MeanPool(**o)

@@ -53,11 +53,17 @@ from ..grading._batch import (
     run_rows,
 )
 from ..grading._html import html_format, html_table
+from ..grading._parse import brief_repr
+from ._llm_units import LLMUnit, VerifyUnit
 from ._scales import Scale
 from ._trace import PipelineResult, Trace, UnitOutput
-from ._units import LLMUnit, NodeContext, Unit, VerifyUnit
+from ._unit_base import NodeContext, Unit
 
-__all__ = ["CONNECTIONS", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge"]
+__all__ = ["CONNECTIONS", "MAX_REPEAT", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge"]
+
+#: The largest ``repeat`` of a :class:`Layer` (each copy is at least one more call per item), enforced by
+#: ``Layer(...)`` and by :func:`~llm_connect.pipelines.from_config` alike.
+MAX_REPEAT = 100
 
 CONNECTIONS = ("dense", "broadcast", "cumulative", "last")
 # item fields holding the reference answer: blank is an error, as a missing field is
@@ -82,7 +88,8 @@ PIPELINE_COLUMNS = (
 class Layer:
     """Units (or sub-pipelines) side by side: ``Layer(unit, repeat=3)``, ``Layer([a, b, c])``.
 
-    ``repeat`` repeats the list (``Layer([a, b], repeat=2)`` is a, b, a, b);
+    ``repeat`` repeats the list (``Layer([a, b], repeat=2)`` is a, b, a, b),
+    at most :data:`MAX_REPEAT` times;
     ``inner`` is ``"independent"`` or ``"chain"``; ``connect`` how the layer
     feeds the next stage (``None``: dense, or broadcast into verify units; see
     the module docs).
@@ -108,8 +115,12 @@ class Layer:
         for u in base:
             if not isinstance(u, (Unit, Pipeline)):
                 raise ConfigError(f"a Layer holds units or pipelines, got {type(u).__name__}")
-        if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
-            raise ConfigError(f"repeat must be an integer >= 1, got {repeat!r}")
+        if repeat is not None and (
+            isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT
+        ):
+            raise ConfigError(
+                f"repeat must be an integer from 1 to MAX_REPEAT = {MAX_REPEAT}, got {brief_repr(repeat)}"
+            )
         if inner not in INNER:
             raise ConfigError(f"inner must be one of {list(INNER)}, got {inner!r}")
         if connect is not None and connect not in CONNECTIONS:

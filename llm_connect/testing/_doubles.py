@@ -1,4 +1,4 @@
-"""Fakes shipped with the package, for tests, docs and notebooks.
+"""The scripted test doubles: an LLM adapter and an embedder, no network, no model.
 
 - :class:`ScriptedAdapter`: an :class:`~llm_connect.core.LLMAdapter` that
   returns canned replies (a list, or a function of the prompt) and keeps a
@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from .adapters._call import call_paid
-from .core import LLMResponse, RunConfig
-from .errors import LLMConnectError
+from ..adapters._call import call_paid
+from ..core import LLMResponse, RunConfig
+from ..errors import LLMConnectError
 
 __all__ = ["Call", "DeterministicEmbedder", "ScriptedAdapter"]
 
