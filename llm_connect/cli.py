@@ -920,40 +920,23 @@ def _add_demo(subparsers: Any) -> None:
     p.set_defaults(func=_run_demo, _parser=p)
 
 
-def _demo_observations(report: Any, task_type: str) -> list[Any]:
-    """One QualityObservation per scored (item, machine judge): the candidate's quality as each judge saw it."""
-    import math
+def _record_demo_labels(ledger: Any, items: Any) -> int:
+    """The two annotators' labels, recorded beside the judgments (grader_id "human", one annotator each)."""
+    import pandas as pd
 
-    from .grading import LLM_JUDGE_RUBRIC_HASH
-    from .quality import QualityObservation
+    from .calibration import parse_labels
+    from .frames import record_labels
 
-    scores = report.scores
-    observations = []
-    for judge in report.judges:
-        column = f"score_{judge}"
-        for i, row in enumerate(scores.to_dict("records")):
-            value = row.get(column)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                continue
-            model = str(row.get("candidate_model") or "unknown")
-            tags: dict[str, Any] = {"grader_id": judge, "item_id": str(row.get("id", i))}
-            if judge == "llm":
-                tags["rubric_hash"] = LLM_JUDGE_RUBRIC_HASH
-            observations.append(
-                QualityObservation(
-                    task_type=task_type,
-                    adapter_id=model,
-                    model_id=model,
-                    cost_usd=0.0,
-                    quality_score=float(value),
-                    latency_ms=0.0,
-                    tokens_in=0,
-                    tokens_out=0,
-                    baseline_adapter_id="reference",
-                    tags=tags,
-                )
-            )
-    return observations
+    written = 0
+    for column in ("human", "human_2"):
+        frame = pd.DataFrame({
+            "item_id": items["id"].astype(str),
+            "adapter_id": items["candidate_model"].astype(str),
+            "label": parse_labels(items[column].tolist(), column=column),
+            "annotator": column,
+        })
+        written += record_labels(ledger, frame, task_type="qa", label="label", annotator="annotator")
+    return written
 
 
 DEMO_LABELLED_SHARE = 0.4  # the demo pretends people labelled this share of the items, to show what PPI++ buys
@@ -1025,6 +1008,8 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "labels: human, human_2",
         flush=True,
     )
+    ledger = QualityLedger(paths["ledger"])
+    before = sum(1 for _ in ledger.iter_observations()) if ledger.path.exists() else 0
     report = calibrate(
         items,
         judges,
@@ -1036,13 +1021,16 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         seed=args.seed,
         progress=not args.no_progress,
         run_config=run_config,
+        ledger=ledger,  # every scored judgment, recorded as judge_many(..., ledger=) records it
+        task_type="qa",
     )
+    labels = _record_demo_labels(ledger, items)
+    from .calibration import JudgeCardRegistry
     from .calibration._cards import cards_from_report
 
     cards = cards_from_report(report)
-    ledger = QualityLedger(paths["ledger"])
-    observations = _demo_observations(report, "qa")
-    ledger.extend(observations)
+    JudgeCardRegistry.for_ledger(ledger).save(cards)
+    recorded = sum(1 for _ in ledger.iter_observations()) - before
     written = _write_csvs(report, paths)
     written["report"] = report.to_html(paths["report"])
     estimates = _demo_estimates(report, seed=args.seed, share=DEMO_LABELLED_SHARE)
@@ -1055,8 +1043,9 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if estimates is not None:
         _print_demo_estimates(estimates, DEMO_LABELLED_SHARE, sys.stdout)
     print(
-        f"appended {len(observations)} observations to {safe_text(ledger.path)} "
-        f"(see: llm-connect ledger stats {safe_text(ledger.path)})",
+        f"appended {recorded} observations to {safe_text(ledger.path)} ({recorded - labels} judgments, {labels} "
+        f"human labels; judge cards in {safe_text(JudgeCardRegistry.for_ledger(ledger).path)}; "
+        f"see: llm-connect ledger stats {safe_text(ledger.path)} --grader-id llm-judge)",
         file=sys.stdout,
     )
     print(
@@ -1098,6 +1087,18 @@ def _add_ledger(subparsers: Any) -> None:
         metavar="N",
         help="use the N newest observations per adapter, or 'all' (default: 200)",
     )
+    s.add_argument("--grader-id", metavar="ID", help="only this judge (default: each judge in turn, never pooled)")
+    s.add_argument(
+        "--human",
+        metavar="ID",
+        help="grader id of human labels (e.g. human): decide on each adapter's PPI++ interval from them",
+    )
+    s.add_argument(
+        "--require-calibrated",
+        action="store_true",
+        help="refuse (exit 1) a judge whose card (LEDGER.cards.json, from calibrate --ledger) is missing or weak",
+    )
+    s.add_argument("--min-kappa", type=float, default=0.4, help="kappa lower bound a card needs (default: 0.4)")
     s.set_defaults(func=_run_ledger_stats, _parser=s)
 
 
@@ -1156,11 +1157,31 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
     print(f"{safe_text(path)}: {len(observations)} observations, {malformed} malformed lines skipped")
     if not tasks:
         print("no observations")
+    from .calibration import JudgeCardRegistry
+    from .errors import UncalibratedJudgeError
+    from .routing import grader_keys
+
+    cards = JudgeCardRegistry.for_ledger(path) if args.require_calibrated else None
+    refused = 0
     for task in tasks:
-        decision = route(observations, task, policy=policy)
-        print()
-        print(_safe_decision(decision))
-    return 0
+        keys = grader_keys(observations, task, human=args.human)
+        if args.grader_id is not None:
+            keys = [k for k in keys if k[0] == args.grader_id]
+            if not keys:
+                print(f"\nno observations of grader {safe_text(args.grader_id)} for task type {safe_text(task)}")
+        for key in keys:  # one decision per judge: scores of different judges are never pooled
+            chosen = [o for o in observations if o.task_type == task
+                      and (grader_keys([o], task)[0] == key or (args.human and o.tags.get("grader_id") == args.human))]
+            print()
+            try:
+                decision = route(chosen, task, policy=policy, human=args.human,
+                                 require_calibrated=args.require_calibrated, min_kappa=args.min_kappa, cards=cards)
+            except UncalibratedJudgeError as exc:
+                refused += 1
+                print(f"route {safe_text(task)!r}: refused: {safe_text(str(exc), limit=600)}")
+                continue
+            print(_safe_decision(decision))
+    return 1 if refused else 0
 
 
 # -- entry point ------------------------------------------------------------------------------------

@@ -7,41 +7,25 @@
 - :func:`results_frame`: one row per :class:`~llm_connect.grading.GradingResult`.
 - :func:`observations_from_frame`: a ledger frame back to observations
   (``ledger_frame`` then ``observations_from_frame`` gives the originals).
+- :func:`record_labels` / :func:`paired_frame`: human labels written to a
+  ledger, and the judge's scores paired with them.
 
-How :func:`ledger_frame` stays fast and exact
----------------------------------------------
-The file is split into lines as the ledger splits it and read in blocks. Each
-block is parsed by pyarrow's JSON reader against the observation schema and
-validated column-wise with rules at least as strict as
-:meth:`QualityObservation.from_dict`. A row those rules do not clear (an odd
-timestamp, a nested tag), and a line pyarrow cannot read (invalid JSON or
-UTF-8, a wrong type: pyarrow names the row and reading resumes after it), go
-through the ledger's own line parser — so what counts as malformed is decided
-by the ledger's code, not re-implemented here. Tags whose type changes from
-row to row are read with ``json.loads``, as the ledger reads them. With
-``tags="expand"`` a null tag value reads as absent (NA); ``tags="dict"`` keeps
-every tag exactly.
-
-The ledger's own rules for odd lines hold here too. A line longer than the
-ledger's ``max_line_bytes`` (a path is read with the default,
-:data:`~llm_connect.quality.MAX_LINE_BYTES`) is counted as malformed without
-ever being copied, so memory stays near two read blocks however long a line is.
-A JSON escape of a lone surrogate (``"\\ud800"``) fails pyarrow's reader, so its
-line goes to the ledger's parser, which counts it as malformed. A
+This module only shapes frames. Reading a ledger file -- splitting it into
+lines, parsing them, pyarrow's columnar reader and what counts as malformed --
+is the ledger's own I/O (``llm_connect.quality._ledger_io``, see its
+docstring), so a frame holds exactly what the ledger's readers see: a line
+longer than the ledger's ``max_line_bytes`` (a path is read with the default,
+:data:`~llm_connect.quality.MAX_LINE_BYTES`) is malformed here too, and a
 :class:`QualityLedger` is read at its :attr:`~QualityLedger.real_path`, as the
-ledger reads it.
+ledger reads it. With ``tags="expand"`` a null tag value reads as absent (NA);
+``tags="dict"`` keeps every tag exactly.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import os
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,7 +33,17 @@ import numpy as np
 import pandas as pd
 
 from .errors import ValidationError
-from .quality import _MALFORMED, MAX_LINE_BYTES, QualityLedger, QualityObservation, _parse_line
+from .quality import MAX_LINE_BYTES, QualityLedger, QualityObservation
+from .quality._ledger_io import (
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    TEXT_FIELDS,
+    ColumnBlock,
+    TagLayout,
+    arrow_kind,
+    observation_columns,
+    read_columns,
+)
 
 __all__ = [
     "HUMAN_GRADER_ID",
@@ -77,428 +71,10 @@ LEDGER_COLUMNS = (
     "tokens_out",
     "total_tokens",
 )
-_FLOATS = ("quality_score", "cost_usd", "latency_ms")
-_INTS = ("tokens_in", "tokens_out")
-_STRINGS = ("task_type", "adapter_id", "model_id")
 TAG_PREFIX = "tag."
 
-# What ``QualityObservation.to_dict`` writes: UTC, seconds, optional microseconds.
-_CANONICAL_TS = (
-    r"^(?:000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d{3})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
-    r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{6})?\+00:00$"
-)
-_BLOCK_LINES = 1 << 14  # lines handed to arrow at once
-_MIN_ARROW = 16  # smaller ranges go straight to the ledger's parser
-_MAX_RESTARTS = 64  # arrow failures tolerated in one block before the rest of it goes to the ledger's parser
-_READ_BYTES = 64 << 20
-_MAX_SINGLE_BLOCK = 1 << 30  # arrow reports error rows relative to its internal block: keep one block
-
 TagsMode = Literal["expand", "dict"]
-
-
-# -- reading lines -------------------------------------------------------------------------
-
-
-_NON_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # what bytes.isspace() / bytes.strip() do not count as blank
-
-
-def _line_blocks(
-    path: Path, max_line_bytes: int = MAX_LINE_BYTES, block_lines: int = _BLOCK_LINES, read_bytes: int = _READ_BYTES
-) -> Iterator[tuple[list[bytes], int]]:
-    """``(lines, over)``: the non-blank lines of the file in blocks, split exactly as the ledger splits them
-    (on ``\\n``), and how many non-blank lines up to the block's end were longer than ``max_line_bytes``
-    (newline not counted): the ledger counts those as malformed. An over-long line is skipped
-    without ever being copied, so memory stays near ``2 * read_bytes`` however long a line is."""
-    cap = max_line_bytes
-    with open(path, "rb") as handle:
-        rest = b""  # the start of a line that continues in the next read, at most ``cap`` bytes
-        skipping = False  # inside an over-long line whose start was dropped
-        skip_blank = True  # ... and all of it seen so far is whitespace
-        block: list[bytes] = []
-        over = 0
-        while True:
-            chunk = handle.read(read_bytes)
-            if not chunk:
-                break
-            start = 0
-            if skipping:  # rest is empty
-                nl = chunk.find(b"\n")
-                if skip_blank and _NON_SPACE.search(chunk, 0, len(chunk) if nl < 0 else nl):
-                    skip_blank = False
-                if nl < 0:
-                    continue
-                over += not skip_blank
-                skipping = False
-                start = nl + 1
-            data = rest + chunk if rest else chunk
-            del chunk
-            cut = data.rfind(b"\n", start)
-            if cut < 0:
-                lines: list[bytes] = []
-                tail = start
-            elif len(data) - cut - 1 > cap:
-                lines = data[start:cut].split(b"\n")
-                tail = cut + 1
-            else:
-                lines = (data[start:] if start else data).split(b"\n")
-                rest = lines.pop()
-                tail = -1
-            if tail >= 0:
-                if len(data) - tail > cap:  # an over-long line starts here: skip to its end, never copy it
-                    skipping, skip_blank, rest = True, not _NON_SPACE.search(data, tail), b""
-                else:
-                    rest = data[tail:] if tail else data
-            del data
-            for line in lines:
-                if not line or line.isspace():
-                    continue
-                if len(line) > cap:
-                    over += 1
-                    continue
-                block.append(line)
-                if len(block) >= block_lines:
-                    yield block, over
-                    block, over = [], 0
-        if skipping:
-            over += not skip_blank
-        elif rest and not rest.isspace():
-            block.append(rest)  # the last line, without a newline (at most ``cap`` bytes)
-        if block or over:
-            yield block, over
-
-
-# -- the fast path: pyarrow + column-wise validation ----------------------------------------
-
-
-def _arrow_schema() -> Any:
-    import pyarrow as pa
-
-    fields = [(name, pa.string()) for name in (*_STRINGS, "baseline_adapter_id", "recorded_at")]
-    fields += [(name, pa.float64()) for name in _FLOATS]
-    fields += [(name, pa.int64()) for name in _INTS]
-    return pa.schema(fields)
-
-
-def _type_kind(t: Any) -> str:
-    import pyarrow as pa
-
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_int64(t):
-        return "int64"
-    if pa.types.is_float64(t):
-        return "double"
-    if pa.types.is_string(t):
-        return "string"
-    if pa.types.is_null(t):
-        return "null"
-    return "complex"
-
-
-_ERROR_ROW = re.compile(r"\bin row (\d+)\b")
-_ERROR_FIELD = re.compile(r"Column\(/([^/)]*)")
-
-
-def _try_arrow(lines: Sequence[bytes], *, with_tags: bool = True) -> tuple[Any, int | None, str | None]:
-    """``(table, None, None)``, or ``(None, row, field)`` of the first error where arrow names them.
-
-    ``with_tags=False`` reads only the observation's own fields (other keys are
-    skipped), for blocks whose tags change type from row to row.
-    """
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    payload = b"\n".join(lines)
-    single = len(payload) < _MAX_SINGLE_BLOCK
-    try:
-        table = pj.read_json(
-            io.BytesIO(payload),
-            read_options=pj.ReadOptions(use_threads=True, block_size=len(payload) + 1 if single else 8 << 20),
-            parse_options=pj.ParseOptions(
-                explicit_schema=_arrow_schema(), unexpected_field_behavior="infer" if with_tags else "ignore"
-            ),
-        )
-    except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
-        text = str(exc)
-        row = _ERROR_ROW.search(text) if single else None
-        field = _ERROR_FIELD.search(text)
-        return None, int(row.group(1)) if row else None, field.group(1) if field else None
-    if table.num_rows != len(lines):  # e.g. two objects on one line
-        return None, None, None
-    return table, None, None
-
-
-def _finite(value: Any) -> bool:
-    """No NaN or infinity anywhere in a JSON value (the ledger rejects such tags)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_finite(v) for v in value)
-    return True
-
-
-def _json_tags(lines: Sequence[bytes], rows: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray]:
-    """Each row's tags read with ``json.loads``, as the ledger reads them; and which rows have valid ones."""
-    out: list[dict[str, Any]] = []
-    ok = np.ones(len(rows), dtype=bool)
-    for j, row in enumerate(rows):
-        try:
-            tags = json.loads(lines[row]).get("tags")
-        except _MALFORMED:  # let the ledger's parser decide about this line
-            tags = "unreadable"
-        if tags is None:
-            tags = {}
-        if not isinstance(tags, dict) or not _finite(tags):
-            ok[j] = False
-            tags = {}
-        out.append(tags)
-    return out, ok
-
-
-def _strip_ok(column: Any, *, nullable: bool) -> np.ndarray:
-    """Rows whose string is non-blank by Python's own ``str.strip`` (checked on the distinct values)."""
-    import pyarrow.compute as pc
-
-    encoded = pc.dictionary_encode(column.combine_chunks())
-    good = np.array([bool(v.strip()) for v in encoded.dictionary.to_pylist()] + [nullable], dtype=bool)
-    idx = encoded.indices.fill_null(len(good) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return good[idx]
-
-
-def _valid_numbers(table: Any) -> np.ndarray:
-    ok = np.ones(table.num_rows, dtype=bool)
-    for name in _FLOATS:
-        col = table.column(name).to_numpy()  # nulls become NaN
-        with np.errstate(invalid="ignore"):
-            good = np.isfinite(col) & (col >= 0)
-            if name == "quality_score":
-                good &= col <= 1.0
-        ok &= good
-    for name in _INTS:
-        col = table.column(name)
-        ok &= ~col.is_null().to_numpy(zero_copy_only=False)
-        ok &= col.fill_null(-1).to_numpy() >= 0
-    return ok
-
-
-def _timestamps(column: Any) -> tuple[np.ndarray, Any]:
-    """(rows with a canonical, valid timestamp; the parsed timestamp[us, UTC] array, null elsewhere)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    col = column.combine_chunks()
-    canonical = pc.fill_null(pc.match_substring_regex(col, _CANONICAL_TS), False)
-    ok = canonical.to_numpy(zero_copy_only=False)
-    kept = pc.if_else(canonical, col, pa.scalar(None, pa.string()))
-    target = pa.timestamp("us", tz="UTC")
-    try:
-        parsed = pc.cast(kept, target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # e.g. 2024-02-30: parse one by one
-        values = []
-        for s in kept.to_pylist():
-            try:
-                values.append(None if s is None else datetime.fromisoformat(s).astimezone(UTC))
-            except ValueError:
-                values.append(None)
-        parsed = pa.array(values, type=target)
-        ok &= ~parsed.is_null().to_numpy(zero_copy_only=False)
-    return ok, parsed
-
-
-def _tag_children(table: Any) -> tuple[list[tuple[str, Any, str]], np.ndarray, np.ndarray, np.ndarray]:
-    """The ``tags`` struct's children ``(key, array, kind)``; rows a complex or non-finite tag value
-    sends to the ledger's parser; rows with a null child (an absent key or a null value: arrow
-    shows them alike); rows whose ``tags`` is present."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = table.num_rows
-    slow = np.zeros(n, dtype=bool)
-    has_null = np.zeros(n, dtype=bool)
-    if "tags" not in table.column_names:
-        return [], slow, has_null, np.zeros(n, dtype=bool)
-    tags = table.column("tags").combine_chunks()
-    present = ~tags.is_null().to_numpy(zero_copy_only=False)
-    if pa.types.is_null(tags.type):
-        return [], slow, has_null, present
-    if not pa.types.is_struct(tags.type):  # only when every row's tags is one non-object type
-        return [], present.copy(), has_null, present
-    children = []
-    for i in range(tags.type.num_fields):
-        key = tags.type.field(i).name
-        child = pc.struct_field(tags, [i])
-        kind = _type_kind(child.type)
-        nulls = child.is_null().to_numpy(zero_copy_only=False)
-        has_null |= present & nulls
-        if kind == "complex":
-            slow |= ~nulls
-        elif kind == "double":
-            with np.errstate(invalid="ignore"):
-                slow |= ~nulls & ~np.isfinite(child.to_numpy(zero_copy_only=False))
-        children.append((key, child, kind))
-    return children, slow, has_null, present
-
-
-@dataclass
-class _Part:
-    """Rows ready for the frame: their line numbers, the observation columns and the tags
-    (``key -> arrow array or list`` when expanding, a list of dicts otherwise)."""
-
-    index: np.ndarray
-    columns: dict[str, Any]
-    tags: dict[str, Any] | list[dict[str, Any]]
-
-
-def _arrow_part(
-    lines: Sequence[bytes], table: Any, tags: TagsMode, base: int, *, with_tags: bool = True
-) -> tuple[_Part | None, np.ndarray]:
-    """Validate ``table`` column-wise; returns the rows that pass and the row numbers that do not."""
-    import pyarrow as pa
-
-    ok = _valid_numbers(table)
-    for name in _STRINGS:
-        ok &= _strip_ok(table.column(name), nullable=False)
-    ok &= _strip_ok(table.column("baseline_adapter_id"), nullable=True)
-    ts_ok, ts = _timestamps(table.column("recorded_at"))
-    ok &= ts_ok
-    parsed: list[dict[str, Any]] | None = None
-    if with_tags:
-        children, slow_tags, null_tags, present = _tag_children(table)
-        ok &= ~slow_tags
-    else:  # arrow skipped the tags: read them from the lines of the rows that passed so far
-        candidates = np.flatnonzero(ok)
-        parsed_all, tags_ok = _json_tags(lines, candidates)
-        ok[candidates[~tags_ok]] = False
-        parsed = [t for t, good in zip(parsed_all, tags_ok, strict=True) if good]
-    fast = np.flatnonzero(ok)
-    rejected = np.flatnonzero(~ok)
-    if len(fast) == 0:
-        return None, rejected
-    idx = pa.array(fast)
-    columns: dict[str, Any] = {"recorded_at": ts.take(idx)}
-    for name in (*_STRINGS, "baseline_adapter_id", *_FLOATS, *_INTS):
-        columns[name] = table.column(name).combine_chunks().take(idx)
-    part_tags: dict[str, Any] | list[dict[str, Any]]
-    if parsed is not None:
-        if tags == "dict":
-            part_tags = parsed
-        else:
-            keys: dict[str, None] = {}
-            for t in parsed:
-                keys.update(dict.fromkeys(t))
-            part_tags = {k: [t.get(k) for t in parsed] for k in keys}
-    elif tags == "dict":
-        part_tags = _tag_dicts(lines, fast, children, null_tags, present)
-    else:
-        part_tags = {key: child.take(idx) for key, child, kind in children if kind != "null"}
-    return _Part(fast + base, columns, part_tags), rejected
-
-
-def _tag_dicts(
-    lines: Sequence[bytes],
-    fast: np.ndarray,
-    children: list[tuple[str, Any, str]],
-    null_tags: np.ndarray,
-    present: np.ndarray,
-) -> list[dict[str, Any]]:
-    """Each fast row's tags as the exact dict the ledger would build.
-
-    Arrow shows an absent key and a ``null`` value alike. A row with such a gap
-    whose line holds no ``null`` at all can only have absent keys, so they are
-    dropped; otherwise the row's tags are read back from its line.
-    """
-    import pyarrow as pa
-
-    if not children:
-        return [{} for _ in range(len(fast))]
-    idx = pa.array(fast)
-    struct = pa.StructArray.from_arrays([c.take(idx) for _, c, _ in children], [k for k, _, _ in children])
-    out = struct.to_pylist()
-    for j, row in enumerate(fast):
-        if not present[row]:
-            out[j] = {}
-        elif null_tags[row]:
-            line = lines[row]
-            if b"null" in line:
-                out[j] = json.loads(line).get("tags") or {}
-            else:
-                out[j] = {k: v for k, v in out[j].items() if v is not None}
-    return out
-
-
-def _slow_part(lines: Sequence[bytes], indices: Iterable[int], base: int, tags: TagsMode) -> tuple[_Part | None, int]:
-    """Parse lines with the ledger's own parser; returns the valid ones as a part, and the malformed count."""
-    found: list[tuple[int, QualityObservation]] = []
-    bad = 0
-    for i in indices:
-        try:
-            found.append((base + int(i), _parse_line(lines[i])))
-        except _MALFORMED:
-            bad += 1
-    if not found:
-        return None, bad
-    return _observations_part([o for _, o in found], np.array([i for i, _ in found], dtype=np.int64), tags), bad
-
-
-def _observations_part(obs: Sequence[QualityObservation], index: np.ndarray, tags: TagsMode) -> _Part:
-    columns: dict[str, Any] = {
-        name: [getattr(o, name) for o in obs] for name in (*_STRINGS, "baseline_adapter_id", *_FLOATS, *_INTS)
-    }
-    columns["recorded_at"] = [o.recorded_at for o in obs]
-    if tags == "dict":
-        return _Part(index, columns, [dict(o.tags) for o in obs])
-    keys: dict[str, None] = {}
-    for o in obs:
-        keys.update(dict.fromkeys(o.tags))
-    return _Part(index, columns, {k: [o.tags.get(k) for o in obs] for k in keys})
-
-
-def _scan_block(lines: list[bytes], base: int, tags: TagsMode, parts: list[_Part]) -> int:
-    """Turn one block of lines into parts; returns how many lines were malformed.
-
-    Arrow reads the block; where it stops at a line it cannot read, that line
-    goes to the ledger's parser and arrow carries on around it (or, without a
-    row number in its error, reads each half). Past ``_MAX_RESTARTS`` failures
-    the rest of the block goes to the ledger's parser.
-    """
-    bad = 0
-    restarts = 0
-    fields = set(_arrow_schema().names)
-    stack = [(0, len(lines), True)]
-    while stack:
-        lo, hi, with_tags = stack.pop()
-        if hi <= lo:
-            continue
-        if hi - lo <= _MIN_ARROW or restarts > _MAX_RESTARTS:
-            part, b = _slow_part(lines, range(lo, hi), base, tags)
-            bad += b
-            if part is not None:
-                parts.append(part)
-            continue
-        table, row, field = _try_arrow(lines[lo:hi], with_tags=with_tags)
-        if table is not None:
-            part, rejected = _arrow_part(lines[lo:hi], table, tags, base + lo, with_tags=with_tags)
-            if part is not None:
-                parts.append(part)
-            if len(rejected):
-                slow, b = _slow_part(lines, rejected + lo, base, tags)
-                bad += b
-                if slow is not None:
-                    parts.append(slow)
-            continue
-        if with_tags and field is not None and field not in fields:
-            # A tag (or an unknown key) changes type between rows: valid, but not one arrow column.
-            stack.append((lo, hi, False))
-            continue
-        restarts += 1
-        if row is not None and 0 <= row < hi - lo:
-            stack += [(lo + row + 1, hi, with_tags), (lo + row, lo + row + 1, with_tags), (lo, lo + row, with_tags)]
-        else:
-            mid = (lo + hi) // 2
-            stack += [(mid, hi, with_tags), (lo, mid, with_tags)]
-    return bad
+_LAYOUT: dict[str, TagLayout] = {"expand": "columns", "dict": "dicts"}  # how each mode reads tags
 
 
 # -- building frames -----------------------------------------------------------------------
@@ -544,7 +120,7 @@ def _concat(pieces: list[Any], lengths: list[int]) -> Any:
     for piece in pieces:
         if piece is None:
             continue
-        kinds.add(_type_kind(piece.type) if isinstance(piece, pa.Array) else _py_kind(piece))
+        kinds.add(arrow_kind(piece.type) if isinstance(piece, pa.Array) else _py_kind(piece))
     kinds.discard("null")
     if kinds == {"int64", "double"}:
         kinds = {"double"}
@@ -580,18 +156,18 @@ def _to_series(column: Any, name: str) -> pd.Series:
     return pd.Series(column, dtype=object, name=name)
 
 
-def _assemble(parts: list[_Part], tags: TagsMode) -> pd.DataFrame:
+def _assemble(blocks: list[ColumnBlock], tags: TagsMode) -> pd.DataFrame:
     import pyarrow as pa
 
-    if not parts:
+    if not blocks:
         return pd.DataFrame()
-    lengths = [len(p.index) for p in parts]
+    lengths = [len(p.index) for p in blocks]
     data: dict[str, pd.Series] = {}
-    types = {name: pa.string() for name in (*_STRINGS, "baseline_adapter_id")}
-    types |= {name: pa.float64() for name in _FLOATS} | {name: pa.int64() for name in _INTS}
+    types = {name: pa.string() for name in (*TEXT_FIELDS, "baseline_adapter_id")}
+    types |= {name: pa.float64() for name in FLOAT_FIELDS} | {name: pa.int64() for name in INT_FIELDS}
     types["recorded_at"] = pa.timestamp("us", tz="UTC")
     for name, t in types.items():
-        pieces = [p.columns[name] for p in parts]
+        pieces = [p.columns[name] for p in blocks]
         try:
             arrays = [c if isinstance(c, pa.Array) else pa.array(c, type=t) for c in pieces]
             data[name] = pa.concat_arrays(arrays).to_pandas().rename(name)
@@ -599,17 +175,17 @@ def _assemble(parts: list[_Part], tags: TagsMode) -> pd.DataFrame:
             values = [v for c in pieces for v in (c.to_pylist() if isinstance(c, pa.Array) else c)]
             data[name] = pd.Series(values, dtype=object, name=name)
     if tags == "dict":
-        data["tags"] = pd.Series([d for p in parts for d in p.tags], dtype=object, name="tags")
+        data["tags"] = pd.Series([d for p in blocks for d in p.tags], dtype=object, name="tags")
     else:
         keys: dict[str, None] = {}
-        for p in parts:
+        for p in blocks:
             keys.update(dict.fromkeys(p.tags))  # type: ignore[arg-type]
         for key in keys:
-            pieces = [p.tags.get(key) for p in parts]  # type: ignore[union-attr]
+            pieces = [p.tags.get(key) for p in blocks]  # type: ignore[union-attr]
             name = TAG_PREFIX + key
             data[name] = _to_series(_concat(pieces, lengths), name)
     frame = pd.DataFrame(data)
-    index = np.concatenate([p.index for p in parts])
+    index = np.concatenate([p.index for p in blocks])
     if len(index) > 1 and not np.all(index[1:] > index[:-1]):
         frame = frame.iloc[np.argsort(index, kind="stable")].reset_index(drop=True)
     return frame
@@ -637,11 +213,11 @@ def _tag_dtype(series: pd.Series) -> pd.Series:
 
 def _empty_frame(tags: TagsMode) -> pd.DataFrame:
     data: dict[str, Any] = {"recorded_at": pd.array([], dtype=pd.DatetimeTZDtype("us", "UTC"))}
-    for name in (*_STRINGS, "baseline_adapter_id"):
+    for name in (*TEXT_FIELDS, "baseline_adapter_id"):
         data[name] = pd.Series([], dtype=object)
-    for name in _FLOATS:
+    for name in FLOAT_FIELDS:
         data[name] = np.array([], dtype=float)
-    for name in _INTS:
+    for name in INT_FIELDS:
         data[name] = np.array([], dtype=np.int64)
     if tags == "dict":
         data["tags"] = pd.Series([], dtype=object)
@@ -655,12 +231,12 @@ def _finish(frame: pd.DataFrame, tags: TagsMode, malformed: int) -> pd.DataFrame
     frame["recorded_at"] = frame["recorded_at"].astype(pd.DatetimeTZDtype("us", "UTC"))
     for name in ID_COLUMNS:
         frame[name] = frame[name].astype(object).where(frame[name].notna(), None).astype("category")
-    for name in _INTS:
+    for name in INT_FIELDS:
         try:
             frame[name] = frame[name].astype("int64")
         except OverflowError:  # a count beyond int64 is valid JSON and a valid observation: keep it exact
             frame[name] = frame[name].astype(object).map(int)
-    for name in _FLOATS:
+    for name in FLOAT_FIELDS:
         frame[name] = frame[name].astype("float64")
     frame["total_tokens"] = frame["tokens_in"] + frame["tokens_out"]
     tag_cols = [c for c in frame.columns if isinstance(c, str) and c.startswith(TAG_PREFIX)]
@@ -717,16 +293,11 @@ def ledger_frame(
                 )
         if not observations:
             return _finish(pd.DataFrame(), tags, 0)
-        part = _observations_part(observations, np.arange(len(observations)), tags)
-        return _finish(_assemble([part], tags), tags, 0)
+        block = observation_columns(observations, np.arange(len(observations)), _LAYOUT[tags])
+        return _finish(_assemble([block], tags), tags, 0)
 
-    parts: list[_Part] = []
-    malformed = 0
-    offset = 0
-    for block, over in _line_blocks(path, cap):
-        malformed += over + _scan_block(block, offset, tags, parts)
-        offset += len(block)
-    return _finish(_assemble(parts, tags), tags, malformed)
+    blocks, malformed = read_columns(path, max_line_bytes=cap, tags=_LAYOUT[tags])
+    return _finish(_assemble(blocks, tags), tags, malformed)
 
 
 # -- frames back to observations -------------------------------------------------------------

@@ -37,7 +37,7 @@ from .errors import UncalibratedJudgeError, ValidationError
 from .grading._html import html_format, html_table
 from .quality import QualityLedger, QualityObservation, is_stale
 
-__all__ = ["EVIDENCE_COLUMNS", "RoutingDecision", "RoutingPolicy", "evidence_table", "route"]
+__all__ = ["EVIDENCE_COLUMNS", "RoutingDecision", "RoutingPolicy", "evidence_table", "grader_keys", "route"]
 
 EVIDENCE_COLUMNS = (
     "task_type",
@@ -161,6 +161,19 @@ def _describe_grader(key: GraderKey) -> str:
     g, r = key
     name = g if g is not None else "(no grader_id tag)"
     return f"{name} (rubric {r})" if r else name
+
+
+def grader_keys(
+    observations: Iterable[QualityObservation], task_type: str | None = None, *, human: str | None = None
+) -> list[GraderKey]:
+    """The distinct ``(grader_id, rubric_hash)`` of ``observations`` (of ``task_type``), sorted; human labels
+    (grader id ``human``) are left out when given. ``None`` stands for an absent tag."""
+    keys = {
+        _grader_key(o)
+        for o in observations
+        if (task_type is None or o.task_type == task_type) and (human is None or _grader_key(o)[0] != human)
+    }
+    return sorted(keys, key=lambda k: (k[0] or "", k[1] or ""))
 
 
 def _choose_grader(
@@ -378,7 +391,7 @@ def evidence_table(
 
 @dataclass(frozen=True)
 class RoutingDecision:
-    """The adapter to use for a task type (or ``None``), why, and the evidence."""
+    """The adapter to use for a task type (or ``None``), why, the evidence, and whose scores it rests on."""
 
     task_type: str
     adapter_id: str | None
@@ -386,17 +399,24 @@ class RoutingDecision:
     reason: str
     policy: RoutingPolicy
     evidence: Any = field(repr=False)
+    grader_id: str | None = None
+    rubric_hash: str | None = None
 
     def __bool__(self) -> bool:
         return self.adapter_id is not None
 
     def __str__(self) -> str:
-        head = f"route {self.task_type!r} -> {self.adapter_id or 'no adapter'}: {self.reason}"
+        judge = ""
+        if self.grader_id is not None:
+            judge = f" [judge {self.grader_id}" + (f", rubric {self.rubric_hash}" if self.rubric_hash else "") + "]"
+        head = f"route {self.task_type!r}{judge} -> {self.adapter_id or 'no adapter'}: {self.reason}"
         if self.evidence is None or not len(self.evidence):
             return head
         cols = [
             "adapter_id",
+            "method",
             "n",
+            "n_labelled",
             "mean_quality",
             "quality_low",
             "quality_high",
@@ -520,7 +540,8 @@ def route(
             f"${best['mean_cost_usd']:.6f}, quality lower bound {best['quality_low']:.3f} ({best['method']}) "
             f"over n={best['n']}{judged_by}"
         )
-        return RoutingDecision(task_type, str(best["adapter_id"]), str(best["model_id"]), reason, policy, evidence)
+        return RoutingDecision(task_type, str(best["adapter_id"]), str(best["model_id"]), reason, policy, evidence,
+                               *(chosen or (None, None)))
     if not len(evidence):
         reason = f"no observations for task type {task_type!r}" + (
             f" from grader {grader_id!r}" if grader_id is not None else ""
@@ -529,4 +550,4 @@ def route(
         reason = "no adapter meets the threshold with confidence: " + "; ".join(
             f"{r.adapter_id}: {r.reason}" for r in evidence.itertuples()
         )
-    return RoutingDecision(task_type, None, None, reason, policy, evidence)
+    return RoutingDecision(task_type, None, None, reason, policy, evidence, *(chosen or (None, None)))

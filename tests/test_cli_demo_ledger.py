@@ -36,9 +36,16 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
     assert ("exact-match", "human") in pairs and ("human", "human_2") in pairs
     ledger = QualityLedger(out / "ledger.jsonl")
     obs = ledger.read_all()
+    judged = [o for o in obs if o.tags["grader_id"] != "human"]
     scored = sum(1 for r in rows for j in ("exact-match", "embedding-similarity", "llm-judge") if r[f"score_{j}"] != "")
-    assert len(obs) == scored >= 16  # every scored (item, judge) observation, exact and embedding never fail
-    assert {o.tags["grader_id"] for o in obs} >= {"exact-match", "embedding-similarity"}
+    assert len(judged) == scored >= 16  # every scored (item, judge) observation, exact and embedding never fail
+    assert {o.tags["grader_id"] for o in judged} >= {"exact-match", "embedding-similarity"}
+    ids = {r["id"] for r in rows}
+    assert {o.tags["item_id"] for o in judged} == ids  # the items' own ids, as judge_many records them
+    labels = [o for o in obs if o.tags["grader_id"] == "human"]
+    assert len(labels) == 16 and {o.tags["annotator"] for o in labels} == {"human", "human_2"}
+    assert {c.grader_id for c in __import__("llm_connect").JudgeCardRegistry.for_ledger(ledger)} == {
+        "exact-match", "embedding-similarity", "llm-judge"}
     assert "agreement" in proc.stdout and "report.html" in proc.stdout and "bias probes" in proc.stdout
     assert proc.stdout.splitlines()[1] == "verdicts:"  # after the one line saying what runs, the verdicts come first
     assert "llm-judge: " in proc.stdout and "embedding-similarity: " in proc.stdout

@@ -138,3 +138,33 @@ def test_calibrate_prints_verdicts_first_and_saves_cards_beside_the_ledger(tmp_p
     judge_many(ExactMatchJudge(), rows, ledger=QualityLedger(ledger), task_type="qa", progress=False)
     decision = route(ledger, "qa", require_calibrated=True, threshold=0.3, min_observations=20)
     assert decision.adapter_id is not None
+
+
+def test_ledger_stats_decides_per_judge_and_gates_on_cards(tmp_path, capsys):
+    from llm_connect import JudgeCardRegistry, QualityLedger, QualityObservation
+    from llm_connect.calibration import card_from_scores
+
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    obs = []
+    for i in range(30):
+        for grader, score in (("exact-match", float(i % 2)), ("llm-judge", 1.0)):
+            obs.append(QualityObservation("qa", "m", "m", 0.0, score, 1.0, 1, 1,
+                                          tags={"grader_id": grader, "item_id": i}))
+        obs.append(QualityObservation("qa", "m", "m", 0.0, float(i % 2), 0.0, 0, 0,
+                                      tags={"grader_id": "human", "item_id": i}))
+    ledger.extend(obs)
+    assert main(["ledger", "stats", str(ledger.path), "--threshold", "0.6", "--max-age-days", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "[judge exact-match]" in out and "[judge llm-judge]" in out and "[judge human]" in out
+    assert main(["ledger", "stats", str(ledger.path), "--human", "human", "--grader-id", "llm-judge",
+                 "--max-age-days", "0", "--threshold", "0.6"]) == 0
+    out = capsys.readouterr().out
+    assert "ppi++" in out and "no adapter meets" in out  # the lenient judge's 1.0s are corrected to about 0.5
+    assert main(["ledger", "stats", str(ledger.path), "--require-calibrated", "--max-age-days", "0"]) == 1
+    assert "refused" in capsys.readouterr().out
+    rng = np.random.default_rng(0)
+    human = rng.integers(0, 2, 100).astype(float)
+    JudgeCardRegistry.for_ledger(ledger).save(card_from_scores(human, human, grader_id="exact-match", n_boot=100))
+    code = main(["ledger", "stats", str(ledger.path), "--require-calibrated", "--grader-id", "exact-match",
+                 "--max-age-days", "0"])
+    assert code == 0

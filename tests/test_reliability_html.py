@@ -51,7 +51,7 @@ def evil(field: str) -> str:
 
 TABLE = {"table", "caption", "thead", "tbody", "tr", "th", "td"}
 PARAGRAPH = {"p", "b", "br"}
-REPORT = TABLE | PARAGRAPH | {"div", "h2", "figure", "img", "figcaption"}
+REPORT = TABLE | PARAGRAPH | {"div", "h2", "h3", "ul", "li", "figure", "img", "figcaption"}  # + verdicts and cards
 DOCUMENT = REPORT | {"html", "head", "meta", "title", "style", "body"}
 
 

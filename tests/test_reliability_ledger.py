@@ -35,8 +35,9 @@ from hypothesis import strategies as st
 from llm_connect import QualityLedger, QualityObservation
 from llm_connect.cli import main as cli_main
 from llm_connect.errors import ValidationError
-from llm_connect.frames import _line_blocks, ledger_frame, observations_from_frame
+from llm_connect.frames import ledger_frame, observations_from_frame
 from llm_connect.quality import MAX_LINE_BYTES
+from llm_connect.quality._ledger_io import line_blocks
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 OLD = datetime(2000, 1, 1, tzinfo=UTC)
@@ -1108,7 +1109,7 @@ def test_hypothesis_frames_splits_lines_as_the_ledger_at_any_read_size(lines, re
         path = Path(d) / "l.jsonl"
         path.write_bytes(data)
         got, over = [], 0
-        for block, n in _line_blocks(path, CAP, block_lines, read_bytes):
+        for block, n in line_blocks(path, CAP, block_lines, read_bytes):
             got += block
             over += n
     assert got == [line for line in data.split(b"\n") if line.strip() and len(line) <= CAP]

@@ -688,7 +688,9 @@ def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
         style = {"fmt": marker, "capsize": 3, "color": f"C{j}", "label": label, "markersize": 5, **kwargs}
         ax.errorbar(est, group_y[sel] + offsets[j], xerr=xerr, **style)
         drawn += int(sel.sum())
-    ax.set_yticks(np.arange(n_groups)[::-1], labels=group_labels)
+    from ._plots import _text  # literal text: a "$" in a model name is a dollar sign, not mathtext
+
+    ax.set_yticks(np.arange(n_groups)[::-1], labels=[_text(g) for g in group_labels])
     ax.set_ylim(-0.6, n_groups - 0.4)
     ax.set_xlabel("mean quality")
     conf = pd.to_numeric(frame.get("confidence", pd.Series(dtype=float)), errors="coerce").dropna().unique()

@@ -73,12 +73,11 @@ class CalibrationReport:
 
     @property
     def reference(self) -> str | None:
-        """What the judges are checked against by default: ``human``, else ``exact``, else none."""
-        names = self.names
-        for candidate in ("human", *self.labels, "exact"):
-            if candidate in names:
-                return candidate
-        return None
+        """What the judges are checked against: human labels (``human``, else the first annotator),
+        else the exact-match judge (or another judge without a model), else none."""
+        from ._cards import card_reference
+
+        return card_reference(self)[0]
 
     def threshold_of(self, judge: str) -> float:
         return float(self.thresholds.get(judge, self.threshold))
@@ -124,6 +123,35 @@ class CalibrationReport:
         return self_preference(self.scores, judge, family=family, label=ref, n_boot=self.n_boot,
                                confidence=self.confidence, seed=self.seed, **kwargs)
 
+    # -- decisions --------------------------------------------------------------------------
+
+    def judge_cards(self) -> list[Any]:
+        """A :class:`~llm_connect.calibration.JudgeCard` per machine judge (see ``cards_from_report``)."""
+        from ._cards import cards_from_report
+
+        return cards_from_report(self)
+
+    def verdicts(self) -> list[str]:
+        """One line per machine judge saying what to conclude (the rule: ``llm_connect.calibration._cards``)."""
+        return [c.verdict for c in self.judge_cards()]
+
+    def save_cards(self, ledger_or_registry: Any) -> list[Any]:
+        """Save the judge cards in a registry (or the one beside a ledger); returns the cards."""
+        from ._cards import JudgeCardRegistry
+
+        registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
+                    else JudgeCardRegistry.for_ledger(ledger_or_registry))
+        cards = self.judge_cards()
+        registry.save(cards)
+        return cards
+
+    def estimates(self, *, judge: str | None = None, by: str | None = "candidate_model") -> pd.DataFrame | None:
+        """Quality of the candidates (per model) from a judge and the human labels: PPI++, human-only and
+        judge-only estimates (``estimate_quality``); ``None`` without human labels."""
+        from ._cards import report_estimates
+
+        return report_estimates(self, judge=judge, by=by)
+
     def disagreements(self, judge_a: str, judge_b: str, *, top: int = 20) -> pd.DataFrame:
         return disagreements(self.scores, judge_a, judge_b, top=top)
 
@@ -147,13 +175,16 @@ class CalibrationReport:
         return frame[first + [c for c in frame.columns if c not in first]]
 
     def to_csv(self, directory: str | Path) -> dict[str, Path]:
-        """Write ``scores.csv``, ``agreement.csv`` and ``bias.csv`` into ``directory``."""
+        """Write ``scores.csv``, ``agreement.csv`` and ``bias.csv`` into ``directory`` (text cells that a
+        spreadsheet would run as a formula are neutralised)."""
+        from .._textsafe import csv_safe_frame
+
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         paths = {"scores": out / "scores.csv", "agreement": out / "agreement.csv", "bias": out / "bias.csv"}
-        self.scores_table().to_csv(paths["scores"], index=False)
-        self.agreement_frame().to_csv(paths["agreement"], index=False)
-        self.bias_frame().to_csv(paths["bias"], index=False)
+        csv_safe_frame(self.scores_table()).to_csv(paths["scores"], index=False)
+        csv_safe_frame(self.agreement_frame()).to_csv(paths["agreement"], index=False)
+        csv_safe_frame(self.bias_frame()).to_csv(paths["bias"], index=False)
         return paths
 
     def summary(self) -> pd.DataFrame:
@@ -235,10 +266,17 @@ class CalibrationReport:
         head = [html_format("<h2>{}</h2>", title),
                 html_format("<p>{} items; judges: {}; labels: {}; threshold {}.</p>", len(self.scores),
                             ", ".join(self.judges) or "—", ", ".join(self.labels) or "—", fmt(self.threshold))]
+        cards = self.judge_cards()
+        if cards:
+            head.append(html_format("<h3>Verdicts</h3><ul class='llm-connect-verdicts'>{}</ul>",
+                                    join(html_format("<li>{}</li>", c.verdict) for c in cards)))
         if usage:
             udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
             head.append(frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)"))
         body = [frame_html(self.summary(), caption="Summary"), self.agreement._repr_html_()]
+        if cards:
+            body.append(html_format("<h3>Judge cards</h3>{}", join(Markup(c._repr_html_()) for c in cards)))
+        body.append(self._estimates_html(plots=plots))
         if self.bias is not None:
             body.append(self.bias._repr_html_())
         body.append(self._diagnostics_html())
@@ -251,6 +289,28 @@ class CalibrationReport:
             )
             body.append(html_format("<div>{}</div>", imgs))
         return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+
+    def _estimates_html(self, *, plots: bool) -> Markup:
+        """The "Estimates" section: when the data names the candidates' models and has human labels."""
+        if "candidate_model" not in self.scores.columns or not self.scores["candidate_model"].notna().any():
+            return Markup("")
+        est = self.estimates()
+        if est is None or est.empty:
+            return Markup("")
+        shown = est[["judge", "candidate_model", "method", "estimate", "ci_low", "ci_high", "n_labelled", "n_total",
+                     "reason"]]
+        parts = [Markup("<h3>Estimates</h3>"),
+                 html_format("<p>Mean quality of each model's answers: as judge {} alone would claim it, from the "
+                             "human labels alone, and both combined by prediction-powered inference (PPI++), whose "
+                             "interval stays valid however biased the judge is.</p>", str(est["judge"].iloc[0])),
+                 frame_html(shown, caption="Estimates per model", max_rows=200)]
+        if plots:
+            from ._estimates import plot_estimates
+
+            fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
+            plot_estimates(est.drop(columns=["judge"]), ax=ax)
+            parts.append(html_format("<figure><img src='{}' alt='estimates per model'></figure>", png_data_uri(fig)))
+        return join(parts)
 
     def _repr_html_(self) -> str:
         return self.html(plots=True)
@@ -371,9 +431,14 @@ def calibrate(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
+    ledger: Any = None,
+    task_type: str | None = None,
 ) -> CalibrationReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
+
+    With ``ledger`` and ``task_type``, every scored judgment is recorded as
+    ``judge_many(..., ledger=...)`` records it (see :func:`score_items`).
 
     ``probes``: ``"auto"`` (those that apply to each judge), a list or comma-separated
     names, or ``None``/``[]`` for none. ``probe_limit`` probes a seeded sample of at
@@ -382,7 +447,8 @@ def calibrate(
     """
     named = _named_judges(judges)
     scores = score_items(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
-                         concurrency=concurrency, progress=progress, run_config=run_config)
+                         concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                         task_type=task_type)
     ann = scores.attrs.get("annotators") or []
     table = agreement_table(scores, threshold=threshold, thresholds=thresholds, annotators=ann, n_boot=n_boot,
                             confidence=confidence, seed=seed)

@@ -1,0 +1,256 @@
+"""``QualityObservation`` and ``is_stale``: what one observation is, and the rules it obeys.
+
+:meth:`QualityObservation.from_dict` is the one full reader of a record: the
+ledger's fast paths (:mod:`._ledger_io`) accept only records it accepts, with
+an equal result, and hand every other one to it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from numbers import Integral
+from typing import Any
+
+from ..errors import ValidationError
+
+__all__ = ["QualityObservation", "as_utc", "has_lone_surrogate", "is_stale", "utc_now"]
+
+_REQUIRED = (
+    "task_type",
+    "adapter_id",
+    "model_id",
+    "cost_usd",
+    "quality_score",
+    "latency_ms",
+    "tokens_in",
+    "tokens_out",
+)
+
+
+def as_utc(value: Any, name: str) -> datetime:
+    """Return ``value`` as an aware UTC datetime; naive values are taken as UTC."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        out = value.replace(tzinfo=UTC)
+    else:
+        try:
+            out = value.astimezone(UTC)
+        except OverflowError:  # e.g. 0001-01-01T00:00+01:00 has no UTC datetime
+            raise ValidationError(f"{name} {value.isoformat()!r} is out of range once converted to UTC") from None
+    # fold means nothing in UTC; clearing it makes an observation identical to its JSON round trip
+    return out.replace(fold=0) if out.fold else out
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_error(where: str, text: str) -> ValidationError:
+    found = _SURROGATE.search(text)
+    assert found is not None
+    return ValidationError(
+        f"{where} holds a lone surrogate {found.group()!r} at index {found.start()} of {_short(text)}: "
+        "it is not valid Unicode and cannot be written as UTF-8; fix the text where it was made "
+        "(e.g. bytes decoded with errors='surrogateescape', or half of a UTF-16 pair)"
+    )
+
+
+def _find_surrogate(value: Any, where: str) -> tuple[str, str] | None:
+    """``(where, text)`` of the first string (or key) in ``value`` holding a lone surrogate."""
+    if isinstance(value, str):
+        return (where, value) if _SURROGATE.search(value) else None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and _SURROGATE.search(k):
+                return f"a key of {where}", k
+            found = _find_surrogate(v, f"{where}[{k!r}]")
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_surrogate(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _non_empty_str(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
+    if not value.isascii() and _SURROGATE.search(value):
+        raise _surrogate_error(name, value)
+    return value
+
+
+def _non_negative_float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond float range
+        out = math.inf
+    if not math.isfinite(out) or out < 0:
+        raise ValidationError(f"{name} must be a finite number >= 0, got {_short(value)}")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValidationError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    out = int(value)
+    if out < 0:
+        raise ValidationError(f"{name} must be >= 0, got {value!r}")
+    return out
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class QualityObservation:
+    """One observed outcome: how good, how costly and how slow a call was for a task type."""
+
+    task_type: str
+    adapter_id: str
+    model_id: str
+    cost_usd: float
+    quality_score: float
+    latency_ms: float
+    tokens_in: int
+    tokens_out: int
+    baseline_adapter_id: str | None = None
+    recorded_at: datetime = field(default_factory=utc_now)
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        _non_empty_str("task_type", self.task_type)
+        _non_empty_str("adapter_id", self.adapter_id)
+        _non_empty_str("model_id", self.model_id)
+        s(self, "cost_usd", _non_negative_float("cost_usd", self.cost_usd))
+        s(self, "latency_ms", _non_negative_float("latency_ms", self.latency_ms))
+        s(self, "tokens_in", _non_negative_int("tokens_in", self.tokens_in))
+        s(self, "tokens_out", _non_negative_int("tokens_out", self.tokens_out))
+        q = self.quality_score
+        if isinstance(q, bool) or not isinstance(q, (int, float)):
+            raise ValidationError(f"quality_score must be a number in 0.0..1.0, got {type(q).__name__} {q!r}")
+        try:
+            q = float(q)
+        except OverflowError:  # an int beyond float range
+            q = math.inf
+        if not 0.0 <= q <= 1.0:  # also rejects NaN
+            raise ValidationError(f"quality_score must be in 0.0..1.0, got {_short(self.quality_score)}")
+        s(self, "quality_score", q)
+        if self.baseline_adapter_id is not None:
+            _non_empty_str("baseline_adapter_id", self.baseline_adapter_id)
+        s(self, "recorded_at", as_utc(self.recorded_at, "recorded_at"))
+        if not isinstance(self.tags, Mapping):
+            raise ValidationError(f"tags must be a dict, got {type(self.tags).__name__}")
+        if self.tags:
+            if not all(isinstance(k, str) for k in self.tags):
+                raise ValidationError("tags keys must be strings")
+            try:
+                text = json.dumps(dict(self.tags), allow_nan=False, ensure_ascii=False)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"tags must be JSON-serialisable (no NaN/inf): {exc}") from None
+            if not text.isascii() and _SURROGATE.search(text):
+                found = _find_surrogate(self.tags, "tags")
+                raise _surrogate_error(*found) if found else ValidationError("tags hold a lone surrogate")
+            # Store the JSON form, so an observation equals its own round trip.
+            s(self, "tags", json.loads(text))
+        elif not isinstance(self.tags, dict):
+            s(self, "tags", {})
+
+    @property
+    def total_tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; ``recorded_at`` is ISO-8601 with its UTC offset."""
+        return {
+            "task_type": self.task_type,
+            "adapter_id": self.adapter_id,
+            "model_id": self.model_id,
+            "cost_usd": self.cost_usd,
+            "quality_score": self.quality_score,
+            "latency_ms": self.latency_ms,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "baseline_adapter_id": self.baseline_adapter_id,
+            "recorded_at": self.recorded_at.isoformat(),
+            "tags": dict(self.tags),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QualityObservation:
+        """Build from ``to_dict()`` output. Unknown keys are ignored (later versions may add fields).
+
+        Raises ``ValueError`` for a missing or invalid field and ``TypeError`` or
+        ``ValueError`` for an invalid ``recorded_at``.
+        """
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"an observation must be a JSON object, got {type(data).__name__}")
+        missing = [k for k in _REQUIRED if k not in data]
+        if missing:
+            raise ValidationError(f"observation is missing field(s): {', '.join(missing)}")
+        if "recorded_at" not in data:
+            raise ValidationError("observation is missing field: recorded_at")
+        raw_ts = data["recorded_at"]
+        if isinstance(raw_ts, datetime):
+            recorded_at = raw_ts
+        elif isinstance(raw_ts, str):
+            try:
+                recorded_at = datetime.fromisoformat(raw_ts)
+            except ValueError:
+                raise ValidationError(f"recorded_at is not an ISO-8601 datetime: {raw_ts[:60]!r}") from None
+        else:
+            raise TypeError(f"recorded_at must be an ISO-8601 string, got {type(raw_ts).__name__}")
+        tags = data.get("tags", {})
+        if tags is None:
+            tags = {}
+        return cls(
+            task_type=data["task_type"],
+            adapter_id=data["adapter_id"],
+            model_id=data["model_id"],
+            cost_usd=data["cost_usd"],
+            quality_score=data["quality_score"],
+            latency_ms=data["latency_ms"],
+            tokens_in=data["tokens_in"],
+            tokens_out=data["tokens_out"],
+            baseline_adapter_id=data.get("baseline_adapter_id"),
+            recorded_at=recorded_at,
+            tags=tags,
+        )
+
+
+def is_stale(observation: QualityObservation, max_age: timedelta, *, now: datetime | None = None) -> bool:
+    """True when ``now - observation.recorded_at > max_age`` (strictly). Naive ``now`` is UTC."""
+    if not isinstance(max_age, timedelta):
+        raise TypeError(f"max_age must be a timedelta, got {type(max_age).__name__}")
+    if max_age < timedelta(0):
+        raise ValidationError(f"max_age must be >= 0, got {max_age!r}")
+    current = utc_now() if now is None else as_utc(now, "now")
+    return current - observation.recorded_at > max_age
+
+
+def has_lone_surrogate(o: QualityObservation) -> bool:
+    """True when a string of ``o`` (ids, tag keys and values) holds a lone surrogate.
+
+    Only a JSON ``\\u`` escape can put one in a parsed line (strict UTF-8 refuses
+    the raw bytes); the ledger's fast path, which skips ``__post_init__``, asks this.
+    """
+    for text in (o.task_type, o.adapter_id, o.model_id, o.baseline_adapter_id):
+        if text is not None and not text.isascii() and _SURROGATE.search(text):
+            return True
+    return bool(o.tags) and _find_surrogate(o.tags, "tags") is not None
