@@ -489,7 +489,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
             if len(notes):
                 common = notes.value_counts().index[0]
                 print(f"    most common: {safe_text(common, limit=160)}", file=out)
-    rows = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
+    rows: list[tuple[Any, ...]] = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
     for p in report.agreement.pairs:
         k = p["cohen_kappa"]
         rows.append(

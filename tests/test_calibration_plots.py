@@ -70,8 +70,10 @@ def test_scatter_with_identity_line(ax, scores):
     jittered = plot_judge_scatter(scores, x="exact", y="llm", jitter=0.05, ax=Figure().add_subplot())
     offsets = jittered.collections[0].get_offsets()
     assert not np.allclose(offsets[:, 0], scores["score_exact"].to_numpy()[1:])
-    with pytest.raises(ValueError, match="data is required"):
+    with pytest.raises(TypeError, match="data"):  # data is a required argument, not a false None default
         plot_judge_scatter(x="a", y="b")
+    with pytest.raises(ValueError, match="data is required"):
+        plot_judge_scatter(None, x="a", y="b")
 
 
 def test_uses_current_axes_when_none_given(scores):

@@ -255,10 +255,9 @@ class _ForgetOnError:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is not None:
             self._kwargs.clear()
-        return False
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
@@ -452,9 +451,9 @@ class HTTPAdapter:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValidationError(f"{name}: {field} must be an int >= {low}, got {value!r}")
-        for field, value in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise ValidationError(f"{name}: {field} must be None or a number > 0, got {value!r}")
+        for field, limit in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
+                raise ValidationError(f"{name}: {field} must be None or a number > 0, got {limit!r}")
         self.timeout_s = float(timeout_s)
         self.max_retries = max_retries
         self.max_retry_time_s = float(max_retry_time_s)
@@ -513,7 +512,8 @@ class HTTPAdapter:
                 )
             self._loopback = is_loopback_url(url)
         except BaseException:
-            base_url = api_key = headers = env_url = url = shown = user = password = scrubbed = basic = key = None
+            # drop every local that may hold a secret: a traceback keeps this frame's locals
+            base_url = api_key = headers = env_url = url = shown = user = password = scrubbed = basic = key = None  # type: ignore[assignment]
             self._extra_headers = {}
             raise
 

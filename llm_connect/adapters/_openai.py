@@ -199,8 +199,8 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
         for position, item in enumerate(data):
             index = item.get("index", position) if isinstance(item, Mapping) else None
             vector = item.get("embedding") if isinstance(item, Mapping) else None
-            valid = isinstance(index, int) and not isinstance(index, bool) and 0 <= index < n
-            if not valid or vectors[index] is not None:
+            in_range = isinstance(index, int) and not isinstance(index, bool) and 0 <= index < n
+            if not in_range or not isinstance(index, int) or vectors[index] is not None:
                 return self._malformed("a distinct valid index for every item", body)
             if not isinstance(vector, list):
                 return self._malformed("embedding list (base64 is not supported)", body)

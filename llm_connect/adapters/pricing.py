@@ -102,7 +102,9 @@ def _lookup(table: Mapping[str, Price], model: str) -> Price | None:
 def _as_price(value: Price | tuple[float, float] | tuple[float] | float) -> Price:
     if isinstance(value, Price):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        raise ValidationError(f"a price must be a Price, a number or (input, output) per million tokens, got {value!r}")
+    if isinstance(value, (int, float)):
         return Price(float(value))
     return Price(*value)
 

@@ -300,7 +300,7 @@ class PairAgreement:
         cm = self.confusion.to_numpy()
         row.update(tn=int(cm[0, 0]), fp=int(cm[0, 1]), fn=int(cm[1, 0]), tp=int(cm[1, 1]))
         row["ceiling"] = self.ceiling
-        notes = {}
+        notes: dict[str, list[str]] = {}
         for stat in STATISTICS:
             reason = self.estimates[stat].reason
             if reason:

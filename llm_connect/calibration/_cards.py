@@ -328,8 +328,12 @@ class JudgeCard:
         probes = []
         for p in data.get("probes") or ():
             if isinstance(p, Mapping):
-                probes.append(ProbeEffect(**{k: (math.nan if v is None else v) for k, v in p.items()
-                                             if k in ProbeEffect.__dataclass_fields__}))
+                fields: dict[str, Any] = {k: (math.nan if v is None else v) for k, v in p.items()
+                                          if k in ProbeEffect.__dataclass_fields__}
+                try:
+                    probes.append(ProbeEffect(**fields))
+                except TypeError as exc:
+                    raise ValidationError(f"a judge card's probe lacks a field: {exc}") from exc
         kw["probes"] = tuple(probes)
         try:
             return cls(**kw)

@@ -69,7 +69,7 @@ def _label(name: str) -> str:
 
 
 def plot_judge_scatter(
-    data: pd.DataFrame | None = None,
+    data: pd.DataFrame,
     *,
     x: str,
     y: str,
@@ -108,7 +108,7 @@ def plot_judge_scatter(
 
 
 def plot_agreement_heatmap(
-    data: AgreementTable | pd.DataFrame | None = None,
+    data: AgreementTable | pd.DataFrame,
     *,
     statistic: str = "cohen_kappa",
     annot: bool = True,
@@ -147,7 +147,7 @@ def plot_agreement_heatmap(
 
 
 def plot_reliability(
-    data: pd.DataFrame | None = None,
+    data: pd.DataFrame,
     *,
     judge: str,
     label: str = "human",
@@ -180,7 +180,7 @@ def plot_reliability(
 
 
 def plot_threshold_sweep(
-    data: pd.DataFrame | None = None,
+    data: pd.DataFrame,
     *,
     judge: str | None = None,
     reference: str | None = None,
@@ -212,7 +212,7 @@ def plot_threshold_sweep(
         ax.plot(sweep["threshold"].to_numpy(dtype=float), sweep[stat].to_numpy(dtype=float), marker=".",
                 label=stat.replace("_", " "), **kwargs)
     if "cohen_kappa" in sweep.columns and sweep["cohen_kappa"].notna().any():
-        best = sweep.loc[sweep["cohen_kappa"].idxmax()]
+        best = sweep.iloc[int(np.nanargmax(sweep["cohen_kappa"].to_numpy(dtype=float)))]
         ax.axvline(best["threshold"], color="0.5", linestyle=":", linewidth=1,
                    label=f"best kappa at {best['threshold']:.2f}")
     ax.set_xlabel("threshold")
@@ -223,7 +223,7 @@ def plot_threshold_sweep(
 
 
 def plot_bias_forest(
-    data: BiasReport | pd.DataFrame | None = None,
+    data: BiasReport | pd.DataFrame,
     *,
     ax: Any = None,
     **kwargs: Any,
@@ -289,7 +289,7 @@ def length_profile(
 
 
 def plot_score_vs_length(
-    data: pd.DataFrame | None = None,
+    data: pd.DataFrame,
     *,
     judge: str,
     length: str = "candidate_words",
