@@ -117,7 +117,7 @@ async def acall_embed(embedder: Any, texts: Sequence[str]) -> Any:
 
 async def maybe_await(value: Awaitable[T] | T) -> T:
     if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value  # type: ignore[no-any-return]
+        return await value
     return value  # type: ignore[return-value]
 
 

@@ -133,7 +133,7 @@ def _json_only_disk() -> type:
     import diskcache
     from diskcache.core import MODE_BINARY, MODE_RAW, MODE_TEXT
 
-    class _JSONOnlyDisk(diskcache.Disk):  # type: ignore[misc]
+    class _JSONOnlyDisk(diskcache.Disk):
         def _inside(self, filename: Any) -> bool:
             if not isinstance(filename, str):
                 return False

@@ -137,7 +137,7 @@ def _cache_put(cache: Any, key: str | None, response: LLMResponse) -> None:
 
 
 def _response_cost(result: Any) -> float:
-    return getattr(result, "cost_usd", 0.0)  # type: ignore[no-any-return]
+    return getattr(result, "cost_usd", 0.0)
 
 
 def _safe_cost(cost_of: Callable[[Any], float], result: Any) -> float:

@@ -256,7 +256,7 @@ class LlamaCppAdapter:
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
-        return await _runtime.on_background(_runtime.to_thread(self.complete, prompt, run_config))  # type: ignore[no-any-return]
+        return await _runtime.on_background(_runtime.to_thread(self.complete, prompt, run_config))
 
     def close(self) -> None:
         """Free the model (it is loaded again on the next call)."""
@@ -342,7 +342,7 @@ class SentenceTransformerEmbedder:
         return [[float(v) for v in row] for row in vectors]
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        return await _runtime.on_background(_runtime.to_thread(self.embed, texts))  # type: ignore[no-any-return]
+        return await _runtime.on_background(_runtime.to_thread(self.embed, texts))
 
     def __repr__(self) -> str:
         state = "loaded" if self._st is not None else "not loaded"

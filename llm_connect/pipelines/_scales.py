@@ -156,12 +156,12 @@ class CategoricalScale(Scale):
                     raise ConfigError(
                         f"values has the boolean key {key!r}; in YAML quote yes/no ('yes': 0.0) so they stay labels"
                     )
-                lab = self._by_fold.get(str(key).strip().casefold())
-                if lab is None:
+                category = self._by_fold.get(str(key).strip().casefold())
+                if category is None:
                     raise ConfigError(
                         f"values names {brief_repr(key)}, which is not one of the categories {list(self.labels)}"
                     )
-                mapped[lab] = _check_unit_value(f"values[{key!r}]", val)
+                mapped[category] = _check_unit_value(f"values[{key!r}]", val)
             missing = [lab for lab in self.labels if lab not in mapped]
             if missing:
                 raise ConfigError(f"values gives no value for the categories {missing}; map every category")

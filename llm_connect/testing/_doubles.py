@@ -18,7 +18,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..adapters._call import call_paid
@@ -74,7 +74,7 @@ class ScriptedAdapter:
             items = list(replies)  # type: ignore[arg-type]
             if not items:
                 raise LLMConnectError("ScriptedAdapter needs at least one reply")
-            self._replies: Iterable[Reply] = itertools.cycle(items) if cycle else iter(items)
+            self._replies: Iterator[Reply] = itertools.cycle(items) if cycle else iter(items)
         self._lock = threading.Lock()
         self.calls: list[Call] = []
 
@@ -87,7 +87,7 @@ class ScriptedAdapter:
             return self._fn(prompt, run_config)
         with self._lock:
             try:
-                return next(self._replies)  # type: ignore[call-overload, no-any-return]
+                return next(self._replies)
             except StopIteration:
                 raise LLMConnectError(
                     f"ScriptedAdapter {self.adapter_id!r} ran out of replies after {len(self.calls)} calls; "

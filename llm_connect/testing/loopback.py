@@ -619,7 +619,7 @@ class LoopbackServer:
         if self._core is not None:
             return self._core.stats()
         with urllib.request.urlopen(self.url + "/_stats", timeout=10) as resp:
-            return json.loads(resp.read())  # type: ignore[no-any-return]
+            return json.loads(resp.read())
 
     @property
     def requests(self) -> list[RecordedRequest]:
