@@ -470,7 +470,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
     def f(x: Any, spec: str = ".3f") -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
-    usage = report.scores.attrs.get("usage") or {}
+    usage = report.meta.usage
     print(f"{len(report.scores)} items", file=out)
     if lacking:
         print(
@@ -479,7 +479,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
             file=out,
         )
     for name, u in usage.items():
-        cost = f", ${u['cost_usd']:.4f}" if u["cost_usd"] else ""
+        cost = f", ${u['judge_cost_usd']:.4f}" if u["judge_cost_usd"] else ""
         print(
             f"  {safe_text(name)}: {u['scored']} scored, {u['unscored']} unscored, {u['error']} errors{cost}", file=out
         )
@@ -536,7 +536,7 @@ def _table(rows: list[tuple[Any, ...]], out: Any, title: str) -> None:
 def _no_row_scored(parser: argparse.ArgumentParser, report: Any) -> int:
     """1 (after saying which judge and its first error on stderr) when a judge scored no item; else 0."""
     code = 0
-    usage = report.scores.attrs.get("usage") or {}
+    usage = report.meta.usage
     for name, u in usage.items():
         if u["scored"] or not len(report.scores):
             continue

@@ -226,7 +226,7 @@ scripted = LLMJudge(ScriptedAdapter(scripted_reply, adapter_id="scripted:judge",
                                     cost_per_call=0.001), seed=0)
 cases = qa[qa["id"].isin(["qa-001", "qa-003", "qa-006", "qa-007", "qa-008"])]
 statuses = judge_many(scripted, cases, progress=False)
-print(statuses[["id", "candidate", "status", "quality_score", "cost_usd"]].to_string(max_colwidth=40))
+print(statuses[["id", "candidate", "status", "quality_score", "judge_cost_usd"]].to_string(max_colwidth=40))
 print(statuses.attrs["counts"])
 
 # %%
@@ -238,12 +238,12 @@ for row in statuses.itertuples():
 # %% [markdown]
 # * **scored**: the reply held a verdict the rubric asked for — also inside
 #   prose or a code fence (the last JSON object with a `quality_score` counts).
-# * **unscored**: the call was made (and paid for: see `cost_usd`), but the
+# * **unscored**: the call was made (and paid for: see `judge_cost_usd`), but the
 #   reply held no usable verdict — no JSON, or a `quality_score` that is not a
 #   number in 0..1. Strings, booleans and out-of-range numbers are rejected,
 #   not coerced or clamped.
 # * **error**: the call itself failed (time-out, HTTP error after retries,
-#   budget exceeded...); the exception is in `error`, and `cost_usd` is NaN
+#   budget exceeded...); the exception is in `error`, and `judge_cost_usd` is NaN
 #   (nothing is known to have been spent).
 #
 # A batch never raises for one bad item and never drops a row, so

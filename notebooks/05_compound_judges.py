@@ -99,7 +99,7 @@ import yaml
 judge_unit = yaml.safe_load(Path("judge_verify_vote.yaml").read_text())["pipeline"][0]["layer"]["unit"]
 single = from_config({"name": "single-judge", "threshold": 0.5, "pipeline": [judge_unit]}, adapter=model)
 alone = single.run_many(items, progress=False)
-judged[["id", "candidate", "human", "verdict", "passed", "status", "calls", "cost_usd"]].head()
+judged[["id", "candidate", "human", "verdict", "passed", "status", "calls", "judge_cost_usd"]].head()
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -107,7 +107,7 @@ truth = items["human"] == "yes"
 for name, frame in [("single judge", alone), ("judge-verify-vote", judged)]:
     totals = frame.attrs["totals"]
     print(f"{name:18} accuracy {(frame['passed'] == truth).mean():.3f}  "
-          f"{totals['calls']} calls  ${totals['cost_usd']:.4f}  statuses {frame['status'].value_counts().to_dict()}")
+          f"{totals['calls']} calls  ${totals['judge_cost_usd']:.4f}  statuses {frame['status'].value_counts().to_dict()}")
 
 # %% [markdown]
 # Six calls and a bit per item buy a clearly better verdict. Every step is in the
@@ -182,7 +182,7 @@ both = PairwiseJudge(pair_model, seed=0)
 one = PairwiseJudge(pair_model, both_orders=False, grader_id="pairwise-one-order")
 pairs = both.judge_many(pw_items, progress=False)
 pairs_one = one.judge_many(pw_items, progress=False)
-pairs[["id", "category", "b_better", "verdict", "consistent", "quality_score", "cost_usd"]].head()
+pairs[["id", "category", "b_better", "verdict", "consistent", "quality_score", "judge_cost_usd"]].head()
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -192,7 +192,7 @@ for name, frame in [("one order", pairs_one), ("both orders", pairs)]:
     right = (decided["verdict"] == decided["b_better"].map({"yes": "candidate", "no": "baseline"})).sum()
     print(f"{name:11} decided {len(decided)}/{summary.n}, right {right}, ties {summary.ties}, "
           f"consistent {summary.consistent}/{summary.n_both_orders}, "
-          f"answer A won {summary.first_position_rate:.2f} of the time, cost ${frame['cost_usd'].sum():.4f}")
+          f"answer A won {summary.first_position_rate:.2f} of the time, cost ${frame['judge_cost_usd'].sum():.4f}")
 
 # %% [markdown]
 # Asked once, the judge decides every pair but gets the unsure ones wrong
@@ -243,7 +243,7 @@ for column in ["score_model_a", "score_model_b", "score_model_c", "quality_score
     scored = voted[column].notna()
     accuracy = ((voted.loc[scored, column] >= 0.5) == truth[scored]).mean()
     print(f"{column:15} scored {scored.sum()}  accuracy {accuracy:.3f}")
-print(f"panel cost ${voted['cost_usd'].sum():.4f} for {len(voted)} items")
+print(f"panel cost ${voted['judge_cost_usd'].sum():.4f} for {len(voted)} items")
 
 # %%
 panel.agreement(voted)
@@ -270,7 +270,7 @@ dear = LLMJudge(ScriptedAdapter(judge_model(0.03, name="dear"), adapter_id="scri
                                 model_id="dear-model", cost_per_call=0.003), grader_id="dear")
 cascade = CascadeJudge(cheap, dear, band=(0.3, 0.7))
 cascaded = cascade.judge_many(qa, progress=False)
-cascaded[["id", "candidate", "human", "cheap_score", "escalated", "dear_score", "quality_score", "cost_usd"]].head()
+cascaded[["id", "candidate", "human", "cheap_score", "escalated", "dear_score", "quality_score", "judge_cost_usd"]].head()
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -284,7 +284,7 @@ print(f"accuracy {((cascaded['quality_score'] >= 0.5) == (qa['human'] == 'yes'))
 summary
 
 # %% [markdown]
-# Each row says why it escalated (or not) in `details`, and its `cost_usd` is the
+# Each row says why it escalated (or not) in `details`, and its `judge_cost_usd` is the
 # sum of the calls it actually made.
 
 # %%
@@ -294,6 +294,6 @@ cascaded.loc[cascaded["escalated"], "details"].iloc[0]
 assert len(judged) == len(items) and set(judged["status"]) <= {"scored", "unscored", "error"}
 assert (judged["passed"] == truth.loc[items.index]).mean() > (alone["passed"] == truth.loc[items.index]).mean()
 assert judged.attrs["totals"]["calls"] > 6 * len(items) and len(real) == 1
-assert len(pairs) == 70 and PairwiseJudge.summary(pairs).ties > 0 and pairs["cost_usd"].eq(0.001).all()
+assert len(pairs) == 70 and PairwiseJudge.summary(pairs).ties > 0 and pairs["judge_cost_usd"].eq(0.001).all()
 assert len(voted) == 269 and voted["score_model_c"].isna().sum() > 0
 assert 0 < summary.escalated < summary.n and summary.saved_usd > 0

@@ -1,9 +1,12 @@
-"""Shared fixtures. Tests use real fakes from ``llm_connect.testing``, never mocks of our own code."""
+"""Shared fixtures. Tests use real fakes from ``llm_connect.testing``, never mocks of our own code.
+
+Fixtures only: builders and Hypothesis strategies live in ``strategies.py``
+(``from strategies import ...``), never imported from here.
+"""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,25 +25,9 @@ def ledger_path(tmp_path: Path) -> Path:
     return tmp_path / "ledger.jsonl"
 
 
-def make_observation(**overrides):
-    """A valid QualityObservation with fixed defaults; ``overrides`` replace fields."""
-    from llm_connect import QualityObservation
-
-    fields = {
-        "task_type": "qa",
-        "adapter_id": "openai:gpt-4o-mini",
-        "model_id": "gpt-4o-mini",
-        "cost_usd": 0.001,
-        "quality_score": 0.75,
-        "latency_ms": 120.0,
-        "tokens_in": 100,
-        "tokens_out": 20,
-        "recorded_at": datetime(2026, 1, 1, 12, 0, tzinfo=UTC),
-    }
-    fields.update(overrides)
-    return QualityObservation(**fields)
-
-
 @pytest.fixture
 def make_obs():
+    """:func:`strategies.make_observation`: a valid observation with fixed defaults; keywords replace fields."""
+    from strategies import make_observation  # here, not at the top: llm_connect loads after the settings above
+
     return make_observation

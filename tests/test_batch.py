@@ -27,7 +27,8 @@ from llm_connect.errors import ServerError
 from llm_connect.grading import LLM_JUDGE_RUBRIC_HASH, ajudge_many, grade_many
 from llm_connect.testing import ScriptedAdapter
 
-RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "tokens_in", "tokens_out", "cost_usd"]
+RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "tokens_in", "tokens_out",
+          "judge_cost_usd"]
 
 
 def items(n: int, **extra):
@@ -364,3 +365,70 @@ def test_pipeline_run_many_missing_field_is_an_error_row():
     assert list(df["status"]) == ["scored", "error", "error"]
     assert "candidate is missing" in df.loc[1, "error"] and "baseline is blank" in df.loc[2, "error"]
     assert len(adapter.calls) == 1
+
+
+# -- declared abilities and the one engine -------------------------------------------------------
+
+
+def test_judge_abilities_are_declared_with_defaults():
+    from llm_connect.grading import JudgeBase, PairwiseJudge, judge_abilities, supports_async
+
+    class Plain:  # a protocol judge that inherits nothing: the defaults apply
+        grader_id = "plain"
+
+        def judge(self, baseline, candidate, *, prompt, run_config):
+            raise AssertionError("not called")
+
+    plain = judge_abilities(Plain())
+    assert (plain.is_async, plain.pairwise, plain.rubric_hash, plain.reference_sep) == (False, False, None, None)
+    assert plain.extra_columns == () and plain.splits_references is False and plain.model_id is None
+    exact = judge_abilities(ExactMatchJudge(reference_sep="|"))
+    assert exact.is_async and exact.reference_sep == "|" and exact.splits_references
+    llm = judge_abilities(LLMJudge(ScriptedAdapter(["{}"], model_id="gpt-4o-mini")))
+    assert llm.rubric_hash == LLM_JUDGE_RUBRIC_HASH and llm.model_id == "gpt-4o-mini"
+    pairwise = judge_abilities(PairwiseJudge(ScriptedAdapter(["{}"])))
+    assert pairwise.pairwise and pairwise.extra_columns == ("verdict", "consistent", "details")
+    assert not supports_async(FunctionJudge(lambda b, c: 1.0)) and supports_async(ExactMatchJudge())
+    assert JudgeBase.pairwise is False and JudgeBase.rubric_hash is None and JudgeBase.reference_sep is None
+
+
+def test_a_sync_only_judge_runs_in_threads_and_an_async_one_is_awaited():
+    import threading
+
+    from llm_connect.grading import GradingResult
+
+    seen: list[str] = []
+
+    class SyncOnly:
+        grader_id = "sync-only"
+
+        def judge(self, baseline, candidate, *, prompt, run_config):
+            seen.append(threading.current_thread().name)
+            return GradingResult(1.0, "", self.grader_id, baseline, candidate)
+
+    df = judge_many(SyncOnly(), items(4), progress=False)
+    assert (df["status"] == "scored").all() and all(name.startswith("llm_connect-worker") for name in seen)
+
+
+def test_the_batch_engine_is_below_grading_and_imports_none_of_it():
+    import ast
+    from pathlib import Path
+
+    import llm_connect.batch as batch
+
+    tree = ast.parse(Path(batch.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not any(m.startswith(("grading", "pipelines", "calibration")) for m in imported)
+    assert batch.RESULT_COLUMNS[-1] == "judge_cost_usd"
+    assert batch.GRADE_COLUMNS[2:2 + len(batch.RESULT_COLUMNS)] == batch.RESULT_COLUMNS
+
+
+def test_ajudge_many_takes_the_path_of_judge_many():
+    from llm_connect.grading import PairwiseJudge
+
+    judge = PairwiseJudge(ScriptedAdapter(['{"winner": "B"}'], cycle=True, cost_per_call=0.01))
+    sync = judge_many(judge, items(3), progress=False)
+    awaited = asyncio.run(ajudge_many(judge, items(3), progress=False))
+    assert list(awaited.columns) == list(sync.columns)
+    assert [*RESULT, "verdict", "consistent", "details"] == list(sync.columns)[-12:]
+    assert awaited["judge_cost_usd"].tolist() == sync["judge_cost_usd"].tolist() == pytest.approx([0.02] * 3)

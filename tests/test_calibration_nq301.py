@@ -92,7 +92,7 @@ def exact_args(data: Path, out: Path) -> list[str]:
 
 def exact_human_row(out: Path) -> pd.Series:
     agreement = pd.read_csv(out / "agreement.csv")
-    return agreement[(agreement["judge_a"] == "exact") & (agreement["judge_b"] == "human")].iloc[0]
+    return agreement[(agreement["judge_a"] == "exact-match") & (agreement["judge_b"] == "human")].iloc[0]
 
 
 def test_exact_match_against_humans_in_process(nq301_jsonl, tmp_path, capsys):
@@ -109,7 +109,7 @@ def test_exact_match_against_humans_in_process(nq301_jsonl, tmp_path, capsys):
     assert row["percent_agreement"] < 0.8
     scores = pd.read_csv(out / "scores.csv")
     assert len(scores) == 1490 and scores["id"].tolist() == list(range(1490))
-    assert scores["score_exact"].mean() == pytest.approx(want["exact_rate"])
+    assert scores["score_exact-match"].mean() == pytest.approx(want["exact_rate"])
     assert scores["score_human"].sum() == 816
     agreement = pd.read_csv(out / "agreement.csv")
     ceiling = agreement[agreement["ceiling"]]
@@ -118,7 +118,7 @@ def test_exact_match_against_humans_in_process(nq301_jsonl, tmp_path, capsys):
     bias = pd.read_csv(out / "bias.csv").set_index("probe")
     assert bias.loc["length", "mean_shift"] < 0 and bias.loc["length", "shift_high"] < 0  # padding breaks EM
     assert bias.loc["format", "mean_shift"] == 0 and bias.loc["format", "p_value"] == 1.0
-    assert "exact" in capsys.readouterr().out
+    assert "exact-match" in capsys.readouterr().out
 
 
 def test_exact_match_against_humans_as_a_subprocess(nq301_jsonl, tmp_path):
@@ -145,15 +145,15 @@ def test_embedding_judge_with_the_embedded_model(nq301_jsonl, tmp_path):
                  "--n-boot", "200", "--no-progress"])
     assert code == 0
     scores = pd.read_csv(out / "scores.csv")
-    assert len(scores) == 120 and scores["score_embedding"].notna().all()
-    assert scores["score_embedding"].between(0, 1).all()
+    assert len(scores) == 120 and scores["score_embedding-similarity"].notna().all()
+    assert scores["score_embedding-similarity"].between(0, 1).all()
     # an exact match is also a near-identical embedding
-    assert (scores.loc[scores["score_exact"] == 1, "score_embedding"] > 0.8).all()
+    assert (scores.loc[scores["score_exact-match"] == 1, "score_embedding-similarity"] > 0.8).all()
     agreement = pd.read_csv(out / "agreement.csv").set_index(["judge_a", "judge_b"])
-    assert agreement.loc[("embedding", "human"), "spearman"] > 0.1
+    assert agreement.loc[("embedding-similarity", "human"), "spearman"] > 0.1
     bias = pd.read_csv(out / "bias.csv")
-    assert bias[["judge", "probe"]].values.tolist() == [["exact", "length"], ["embedding", "length"]]
-    assert bias.set_index("judge").loc["embedding", "n"] == 30
+    assert bias[["judge", "probe"]].values.tolist() == [["exact-match", "length"], ["embedding-similarity", "length"]]
+    assert bias.set_index("judge").loc["embedding-similarity", "n"] == 30
 
 
 @pytest.mark.local_models
@@ -167,7 +167,8 @@ def test_default_judges_with_the_embedded_models(nq301_jsonl, tmp_path, capsys):
     assert main(["calibrate", str(subset), "--out", str(out), "--probes", "none", "--n-boot", "50",
                  "--normalize", "squad", "--reference-sep", "|", "--no-progress"]) == 0
     scores = pd.read_csv(out / "scores.csv")
-    assert list(scores.columns) == ["id", "score_exact", "score_embedding", "score_llm", "score_human"]
-    llm = scores["score_llm"].dropna()
+    assert list(scores.columns) == ["id", "score_exact-match", "score_embedding-similarity", "score_llm-judge",
+                                    "score_human"]
+    llm = scores["score_llm-judge"].dropna()
     assert llm.between(0, 1).all()  # a reply the tiny model botched is blank, never 0
-    assert "llm:" in capsys.readouterr().out
+    assert "llm-judge:" in capsys.readouterr().out

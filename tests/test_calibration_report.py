@@ -78,6 +78,24 @@ def test_tidy_frame(report):
     assert s.attrs["judge_families"] == {"exact": None, "embedding": None, "llm": "gpt"}
     assert report.judges == ["exact", "embedding", "llm"]
     assert report.labels == ["human", "rater1", "rater2"]
+    assert s.attrs["usage"]["llm"]["judge_cost_usd"] == 0.0  # the judge's own cost, as in result frames
+
+
+def test_stages_get_the_metadata_explicitly_not_through_attrs(report):
+    from dataclasses import replace
+
+    from llm_connect.calibration import ScoredItems
+
+    assert isinstance(report.scored, ScoredItems) and report.scored.frame is report.scores
+    assert report.scored.judge_families == {"exact": None, "embedding": None, "llm": "gpt"}
+    assert report.scored.pairwise == {"exact": False, "embedding": False, "llm": False}
+    # a pandas operation that drops attrs (or a user clearing them) changes nothing downstream
+    bare = report.scores.copy()
+    bare.attrs.clear()
+    again = replace(report, scores=bare, scored=replace(report.scored, frame=bare))
+    assert again.judges == report.judges and again.labels == report.labels
+    assert [c.verdict for c in again.judge_cards()] == [c.verdict for c in report.judge_cards()]
+    assert [c.rubric_hash for c in again.judge_cards()] == [c.rubric_hash for c in report.judge_cards()]
     assert report.reference == "human"
 
 

@@ -2,39 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
-from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import flat_tags, ledger_lines, line_of, nth_observation, observations
 
 from llm_connect.core import LLMResponse
 from llm_connect.frames import LEDGER_COLUMNS, ledger_frame, observations_from_frame, results_frame
 from llm_connect.grading import GradingResult
 from llm_connect.quality import QualityLedger, QualityObservation
-
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-
-
-def obs(i: int = 0, **changes) -> QualityObservation:
-    fields = {
-        "task_type": "qa",
-        "adapter_id": "openai",
-        "model_id": "gpt-4o-mini",
-        "cost_usd": 0.001 * i,
-        "quality_score": (i % 11) / 10,
-        "latency_ms": 12.5 + i,
-        "tokens_in": 10 + i,
-        "tokens_out": 3 * i,
-        "baseline_adapter_id": None,
-        "recorded_at": T0 + timedelta(seconds=i, microseconds=7 * i),
-        "tags": {"run": f"r{i % 3}", "item_id": i},
-    }
-    fields.update(changes)
-    return QualityObservation(**fields)
 
 
 def frame_observations(df: pd.DataFrame) -> list[QualityObservation]:
@@ -46,7 +27,8 @@ def frame_observations(df: pd.DataFrame) -> list[QualityObservation]:
 
 def test_columns_types_and_values(tmp_path):
     ledger = QualityLedger(tmp_path / "l.jsonl")
-    originals = [obs(i) for i in range(6)] + [obs(6, baseline_adapter_id="local", adapter_id="local", tags={})]
+    originals = [nth_observation(i) for i in range(6)]
+    originals.append(nth_observation(6, baseline_adapter_id="local", adapter_id="local", tags={}))
     ledger.extend(originals)
     df = ledger_frame(ledger)
     assert list(df.columns[: len(LEDGER_COLUMNS)]) == list(LEDGER_COLUMNS)
@@ -65,7 +47,11 @@ def test_columns_types_and_values(tmp_path):
 
 def test_tags_dict_mode_keeps_one_column(tmp_path):
     ledger = QualityLedger(tmp_path / "l.jsonl")
-    originals = [obs(0, tags={"a": None, "b": [1, {"c": 2}]}), obs(1, tags={}), obs(2, tags={"a": 1})]
+    originals = [
+        nth_observation(0, tags={"a": None, "b": [1, {"c": 2}]}),
+        nth_observation(1, tags={}),
+        nth_observation(2, tags={"a": 1}),
+    ]
     ledger.extend(originals)
     df = ledger_frame(ledger, tags="dict")
     assert "tags" in df.columns and not any(c.startswith("tag.") for c in df.columns)
@@ -85,7 +71,7 @@ def test_bad_tags_mode_and_missing_file(tmp_path):
 
 
 def test_accepts_observations_directly():
-    originals = [obs(i) for i in range(3)]
+    originals = [nth_observation(i) for i in range(3)]
     df = ledger_frame(originals)
     assert frame_observations(df) == originals
     with pytest.raises(ValueError):
@@ -105,16 +91,13 @@ MALFORMED_LINES = [
 ]
 
 
-def _line(o: QualityObservation, **changes) -> bytes:
-    d = o.to_dict()
-    d.update(changes)
-    return json.dumps(d).encode()
+_line = functools.partial(line_of, compact=False, ensure_ascii=True)  # as json.dumps writes by default
 
 
 def test_malformed_and_odd_lines_match_the_ledger(tmp_path):
     path = tmp_path / "l.jsonl"
-    base = obs(1)
-    lines = [_line(obs(0))]
+    base = nth_observation(1)
+    lines = [_line(nth_observation(0))]
     lines += MALFORMED_LINES
     lines += [
         b"",
@@ -164,7 +147,7 @@ def test_big_ledger_with_scattered_malformed_lines(tmp_path):
         tags = {"run": f"r{i % 5}", "item_id": i} if i % 4 else {"flag": bool(i % 8), "score": i / 7}
         if i == 39_000:
             tags = {"item_id": "late-string"}  # a type change far from the start
-        chunks.append(json.dumps(obs(i % 97, tags=tags).to_dict(), separators=(",", ":")).encode())
+        chunks.append(line_of(nth_observation(i % 97, tags=tags)))
     path.write_bytes(b"\n".join(chunks) + b"\n")
     ledger = QualityLedger(path)
     expected = ledger.read_all()
@@ -183,7 +166,7 @@ def test_tags_and_unknown_keys_that_change_type_between_rows(tmp_path, mode):
     path = tmp_path / "l.jsonl"
     lines = []
     for i in range(300):
-        d = obs(i).to_dict()
+        d = nth_observation(i).to_dict()
         d["tags"] = {"x": i if i % 2 else f"s{i}", "nested": {"a": [i]} if i % 3 else None}
         if i % 5 == 0:
             d["future_field"] = "text" if i % 10 else 1.5
@@ -206,42 +189,11 @@ def test_tags_and_unknown_keys_that_change_type_between_rows(tmp_path, mode):
 
 # -- Hypothesis: round trips and arbitrary lines ---------------------------------------------------
 
-_ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12).filter(
-    lambda s: s.strip()
-)
-_tag_values = st.one_of(
-    st.booleans(),
-    st.integers(-(2**63), 2**63 - 1),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=10),
-)
-_tag_keys = st.text(min_size=1, max_size=8)
-
-
-@st.composite
-def observations(draw, *, null_tags: bool = False):
-    values = st.one_of(_tag_values, st.none()) if null_tags else _tag_values
-    return QualityObservation(
-        task_type=draw(_ids),
-        adapter_id=draw(_ids),
-        model_id=draw(_ids),
-        cost_usd=draw(st.floats(0, 1e6)),
-        quality_score=draw(st.floats(0, 1)),
-        latency_ms=draw(st.floats(0, 1e9)),
-        tokens_in=draw(st.integers(0, 2**62)),
-        tokens_out=draw(st.integers(0, 2**62)),
-        baseline_adapter_id=draw(st.one_of(st.none(), _ids)),
-        recorded_at=draw(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
-                                      timezones=st.just(UTC))),
-        tags=draw(st.dictionaries(_tag_keys, values, max_size=4)),
-    )
-
-
 _settings = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @_settings
-@given(st.lists(observations(), min_size=1, max_size=12))
+@given(st.lists(observations(tags=flat_tags()), min_size=1, max_size=12))
 def test_roundtrip_expand(tmp_path_factory, originals):
     path = tmp_path_factory.mktemp("rt") / "l.jsonl"
     QualityLedger(path).extend(originals)
@@ -249,7 +201,7 @@ def test_roundtrip_expand(tmp_path_factory, originals):
 
 
 @_settings
-@given(st.lists(observations(null_tags=True), min_size=1, max_size=12))
+@given(st.lists(observations(tags=flat_tags(nulls=True)), min_size=1, max_size=12))
 def test_roundtrip_dict_with_null_tags(tmp_path_factory, originals):
     path = tmp_path_factory.mktemp("rt") / "l.jsonl"
     QualityLedger(path).extend(originals)
@@ -260,39 +212,8 @@ def test_roundtrip_dict_with_null_tags(tmp_path_factory, originals):
     assert frame_observations(ledger_frame(path)) == expected
 
 
-_json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 2**64), st.floats(allow_nan=True), st.text(max_size=6)
-)
-_FIELDS = ["task_type", "adapter_id", "model_id", "cost_usd", "quality_score", "latency_ms", "tokens_in",
-           "tokens_out", "baseline_adapter_id", "recorded_at", "tags"]
-
-
-@st.composite
-def ledger_lines(draw):
-    kind = draw(st.sampled_from(["valid", "field", "drop", "bytes", "blank", "ts"]))
-    o = draw(observations(null_tags=True))
-    d = o.to_dict()
-    if kind == "valid":
-        return json.dumps(d).encode()
-    if kind == "field":
-        d[draw(st.sampled_from(_FIELDS))] = draw(_json_scalars | st.dictionaries(_tag_keys, _json_scalars, max_size=2))
-        return json.dumps(d).encode()
-    if kind == "drop":
-        d.pop(draw(st.sampled_from(_FIELDS)))
-        return json.dumps(d).encode()
-    if kind == "ts":
-        d["recorded_at"] = draw(st.sampled_from(["2025-01-01", "2025-01-01T00:00:00Z", "2025-13-01T00:00:00+00:00",
-                                                 "2025-01-01T25:00:00+00:00", "20250101T000000", "yesterday"]))
-        return json.dumps(d).encode()
-    if kind == "blank":
-        return draw(st.sampled_from([b"", b"  ", b"\t", b"\r"]))
-    raw = json.dumps(d).encode()
-    cut = draw(st.integers(0, len(raw)))
-    return raw[:cut] + draw(st.binary(max_size=4)).replace(b"\n", b"")
-
-
 @_settings
-@given(st.lists(ledger_lines(), min_size=1, max_size=60))
+@given(st.lists(ledger_lines, min_size=1, max_size=60))
 def test_arbitrary_lines_match_the_ledger(tmp_path_factory, lines):
     path = tmp_path_factory.mktemp("fuzz") / "l.jsonl"
     path.write_bytes(b"\n".join(lines))
@@ -307,7 +228,7 @@ def test_arbitrary_lines_match_the_ledger(tmp_path_factory, lines):
 
 
 def test_observations_from_frame_validates_rows():
-    df = ledger_frame([obs(0), obs(1)])
+    df = ledger_frame([nth_observation(0), nth_observation(1)])
     df.loc[1, "quality_score"] = 2.0
     with pytest.raises(ValueError, match="row 1"):
         observations_from_frame(df)

@@ -55,6 +55,7 @@ LAYERS = [
     "adapters",
     "testing",  # the test doubles' package, loopback server included
     "loopback",  # a shim re-exporting testing.loopback
+    "batch",  # the one batch engine: grading, pipelines and calibration run on it
     "grading",
     "pipelines",
     "frames",

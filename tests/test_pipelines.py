@@ -94,11 +94,11 @@ def test_verbatim_config_runs_with_six_calls_and_a_sensible_score(verbatim_path)
     good = pipeline.run({"candidate": "Paris is the capital of France."})
     assert len(adapter.calls) == 6
     assert good.calls == 6
-    assert (good.verdict, good.score, good.passed) == ("no", 1.0, True)  # "no factual errors" is quality 1.0
+    assert (good.verdict, good.quality_score, good.passed) == ("no", 1.0, True)  # "no factual errors" is quality 1.0
 
     bad = pipeline.run({"candidate": "Paris is the capital of Spain."})
     assert len(adapter.calls) == 12
-    assert (bad.verdict, bad.score, bad.passed) == ("yes", 0.0, False)
+    assert (bad.verdict, bad.quality_score, bad.passed) == ("yes", 0.0, False)
     # the verifier saw the judge's explanation and the verdict it checks
     verify_prompts = [c.prompt for c in adapter.calls if is_verify(c.prompt)]
     assert len(verify_prompts) == 6
@@ -109,7 +109,7 @@ def test_verifier_disagreeing_flips_a_binary_verdict(verbatim_path):
     # the judges wrongly see errors; every verifier says the verdict is wrong -> flipped to "no"
     adapter = ScriptedAdapter(fact_checker(verifier_agrees=False, judge_says="yes"))
     result = from_config(verbatim_path, adapter=adapter).run({"candidate": "Water boils at 100 C at sea level."})
-    assert (result.verdict, result.score, result.passed) == ("no", 1.0, True)
+    assert (result.verdict, result.quality_score, result.passed) == ("no", 1.0, True)
     verify_outputs = [o for n, o in result.outputs.items() if n.startswith("verify")]
     assert [o.agrees for o in verify_outputs] == [False, False, False]
     assert all(o.details["verdict_checked"] == "yes" for o in verify_outputs)
@@ -206,7 +206,7 @@ def test_any_reply_gives_an_offered_value_or_a_judge_reply_error(reply):
             result = pipeline.run({"candidate": "x"})
         except JudgeReplyError:
             continue
-        assert result.value in range(1, 6) and result.score == scale.normalize(result.value)
+        assert result.value in range(1, 6) and result.quality_score == scale.normalize(result.value)
 
 
 # -- reply formats, retries, failures --------------------------------------------------------------
@@ -225,7 +225,7 @@ def test_any_reply_gives_an_offered_value_or_a_judge_reply_error(reply):
 def test_reply_formats_that_parse(reply):
     unit = JudgeUnit("Rate: {candidate}", LikertScale(1, 5), retries=0)
     result = Pipeline(unit, adapter=ScriptedAdapter([reply])).run({"candidate": "x"})
-    assert result.value == 4 and result.score == 0.75
+    assert result.value == 4 and result.quality_score == 0.75
 
 
 def test_explanation_is_asked_before_the_verdict_and_kept():
@@ -335,14 +335,14 @@ def test_mean_median_and_weighted_pools():
     judge = JudgeUnit("Rate {candidate}", LikertScale(1, 5), seed=0)
     item = {"candidate": "x"}
     mean = Pipeline(Layer(judge, repeat=3) >> MeanPool(), adapter=seeded(replies)).run(item)
-    assert mean.score == pytest.approx((1.0 + 0.0 + 0.75) / 3)
+    assert mean.quality_score == pytest.approx((1.0 + 0.0 + 0.75) / 3)
     median = Pipeline(Layer(judge, repeat=3) >> MedianPool(), adapter=seeded(replies)).run(item)
-    assert median.score == 0.75
+    assert median.quality_score == 0.75
     strict = JudgeUnit("Strictly rate {candidate}", LikertScale(1, 5), name="strict")
     lenient = JudgeUnit("Leniently rate {candidate}", LikertScale(1, 5), name="lenient")
     adapter = ScriptedAdapter(lambda p, rc: "Verdict: 1" if "Strictly" in p else "Verdict: 5")
     weighted = Pipeline(Layer([strict, lenient]) >> WeightedMeanPool({"strict": 3, "lenient": 1}), adapter=adapter)
-    assert weighted.run(item).score == pytest.approx(0.25)
+    assert weighted.run(item).quality_score == pytest.approx(0.25)
     with pytest.raises(ConfigError, match="no weight for the input unit"):
         Pipeline(Layer([strict, lenient]) >> WeightedMeanPool({"strict": 1}), adapter=adapter).validate()
     with pytest.raises(ConfigError, match="not inputs of this pool"):
@@ -377,7 +377,7 @@ def test_verify_on_likert_needs_a_correction():
     verify = VerifyUnit()
     result = Pipeline(judge >> verify, adapter=adapter).run({"candidate": "x"})
     assert "Correction: <only when your verdict is no" in adapter.calls[1].prompt
-    assert result.value == 3 and result.score == 0.5
+    assert result.value == 3 and result.quality_score == 0.5
     assert result.outputs["verify[0]"].agrees is False
     assert result.calls == 3
 
@@ -396,12 +396,12 @@ def test_pairwise_units_in_both_orders_vote_on_candidate_or_baseline():
     pipeline = Pipeline(Layer([ab, ba]) >> MeanPool(), adapter=adapter)
     assert pipeline.item_fields == {"prompt", "baseline", "candidate"}
     result = pipeline.run({"prompt": "q?", "baseline": "bad answer", "candidate": "good answer"})
-    assert result.score == 1.0
+    assert result.quality_score == 1.0
     assert [o.value for n, o in result.outputs.items() if n != "mean[0]"] == ["candidate", "candidate"]
     vote = Pipeline(Layer([ab, ba]) >> MajorityPool(), adapter=adapter).run(
         {"prompt": "q?", "baseline": "good answer", "candidate": "poor answer"}
     )
-    assert vote.verdict == "baseline" and vote.score == 0.0
+    assert vote.verdict == "baseline" and vote.quality_score == 0.0
 
 
 # -- logprob scoring -------------------------------------------------------------------------------
@@ -416,7 +416,7 @@ def test_logprob_scoring_weights_the_labels_at_the_verdict_position():
     adapter = ScriptedAdapter([LLMResponse("Verdict: yes", "s", "m", logprobs=tokens)])
     unit = JudgeUnit("Correct? {candidate}", BooleanScale(), scoring="logprob", top_logprobs=5)
     result = Pipeline(unit, adapter=adapter).run({"candidate": "x"})
-    assert result.score == pytest.approx(0.8)
+    assert result.quality_score == pytest.approx(0.8)
     assert result.verdict == "yes"
     assert adapter.calls[0].run_config.top_logprobs == 5
 
@@ -428,7 +428,7 @@ def test_pairwise_logprob_scoring_maps_a_and_b_through_the_order():
     for order, expected in (("baseline-first", 0.3), ("candidate-first", 0.7)):
         adapter = ScriptedAdapter([LLMResponse("Verdict: A", "s", "m", logprobs=tokens)])
         pairwise = PairwiseUnit(order=order, scoring="logprob")
-        assert Pipeline(pairwise, adapter=adapter).run(item).score == pytest.approx(expected)
+        assert Pipeline(pairwise, adapter=adapter).run(item).quality_score == pytest.approx(expected)
 
 
 def test_absurd_logprobs_are_an_unusable_reply():
@@ -444,7 +444,7 @@ def test_tiny_but_equal_logprobs_do_not_underflow():
     top = ((" yes", -1e6), (" no", -1e6))  # both vanishingly unlikely, but equally so: 50/50
     reply = LLMResponse("Verdict: yes", "s", "m", logprobs=(TokenLogprob(" yes", -1e6, top),))
     unit = JudgeUnit("Correct? {candidate}", BooleanScale(), scoring="logprob", retries=0)
-    assert Pipeline(unit, adapter=ScriptedAdapter([reply])).run({"candidate": "x"}).score == pytest.approx(0.5)
+    assert Pipeline(unit, adapter=ScriptedAdapter([reply])).run({"candidate": "x"}).quality_score == pytest.approx(0.5)
 
 
 def test_logprob_scoring_without_logprobs_is_unscored_not_a_fallback():
@@ -687,7 +687,7 @@ def test_as_judge_plugs_into_grading_and_the_ledger(tmp_path):
         progress=False, ledger=ledger, task_type="facts",
     )
     assert list(frame["quality_score"]) == [0.0, 1.0]
-    assert list(frame["cost_usd"]) == pytest.approx([0.012, 0.012])
+    assert list(frame["judge_cost_usd"]) == pytest.approx([0.012, 0.012])
     observations = ledger.recent(10)
     assert len(observations) == 2 and {o.tags["rubric_hash"] for o in observations} == {judge.rubric_hash}
 
@@ -695,6 +695,21 @@ def test_as_judge_plugs_into_grading_and_the_ledger(tmp_path):
     graded = grader.grade(ScriptedAdapter(["Paris."]), ScriptedAdapter(["Lyon is the capital."]), "Capital?",
                           RunConfig())
     assert graded.quality_score == 1.0 and graded.details["calls"] == 6
+
+
+def test_run_many_and_judge_many_of_as_judge_return_the_same_columns():
+    from llm_connect.batch import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS, RESULT_COLUMNS
+
+    pipeline = Pipeline(JudgeUnit("{prompt} {baseline} {candidate}", BooleanScale()), threshold=0.5,
+                        adapter=ScriptedAdapter(["Verdict: no"], cycle=True, cost_per_call=0.01), name="checker")
+    items = [{"prompt": "q", "baseline": "b", "candidate": "c"}, {"prompt": "q", "baseline": "b", "candidate": "d"}]
+    ran = pipeline.run_many(items, progress=False)
+    judged = judge_many(pipeline.as_judge(), items, progress=False)
+    assert (*RESULT_COLUMNS, *PIPELINE_EXTRA_COLUMNS) == PIPELINE_COLUMNS
+    assert list(ran.columns) == list(judged.columns) == ["prompt", "baseline", "candidate", *PIPELINE_COLUMNS]
+    for column in ("quality_score", "grader_id", "status", "verdict", "passed", "calls", "judge_cost_usd"):
+        assert ran[column].tolist() == judged[column].tolist(), column
+    assert ran["grader_id"].tolist() == ["checker", "checker"]
 
 
 def test_as_judge_refuses_templates_reading_other_fields():
@@ -708,7 +723,7 @@ def test_as_judge_unscored_rows_keep_their_usage():
     judge = Pipeline(JudgeUnit("{candidate}", BooleanScale(), retries=1), adapter=adapter).as_judge("strict")
     frame = judge_many(judge, [{"prompt": "q", "baseline": "b", "candidate": "c"}], progress=False)
     assert frame.loc[0, "status"] == "unscored"
-    assert frame.loc[0, "cost_usd"] == pytest.approx(1.0)
+    assert frame.loc[0, "judge_cost_usd"] == pytest.approx(1.0)
 
 
 # -- graph drawing ---------------------------------------------------------------------------------
@@ -864,7 +879,7 @@ def test_max_pool_is_an_alias_of_majority_pool_not_a_second_class():
     ]
     results = [p.run({"candidate": "x"}) for p in pools]
     assert [type(p.stages[-1].base[0]) for p in pools] == [MajorityPool, MajorityPool]
-    assert results[0].score == results[1].score == 1.0
+    assert results[0].quality_score == results[1].quality_score == 1.0
     assert {r.kind for res in results for r in res.trace.records if r.unit == "majority"} == {"majority-pool"}
 
 
@@ -935,7 +950,7 @@ def test_config_files_and_named_adapters(tmp_path):
     }
     pipeline = from_config(config, adapter=cheap, adapters={"dear": dear})
     assert pipeline.name == "two-models"
-    assert pipeline.run({"candidate": "x"}).score == pytest.approx(0.65)
+    assert pipeline.run({"candidate": "x"}).quality_score == pytest.approx(0.65)
     assert len(cheap.calls) == 1 and len(dear.calls) == 1
 
 
@@ -951,11 +966,11 @@ def test_config_values_map_and_other_unit_types():
     }
     adapter = ScriptedAdapter(["Verdict: partly"], cycle=True)
     result = from_config(config, adapter=adapter).run({"candidate": "x"})
-    assert result.score == pytest.approx(0.4) and result.passed is True
+    assert result.quality_score == pytest.approx(0.4) and result.passed is True
     likert = {"pipeline": [{"type": "likert-judge", "prompt": "{candidate}", "min": 0, "max": 10}]}
-    assert from_config(likert, adapter=ScriptedAdapter(["Verdict: 7"])).run({"candidate": "x"}).score == 0.7
+    assert from_config(likert, adapter=ScriptedAdapter(["Verdict: 7"])).run({"candidate": "x"}).quality_score == 0.7
     pairwise = {"pipeline": [{"layer": {"units": [{"type": "pairwise-judge"},
                                                   {"type": "pairwise-judge", "order": "candidate-first"}]}},
                              {"type": "mean-pool"}]}
     p = from_config(pairwise, adapter=ScriptedAdapter(["Verdict: A"], cycle=True))
-    assert p.run({"prompt": "q", "baseline": "b", "candidate": "c"}).score == 0.5  # position bias: a draw
+    assert p.run({"prompt": "q", "baseline": "b", "candidate": "c"}).quality_score == 0.5  # position bias: a draw

@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import T0, ledger_lines, observations, reference_read
 
 from llm_connect import QualityLedger, QualityObservation, is_stale
-
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
 
 # -- invariant 1: quality_score in 0..1 --------------------------------------------------
 
@@ -352,38 +350,8 @@ def test_error_row_is_stale_negative_max_age(make_obs):
 
 # -- Hypothesis round trips -------------------------------------------------------------------------
 
-json_leaf = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20)
-)
-json_value = st.recursive(
-    json_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3), max_leaves=8
-)
-id_text = st.text(min_size=1, max_size=30).filter(lambda s: s.strip())
-finite = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
 
-observations = st.builds(
-    QualityObservation,
-    task_type=id_text,
-    adapter_id=id_text,
-    model_id=id_text,
-    cost_usd=finite,
-    quality_score=st.floats(min_value=0, max_value=1),
-    latency_ms=finite,
-    tokens_in=st.integers(0, 10**9),
-    tokens_out=st.integers(0, 10**9),
-    baseline_adapter_id=st.none() | id_text,
-    recorded_at=st.datetimes(
-        min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.none() | st.timezones()
-    ),
-    tags=st.dictionaries(st.text(max_size=10), json_value, max_size=4),
-)
-
-
-@given(observations)
+@given(observations())
 @settings(max_examples=200, deadline=None)
 def test_hypothesis_round_trip_through_to_dict_json_from_dict(o):
     line = json.dumps(o.to_dict())
@@ -392,24 +360,14 @@ def test_hypothesis_round_trip_through_to_dict_json_from_dict(o):
     assert back.to_dict() == o.to_dict()
 
 
-@given(
-    st.lists(st.binary(max_size=80) | st.text(max_size=80).map(lambda s: s.encode("utf-8")), max_size=12),
-    st.integers(0, 5),
-)
+@given(st.lists(ledger_lines, max_size=12), st.integers(0, 5))
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_hypothesis_garbage_lines_are_skipped_and_counted_never_raised(tmp_path, garbage, n_valid):
     path = tmp_path / f"g{abs(hash((tuple(garbage), n_valid)))}.jsonl"
     ledger = QualityLedger(path)
     good = QualityObservation("qa", "a", "m", 0.0, 0.5, 1.0, 1, 1, recorded_at=T0)
-    lines = [g.replace(b"\n", b" ").replace(b"\r", b" ") for g in garbage]
-    expected_bad = 0
-    for g in lines:
-        if not g.strip():
-            continue
-        try:
-            QualityObservation.from_dict(json.loads(g))
-        except (ValueError, TypeError, RecursionError):
-            expected_bad += 1
+    lines = [g.replace(b"\r", b" ") for g in garbage]
+    _, expected_bad = reference_read(b"\n".join(lines))
     with open(path, "wb") as f:
         for g in lines:
             f.write(g + b"\n")

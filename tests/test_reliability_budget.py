@@ -64,7 +64,7 @@ def test_judge_many_charges_the_judges_calls_to_the_callers_tracker_over_http():
         paid = server.stats()["total"]
     assert paid == 100 and df.attrs["counts"]["scored"] == 100
     assert tracker.calls == 100
-    assert tracker.spent_usd > 0 and tracker.spent_usd == pytest.approx(df["cost_usd"].sum())
+    assert tracker.spent_usd > 0 and tracker.spent_usd == pytest.approx(df["judge_cost_usd"].sum())
     assert df.attrs["budget"]["spent_usd"] == pytest.approx(tracker.spent_usd)
 
 
@@ -120,7 +120,7 @@ def test_pipeline_run_many_charges_every_unit_call():
     tracker = BudgetTracker()
     df = pipeline.run_many([{"candidate": f"c{i}"} for i in range(10)], budget=tracker, progress=False)
     assert df.attrs["counts"]["scored"] == 10
-    assert tracker.calls == 30 and tracker.spent_usd == pytest.approx(df["cost_usd"].sum()) == pytest.approx(0.30)
+    assert tracker.calls == 30 and tracker.spent_usd == pytest.approx(df["judge_cost_usd"].sum()) == pytest.approx(0.30)
     # as a judge, the pipeline drops the caller's tracker, but judge_many's budget still counts it
     tracker = BudgetTracker()
     df = judge_many(pipeline.as_judge("panel3"), items(4), run_config=RunConfig(budget_tracker=tracker), progress=False)
@@ -158,8 +158,8 @@ def _check_limited_run(df, tracker: BudgetTracker, limit: float, max_in_flight: 
     exhausted = df["status"].eq("error") & df["error"].str.contains("budget exhausted", na=False)
     assert n_scored + int(exhausted.sum()) == len(df)  # every row: a result or "budget exhausted"
     assert 0 < n_scored < len(df)
-    assert tracker.spent_usd == pytest.approx(df["cost_usd"].sum())  # every paid call is in a row
-    max_call = df.loc[df["status"] == "scored", "cost_usd"].max()
+    assert tracker.spent_usd == pytest.approx(df["judge_cost_usd"].sum())  # every paid call is in a row
+    max_call = df.loc[df["status"] == "scored", "judge_cost_usd"].max()
     assert tracker.spent_usd <= limit + max_in_flight * max_call
     assert tracker.reserved_usd == 0.0 and tracker.in_flight == 0
     return n_scored
@@ -178,7 +178,7 @@ def test_judge_many_at_concurrency_64_stops_at_a_tiny_limit_and_keeps_every_paid
     n_scored = _check_limited_run(df, tracker, limit, stats["max_in_flight"])
     assert stats["total"] == n_scored == tracker.calls  # each request that reached the server is a scored row
     # the estimate (prompt + max_tokens at the model's price) bounds each call: at most one call's overshoot
-    assert tracker.spent_usd <= limit + df["cost_usd"].max()
+    assert tracker.spent_usd <= limit + df["judge_cost_usd"].max()
 
 
 def test_pipeline_run_many_at_concurrency_64_with_a_tiny_limit_returns_every_paid_result():
@@ -193,8 +193,8 @@ def test_pipeline_run_many_at_concurrency_64_with_a_tiny_limit_returns_every_pai
     spent = budget["spent_usd"]
     n_scored = int((df["status"] == "scored").sum())
     assert stats["total"] == n_scored == budget["calls"] and n_scored > 0
-    assert spent == pytest.approx(df["cost_usd"].sum())
-    assert spent <= limit + stats["max_in_flight"] * df["cost_usd"].max()
+    assert spent == pytest.approx(df["judge_cost_usd"].sum())
+    assert spent <= limit + stats["max_in_flight"] * df["judge_cost_usd"].max()
     assert df.loc[df["status"] != "scored", "error"].str.contains("budget exhausted").all()
     assert df.loc[df["status"] == "scored", "verdict"].eq("yes").all()
 
@@ -209,7 +209,7 @@ def test_a_pipeline_refused_mid_item_keeps_its_paid_calls_in_the_row():
     # two calls start while money is left ($0 and $0.01 < $0.015), the third is refused: an error row
     # that still reports the two paid calls
     assert row["status"] == "error" and "budget exhausted" in row["error"]
-    assert row["calls"] == 2 and row["cost_usd"] == pytest.approx(0.02)
+    assert row["calls"] == 2 and row["judge_cost_usd"] == pytest.approx(0.02)
     assert df.attrs["budget"]["spent_usd"] == pytest.approx(0.02) and len(adapter.calls) == 2
 
 

@@ -135,7 +135,7 @@ def trace() -> tuple[str, set[str], list[str]]:
 
 
 def pipeline_result() -> tuple[str, set[str], list[str]]:
-    result = PipelineResult(score=1.0, verdict=evil("final verdict"), value=True, passed=True, threshold=0.5,
+    result = PipelineResult(quality_score=1.0, verdict=evil("final verdict"), value=True, passed=True, threshold=0.5,
                             notes=evil("pipeline notes"), outputs={}, trace=_trace())
     return result._repr_html_(), TABLE | PARAGRAPH, ["final verdict", "pipeline notes", "node"]
 

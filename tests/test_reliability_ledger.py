@@ -27,10 +27,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import make_observation
 from filelock import FileLock
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from strategies import (
+    T0,
+    json_values,
+    ledger_lines,
+    line_of,
+    lone_surrogates,
+    near_valid_records,
+    observations,
+    reference_parse,
+    reference_read,
+)
+from strategies import make_observation as obs
 
 from llm_connect import QualityLedger, QualityObservation
 from llm_connect.cli import main as cli_main
@@ -39,7 +50,6 @@ from llm_connect.frames import ledger_frame, observations_from_frame
 from llm_connect.quality import MAX_LINE_BYTES
 from llm_connect.quality._ledger_io import line_blocks
 
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 OLD = datetime(2000, 1, 1, tzinfo=UTC)
 CUTOFF = datetime(2020, 1, 1, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[1]
@@ -61,9 +71,6 @@ def run_script(code: str, *args: object, timeout: float = 120) -> subprocess.Com
 
 def start_script(code: str, *args: object, **kw) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], text=True, cwd=REPO, **kw)
-
-
-obs = make_observation  # the shared factory of conftest.py
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -205,7 +212,7 @@ def _write_big_ledger(path: Path, n: int) -> None:
         for i in range(n):
             when = OLD if rng.random() < 0.4 else T0
             o = obs(recorded_at=when + timedelta(seconds=i), tags={"i": i, "run": "crash-prune"})
-            f.write(json.dumps(o.to_dict(), separators=(",", ":")).encode() + b"\n")
+            f.write(line_of(o) + b"\n")
             if i % 20_000 == 7:
                 f.write(b'{"not": "an observation"}\n')  # malformed lines survive a prune
 
@@ -352,7 +359,7 @@ def test_fsync_true_fsyncs_every_append_and_fsync_false_none(tmp_path):
 
 def _write_lines(path: Path, n: int) -> None:
     adapters = ["openai:gpt-4o-mini", "local:smollm2", "anthropic:haiku"]
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "wb") as f:
         for i in range(n):
             o = obs(
                 task_type=("qa", "summarise", "code")[i % 3],
@@ -362,7 +369,7 @@ def _write_lines(path: Path, n: int) -> None:
                 recorded_at=T0 + timedelta(seconds=i),
                 tags={"item_id": i, "grader_id": "llm-judge"},
             )
-            f.write(json.dumps(o.to_dict(), separators=(",", ":")) + "\n")
+            f.write(line_of(o) + b"\n")
 
 
 def _peaks(ledger: QualityLedger) -> tuple[int, int, int]:
@@ -398,37 +405,8 @@ def test_iterating_streams_in_memory_that_does_not_grow_with_the_ledger(tmp_path
 
 # -- the written line is exactly one to_dict() ------------------------------------------------------
 
-json_leaf = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12)
-)
-json_value = st.recursive(
-    json_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3), max_leaves=10
-)
-id_text = st.text(min_size=1, max_size=20).filter(lambda s: s.strip())
-finite = st.floats(min_value=0, max_value=1e300, allow_nan=False, allow_infinity=False)
-observations = st.builds(
-    QualityObservation,
-    task_type=id_text,
-    adapter_id=id_text,
-    model_id=id_text,
-    cost_usd=finite | st.integers(0, 10**20),
-    quality_score=st.floats(min_value=0, max_value=1) | st.sampled_from([0, 1]),
-    latency_ms=finite,
-    tokens_in=st.integers(0, 10**30),
-    tokens_out=st.integers(0, 10**30),
-    baseline_adapter_id=st.none() | id_text,
-    recorded_at=st.datetimes(
-        min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.none() | st.timezones()
-    ),
-    tags=st.dictionaries(st.text(max_size=8), json_value, max_size=4),
-)
 
-
-@given(st.lists(observations, min_size=1, max_size=4), st.booleans())
+@given(st.lists(observations(), min_size=1, max_size=4), st.booleans())
 @settings(max_examples=80, deadline=None)
 def test_hypothesis_each_appended_line_is_json_dumps_of_to_dict_and_reads_back_equal(batch, use_extend):
     with tempfile.TemporaryDirectory() as d:
@@ -461,26 +439,8 @@ def test_an_unencodable_observation_raises_before_anything_is_written(ledger_pat
 
 # -- fuzzing: from_dict and the line reader -----------------------------------------------------------
 
-VALID = obs(tags={"k": [1, 2]}).to_dict()
-FIELDS = [*VALID, "future_field"]
-iso_stamps = st.datetimes(
-    min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59), timezones=st.none() | st.timezones()
-).map(lambda d: d.isoformat())
-field_values = (
-    json_value
-    | st.integers(-(10**400), 10**400)
-    | st.floats()
-    | iso_stamps
-    | st.sampled_from(["", " ", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-13-01"])
-)
-near_valid = st.builds(
-    lambda changes, drops: {**{k: v for k, v in VALID.items() if k not in drops}, **changes},
-    st.dictionaries(st.sampled_from(FIELDS), field_values, max_size=4),
-    st.sets(st.sampled_from(FIELDS), max_size=2),
-)
 
-
-@given(json_value | near_valid)
+@given(json_values | near_valid_records)
 @settings(max_examples=400, deadline=None)
 def test_hypothesis_from_dict_on_arbitrary_json_raises_only_value_or_type_error(data):
     try:
@@ -489,14 +449,6 @@ def test_hypothesis_from_dict_on_arbitrary_json_raises_only_value_or_type_error(
         return
     assert 0.0 <= o.quality_score <= 1.0 and o.recorded_at.tzinfo is UTC
     assert QualityObservation.from_dict(json.loads(json.dumps(o.to_dict()))) == o
-
-
-def _reference(line: bytes) -> QualityObservation | None:
-    """What the contract says a line holds: ``from_dict(json.loads(line))``, or nothing."""
-    try:
-        return QualityObservation.from_dict(json.loads(line))
-    except (ValueError, TypeError, RecursionError, OverflowError):
-        return None
 
 
 def _render(data, style: int) -> bytes:
@@ -510,7 +462,7 @@ def _render(data, style: int) -> bytes:
     return b"\xef\xbb\xbf" + raw if style == 3 else raw
 
 
-@given(st.lists(st.tuples(json_value | near_valid, st.integers(0, 3)), min_size=1, max_size=6))
+@given(st.lists(st.tuples(json_values | near_valid_records, st.integers(0, 3)), min_size=1, max_size=6))
 @settings(max_examples=300, deadline=None)
 def test_hypothesis_the_ledger_reads_exactly_what_from_dict_accepts(entries):
     lines = [_render(d, style).replace(b"\n", b" ") for d, style in entries]
@@ -518,22 +470,14 @@ def test_hypothesis_the_ledger_reads_exactly_what_from_dict_accepts(entries):
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "l.jsonl"
         path.write_bytes(b"".join(line + b"\n" for line in lines))
-        expected = [r for r in map(_reference, lines) if r is not None]
+        expected = [r for r in map(reference_parse, lines) if r is not None]
         got = QualityLedger(path).read_all()
         assert [repr(o) for o in got] == [repr(o) for o in expected]
         assert QualityLedger(path).malformed_count() == len(lines) - len(expected)
 
 
-garbage_line = (
-    st.binary(max_size=60)
-    | st.text(max_size=60).map(lambda s: s.encode("utf-8", "surrogatepass"))
-    | near_valid.map(lambda d: json.dumps(d).encode())
-    | st.sampled_from([b"\xff\xfe{", b'{"task_type": "qa"', b"[" * 5000, b"NaN", b"\xef\xbb\xbf{}", b"1e999"])
-)
-
-
 @given(
-    st.lists(garbage_line, max_size=10),
+    st.lists(ledger_lines, max_size=10),
     st.lists(st.tuples(st.sampled_from(["qa", "sum"]), st.integers(-3, 3), st.floats(0, 1)), max_size=6),
     st.integers(0, 4),
 )
@@ -543,7 +487,7 @@ def test_hypothesis_every_reader_survives_arbitrary_lines_and_agrees(garbage, va
         path = Path(d) / "l.jsonl"
         good = [obs(task_type=t, quality_score=q, recorded_at=T0 + timedelta(days=k)) for t, k, q in valid]
         chunks = [g.replace(b"\n", b" ").replace(b"\r", b" ") for g in garbage]
-        chunks += [json.dumps(o.to_dict()).encode() for o in good]
+        chunks += [line_of(o, compact=False, ensure_ascii=True) for o in good]
         random.Random(len(chunks)).shuffle(chunks)
         path.write_bytes(b"".join(c + b"\n" for c in chunks))
         ledger = QualityLedger(path)
@@ -578,10 +522,6 @@ def test_hypothesis_every_reader_survives_arbitrary_lines_and_agrees(garbage, va
 # malformed_count, prune_before, ledger_frame (arrow and fallback paths) -- on what a line holds.
 
 NOBODY = 65534
-
-
-def line_of(o: QualityObservation, *, ensure_ascii: bool = False) -> bytes:
-    return json.dumps(o.to_dict(), separators=(",", ":"), ensure_ascii=ensure_ascii).encode("utf-8")
 
 
 def everything_agrees(ledger: QualityLedger, expected: list[QualityObservation], malformed: int) -> None:
@@ -815,10 +755,9 @@ def test_as_another_user_a_read_only_directory_names_the_lock_file_and_what_to_d
 # -- 3. lone surrogates ---------------------------------------------------------------------------------------
 
 TEXT_FIELDS = ["task_type", "adapter_id", "model_id", "baseline_adapter_id"]
-surrogates = st.integers(0xD800, 0xDFFF).map(chr)
 
 
-@given(st.sampled_from(TEXT_FIELDS), st.text(min_size=1, max_size=8).filter(str.strip), surrogates, st.data())
+@given(st.sampled_from(TEXT_FIELDS), st.text(min_size=1, max_size=8).filter(str.strip), lone_surrogates, st.data())
 @settings(max_examples=60, deadline=None)
 def test_hypothesis_a_lone_surrogate_in_any_text_field_is_a_validation_error_naming_it(field, text, bad, data):
     at = data.draw(st.integers(0, len(text)))
@@ -1071,27 +1010,11 @@ line_kinds = st.one_of(
 )
 
 
-def _reference_with_cap(data: bytes, cap: int) -> tuple[list[QualityObservation], int]:
-    """What the ledger contract says the file holds, line by line (split on b"\\n"), with the cap."""
-    found, bad = [], 0
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        if len(line) > cap:
-            bad += 1
-            continue
-        try:
-            found.append(QualityObservation.from_dict(json.loads(line)))
-        except (ValueError, TypeError, RecursionError, OverflowError):
-            bad += 1
-    return found, bad
-
-
 @given(st.lists(line_kinds, max_size=40), st.booleans())
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_hypothesis_the_ledger_and_ledger_frame_agree_on_long_blank_and_surrogate_lines(lines, final_newline):
     data = b"\n".join(lines) + (b"\n" if final_newline else b"")
-    expected, bad = _reference_with_cap(data, CAP)
+    expected, bad = reference_read(data, CAP)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "l.jsonl"
         path.write_bytes(data)

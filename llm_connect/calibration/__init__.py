@@ -62,7 +62,7 @@ from ._plots import (
     plot_threshold_sweep,
 )
 from ._report import CalibrationReport, calibrate
-from ._runner import judge_items, load_items, parse_labels, score_items
+from ._runner import ScoredItems, judge_items, load_items, parse_labels, score_items, score_judges
 
 __all__ = [
     "DEFAULT_INJECTION",
@@ -80,6 +80,7 @@ __all__ = [
     "PairAgreement",
     "ProbeEffect",
     "ProbeResult",
+    "ScoredItems",
     "SelfPreference",
     "agreement_table",
     "bootstrap_ci",
@@ -114,6 +115,7 @@ __all__ = [
     "reliability_table",
     "run_probes",
     "score_items",
+    "score_judges",
     "self_preference",
     "text_features",
     "threshold_sweep",

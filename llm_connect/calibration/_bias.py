@@ -49,12 +49,9 @@ _DESCRIPTIONS = {
 
 def is_pairwise(judge: Any) -> bool:
     """A :class:`~llm_connect.grading.PairwiseJudge`, or any judge with a true ``pairwise`` attribute."""
-    flag = getattr(judge, "pairwise", None)
-    if flag is not None:
-        return bool(flag)
-    from ..grading import PairwiseJudge
+    from ..grading import judge_abilities
 
-    return isinstance(judge, PairwiseJudge)
+    return judge_abilities(judge).pairwise
 
 
 def perturb_items(
@@ -235,14 +232,14 @@ def probe_judge(
     originals again when you already have them, e.g. from
     :func:`~llm_connect.calibration.score_items`.
     """
-    from ._runner import _frame, judge_items
+    from ._runner import items_table, judge_items
 
     name = name or str(getattr(judge, "grader_id", "judge"))
     if probe not in PROBES:
         raise ValidationError(f"unknown probe {probe!r}; choose from {', '.join(PROBES)}")
     if probe == "position" and not is_pairwise(judge):
         return _not_applicable(name, probe, "position applies only to pairwise judges", threshold)
-    items = _frame(items)
+    items = items_table(items)
     kwargs: dict[str, Any] = {"reference_sep": reference_sep, "concurrency": concurrency, "progress": progress,
                               "run_config": run_config}
     if original_scores is None:

@@ -582,8 +582,8 @@ def card_reference(report: Any) -> tuple[str | None, bool]:
         return "human", True
     if labels:
         return labels[0], True
-    families = report.scores.attrs.get("judge_families") or {}
-    grader_ids = report.scores.attrs.get("grader_ids") or {}
+    families = report.meta.judge_families
+    grader_ids = report.meta.grader_ids
     plain = [j for j in report.judges if families.get(j) is None]
     exact = [j for j in plain if str(grader_ids.get(j, j)).startswith("exact")]
     chosen = (exact or plain or [None])[0]
@@ -624,9 +624,9 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
     """
     ref, people = card_reference(report)
     scores = report.scores
-    grader_ids = scores.attrs.get("grader_ids") or {}
-    rubric_hashes = scores.attrs.get("rubric_hashes") or {}
-    usage = scores.attrs.get("usage") or {}
+    grader_ids = report.meta.grader_ids
+    rubric_hashes = report.meta.rubric_hashes
+    usage = report.meta.usage
     cards = []
     n = len(scores)
     for judge in report.judges:

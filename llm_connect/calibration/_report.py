@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from ._diagnostics import (
     self_preference,
 )
 from ._html import Markup, fmt, frame_html, html_format, join, new_figure, png_bytes, png_data_uri
-from ._runner import _named_judges, score_items
+from ._runner import ScoredItems, _named_judges, score_judges
 
 __all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "CalibrationReport", "calibrate"]
 
@@ -38,7 +38,10 @@ class CalibrationReport:
     """Scores of several judges on one dataset, their agreement, and their biases.
 
     ``scores``: one row per item (see :func:`score_items`); ``agreement``: every
-    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran).
+    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran);
+    ``scored``: the judges' metadata (names, grader ids, rubric hashes, families,
+    usage) as :class:`~llm_connect.calibration.ScoredItems`, passed explicitly by
+    :func:`calibrate` (read from ``scores.attrs`` only for a report built by hand).
     Methods compute further diagnostics on demand; ``_repr_html_``,
     :meth:`to_html` and :meth:`widget` show it all.
     """
@@ -51,18 +54,29 @@ class CalibrationReport:
     n_boot: int = 1000
     confidence: float = 0.95
     seed: int = 0
+    scored: ScoredItems | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.scored is None:
+            self.scored = ScoredItems.from_frame(self.scores)
+
+    @property
+    def meta(self) -> ScoredItems:
+        """The judges' metadata (see :class:`~llm_connect.calibration.ScoredItems`)."""
+        assert self.scored is not None  # set in __post_init__
+        return self.scored
 
     # -- who is who ----------------------------------------------------------------------
 
     @property
     def judges(self) -> list[str]:
         """The machine judges (those that were run)."""
-        return list(self.scores.attrs.get("judges") or [])
+        return list(self.meta.judges)
 
     @property
     def labels(self) -> list[str]:
         """The human label columns scored as judges (``human`` and annotators)."""
-        return list(self.scores.attrs.get("labels") or [])
+        return list(self.meta.labels)
 
     @property
     def names(self) -> list[str]:
@@ -120,6 +134,7 @@ class CalibrationReport:
         """:func:`self_preference`, stratified by :attr:`reference` by default."""
         ref = label or self.reference or judge
         kwargs.setdefault("threshold", self.threshold_of(ref))
+        family = family or self.meta.judge_families.get(judge)
         return self_preference(self.scores, judge, family=family, label=ref, n_boot=self.n_boot,
                                confidence=self.confidence, seed=self.seed, **kwargs)
 
@@ -255,14 +270,14 @@ class CalibrationReport:
         if rows:
             parts.append(frame_html(pd.DataFrame(rows), caption="Length effect (OLS; score change per unit)"))
         for j in self.judges:
-            fam = (self.scores.attrs.get("judge_families") or {}).get(j)
+            fam = self.meta.judge_families.get(j)
             if fam and self.scores["model_family"].notna().any():
                 parts.append(self.self_preference(j)._repr_html_())
         return join(parts)
 
     def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
         """The report as an HTML fragment (tables, and figures as embedded PNGs)."""
-        usage = self.scores.attrs.get("usage") or {}
+        usage = self.meta.usage
         head = [html_format("<h2>{}</h2>", title),
                 html_format("<p>{} items; judges: {}; labels: {}; threshold {}.</p>", len(self.scores),
                             ", ".join(self.judges) or "—", ", ".join(self.labels) or "—", fmt(self.threshold))]
@@ -446,10 +461,11 @@ def calibrate(
     replies are NaN, dropped pair by pair. See :func:`score_items` for ``items``.
     """
     named = _named_judges(judges)
-    scores = score_items(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
-                         concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
-                         task_type=task_type)
-    ann = scores.attrs.get("annotators") or []
+    scored = score_judges(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
+                          concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                          task_type=task_type)
+    scores = scored.to_frame()  # users read the attrs mirror; the stages below get ``scored``
+    ann = scored.annotators
     table = agreement_table(scores, threshold=threshold, thresholds=thresholds, annotators=ann, n_boot=n_boot,
                             confidence=confidence, seed=seed)
     bias = None
@@ -468,7 +484,8 @@ def calibrate(
             reference_sep=reference_sep, concurrency=concurrency, progress=progress, run_config=run_config,
         )
     return CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
-                             thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed)
+                             thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed,
+                             scored=replace(scored, frame=scores))
 
 
 

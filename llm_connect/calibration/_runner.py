@@ -12,27 +12,32 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..batch import ITEM_COLUMNS, items_frame
 from ..core import RunConfig
 from ..errors import ValidationError
 from ._features import model_family, text_features
 
 __all__ = [
     "REQUIRED_COLUMNS",
+    "ScoredItems",
+    "items_table",
     "judge_family",
     "judge_items",
     "lacks_text",
     "load_items",
     "parse_labels",
     "score_items",
+    "score_judges",
 ]
 
-REQUIRED_COLUMNS = ("prompt", "baseline", "candidate")
+REQUIRED_COLUMNS = ITEM_COLUMNS
 
 _YES = {"yes", "y", "true", "t", "correct", "acceptable", "accept", "right", "pass", "good", "1", "1.0"}
 _NO = {"no", "n", "false", "f", "incorrect", "unacceptable", "reject", "wrong", "fail", "bad", "0", "0.0"}
@@ -110,8 +115,9 @@ def is_pairwise(judge: Any) -> bool:
 
 def judge_family(judge: Any) -> str | None:
     """The model family of an LLM judge (from its adapter's ``model_id``), else ``None``."""
-    adapter = getattr(judge, "adapter", None)
-    model = getattr(adapter, "model_id", None) if adapter is not None else None
+    from ..grading import judge_abilities
+
+    model = judge_abilities(judge).model_id
     return model_family(model) if model else None
 
 
@@ -145,27 +151,19 @@ def lacks_text(items: pd.DataFrame) -> pd.Series:
     return mask | blank
 
 
-def _frame(items: Any) -> pd.DataFrame:
-    if isinstance(items, pd.DataFrame):
-        frame = items.reset_index(drop=True).copy()
-    else:
-        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-            raise ValidationError(
-                "items must be a DataFrame or an iterable of mappings with prompt, baseline, candidate"
-            )
-        records = list(items)
-        for k, rec in enumerate(records):
-            if not isinstance(rec, Mapping):
-                raise ValidationError(f"item {k} is a {type(rec).__name__}, not a mapping")
-        frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=list(REQUIRED_COLUMNS))
-    if "baseline" not in frame.columns and "reference" in frame.columns:
-        frame = frame.rename(columns={"reference": "baseline"})
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValidationError(
-            f"the data lacks the column(s) {', '.join(missing)}; it has {', '.join(map(str, frame.columns))}"
-        )
-    return frame
+#: Other names the calibration inputs accept for an item column: a ``reference`` column is the
+#: ``baseline`` when there is no ``baseline`` (the explicit rename of :func:`items_table`).
+COLUMN_ALIASES = {"reference": "baseline"}
+
+
+def items_table(items: Any) -> pd.DataFrame:
+    """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
+
+    The batch engine's item-frame builder (:func:`llm_connect.batch.items_frame`) with
+    :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
+    :class:`~llm_connect.errors.ValidationError` naming it.
+    """
+    return items_frame(items, REQUIRED_COLUMNS, aliases=COLUMN_ALIASES).reset_index(drop=True)
 
 
 def load_items(path: str | Path, *, items: bool = True) -> pd.DataFrame:
@@ -236,7 +234,7 @@ def load_items(path: str | Path, *, items: bool = True) -> pd.DataFrame:
     if not len(frame):
         raise ValidationError(f"{p.name} has no items (no rows after the header)" if len(frame.columns)
                               else f"{p.name} has no items")
-    return _frame(frame) if items else frame
+    return items_table(frame) if items else frame
 
 
 class _DuplicateKey(Exception):
@@ -255,11 +253,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -> pd.Series:
-    """The baseline text a judge sees. Judges that split references themselves (they have a
-    ``reference_sep`` attribute) get it as is; others get one reference per line."""
-    if not reference_sep or hasattr(judge, "reference_sep"):
+    """The baseline text a judge sees. Judges that split references themselves (they declare
+    ``splits_references``; see :func:`~llm_connect.grading.judge_abilities`) get it as is;
+    others get one reference per line."""
+    from ..grading import judge_abilities, split_references
+
+    if not reference_sep or judge_abilities(judge).splits_references:
         return baselines
-    from ..grading import split_references
 
     return baselines.map(lambda b: None if _missing(b) else "\n".join(split_references(str(b), reference_sep)))
 
@@ -297,8 +297,9 @@ def judge_items(
 
 
 def _rubric_hash(judge: Any) -> str | None:
-    value = getattr(judge, "rubric_hash", None)
-    return value if isinstance(value, str) and value else None
+    from ..grading import judge_abilities
+
+    return judge_abilities(judge).rubric_hash
 
 
 def _named_judges(judges: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
@@ -317,6 +318,55 @@ def _named_judges(judges: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
         if not callable(getattr(j, "judge", None)):
             raise ValidationError(f"judge {name!r} has no judge(baseline, candidate, ...) method")
     return named
+
+
+@dataclass
+class ScoredItems:
+    """What :func:`score_judges` hands to the next stages (agreement, probes, cards, report): the
+    frame of :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
+    (which many pandas operations drop).
+
+    ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
+    ``grader_ids``, ``rubric_hashes``, ``judge_families``, ``pairwise`` and ``usage`` (per judge:
+    rows scored / unscored / error, ``judge_cost_usd``, tokens) are keyed by judge name.
+    """
+
+    frame: pd.DataFrame
+    judges: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    human: str | None = None
+    annotators: list[str] = field(default_factory=list)
+    grader_ids: dict[str, str] = field(default_factory=dict)
+    rubric_hashes: dict[str, str | None] = field(default_factory=dict)
+    judge_families: dict[str, str | None] = field(default_factory=dict)
+    pairwise: dict[str, bool] = field(default_factory=dict)
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reference_sep: str | None = None
+
+    def metadata(self) -> dict[str, Any]:
+        """Every field but the frame, as a dict (what :func:`score_items` also mirrors in ``attrs``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "frame"}
+
+    def to_frame(self) -> pd.DataFrame:
+        """The frame, with the metadata mirrored in its ``attrs`` for users who read them there."""
+        out = self.frame.copy()
+        out.attrs.update(self.metadata())
+        return out
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> ScoredItems:
+        """A scored frame from :func:`score_items` (or built by hand) as :class:`ScoredItems`.
+
+        The one reader of the ``attrs`` mirror, at the edge: the judges default to the
+        ``score_<name>`` columns when the frame carries no metadata.
+        """
+        meta = {f.name: frame.attrs[f.name] for f in fields(cls) if f.name != "frame" and f.name in frame.attrs}
+        if "judges" not in meta:
+            labels = set(meta.get("labels") or ())
+            meta["judges"] = [c[len("score_"):] for c in frame.columns
+                              if isinstance(c, str) and c.startswith("score_") and c[len("score_"):] not in labels]
+        optional = ("human", "reference_sep")  # the fields that may be None
+        return cls(frame=frame, **{k: v for k, v in meta.items() if v is not None or k in optional})
 
 
 def score_items(
@@ -346,13 +396,36 @@ def score_items(
     Columns: ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``,
     ``model_family``, ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` per
     judge, ``score_human`` and ``score_<annotator>``, and the features of
-    :func:`~llm_connect.calibration.text_features`. ``attrs`` records the judge
-    names, each judge's ``grader_id``, rubric hash and model family, and each judge's usage.
+    :func:`~llm_connect.calibration.text_features`. ``attrs`` mirrors, for reading
+    by hand, the judge names, each judge's ``grader_id``, rubric hash and model family,
+    and each judge's usage (the package itself passes them as :class:`ScoredItems`,
+    from :func:`score_judges`).
     With ``ledger`` and ``task_type``, every scored judgment is recorded in the
     ledger through :func:`~llm_connect.grading.judge_many` (the candidate's
     model as its adapter, the item's ``id`` as ``tags["item_id"]``).
     """
-    frame = _frame(items)
+    return score_judges(
+        items, judges, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
+        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
+    ).to_frame()
+
+
+def score_judges(
+    items: Any,
+    judges: Mapping[str, Any] | Sequence[Any],
+    *,
+    human: str | None = None,
+    annotators: Sequence[str] = (),
+    reference_sep: str | None = None,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+    ledger: Any = None,
+    task_type: str | None = None,
+) -> ScoredItems:
+    """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
+    :func:`~llm_connect.calibration.calibrate` passes on). Same arguments as :func:`score_items`."""
+    frame = items_table(items)
     named = _named_judges(judges)
     n = len(frame)
     out = pd.DataFrame(index=range(n))
@@ -392,7 +465,7 @@ def score_items(
             "scored": int((np.asarray(status) == "scored").sum()),
             "unscored": int((np.asarray(status) == "unscored").sum()),
             "error": int((np.asarray(status) == "error").sum()),
-            "cost_usd": float(pd.to_numeric(batch["cost_usd"], errors="coerce").fillna(0).sum()),
+            "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
             "tokens_in": int(batch["tokens_in"].sum()),
             "tokens_out": int(batch["tokens_out"].sum()),
         }
@@ -401,16 +474,16 @@ def score_items(
 
     features = text_features(out["candidate"], out["baseline"])
     out = pd.concat([out, features], axis=1)
-    out.attrs.update(
+    return ScoredItems(
+        frame=out,
         judges=list(named),
         labels=label_names,
         human="human" if human is not None else None,
         annotators=[judge_name(a) for a in annotators],
-        grader_ids={k: str(getattr(j, "grader_id", k)) for k, j in named.items()},
+        grader_ids={k: str(j.grader_id) for k, j in named.items()},
         rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},
         judge_families={k: judge_family(j) for k, j in named.items()},
         pairwise={k: is_pairwise(j) for k, j in named.items()},
         usage=usage,
         reference_sep=reference_sep,
     )
-    return out

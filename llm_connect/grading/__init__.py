@@ -1,7 +1,17 @@
 """The Baseline Grading contract: results, judges, graders and the batch runtime."""
 
-from ._base import AsyncJudge, BaselineGrader, GradingResult, Judge
-from ._batch import RESULT_COLUMNS, ajudge_many, grade_many, judge_many, observation_for, run_rows
+from ._base import (
+    AsyncJudge,
+    BaselineGrader,
+    GradingResult,
+    Judge,
+    JudgeAbilities,
+    JudgeBase,
+    judge_abilities,
+    observation_for,
+    supports_async,
+)
+from ._batch import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
 from ._compound import (
     PAIRWISE_RUBRIC,
     CascadeJudge,
@@ -22,13 +32,14 @@ from ._judges import (
     ExactMatchJudge,
     FunctionJudge,
     LLMJudge,
-    PairedGrader,
     normalize_squad,
     split_references,
 )
+from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
 
 __all__ = [
+    "GRADE_COLUMNS",
     "LLM_JUDGE_LOGPROB_RUBRIC",
     "LLM_JUDGE_RUBRIC",
     "LLM_JUDGE_RUBRIC_HASH",
@@ -45,6 +56,8 @@ __all__ = [
     "FunctionJudge",
     "GradingResult",
     "Judge",
+    "JudgeAbilities",
+    "JudgeBase",
     "LLMJudge",
     "PairedGrader",
     "PairwiseJudge",
@@ -56,10 +69,12 @@ __all__ = [
     "expected_label_value",
     "find_json_objects",
     "grade_many",
+    "judge_abilities",
     "judge_many",
     "normalize_squad",
     "observation_for",
     "parse_score_reply",
     "run_rows",
     "split_references",
+    "supports_async",
 ]

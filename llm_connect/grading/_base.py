@@ -1,16 +1,42 @@
-"""GradingResult and the Judge / BaselineGrader protocols."""
+"""GradingResult, the Judge / BaselineGrader protocols, the abilities a judge declares, and its ledger record.
+
+Optional abilities are declared, not guessed (as llm's ``can_stream``): a
+judge may set the attributes of :class:`JudgeBase` (``pairwise``,
+``rubric_hash``, ``reference_sep``, ``extra_columns`` / ``result_columns`` and
+an ``ajudge`` coroutine method). The runtime and calibration read them through
+one helper, :func:`judge_abilities`, and call a judge through one dispatch,
+:func:`acall_judge` (awaited when the judge declares ``ajudge``, else in a thread).
+"""
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .._runtime import to_thread
+from ..batch import plain_item_id
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import ValidationError
+from ..quality import QualityObservation
 
-__all__ = ["AsyncJudge", "BaselineGrader", "GradingResult", "Judge", "validate_grader_id", "validate_score"]
+__all__ = [
+    "AsyncJudge",
+    "BaselineGrader",
+    "GradingResult",
+    "Judge",
+    "JudgeAbilities",
+    "JudgeBase",
+    "acall_judge",
+    "judge_abilities",
+    "judge_result_columns",
+    "observation_for",
+    "supports_async",
+    "validate_grader_id",
+    "validate_score",
+]
 
 
 def validate_grader_id(grader_id: Any) -> str:
@@ -104,3 +130,145 @@ class BaselineGrader(Protocol):
         prompt: str,
         run_config: RunConfig,
     ) -> GradingResult: ...
+
+
+# -- declared abilities ------------------------------------------------------------------
+
+
+class JudgeBase:
+    """The optional abilities of a judge, with their defaults; a judge class overrides what it has.
+
+    - ``pairwise``: the judge compares two answers (so a bias probe swaps their order);
+    - ``rubric_hash``: a stable hash of the judge's prompt template, recorded in ledgers;
+    - ``reference_sep``: the judge splits the baseline into several references on it;
+    - ``splits_references``: the judge reads several references itself (``reference_sep``
+      is its own setting), so calibration hands it the baseline as is; by default a judge
+      with its own ``reference_sep`` attribute does;
+    - ``extra_columns`` and :meth:`result_columns`: the judge's own columns in a batch frame;
+    - ``judge_model_id``: the model that judges (by default its ``adapter``'s ``model_id``),
+      whose family calibration compares with the candidate's (self-preference);
+    - an ``async def ajudge(...)`` method: the batch runtime awaits it instead of running
+      ``judge`` in a thread.
+
+    Judges need not inherit it (:class:`Judge` is a Protocol): :func:`judge_abilities`
+    reads the same attributes, with the same defaults, from any judge.
+    """
+
+    pairwise: bool = False
+    rubric_hash: str | None = None
+    reference_sep: str | None = None
+    splits_references: bool = False
+    extra_columns: tuple[str, ...] = ()
+    judge_model_id: str | None = None
+
+    def result_columns(self, result: GradingResult) -> dict[str, Any]:
+        """This judge's own columns (``extra_columns``) of one result's batch row."""
+        return {}
+
+
+@dataclass(frozen=True)
+class JudgeAbilities:
+    """What a judge declares it can do (see :class:`JudgeBase`); built by :func:`judge_abilities`."""
+
+    is_async: bool = False
+    pairwise: bool = False
+    rubric_hash: str | None = None
+    reference_sep: str | None = None
+    splits_references: bool = False
+    extra_columns: tuple[str, ...] = ()
+    model_id: str | None = None
+
+
+def _declared(judge: Any, name: str, default: Any) -> Any:
+    return getattr(judge, name, default)  # the one place an optional ability is read
+
+
+def supports_async(judge: Any) -> bool:
+    """True when ``judge`` declares an ``async def ajudge(...)``: the one rule for awaiting vs a thread."""
+    ajudge = _declared(judge, "ajudge", None)
+    return ajudge is not None and inspect.iscoroutinefunction(ajudge)
+
+
+def judge_abilities(judge: Any) -> JudgeAbilities:
+    """The abilities ``judge`` declares, with :class:`JudgeBase`'s defaults for those it does not."""
+    rubric_hash = _declared(judge, "rubric_hash", None)
+    sep = _declared(judge, "reference_sep", None)
+    splits = _declared(judge, "splits_references", None)
+    if splits is None:  # a judge outside JudgeBase: one with its own reference_sep setting splits
+        splits = hasattr(judge, "reference_sep")
+    model = _declared(judge, "judge_model_id", None)
+    if model is None:  # an LLM judge's model is its adapter's
+        model = _declared(_declared(judge, "adapter", None), "model_id", None)
+    return JudgeAbilities(
+        is_async=supports_async(judge),
+        pairwise=bool(_declared(judge, "pairwise", False)),
+        rubric_hash=rubric_hash if isinstance(rubric_hash, str) and rubric_hash else None,
+        reference_sep=sep if isinstance(sep, str) and sep else None,
+        splits_references=bool(splits),
+        extra_columns=tuple(_declared(judge, "extra_columns", ())),
+        model_id=model if isinstance(model, str) and model else None,
+    )
+
+
+def judge_result_columns(judge: Any, result: GradingResult) -> dict[str, Any]:
+    """The judge's own batch columns for ``result`` (empty for a judge that declares none)."""
+    columns = _declared(judge, "result_columns", None)
+    return dict(columns(result)) if columns is not None else {}
+
+
+async def acall_judge(
+    judge: Any, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+) -> GradingResult:
+    """Judge one pair, awaiting ``ajudge`` when the judge declares it, else ``judge`` in a worker thread.
+
+    The one sync/async dispatch of the package (the batch runtime, compound judges and
+    :class:`PairedGrader` all call judges through it).
+    """
+    if supports_async(judge):
+        result: GradingResult = await judge.ajudge(baseline, candidate, prompt=prompt, run_config=run_config)
+        return result
+    return await to_thread(judge.judge, baseline, candidate, prompt=prompt, run_config=run_config)  # type: ignore[no-any-return]
+
+
+# -- the ledger record ----------------------------------------------------------------------
+
+
+def observation_for(
+    result: GradingResult,
+    *,
+    task_type: str,
+    judge: Any = None,
+    item_id: Any = None,
+    extra_tags: Mapping[str, Any] | None = None,
+) -> QualityObservation:
+    """The candidate's :class:`QualityObservation` for one grade, with grader id, rubric hash and item id in tags.
+
+    ``item_id`` is stored as plain JSON (see :func:`llm_connect.batch.plain_item_id`); a missing one
+    (None/NaN) is left out. The judge's own cost is ``tags["judge_cost_usd"]``; ``cost_usd`` is the candidate's.
+    """
+    cand = result.candidate_response
+    tags: dict[str, Any] = {"grader_id": result.grader_id}
+    rubric_hash = judge_abilities(judge).rubric_hash if judge is not None else None
+    rubric_hash = rubric_hash or result.details.get("rubric_hash")
+    if rubric_hash:
+        tags["rubric_hash"] = rubric_hash
+    item_id = plain_item_id(item_id)
+    if item_id is not None:
+        tags["item_id"] = item_id
+    if result.cost_usd:
+        tags["judge_cost_usd"] = result.cost_usd
+    if extra_tags:
+        tags.update(extra_tags)
+    base = result.baseline_response.adapter_id
+    return QualityObservation(
+        task_type=task_type,
+        adapter_id=cand.adapter_id,
+        model_id=cand.model_id,
+        cost_usd=cand.cost_usd,
+        quality_score=result.quality_score,
+        latency_ms=cand.latency_ms,
+        tokens_in=cand.tokens_in,
+        tokens_out=cand.tokens_out,
+        baseline_adapter_id=base if base and base.strip() else None,
+        tags=tags,
+    )

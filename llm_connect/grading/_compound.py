@@ -6,8 +6,10 @@ makes a documented number of calls, and reports in its
 :class:`GradingResult` the summed ``tokens_in``, ``tokens_out``, ``cost_usd``
 and ``latency_ms`` of every call it made, with what it saw in ``details``.
 Batch diagnostics (consistency, agreement, escalation and savings) take a list
-of results or the frame of the judge's own ``judge_many(items)``, which adds
-the per-item columns they need (and a ``details`` column) to the usual ones.
+of results or the frame of ``judge_many(judge, items)`` (or the judge's own
+``judge_many(items)``, the same): each judge declares the per-item columns they
+need (and a ``details`` column) as ``extra_columns``, added to the usual ones.
+Their shared base, :class:`WrapperJudge`, is also :class:`~llm_connect.pipelines.PipelineJudge`'s.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._runtime import acall_complete, on_background, run_sync, to_thread
+from .._runtime import acall_complete, on_background, run_sync
 from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
-from ._base import GradingResult, validate_grader_id, validate_score
-from ._batch import _judge_batch
+from ._base import GradingResult, JudgeBase, acall_judge, validate_grader_id, validate_score
+from ._batch import judge_many
 from ._html import kv_table
-from ._judges import _defang, _fence, _hash
-from ._parse import find_json_objects, quote
+from ._judges import _hash
+from ._parse import Found, UntrustedText, find_json_objects, json_key, quote
+from ._verdicts import PAIRWISE_ORDERS, PAIRWISE_SCORES, combine_orders, majority_vote, offered_label, verdict_for
 
 __all__ = [
     "PAIRWISE_RUBRIC",
@@ -62,13 +65,6 @@ def _usage_response(parts: Iterable[Any], adapter_id: str) -> LLMResponse:
 def _spent(exc: BaseException) -> Any:
     response = getattr(exc, "response", None)
     return response if isinstance(response, LLMResponse) else None
-
-
-async def _ajudge_one(judge: Any, baseline: LLMResponse, candidate: LLMResponse, prompt: str, rc: RunConfig) -> Any:
-    ajudge = getattr(judge, "ajudge", None)
-    if ajudge is not None:
-        return await ajudge(baseline, candidate, prompt=prompt, run_config=rc)
-    return await to_thread(judge.judge, baseline, candidate, prompt=prompt, run_config=rc)
 
 
 def _details_list(data: Any, kind: str, helper: str) -> list[Mapping[str, Any]]:
@@ -110,15 +106,16 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-class _DetailedBatch:
-    """The shared part of the compound judges: sync and async ``judge`` over ``_ajudge`` (run on the
-    package's loop), and ``judge_many`` with the usual result columns, the judge's own and ``details``."""
+class WrapperJudge(JudgeBase):
+    """The shared base of the compound judges (and of :class:`~llm_connect.pipelines.PipelineJudge`).
+
+    A subclass writes one coroutine, ``_ajudge``; sync ``judge`` runs it on the
+    package's loop and ``ajudge`` awaits it there. It declares its batch columns
+    (``extra_columns`` and :meth:`result_columns`), so :func:`judge_many` and
+    :func:`ajudge_many` alike add them; ``judge_many`` is also a method.
+    """
 
     grader_id: str
-    extra_columns: tuple[str, ...] = ()
-
-    def _columns(self, result: GradingResult) -> dict[str, Any]:
-        raise NotImplementedError
 
     async def _ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, run_config: RunConfig | None
@@ -145,18 +142,19 @@ class _DetailedBatch:
         ledger: Any = None,
         task_type: str | None = None,
     ) -> Any:
-        """As :func:`llm_connect.grading.judge_many`, plus this judge's columns and a ``details`` column."""
-        return _judge_batch(
-            self,
-            items,
-            concurrency=concurrency,
-            progress=progress,
-            run_config=run_config,
-            ledger=ledger,
-            task_type=task_type,
-            extra=lambda result: {**self._columns(result), "details": dict(result.details)},
-            extra_columns=(*self.extra_columns, "details"),
-        )
+        """:func:`llm_connect.grading.judge_many` of this judge (its own columns included)."""
+        return judge_many(self, items, concurrency=concurrency, progress=progress, run_config=run_config,
+                          ledger=ledger, task_type=task_type)
+
+
+class _DetailedBatch(WrapperJudge):
+    """A compound judge: its own columns, then a ``details`` column (what its summaries read)."""
+
+    def _columns(self, result: GradingResult) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def result_columns(self, result: GradingResult) -> dict[str, Any]:
+        return {**self._columns(result), "details": dict(result.details)}
 
 
 # -- pairwise -------------------------------------------------------------------------
@@ -185,8 +183,6 @@ first; do not prefer an answer for its length, its formatting or its position.{t
 Reply with one JSON object and nothing after it:
 {{"notes": "<one short sentence>", "winner": {labels}}}"""
 
-_ORDERS = ("baseline-first", "candidate-first")
-_VERDICT_SCORE = {"candidate": 1.0, "baseline": 0.0, "tie": 0.5}
 
 
 @dataclass
@@ -214,7 +210,8 @@ class PairwiseJudge(_DetailedBatch):
     allow_tie: bool = False
     seed: int | None = None
 
-    extra_columns = ("verdict", "consistent")
+    extra_columns = ("verdict", "consistent", "details")
+    pairwise = True
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)
@@ -234,14 +231,19 @@ class PairwiseJudge(_DetailedBatch):
         tie_rule = ' Answer "tie" only when neither is better.' if self.allow_tie else ""
         return PAIRWISE_RUBRIC.replace("{labels}", labels).replace("{tie_rule}", tie_rule)
 
+    @staticmethod
+    def untrusted(baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> UntrustedText:
+        """The item's texts, which the judge is shown but must not obey (their hash makes the fence)."""
+        return UntrustedText((prompt, baseline.content, candidate.content))
+
     def build_prompt(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, order: str) -> str:
-        first, second = (baseline, candidate) if order == "baseline-first" else (candidate, baseline)
-        fence = _fence(prompt, baseline.content, candidate.content)
+        first, second = (baseline, candidate) if order == PAIRWISE_ORDERS[0] else (candidate, baseline)
+        untrusted = self.untrusted(baseline, candidate, prompt)
         return self._rubric().format(
             prompt=prompt,
-            answer_a=_defang(first.content, fence),
-            answer_b=_defang(second.content, fence),
-            fence=fence,
+            answer_a=untrusted.defang(first.content),
+            answer_b=untrusted.defang(second.content),
+            fence=untrusted.fence,
         )
 
     def judge_config(self, run_config: RunConfig | None) -> RunConfig:
@@ -251,19 +253,19 @@ class PairwiseJudge(_DetailedBatch):
             params = {**params, "seed": self.seed}
         return rc.replace(temperature=0.0, budget_tracker=None, model_params=params)
 
-    def _winner(self, reply: str, ignore: Sequence[str]) -> str:
-        objects = [(s, e, o) for s, e, o in find_json_objects(reply) if "winner" in o]
-        own = [o for s, e, o in objects if not any(reply[s:e] in t for t in ignore if t)]
+    def _winner(self, reply: str, untrusted: UntrustedText) -> str:
+        """The label of the judge's own ``{"winner": ...}`` in ``reply``; a verdict planted in the item's
+        texts (equal to a JSON object there, copied verbatim, or inside a copy of a fenced block) is ignored."""
+        found = [Found(s, e, json_key(o), o) for s, e, o in find_json_objects(reply) if "winner" in o]
+        own, _copied = untrusted.split(reply, found, untrusted.json_keys)
         if not own:
-            why = "only copied from the answers" if objects else "no JSON object with 'winner'"
+            why = "only copied from the answers" if found else "no JSON object with 'winner'"
             raise JudgeReplyError(f"pairwise reply has {why}: {quote(reply)}", reply=reply)
-        value = own[-1]["winner"]
-        offered = {"a": "A", "b": "B", **({"tie": "tie"} if self.allow_tie else {})}
-        label = offered.get(value.strip().strip("\"'").casefold()) if isinstance(value, str) else None
+        value = own[-1].value["winner"]
+        label = offered_label(value, self.allow_tie)
         if label is None:
-            raise JudgeReplyError(
-                f"pairwise winner {value!r} is not one of the labels offered {list(offered.values())}", reply=reply
-            )
+            offered = ["A", "B", *(["tie"] if self.allow_tie else [])]
+            raise JudgeReplyError(f"pairwise winner {value!r} is not one of the labels offered {offered}", reply=reply)
         return label
 
     async def _one(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, order: str,
@@ -274,7 +276,8 @@ class PairwiseJudge(_DetailedBatch):
     async def _ajudge(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
                       run_config: RunConfig | None) -> GradingResult:
         rc = self.judge_config(run_config)
-        orders = _ORDERS if self.both_orders else _ORDERS[:1]
+        untrusted = self.untrusted(baseline, candidate, prompt)
+        orders = PAIRWISE_ORDERS if self.both_orders else PAIRWISE_ORDERS[:1]
         done = await asyncio.gather(*(self._one(baseline, candidate, prompt, o, rc) for o in orders),
                                     return_exceptions=True)
         responses = [d[1] for d in done if not isinstance(d, BaseException)]
@@ -284,21 +287,16 @@ class PairwiseJudge(_DetailedBatch):
         per_order = []
         for order, (judge_prompt, reply) in zip(orders, done, strict=True):  # type: ignore[misc]
             try:
-                winner = self._winner(reply.content, (baseline.content, candidate.content, prompt))
+                winner = self._winner(reply.content, untrusted)
             except JudgeReplyError as exc:
                 unscored = JudgeReplyError(f"{order}: {exc}", reply=reply.content)
                 unscored.response = _usage_response(responses, self.grader_id)  # both calls were paid for
                 raise unscored from exc
-            if winner == "tie":
-                verdict = "tie"
-            else:
-                first, second = ("baseline", "candidate") if order == "baseline-first" else ("candidate", "baseline")
-                verdict = first if winner == "A" else second
+            verdict = verdict_for(winner, order)
             per_order.append({"order": order, "prompt": judge_prompt, "raw_reply": reply.content,
                               "winner": winner, "verdict": verdict})
         verdicts = [p["verdict"] for p in per_order]
-        consistent = None if len(verdicts) == 1 else verdicts[0] == verdicts[1]
-        verdict = verdicts[0] if consistent in (None, True) else "tie"
+        verdict, consistent = combine_orders(verdicts)
         if consistent is None:
             notes = f"one order ({orders[0]}): {verdict} better" if verdict != "tie" else "one order: tie"
         elif consistent:
@@ -306,7 +304,7 @@ class PairwiseJudge(_DetailedBatch):
         else:
             notes = f"orders disagree ({verdicts[0]} / {verdicts[1]}): counted as a tie"
         return GradingResult(
-            quality_score=_VERDICT_SCORE[verdict],
+            quality_score=PAIRWISE_SCORES[verdict],
             notes=notes,
             grader_id=self.grader_id,
             baseline_response=baseline,
@@ -418,13 +416,15 @@ class PanelJudge(_DetailedBatch):
 
     @property
     def extra_columns(self) -> tuple[str, ...]:  # type: ignore[override]
-        return ("passed", *(f"score_{m}" for m in self.members))
+        return ("passed", *(f"score_{m}" for m in self.members), "details")
 
     async def _ajudge(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
                       run_config: RunConfig | None) -> GradingResult:
         rc = run_config or RunConfig()
-        done = await asyncio.gather(*(_ajudge_one(j, baseline, candidate, prompt, rc) for j in self.judges),
-                                    return_exceptions=True)
+        done = await asyncio.gather(
+            *(acall_judge(j, baseline, candidate, prompt=prompt, run_config=rc) for j in self.judges),
+            return_exceptions=True,
+        )
         for d in done:
             if isinstance(d, BaseException) and not isinstance(d, JudgeReplyError):
                 raise d
@@ -453,9 +453,9 @@ class PanelJudge(_DetailedBatch):
         elif self.aggregate == "median":
             score = float(statistics.median(valid))
         else:
-            passes = sum(1 for s in valid if s >= self.threshold)
-            votes = {"pass": passes, "fail": len(valid) - passes}
-            score = 1.0 if passes > len(valid) - passes else 0.0
+            ballots = [("pass", 1.0) if s >= self.threshold else ("fail", 0.0) for s in valid]
+            _, score, counts, _tied = majority_vote(ballots, value=float, tie_break="lowest")  # a tie fails
+            votes = {"pass": counts.get("pass", 0), "fail": counts.get("fail", 0)}
         score = min(1.0, max(0.0, score))
         shown = ", ".join(f"{k}={'-' if v is None else f'{v:.3g}'}" for k, v in scores.items())
         notes = f"{self.aggregate} of {len(valid)}/{len(scores)} judges: {score:.3g} ({shown})"
@@ -553,7 +553,7 @@ class CascadeJudge(_DetailedBatch):
     band: tuple[float, float] = (0.3, 0.7)
     grader_id: str = "cascade"
 
-    extra_columns = ("escalated", "cheap_score", "dear_score")
+    extra_columns = ("escalated", "cheap_score", "dear_score", "details")
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)
@@ -576,7 +576,7 @@ class CascadeJudge(_DetailedBatch):
         lo, hi = self.band
         cheap_result: GradingResult | None = None
         try:
-            cheap_result = await _ajudge_one(self.cheap, baseline, candidate, prompt, rc)
+            cheap_result = await acall_judge(self.cheap, baseline, candidate, prompt=prompt, run_config=rc)
         except JudgeReplyError as exc:
             cheap_spent = _spent(exc)
             reason = f"cheap judge unscored: {exc}"
@@ -601,7 +601,7 @@ class CascadeJudge(_DetailedBatch):
                 details=details, **_sum_usage([cheap_result]),
             )
         try:
-            dear_result = await _ajudge_one(self.dear, baseline, candidate, prompt, rc)
+            dear_result = await acall_judge(self.dear, baseline, candidate, prompt=prompt, run_config=rc)
         except JudgeReplyError as exc:
             exc.response = _usage_response([cheap_spent, _spent(exc)], self.grader_id)
             raise

@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._runtime import acall_complete, acall_embed, to_thread
+from .._runtime import acall_complete, acall_embed
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import EmbeddingShapeError, JudgeReplyError, ValidationError
-from ._base import GradingResult, validate_grader_id
-from ._parse import UntrustedText, defang, expected_label_value, fence_for, parse_score_reply
+from ._base import GradingResult, JudgeBase, validate_grader_id
+from ._parse import UntrustedText, expected_label_value, parse_score_reply
 
 __all__ = [
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -26,7 +26,6 @@ __all__ = [
     "ExactMatchJudge",
     "FunctionJudge",
     "LLMJudge",
-    "PairedGrader",
     "normalize_squad",
     "split_references",
 ]
@@ -81,7 +80,7 @@ def _usage_of(responses: Sequence[LLMResponse]) -> dict[str, Any]:
 
 
 @dataclass
-class ExactMatchJudge:
+class ExactMatchJudge(JudgeBase):
     """1.0 when the candidate's content matches the baseline's, else 0.0.
 
     ``normalizer``: ``None`` (compare as is), a name from :data:`NORMALIZERS`
@@ -93,6 +92,8 @@ class ExactMatchJudge:
     grader_id: str = "exact-match"
     normalizer: str | Callable[[str], str] | None = None
     reference_sep: str | None = None
+
+    splits_references = True
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)
@@ -148,7 +149,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 @dataclass
-class EmbeddingSimilarityJudge:
+class EmbeddingSimilarityJudge(JudgeBase):
     """Cosine similarity of baseline and candidate embeddings, clamped into 0..1.
 
     Makes one ``embed([baseline, candidate])`` call. With ``reference_sep`` the
@@ -159,6 +160,8 @@ class EmbeddingSimilarityJudge:
     embedder: Any
     grader_id: str = "embedding-similarity"
     reference_sep: str | None = None
+
+    splits_references = True
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)
@@ -264,13 +267,10 @@ LLM_JUDGE_LOGPROB_RUBRIC_HASH = _hash(LLM_JUDGE_LOGPROB_RUBRIC)
 _LIKERT_5 = {"1": 0.0, "2": 0.25, "3": 0.5, "4": 0.75, "5": 1.0}
 
 
-# The fence and its defanging are shared with the pipelines' units (see ``_parse``).
-_fence = fence_for
-_defang = defang
 
 
 @dataclass
-class LLMJudge:
+class LLMJudge(JudgeBase):
     """Asks an LLM to grade the candidate against the baseline with a fixed rubric.
 
     One ``judge()`` makes exactly one adapter call, with the caller's run config
@@ -393,7 +393,7 @@ class LLMJudge:
 
 
 @dataclass
-class FunctionJudge:
+class FunctionJudge(JudgeBase):
     """A judge whose score is ``score_fn(baseline_text, candidate_text)`` (a number in 0..1).
 
     For heuristics of your own, and for judges with a known behaviour in tests
@@ -421,74 +421,3 @@ class FunctionJudge:
             baseline_response=baseline,
             candidate_response=candidate,
         )
-
-
-# -- paired grader -------------------------------------------------------------
-
-
-@dataclass
-class PairedGrader:
-    """Runs a baseline and a candidate adapter on one prompt, then lets ``judge`` compare them.
-
-    Both adapters receive the caller's ``prompt`` and ``run_config`` unchanged.
-    With a ``ledger`` (and ``task_type``), each scored grade is appended to it as
-    a :class:`~llm_connect.quality.QualityObservation` of the candidate, with the
-    grader id, rubric hash and item id in ``tags``.
-    """
-
-    judge: Any
-    ledger: Any = None
-    task_type: str | None = None
-
-    def __post_init__(self) -> None:
-        if not callable(getattr(self.judge, "judge", None)):
-            raise ValidationError("PairedGrader needs a judge with a judge(baseline, candidate, ...) method")
-        if self.ledger is not None and not self.task_type:
-            raise ValidationError("PairedGrader(ledger=...) also needs task_type='...' to record observations")
-
-    @property
-    def grader_id(self) -> str:
-        return str(self.judge.grader_id)
-
-    def grade(
-        self,
-        baseline_adapter: LLMAdapter,
-        candidate_adapter: LLMAdapter,
-        prompt: str,
-        run_config: RunConfig,
-    ) -> GradingResult:
-        baseline = baseline_adapter.complete(prompt, run_config)
-        candidate = candidate_adapter.complete(prompt, run_config)
-        result: GradingResult = self.judge.judge(baseline, candidate, prompt=prompt, run_config=run_config)
-        if self.ledger is not None:
-            from ._batch import observation_for
-
-            self.ledger.append(observation_for(result, task_type=str(self.task_type), judge=self.judge))
-        return result
-
-    async def agrade(
-        self,
-        baseline_adapter: LLMAdapter,
-        candidate_adapter: LLMAdapter,
-        prompt: str,
-        run_config: RunConfig,
-    ) -> tuple[LLMResponse, LLMResponse, GradingResult]:
-        """Async twin of :meth:`grade` that also returns the two responses (for the batch runtime)."""
-        import asyncio
-
-        baseline, candidate = await asyncio.gather(
-            acall_complete(baseline_adapter, prompt, run_config),
-            acall_complete(candidate_adapter, prompt, run_config),
-        )
-        ajudge = getattr(self.judge, "ajudge", None)
-        if ajudge is not None:
-            result = await ajudge(baseline, candidate, prompt=prompt, run_config=run_config)
-        else:
-            result = await to_thread(self.judge.judge, baseline, candidate, prompt=prompt, run_config=run_config)
-        return baseline, candidate, result
-
-    def grade_many(self, *args: Any, **kwargs: Any) -> Any:
-        """Generate and grade many prompts; see :func:`llm_connect.grading.grade_many`."""
-        from ._batch import grade_many
-
-        return grade_many(self, *args, **kwargs)

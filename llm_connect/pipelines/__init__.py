@@ -8,7 +8,7 @@ Build a pipeline from units joined with ``>>``::
                       CategoricalScale(["yes", "no"]), explanation=True)
     verify = VerifyUnit("Check the explanation. Explanation: {previous.explanation} Response: {candidate}")
     pipeline = (Layer(judge >> verify, repeat=3) >> MajorityPool()).with_options(adapter=adapter, threshold=0.7)
-    pipeline.run({"candidate": "..."})           # PipelineResult: score, verdict, passed, trace
+    pipeline.run({"candidate": "..."})           # PipelineResult: quality_score, verdict, passed, trace
     pipeline.run_many(items)                     # DataFrame, one row per item
     pipeline.as_judge("factual")                 # a Judge for PairedGrader / judge_many / the ledger
 

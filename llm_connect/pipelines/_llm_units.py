@@ -25,6 +25,7 @@ from .._runtime import acall_complete
 from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import ConfigError, JudgeReplyError, LogprobsUnavailableError
 from ..grading._parse import Found, UntrustedText, brief_repr, expected_label_value, quote
+from ..grading._verdicts import PAIRWISE_ORDERS, pairwise_labels, verdict_for
 from ._scales import BooleanScale, CategoricalScale, Scale, clean_verdict, finite_number
 from ._template import field_paths, render
 from ._trace import PreviousView, TraceRecord, UnitOutput
@@ -387,7 +388,7 @@ class PairwiseUnit(JudgeUnit):
     """
 
     kind = "pairwise"
-    ORDERS = ("baseline-first", "candidate-first")
+    ORDERS = PAIRWISE_ORDERS
 
     def __init__(
         self,
@@ -403,7 +404,7 @@ class PairwiseUnit(JudgeUnit):
         self.order = order
         self.allow_tie = bool(allow_tie)
         labels = ["baseline", "tie", "candidate"] if allow_tie else ["baseline", "candidate"]
-        self._reply_scale = CategoricalScale(["A", "B", "tie"] if allow_tie else ["A", "B"])
+        self._reply_scale = CategoricalScale(list(pairwise_labels(self.allow_tie)))
         super().__init__(prompt, CategoricalScale(labels), name=name, **options)
 
     def describe(self) -> str:
@@ -413,10 +414,7 @@ class PairwiseUnit(JudgeUnit):
         return self._reply_scale
 
     def to_value(self, reply_value: Any) -> Any:
-        if reply_value == "tie":
-            return "tie"
-        first, second = ("baseline", "candidate") if self.order == "baseline-first" else ("candidate", "baseline")
-        return first if reply_value == "A" else second
+        return verdict_for(reply_value, self.order)  # as PairwiseJudge reads its winner
 
     def logprob_labels(self) -> dict[str, float]:
         return {lab: self.scale.normalize(self.to_value(lab)) for lab in self._reply_scale.labels}

@@ -38,20 +38,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._runtime import on_background, run_sync
+from ..batch import (
+    PIPELINE_COLUMNS,
+    PIPELINE_EXTRA_COLUMNS,
+    BatchPlan,
+    arun_batch,
+    attach_rows,
+    batch_budget,
+    item_text,
+    items_frame,
+    reference_text,
+    run_batch,
+)
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
 from ..grading._base import GradingResult, validate_grader_id, validate_score
-from ..grading._batch import (
-    _attach,
-    _items_frame,
-    _progress_bar,
-    _reference_text,
-    _text,
-    arun_rows,
-    batch_budget,
-    note_budget,
-    run_rows,
-)
+from ..grading._compound import WrapperJudge
 from ..grading._html import html_format, html_table
 from ..grading._parse import brief_repr
 from ._llm_units import LLMUnit, VerifyUnit
@@ -69,20 +71,6 @@ CONNECTIONS = ("dense", "broadcast", "cumulative", "last")
 # item fields holding the reference answer: blank is an error, as a missing field is
 _REFERENCE_FIELDS = frozenset({"baseline", "reference"})
 INNER = ("independent", "chain")
-PIPELINE_COLUMNS = (
-    "quality_score",
-    "verdict",
-    "passed",
-    "notes",
-    "status",
-    "error",
-    "calls",
-    "tokens_in",
-    "tokens_out",
-    "cost_usd",
-    "latency_ms",
-    "trace",
-)
 
 
 class Layer:
@@ -471,8 +459,8 @@ class Pipeline:
             raise JudgeReplyError(f"{self.name}: no verdict: {final.node}: {final.error}")
         passed = None if self.threshold is None else final.score >= self.threshold
         return PipelineResult(
-            score=final.score, verdict=final.verdict, value=final.value, passed=passed, threshold=self.threshold,
-            notes=_notes(final, passed, self.threshold), outputs=outputs, trace=trace,
+            quality_score=final.score, verdict=final.verdict, value=final.value, passed=passed,
+            threshold=self.threshold, notes=_notes(final, passed, self.threshold), outputs=outputs, trace=trace,
         )
 
     async def _run_traced(self, item: Mapping[str, Any], run_config: RunConfig | None, trace: Trace) -> PipelineResult:
@@ -497,9 +485,10 @@ class Pipeline:
         self._compiled()
         return run_sync(self._run_traced(item, run_config, Trace()))
 
-    def _batch(self, items: Any, run_config: RunConfig | None) -> tuple[Any, list[Trace], Any]:
+    def _plan(self, items: Any, run_config: RunConfig | None, budget: BudgetTracker | float | None) -> BatchPlan:
+        """The batch plan of :meth:`run_many` (and of :meth:`arun_many`: the same rows and columns)."""
         g = self._compiled()
-        frame = _items_frame(items, ())
+        frame = items_frame(items, ())
         missing = sorted(f for f in g.item_fields if f not in frame.columns)
         if missing:
             raise ConfigError(
@@ -513,23 +502,24 @@ class Pipeline:
         async def work(i: int) -> dict[str, Any]:
             for name in read:  # a missing field the templates read is an error row, never the text "nan"
                 if name in _REFERENCE_FIELDS:
-                    _reference_text(records[i][name], column=name)
+                    reference_text(records[i][name], column=name)
                 else:
-                    _text(records[i][name], name)
+                    item_text(records[i][name], name)
             result = await self._run_traced(records[i], rc, traces[i])
-            return {"quality_score": result.score, "verdict": result.verdict, "passed": result.passed,
-                    "notes": result.notes}
+            return {"quality_score": result.quality_score, "grader_id": self.name, "verdict": result.verdict,
+                    "passed": result.passed, "notes": result.notes}
 
-        return frame, traces, work
+        return BatchPlan(len(records), work, lambda rows, interrupted: self._finish(frame, rows, traces, interrupted),
+                         desc=self.name, budget=batch_budget(budget, run_config))
 
     def _finish(self, frame: Any, rows: list[dict[str, Any]], traces: list[Trace], interrupted: bool) -> Any:
         for row, trace in zip(rows, traces, strict=True):
             totals = trace.totals()
-            del totals["latency_ms"]  # the row's latency_ms stays the item's wall time
-            row.update(totals)
+            row.update(calls=totals["calls"], tokens_in=totals["tokens_in"], tokens_out=totals["tokens_out"],
+                       judge_cost_usd=totals["cost_usd"])  # the row's latency_ms stays the item's wall time
+            row["grader_id"] = self.name
             row["trace"] = trace
-        out = _attach(frame, rows, PIPELINE_COLUMNS, interrupted)
-        out["calls"] = out["calls"].fillna(0).astype(int)
+        out = attach_rows(frame, rows, PIPELINE_COLUMNS, interrupted)
         if self.threshold is not None:
             out["passed"] = out["passed"].astype("boolean")
         out.attrs["totals"] = {
@@ -537,7 +527,7 @@ class Pipeline:
             "calls": int(sum(t.calls for t in traces)),
             "tokens_in": int(sum(t.tokens_in for t in traces)),
             "tokens_out": int(sum(t.tokens_out for t in traces)),
-            "cost_usd": math.fsum(t.cost_usd for t in traces),
+            "judge_cost_usd": math.fsum(t.cost_usd for t in traces),
         }
         return out
 
@@ -552,12 +542,15 @@ class Pipeline:
     ) -> Any:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
-        Columns: the items' own, then ``quality_score``, ``verdict``, ``passed``,
-        ``notes``, ``status`` (scored / unscored / error), ``error``, ``calls``,
-        ``tokens_in``, ``tokens_out``, ``cost_usd`` (summed over the item's
-        calls), ``latency_ms`` (the item's wall time) and ``trace``.
+        Columns (:data:`~llm_connect.batch.PIPELINE_COLUMNS`): the items' own, then a
+        judge's result columns, as :func:`~llm_connect.grading.judge_many` of
+        :meth:`as_judge` gives them: ``quality_score``, ``notes``, ``grader_id`` (the
+        pipeline's name), ``status`` (scored / unscored / error), ``error``,
+        ``latency_ms`` (the item's wall time), ``tokens_in``, ``tokens_out``,
+        ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
+        ``verdict``, ``passed``, ``calls`` and ``trace``.
         ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
-        the batch engine of :func:`llm_connect.grading.judge_many`. An item
+        the one batch engine (:mod:`llm_connect.batch`), as :func:`llm_connect.grading.judge_many` does. An item
         whose field read by the templates is missing (None/NaN), or whose
         ``baseline``/``reference`` is blank, is an ``error`` row naming it.
 
@@ -572,12 +565,7 @@ class Pipeline:
         refused is an ``error`` row too, its paid calls still in its cost).
         ``df.attrs["budget"]`` holds the limit, the spend and the calls.
         """
-        frame, traces, work = self._batch(items, run_config)
-        tracker = batch_budget(budget, run_config)
-        rows, interrupted = run_rows(
-            len(traces), work, concurrency=concurrency, progress=progress, desc=self.name, budget=tracker
-        )
-        return note_budget(self._finish(frame, rows, traces, interrupted), tracker)
+        return run_batch(self._plan(items, run_config, budget), concurrency=concurrency, progress=progress)
 
     async def arun_many(
         self,
@@ -589,17 +577,7 @@ class Pipeline:
         budget: BudgetTracker | float | None = None,
     ) -> Any:
         """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, as there)."""
-        frame, traces, work = self._batch(items, run_config)
-        tracker = batch_budget(budget, run_config)
-        bar = _progress_bar(len(traces), progress, self.name)
-        try:
-            rows = await on_background(
-                arun_rows(len(traces), work, concurrency=concurrency, progress=bar, budget=tracker)
-            )
-        finally:
-            if bar is not None:
-                bar.close()
-        return note_budget(self._finish(frame, rows, traces, False), tracker)
+        return await arun_batch(self._plan(items, run_config, budget), concurrency=concurrency, progress=progress)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
         """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""
@@ -632,8 +610,8 @@ def _attach_trace(exc: BaseException, trace: Trace) -> None:
         pass
 
 
-class PipelineJudge:
-    """A pipeline as a :class:`~llm_connect.grading.Judge`.
+class PipelineJudge(WrapperJudge):
+    """A pipeline as a :class:`~llm_connect.grading.Judge` (on the compound judges' wrapper base).
 
     The item is ``{"prompt": prompt, "baseline": baseline.content,
     "candidate": candidate.content}``. As with :class:`LLMJudge`, the caller's
@@ -643,6 +621,8 @@ class PipelineJudge:
     ``trace``, ``verdict``, ``passed``, ``threshold``, ``calls``, ``rubric_hash``.
     No final verdict raises :class:`JudgeReplyError` (an *unscored* row in a batch).
     """
+
+    extra_columns = PIPELINE_EXTRA_COLUMNS
 
     def __init__(self, pipeline: Pipeline, grader_id: str) -> None:
         if not isinstance(pipeline, Pipeline):
@@ -664,7 +644,7 @@ class PipelineJudge:
         return {"prompt": prompt, "baseline": baseline.content, "candidate": candidate.content}
 
     async def _ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, run_config: RunConfig
+        self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, run_config: RunConfig | None
     ) -> GradingResult:
         trace = Trace()
         rc = (run_config or RunConfig()).replace(budget_tracker=None)
@@ -674,7 +654,7 @@ class PipelineJudge:
             exc.response = _usage_response(trace, self.grader_id)
             raise
         return GradingResult(
-            quality_score=result.score,
+            quality_score=result.quality_score,
             notes=result.notes,
             grader_id=self.grader_id,
             baseline_response=baseline,
@@ -694,15 +674,10 @@ class PipelineJudge:
             },
         )
 
-    def judge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
-    ) -> GradingResult:
-        return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
-
-    async def ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
-    ) -> GradingResult:
-        return await on_background(self._ajudge(baseline, candidate, prompt, run_config))
+    def result_columns(self, result: GradingResult) -> dict[str, Any]:
+        """The pipeline's own columns of a batch row (as :meth:`Pipeline.run_many` has them)."""
+        d = result.details
+        return {"verdict": d["verdict"], "passed": d["passed"], "calls": d["calls"], "trace": d["trace"]}
 
     def __repr__(self) -> str:
         return f"PipelineJudge({self.pipeline!r}, grader_id={self.grader_id!r})"

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError, JudgeReplyError
 from ..grading._parse import brief_repr
+from ..grading._verdicts import TIE_BREAKS, majority_vote
 from ._scales import ContinuousScale, Scale, finite_number
 from ._trace import TraceRecord, UnitOutput
 from ._unit_base import NodeContext, Unit, _check_int
@@ -87,7 +88,7 @@ class MajorityPool(PoolUnit):
     """
 
     kind = "majority-pool"
-    TIE_BREAKS = ("lowest", "highest", "first")
+    TIE_BREAKS = TIE_BREAKS
 
     def __init__(self, *, name: str = "majority", tie_break: str = "lowest", min_valid: int = 1,
                  origin: str | None = None) -> None:
@@ -122,22 +123,10 @@ class MajorityPool(PoolUnit):
     def aggregate(self, valid: list[UnitOutput], ctx: NodeContext) -> tuple[Any, str, float, Scale | None, dict]:
         scale = valid[0].scale
         assert scale is not None
-        votes: dict[str, int] = {}
-        value_of: dict[str, Any] = {}
-        for out in valid:
-            lab = scale.label(out.value)
-            votes[lab] = votes.get(lab, 0) + 1
-            value_of.setdefault(lab, out.value)
-        top = max(votes.values())
-        tied = [lab for lab in votes if votes[lab] == top]  # in first-voted order
-        if self.tie_break == "first" or len(tied) == 1:
-            winner = tied[0]
-        elif self.tie_break == "lowest":
-            winner = min(tied, key=lambda lab: scale.normalize(value_of[lab]))
-        else:
-            winner = max(tied, key=lambda lab: scale.normalize(value_of[lab]))
-        value = value_of[winner]
-        return value, winner, scale.normalize(value), scale, {"votes": votes, "tie": len(tied) > 1}
+        winner, value, votes, tied = majority_vote(  # the vote of PanelJudge(aggregate="majority") too
+            ((scale.label(out.value), out.value) for out in valid), value=scale.normalize, tie_break=self.tie_break
+        )
+        return value, str(winner), scale.normalize(value), scale, {"votes": votes, "tie": tied}
 
 
 #: Alias of :class:`MajorityPool`, Verdict's name for majority vote (the same class, not a subclass).

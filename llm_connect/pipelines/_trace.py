@@ -243,9 +243,10 @@ def _short(text: str, limit: int = 120) -> str:
 
 @dataclass(frozen=True)
 class PipelineResult:
-    """The outcome of one item: the final verdict, its 0..1 score, pass/fail, every unit's output and the trace."""
+    """The outcome of one item: the final verdict, its 0..1 ``quality_score`` (as a judge's
+    :class:`~llm_connect.grading.GradingResult`), pass/fail, every unit's output and the trace."""
 
-    score: float
+    quality_score: float
     verdict: str
     value: Any
     passed: bool | None
@@ -276,6 +277,6 @@ class PipelineResult:
 
     def _repr_html_(self) -> str:
         passed = "" if self.passed is None else (" — pass" if self.passed else " — fail")
-        head = html_format("<p><b>verdict</b> {} · <b>score</b> {:.3g}{} · {}</p>", self.verdict, self.score,
+        head = html_format("<p><b>verdict</b> {} · <b>score</b> {:.3g}{} · {}</p>", self.verdict, self.quality_score,
                            passed, self.notes)
         return head + self.trace._repr_html_()

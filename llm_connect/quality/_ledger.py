@@ -14,11 +14,11 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from numbers import Integral
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ValidationError
 from ._ledger_io import MAX_LINE_BYTES, encode_line, scan_lines
@@ -29,6 +29,7 @@ __all__ = ["QualityLedger"]
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 _APPEND_FLAGS = _OPEN_FLAGS | os.O_CREAT
 _POLL_S = 0.001  # how often a waiting append re-tries the file lock
+_T = TypeVar("_T")
 
 
 def _explained(exc: BaseException) -> bool:
@@ -237,23 +238,33 @@ class QualityLedger:
 
     def _write(self, payload: bytes) -> None:
         """Write ``payload`` (whole lines) at the end of the ledger, under both locks."""
+        self._under_locks("append to", self._check_link, lambda: self._write_locked(payload))
+
+    def _check_link(self) -> bool:
+        if self._is_link and not os.path.isdir(self._real.parent):
+            # Creating the directory of a dangling link's target (an unmounted disk?) would hide the fault.
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self._fspath)
+        return True
+
+    def _under_locks(self, action: str, ready: Callable[[], bool], work: Callable[[], _T]) -> _T | None:
+        """``work()`` under the thread lock and the file lock (invariant 6), once ``ready()`` says there is
+        something to do (else ``None``, taking no file lock); OS errors name the ledger and what to do."""
         if self._pid != os.getpid():
             self._after_fork()
-        file_lock = self._file_lock or self._lock()
         with self._thread_lock:
             try:
-                if self._is_link and not os.path.isdir(self._real.parent):
-                    # Creating the directory of a dangling link's target (an unmounted disk?) would hide the fault.
-                    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self._fspath)
+                if not ready():
+                    return None
+                file_lock = self._file_lock or self._lock()
                 file_lock.acquire()
                 try:
-                    self._write_locked(payload)
+                    return work()
                 finally:
                     file_lock.release()
             except OSError as exc:
                 if _explained(exc):
                     raise
-                raise self._explain(exc, "append to") from exc
+                raise self._explain(exc, action) from exc
 
     def _write_locked(self, payload: bytes) -> None:
         created = False
@@ -381,24 +392,15 @@ class QualityLedger:
         removes nothing.
         """
         cutoff = as_utc(timestamp, "timestamp")
-        if self._pid != os.getpid():
-            self._after_fork()
-        with self._thread_lock:
-            try:
-                try:
-                    os.stat(self._fspath)
-                except FileNotFoundError:
-                    return 0  # no ledger (yet): nothing to prune, and no lock file or directory to create
-                file_lock = self._lock()
-                file_lock.acquire()
-                try:
-                    return self._prune_locked(cutoff)
-                finally:
-                    file_lock.release()
-            except OSError as exc:
-                if _explained(exc):
-                    raise
-                raise self._explain(exc, "prune") from exc
+        return self._under_locks("prune", self._file_exists, lambda: self._prune_locked(cutoff)) or 0
+
+    def _file_exists(self) -> bool:
+        """False when there is no ledger (yet): nothing to prune, and no lock file or directory to create."""
+        try:
+            os.stat(self._fspath)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _prune_locked(self, cutoff: datetime) -> int:
         try:

@@ -359,6 +359,7 @@ def _arrow_schema() -> Any:
 
 
 def arrow_kind(t: Any) -> str:
+    """An arrow type as the kind a column of tags may have: bool, int64, double, string, null or complex."""
     import pyarrow as pa
 
     if pa.types.is_boolean(t):

@@ -87,13 +87,18 @@ def _non_empty_str(name: str, value: Any) -> str:
     return value
 
 
-def _non_negative_float(name: str, value: Any) -> float:
+def _as_float(name: str, value: Any, expected: str) -> float:
+    """``value`` (an int or a float, never a bool) as a float; an int beyond float range is infinite."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+        raise ValidationError(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
     try:
-        out = float(value)
-    except OverflowError:  # an int beyond float range
-        out = math.inf
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def _non_negative_float(name: str, value: Any) -> float:
+    out = _as_float(name, value, "a number")
     if not math.isfinite(out) or out < 0:
         raise ValidationError(f"{name} must be a finite number >= 0, got {_short(value)}")
     return out
@@ -142,13 +147,7 @@ class QualityObservation:
         s(self, "latency_ms", _non_negative_float("latency_ms", self.latency_ms))
         s(self, "tokens_in", _non_negative_int("tokens_in", self.tokens_in))
         s(self, "tokens_out", _non_negative_int("tokens_out", self.tokens_out))
-        q = self.quality_score
-        if isinstance(q, bool) or not isinstance(q, (int, float)):
-            raise ValidationError(f"quality_score must be a number in 0.0..1.0, got {type(q).__name__} {q!r}")
-        try:
-            q = float(q)
-        except OverflowError:  # an int beyond float range
-            q = math.inf
+        q = _as_float("quality_score", self.quality_score, "a number in 0.0..1.0")
         if not 0.0 <= q <= 1.0:  # also rejects NaN
             raise ValidationError(f"quality_score must be in 0.0..1.0, got {_short(self.quality_score)}")
         s(self, "quality_score", q)

@@ -1,0 +1,498 @@
+"""The one batch engine: items in, one row per item out, in order, never fewer.
+
+``grading`` (``judge_many``, ``grade_many``), ``pipelines`` (``Pipeline.run_many``)
+and ``calibration`` (through ``judge_many``) all run here; this module imports
+none of them. A batch is an items frame (:func:`items_frame`), a per-row
+coroutine ``work(i) -> row`` and a ``finish(rows, interrupted) -> frame`` step
+(usually :func:`attach_rows`), gathered in a :class:`BatchPlan` and run by
+:func:`run_batch` (sync) or :func:`arun_batch` (awaitable): both take the same
+path, so the sync and async twins of a batch return the same columns.
+
+Every item becomes exactly one row, in input order: ``scored``, ``unscored``
+(the judge's reply held no usable verdict: the reason is kept, the score is
+NaN, never 0) or ``error`` (the call failed: the error is kept). Work runs on
+the package's background event loop (so the sync API works inside Jupyter),
+``concurrency`` workers pulling items. Ctrl-C stops a sync run: rows that
+finished are kept, the others are ``error`` rows saying they were interrupted,
+and ``df.attrs["interrupted"]`` is True.
+
+Money: a run has one *batch budget* (``budget=``, a :class:`BudgetTracker`
+or a limit in USD; by default ``run_config.budget_tracker``). Each row runs
+inside its scope (:func:`llm_connect.core.budget_scope`), so every paid call
+made anywhere in the row (the judge's own, although its call config drops
+the caller's tracker; each member of a compound judge; each unit of a
+pipeline) is reserved on it before the call and charged after it. A reply
+that came back is kept and its cost counted; once the money is spent no call
+starts, and the rows not attempted are ``error`` rows saying "budget
+exhausted". ``df.attrs["budget"]`` holds the budget's state at the end.
+
+Recording to a ledger is the caller's: the engine only offers
+:func:`record_row`, which appends what a ``make()`` callable builds and reports a
+failure in the row's ``ledger_error`` column (the judgment stands).
+
+Every column tuple of a result frame lives here: :data:`RESULT_COLUMNS` (a
+judge's result), :data:`GRADE_COLUMNS` (``grade_many``) and
+:data:`PIPELINE_EXTRA_COLUMNS` (what a pipeline adds to a judge's result; :data:`PIPELINE_COLUMNS`
+is ``Pipeline.run_many``'s). A judge's own cost is ``judge_cost_usd`` in every result
+frame (``cost_usd`` in a ledger frame is the candidate's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._runtime import on_background, run_sync, to_thread
+from .core import BudgetTracker, LLMResponse, RunConfig, as_budget, budget_scope
+from .errors import BudgetExceededError, JudgeReplyError, ValidationError
+
+__all__ = [
+    "BUDGET_EXHAUSTED",
+    "GRADE_COLUMNS",
+    "INTERRUPTED",
+    "ITEM_COLUMNS",
+    "LEDGER_ERROR",
+    "PIPELINE_COLUMNS",
+    "PIPELINE_EXTRA_COLUMNS",
+    "RESULT_COLUMNS",
+    "BatchPlan",
+    "arun_batch",
+    "arun_rows",
+    "attach_rows",
+    "batch_budget",
+    "check_ledger",
+    "column_values",
+    "describe_error",
+    "is_missing",
+    "item_text",
+    "items_frame",
+    "ledger_columns",
+    "note_budget",
+    "plain_item_id",
+    "progress_bar",
+    "record_row",
+    "reference_text",
+    "row_for_exception",
+    "row_item_id",
+    "run_batch",
+    "run_rows",
+]
+
+log = logging.getLogger("llm_connect")
+
+#: The columns of one judgment, in every result frame (``judge_many``, ``grade_many``,
+#: ``Pipeline.run_many``). ``judge_cost_usd`` is what the judging itself cost (every call
+#: the judge made); a candidate's own cost is ``candidate_cost_usd`` (``grade_many``).
+RESULT_COLUMNS = (
+    "quality_score",
+    "notes",
+    "grader_id",
+    "status",
+    "error",
+    "latency_ms",
+    "tokens_in",
+    "tokens_out",
+    "judge_cost_usd",
+)
+#: ``grade_many``: the generated texts, the judge's result, then the candidate's own usage.
+GRADE_COLUMNS = (
+    "baseline",
+    "candidate",
+    *RESULT_COLUMNS,
+    "candidate_adapter_id",
+    "candidate_model_id",
+    "candidate_cost_usd",
+    "candidate_latency_ms",
+    "candidate_tokens_in",
+    "candidate_tokens_out",
+    "baseline_cost_usd",
+)
+#: What a pipeline adds to a judge's result columns (``Pipeline.run_many`` and
+#: ``judge_many(pipeline.as_judge())`` alike).
+PIPELINE_EXTRA_COLUMNS = ("verdict", "passed", "calls", "trace")
+#: ``Pipeline.run_many``: a judge's result columns, then the pipeline's own.
+PIPELINE_COLUMNS = (*RESULT_COLUMNS, *PIPELINE_EXTRA_COLUMNS)
+#: The texts a judgment reads from each item.
+ITEM_COLUMNS = ("prompt", "baseline", "candidate")
+LEDGER_ERROR = "ledger_error"
+BUDGET_EXHAUSTED = "budget exhausted"
+INTERRUPTED = "interrupted: the run was stopped before this row finished"
+
+Row = dict[str, Any]
+Work = Callable[[int], Awaitable[Row]]
+
+_FLOAT_COLUMNS = ("quality_score", "latency_ms", "judge_cost_usd")
+_INT_COLUMNS = ("tokens_in", "tokens_out", "calls")
+
+
+# -- rows of failures ----------------------------------------------------------------
+
+
+def _usage_from_exception(exc: BaseException) -> Row:
+    response = getattr(exc, "response", None)  # JudgeReplyError / BudgetExceededError carry what was paid
+    if isinstance(response, LLMResponse):
+        return {"tokens_in": response.tokens_in, "tokens_out": response.tokens_out,
+                "judge_cost_usd": response.cost_usd}
+    return {}
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"TypeName: message"`` (the type alone when the message is empty)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _not_attempted(budget: BudgetTracker) -> Row:
+    return {
+        "status": "error",
+        "error": f"{BUDGET_EXHAUSTED}: this row was not attempted (spent ${budget.spent_usd:.6f} "
+        f"of the ${budget.limit_usd:.6f} limit)",
+    }
+
+
+def row_for_exception(exc: Exception) -> Row:
+    """The ``unscored`` or ``error`` row an exception of a row's work makes (with the usage it reports)."""
+    if isinstance(exc, JudgeReplyError):
+        reason = str(exc)
+        return {"status": "unscored", "error": reason, "notes": reason, **_usage_from_exception(exc)}
+    if isinstance(exc, BudgetExceededError):
+        return {
+            "status": "error",
+            "error": f"{BUDGET_EXHAUSTED} before this row finished: a call was refused (spent "
+            f"${exc.spent_usd:.6f} of the ${exc.limit_usd:.6f} limit)",
+            **_usage_from_exception(exc),
+        }
+    return {"status": "error", "error": describe_error(exc), **_usage_from_exception(exc)}
+
+
+# -- the row runner ------------------------------------------------------------------
+
+
+class _Run:
+    """Shared state of one batch run: the rows, and an event set when the workers are gone."""
+
+    def __init__(self, n: int) -> None:
+        self.rows: list[Row | None] = [None] * n
+        self.finished = threading.Event()
+
+
+def _filled(rows: list[Row | None]) -> list[Row]:
+    return [r if r is not None else {"status": "error", "error": INTERRUPTED} for r in rows]
+
+
+async def arun_rows(
+    n: int,
+    work: Work,
+    *,
+    concurrency: int = 16,
+    progress: Any = None,
+    state: _Run | None = None,
+    budget: BudgetTracker | None = None,
+) -> list[Row]:
+    """Run ``work(i)`` for ``i`` in ``range(n)`` with at most ``concurrency`` at once.
+
+    ``work`` returns the row's result columns. A :class:`JudgeReplyError` makes
+    the row ``unscored``, any other exception an ``error`` row; neither stops
+    the run. Every row gets ``status``, ``error`` and ``latency_ms``.
+    ``progress``: a tqdm-like bar (``update(1)`` per row) or ``None``.
+
+    ``budget``: the run's batch budget. Each row runs in its scope, so every
+    adapter call of the row is charged to it; once it is spent, the rows not
+    yet started are ``error`` rows saying "budget exhausted" (not attempted).
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValidationError(f"concurrency must be a positive integer, got {concurrency!r}")
+    state = state or _Run(n)
+    rows = state.rows
+    indices = iter(range(n))
+
+    async def one(i: int) -> None:
+        start = time.perf_counter()
+        if budget is not None and budget.exhausted:
+            row = _not_attempted(budget)
+        else:
+            try:
+                with budget_scope(budget):
+                    row = dict(await work(i))
+                row.setdefault("status", "scored")
+                row.setdefault("error", None)
+            except Exception as exc:
+                row = row_for_exception(exc)
+        row.setdefault("latency_ms", (time.perf_counter() - start) * 1000.0)
+        rows[i] = row
+        if progress is not None:
+            progress.update(1)
+
+    async def worker() -> None:
+        for i in indices:  # one shared iterator: each index is taken by exactly one worker
+            await one(i)
+
+    tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, n))]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        state.finished.set()
+    return _filled(rows)
+
+
+def progress_bar(total: int, progress: bool, desc: str) -> Any:
+    """A tqdm bar of ``total`` items, or ``None`` when ``progress`` is off."""
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="item", dynamic_ncols=True)
+
+
+def run_rows(
+    n: int,
+    work: Work,
+    *,
+    concurrency: int = 16,
+    progress: bool = True,
+    desc: str = "judging",
+    budget: BudgetTracker | None = None,
+) -> tuple[list[Row], bool]:
+    """Sync driver of :func:`arun_rows` on the background loop; returns ``(rows, interrupted)``.
+
+    A ``KeyboardInterrupt`` stops the run: finished rows are kept, the rest are
+    ``error`` rows saying so, and ``interrupted`` is True. ``budget``: the
+    run's batch budget (see :func:`arun_rows`).
+    """
+    state = _Run(n)
+    bar = progress_bar(n, progress, desc)
+    interrupted = False
+    try:
+        rows = run_sync(arun_rows(n, work, concurrency=concurrency, progress=bar, state=state, budget=budget))
+    except KeyboardInterrupt:
+        interrupted = True
+        state.finished.wait(timeout=10.0)
+        rows = _filled(state.rows)
+        log.warning("llm_connect: interrupted; %d of %d rows had finished", sum(r is not None for r in state.rows), n)
+    finally:
+        if bar is not None:
+            bar.close()
+    return rows, interrupted
+
+
+async def _arun_rows_with_bar(
+    n: int, work: Work, *, concurrency: int, progress: bool, desc: str, budget: BudgetTracker | None
+) -> list[Row]:
+    bar = progress_bar(n, progress, desc)
+    try:
+        return await on_background(arun_rows(n, work, concurrency=concurrency, progress=bar, budget=budget))
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+@dataclass
+class BatchPlan:
+    """One batch, ready to run: ``n`` rows of ``work``, turned into a frame by ``finish(rows, interrupted)``.
+
+    ``desc`` labels the progress bar; ``budget`` is the batch budget (see the module docs).
+    """
+
+    n: int
+    work: Work
+    finish: Callable[[list[Row], bool], Any]
+    desc: str = "judging"
+    budget: BudgetTracker | None = None
+
+
+def run_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
+    """Run ``plan`` to its frame (sync; works inside a running Jupyter loop). Ctrl-C keeps finished rows."""
+    rows, interrupted = run_rows(
+        plan.n, plan.work, concurrency=concurrency, progress=progress, desc=plan.desc, budget=plan.budget
+    )
+    return note_budget(plan.finish(rows, interrupted), plan.budget)
+
+
+async def arun_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
+    """The awaitable twin of :func:`run_batch`: the same rows, the same frame."""
+    rows = await _arun_rows_with_bar(
+        plan.n, plan.work, concurrency=concurrency, progress=progress, desc=plan.desc, budget=plan.budget
+    )
+    return note_budget(plan.finish(rows, False), plan.budget)
+
+
+# -- items ---------------------------------------------------------------------------
+
+
+def items_frame(items: Any, required: Iterable[str], *, aliases: Mapping[str, str] | None = None) -> Any:
+    """``items`` (a DataFrame, copied, or an iterable of mappings) as a DataFrame holding ``required``.
+
+    ``aliases`` maps an accepted alternative name to a required column
+    (``{"reference": "baseline"}``): it is renamed only when the required column is absent.
+    A missing column is a :class:`ValidationError` naming it and what the items have.
+    """
+    import pandas as pd
+
+    required = list(required)
+    if isinstance(items, pd.DataFrame):
+        frame = items.copy()
+    else:
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise ValidationError("items must be a DataFrame or an iterable of mappings with " + ", ".join(required))
+        records = list(items)
+        for k, rec in enumerate(records):
+            if not isinstance(rec, Mapping):
+                raise ValidationError(f"item {k} is a {type(rec).__name__}, not a mapping with " + ", ".join(required))
+        frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=required)
+    renames = {alt: name for alt, name in (aliases or {}).items() if name not in frame.columns and alt in frame.columns}
+    if renames:
+        frame = frame.rename(columns=renames)
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ValidationError(
+            f"items lack the column(s) {missing}; they have {list(frame.columns)}. "
+            "Rename your columns (e.g. df.rename(columns={'question': 'prompt'}))"
+        )
+    return frame
+
+
+def is_missing(value: Any) -> bool:
+    """True for None and for the missing-value markers of Python, numpy and pandas (NaN, NaT, pd.NA)."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return False
+    if isinstance(value, float):
+        return math.isnan(value)
+    try:
+        import pandas as pd
+
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # a container: not a missing scalar
+        return False
+
+
+def item_text(value: Any, column: str) -> str:
+    """The text of an item's ``column``; a missing value (None/NaN/NA) is an error, never the text "nan"."""
+    if isinstance(value, str):
+        return value
+    if is_missing(value):
+        raise ValidationError(f"{column} is missing (None/NaN) in this row")
+    return str(value)
+
+
+def reference_text(value: Any, *, sep: str | None = None, column: str = "baseline") -> str:
+    """The baseline's text; missing or blank (nothing to compare with) is an error, as is a baseline
+    with no non-empty reference when split on ``sep`` (a judge's declared reference separator)."""
+    text = item_text(value, column)
+    if not text.strip():
+        raise ValidationError(f"{column} is blank (empty or whitespace only): there is no reference to compare with")
+    if isinstance(sep, str) and sep and not any(part.strip() for part in text.split(sep)):
+        raise ValidationError(f"{column} holds no non-empty reference when split on reference_sep={sep!r}")
+    return text
+
+
+def column_values(frame: Any, column: str) -> list[Any]:
+    """The values of ``column`` as a list (``None`` for each row when there is no such column)."""
+    return frame[column].tolist() if column in frame.columns else [None] * len(frame)
+
+
+def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted: bool) -> Any:
+    """The input frame plus the result columns (an input column of the same name becomes ``<name>_input``).
+
+    Scores, latencies and costs are floats (NaN when absent), token counts ints;
+    ``attrs["interrupted"]`` and ``attrs["counts"]`` (rows per status) are set.
+    """
+    import pandas as pd
+
+    columns = list(columns)
+    out = frame.copy()
+    clashes = {c: f"{c}_input" for c in columns if c in out.columns}
+    if clashes:
+        out = out.rename(columns=clashes)
+    data = {c: [r.get(c) for r in rows] for c in columns}
+    for c in _FLOAT_COLUMNS:
+        if c in data:
+            data[c] = [math.nan if v is None else float(v) for v in data[c]]
+    for c in _INT_COLUMNS:
+        if c in data:
+            data[c] = [0 if v is None else int(v) for v in data[c]]
+    result = pd.DataFrame(data, index=out.index)
+    out = pd.concat([out, result], axis=1)
+    out.attrs["interrupted"] = interrupted
+    out.attrs["counts"] = {s: sum(1 for r in rows if r.get("status") == s) for s in ("scored", "unscored", "error")}
+    return out
+
+
+# -- money ---------------------------------------------------------------------------
+
+
+def batch_budget(budget: BudgetTracker | float | None, run_config: RunConfig | None) -> BudgetTracker | None:
+    """The batch budget of a run: ``budget`` (a tracker, or a limit in USD), else the run config's tracker."""
+    tracker = as_budget(budget)
+    if tracker is None and run_config is not None:
+        tracker = run_config.budget_tracker
+    return tracker
+
+
+def note_budget(out: Any, budget: BudgetTracker | None) -> Any:
+    """Record the batch budget's state in ``out.attrs["budget"]`` (when there is one)."""
+    if budget is not None:
+        out.attrs["budget"] = budget.snapshot()
+    return out
+
+
+# -- ledger --------------------------------------------------------------------------
+
+
+def plain_item_id(value: Any) -> str | int | float | bool | None:
+    """An item id a ledger can store: ``None`` when missing (None/NaN/NA), numpy/pandas scalars as
+    plain Python (a whole float as an int: pandas turns ids 1, 2, NaN into 1.0, 2.0, NaN), other objects as text."""
+    if is_missing(value):
+        return None
+    item = getattr(value, "item", None)  # numpy / pandas scalars
+    if callable(item) and not isinstance(value, (str, bytes)):
+        try:
+            value = item()  # numpy / pandas scalar -> Python
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return int(value) if value.is_integer() else value
+    return str(value)
+
+
+def row_item_id(ids: list[Any], i: int) -> str | int | float | bool:
+    """The item id recorded for row ``i``: its ``id`` as plain JSON, the row's position when it has none."""
+    item_id = plain_item_id(ids[i])
+    return i if item_id is None else item_id
+
+
+def check_ledger(ledger: Any, task_type: str | None) -> None:
+    """A ledger needs a task type (observations are routed on it)."""
+    if ledger is not None and not (isinstance(task_type, str) and task_type.strip()):
+        raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
+
+
+async def record_row(ledger: Any, make: Callable[[], Any], row: Row) -> None:
+    """Append ``make()`` to the ledger, setting ``row["ledger_error"]``. The judgment stands whatever
+    happens: a failure to build or append the observation is reported there, never in the row's status or score."""
+    row[LEDGER_ERROR] = None
+    try:
+        obs = make()
+        await to_thread(ledger.append, obs)
+    except Exception as exc:
+        row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"
+        log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))
+
+
+def ledger_columns(ledger: Any) -> tuple[str, ...]:
+    """``("ledger_error",)`` when a batch records to a ledger, else nothing."""
+    return (LEDGER_ERROR,) if ledger is not None else ()

@@ -1,0 +1,241 @@
+"""The tests' one set of builders and Hypothesis strategies for quality observations and ledger lines.
+
+Import with ``from strategies import ...``: ``tests/`` has no ``__init__.py``,
+so pytest's default ("prepend") import mode puts this directory on
+``sys.path`` before it imports ``conftest.py`` and the test modules. Never
+``from conftest import ...``: ``conftest.py`` holds fixtures only.
+
+Builders
+--------
+- :data:`T0`: the fixed instant the builders' observations are recorded at.
+- :func:`make_observation`: one valid observation with fixed defaults.
+- :func:`nth_observation`: the ``i``-th of a series whose numbers, time and
+  tags all change with ``i`` (to see that columns line up).
+- :func:`line_of`: an observation's ledger line (``json.dumps`` of ``to_dict()``).
+- :func:`reference_parse` / :func:`reference_read`: what the contract says a
+  line (a file) holds, line by line through ``from_dict(json.loads(line))``;
+  every reader of a ledger is checked against them.
+
+Strategies
+----------
+Two families, named for their purpose:
+
+- *valid* values, for round trips: :data:`ids`, :data:`json_values` (and the
+  :data:`json_scalars` they are built of), :data:`nested_tags`,
+  :func:`flat_tags` (one scalar per key, as a ``tag.<key>`` column holds) and
+  :func:`observations` (any valid :class:`QualityObservation`, wide numbers,
+  any time zone);
+- *fuzzing* values, for "never raises, and every reader agrees":
+  :data:`near_valid_records` (a valid record with fields replaced by anything
+  or dropped) and :data:`ledger_lines` (anything one line of a ledger file may
+  hold: valid, near-valid, torn, blank or garbage bytes; never a newline).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import strategies as st
+
+from llm_connect.quality import MAX_LINE_BYTES, QualityObservation
+
+__all__ = [
+    "FIELDS",
+    "T0",
+    "flat_tags",
+    "ids",
+    "json_scalars",
+    "json_values",
+    "ledger_lines",
+    "line_of",
+    "lone_surrogates",
+    "make_observation",
+    "near_valid_records",
+    "nested_tags",
+    "nth_observation",
+    "observations",
+    "reference_parse",
+    "reference_read",
+]
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+# -- builders ------------------------------------------------------------------------------------
+
+
+def make_observation(**overrides: Any) -> QualityObservation:
+    """A valid QualityObservation with fixed defaults (recorded at :data:`T0`); ``overrides`` replace fields."""
+    fields: dict[str, Any] = {
+        "task_type": "qa",
+        "adapter_id": "openai:gpt-4o-mini",
+        "model_id": "gpt-4o-mini",
+        "cost_usd": 0.001,
+        "quality_score": 0.75,
+        "latency_ms": 120.0,
+        "tokens_in": 100,
+        "tokens_out": 20,
+        "recorded_at": T0,
+    }
+    fields.update(overrides)
+    return QualityObservation(**fields)
+
+
+def nth_observation(i: int = 0, **overrides: Any) -> QualityObservation:
+    """The ``i``-th of a series: cost, score, latency, tokens, time and tags (``run``, ``item_id``) vary with ``i``."""
+    fields: dict[str, Any] = {
+        "cost_usd": 0.001 * i,
+        "quality_score": (i % 11) / 10,
+        "latency_ms": 12.5 + i,
+        "tokens_in": 10 + i,
+        "tokens_out": 3 * i,
+        "recorded_at": T0 + timedelta(seconds=i, microseconds=7 * i),
+        "tags": {"run": f"r{i % 3}", "item_id": i},
+    }
+    fields.update(overrides)
+    return make_observation(**fields)
+
+
+#: The keys of a ledger line, in the order ``to_dict()`` writes them.
+FIELDS = tuple(make_observation().to_dict())
+
+
+def line_of(o: QualityObservation, *, compact: bool = True, ensure_ascii: bool = False, **changes: Any) -> bytes:
+    """``o``'s ledger line: ``json.dumps(o.to_dict())`` with ``changes`` applied to the dict, UTF-8.
+
+    ``compact`` (the default) writes as the ledger does (``","`` and ``":"``,
+    no spaces); ``compact=False`` as ``json.dumps`` does by default.
+    """
+    data = o.to_dict()
+    data.update(changes)
+    separators = (",", ":") if compact else None
+    return json.dumps(data, separators=separators, ensure_ascii=ensure_ascii).encode("utf-8")
+
+
+def reference_parse(line: bytes) -> QualityObservation | None:
+    """What the contract says a line holds: ``from_dict(json.loads(line))``, or ``None`` (malformed)."""
+    try:
+        return QualityObservation.from_dict(json.loads(line))
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        return None
+
+
+def reference_read(data: bytes, max_line_bytes: int = MAX_LINE_BYTES) -> tuple[list[QualityObservation], int]:
+    """What the contract says a file holds, split on ``b"\\n"``: its observations, and how many lines are
+    malformed (blank lines are neither; a line over ``max_line_bytes``, newline not counted, is malformed)."""
+    found: list[QualityObservation] = []
+    bad = 0
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        o = reference_parse(line) if len(line) <= max_line_bytes else None
+        if o is None:
+            bad += 1
+        else:
+            found.append(o)
+    return found, bad
+
+
+# -- valid values, for round trips --------------------------------------------------------------
+
+#: Non-blank text (Hypothesis' default alphabet has no lone surrogates).
+ids = st.text(min_size=1, max_size=20).filter(str.strip)
+#: Any JSON scalar: null, booleans, integers beyond 64 bits, finite floats, text.
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+#: Any JSON value: scalars, lists and objects nested a few levels.
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+#: Tags as an observation may hold them: any JSON values under any keys.
+nested_tags = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+
+
+def flat_tags(*, nulls: bool = False) -> st.SearchStrategy[dict[str, Any]]:
+    """Tags of one scalar per non-empty key (what a ``tag.<key>`` column holds); ``nulls``: values may be null."""
+    values = json_scalars if nulls else json_scalars.filter(lambda v: v is not None)
+    return st.dictionaries(st.text(min_size=1, max_size=8), values, max_size=4)
+
+
+_amounts = st.floats(min_value=0, max_value=1e300, allow_nan=False, allow_infinity=False) | st.integers(0, 10**20)
+
+
+def observations(*, tags: st.SearchStrategy[dict[str, Any]] = nested_tags) -> st.SearchStrategy[QualityObservation]:
+    """Any valid observation: amounts up to 1e300 (floats or ints), token counts up to 10**30, a score in 0..1
+    (or the ints 0 and 1), naive or aware ``recorded_at`` in any time zone, and ``tags`` (default: nested)."""
+    return st.builds(
+        QualityObservation,
+        task_type=ids,
+        adapter_id=ids,
+        model_id=ids,
+        cost_usd=_amounts,
+        quality_score=st.floats(min_value=0, max_value=1) | st.sampled_from([0, 1]),
+        latency_ms=_amounts,
+        tokens_in=st.integers(0, 10**30),
+        tokens_out=st.integers(0, 10**30),
+        baseline_adapter_id=st.none() | ids,
+        recorded_at=st.datetimes(
+            min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.none() | st.timezones()
+        ),
+        tags=tags,
+    )
+
+
+# -- fuzzing values: anything a ledger line may hold ---------------------------------------------
+
+#: One lone surrogate (U+D800..U+DFFF): not valid Unicode, refused in any text of an observation.
+lone_surrogates = st.integers(0xD800, 0xDFFF).map(chr)
+
+_odd_stamps = st.sampled_from(
+    [
+        "",
+        " ",
+        "yesterday",
+        "2025-01-01",
+        "2025-01-01T00:00:00Z",
+        "20250101T000000",
+        "2025-13-01T00:00:00+00:00",
+        "2025-01-01T25:00:00+00:00",
+        "0001-01-01T00:00:00+01:00",  # no UTC datetime
+        "9999-12-31T23:59:59-01:00",  # no UTC datetime
+    ]
+)
+_iso_stamps = st.datetimes(
+    min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59), timezones=st.none() | st.timezones()
+).map(datetime.isoformat)
+_field_values = json_values | st.integers(-(10**400), 10**400) | st.floats() | _iso_stamps | _odd_stamps
+
+#: A valid observation's dict with up to 4 fields (or a new key) replaced by anything and up to 2 dropped.
+near_valid_records = st.builds(
+    lambda record, changes, drops: {**{k: v for k, v in record.items() if k not in drops}, **changes},
+    observations(tags=flat_tags(nulls=True)).map(QualityObservation.to_dict),
+    st.dictionaries(st.sampled_from([*FIELDS, "future_field"]), _field_values, max_size=4),
+    st.sets(st.sampled_from([*FIELDS, "future_field"]), max_size=2),
+)
+
+
+@st.composite
+def _torn_lines(draw: st.DrawFn) -> bytes:
+    """A valid line cut anywhere (a writer killed mid-line), maybe followed by a few stray bytes."""
+    raw = line_of(draw(observations()), ensure_ascii=True)
+    return raw[: draw(st.integers(0, len(raw)))] + draw(st.binary(max_size=4))
+
+
+#: One line of a ledger file (never a newline): valid, near-valid, torn mid-way, blank, or garbage.
+ledger_lines = st.one_of(
+    observations(tags=flat_tags(nulls=True)).map(line_of),
+    near_valid_records.map(lambda d: json.dumps(d).encode()),
+    _torn_lines(),
+    st.sampled_from([b"", b"  ", b"\t", b"\r"]),
+    st.binary(max_size=60),
+    st.text(max_size=60).map(lambda s: s.encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"\xff\xfe{", b'{"task_type": "qa"', b"[" * 5000, b"NaN", b"\xef\xbb\xbf{}", b"1e999"]),
+).map(lambda line: line.replace(b"\n", b" "))
