@@ -109,6 +109,17 @@ def test_py_typed_is_shipped():
     assert (PKG / "py.typed").exists()
 
 
+def test_mypy_passes():
+    """The package type-checks (configuration in pyproject.toml's [tool.mypy])."""
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install 'llm-connect[dev]')")
+    repo = PKG.parent
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir", str(repo / ".mypy_cache")],
+        cwd=repo, capture_output=True, text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_ruff_passes():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     if not Path(ruff).exists():

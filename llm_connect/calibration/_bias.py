@@ -88,6 +88,12 @@ class ShiftStats:
     note: str = ""
 
 
+def _empty_shift(note: str) -> ShiftStats:
+    nan = math.nan
+    return ShiftStats(n=0, mean_original=nan, mean_perturbed=nan, mean_shift=nan, shift_low=nan,
+                      shift_high=nan, p_value=nan, flip_rate=nan, flips_up=0, flips_down=0, note=note)
+
+
 def paired_shift(
     original: Any,
     perturbed: Any,
@@ -107,7 +113,7 @@ def paired_shift(
     a, b = a[keep], b[keep]
     n = len(a)
     if n == 0:
-        return ShiftStats(0, *([math.nan] * 7), 0, 0, note="no item was scored both before and after")
+        return _empty_shift("no item was scored both before and after")
     d = b - a
     va, vb = a >= threshold, b >= threshold
     flips_up, flips_down = int((~va & vb).sum()), int((va & ~vb).sum())
@@ -205,7 +211,7 @@ class BiasReport:
 
 
 def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> ProbeResult:
-    stats = ShiftStats(0, *([math.nan] * 7), 0, 0, note=reason)
+    stats = _empty_shift(reason)
     return ProbeResult(judge, probe, stats, pd.DataFrame(), threshold)
 
 

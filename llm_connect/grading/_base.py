@@ -155,11 +155,15 @@ class JudgeBase:
     """
 
     pairwise: bool = False
-    rubric_hash: str | None = None
     reference_sep: str | None = None
     splits_references: bool = False
     extra_columns: tuple[str, ...] = ()
     judge_model_id: str | None = None
+
+    @property
+    def rubric_hash(self) -> str | None:
+        """None: a judge without a prompt template; LLM-based judges override it."""
+        return None
 
     def result_columns(self, result: GradingResult) -> dict[str, Any]:
         """This judge's own columns (``extra_columns``) of one result's batch row."""
@@ -227,7 +231,8 @@ async def acall_judge(
     if supports_async(judge):
         result: GradingResult = await judge.ajudge(baseline, candidate, prompt=prompt, run_config=run_config)
         return result
-    return await to_thread(judge.judge, baseline, candidate, prompt=prompt, run_config=run_config)  # type: ignore[no-any-return]
+    threaded: GradingResult = await to_thread(judge.judge, baseline, candidate, prompt=prompt, run_config=run_config)
+    return threaded
 
 
 # -- the ledger record ----------------------------------------------------------------------

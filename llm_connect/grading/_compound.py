@@ -19,7 +19,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .._runtime import acall_complete, on_background, run_sync
 from ..core import LLMResponse, RunConfig
@@ -425,9 +425,6 @@ class PanelJudge(_DetailedBatch):
             *(acall_judge(j, baseline, candidate, prompt=prompt, run_config=rc) for j in self.judges),
             return_exceptions=True,
         )
-        for d in done:
-            if isinstance(d, BaseException) and not isinstance(d, JudgeReplyError):
-                raise d
         scores: dict[str, float | None] = {}
         errors: dict[str, str] = {}
         spent: list[Any] = []
@@ -437,6 +434,8 @@ class PanelJudge(_DetailedBatch):
                 scores[member] = None
                 errors[member] = str(d)
                 spent.append(_spent(d))
+            elif isinstance(d, BaseException):  # not a judge's reply: a real failure, raised as is
+                raise d
             else:
                 scores[member] = d.quality_score
                 spent.append(d)
@@ -499,7 +498,7 @@ class PanelJudge(_DetailedBatch):
         )
 
 
-def _alpha(matrix: list[list[float]], level: str) -> float:
+def _alpha(matrix: list[list[float]], level: Literal["nominal", "interval"]) -> float:
     """Krippendorff's alpha, NaN when it is undefined (no pairable values, or a single value in the data)."""
     import numpy as np
 
@@ -575,6 +574,7 @@ class CascadeJudge(_DetailedBatch):
         rc = run_config or RunConfig()
         lo, hi = self.band
         cheap_result: GradingResult | None = None
+        reason: str | None
         try:
             cheap_result = await acall_judge(self.cheap, baseline, candidate, prompt=prompt, run_config=rc)
         except JudgeReplyError as exc:
