@@ -94,7 +94,7 @@ def test_demo_help_says_what_it_does(capsys):
         main(["demo", "--help"])
     text = capsys.readouterr().out
     assert "--rows" in text and "ledger.jsonl" in text
-    from llm_connect.cli import _data_file
+    from llm_connect.cli._demo import _data_file
 
     lines = _data_file("qa_calibration.jsonl").read_text(encoding="utf-8").splitlines()
     assert len([json.loads(line) for line in lines if line.strip()]) >= 200

