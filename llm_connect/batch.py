@@ -61,6 +61,7 @@ __all__ = [
     "PIPELINE_COLUMNS",
     "PIPELINE_EXTRA_COLUMNS",
     "RESULT_COLUMNS",
+    "RESULTS_FRAME_COLUMNS",
     "BatchPlan",
     "arun_batch",
     "arun_rows",
@@ -118,6 +119,27 @@ GRADE_COLUMNS = (
 PIPELINE_EXTRA_COLUMNS = ("verdict", "passed", "calls", "trace")
 #: ``Pipeline.run_many``: a judge's result columns, then the pipeline's own.
 PIPELINE_COLUMNS = (*RESULT_COLUMNS, *PIPELINE_EXTRA_COLUMNS)
+#: ``frames.results_frame``: GradingResult objects as rows -- the texts, both sides' ids, the
+#: candidate's own usage, then the judge's (named as in ``RESULT_COLUMNS``).
+RESULTS_FRAME_COLUMNS = (
+    "grader_id",
+    "quality_score",
+    "notes",
+    "baseline",
+    "candidate",
+    "baseline_adapter_id",
+    "baseline_model_id",
+    "candidate_adapter_id",
+    "candidate_model_id",
+    "candidate_tokens_in",
+    "candidate_tokens_out",
+    "candidate_cost_usd",
+    "candidate_latency_ms",
+    "tokens_in",
+    "tokens_out",
+    "judge_cost_usd",
+    "latency_ms",
+)
 #: The texts a judgment reads from each item.
 ITEM_COLUMNS = ("prompt", "baseline", "candidate")
 LEDGER_ERROR = "ledger_error"

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from .batch import RESULTS_FRAME_COLUMNS
 from .errors import ValidationError
 from .quality import MAX_LINE_BYTES, QualityLedger, QualityObservation
 from .quality._ledger_io import (
@@ -369,25 +370,6 @@ def observations_from_frame(df: pd.DataFrame, *, task_type: str | None = None) -
 
 # -- grading results -----------------------------------------------------------------------------
 
-RESULT_FRAME_COLUMNS = (
-    "grader_id",
-    "quality_score",
-    "notes",
-    "baseline",
-    "candidate",
-    "baseline_adapter_id",
-    "baseline_model_id",
-    "candidate_adapter_id",
-    "candidate_model_id",
-    "candidate_tokens_in",
-    "candidate_tokens_out",
-    "candidate_cost_usd",
-    "candidate_latency_ms",
-    "tokens_in",
-    "tokens_out",
-    "cost_usd",
-    "latency_ms",
-)
 
 
 def results_frame(results: Iterable[Any]) -> pd.DataFrame:
@@ -397,7 +379,9 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     ``candidate`` texts, each side's adapter and model ids (categoricals), the
     candidate's own usage (``candidate_tokens_in``, ``candidate_tokens_out``,
     ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
-    (``tokens_in``, ``tokens_out``, ``cost_usd``, ``latency_ms``).
+    (``tokens_in``, ``tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names as
+    the judge's columns of :func:`~llm_connect.grading.judge_many` (see
+    :data:`llm_connect.batch.RESULTS_FRAME_COLUMNS`).
     """
     rows = []
     for k, r in enumerate(results):
@@ -426,12 +410,12 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 float(getattr(r, "latency_ms", 0.0)),
             )
         )
-    frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
+    frame = pd.DataFrame.from_records(rows, columns=list(RESULTS_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
     for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out"):
         frame[c] = frame[c].astype("int64")
-    for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "cost_usd", "latency_ms"):
+    for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "judge_cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
     return frame
 
