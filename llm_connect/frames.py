@@ -557,15 +557,15 @@ def paired_frame(
     if judge == human:
         raise ValidationError(f"judge and human must be different grader ids, both are {judge!r}")
     df = ledger_frame(ledger, tags="expand")
-    df = df[df["task_type"].astype(object) == task_type] if len(df) else df
+    df = df[(df["task_type"] == task_type).to_numpy(dtype=bool)] if len(df) else df
     if "tag.grader_id" not in df.columns or "tag.item_id" not in df.columns or not len(df):
         raise ValidationError(
             f"the ledger has no observation of task type {task_type!r} with grader_id and item_id tags; "
             "record judgments with judge_many(..., ledger=...) and labels with record_labels(...)"
         )
-    grader = df["tag.grader_id"].astype(object)
-    judged = df[grader == judge]
-    labelled = df[grader == human]
+    grader = df["tag.grader_id"]
+    judged = df[(grader == judge).to_numpy(dtype=bool)]
+    labelled = df[(grader == human).to_numpy(dtype=bool)]
     if not len(judged):
         present = sorted({str(g) for g in grader.dropna().unique()})
         raise ValidationError(
@@ -586,8 +586,12 @@ def paired_frame(
                 )
 
     def keyed(part: pd.DataFrame) -> pd.DataFrame:
+        ids = part["tag.item_id"].astype(object)
+        present = ids.notna()
+        text = pd.Series(None, index=part.index, dtype=object)
+        text[present] = ids[present].astype(str)  # str(v) of each id, as record_labels writes it
         out = pd.DataFrame({
-            "item_id": part["tag.item_id"].astype(object).map(lambda v: None if _plain(v) is None else str(v)),
+            "item_id": text,
             "adapter_id": part["adapter_id"].astype(object),
             "model_id": part["model_id"].astype(object),
             "score": part["quality_score"].to_numpy(dtype=float),
