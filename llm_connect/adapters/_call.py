@@ -24,9 +24,10 @@ was reached (by at most one call when the estimates are upper bounds).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -151,6 +152,34 @@ def _safe_cost(cost_of: Callable[[Any], float], result: Any) -> float:
     return float(cost) if ok else 0.0
 
 
+class _PaidCall:
+    """The steps :func:`call_paid` and :func:`acall_paid` share around the call itself: the cache
+    lookup (``hit``), releasing the reservation when the call fails, and settling the cost and
+    caching the reply when it succeeds. Only the reservation wait and the call differ (blocking
+    or awaited)."""
+
+    def __init__(self, cache: Any, cache_key: Callable[[], str] | None, adapter_id: str, model_id: str,
+                 cost_of: Callable[[Any], float]) -> None:
+        self.cache = cache
+        self.key = cache_key() if cache is not None and cache_key is not None else None
+        self.cost_of = cost_of
+        self.hit = _cache_get(cache, self.key, adapter_id, model_id)
+
+    @contextlib.contextmanager
+    def releasing(self, held: Sequence[BudgetReservation]) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            _release(held)
+            raise
+
+    def settle(self, held: Sequence[BudgetReservation], result: T) -> T:
+        _settle(held, _safe_cost(self.cost_of, result))
+        if isinstance(result, LLMResponse):
+            _cache_put(self.cache, self.key, result)
+        return result
+
+
 def call_paid(
     invoke: Callable[[], T],
     run_config: RunConfig,
@@ -172,20 +201,13 @@ def call_paid(
     ``invoke`` must not itself make budgeted calls (it would wait on its own
     reservation).
     """
-    key = cache_key() if cache is not None and cache_key is not None else None
-    hit = _cache_get(cache, key, adapter_id, model_id)
-    if hit is not None:
-        return hit  # type: ignore[return-value]
+    call = _PaidCall(cache, cache_key, adapter_id, model_id, cost_of)
+    if call.hit is not None:
+        return call.hit  # type: ignore[return-value]
     held = _reserve_sync(paying_trackers(run_config), estimate_usd)
-    try:
+    with call.releasing(held):
         result = invoke()
-    except BaseException:
-        _release(held)
-        raise
-    _settle(held, _safe_cost(cost_of, result))
-    if isinstance(result, LLMResponse):
-        _cache_put(cache, key, result)
-    return result
+    return call.settle(held, result)
 
 
 async def acall_paid(
@@ -200,17 +222,10 @@ async def acall_paid(
     cost_of: Callable[[T], float] = _response_cost,
 ) -> T:
     """The awaitable twin of :func:`call_paid` (waits for reservations without blocking the loop)."""
-    key = cache_key() if cache is not None and cache_key is not None else None
-    hit = _cache_get(cache, key, adapter_id, model_id)
-    if hit is not None:
-        return hit  # type: ignore[return-value]
+    call = _PaidCall(cache, cache_key, adapter_id, model_id, cost_of)
+    if call.hit is not None:
+        return call.hit  # type: ignore[return-value]
     held = await _reserve_async(paying_trackers(run_config), estimate_usd)
-    try:
+    with call.releasing(held):
         result = await invoke()
-    except BaseException:
-        _release(held)
-        raise
-    _settle(held, _safe_cost(cost_of, result))
-    if isinstance(result, LLMResponse):
-        _cache_put(cache, key, result)
-    return result
+    return call.settle(held, result)
