@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from frames import best_of  # noqa: E402  (the same timing helper as the ledger_frame benchmark)
+from frames import best_of  # the same timing helper as the ledger_frame benchmark
 
 
 def write_ledger(path: Path, lines: int, *, labelled: float, seed: int = 0) -> dict[str, int]:

@@ -61,7 +61,7 @@ __all__ = [
     "PIPELINE_COLUMNS",
     "PIPELINE_EXTRA_COLUMNS",
     "RESULT_COLUMNS",
-    "RESULTS_FRAME_COLUMNS",
+    "RESULT_FRAME_COLUMNS",
     "BatchPlan",
     "arun_batch",
     "arun_rows",
@@ -121,7 +121,7 @@ PIPELINE_EXTRA_COLUMNS = ("verdict", "passed", "calls", "trace")
 PIPELINE_COLUMNS = (*RESULT_COLUMNS, *PIPELINE_EXTRA_COLUMNS)
 #: ``frames.results_frame``: GradingResult objects as rows -- the texts, both sides' ids, the
 #: candidate's own usage, then the judge's (named as in ``RESULT_COLUMNS``).
-RESULTS_FRAME_COLUMNS = (
+RESULT_FRAME_COLUMNS = (
     "grader_id",
     "quality_score",
     "notes",

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .batch import RESULTS_FRAME_COLUMNS
+from .batch import RESULT_FRAME_COLUMNS
 from .errors import ValidationError
 from .quality import MAX_LINE_BYTES, QualityLedger, QualityObservation
 from .quality._ledger_io import (
@@ -381,7 +381,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
     (``tokens_in``, ``tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names as
     the judge's columns of :func:`~llm_connect.grading.judge_many` (see
-    :data:`llm_connect.batch.RESULTS_FRAME_COLUMNS`).
+    :data:`llm_connect.batch.RESULT_FRAME_COLUMNS`).
     """
     rows = []
     for k, r in enumerate(results):
@@ -410,7 +410,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 float(getattr(r, "latency_ms", 0.0)),
             )
         )
-    frame = pd.DataFrame.from_records(rows, columns=list(RESULTS_FRAME_COLUMNS))
+    frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
     for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out"):

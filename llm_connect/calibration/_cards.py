@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -53,7 +52,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._html import Markup, fmt, frame_html, html_format, join, kv_table
+from ..quality._ledger_io import temp_file_beside
+from ._html import Markup, fmt, frame_html, html_format, join, kv_table, p_text, with_interval
 
 __all__ = [
     "BIAS_ALPHA",
@@ -140,7 +140,7 @@ def _signed(value: float) -> str:
 
 
 def _p(value: float) -> str:
-    return f"p={value:.2g}" if value >= 0.001 else "p<0.001"
+    return p_text(value)  # the one p-value format: p=0.014, p < 0.001
 
 
 @dataclass(frozen=True)
@@ -389,10 +389,7 @@ class JudgeCard:
 
 
 def _interval(value: float, low: float, high: float) -> str:
-    text = fmt(value)
-    if _finite(low) and _finite(high):
-        text += f" [{fmt(low)}, {fmt(high)}]"
-    return text
+    return with_interval(value, low, high)  # no-break spaces: an interval never wraps
 
 
 def card_from_scores(
@@ -534,19 +531,12 @@ class JudgeCardRegistry:
                     kept[c.key] = c
                 payload = json.dumps({"version": self.VERSION, "cards": [c.to_dict() for c in kept.values()]},
                                      indent=1, ensure_ascii=False, allow_nan=False)
-                fd, tmp = tempfile.mkstemp(prefix=self._path.name + ".", suffix=".tmp", dir=self._path.parent)
-                try:
+                with temp_file_beside(self._path.parent, self._path.name + ".") as (fd, tmp):
                     with os.fdopen(fd, "w", encoding="utf-8") as fh:
                         fh.write(payload)
                         fh.flush()
                         os.fsync(fh.fileno())
                     os.replace(tmp, self._path)
-                except BaseException:
-                    try:
-                        os.unlink(tmp)
-                    except OSError:
-                        pass
-                    raise
         except OSError as exc:
             raise ValidationError(
                 f"cannot write the judge-card registry {self._path}: {exc.strerror or exc}; "

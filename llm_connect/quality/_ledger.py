@@ -12,7 +12,6 @@ import heapq
 import os
 import re
 import stat
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ValidationError
-from ._ledger_io import MAX_LINE_BYTES, encode_line, scan_lines
+from ._ledger_io import MAX_LINE_BYTES, encode_line, scan_lines, temp_file_beside
 from ._observation import QualityObservation, as_utc, is_stale, utc_now
 
 __all__ = ["QualityLedger"]
@@ -422,8 +421,7 @@ class QualityLedger:
                 raise self._read_only_error("prune", st.st_mode)
             directory = self._real.parent
             self._remove_orphaned_temp_files(directory)
-            tmp_fd, tmp_name = tempfile.mkstemp(prefix=f".{self._real.name}.", suffix=".tmp", dir=directory)
-            try:
+            with temp_file_beside(directory, f".{self._real.name}.") as (tmp_fd, tmp_name):
                 removed = 0
                 with os.fdopen(tmp_fd, "wb") as out:
                     write = out.write
@@ -442,12 +440,6 @@ class QualityLedger:
                     os.unlink(tmp_name)
                     return 0
                 os.replace(tmp_name, self._fspath)
-            except BaseException:
-                try:
-                    os.unlink(tmp_name)
-                except FileNotFoundError:
-                    pass
-                raise
         _fsync_dir(directory)
         return removed
 

@@ -38,10 +38,13 @@ keeps every tag exactly.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -67,7 +70,22 @@ __all__ = [
     "parse_line",
     "read_columns",
     "scan_lines",
+    "temp_file_beside",
 ]
+
+@contextlib.contextmanager
+def temp_file_beside(directory: str | os.PathLike[str], prefix: str) -> Iterator[tuple[int, str]]:
+    """A new temporary file ``<prefix>XXXXXXXX.tmp`` in ``directory`` (its descriptor and name), removed
+    again when the block raises: the first half of every atomic replace (write it, ``os.replace`` it
+    over the target inside the block). Used by the ledger's prune and by the judge-card registry."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    try:
+        yield fd, name
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+
 
 #: The longest ledger line (in bytes, newline not counted) readers parse; longer lines are malformed.
 MAX_LINE_BYTES = 1 << 20
