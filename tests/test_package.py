@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,15 @@ LAYERS = [
     "routing",
     "cli",
 ]
+
+
+def test_readme_what_is_inside_lists_the_layers_in_order():
+    """README's "What is inside" table names the layering test's modules, in its order (the shim aside)."""
+    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## What is inside", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `llm_connect\.(\w+)` \|", table, flags=re.M)
+    assert listed == [layer for layer in LAYERS if layer != "loopback"]
+    assert "`llm_connect.loopback`" in table  # the shim is named in the testing row
 
 
 def _layer_of(module_path: Path) -> str:
