@@ -46,11 +46,14 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._runtime import on_background, run_sync, to_thread
 from .core import BudgetTracker, LLMResponse, RunConfig, as_budget, budget_scope
 from .errors import BudgetExceededError, JudgeReplyError, ValidationError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "BUDGET_EXHAUSTED",
@@ -350,7 +353,7 @@ async def arun_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool =
 # -- items ---------------------------------------------------------------------------
 
 
-def items_frame(items: Any, required: Iterable[str], *, aliases: Mapping[str, str] | None = None) -> Any:
+def items_frame(items: Any, required: Iterable[str], *, aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """``items`` (a DataFrame, copied, or an iterable of mappings) as a DataFrame holding ``required``.
 
     ``aliases`` maps an accepted alternative name to a required column
@@ -423,7 +426,7 @@ def column_values(frame: Any, column: str) -> list[Any]:
     return frame[column].tolist() if column in frame.columns else [None] * len(frame)
 
 
-def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted: bool) -> Any:
+def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted: bool) -> pd.DataFrame:
     """The input frame plus the result columns (an input column of the same name becomes ``<name>_input``).
 
     Scores, latencies and costs are floats (NaN when absent), token counts ints;
@@ -461,7 +464,7 @@ def batch_budget(budget: BudgetTracker | float | None, run_config: RunConfig | N
     return tracker
 
 
-def note_budget(out: Any, budget: BudgetTracker | None) -> Any:
+def note_budget(out: Any, budget: BudgetTracker | None) -> pd.DataFrame:
     """Record the batch budget's state in ``out.attrs["budget"]`` (when there is one)."""
     if budget is not None:
         out.attrs["budget"] = budget.snapshot()

@@ -31,11 +31,14 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UncalibratedJudgeError, ValidationError
 from .grading._html import html_format, html_table
 from .quality import QualityLedger, QualityObservation, is_stale
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["EVIDENCE_COLUMNS", "RoutingDecision", "RoutingPolicy", "evidence_table", "grader_keys", "route"]
 
@@ -292,7 +295,7 @@ def evidence_table(
     grader_id: str | None = None,
     rubric_hash: str | None = None,
     human: str | None = None,
-) -> Any:
+) -> pd.DataFrame:
     """One row per (task type, grader, rubric, adapter): the evidence :func:`route` decides on.
 
     ``ledger`` is a :class:`QualityLedger`, a path, or an iterable of

@@ -61,12 +61,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["ESTIMATE_METHODS", "estimate_quality", "labels_needed", "plot_estimates"]
 
@@ -641,7 +644,7 @@ _METHOD_STYLE = {
 }
 
 
-def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
+def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
     """A forest plot of :func:`estimate_quality`'s frame: per group, each method's interval and estimate.
 
     Groups run down the y axis (labelled by their ``by`` values); within a group

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,9 @@ from ..errors import ValidationError
 from ._agreement import STATISTICS, AgreementTable, threshold_sweep
 from ._bias import BiasReport
 from ._diagnostics import _score_column, reliability_table
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "length_profile",
@@ -31,7 +34,7 @@ __all__ = [
 ]
 
 
-def _axes(ax: Any) -> Any:
+def _axes(ax: Any) -> Axes:
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
@@ -78,7 +81,7 @@ def plot_judge_scatter(
     identity: bool = True,
     ax: Any = None,
     **kwargs: Any,
-) -> Any:
+) -> Axes:
     """One judge's scores against another's, with the identity line ``y = x``.
 
     ``x``/``y`` name judges (``"exact"`` or ``"score_exact"``). Items either judge
@@ -117,7 +120,7 @@ def plot_agreement_heatmap(
     vmax: float = 1.0,
     ax: Any = None,
     **kwargs: Any,
-) -> Any:
+) -> Axes:
     """A judge-by-judge heatmap of one agreement statistic (from :func:`agreement_table`).
 
     ``data`` is an :class:`AgreementTable` or a square frame (as ``table.matrix()``
@@ -155,7 +158,7 @@ def plot_reliability(
     threshold: float = 0.5,
     ax: Any = None,
     **kwargs: Any,
-) -> Any:
+) -> Axes:
     """A reliability diagram: the judge's mean score per bin against the rate at which
     ``label`` (human or exact) says "correct", with Wilson intervals and the diagonal.
     The numbers are :func:`reliability_table`'s."""
@@ -189,7 +192,7 @@ def plot_threshold_sweep(
     reference_threshold: float | None = 0.5,
     ax: Any = None,
     **kwargs: Any,
-) -> Any:
+) -> Axes:
     """Agreement against the threshold: one line per statistic, the best kappa marked.
 
     ``data`` is a sweep (from :func:`threshold_sweep`) or a score frame together
@@ -227,7 +230,7 @@ def plot_bias_forest(
     *,
     ax: Any = None,
     **kwargs: Any,
-) -> Any:
+) -> Axes:
     """A forest plot: each judge and probe's mean score shift with its interval, and 0 marked.
 
     Rows without an estimate (a probe that did not apply) are left out.
@@ -298,7 +301,7 @@ def plot_score_vs_length(
     logx: bool = True,
     ax: Any = None,
     **kwargs: Any,
-) -> Any:
+) -> Axes:
     """The judge's score against answer length: the items as points and the binned means as
     a line per ``hue`` group (e.g. ``hue="human"`` splits correct from incorrect answers).
     The line is :func:`length_profile`'s."""

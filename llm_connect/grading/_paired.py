@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._runtime import acall_complete
 from ..batch import (
@@ -32,6 +32,9 @@ from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ValidationError
 from ._base import GradingResult, acall_judge, judge_abilities, observation_for
 from ._batch import finish_rows, record_result, result_row
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["GRADE_COLUMNS", "PairedGrader", "grade_many"]
 
@@ -89,7 +92,7 @@ class PairedGrader:
         result = await acall_judge(self.judge, baseline, candidate, prompt=prompt, run_config=run_config)
         return baseline, candidate, result
 
-    def grade_many(self, *args: Any, **kwargs: Any) -> Any:
+    def grade_many(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
         """Generate and grade many prompts; see :func:`llm_connect.grading.grade_many`."""
         return grade_many(self, *args, **kwargs)
 
@@ -106,7 +109,7 @@ def grade_many(
     ledger: Any = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
-) -> Any:
+) -> pd.DataFrame:
     """Generate a baseline and a candidate answer for each prompt, then grade them.
 
     ``items``: prompts (strings), or a DataFrame / mappings with a ``prompt``

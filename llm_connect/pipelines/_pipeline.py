@@ -35,7 +35,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._runtime import on_background, run_sync
 from ..batch import (
@@ -60,6 +60,10 @@ from ._llm_units import LLMUnit, VerifyUnit
 from ._scales import Scale
 from ._trace import PipelineResult, Trace, UnitOutput
 from ._unit_base import NodeContext, Unit
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
 
 __all__ = ["CONNECTIONS", "MAX_REPEAT", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge"]
 
@@ -379,7 +383,7 @@ class Pipeline:
         lines.append("}")
         return "\n".join(lines)
 
-    def draw(self, ax: Any = None, **kwargs: Any) -> Any:
+    def draw(self, ax: Any = None, **kwargs: Any) -> Axes:
         """Draw the graph with matplotlib (layers left to right); returns the Axes."""
         import matplotlib.pyplot as plt
 
@@ -494,7 +498,7 @@ class Pipeline:
             raise ConfigError(
                 f"{self.name}: the templates read the field(s) {missing} but the items have {list(frame.columns)}"
             )
-        records = frame.to_dict("records")
+        records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
         traces = [Trace() for _ in records]
         rc = run_config or RunConfig()
         read = sorted(g.item_fields)
@@ -539,7 +543,7 @@ class Pipeline:
         progress: bool = True,
         run_config: RunConfig | None = None,
         budget: BudgetTracker | float | None = None,
-    ) -> Any:
+    ) -> pd.DataFrame:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
         Columns (:data:`~llm_connect.batch.PIPELINE_COLUMNS`): the items' own, then a
@@ -575,7 +579,7 @@ class Pipeline:
         progress: bool = True,
         run_config: RunConfig | None = None,
         budget: BudgetTracker | float | None = None,
-    ) -> Any:
+    ) -> pd.DataFrame:
         """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, as there)."""
         return await arun_batch(self._plan(items, run_config, budget), concurrency=concurrency, progress=progress)
 

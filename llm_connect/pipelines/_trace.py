@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..grading._html import html_format, html_table
 from ._scales import Scale
 from ._template import TemplateView, ViewList
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["PipelineResult", "Trace", "TraceRecord", "UnitOutput"]
 
@@ -197,7 +200,7 @@ class Trace:
             "latency_ms": self.latency_ms,
         }
 
-    def to_frame(self) -> Any:
+    def to_frame(self) -> pd.DataFrame:
         """One row per step: node, status, verdict, score, prompt, reply, tokens, cost, latency..."""
         import pandas as pd
 
