@@ -185,6 +185,30 @@ def test_missing_key_names_the_env_var_to_set(monkeypatch):
     OpenAICompatibleAdapter("local-model", base_url="http://localhost:8000/v1")
 
 
+@pytest.mark.parametrize("key_env", [None, ""])
+def test_a_server_on_this_machine_needs_no_key_and_gets_no_authorization_header(servers, adapters, monkeypatch,
+                                                                                key_env):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    if key_env is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", key_env)  # set but empty: no key either
+    server = servers()
+    for host in ("127.0.0.1", "localhost"):
+        base_url = server.base_url.replace("127.0.0.1", host)
+        chat = adapters(OpenAICompatibleAdapter("local-model", base_url=base_url, **FAST))
+        assert chat.complete("hi", RunConfig()).content == default_reply("hi")
+        embedder = adapters(OpenAICompatibleEmbedder("local-embed", base_url=base_url, **FAST))
+        assert len(embedder.embed(["a", "b"])) == 2
+    explicit = adapters(OpenAICompatibleAdapter("local-model", base_url=server.base_url, api_key="", **FAST))
+    explicit.complete("again", RunConfig())
+    assert len(server.requests) == 5
+    for request in server.requests:
+        assert "Authorization" not in request.headers and "x-api-key" not in request.headers
+    with pytest.raises(AuthenticationError, match="OPENAI_API_KEY"):  # not on this machine: a key is needed
+        OpenAICompatibleAdapter("m", base_url="http://192.0.2.1:8000/v1", api_key="")
+
+
 def test_missing_usage_is_not_an_error(servers, adapters):
     server = servers(faults={"no_usage": 1.0})
     response = openai(server, adapters, "gpt-4o-mini", api_key=SECRET).complete("hi", RunConfig())

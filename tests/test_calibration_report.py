@@ -156,8 +156,12 @@ def test_html_and_file(report, tmp_path):
     assert "http://" not in text and "https://" not in text  # self-contained
     paths = report.to_csv(tmp_path / "csv")
     scores = pd.read_csv(paths["scores"])
-    assert list(scores.columns) == ["id", "score_exact", "score_embedding", "score_llm", "score_human",
-                                    "score_rater1", "score_rater2"]
+    assert list(scores.columns) == [
+        "id", "prompt", "baseline", "candidate", "candidate_model",
+        "score_exact", "score_embedding", "score_llm", "score_human", "score_rater1", "score_rater2",
+        "status_exact", "notes_exact", "reply_exact", "status_embedding", "notes_embedding", "reply_embedding",
+        "status_llm", "notes_llm", "reply_llm",
+    ]
     assert scores["score_llm"].isna().sum() == 1
     assert len(pd.read_csv(paths["bias"])) == 9
 
@@ -211,3 +215,99 @@ def test_report_of_a_judge_that_never_scores():
     assert rep.bias.result("llm", "length").stats.n == 0
     assert "<img" in rep._repr_html_()
     assert rep.widget().controls.summary.value
+
+
+# -- the outputs a user reads back: scores table, parquet, plots per judge, p-values, intervals --------------
+
+
+def test_scores_table_carries_texts_groups_statuses_notes_and_raw_replies(tmp_path):
+    rows = dataset(8)
+    for i, r in enumerate(rows):
+        r["topic"] = ["geo", "=HYPERLINK(1)"][i % 2]  # a group column, once hostile
+        r["score_old"] = i / 10  # the data's own column that looks like a judge's
+    rep = calibrate(rows, judges(), human="verdict", annotators=["rater1", "rater2"], reference_sep="|",
+                    probes=None, n_boot=20, progress=False)
+    table = rep.scores_table()
+    assert list(table.columns[:7]) == ["id", "prompt", "baseline", "candidate", "candidate_model", "topic",
+                                       "input_score_old"]
+    assert "score_old" not in rep.names and rep.judges == ["exact", "embedding", "llm"]
+    assert table["prompt"].tolist() == [r["prompt"] for r in rows]
+    assert table["input_score_old"].tolist() == [i / 10 for i in range(8)]
+    refused = table.index[table["id"] == "q5"][0]  # the scripted LLM judge refuses landmark 5
+    assert table.loc[refused, "status_llm"] == "unscored" and math.isnan(table.loc[refused, "score_llm"])
+    assert table.loc[refused, "reply_llm"] == "I cannot grade this."  # the unusable reply, kept for audit
+    assert "quality_score" in table.loc[refused, "notes_llm"]  # why it has no score
+    assert json.loads(table.loc[0, "reply_llm"]) == {"notes": "ok", "quality_score": table.loc[0, "score_llm"]}
+    assert table["reply_exact"].isna().all() and (table["status_exact"] == "scored").all()  # no model, no reply
+
+    paths = rep.to_csv(tmp_path)
+    csv = pd.read_csv(paths["scores"], keep_default_na=False)
+    assert csv["topic"].tolist()[:2] == ["geo", "'=HYPERLINK(1)"]  # neutralised for a spreadsheet
+    assert csv.loc[refused, "reply_llm"] == "I cannot grade this."
+
+    parquet = pd.read_parquet(rep.to_parquet(tmp_path / "scores.parquet"))
+    assert list(parquet.columns) == list(table.columns)
+    assert parquet["topic"].tolist()[:2] == ["geo", "=HYPERLINK(1)"]  # as it was: parquet is read by code
+    assert parquet["score_llm"].dtype == "float64" and parquet["score_llm"].isna().sum() == 1
+    assert parquet["input_score_old"].dtype == "float64" and parquet["score_human"].tolist() == [
+        1.0 if r["verdict"] == "yes" else 0.0 for r in rows]
+
+
+def test_parquet_writes_a_column_of_mixed_kinds_as_text(tmp_path):
+    rows = dataset(3)
+    rows[0]["extra"], rows[1]["extra"], rows[2]["extra"] = 7, "seven", None
+    rep = calibrate(rows, {"exact": ExactMatchJudge()}, probes=None, n_boot=0, progress=False)
+    back = pd.read_parquet(rep.to_parquet(tmp_path / "s.parquet"))
+    assert back["extra"].tolist()[:2] == ["7", "seven"] and back["extra"].isna().tolist()[2]
+    assert back["score_exact"].dtype == "float64"
+
+
+def test_score_kind_and_the_plots_each_judge_gets(report):
+    from llm_connect.calibration._report import PLOTS_BY_KIND, score_kind
+
+    assert score_kind([1.0, 0.0, np.nan, 1.0]) == "binary"
+    assert score_kind([1.0, 0.5, 0.0]) == "graded"
+    assert score_kind([np.nan, None]) == "none"
+    assert report.score_kind("exact") == "binary" and report.score_kind("llm") == "graded"
+    assert report.plots_for("exact") == PLOTS_BY_KIND["binary"] == ("reliability", "length")
+    assert report.plots_for("embedding") == ("scatter", "reliability", "threshold sweep", "length")
+    figs = report.figures()
+    assert "threshold sweep of exact" not in figs and "exact vs human" not in figs  # nothing to sweep at 0/1
+    assert {"reliability of exact against human", "exact score vs length"} <= set(figs)
+    for j in ("embedding", "llm"):
+        assert {f"{j} vs human", f"threshold sweep of {j}", f"reliability of {j} against human"} <= set(figs)
+    refusing = calibrate(dataset(6), {"llm": LLMJudge(ScriptedAdapter(lambda p, rc: "no")),
+                                      "exact": ExactMatchJudge()}, human="verdict", probes=None, n_boot=0,
+                         progress=False)
+    assert refusing.plots_for("llm") == () and not any("llm" in name for name in refusing.figures())
+
+
+def test_p_values_are_never_shown_as_zero():
+    from llm_connect.calibration._html import format_p, p_text
+
+    assert format_p(0.0) == format_p(1e-20) == format_p(0.00099) == "< 0.001"
+    assert [format_p(v) for v in (0.001, 0.0056, 0.014, 0.5, 1.0)] == ["0.001", "0.0056", "0.014", "0.5", "1"]
+    assert format_p(float("nan")) == format_p(None) == "—"
+    assert p_text(0.0) == "p < 0.001" and p_text(0.03) == "p=0.03"
+
+
+def test_report_shows_tiny_p_values_as_below_a_thousandth_and_intervals_unbroken(report):
+    tiny = report.bias.result("embedding", "length").stats.p_value
+    assert 0 < tiny < 1e-6  # the data make one; it used to be printed as 1.68e-07
+    html = report.html(plots=False)
+    assert "p &lt; 0.001" in html or "p < 0.001" in html
+    assert re.search(r"p=\d(\.\d+)?e-\d", html) is None and "p=0.0," not in html
+    p_cells = []  # every cell under a p / p_value header, in every table of the report
+    for table in re.findall(r"<table.*?</table>", html, flags=re.S):
+        header = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+        columns = [i for i, h in enumerate(header) if h in ("p", "p_value")]
+        for row in re.findall(r"<tr>((?:<td[^>]*>[^<]*</td>)+)</tr>", table):
+            cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
+            p_cells += [cells[i] for i in columns if i < len(cells)]
+    assert "&lt; 0.001" in p_cells and len(p_cells) >= 12  # bias probes, summary, judge cards
+    assert all(c == "&lt; 0.001" or c == "—" or 0.001 <= float(c) <= 1 for c in p_cells), p_cells
+    # intervals: a number, then [low, high] joined by no-break spaces, so a line never breaks inside one
+    intervals = re.findall(r"-?\d[\d.]*\s\[-?[\d.]+,\s-?[\d.]+\]", html)
+    assert intervals and all(" " not in i for i in intervals)
+    assert all(i.count("\u00a0") == 2 for i in intervals)
+    assert all("kappa" in v and "\n" not in v for v in report.verdicts())

@@ -170,3 +170,49 @@ def test_a_dropped_server_stops():
     gc.collect()
     thread.join(10)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("module", ["llm_connect.testing.loopback", "llm_connect.loopback"])
+def test_run_as_a_program_it_prints_its_base_url_serves_without_a_key_and_stops_on_ctrl_c(module):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:(\d+)/v1)\b", first)
+        assert match, first
+        assert "no API key needed" in first
+        base_url = match.group(1)
+        adapter = OpenAICompatibleAdapter("loopback-model", base_url=base_url)  # no key: a server on localhost
+        try:
+            reply = adapter.complete("Rate this answer", RunConfig()).content
+        finally:
+            adapter.close()
+        assert reply == default_reply("Rate this answer")
+        assert "--base-url " + base_url in proc.stdout.readline()  # the next line shows how to use it
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_a_port_in_use_is_one_line_not_a_traceback():
+    import subprocess
+    import sys
+
+    with LoopbackServer() as server:
+        proc = subprocess.run([sys.executable, "-m", "llm_connect.testing.loopback", "--port", str(server.port)],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert f"cannot listen on 127.0.0.1:{server.port}" in proc.stderr and "Traceback" not in proc.stderr

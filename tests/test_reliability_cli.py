@@ -186,7 +186,10 @@ def test_a_blank_csv_reference_is_no_match_and_a_blank_answer_is_judged(tmp_path
         )
         == 0
     )
-    assert (tmp_path / "o" / "scores.csv").read_text().splitlines()[1:] == ["x,,0.0", "y,1.0,1.0", "z,0.0,0.0"]
+    scores = pd.read_csv(tmp_path / "o" / "scores.csv", keep_default_na=False, dtype=str)
+    assert scores[["id", "score_exact-match", "score_human"]].values.tolist() == [
+        ["x", "", "0.0"], ["y", "1.0", "1.0"], ["z", "0.0", "0.0"]]
+    assert scores["status_exact-match"].tolist() == ["error", "scored", "scored"]
     out = capsys.readouterr().out
     assert "exact-match: 2 scored, 0 unscored, 1 errors" in out and "1 row(s) lack text" in out
 

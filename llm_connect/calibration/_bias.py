@@ -33,7 +33,7 @@ import pandas as pd
 from ..core import RunConfig
 from ..errors import ValidationError
 from ._agreement import bootstrap_ci
-from ._html import frame_html, html_format, with_interval
+from ._html import frame_html, html_format, p_text, with_interval
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 
 __all__ = ["PROBES", "BiasReport", "ProbeResult", "paired_shift", "perturb_items", "probe_judge", "run_probes"]
@@ -170,9 +170,9 @@ class ProbeResult:
         s = self.stats
         description = _DESCRIPTIONS.get(self.probe)
         head = html_format(
-            "<p><b>{}</b>, probe <b>{}</b>{}: mean shift {}, p={:.3g}, {:.1%} of verdicts flipped (n={})</p>",
+            "<p><b>{}</b>, probe <b>{}</b>{}: mean shift {}, {}, {:.1%} of verdicts flipped (n={})</p>",
             self.judge, self.probe, f" ({description})" if description else "",
-            with_interval(s.mean_shift, s.shift_low, s.shift_high), s.p_value, s.flip_rate, s.n,
+            with_interval(s.mean_shift, s.shift_low, s.shift_high), p_text(s.p_value), s.flip_rate, s.n,
         )
         cols = [c for c in ("id", "candidate", "perturbed_candidate", "original", "perturbed", "shift")
                 if c in self.items.columns]

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._html import frame_html, html_format, with_interval
+from ._html import frame_html, html_format, p_text, with_interval
 
 __all__ = [
     "LengthControlled",
@@ -119,8 +119,8 @@ class LengthEffect:
     def _repr_html_(self) -> str:
         ctrl = ", ".join(self.controls) if self.controls else "nothing"
         head = html_format(
-            "<p>Length effect on <b>{}</b> (controlling for {}): {} per unit of {}, p={:.3g}, n={}, R²={:.3f}. {}</p>",
-            self.judge, ctrl, with_interval(self.coef, self.low, self.high), self.term, self.p_value, self.n,
+            "<p>Length effect on <b>{}</b> (controlling for {}): {} per unit of {}, {}, n={}, R²={:.3f}. {}</p>",
+            self.judge, ctrl, with_interval(self.coef, self.low, self.high), self.term, p_text(self.p_value), self.n,
             self.r2, self.note,
         )
         return head + frame_html(self.fit.table(), caption="OLS fit")

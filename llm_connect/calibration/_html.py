@@ -17,18 +17,32 @@ import pandas as pd
 from ..grading._html import Markup, escape, html_format, html_table, join, kv_table
 
 __all__ = [
+    "NBSP",
+    "P_COLUMNS",
+    "P_FLOOR",
     "Markup",
     "escape",
     "fmt",
+    "format_p",
     "frame_html",
     "html_format",
     "join",
     "kv_table",
     "new_figure",
+    "p_text",
     "png_bytes",
     "png_data_uri",
     "with_interval",
 ]
+
+#: p-values below this are shown as ``< 0.001``: a test's p-value is never exactly 0, and digits
+#: beyond this say more about floating point than about the data.
+P_FLOOR = 0.001
+#: Table columns that hold p-values (:func:`frame_html` shows them with :func:`format_p`).
+P_COLUMNS = ("p", "p_value", "p-value")
+#: Joins the parts of an interval (``0.48 [0.25, 0.68]``) so a line never breaks inside it:
+#: a no-break space (U+00A0).
+NBSP = "\u00a0"
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -49,18 +63,52 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def format_p(value: Any) -> str:
+    """A p-value as text, the one way every table, report and command line shows it: two significant
+    digits (``0.014``, ``0.0056``, ``0.5``), ``< 0.001`` below :data:`P_FLOOR` (never ``0.0`` or
+    ``1e-20``), an em dash when there is none (``None``, NaN)."""
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if math.isnan(p):
+        return "—"
+    if p < P_FLOOR:
+        return f"< {P_FLOOR:g}"
+    return f"{p:.2g}"
+
+
+def p_text(value: Any) -> str:
+    """``p=0.014``, ``p < 0.001`` (:func:`format_p` after ``p``), for a sentence."""
+    shown = format_p(value)
+    return f"p {shown}" if shown.startswith("<") else f"p={shown}"
+
+
 def with_interval(value: float, low: float, high: float, digits: int = 3) -> str:
+    """``0.48 [0.25, 0.68]``, its spaces no-break (:data:`NBSP`) so HTML never wraps the interval."""
     text = fmt(value, digits)
-    if isinstance(low, float) and isinstance(high, float) and not (math.isnan(low) or math.isnan(high)):
-        text += f" [{fmt(low, digits)}, {fmt(high, digits)}]"
+    if _finite(low) and _finite(high):
+        text += f"{NBSP}[{fmt(low, digits)},{NBSP}{fmt(high, digits)}]"
     return text
 
 
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def frame_html(df: pd.DataFrame, *, caption: str | None = None, max_rows: int = 60, digits: int = 3) -> Markup:
-    """A compact HTML table of ``df`` (the index is not shown); every name and value escaped."""
+    """A compact HTML table of ``df`` (the index is not shown); every name and value escaped.
+
+    Numbers are shown by :func:`fmt`, p-values (the columns :data:`P_COLUMNS`) by :func:`format_p`.
+    """
     shown = df.head(max_rows)
+    is_p = [str(c) in P_COLUMNS for c in shown.columns]
     return html_table(
-        ([fmt(v, digits) for v in row] for row in shown.itertuples(index=False, name=None)),
+        ([format_p(v) if p else fmt(v, digits) for v, p in zip(row, is_p, strict=True)]
+         for row in shown.itertuples(index=False, name=None)),
         header=[str(c) for c in shown.columns],
         caption=caption or None,
         caption_attrs={"style": "text-align:left;font-weight:bold"},

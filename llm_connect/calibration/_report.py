@@ -26,11 +26,54 @@ from ._diagnostics import (
 from ._html import Markup, fmt, frame_html, html_format, join, new_figure, png_bytes, png_data_uri
 from ._runner import ScoredItems, _named_judges, score_judges
 
-__all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "CalibrationReport", "calibrate"]
+__all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "PLOTS_BY_KIND", "CalibrationReport", "calibrate",
+           "parquet_ready", "score_kind"]
 
 AGREEMENT_CSV_COLUMNS = ("judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
                          "krippendorff_alpha", "spearman")
 BIAS_CSV_COLUMNS = ("judge", "probe", "n", "mean_shift", "shift_low", "shift_high", "p_value", "flip_rate")
+
+#: The per-judge plots of the report, by the kind of scores the judge gives (:func:`score_kind`).
+#: ``scatter`` (the judge against the reference), ``reliability`` (how often the reference says
+#: yes at each score), ``threshold sweep`` (agreement at each threshold) and ``length`` (score
+#: against answer length). A 0/1 judge has no threshold between its two scores to sweep, and its
+#: scatter against the labels only shows the counts its agreement table already gives.
+PLOTS_BY_KIND: dict[str, tuple[str, ...]] = {
+    "graded": ("scatter", "reliability", "threshold sweep", "length"),
+    "binary": ("reliability", "length"),
+    "none": (),
+}
+
+
+def score_kind(scores: Any) -> str:
+    """``"binary"`` when the scores (NaN ignored) are all 0 or 1, ``"graded"`` when some are not,
+    ``"none"`` when there is none."""
+    values = pd.to_numeric(pd.Series(scores), errors="coerce").dropna().to_numpy(dtype=float)
+    if not len(values):
+        return "none"
+    return "binary" if bool(np.isin(values, (0.0, 1.0)).all()) else "graded"
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
+
+
+def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as Parquet can hold it: a text column stays text, a column of numbers stays numbers;
+    an object column mixing kinds Arrow cannot put in one type (numbers and text, say) becomes text
+    (nulls stay null)."""
+    import pyarrow as pa
+
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype != object:
+            continue
+        try:
+            pa.array(out[column].tolist(), from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                OverflowError):
+            out[column] = out[column].map(lambda v: None if _is_null(v) else str(v)).astype(object)
+    return out
 
 
 @dataclass
@@ -173,9 +216,25 @@ class CalibrationReport:
     # -- tables for files ------------------------------------------------------------------
 
     def scores_table(self) -> pd.DataFrame:
-        """``id`` and one ``score_<judge>`` column per judge (NaN where unscored)."""
-        cols = ["id", *[f"score_{n}" for n in self.names]]
-        return self.scores[cols].copy()
+        """What ``scores.csv`` and ``scores.parquet`` hold: one row per item, in input order.
+
+        Columns: ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model`` (when the data
+        names any), the input's other columns (groups such as ``topic``), one ``score_<name>`` per
+        judge and label (NaN where the judge could not score the row, never 0), then for each
+        machine judge ``status_<judge>`` (``scored``/``unscored``/``error``), ``notes_<judge>``
+        (its notes, or why the row is not scored) and ``reply_<judge>`` (its raw reply; empty for a
+        judge that makes no LLM call). Values are as the run saw them (not neutralised: the CLI
+        passes the table through :func:`~llm_connect._textsafe.csv_safe_frame` for the CSV).
+        """
+        s = self.scores
+        cols = ["id", *[c for c in ("prompt", "baseline", "candidate") if c in s.columns]]
+        if "candidate_model" in s.columns and s["candidate_model"].notna().any():
+            cols.append("candidate_model")
+        cols += [c for c in self.meta.passthrough if c in s.columns]
+        cols += [f"score_{n}" for n in self.names]
+        for j in self.judges:
+            cols += [c for c in (f"status_{j}", f"notes_{j}", f"reply_{j}") if c in s.columns]
+        return s[list(dict.fromkeys(cols))].copy()
 
     def agreement_frame(self) -> pd.DataFrame:
         frame = self.agreement.frame
@@ -202,6 +261,16 @@ class CalibrationReport:
         csv_safe_frame(self.bias_frame()).to_csv(paths["bias"], index=False)
         return paths
 
+    def to_parquet(self, path: str | Path) -> Path:
+        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and
+        return its path. Text is written as it is, not neutralised as in ``scores.csv``: Parquet is
+        read by code (pandas, DuckDB, Spark), not opened by a spreadsheet. A column holding values
+        of several kinds (numbers and text, say) is written as text."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        parquet_ready(self.scores_table()).to_parquet(p, index=False)
+        return p
+
     def summary(self) -> pd.DataFrame:
         """One row per machine judge: agreement with the reference and its largest bias shift."""
         ref = self.reference
@@ -225,8 +294,25 @@ class CalibrationReport:
 
     # -- figures ----------------------------------------------------------------------------
 
+    def score_kind(self, judge: str) -> str:
+        """``"binary"`` when every score ``judge`` gave is 0 or 1 (exact match, a yes/no verdict),
+        ``"graded"`` when it gave others, ``"none"`` when it scored no row."""
+        return score_kind(self.scores[_score_column(self.scores, judge)])
+
+    def plots_for(self, judge: str) -> tuple[str, ...]:
+        """The per-judge plots the report draws for ``judge`` (the rule: :data:`PLOTS_BY_KIND` of its
+        :meth:`score_kind`; those against the reference only when there is one other than itself)."""
+        ref = self.reference
+        return tuple(p for p in PLOTS_BY_KIND[self.score_kind(judge)]
+                     if p == "length" or (ref is not None and ref != judge))
+
     def figures(self) -> dict[str, Any]:
-        """The report's figures (``matplotlib.figure.Figure``, outside pyplot), by name."""
+        """The report's figures (``matplotlib.figure.Figure``, outside pyplot), by name.
+
+        Each judge gets the plots that carry information for its kind of scores
+        (:meth:`plots_for`): a 0/1 judge has no threshold to sweep and its scatter against
+        the labels is a jittered 2x2 table, so it gets neither.
+        """
         from . import _plots
 
         figs: dict[str, Any] = {}
@@ -236,21 +322,25 @@ class CalibrationReport:
             figs["agreement heatmap (Cohen's kappa)"] = fig
         ref = self.reference
         for j in self.judges:
-            if ref and ref != j:
+            plots = self.plots_for(j)
+            if "scatter" in plots and ref is not None:
                 fig, ax = new_figure()
                 _plots.plot_judge_scatter(self.scores, x=ref, y=j, jitter=0.02, seed=self.seed, ax=ax)
                 figs[f"{j} vs {ref}"] = fig
+            if "reliability" in plots and ref is not None:
                 fig, ax = new_figure()
                 _plots.plot_reliability(self.scores, judge=j, label=ref, threshold=self.threshold_of(ref), ax=ax)
                 figs[f"reliability of {j} against {ref}"] = fig
+            if "threshold sweep" in plots and ref is not None:
                 fig, ax = new_figure()
                 _plots.plot_threshold_sweep(self.sweep(j, ref), ax=ax)
                 ax.set_title(_plots._text(f"{j} threshold vs {ref}"))
                 figs[f"threshold sweep of {j}"] = fig
-            fig, ax = new_figure()
-            hue = ref if ref and ref != j else None
-            _plots.plot_score_vs_length(self.scores, judge=j, hue=hue, ax=ax)
-            figs[f"{j} score vs length"] = fig
+            if "length" in plots:
+                fig, ax = new_figure()
+                hue = ref if ref and ref != j else None
+                _plots.plot_score_vs_length(self.scores, judge=j, hue=hue, ax=ax)
+                figs[f"{j} score vs length"] = fig
         if self.bias is not None and self.bias.results:
             fig, ax = new_figure(6, 1.2 + 0.35 * len(self.bias.results))
             _plots.plot_bias_forest(self.bias, ax=ax)

@@ -1,10 +1,11 @@
 """Run several judges over one dataset into one tidy frame.
 
-One row per item, in input order: the item's texts and id, a ``score_<judge>``
-column per judge (NaN when the judge's reply could not be scored or the call
-failed; never 0), ``status_<judge>`` and ``notes_<judge>``, the human labels as
-``score_human`` (and ``score_<annotator>``), answer length and format features,
-and the candidate's model family.
+One row per item, in input order: the item's texts and id, the input's other
+columns (carried through), a ``score_<judge>`` column per judge (NaN when the
+judge's reply could not be scored or the call failed; never 0),
+``status_<judge>``, ``notes_<judge>`` and ``reply_<judge>`` (its raw reply),
+the human labels as ``score_human`` (and ``score_<annotator>``), answer length
+and format features, and the candidate's model family.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ _YES = {"yes", "y", "true", "t", "correct", "acceptable", "accept", "right", "pa
 _NO = {"no", "n", "false", "f", "incorrect", "unacceptable", "reject", "wrong", "fail", "bad", "0", "0.0"}
 _BLANK = {"", "na", "n/a", "nan", "none", "null", "-", "?"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+#: A judge named ``N`` has one column per prefix: ``score_N`` (NaN unless scored), ``status_N``
+#: (``scored``/``unscored``/``error``), ``notes_N`` (the judge's notes, or why the row is not
+#: scored) and ``reply_N`` (the judge's raw reply; empty for a judge that makes no LLM call).
+JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_")
+#: The item columns a calibration run reads itself; the input's other columns are carried through.
+ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
 
 
 def parse_labels(values: Iterable[Any], *, column: str = "human") -> np.ndarray:
@@ -97,7 +105,8 @@ def judge_name(name: str) -> str:
     """A judge's name as it appears everywhere: its ``grader_id`` (or the name given), verbatim.
 
     The one rule for columns: a judge named ``N`` has the columns ``score_N``,
-    ``status_N`` and ``notes_N`` (``score_exact-match`` for ``ExactMatchJudge()``).
+    ``status_N``, ``notes_N`` and ``reply_N`` (``score_exact-match`` for ``ExactMatchJudge()``);
+    see :data:`JUDGE_COLUMN_PREFIXES`.
     A name must be non-empty text without control characters.
     """
     if not isinstance(name, str) or not name.strip():
@@ -252,6 +261,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _passthrough_names(columns: Sequence[Any]) -> dict[Any, str]:
+    """The input's other columns -> their names in the scored frame: as they are, unless the name is
+    one the frame uses itself (an item column, a feature) or looks like a judge's column, which gets
+    an ``input_`` prefix (so a column ``score_x`` in the data is never mistaken for a judge)."""
+    reserved = {*ITEM_FRAME_COLUMNS, "model_family", *text_features([], []).columns}
+    out: dict[Any, str] = {}
+    for column in columns:
+        name = str(column)
+        while name in reserved or name.startswith(JUDGE_COLUMN_PREFIXES) or name in out.values():
+            name = "input_" + name
+        out[column] = name
+    return out
+
+
 def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -> pd.Series:
     """The baseline text a judge sees. Judges that split references themselves (they declare
     ``splits_references``; see :func:`~llm_connect.grading.judge_abilities`) get it as is;
@@ -275,7 +298,8 @@ def judge_items(
     ledger: Any = None,
     task_type: str | None = None,
 ) -> pd.DataFrame:
-    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame.
+    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
+    the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
 
     With ``ledger`` and ``task_type`` every scored row is recorded as
     ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
@@ -285,15 +309,16 @@ def judge_items(
     saying which text is missing, as it does for a blank baseline (an empty answer
     against an empty reference is not a match). See :func:`lacks_text`.
     """
-    from ..grading import judge_many
+    from ..batch import run_batch
+    from ..grading._batch import judge_plan
 
     columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id") if c in items.columns]
     batch = items[columns].copy()
     batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
         batch[c] = batch[c].map(_text_or_none).astype(object)
-    return judge_many(judge, batch, concurrency=concurrency, progress=progress, run_config=run_config,
-                      ledger=ledger, task_type=task_type)
+    plan = judge_plan(judge, batch, run_config=run_config, ledger=ledger, task_type=task_type, replies=True)
+    return run_batch(plan, concurrency=concurrency, progress=progress)
 
 
 def _rubric_hash(judge: Any) -> str | None:
@@ -327,6 +352,8 @@ class ScoredItems:
     (which many pandas operations drop).
 
     ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
+    ``passthrough``: the input's other columns, carried into the frame (a name that would clash
+    with a column of the frame gets an ``input_`` prefix; see :func:`score_items`);
     ``grader_ids``, ``rubric_hashes``, ``judge_families``, ``pairwise`` and ``usage`` (per judge:
     rows scored / unscored / error, ``judge_cost_usd``, tokens) are keyed by judge name.
     """
@@ -334,6 +361,7 @@ class ScoredItems:
     frame: pd.DataFrame
     judges: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+    passthrough: list[str] = field(default_factory=list)
     human: str | None = None
     annotators: list[str] = field(default_factory=list)
     grader_ids: dict[str, str] = field(default_factory=dict)
@@ -394,8 +422,12 @@ def score_items(
     of the same name, whose agreement with each other is the ceiling.
 
     Columns: ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``,
-    ``model_family``, ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` per
-    judge, ``score_human`` and ``score_<annotator>``, and the features of
+    ``model_family``, the input's other columns (e.g. a group such as ``topic``; not the
+    label columns, which become ``score_<name>``; one whose name the frame uses itself, or
+    that starts with ``score_``, ``status_``, ``notes_`` or ``reply_``, is carried as
+    ``input_<name>``), ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` /
+    ``reply_<judge>`` per judge (the rule of :func:`judge_name`), ``score_human`` and
+    ``score_<annotator>``, and the features of
     :func:`~llm_connect.calibration.text_features`. ``attrs`` mirrors, for reading
     by hand, the judge names, each judge's ``grader_id``, rubric hash and model family,
     and each judge's usage (the package itself passes them as :class:`ScoredItems`,
@@ -434,6 +466,12 @@ def score_judges(
         out[c] = frame[c].tolist()
     out["candidate_model"] = frame["candidate_model"].tolist() if "candidate_model" in frame.columns else [None] * n
     out["model_family"] = [model_family(m) for m in out["candidate_model"]]
+    label_columns = {c for c in [human, *annotators] if c is not None}
+    passthrough = _passthrough_names(
+        [c for c in frame.columns if c not in ITEM_FRAME_COLUMNS and c not in label_columns]
+    )
+    for source, name in passthrough.items():
+        out[name] = frame[source].tolist()
 
     label_names: list[str] = []
     labels: dict[str, np.ndarray] = {}
@@ -461,6 +499,7 @@ def score_judges(
         out[f"notes_{name}"] = [
             (e if s != "scored" else nt) for s, e, nt in zip(status, batch["error"], batch["notes"], strict=True)
         ]
+        out[f"reply_{name}"] = batch["raw_reply"].tolist()
         usage[name] = {
             "scored": int((np.asarray(status) == "scored").sum()),
             "unscored": int((np.asarray(status) == "unscored").sum()),
@@ -478,6 +517,7 @@ def score_judges(
         frame=out,
         judges=list(named),
         labels=label_names,
+        passthrough=list(passthrough.values()),
         human="human" if human is not None else None,
         annotators=[judge_name(a) for a in annotators],
         grader_ids={k: str(j.grader_id) for k, j in named.items()},

@@ -48,9 +48,16 @@ the judge and its first error); 2 a user error (one line on stderr).
 
 Writes into --out (text cells that start with =, +, -, @ get a leading ' so a
 spreadsheet does not run them as formulas):
-  scores.csv     one row per input row, in order: id and score_<judge> for each
-                 judge (exact, embedding, llm) and score_human; blank where a
-                 judge could not score the row (never 0)
+  scores.csv     one row per input row, in order: id, prompt, baseline,
+                 candidate, candidate_model and the input's other columns
+                 (groups); score_<judge> for each judge (exact-match,
+                 embedding-similarity, llm-judge) and score_human, blank where
+                 a judge could not score the row (never 0); then per judge
+                 status_<judge> (scored, unscored, error), notes_<judge> (its
+                 notes or why the row is not scored) and reply_<judge> (its raw
+                 reply)
+  scores.parquet the same table with its types (not neutralised: it is read
+                 by code, not opened by a spreadsheet)
   agreement.csv  one row per pair of judges: n, percent_agreement, cohen_kappa
                  (kappa_low, kappa_high: 95% bootstrap interval),
                  krippendorff_alpha, spearman, and more
@@ -116,7 +123,8 @@ def _add_calibrate(subparsers: Any) -> None:
         "--reference-sep",
         metavar="SEP",
         default=None,
-        help="separator of several acceptable references in baseline (e.g. '|'); any one may match",
+        help="separator of several acceptable references in baseline (e.g. '|'); any one may match. "
+        "'none': each baseline is one reference (and no warning when a baseline holds '|')",
     )
     p.add_argument(
         "--probes",
@@ -167,6 +175,8 @@ def _print_verdicts(cards: Sequence[Any], out: Any) -> None:
 
 
 def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: int = 0) -> None:
+    from ..calibration._html import format_p
+
     def f(x: Any, spec: str = ".3f") -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
@@ -217,7 +227,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
                     r.probe,
                     str(s.n),
                     f"{f(s.mean_shift, '+.3f')} [{f(s.shift_low, '+.3f')}, {f(s.shift_high, '+.3f')}]",
-                    f(s.p_value, ".2g"),
+                    format_p(s.p_value),
                     f(s.flip_rate, ".1%"),
                 )
             )
@@ -246,13 +256,52 @@ def _no_row_scored(parser: argparse.ArgumentParser, report: Any) -> int:
 
 
 def _write_csvs(report: Any, paths: dict[str, Path]) -> dict[str, Path]:
-    """scores.csv, agreement.csv and bias.csv, their text cells neutralised against formula injection."""
+    """scores.csv, agreement.csv and bias.csv, their text cells neutralised against formula injection,
+    and scores.parquet (when ``paths`` names it): the same scores table with its types, not neutralised
+    (Parquet is read by code, not opened by a spreadsheet)."""
     tables = {"scores": report.scores_table(), "agreement": report.agreement_frame(), "bias": report.bias_frame()}
     written = {}
     for key, table in tables.items():
         csv_safe_frame(table).to_csv(paths[key], index=False)
         written[key] = paths[key]
+    if "scores_parquet" in paths:
+        written["scores_parquet"] = report.to_parquet(paths["scores_parquet"])
     return written
+
+
+#: Separators of several references that common exports use in one cell (SQuAD / Natural Questions
+#: dumps join the acceptable answers with "|"); a baseline holding one while --reference-sep was not
+#: given is most likely several references read as one.
+COMMON_REFERENCE_SEPS = ("|",)
+
+
+def _reference_sep(value: str | None) -> str | None:
+    """``--reference-sep``: ``None`` when not given or ``none`` (each baseline is one reference)."""
+    if value is None or value.strip().lower() == "none":
+        return None
+    if not value:
+        raise UsageError("--reference-sep is empty; give a separator such as '|', or none")
+    return value
+
+
+def _warn_reference_sep(parser: argparse.ArgumentParser, items: Any, given: str | None) -> int:
+    """Warn (one line) when --reference-sep was not given and baselines hold a common separator;
+    the number of such rows (0 when the option was given, ``none`` included)."""
+    if given is not None or "baseline" not in items.columns:
+        return 0
+    baselines = items["baseline"]
+    for sep in COMMON_REFERENCE_SEPS:
+        holding = int(baselines.map(lambda b, sep=sep: isinstance(b, str) and sep in b).sum())
+        if holding:
+            _warn(
+                parser,
+                f"{holding} of {len(items)} baseline(s) contain '{sep}', which often separates several acceptable "
+                f"references, but --reference-sep was not given, so each is compared as one text; pass "
+                f"--reference-sep '{sep}' to accept any of them, or --reference-sep none to keep them whole "
+                "and silence this warning",
+            )
+            return holding
+    return 0
 
 
 def _check_items(parser: argparse.ArgumentParser, items: Any) -> int:
@@ -293,6 +342,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             raise UsageError(
                 f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(PROBES)}, or auto, or none"
             )
+    sep_given = args.reference_sep
+    args.reference_sep = _reference_sep(sep_given)
     spec = JudgeSpec.from_args(args)
     _check_judges(spec)  # a missing extra, a bad spec or URL: before reading anything
     requirements = _requirements(
@@ -312,9 +363,14 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         raise UsageError(
             f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
         )
+    from ..calibration import parse_labels
+
+    for column in columns:  # a label that is not one: exit 2 now, before --out is made and any judge runs
+        parse_labels(items[column].tolist(), column=str(column))
     lacking = _check_items(parser, items)
     paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
     judges = _build_judges(spec)
+    _warn_reference_sep(parser, items, sep_given)  # once the run is sure to go ahead
     run_config = (
         _local_run_config() if GRADER_IDS["llm"] in judges and _model_spec(args.llm, "llm")[0] == "local" else None
     )

@@ -35,6 +35,7 @@ from ..batch import (
     run_rows,
 )
 from ..core import BudgetTracker, LLMResponse, RunConfig
+from ..errors import JudgeReplyError
 from ._base import GradingResult, acall_judge, judge_abilities, judge_result_columns, observation_for
 
 __all__ = [
@@ -75,15 +76,64 @@ async def record_result(ledger: Any, row: Row, result: GradingResult, *, judge: 
     await record_row(ledger, lambda: observation_for(result, task_type=task_type, judge=judge, item_id=item_id), row)
 
 
-def finish_rows(judge: Any, frame: Any, columns: tuple[str, ...]) -> Any:
-    """The ``finish`` step of a judge's batch: its ``grader_id`` on every row, the rows attached to ``frame``."""
+def finish_rows(judge: Any, frame: Any, columns: tuple[str, ...],
+                replies: Mapping[int, str] | None = None) -> Any:
+    """The ``finish`` step of a judge's batch: its ``grader_id`` on every row, the rows attached to ``frame``
+    (with ``replies``: the raw reply of each unscored row, by position, in its ``raw_reply``)."""
 
     def finish(rows: list[Row], interrupted: bool) -> Any:
-        for r in rows:
+        for i, r in enumerate(rows):
             r["grader_id"] = judge.grader_id
+            if replies is not None and i in replies and r.get("status") == "unscored":
+                r.setdefault("raw_reply", replies[i])
         return attach_rows(frame, rows, columns, interrupted)
 
     return finish
+
+
+#: The column ``judge_plan(..., replies=True)`` adds: the judge's raw reply (``None`` for a judge without one).
+RAW_REPLY = "raw_reply"
+
+
+def raw_reply_of(details: Mapping[str, Any]) -> str | None:
+    """The raw reply text in a judgment's ``details``, for audit; ``None`` when the judge made no LLM call.
+
+    ``LLMJudge`` keeps it as ``raw_reply``; a pairwise judge has one per order (shown as
+    ``[order] reply`` lines), a panel one per member (``[member] reply``), a cascade the dear
+    judge's when it escalated, else the cheap one's.
+    """
+    if not isinstance(details, Mapping):
+        return None
+    reply = details.get("raw_reply")
+    if isinstance(reply, str):
+        return reply
+    parts: list[str] = []
+    for order in details.get("orders") or ():
+        if isinstance(order, Mapping) and isinstance(order.get("raw_reply"), str):
+            parts.append(f"[{order.get('order', '?')}] {order['raw_reply']}")
+    members = details.get("members")
+    if isinstance(members, Mapping):
+        for name, member in members.items():
+            text = raw_reply_of(member) if isinstance(member, Mapping) else None
+            if text is not None:
+                parts.append(f"[{name}] {text}")
+    if parts:
+        return "\n".join(parts)
+    for key in ("dear_details", "cheap_details"):
+        inner = details.get(key)
+        if isinstance(inner, Mapping):
+            text = raw_reply_of(inner)
+            if text is not None:
+                return text
+    return None
+
+
+def _reply_of_error(exc: JudgeReplyError) -> str | None:
+    """The reply that held no usable verdict (from the response it came in, else the error's own copy)."""
+    response = exc.response
+    if isinstance(response, LLMResponse):
+        return response.content
+    return exc.reply if isinstance(exc.reply, str) else None
 
 
 def judge_plan(
@@ -94,14 +144,21 @@ def judge_plan(
     ledger: Any = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
+    replies: bool = False,
 ) -> BatchPlan:
-    """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run."""
+    """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
+
+    ``replies=True`` adds a ``raw_reply`` column (after the result columns): the judge's raw reply
+    for a scored row (:func:`raw_reply_of` its details) and the unusable reply of an unscored one;
+    ``None`` for a judge that makes no LLM call and for error rows.
+    """
     frame = items_frame(items, ITEM_COLUMNS)
     check_ledger(ledger, task_type)
     abilities = judge_abilities(judge)
     rc = run_config or RunConfig()
     records = frame.to_dict("records")
     ids = column_values(frame, "id")
+    unusable: dict[int, str] = {}  # position -> the reply of a row that comes out unscored
 
     async def work(i: int) -> Row:
         rec = records[i]
@@ -109,16 +166,25 @@ def judge_plan(
         reference = reference_text(rec["baseline"], sep=abilities.reference_sep)
         baseline = LLMResponse(content=reference, adapter_id="baseline", model_id="reference")
         candidate = candidate_response(rec, item_text(rec["candidate"], "candidate"))
-        result = await acall_judge(judge, baseline, candidate, prompt=prompt, run_config=rc)
+        try:
+            result = await acall_judge(judge, baseline, candidate, prompt=prompt, run_config=rc)
+        except JudgeReplyError as exc:  # the engine makes the row unscored; keep what the judge said
+            text = _reply_of_error(exc) if replies else None
+            if text is not None:
+                unusable[i] = text
+            raise
         row = result_row(judge, result)
+        if replies:
+            row[RAW_REPLY] = raw_reply_of(result.details)
         if ledger is not None:
             await record_result(ledger, row, result, judge=judge, task_type=str(task_type),
                                 item_id=row_item_id(ids, i))
         return row
 
-    columns = (*RESULT_COLUMNS, *abilities.extra_columns, *ledger_columns(ledger))
-    return BatchPlan(len(records), work, finish_rows(judge, frame, columns), desc=str(judge.grader_id),
-                     budget=batch_budget(budget, run_config))
+    columns = (*RESULT_COLUMNS, *abilities.extra_columns, *((RAW_REPLY,) if replies else ()),
+               *ledger_columns(ledger))
+    return BatchPlan(len(records), work, finish_rows(judge, frame, columns, unusable if replies else None),
+                     desc=str(judge.grader_id), budget=batch_budget(budget, run_config))
 
 
 def judge_many(

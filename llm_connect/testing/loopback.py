@@ -671,13 +671,32 @@ def _shutdown(
                 process.stdout.close()
 
 
+def announcement(port: int) -> str:
+    """What ``python -m llm_connect.testing.loopback`` prints once it serves: the base URLs to copy."""
+    return (
+        f"serving a fake OpenAI-compatible API at http://127.0.0.1:{port}/v1 "
+        f"(Anthropic: http://127.0.0.1:{port}); no API key needed; Ctrl-C stops it\n"
+        f"try: llm-connect calibrate DATA --out DIR --judges llm --llm openai:loopback-model "
+        f"--base-url http://127.0.0.1:{port}/v1"
+    )
+
+
 def _serve(config: dict[str, Any]) -> None:
-    """Run a server until stdin closes (the parent is gone) or ``max_lifetime_s`` passes."""
+    """Run a server until stdin closes (the parent is gone), ``max_lifetime_s`` passes or Ctrl-C.
+
+    A parent (``mode="process"``, ``watch_stdin``) reads the port from a first line ``PORT N``;
+    run from a shell, it prints :func:`announcement` (the base URL) instead.
+    """
     core = _Core(config, config.get("reply"), log=False)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    runner, port = loop.run_until_complete(_start_site(core, int(config.get("port", 0))))
-    sys.stdout.write(f"PORT {port}\n")
+    try:
+        runner, port = loop.run_until_complete(_start_site(core, int(config.get("port", 0))))
+    except OSError as exc:  # the port is taken, or may not be bound
+        loop.close()
+        where = f"127.0.0.1:{config.get('port', 0)}"
+        raise SystemExit(f"loopback: cannot listen on {where}: {exc.strerror or exc}") from None
+    sys.stdout.write(f"PORT {port}\n" if config.get("watch_stdin") else announcement(port) + "\n")
     sys.stdout.flush()
 
     def watch_stdin() -> None:
@@ -693,13 +712,16 @@ def _serve(config: dict[str, Any]) -> None:
     loop.call_later(float(config.get("max_lifetime_s", 3600.0)), loop.stop)
     try:
         loop.run_forever()
+    except KeyboardInterrupt:  # Ctrl-C in a shell: stop quietly
+        pass
     finally:
         loop.run_until_complete(runner.cleanup())
         loop.close()
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m llm_connect.testing.loopback") -> None:
-    """The command line: serve until interrupted (``--port``, ``--latency``, ``--reply``)."""
+    """The command line: print the base URL (``http://127.0.0.1:PORT/v1``) and serve until interrupted
+    (``--port``, ``--latency``, ``--reply``)."""
     parser = argparse.ArgumentParser(prog=prog, description="Serve a fake OpenAI/Anthropic API on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds each reply waits")
