@@ -311,3 +311,16 @@ def test_report_shows_tiny_p_values_as_below_a_thousandth_and_intervals_unbroken
     assert intervals and all(" " not in i for i in intervals)
     assert all(i.count("\u00a0") == 2 for i in intervals)
     assert all("kappa" in v and "\n" not in v for v in report.verdicts())
+
+
+def test_a_pairwise_judge_keeps_the_reply_of_each_order():
+    from llm_connect.grading import PairwiseJudge
+
+    def reply(prompt: str, rc) -> str:
+        first = prompt.split("Answer A:\n", 1)[1].split("Answer B:", 1)[0]
+        return f'{{"notes": "n", "winner": "{"A" if "Paris" in first else "B"}"}}'
+
+    rep = calibrate(dataset(4), {"pair": PairwiseJudge(ScriptedAdapter(reply))}, probes=None, n_boot=0,
+                    progress=False)
+    replies = rep.scores_table()["reply_pair"].tolist()
+    assert all(r.startswith("[baseline-first] {") and "\n[candidate-first] {" in r for r in replies)
