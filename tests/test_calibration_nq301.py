@@ -167,8 +167,14 @@ def test_default_judges_with_the_embedded_models(nq301_jsonl, tmp_path, capsys):
     assert main(["calibrate", str(subset), "--out", str(out), "--probes", "none", "--n-boot", "50",
                  "--normalize", "squad", "--reference-sep", "|", "--no-progress"]) == 0
     scores = pd.read_csv(out / "scores.csv")
-    assert list(scores.columns) == ["id", "score_exact-match", "score_embedding-similarity", "score_llm-judge",
-                                    "score_human"]
+    judges = ("exact-match", "embedding-similarity", "llm-judge")
+    assert list(scores.columns) == [
+        "id", "prompt", "baseline", "candidate", "annotator1", "annotator2",  # not labels here: carried through
+        *(f"score_{j}" for j in judges), "score_human",
+        *(f"{kind}_{j}" for j in judges for kind in ("status", "notes", "reply")),
+    ]
+    answered = scores["status_llm-judge"] != "error"  # scored or unscored: the model replied, and it is kept
+    assert scores.loc[answered, "reply_llm-judge"].notna().all() and scores["reply_exact-match"].isna().all()
     llm = scores["score_llm-judge"].dropna()
     assert llm.between(0, 1).all()  # a reply the tiny model botched is blank, never 0
     assert "llm-judge:" in capsys.readouterr().out
