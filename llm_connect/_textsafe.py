@@ -14,7 +14,9 @@ untrusted:
   (formula) injection: a text cell starting with ``=``, ``+``, ``-``, ``@``,
   tab or carriage return gets a leading ``'``. Numbers are never touched, nor
   is a text cell that is a plain number (``-0.5`` stays ``-0.5``), so numeric
-  columns read back as numbers.
+  columns read back as numbers. Every CSV the command line writes passes
+  through :func:`csv_safe_frame`; ``scores.parquet`` does not: Parquet keeps
+  the values as they were, for code to read, and no spreadsheet runs it.
 """
 
 from __future__ import annotations
