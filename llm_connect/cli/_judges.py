@@ -132,13 +132,9 @@ def _build_llm(spec: str, base_url: str | None) -> Any:
 
     kind, value = _model_spec(spec, "llm")
     if kind == "local":
-        # The JSON verdict needs no token probabilities: skip llama.cpp's per-token logits (about 2x faster).
-        import os
-
-        threads = os.cpu_count() or 1  # llama.cpp's default uses half the cores
-        if value:
-            return LlamaCppAdapter(value, logits_all=False, n_threads=threads)
-        return LlamaCppAdapter(logits_all=False, n_threads=threads)
+        # The library's defaults, as in the README: the judge knows its adapter is local and picks the local
+        # rubric (a one-token verdict after a reused prefix); the adapter uses every core it may.
+        return LlamaCppAdapter(value) if value else LlamaCppAdapter()
     return OpenAICompatibleAdapter(str(value), base_url=base_url)
 
 
@@ -172,11 +168,8 @@ def _build_judges(args: JudgeSpec) -> dict[str, Any]:
 
 
 def _local_run_config() -> Any:
-    """A small local model keeps to the verdict's JSON only when a grammar makes it, and it rambles."""
+    """The run config for a local LLM judge: the library's own (``LLMJudge`` holds a local judge to its rubric,
+    token cap and, for JSON verdicts, the schema by itself), so the CLI and ``LLMJudge(LlamaCppAdapter())`` agree."""
     from ..core import RunConfig
-    from ..grading import VERDICT_JSON_SCHEMA
 
-    return RunConfig(
-        max_tokens=96,
-        model_params={"response_format": {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}},
-    )
+    return RunConfig()

@@ -52,7 +52,8 @@ class ScriptedAdapter:
     batch budgets in scope before the call (refused once a budget is spent:
     the call is then neither made nor recorded) and settled after it (the
     reply is kept even when it takes the spend past the limit). ``calls``
-    holds the history.
+    holds the history. ``is_local=True`` declares it in-process, as
+    ``LlamaCppAdapter`` does (``LLMJudge`` then uses its local defaults).
     """
 
     def __init__(
@@ -64,8 +65,10 @@ class ScriptedAdapter:
         cycle: bool = False,
         cost_per_call: float = 0.0,
         latency_s: float = 0.0,
+        is_local: bool = False,
     ) -> None:
         self.adapter_id = adapter_id
+        self.is_local = bool(is_local)
         self.model_id = model_id
         self.cost_per_call = float(cost_per_call)
         self.latency_s = float(latency_s)
