@@ -389,7 +389,7 @@ def test_judge_abilities_are_declared_with_defaults():
     pairwise = judge_abilities(PairwiseJudge(ScriptedAdapter(["{}"])))
     assert pairwise.pairwise and pairwise.extra_columns == ("verdict", "consistent", "details")
     assert not supports_async(FunctionJudge(lambda b, c: 1.0)) and supports_async(ExactMatchJudge())
-    assert JudgeBase.pairwise is False and JudgeBase.rubric_hash is None and JudgeBase.reference_sep is None
+    assert JudgeBase.pairwise is False and JudgeBase().rubric_hash is None and JudgeBase.reference_sep is None
 
 
 def test_a_sync_only_judge_runs_in_threads_and_an_async_one_is_awaited():
