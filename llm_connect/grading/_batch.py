@@ -12,7 +12,7 @@ so they return the same columns.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..batch import (
     ITEM_COLUMNS,
@@ -37,6 +37,9 @@ from ..batch import (
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeReplyError
 from ._base import GradingResult, acall_judge, judge_abilities, judge_result_columns, observation_for
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -156,7 +159,7 @@ def judge_plan(
     check_ledger(ledger, task_type)
     abilities = judge_abilities(judge)
     rc = run_config or RunConfig()
-    records = frame.to_dict("records")
+    records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
     ids = column_values(frame, "id")
     unusable: dict[int, str] = {}  # position -> the reply of a row that comes out unscored
 
@@ -197,7 +200,7 @@ def judge_many(
     ledger: Any = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
-) -> Any:
+) -> pd.DataFrame:
     """Judge many (prompt, baseline, candidate) items; one row per item, in input order, never fewer.
 
     ``items``: a DataFrame or an iterable of mappings with ``prompt``,
@@ -243,7 +246,7 @@ async def ajudge_many(
     ledger: Any = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
-) -> Any:
+) -> pd.DataFrame:
     """The awaitable twin of :func:`judge_many` (for code already inside an event loop): the same rows and columns.
 
     Cap the judge's spend with ``budget=`` (a tracker, or a limit in USD; by
