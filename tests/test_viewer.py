@@ -21,7 +21,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import matplotlib
 import pytest
@@ -97,7 +96,7 @@ def items_of(records):
 
 
 def test_records_hold_every_judgment(run, records):
-    report, adapter = run
+    adapter = run[1]
     meta = records[0]
     assert meta["kind"] == "meta" and meta["format"] == "llm-connect-judgments" and meta["version"] == 1
     assert meta["judges"] == ["exact-match", "embedding-similarity", "llm-judge"]
@@ -123,6 +122,28 @@ def test_records_hold_every_judgment(run, records):
     llm = [i["judges"]["llm-judge"] for i in items]
     assert [j["disagrees"] for j in llm] == [False, False, True, None, False, False, False, True]
     assert llm[7]["gap"] == pytest.approx(0.9) and llm[1]["gap"] == pytest.approx(0.2)
+
+
+def test_the_prompt_sent_is_kept_for_pairwise_system_prompted_and_unscored_judgments():
+    from llm_connect.calibration import judge_items
+    from llm_connect.calibration._runner import items_table
+    from llm_connect.grading import PairwiseJudge
+
+    items = items_table(ROWS[:3])
+    pair_adapter = ScriptedAdapter(['{"notes": "n", "winner": "A"}'], cycle=True)
+    pair = judge_items(PairwiseJudge(pair_adapter), items, progress=False)
+    sent = set(pair_adapter.prompts)
+    for shown, candidate in zip(pair["judge_prompt"], items["candidate"], strict=True):
+        m = re.fullmatch(r"\[baseline-first\]\n(.*)\n\n\[candidate-first\]\n(.*)", shown, re.S)
+        assert m and {m[1], m[2]} <= sent and candidate in m[1] and candidate in m[2]
+    # a yes-no judge sends a system message; a reply without logprobs is unscored, and its prompt is still kept
+    local = ScriptedAdapter(["yes"], cycle=True)
+    rows = judge_items(LLMJudge(local, scoring="yes-no"), items, progress=False)
+    assert (rows["status"] == "unscored").all() and rows["raw_reply"].tolist() == ["yes"] * 3
+    for call, shown in zip(local.calls, rows["judge_prompt"], strict=True):
+        assert shown == f"[system]\n{call.run_config.system_prompt}\n\n[user]\n{call.prompt}"
+    exact = judge_items(ExactMatchJudge(), items, progress=False)
+    assert exact["judge_prompt"].isna().all() and exact["raw_reply"].isna().all()
 
 
 def test_probe_records_point_at_their_items(records):
@@ -157,7 +178,7 @@ def test_a_foreign_or_broken_file_is_one_clear_error(tmp_path):
     bad.write_text('{"kind": "meta", "format": "llm-connect-judgments", "version": 99}\n', encoding="utf-8")
     with pytest.raises(ValidationError, match="version 99"):
         read_judgments(bad)
-    with pytest.raises(ValidationError, match="no judgments.jsonl"):
+    with pytest.raises(ValidationError, match=r"no judgments\.jsonl"):
         read_judgments(tmp_path / "none" / "judgments.jsonl")
 
 

@@ -20,7 +20,9 @@ active inference)                  :func:`plot_estimates`
 verdicts and judge cards           :func:`judge_verdict`, :class:`JudgeCard`,
                                    :class:`JudgeCardRegistry`, :func:`card_from_scores`
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
-                                   (``_repr_html_``, ``.widget()``, ``.to_html(path)``)
+                                   (``_repr_html_``, ``.widget()``, ``.to_html(path)``, ``.view()``)
+every judgment, one page           :func:`judgment_records`, :func:`write_judgments`,
+                                   :func:`read_judgments`, :class:`JudgmentViewer`
 =================================  ==========================================================
 
 matplotlib and ipywidgets are imported only when a plot or the widget is made.
@@ -63,6 +65,7 @@ from ._plots import (
 )
 from ._report import CalibrationReport, calibrate
 from ._runner import ScoredItems, judge_items, load_items, parse_labels, score_items, score_judges
+from ._viewer import JudgmentViewer, judgment_records, read_judgments, write_judgments
 
 __all__ = [
     "DEFAULT_INJECTION",
@@ -75,6 +78,7 @@ __all__ = [
     "Estimate",
     "JudgeCard",
     "JudgeCardRegistry",
+    "JudgmentViewer",
     "LengthControlled",
     "LengthEffect",
     "PairAgreement",
@@ -90,6 +94,7 @@ __all__ = [
     "estimate_quality",
     "judge_items",
     "judge_verdict",
+    "judgment_records",
     "labels_needed",
     "length_controlled_scores",
     "length_effect",
@@ -111,6 +116,7 @@ __all__ = [
     "plot_score_vs_length",
     "plot_threshold_sweep",
     "probe_judge",
+    "read_judgments",
     "registry_path",
     "reliability_table",
     "run_probes",
@@ -120,4 +126,5 @@ __all__ = [
     "text_features",
     "threshold_sweep",
     "to_markdown",
+    "write_judgments",
 ]

@@ -435,6 +435,18 @@ class CalibrationReport:
 
     # -- widget -------------------------------------------------------------------------------
 
+    def view(self, *, title: str = "Judgments", height: int = 760) -> Any:
+        """Every judgment in one page: a row per item (prompt, reference, candidate, each judge's score
+        and status, the human labels), filters by judge, status, disagreement with people and probe,
+        sorting by disagreement, and per item the exact prompt each judge saw and its raw reply.
+
+        Returns a :class:`~llm_connect.calibration.JudgmentViewer`: a notebook shows it in a sandboxed
+        iframe; ``.save(path)`` writes the self-contained page. ``llm-connect view OUT_DIR`` shows the
+        same page from the ``judgments.jsonl`` that ``calibrate`` writes."""
+        from ._viewer import JudgmentViewer, judgment_records
+
+        return JudgmentViewer.from_records(judgment_records(self, title=title), height=height)
+
     def widget(self) -> Any:
         """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and
         browse the items where the two judges disagree most. The controls only call this

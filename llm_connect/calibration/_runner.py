@@ -3,7 +3,8 @@
 One row per item, in input order: the item's texts and id, the input's other
 columns (carried through), a ``score_<judge>`` column per judge (NaN when the
 judge's reply could not be scored or the call failed; never 0),
-``status_<judge>``, ``notes_<judge>`` and ``reply_<judge>`` (its raw reply),
+``status_<judge>``, ``notes_<judge>``, ``reply_<judge>`` (its raw reply) and
+``judge_prompt_<judge>`` (the exact prompt it sent),
 the human labels as ``score_human`` (and ``score_<annotator>``), answer length
 and format features, and the candidate's model family.
 """
@@ -47,8 +48,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 #: A judge named ``N`` has one column per prefix: ``score_N`` (NaN unless scored), ``status_N``
 #: (``scored``/``unscored``/``error``), ``notes_N`` (the judge's notes, or why the row is not
-#: scored) and ``reply_N`` (the judge's raw reply; empty for a judge that makes no LLM call).
-JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_")
+#: scored), ``reply_N`` (the judge's raw reply; empty for a judge that makes no LLM call) and
+#: ``judge_prompt_N`` (the exact prompt it sent; empty likewise; not written to scores.csv).
+JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_", "judge_prompt_")
 #: The item columns a calibration run reads itself; the input's other columns are carried through.
 ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
 
@@ -426,7 +428,8 @@ def score_items(
     label columns, which become ``score_<name>``; one whose name the frame uses itself, or
     that starts with ``score_``, ``status_``, ``notes_`` or ``reply_``, is carried as
     ``input_<name>``), ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` /
-    ``reply_<judge>`` per judge (the rule of :func:`judge_name`), ``score_human`` and
+    ``reply_<judge>`` / ``judge_prompt_<judge>`` (the exact prompt it sent) per judge (the rule of
+    :func:`judge_name`), ``score_human`` and
     ``score_<annotator>``, and the features of
     :func:`~llm_connect.calibration.text_features`. ``attrs`` mirrors, for reading
     by hand, the judge names, each judge's ``grader_id``, rubric hash and model family,
@@ -500,6 +503,7 @@ def score_judges(
             (e if s != "scored" else nt) for s, e, nt in zip(status, batch["error"], batch["notes"], strict=True)
         ]
         out[f"reply_{name}"] = batch["raw_reply"].tolist()
+        out[f"judge_prompt_{name}"] = batch["judge_prompt"].tolist()  # the exact prompt it sent (the viewer's)
         usage[name] = {
             "scored": int((np.asarray(status) == "scored").sum()),
             "unscored": int((np.asarray(status) == "unscored").sum()),

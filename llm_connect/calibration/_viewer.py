@@ -439,30 +439,35 @@ class JudgmentViewer:
 _STYLE = """
 :root{--bd:#d0d4da;--muted:#5b6472;--bad:#b42318;--ok:#067647;--warn:#b54708;--sel:#eef4ff}
 *{box-sizing:border-box}
-body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d2433;background:#fff}
-header{padding:10px 16px;border-bottom:1px solid var(--bd);background:#f8f9fb;position:sticky;top:0;z-index:2}
+html,body{height:100%}
+body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d2433;background:#fff;
+  display:flex;flex-direction:column}
+header{flex:0 0 auto;padding:10px 16px;border-bottom:1px solid var(--bd);background:#f8f9fb}
 h1{font-size:18px;margin:0 0 4px}
 #summary{margin:0 0 8px;color:var(--muted)}
 #controls{display:flex;flex-wrap:wrap;gap:10px;align-items:center}
 #controls label{font-size:13px;color:var(--muted)}
 #controls select,#controls input{font:inherit;margin-left:4px;padding:2px 4px}
 #count{font-weight:600}
-main{display:flex;align-items:flex-start}
-#list{flex:1 1 auto;min-width:0;overflow:auto;padding:8px 16px}
+main{flex:1 1 auto;display:flex;min-height:0}
+#list{flex:1 1 auto;min-width:0;overflow:auto;padding:0 16px 8px}
 table#items{border-collapse:collapse;width:100%}
 #items th,#items td{border-bottom:1px solid var(--bd);padding:4px 6px;text-align:left;vertical-align:top}
-#items th{position:sticky;top:0;background:#fff;font-size:12px;color:var(--muted)}
+#items th{position:sticky;top:0;background:#fff;font-size:12px;color:var(--muted);z-index:1}
 #items tr.item{cursor:pointer}
 #items tr.item:hover{background:#f4f6f9}
 #items tr.item.open{background:var(--sel)}
-#items td.clip{max-width:16em;overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
+#items td.clip{max-width:14em;overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
+#items td.id{max-width:8em}
+#items td.baseline{max-width:9em}
+main.detail-open #items td.clip{max-width:9em}
+main.detail-open #items td.id,main.detail-open #items td.baseline{max-width:6em}
 #items td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .status-unscored{color:var(--warn)}
 .status-error{color:var(--bad)}
 .disagrees{background:#fef3f2;outline:1px solid #fda29b}
 .tag{display:inline-block;font-size:11px;padding:0 4px;border-radius:3px;border:1px solid var(--bd);margin-left:3px}
-#detail{flex:0 0 46%;max-width:46%;border-left:1px solid var(--bd);padding:8px 16px;position:sticky;top:0;
-  max-height:100vh;overflow:auto;background:#fff}
+#detail{flex:0 0 44%;max-width:44%;border-left:1px solid var(--bd);padding:8px 16px;overflow:auto;background:#fff}
 #detail h2{font-size:16px;margin:4px 0}
 #detail h3{font-size:14px;margin:14px 0 4px;border-bottom:1px solid var(--bd)}
 #detail h4{font-size:13px;margin:8px 0 2px;color:var(--muted)}
@@ -682,22 +687,31 @@ _SCRIPT = r"""
       }
       body.appendChild(sec);
     });
-    var probes = probesByRow[item.row] || [];
-    if (probes.length) {
+    var probes = probesByRow[item.row] || [], byProbe = {}, order = [];
+    probes.forEach(function (p) {
+      if (!byProbe[p.probe]) { byProbe[p.probe] = []; order.push(p.probe); }
+      byProbe[p.probe].push(p);
+    });
+    if (order.length) {
       var sec = el("section", "probes");
       sec.appendChild(el("h3", null, "bias probes"));
-      probes.forEach(function (p) {
-        var line = p.probe + " / " + p.judge + ": " + num(p.original) + " \u2192 " + num(p.perturbed) +
-          (p.flipped ? " (verdict flipped)" : "");
-        block(sec, line, p.perturbed_candidate, "perturbed");
+      order.forEach(function (name) {
+        var rows = byProbe[name];
+        sec.appendChild(el("h4", null, name + ": the candidate became"));
+        sec.appendChild(el("pre", "perturbed", show(rows[0].perturbed_candidate)));
+        kv(sec, rows.map(function (p) {
+          return [p.judge, num(p.original) + " \u2192 " + num(p.perturbed) + (p.flipped ? " (verdict flipped)" : "")];
+        }));
       });
       body.appendChild(sec);
     }
     $("detail").hidden = false;
+    document.querySelector("main").classList.add("detail-open");
   }
 
   $("close").addEventListener("click", function () {
     $("detail").hidden = true;
+    document.querySelector("main").classList.remove("detail-open");
     openRow = null;
     render();
   });

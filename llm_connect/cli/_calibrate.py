@@ -64,6 +64,8 @@ spreadsheet does not run them as formulas):
   bias.csv       one row per judge and probe: n, mean_shift (shift_low,
                  shift_high), p_value (Wilcoxon), flip_rate, and more
   report.html    everything above with plots, in one self-contained file
+  judgments.jsonl every judgment (texts, labels, each judge's score, status,
+                 notes, raw reply and prompt; probe results): see llm-connect view
 
 Judges: exact (exact match; --normalize, --reference-sep), embedding (cosine
 similarity of embeddings; --embedder), llm (an LLM grading with a rubric;
@@ -324,6 +326,7 @@ def _check_items(parser: argparse.ArgumentParser, items: Any) -> int:
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..calibration import PROBES, calibrate, load_items
+    from ..calibration._viewer import write_judgments
 
     if not 0.0 < args.threshold <= 1.0:
         raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
@@ -394,6 +397,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     cards = cards_from_report(report)
     written = _write_csvs(report, paths)
     written["report"] = report.to_html(paths["report"])
+    written["judgments"] = write_judgments(report, paths["judgments"])  # what llm-connect view shows
     _print_verdicts(cards, sys.stdout)
     _print_summary(report, written, sys.stdout, lacking=lacking)
     if args.ledger is not None:

@@ -25,7 +25,7 @@ GRADER_IDS = {"exact": "exact-match", "embedding": "embedding-similarity", "llm"
 N_BOOT_MAX = 100_000  # bootstrap resamples: more only costs memory and time (n_boot x items floats per statistic)
 MAX_AGE_DAYS_MAX = 100_000  # about 270 years; 0 means any age
 CALIBRATE_OUTPUTS = {"scores": "scores.csv", "scores_parquet": "scores.parquet", "agreement": "agreement.csv",
-                     "bias": "bias.csv", "report": "report.html"}
+                     "bias": "bias.csv", "report": "report.html", "judgments": "judgments.jsonl"}
 
 
 class UsageError(ConfigError):

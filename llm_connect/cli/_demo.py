@@ -22,7 +22,8 @@ match, the embedded MiniLM embedding judge and the embedded SmolLM2-135M LLM
 judge; append every observation to OUT/ledger.jsonl; measure how far the
 judges agree with each other and with the human labels (the second annotator
 is the ceiling); probe the judges for length, format and injection bias; and
-write OUT/scores.csv, agreement.csv, bias.csv and report.html.
+write OUT/scores.csv, agreement.csv, bias.csv, report.html and judgments.jsonl
+(every judgment, for llm-connect view OUT).
 
 A 135M-parameter judge is weak and slow on a CPU (about a second a call on two
 cores): --rows grades a seeded sample (default 80) and --probe-limit probes
@@ -133,6 +134,7 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
 
     from ..calibration import calibrate, load_items
+    from ..calibration._viewer import write_judgments
     from ..quality import QualityLedger
 
     start = time.perf_counter()
@@ -186,6 +188,7 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     recorded = sum(1 for _ in ledger.iter_observations()) - before
     written = _write_csvs(report, paths)
     written["report"] = report.to_html(paths["report"])
+    written["judgments"] = write_judgments(report, paths["judgments"])  # what llm-connect view shows
     estimates = _demo_estimates(report, seed=args.seed, share=DEMO_LABELLED_SHARE)
     if estimates is not None:
         csv_safe_frame(estimates).to_csv(paths["estimates"], index=False)

@@ -80,15 +80,19 @@ async def record_result(ledger: Any, row: Row, result: GradingResult, *, judge: 
 
 
 def finish_rows(judge: Any, frame: Any, columns: tuple[str, ...],
-                replies: Mapping[int, str] | None = None) -> Any:
+                replies: Mapping[int, str] | None = None, prompts: Mapping[int, str] | None = None) -> Any:
     """The ``finish`` step of a judge's batch: its ``grader_id`` on every row, the rows attached to ``frame``
-    (with ``replies``: the raw reply of each unscored row, by position, in its ``raw_reply``)."""
+    (with ``replies`` and ``prompts``: the raw reply and the judge's prompt of each unscored row, by
+    position, in its ``raw_reply`` and ``judge_prompt``)."""
 
     def finish(rows: list[Row], interrupted: bool) -> Any:
         for i, r in enumerate(rows):
             r["grader_id"] = judge.grader_id
-            if replies is not None and i in replies and r.get("status") == "unscored":
-                r.setdefault("raw_reply", replies[i])
+            if r.get("status") == "unscored":
+                if replies is not None and i in replies:
+                    r.setdefault(RAW_REPLY, replies[i])
+                if prompts is not None and i in prompts:
+                    r.setdefault(JUDGE_PROMPT, prompts[i])
         return attach_rows(frame, rows, columns, interrupted)
 
     return finish
@@ -96,6 +100,57 @@ def finish_rows(judge: Any, frame: Any, columns: tuple[str, ...],
 
 #: The column ``judge_plan(..., replies=True)`` adds: the judge's raw reply (``None`` for a judge without one).
 RAW_REPLY = "raw_reply"
+#: The other column ``judge_plan(..., replies=True)`` adds: the exact prompt the judge sent (``None`` without one).
+JUDGE_PROMPT = "judge_prompt"
+
+
+def judge_prompt_of(details: Mapping[str, Any]) -> str | None:
+    """The exact prompt text a judgment sent, from its ``details``, for audit; ``None`` when it made no LLM call.
+
+    ``LLMJudge`` keeps it as ``judge_prompt`` (with its system message, when it sent one, shown first
+    as ``[system]`` then ``[user]``); a pairwise judge has one per order (``[order]``), a panel one per
+    member (``[member]``), a cascade the dear judge's when it escalated, else the cheap one's.
+    """
+    if not isinstance(details, Mapping):
+        return None
+    text = details.get("judge_prompt")
+    if isinstance(text, str):
+        system = details.get("judge_system_prompt")
+        return f"[system]\n{system}\n\n[user]\n{text}" if isinstance(system, str) else text
+    parts: list[str] = []
+    for order in details.get("orders") or ():
+        if isinstance(order, Mapping) and isinstance(order.get("prompt"), str):
+            parts.append(f"[{order.get('order', '?')}]\n{order['prompt']}")
+    members = details.get("members")
+    if isinstance(members, Mapping):
+        for name, member in members.items():
+            inner = judge_prompt_of(member) if isinstance(member, Mapping) else None
+            if inner is not None:
+                parts.append(f"[{name}]\n{inner}")
+    if parts:
+        return "\n\n".join(parts)
+    for key in ("dear_details", "cheap_details"):
+        nested = details.get(key)
+        if isinstance(nested, Mapping):
+            inner = judge_prompt_of(nested)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _prompt_sent(judge: Any, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
+                 run_config: RunConfig) -> str | None:
+    """The prompt an ``LLMJudge`` sent for a reply it could not use (the error does not carry it): its
+    prompt is a pure function of the texts (``build_prompt``) and its system message of the run config."""
+    from ._judges import LLMJudge
+
+    if not isinstance(judge, LLMJudge):
+        return None
+    system = judge.judge_config(run_config).system_prompt
+    sent: dict[str, Any] = {"judge_prompt": judge.build_prompt(baseline, candidate, prompt)}
+    if system is not None:
+        sent["judge_system_prompt"] = system
+    return judge_prompt_of(sent)
 
 
 def raw_reply_of(details: Mapping[str, Any]) -> str | None:
@@ -153,7 +208,9 @@ def judge_plan(
 
     ``replies=True`` adds a ``raw_reply`` column (after the result columns): the judge's raw reply
     for a scored row (:func:`raw_reply_of` its details) and the unusable reply of an unscored one;
-    ``None`` for a judge that makes no LLM call and for error rows.
+    ``None`` for a judge that makes no LLM call and for error rows; and a ``judge_prompt`` column: the
+    exact prompt it sent (:func:`judge_prompt_of`; for an unscored ``LLMJudge`` row, rebuilt by its
+    pure ``build_prompt``).
     """
     frame = items_frame(items, ITEM_COLUMNS)
     check_ledger(ledger, task_type)
@@ -162,6 +219,7 @@ def judge_plan(
     records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
     ids = column_values(frame, "id")
     unusable: dict[int, str] = {}  # position -> the reply of a row that comes out unscored
+    unusable_prompts: dict[int, str] = {}  # position -> the prompt sent for it
 
     async def work(i: int) -> Row:
         rec = records[i]
@@ -175,19 +233,24 @@ def judge_plan(
             text = _reply_of_error(exc) if replies else None
             if text is not None:
                 unusable[i] = text
+            sent = _prompt_sent(judge, baseline, candidate, prompt, rc) if replies else None
+            if sent is not None:
+                unusable_prompts[i] = sent
             raise
         row = result_row(judge, result)
         if replies:
             row[RAW_REPLY] = raw_reply_of(result.details)
+            row[JUDGE_PROMPT] = judge_prompt_of(result.details)
         if ledger is not None:
             await record_result(ledger, row, result, judge=judge, task_type=str(task_type),
                                 item_id=row_item_id(ids, i))
         return row
 
-    columns = (*RESULT_COLUMNS, *abilities.extra_columns, *((RAW_REPLY,) if replies else ()),
+    columns = (*RESULT_COLUMNS, *abilities.extra_columns, *((RAW_REPLY, JUDGE_PROMPT) if replies else ()),
                *ledger_columns(ledger))
-    return BatchPlan(len(records), work, finish_rows(judge, frame, columns, unusable if replies else None),
-                     desc=str(judge.grader_id), budget=batch_budget(budget, run_config))
+    finish = finish_rows(judge, frame, columns, unusable if replies else None,
+                         unusable_prompts if replies else None)
+    return BatchPlan(len(records), work, finish, desc=str(judge.grader_id), budget=batch_budget(budget, run_config))
 
 
 def judge_many(
