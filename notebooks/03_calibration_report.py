@@ -47,58 +47,43 @@ qa = pd.read_json(DATA / "qa_calibration.jsonl", lines=True, dtype=False)
 # %% [markdown]
 # ## The judges
 #
+# Three real judges, all offline:
+#
 # * `exact`: exact match with SQuAD normalisation against any reference;
 # * `embedding`: cosine similarity on the embedded all-MiniLM-L6-v2;
-# * `llm`: an LLM judge. This offline tutorial uses a scripted stand-in for it
-#   (below), since the embedded SmolLM2-135M cannot grade (notebook 1).
-
-# %% [markdown]
-# > **About the scripted judge.** `simulated_judge` (from `tutorial_helpers.py`,
-# > next to this notebook) finds the answer a judge prompt shows in the data set
-# > and answers like a fairly good judge that slips on about 8% of items, returns
-# > no JSON on about 3%, and is swayed by length, markdown, planted instructions
-# > and answers from its own model family. It is a `ScriptedAdapter` (from
-# > `llm_connect.testing`) with a reply function: a real adapter as far as the
-# > package is concerned — it receives the exact judge prompt and its reply goes
-# > through the same parser, batch runtime, ledger and statistics as a hosted
-# > model's would. It stands in for a capable judge such as a hosted GPT-4o-mini
-# > or Claude (`OpenAICompatibleAdapter`, `AnthropicAdapter`), which this offline
-# > tutorial cannot call, and for which the embedded SmolLM2-135M is far too weak
-# > (notebook 1 shows it). Its biases are planted on purpose so you can see the
-# > diagnostics find them; with a real judge you do not know them in advance.
-
-# %%
-import tutorial_helpers
-
-# It knows every answer of the data set, and each as the bias probes rewrite it (with calibrate's seed).
-simulated_judge = tutorial_helpers.simulated_judge(qa, probes=["length", "format", "injection"], seed=0)
+# * `llm`: `LLMJudge(LlamaCppAdapter())`, an LLM judge on the embedded
+#   SmolLM2-135M-Instruct, run in-process by llama.cpp. A model this small is no
+#   GPT-4o; whether its verdicts are worth anything is exactly what calibration
+#   measures. (Point `LLMJudge` at `OpenAICompatibleAdapter` or
+#   `AnthropicAdapter` and the same cells calibrate a hosted judge.)
 
 # %%
 from llm_connect import EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
-from llm_connect.adapters import SentenceTransformerEmbedder
-from llm_connect.testing import ScriptedAdapter
+from llm_connect.adapters import LlamaCppAdapter, SentenceTransformerEmbedder
 
-judge_model = ScriptedAdapter(simulated_judge, adapter_id="scripted:judge", model_id="scripted-smollm2-judge",
-                              cost_per_call=0.0002)
-judges = {
-    "exact": ExactMatchJudge(normalizer="squad", reference_sep="|"),
-    "embedding": EmbeddingSimilarityJudge(SentenceTransformerEmbedder(), reference_sep="|"),
-    "llm": LLMJudge(judge_model, seed=0),
-}
+exact = ExactMatchJudge(normalizer="squad", reference_sep="|")
+embedding = EmbeddingSimilarityJudge(SentenceTransformerEmbedder(), reference_sep="|")
+llm = LLMJudge(LlamaCppAdapter(), seed=0)      # SmolLM2-135M, loaded once, on first use
 
 # %% [markdown]
 # ## Calibrate
 #
 # `human="human"` names the label column (yes/no, booleans or 0..1 all work);
 # `annotators=["human_2"]` adds the second annotator for the ceiling. Each probe
-# costs one more judge call per probed item, so `probe_limit=100` probes a seeded
-# sample of 100 items. The progress bars show each judge's run.
+# costs one more judge call per probed item, so `probe_limit` probes a seeded
+# sample.
+#
+# The local LLM judge takes up to about a second per item on a small CPU, so we
+# calibrate in two runs: the two fast judges on all 269 items (with the bias
+# probes on 100 of them), and all three judges on a seeded sample of 30 items
+# (its probes are notebook 4's subject). `llm-connect calibrate` runs everything
+# on every item when you have the time. The progress bars show each judge's run.
 
 # %%
 from llm_connect.calibration import calibrate
 
-report = calibrate(qa, judges, human="human", annotators=["human_2"], reference_sep="|",
-                   probe_limit=100, seed=0)
+report = calibrate(qa, {"exact": exact, "embedding": embedding}, human="human", annotators=["human_2"],
+                   reference_sep="|", probe_limit=100, seed=0)
 report.summary().round(3)
 
 # %% [markdown]
@@ -122,7 +107,7 @@ print({name: (usage["scored"], usage["unscored"]) for name, usage in s.attrs["us
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for a, b in [("exact", "human"), ("llm", "human"), ("human", "human_2")]:
+for a, b in [("exact", "human"), ("human", "human_2")]:
     p = report.agreement.pair(a, b)
     print(f"{a:>6} vs {b:<8} n={p.n:3}  agreement={p['percent_agreement'].value:.3f}  "
           f"kappa={p['cohen_kappa'].value:.3f}")
@@ -147,12 +132,67 @@ plt.show()
 # be?": κ against the human labels at each threshold, with the best one marked.
 # 0.5 is rarely right for a similarity score.
 #
-# A word on the `llm` row: it agrees with `human` slightly *more* than `human_2`
-# does. That is an artefact of our stand-in, which was written from the `human`
-# labels. With a real judge, agreement above the human ceiling is a warning sign
-# rather than a triumph: the judge may have learnt one annotator's quirks, or
-# the labels may have leaked into its prompt.
+# ## The LLM judge, on a sample
 #
+# Now all three judges on a seeded sample of 30 items. Thirty items make wide
+# intervals, so read the figures for their direction and their uncertainty, not
+# their third decimal.
+
+# %%
+sample = qa.sample(30, random_state=0)
+llm_report = calibrate(sample, {"exact": exact, "embedding": embedding, "llm": llm}, human="human",
+                       annotators=["human_2"], reference_sep="|", probes=None, seed=0)
+llm_report.summary().round(3)
+
+# %%
+for a, b in [("llm", "human"), ("embedding", "human"), ("exact", "human"), ("human", "human_2")]:
+    p = llm_report.agreement.pair(a, b)
+    kappa = p["cohen_kappa"]
+    print(f"{a:>9} vs {b:<8} n={p.n:2}  agreement={p['percent_agreement'].value:.3f}  "
+          f"kappa={kappa.value:.2f} (95% CI {kappa.low:.2f}..{kappa.high:.2f})")
+llm_scores = llm_report.scores["score_llm"]
+print(f"llm scores range {llm_scores.min():.2f}..{llm_scores.max():.2f}; "
+      f"{(llm_scores >= 0.5).mean():.0%} of them at or above 0.5")
+
+# %% [markdown]
+# Every judge gets a verdict in words, derived by a documented rule from its κ
+# interval against the people and its measured biases — the same lines
+# `llm-connect calibrate` prints first:
+
+# %%
+for line in llm_report.verdicts():
+    print(line)
+
+# %% [markdown]
+# Compare the embedding judge's verdict on these 30 items with its κ on all 269
+# above: a verdict is only as firm as the interval it comes from, and 30 items
+# give wide ones.
+#
+# A judge's verdicts at 0.5 are only as good as 0.5 is for its scores. The
+# score range printed above says where this judge's scores live; the threshold
+# sweep says where its best cut against the people is. A threshold picked on
+# the same 30 items it is judged on flatters the judge, so check it on fresh
+# labels before relying on it.
+
+# %%
+llm_sweep = llm_report.sweep("llm", "human")
+best = llm_sweep.loc[llm_sweep["cohen_kappa"].idxmax()]
+print(f"best threshold for llm against human: {best['threshold']:.2f} "
+      f"(kappa {best['cohen_kappa']:.2f}, agreement {best['percent_agreement']:.3f})")
+fig, ax = plt.subplots(figsize=(6, 4))
+plot_threshold_sweep(llm_sweep, ax=ax)
+ax.set_title("llm threshold vs human (30 items)")
+plt.show()
+
+# %% [markdown]
+# The items the judge and the people disagree on most are usually the fastest
+# way to see *why* a judge is off (the raw reply of each judgment is in
+# `llm_report.scores["reply_llm"]`):
+
+# %%
+llm_report.disagreements("llm", "human", top=8)
+
+# %% [markdown]
 # ## The interactive report
 #
 # `report.widget()` puts it together. Pick a **judge** and what to compare it
@@ -160,7 +200,7 @@ plt.show()
 # agreement table, the scatter of the two judges' scores (jittered so that 0/1
 # labels do not pile up) and the threshold sweep (red line: the current
 # threshold) follow. Below them, one tab per bias probe, and the **items** the
-# two disagree on most — usually the fastest way to see *why* a judge is off.
+# two disagree on most.
 #
 # Every control only calls the report's own functions (`report.pair`,
 # `report.sweep`, `report.disagreements`) and the plot functions, so anything
@@ -174,7 +214,8 @@ box
 # %% [markdown]
 # The controls can also be driven from code. A second explorer, comparing the
 # embedding judge with the human labels at a threshold of 0.7 — and the same
-# numbers from `report.pair`, without the widget:
+# numbers from `report.pair`, without the widget — and a third, on the sample
+# report, with the LLM judge against the people:
 
 # %%
 second = report.widget()
@@ -186,7 +227,10 @@ second
 report.pair("embedding", "human", threshold=0.7)
 
 # %%
-report.disagreements("llm", "human", top=8)
+third = llm_report.widget()
+third.controls.judge_a.value = "llm"
+third.controls.judge_b.value = "human"
+third
 
 # %% [markdown]
 # ## Saving it
@@ -201,18 +245,21 @@ report.disagreements("llm", "human", top=8)
 import tempfile
 
 out = Path(tempfile.mkdtemp(prefix="llm-connect-report-"))
-paths = report.to_csv(out)
-paths["report"] = report.to_html(out / "report.html")
+paths = llm_report.to_csv(out)
+paths["report"] = llm_report.to_html(out / "report.html")
 {name: path.name for name, path in paths.items()}
 
 # %%
 import shutil
 
 assert len(report.scores) == len(qa) == 269
-assert report.judges == ["exact", "embedding", "llm"] and report.labels == ["human", "human_2"]
-assert s.attrs["usage"]["exact"]["scored"] == 269 and s.attrs["usage"]["llm"]["unscored"] > 0
+assert report.judges == ["exact", "embedding"] and report.labels == ["human", "human_2"]
+assert s.attrs["usage"]["exact"]["scored"] == 269 and s.attrs["usage"]["embedding"]["scored"] == 269
 ceiling = report.agreement.pair("human", "human_2")["percent_agreement"].value
 assert abs(ceiling - 0.911) < 0.001
 assert report.bias is not None and {r.probe for r in report.bias.results} == {"length", "format", "injection"}
+assert len(llm_report.scores) == 30 and llm_report.judges == ["exact", "embedding", "llm"]
+assert llm_report.scores["score_llm"].notna().sum() > 0, "the LLM judge scored no item"
+assert len(llm_report.verdicts()) == 3 and llm_report.bias is None
 assert all(p.exists() for p in paths.values())
 shutil.rmtree(out)

@@ -47,13 +47,16 @@ ledger = QualityLedger(workdir / "ledger.jsonl")
 # %% [markdown]
 # ## Four pretend models
 #
-# Each is a `ScriptedAdapter` whose reply function answers a question with its
-# reference answer on a seeded share of the questions and with a wrong answer
-# from the data otherwise; `cost_per_call` is its price. The baseline is a
-# "reference model" that answers with every acceptable reference, and the judge
-# is exact match with SQuAD normalisation, so an observation's quality is 1 for
-# a right answer and 0 for a wrong one. (Any judge works; with an LLM judge the
-# ledger also records its rubric hash.)
+# The candidate models are stand-ins: no offline model answers this well, and
+# routing needs models of known, different quality to choose between. Each is a
+# `ScriptedAdapter` whose reply function answers a question with its first
+# reference answer on a seeded share of the questions and with the answer to
+# another question otherwise (it reads the questions and references, never a
+# label); `cost_per_call` is its price. The baseline is a "reference model" that
+# answers with every acceptable reference. The judge is real: exact match with
+# SQuAD normalisation, so an observation's quality is 1 for a right answer and 0
+# for a wrong one. (Any judge works; the last section records the embedded LLM
+# judge's scores, with its rubric hash.)
 
 # %%
 from functools import partial
@@ -183,8 +186,7 @@ print(decision.adapter_id, "|", sorted(set(decision.evidence["reason"])))
 # ledger records them the same way; the `candidate_model` column names each
 # answer's model. The QA set's seven pretend models, judged by exact match, all
 # fall far below 0.8 — exact match rejects most correct sentences — so nothing is
-# routed, and the reason says so. A better judge (notebooks 3 and 5) would give
-# the router better evidence.
+# routed, and the reason says so.
 
 # %%
 from llm_connect import judge_many
@@ -198,10 +200,57 @@ evidence_table(ledger, "qa-logged")[["adapter_id", "n", "mean_quality", "quality
 decision = route(ledger, "qa-logged", threshold=0.8, min_observations=20)
 print(decision.adapter_id, "|", decision.reason[:60])
 
+# %% [markdown]
+# ## A second judge in the same ledger
+#
+# A better judge would give the router better evidence — but which judge is
+# better is a question for calibration (notebook 3), and the ledger must never
+# mix their scores. Here the embedded LLM judge (`LLMJudge(LlamaCppAdapter())`,
+# SmolLM2-135M through llama.cpp, offline) grades a seeded sample of 28 of the
+# same answers into the same task type. Every observation carries the judge's
+# `grader_id`, its rubric hash and the item's id in `tags`.
+
+# %%
+from llm_connect import LLMJudge
+from llm_connect.adapters import LlamaCppAdapter
+
+llm = LLMJudge(LlamaCppAdapter(), seed=0)
+logged = judge_many(llm, qa.sample(28, random_state=0), progress=False, ledger=ledger, task_type="qa-logged")
+print(logged["status"].value_counts().to_dict())
+observation = next(o for o in ledger.by_task_type("qa-logged") if o.tags["grader_id"] == "llm-judge")
+{key: observation.tags.get(key) for key in ("grader_id", "rubric_hash", "item_id")}
+
+# %% [markdown]
+# Now two judges have scored `qa-logged`. Their scores are on different scales
+# and were never checked against each other, so `route` refuses to pool them
+# and names them; `grader_id=` chooses one:
+
+# %%
+from llm_connect.errors import ValidationError
+
+try:
+    route(ledger, "qa-logged", threshold=0.8, min_observations=20)
+except ValidationError as exc:
+    print("refused:", exc)
+
+# %%
+evidence_table(ledger, "qa-logged", grader_id="llm-judge")[
+    ["adapter_id", "grader_id", "n", "mean_quality", "quality_low", "eligible", "reason"]].round(3)
+
+# %% [markdown]
+# The LLM judge's evidence is split over seven models, a few observations each —
+# under `min_observations`, so no model is eligible on it, however good its mean
+# looks. Before routing on any judge's scores, calibrate it (notebook 3); with
+# human labels in the ledger, `route(..., human="human")` decides on estimates
+# that stay valid however biased the judge is, and `require_calibrated=True`
+# refuses a judge without a card (notebook 7).
+
 # %%
 final = route(ledger, "qa", threshold=0.9, min_observations=20)
 assert final.adapter_id == "cloud:medium" and final.evidence.set_index("adapter_id").loc["cloud:medium", "eligible"]
 assert route(ledger, "qa", threshold=0.975, min_observations=20).adapter_id is None
-assert route(ledger, "qa-logged", threshold=0.8, min_observations=20).adapter_id is None
+assert route(ledger, "qa-logged", threshold=0.8, min_observations=20, grader_id="exact-match").adapter_id is None
 assert len(ledger.by_task_type("qa")) == 4 * len(questions) + 10 and ledger.malformed_count() == 0
+graders = {o.tags.get("grader_id") for o in ledger.by_task_type("qa-logged")}
+assert graders == {"exact-match", "llm-judge"} and (logged["status"] == "scored").sum() > 0
 shutil.rmtree(workdir)

@@ -1,25 +1,23 @@
-"""Scripted models shared by the tutorial notebooks (import it from a notebook in this folder).
+"""Scripted stand-ins shared by the tutorial notebooks (import it from a notebook in this folder).
 
-The tutorials run offline, so a capable hosted judge (GPT-4o-mini, Claude...) is
-played by a reply function for :class:`llm_connect.testing.ScriptedAdapter`:
-``reply(prompt, run_config) -> str``. Each one here knows the data set it was
-built from and decides from the *item* a prompt is about: it finds the item by
-looking for the data set's own texts (the question, the answers) in the prompt.
-None of them reads the prompt's wording or markers (``Question:``, the
-``<<<CANDIDATE ...>>>`` fences, the retry note...), so rewording a rubric or a
-template does not break them.
+The tutorials grade with real judges wherever one runs offline: exact match,
+the embedded MiniLM embedding judge and the embedded SmolLM2-135M LLM judge.
+What is left here plays the parts no offline model can: reply functions for
+:class:`llm_connect.testing.ScriptedAdapter` (``reply(prompt, run_config) -> str``).
+Each finds the item a prompt is about by looking for the data set's own texts
+(the question, the answers) in the prompt, and none reads the prompt's wording
+or markers (``Question:``, the ``<<<CANDIDATE ...>>>`` fences, the retry
+note...), so rewording a rubric or a template does not break them.
 
 - :class:`AnswerIndex`: which of the known answers a prompt shows, and its row;
-- :func:`simulated_judge`: an ``LLMJudge`` model, fairly good, with planted biases
-  (notebooks 3 and 4);
-- :func:`pairwise_model`: a ``PairwiseJudge`` model that is unsure, and then
-  position-biased, on a seeded share of the pairs (notebooks 4 and 5);
+- :func:`overlap_verdict`: the word-overlap rule the stand-ins decide by;
 - :func:`pipeline_model`: judge and verifier for ``judge_verify_vote.yaml``
-  (notebook 5);
-- :func:`judge_model`: an ``LLMJudge`` model wrong on a seeded share of the items
-  (notebook 5's panel and cascade);
+  (notebook 5), deciding by :func:`overlap_verdict` from the texts it is shown,
+  never from a label;
 - :func:`answer_model`, :func:`reference_model`: pretend candidate models
-  answering the QA questions (notebook 6);
+  answering the QA questions (notebook 6), from the references alone;
+- :func:`simulated_judge`: a capable LLM judge with planted biases that knows
+  the human labels (notebook 7 only, which needs a judge of known bias);
 - :func:`stable_unit`: the seeded draw all of them use.
 """
 
@@ -41,11 +39,10 @@ __all__ = [
     "AnswerIndex",
     "Found",
     "answer_model",
-    "judge_model",
-    "pairwise_model",
+    "content_words",
+    "overlap_verdict",
     "pipeline_model",
     "reference_model",
-    "shown_first",
     "simulated_judge",
     "stable_unit",
 ]
@@ -137,30 +134,7 @@ class AnswerIndex:
         return best
 
 
-def shown_first(prompt: str, texts: Sequence[str], *, skip: Sequence[str] = ()) -> int | None:
-    """The index of the text among ``texts`` that the prompt shows first.
-
-    Occurrences inside the ``skip`` texts (the question) or inside another of
-    ``texts`` (an answer quoting a shorter one) do not count. ``None`` when the
-    prompt shows none of them.
-    """
-    taken: list[tuple[int, int]] = []
-
-    def free(match: re.Match[str]) -> bool:
-        return not any(start < match.end() and match.start() < end for start, end in taken)
-
-    for text in skip:
-        taken += [m.span() for m in _pattern(text).finditer(prompt)]
-    first: dict[int, int] = {}
-    for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):
-        match = next((m for m in _pattern(texts[i]).finditer(prompt) if free(m)), None)
-        if match is not None:
-            taken.append(match.span())
-            first[i] = match.start()
-    return min(first, key=first.__getitem__) if first else None
-
-
-# -- notebooks 3 and 4: a capable judge with planted biases --------------------------------------
+# -- notebook 7: a capable judge with planted biases, which knows the labels -----------------------
 
 MARKDOWN = re.compile(r"\*\*|^#{1,6} |^- ", re.MULTILINE)
 
@@ -206,50 +180,53 @@ def simulated_judge(qa: pd.DataFrame, *, probes: Iterable[str] = ("length", "for
     return reply
 
 
-# -- notebooks 4 and 5: a pairwise judge, position-biased when unsure -----------------------------
+# -- notebook 5: a judge and verifier that decide from the texts ------------------------------------
+
+WORD = re.compile(r"[^\W_]+")
+STOPWORDS = frozenset({
+    "a", "an", "the", "of", "in", "on", "at", "to", "is", "are", "was", "were", "be", "it", "its", "and", "or", "by",
+    "for", "from", "with", "as", "that", "this",
+})
 
 
-def pairwise_model(pairs: pd.DataFrame, *, unsure: float = 0.3) -> Reply:
-    """A reply function for ``PairwiseJudge`` prompts about ``data/pairwise.jsonl``.
+def content_words(text: str) -> set[str]:
+    """The lower-cased words of ``text`` without the commonest function words."""
+    return {w for w in WORD.findall(text.lower()) if w not in STOPWORDS}
 
-    It picks the better answer of the pair, except on the questions (a seeded
-    ``unsure`` share) where it is unsure and picks whichever answer it was
-    shown first.
+
+def overlap_verdict(candidate: str, baseline: str, *, sep: str = "|") -> bool:
+    """Whether ``candidate`` contains every content word of at least one of the references in ``baseline``.
+
+    A rule, not a model: it sees only the two texts. It accepts a sentence around
+    the answer and rejects a near miss, but misses aliases (``JFK``) and is fooled
+    by a wrong answer that names the right one as a distractor.
     """
-    rows = {str(row["prompt"]): row for row in _records(pairs)}
+    words = content_words(candidate)
+    references = [content_words(r) for r in str(baseline).split(sep)]
+    return any(ref and ref <= words for ref in references)
 
-    def reply(prompt: str, run_config: Any) -> str:
-        question = max((q for q in rows if q in prompt), key=len, default=None)
-        if question is None:
-            return "I cannot tell which answers I am asked to compare."
-        row = rows[question]
-        answers = [row["answer_a"], row["answer_b"]]
-        first = shown_first(prompt, answers, skip=[question])
-        better = 0 if row["better"] == "a" else 1
-        winner = "A" if stable_unit("unsure", question) < unsure or first == better else "B"
-        return json.dumps({"notes": f"answer {winner} is better", "winner": winner})
-
-    return reply
-
-
-# -- notebook 5: judges of known accuracy --------------------------------------------------------
 
 EXPLANATIONS = {  # what the pipeline model's judge says; its verifier recognises its own words
-    True: "The candidate gives the reference answer.",
-    False: "The candidate does not give the reference answer.",
+    True: "The candidate contains the reference answer.",
+    False: "The candidate does not contain the reference answer.",
 }
 
 
-def pipeline_model(qa: pd.DataFrame) -> Reply:
-    """A reply function for the judge and verify prompts of ``judge_verify_vote.yaml`` about QA rows.
+def pipeline_model(items: pd.DataFrame) -> Reply:
+    """A reply function for the judge and verify prompts of ``judge_verify_vote.yaml`` about QA items.
 
-    As a judge it is wrong on 25% of the items (drawn per seed, so the three
-    seeded copies err on different items) and on 10% of them its first reply
-    lacks the ``Verdict:`` line; asked again (a longer prompt that starts with
-    one it has answered), it replies properly. As a verifier (the prompt quotes
-    one of its judge's explanations) it overturns 70% of the wrong verdicts.
+    It keeps only the items' texts (``prompt``, ``baseline``, ``candidate``), to
+    find which item a prompt shows; it never sees a label. As a judge it decides
+    by :func:`overlap_verdict`, but like a model sampled at a temperature it slips
+    on a seeded 25% of the items (drawn per seed, so the three seeded copies slip
+    on different items), and on 10% of the items its first reply lacks the
+    ``Verdict:`` line; asked again (a longer prompt that starts with one it has
+    answered), it replies properly. As a verifier (the prompt quotes one of its
+    judge's explanations) it checks the verdict against the rule and overturns
+    it when they differ, except on a seeded 30% of the items, where it upholds
+    whatever it is shown.
     """
-    answers = AnswerIndex(qa)
+    answers = AnswerIndex(items[["prompt", "baseline", "candidate"]])
     asked: set[str] = set()
     lock = threading.Lock()
 
@@ -263,39 +240,18 @@ def pipeline_model(qa: pd.DataFrame) -> Reply:
         found = answers.find(prompt)
         if found is None:
             return "I cannot tell which answer this is about."
-        row = found.row
-        correct = row["human"] == "yes"
+        key = (found.row["prompt"], found.text)
+        rule = overlap_verdict(found.text, found.row["baseline"])
         reviewed = [verdict for verdict, said in EXPLANATIONS.items() if said in prompt]
         if reviewed:  # a verifier
-            if reviewed[0] == correct or stable_unit("missed", row["id"]) < 0.3:
+            if reviewed[0] == rule or stable_unit("lenient", *key) < 0.3:
                 return "Verdict: yes"  # upholds the verdict
-            return "Verdict: no"  # overturns a wrong one
-        if stable_unit("format", row["id"]) < 0.1 and not follow_up(prompt):
+            return "Verdict: no"  # overturns it
+        if stable_unit("format", *key) < 0.1 and not follow_up(prompt):
             return "I would say the candidate is fine."  # no Verdict line: retried
         seed = run_config.model_params.get("seed", 0)
-        verdict = correct if stable_unit("judge", seed, row["id"]) >= 0.25 else not correct  # wrong 25% of the time
+        verdict = rule if stable_unit("slip", seed, *key) >= 0.25 else not rule  # slips 25% of the time
         return f"Explanation: {EXPLANATIONS[verdict]}\nVerdict: {'yes' if verdict else 'no'}"
-
-    return reply
-
-
-def judge_model(qa: pd.DataFrame, error_rate: float, *, refuse_rate: float = 0.0,
-                unsure_over_words: int | None = None, name: str = "judge") -> Reply:
-    """A reply function for ``LLMJudge`` prompts about QA rows: right except on ``error_rate`` of the rows,
-    no JSON on ``refuse_rate`` of them, and (when ``unsure_over_words`` is set) a hesitant 0.5 on longer answers."""
-    answers = AnswerIndex(qa)
-
-    def reply(prompt: str, run_config: Any) -> str:
-        found = answers.find(prompt)
-        if found is None:
-            return "I cannot tell which answer I am asked to grade."
-        row = found.row
-        if stable_unit(name, "refuse", row["id"]) < refuse_rate:
-            return "I am not able to grade this answer."
-        if unsure_over_words is not None and len(row["candidate"].split()) > unsure_over_words:
-            return json.dumps({"notes": "not sure", "quality_score": 0.5})
-        correct = (row["human"] == "yes") != (stable_unit(name, "error", row["id"]) < error_rate)
-        return json.dumps({"notes": "correct" if correct else "wrong", "quality_score": 0.9 if correct else 0.1})
 
     return reply
 
@@ -305,15 +261,19 @@ def judge_model(qa: pd.DataFrame, error_rate: float, *, refuse_rate: float = 0.0
 
 def answer_model(qa: pd.DataFrame, accuracy: float, name: str) -> Reply:
     """A pretend model answering the QA questions (the prompt is the question): the first reference on
-    ``accuracy`` of them (seeded by the question), else one of the data set's wrong answers to it."""
+    ``accuracy`` of them (seeded by the question), else the first reference of another question, chosen
+    by a seeded draw (a wrong answer). It reads the questions and references only, never a label."""
     references = dict(zip(qa["prompt"], qa["baseline"], strict=False))
-    wrong_answers = qa[qa["human"] == "no"].groupby("prompt")["candidate"].apply(list).to_dict()
+    questions = list(references)
+
+    def first(question: str) -> str:
+        return references[question].split("|")[0].strip()
 
     def reply(prompt: str, run_config: Any) -> str:
         if stable_unit(name, prompt) < accuracy:
-            return references[prompt].split("|")[0].strip()
-        wrong = wrong_answers.get(prompt, ["I do not know."])
-        return wrong[int(stable_unit(name, "which", prompt) * len(wrong))]
+            return first(prompt)
+        others = [q for q in questions if q != prompt and first(q) != first(prompt)]
+        return first(others[int(stable_unit(name, "which", prompt) * len(others))])
 
     return reply
 

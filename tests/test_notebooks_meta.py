@@ -5,8 +5,9 @@ fast and catch what nbval cannot: a notebook edited by hand instead of in its
 ``.py`` source (jupytext percent format) or not rewritten after the source
 changed, outputs committed by mistake, a checked cell without a stored output
 (which nbval would compare with nothing), a notebook that does not end with an
-assertion, or one that reaches for the network. The scripted models of
-``notebooks/tutorial_helpers.py`` are checked not to depend on a prompt's wording.
+assertion, or one that reaches for the network. The scripted stand-ins of
+``notebooks/tutorial_helpers.py`` are checked not to depend on a prompt's wording,
+and those of notebooks 3-6 not to read the human labels.
 """
 
 from __future__ import annotations
@@ -237,19 +238,42 @@ def test_simulated_judge_ignores_the_wording(helpers, qa):
     assert json.loads(reply(_reworded(injected), None))["quality_score"] == 1.0  # the planted bias still works
 
 
-def test_pairwise_model_follows_the_order_shown_not_the_labels(helpers):
-    pd = pytest.importorskip("pandas")
-    pw = pd.read_json(NOTEBOOKS / "../data/pairwise.jsonl", lines=True, dtype=False)
-    reply = helpers.pairwise_model(pw, unsure=0.0)
-    for row in pw.head(20).to_dict("records"):
-        better, worse = (row["answer_a"], row["answer_b"])[:: 1 if row["better"] == "a" else -1]
-        shown_better_first = f"Which is better?\n{row['prompt']}\n(1) {better}\n(2) {worse}"
-        shown_worse_first = f"Compare.\nFirst: {worse}\nSecond: {better}\nQuestion: {row['prompt']}"
-        assert json.loads(reply(shown_better_first, None))["winner"] == "A"
-        assert json.loads(reply(shown_worse_first, None))["winner"] == "B"
+def _flipped_labels(qa):
+    """The QA set with every human label reversed: a stand-in that reads them would answer differently."""
+    flip = {"yes": "no", "no": "yes"}
+    return qa.assign(human=qa["human"].map(flip), human_2=qa["human_2"].map(flip))
 
 
-def test_shown_first_skips_the_question_and_quoted_answers(helpers):
-    assert helpers.shown_first("Q: is 6 or 16 right?\nA: 16\nB: 6", ["6", "16"], skip=["is 6 or 16 right?"]) == 1
-    assert helpers.shown_first("A: Paris, in France\nB: Paris", ["Paris", "Paris, in France"]) == 1
-    assert helpers.shown_first("nothing here", ["Paris"]) is None
+def test_overlap_verdict_decides_from_the_two_texts(helpers):
+    assert helpers.overlap_verdict("The capital of Australia is Canberra.", "Canberra")
+    assert helpers.overlap_verdict("It was Mount Everest.", "Mount Everest | Everest")
+    assert not helpers.overlap_verdict("Sydney", "Canberra")
+    assert not helpers.overlap_verdict("1968", "1969 | July 1969")
+
+
+def test_pipeline_model_ignores_the_wording_and_the_labels(helpers, qa):
+    from llm_connect import RunConfig
+
+    reply = helpers.pipeline_model(qa)
+    blind = helpers.pipeline_model(_flipped_labels(qa))
+    config = RunConfig(model_params={"seed": 2})
+    for row in qa.head(60).to_dict("records"):
+        for prompt in (_judge_prompt(row), _reworded(row)):
+            assert reply(prompt, config) == blind(prompt, config), row["id"]
+        assert reply(_judge_prompt(row), config) == reply(_reworded(row), config), row["id"]
+        said = reply(_reworded(row), config)
+        if "Explanation:" in said:  # its verifier upholds or overturns from the texts too
+            review = _reworded(row) + "\n" + said.splitlines()[0].removeprefix("Explanation: ")
+            assert reply(review, config) == blind(review, config) in ("Verdict: yes", "Verdict: no")
+
+
+def test_answer_models_read_no_labels(helpers, qa):
+    questions = qa["prompt"].drop_duplicates().tolist()
+    for accuracy in (0.0, 0.5):
+        reply = helpers.answer_model(qa, accuracy, "m")
+        blind = helpers.answer_model(_flipped_labels(qa), accuracy, "m")
+        assert [reply(q, None) for q in questions] == [blind(q, None) for q in questions]
+    wrong = helpers.answer_model(qa, 0.0, "m")
+    references = dict(zip(qa["prompt"], qa["baseline"], strict=False))
+    for q in questions:
+        assert wrong(q, None) not in [r.strip() for r in references[q].split("|")]
