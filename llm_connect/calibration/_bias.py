@@ -255,11 +255,13 @@ def probe_judge(
         if len(original) != len(items):
             raise ValidationError(f"original_scores has {len(original)} values for {len(items)} items")
     perturbed_items = perturb_items(items, probe, seed=seed, injection=injection)
+    label = f"probe: {probe} \N{EM DASH} {name}"
     if probe == "position":
         # The references stay one text when swapped into the candidate's place.
-        perturbed = 1.0 - _scores(judge_items(judge, perturbed_items, **{**kwargs, "reference_sep": None}))
+        perturbed = 1.0 - _scores(judge_items(judge, perturbed_items,
+                                              **{**kwargs, "reference_sep": None, "desc": label}))
     else:
-        perturbed = _scores(judge_items(judge, perturbed_items, **kwargs))
+        perturbed = _scores(judge_items(judge, perturbed_items, **kwargs, desc=label))
     stats = paired_shift(original, perturbed, threshold=threshold, n_boot=n_boot, confidence=confidence, seed=seed)
     detail = pd.DataFrame({
         "id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),

@@ -299,9 +299,11 @@ def judge_items(
     run_config: RunConfig | None = None,
     ledger: Any = None,
     task_type: str | None = None,
+    desc: str | None = None,
 ) -> pd.DataFrame:
     """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
+    Its progress bar says ``desc`` (default ``"grading: <grader_id>"``).
 
     With ``ledger`` and ``task_type`` every scored row is recorded as
     ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
@@ -319,7 +321,9 @@ def judge_items(
     batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
         batch[c] = batch[c].map(_text_or_none).astype(object)
-    plan = judge_plan(judge, batch, run_config=run_config, ledger=ledger, task_type=task_type, replies=True)
+    label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
+    plan = judge_plan(judge, batch, run_config=run_config, ledger=ledger, task_type=task_type, replies=True,
+                      desc=label)
     return run_batch(plan, concurrency=concurrency, progress=progress)
 
 

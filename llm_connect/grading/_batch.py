@@ -203,8 +203,12 @@ def judge_plan(
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     replies: bool = False,
+    desc: str | None = None,
 ) -> BatchPlan:
     """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
+
+    ``desc`` labels the progress bar (default: the judge's ``grader_id``; calibration says
+    ``"grading: <grader_id>"`` and ``"probe: <probe> — <grader_id>"``).
 
     ``replies=True`` adds a ``raw_reply`` column (after the result columns): the judge's raw reply
     for a scored row (:func:`raw_reply_of` its details) and the unusable reply of an unscored one;
@@ -250,7 +254,8 @@ def judge_plan(
                *ledger_columns(ledger))
     finish = finish_rows(judge, frame, columns, unusable if replies else None,
                          unusable_prompts if replies else None)
-    return BatchPlan(len(records), work, finish, desc=str(judge.grader_id), budget=batch_budget(budget, run_config))
+    return BatchPlan(len(records), work, finish, desc=desc or str(judge.grader_id),
+                     budget=batch_budget(budget, run_config))
 
 
 def judge_many(
