@@ -178,6 +178,10 @@ def test_a_foreign_or_broken_file_is_one_clear_error(tmp_path):
     bad.write_text('{"kind": "meta", "format": "llm-connect-judgments", "version": 99}\n', encoding="utf-8")
     with pytest.raises(ValidationError, match="version 99"):
         read_judgments(bad)
+    bad.write_text('{"kind": "meta", "format": "llm-connect-judgments", "version": 1}\n{"kind": "item"}\n',
+                   encoding="utf-8")
+    with pytest.raises(ValidationError, match="line 2: an item needs its 'row'"):
+        read_judgments(bad)
     with pytest.raises(ValidationError, match=r"no judgments\.jsonl"):
         read_judgments(tmp_path / "none" / "judgments.jsonl")
 

@@ -329,15 +329,17 @@ def _check_records(records: Sequence[Mapping[str, Any]], name: str) -> None:
         value = meta.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValidationError(f"{name}: the meta record's {key!r} must be a list of names")
-    for n, record in enumerate(records[1:], 2):
-        kind = record["kind"]
-        if kind == "item":
-            if not isinstance(record.get("judges", {}), dict) or not isinstance(record.get("labels", {}), dict):
-                raise ValidationError(f"{name} record {n}: an item's 'judges' and 'labels' must be objects")
+    for n, record in enumerate(records[1:], 2):  # records of other kinds (a later version's) are not shown
+        row = record.get("row")
+        if record["kind"] == "item":
+            if not isinstance(row, int) or isinstance(row, bool):
+                raise ValidationError(f"{name} line {n}: an item needs its 'row' (a whole number)")
+            if not all(isinstance(record.get(k, {}), dict) for k in ("judges", "labels", "fields")):
+                raise ValidationError(f"{name} line {n}: an item's 'judges', 'labels' and 'fields' must be objects")
             if not all(isinstance(v, dict) for v in record.get("judges", {}).values()):
-                raise ValidationError(f"{name} record {n}: each judge of an item must be an object")
-        elif kind not in ("probe", "meta"):
-            continue  # a later version's record: not shown
+                raise ValidationError(f"{name} line {n}: each judge of an item must be an object")
+        elif record["kind"] == "probe" and row is not None and (not isinstance(row, int) or isinstance(row, bool)):
+            raise ValidationError(f"{name} line {n}: a probe's 'row' must be a whole number or null")
 
 
 # -- the page ----------------------------------------------------------------------------------------
@@ -668,7 +670,8 @@ _SCRIPT = r"""
     block(body, "prompt", item.prompt, "prompt");
     block(body, "reference", item.baseline, "baseline");
     block(body, "candidate", item.candidate, "candidate");
-    judges.forEach(function (j) {
+    var first = fj.value ? [fj.value] : [];  // the judge chosen in the filter comes first
+    first.concat(judges.filter(function (j) { return first.indexOf(j) < 0; })).forEach(function (j) {
       var r = item.judges[j];
       if (!r) return;
       var sec = el("section", "judge");
