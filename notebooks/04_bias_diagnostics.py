@@ -208,7 +208,7 @@ effect
 # length term set to zero. `summary` compares each family's raw mean with its
 # length-controlled mean. The control matters when one model is systematically
 # wordier than another, and it is then that groups can change places. (On 24
-# items some families have one or two answers, so read the bars as a
+# items some families have only two answers, so read the bars as a
 # demonstration of the method, not as a ranking.)
 
 # %%
