@@ -34,6 +34,7 @@ Two families, named for their purpose:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -239,3 +240,19 @@ ledger_lines = st.one_of(
     st.text(max_size=60).map(lambda s: s.encode("utf-8", "surrogatepass")),
     st.sampled_from([b"\xff\xfe{", b'{"task_type": "qa"', b"[" * 5000, b"NaN", b"\xef\xbb\xbf{}", b"1e999"]),
 ).map(lambda line: line.replace(b"\n", b" "))
+
+
+# -- a scripted LLM judge for CLI tests (served by llm_connect.testing.LoopbackServer) ----------------
+
+
+def paris_judge(refusal: str = "Sorry, I cannot grade that.") -> Callable[[str], str]:
+    """A judge's replies for ``LoopbackServer(reply=...)``: a verdict of 1.0 when the candidate (the
+    rubric's text after "Candidate answer:") says 'Paris', else 0.0; ``refusal`` for items about 'refuse'."""
+
+    def reply(prompt: str) -> str:
+        if "refuse" in prompt:
+            return refusal
+        candidate = prompt.split("Candidate answer:", 1)[1]
+        return json.dumps({"notes": "ok", "quality_score": 1.0 if "Paris" in candidate else 0.0})
+
+    return reply

@@ -7,8 +7,6 @@ The LLM judge talks to a real OpenAI-compatible HTTP server started here on
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import matplotlib
 import pandas as pd
@@ -16,46 +14,16 @@ import pytest
 
 matplotlib.use("Agg")
 
+from strategies import paris_judge
+
 from llm_connect.cli import build_parser, main
-
-
-class _Judge(BaseHTTPRequestHandler):
-    """Grades 1.0 when the candidate says 'Paris', 0.0 otherwise, and refuses items about 'refuse'."""
-
-    def do_POST(self):  # the http.server API names it so
-        length = int(self.headers.get("Content-Length", 0))
-        body = json.loads(self.rfile.read(length))
-        prompt = body["messages"][-1]["content"]
-        candidate = prompt.split("Candidate answer:", 1)[1]
-        if "refuse" in prompt:
-            content = "Sorry, I cannot grade that."
-        else:
-            content = json.dumps({"notes": "ok", "quality_score": 1.0 if "Paris" in candidate else 0.0})
-        payload = json.dumps({
-            "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 10},
-        }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+from llm_connect.testing import LoopbackServer
 
 
 @pytest.fixture(scope="module")
 def judge_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with LoopbackServer(reply=paris_judge()) as server:
+        yield server.base_url
 
 
 ROWS = [

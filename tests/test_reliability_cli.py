@@ -14,9 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import matplotlib
 import pandas as pd
@@ -24,58 +22,31 @@ import pytest
 
 matplotlib.use("Agg")
 
+from strategies import paris_judge
+
 from llm_connect import QualityLedger, QualityObservation
 from llm_connect._textsafe import csv_cell, redact_urls, safe_text
 from llm_connect.cli import N_BOOT_MAX, UsageError, main
 from llm_connect.errors import ConfigError, LLMConnectError, ValidationError
+from llm_connect.testing import LoopbackServer
 
 ESC = "\x1b"
 
 
-class _Judge(BaseHTTPRequestHandler):
-    """Grades 1.0 when the candidate says 'Paris', else 0.0; refuses (with terminal escapes) items about 'refuse'."""
-
-    calls = 0
-    lock = threading.Lock()
-
-    def do_POST(self):  # the http.server API names it so
-        with _Judge.lock:
-            _Judge.calls += 1
-        length = int(self.headers.get("Content-Length", 0))
-        body = json.loads(self.rfile.read(length))
-        prompt = body["messages"][-1]["content"]
-        candidate = prompt.split("Candidate answer:", 1)[1]
-        if "refuse" in prompt:
-            content = f"{ESC}[2J{ESC}]0;pwned\x07Sorry, I cannot grade that."
-        else:
-            content = json.dumps({"notes": "ok", "quality_score": 1.0 if "Paris" in candidate else 0.0})
-        payload = json.dumps(
-            {
-                "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 10},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
-def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+def judge_server():
+    """Refuses items about 'refuse' with terminal escapes in its reply (they must never reach the terminal)."""
+    with LoopbackServer(reply=paris_judge(f"{ESC}[2J{ESC}]0;pwned\x07Sorry, I cannot grade that.")) as server:
+        yield server
+
+
+@pytest.fixture
+def server(judge_server):
+    return judge_server.base_url
+
+
+def judge_calls(judge_server) -> int:
+    return int(judge_server.stats()["by_path"].get("/v1/chat/completions", 0))
 
 
 def llm_args(url):
@@ -123,7 +94,7 @@ def expect_exit_2(argv, capsys, *, command="calibrate"):
 # -- 1. missing text is not a match ------------------------------------------------------------
 
 
-def test_missing_or_blank_text_is_an_error_row_in_every_judge_never_a_match(tmp_path, server, capsys):
+def test_missing_or_blank_text_is_an_error_row_in_every_judge_never_a_match(tmp_path, server, judge_server, capsys):
     rows = [
         *OK,
         {"id": "null-cand", "prompt": "Capital?", "baseline": "", "candidate": None, "human": "no"},
@@ -132,7 +103,7 @@ def test_missing_or_blank_text_is_an_error_row_in_every_judge_never_a_match(tmp_
         {"id": "no-prompt", "prompt": None, "baseline": "Paris", "candidate": "Paris", "human": "yes"},
     ]
     data = write_jsonl(tmp_path / "items.jsonl", rows)
-    before = _Judge.calls
+    before = judge_calls(judge_server)
     code = main(
         [
             "calibrate",
@@ -148,7 +119,7 @@ def test_missing_or_blank_text_is_an_error_row_in_every_judge_never_a_match(tmp_
         ]
     )
     assert code == 0
-    assert _Judge.calls - before == 2  # only the two rows with text reach the LLM judge
+    assert judge_calls(judge_server) - before == 2  # only the two rows with text reach the LLM judge
     scores = pd.read_csv(tmp_path / "o" / "scores.csv", keep_default_na=False)
     assert scores["score_exact-match"].tolist() == ["1.0", "0.0", "", "", "", ""]
     assert scores["score_llm-judge"].tolist() == ["1.0", "0.0", "", "", "", ""]
@@ -250,13 +221,13 @@ def _unwritable_outs(tmp_path):
     return cases
 
 
-def test_unwritable_out_fails_before_any_judging(tmp_path, server, capsys):
+def test_unwritable_out_fails_before_any_judging(tmp_path, server, judge_server, capsys):
     data = write_jsonl(tmp_path / "items.jsonl", OK)
     for label, out, words in _unwritable_outs(tmp_path):
-        before = _Judge.calls
+        before = judge_calls(judge_server)
         line = expect_exit_2(["calibrate", str(data), "--out", str(out), *llm_args(server), "--no-progress"], capsys)
         assert words in line, (label, line)
-        assert _Judge.calls == before, f"{label}: judged before failing"
+        assert judge_calls(judge_server) == before, f"{label}: judged before failing"
     assert sorted(p.name for p in (tmp_path / "html-is-dir").iterdir()) == ["report.html"]  # nothing left behind
 
 
