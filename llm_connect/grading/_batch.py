@@ -11,7 +11,7 @@ so they return the same columns.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from ..batch import (
@@ -111,32 +111,42 @@ def judge_prompt_of(details: Mapping[str, Any]) -> str | None:
     as ``[system]`` then ``[user]``); a pairwise judge has one per order (``[order]``), a panel one per
     member (``[member]``), a cascade the dear judge's when it escalated, else the cheap one's.
     """
+    def own(d: Mapping[str, Any]) -> str | None:
+        text, system = d.get("judge_prompt"), d.get("judge_system_prompt")
+        if not isinstance(text, str):
+            return None
+        return f"[system]\n{system}\n\n[user]\n{text}" if isinstance(system, str) else text
+
+    return _audit_text(details, own, "prompt", lambda key, text: f"[{key}]\n{text}", "\n\n")
+
+
+def _audit_text(details: Any, own: Callable[[Mapping[str, Any]], str | None], order_field: str,
+                label: Callable[[str, str], str], sep: str) -> str | None:
+    """The one walk of a judgment's ``details`` behind :func:`judge_prompt_of` and :func:`raw_reply_of`:
+    the judge's own text (``own``), else each pairwise order's ``order_field`` and each panel member's
+    text (``label``-led, joined by ``sep``), else the cascade's deciding judge's."""
     if not isinstance(details, Mapping):
         return None
-    text = details.get("judge_prompt")
-    if isinstance(text, str):
-        system = details.get("judge_system_prompt")
-        return f"[system]\n{system}\n\n[user]\n{text}" if isinstance(system, str) else text
+    text = own(details)
+    if text is not None:
+        return text
     parts: list[str] = []
     for order in details.get("orders") or ():
-        if isinstance(order, Mapping) and isinstance(order.get("prompt"), str):
-            parts.append(f"[{order.get('order', '?')}]\n{order['prompt']}")
+        if isinstance(order, Mapping) and isinstance(order.get(order_field), str):
+            parts.append(label(str(order.get("order", "?")), order[order_field]))
     members = details.get("members")
     if isinstance(members, Mapping):
         for name, member in members.items():
-            inner = judge_prompt_of(member) if isinstance(member, Mapping) else None
+            inner = _audit_text(member, own, order_field, label, sep)
             if inner is not None:
-                parts.append(f"[{name}]\n{inner}")
+                parts.append(label(str(name), inner))
     if parts:
-        return "\n\n".join(parts)
+        return sep.join(parts)
     for key in ("dear_details", "cheap_details"):
-        nested = details.get(key)
-        if isinstance(nested, Mapping):
-            inner = judge_prompt_of(nested)
-            if inner is not None:
-                return inner
+        inner = _audit_text(details.get(key), own, order_field, label, sep)
+        if inner is not None:
+            return inner
     return None
-
 
 def _prompt_sent(judge: Any, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
                  run_config: RunConfig) -> str | None:
@@ -160,31 +170,11 @@ def raw_reply_of(details: Mapping[str, Any]) -> str | None:
     ``[order] reply`` lines), a panel one per member (``[member] reply``), a cascade the dear
     judge's when it escalated, else the cheap one's.
     """
-    if not isinstance(details, Mapping):
-        return None
-    reply = details.get("raw_reply")
-    if isinstance(reply, str):
-        return reply
-    parts: list[str] = []
-    for order in details.get("orders") or ():
-        if isinstance(order, Mapping) and isinstance(order.get("raw_reply"), str):
-            parts.append(f"[{order.get('order', '?')}] {order['raw_reply']}")
-    members = details.get("members")
-    if isinstance(members, Mapping):
-        for name, member in members.items():
-            text = raw_reply_of(member) if isinstance(member, Mapping) else None
-            if text is not None:
-                parts.append(f"[{name}] {text}")
-    if parts:
-        return "\n".join(parts)
-    for key in ("dear_details", "cheap_details"):
-        inner = details.get(key)
-        if isinstance(inner, Mapping):
-            text = raw_reply_of(inner)
-            if text is not None:
-                return text
-    return None
+    def own(d: Mapping[str, Any]) -> str | None:
+        reply = d.get("raw_reply")
+        return reply if isinstance(reply, str) else None
 
+    return _audit_text(details, own, "raw_reply", lambda key, text: f"[{key}] {text}", "\n")
 
 def _reply_of_error(exc: JudgeReplyError) -> str | None:
     """The reply that held no usable verdict (from the response it came in, else the error's own copy)."""
