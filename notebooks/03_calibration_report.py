@@ -75,7 +75,7 @@ llm = LLMJudge(LlamaCppAdapter(), seed=0)      # SmolLM2-135M, loaded once, on f
 #
 # The local LLM judge takes up to about a second per item on a small CPU, so we
 # calibrate in two runs: the two fast judges on all 269 items (with the bias
-# probes on 100 of them), and all three judges on a seeded sample of 30 items
+# probes on 100 of them), and all three judges on a seeded sample of 24 items
 # (its probes are notebook 4's subject). `llm-connect calibrate` runs everything
 # on every item when you have the time. The progress bars show each judge's run.
 
@@ -134,12 +134,12 @@ plt.show()
 #
 # ## The LLM judge, on a sample
 #
-# Now all three judges on a seeded sample of 30 items. Thirty items make wide
-# intervals, so read the figures for their direction and their uncertainty, not
-# their third decimal.
+# Now all three judges on a seeded sample of 24 items (the sample notebook 4
+# probes). So few items make wide intervals: read the figures for their
+# direction and their uncertainty, not their third decimal.
 
 # %%
-sample = qa.sample(30, random_state=0)
+sample = qa.sample(24, random_state=0)
 llm_report = calibrate(sample, {"exact": exact, "embedding": embedding, "llm": llm}, human="human",
                        annotators=["human_2"], reference_sep="|", probes=None, seed=0)
 llm_report.summary().round(3)
@@ -164,14 +164,14 @@ for line in llm_report.verdicts():
     print(line)
 
 # %% [markdown]
-# Compare the embedding judge's verdict on these 30 items with its κ on all 269
-# above: a verdict is only as firm as the interval it comes from, and 30 items
+# Compare the embedding judge's verdict on these 24 items with its κ on all 269
+# above: a verdict is only as firm as the interval it comes from, and 24 items
 # give wide ones.
 #
 # A judge's verdicts at 0.5 are only as good as 0.5 is for its scores. The
 # score range printed above says where this judge's scores live; the threshold
 # sweep says where its best cut against the people is. A threshold picked on
-# the same 30 items it is judged on flatters the judge, so check it on fresh
+# the same 24 items it is judged on flatters the judge, so check it on fresh
 # labels before relying on it.
 
 # %%
@@ -181,7 +181,7 @@ print(f"best threshold for llm against human: {best['threshold']:.2f} "
       f"(kappa {best['cohen_kappa']:.2f}, agreement {best['percent_agreement']:.3f})")
 fig, ax = plt.subplots(figsize=(6, 4))
 plot_threshold_sweep(llm_sweep, ax=ax)
-ax.set_title("llm threshold vs human (30 items)")
+ax.set_title("llm threshold vs human (24 items)")
 plt.show()
 
 # %% [markdown]
@@ -258,7 +258,7 @@ assert s.attrs["usage"]["exact"]["scored"] == 269 and s.attrs["usage"]["embeddin
 ceiling = report.agreement.pair("human", "human_2")["percent_agreement"].value
 assert abs(ceiling - 0.911) < 0.001
 assert report.bias is not None and {r.probe for r in report.bias.results} == {"length", "format", "injection"}
-assert len(llm_report.scores) == 30 and llm_report.judges == ["exact", "embedding", "llm"]
+assert len(llm_report.scores) == 24 and llm_report.judges == ["exact", "embedding", "llm"]
 assert llm_report.scores["score_llm"].notna().sum() > 0, "the LLM judge scored no item"
 assert len(llm_report.verdicts()) == 3 and llm_report.bias is None
 assert all(p.exists() for p in paths.values())

@@ -55,7 +55,7 @@ qa = pd.read_json(DATA / "qa_calibration.jsonl", lines=True, dtype=False)
 #   contrast: a rule with no taste, whose probe results we can predict.
 #
 # The local model takes up to about a second per judgment on a small CPU, so we
-# judge a seeded sample of 24 items and probe 8 of them (each probe is one more
+# judge a seeded sample of 24 items and probe 6 of them (each probe is one more
 # judgment per probed item). Small samples give wide intervals: a bias must be
 # large to show clear of zero here. `llm-connect calibrate` runs the same probes
 # on a whole data set.
@@ -94,7 +94,7 @@ for probe in ["length", "format", "injection"]:
 from llm_connect.calibration import calibrate
 
 report = calibrate(sample, judges, human="human", reference_sep="|", probes=["length", "format", "injection"],
-                   probe_limit=8, seed=0)
+                   probe_limit=6, seed=0)
 report.bias
 
 # %%
@@ -143,7 +143,7 @@ for result in report.bias.results:
 #   real model listens is what this probe measures.) A shift *down* is a
 #   change too: the judge is still reacting to the planted text.
 #
-# With 8 probed items, a shift must be large, or very consistent, for its
+# With 6 probed items, a shift must be large, or very consistent, for its
 # interval to clear zero; a shift whose interval includes zero is "not shown",
 # not "absent". Rerun with a larger `probe_limit` before deciding a judge is
 # unbiased.
@@ -254,7 +254,7 @@ preference
 # true `pairwise` attribute).
 #
 # The pairwise data (`data/pairwise.jsonl`) has 70 pairs with the better answer
-# known; we probe SmolLM2 as a one-order pairwise judge on 5 of them (its
+# known; we probe SmolLM2 as a one-order pairwise judge on 4 of them (its
 # prompt, with two answers, is longer than the grading rubric's, so each call
 # takes longer). Held to a
 # small JSON schema by llama.cpp's grammar (as in notebook 5), it answers
@@ -268,7 +268,7 @@ WINNER_SCHEMA = {"type": "object", "properties": {"winner": {"type": "string", "
 pair_config = RunConfig(max_tokens=16, model_params={"response_format": {"type": "json_object",
                                                                          "schema": WINNER_SCHEMA}})
 
-pw = pd.read_json(DATA / "pairwise.jsonl", lines=True, dtype=False).sample(5, random_state=1)
+pw = pd.read_json(DATA / "pairwise.jsonl", lines=True, dtype=False).sample(4, random_state=1)
 # PairwiseJudge compares the item's baseline with its candidate: show answer_a as the baseline,
 # answer_b as the candidate. The "human" verdict is then: is the candidate (b) the better one?
 pw_items = pd.DataFrame({
@@ -321,4 +321,4 @@ assert len(report.scores) == 24 and set(bias.index.get_level_values("probe")) ==
 assert bias.loc[("exact", "format"), "mean_shift"] == 0 and bias.loc[("exact", "length"), "mean_shift"] <= 0
 assert (bias.loc["llm", "n"] > 0).all(), "the LLM judge scored no probed item"
 assert report.scored.judge_families["llm"] == "smollm"
-assert s.n > 0 and len(detail) == 5
+assert s.n > 0 and len(detail) == 4
