@@ -184,3 +184,21 @@ def test_agreement_table_pairs_matrix_and_ceiling():
     assert sub.pairs[0].threshold == 0.9 and sub.pairs[0].threshold_b == 0.5
     with pytest.raises(ValueError, match="no scores"):
         agreement_table(scores, judges=["llm", "nope"])
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 80, 400, 401])
+def test_vectorised_kendall_tau_b_matches_scipy_with_ties(n):
+    """The bootstrap's Kendall tau-b (vectorised up to 400 items, scipy beyond) equals scipy's on tied data."""
+    from scipy.stats import kendalltau
+
+    from llm_connect.calibration._agreement import _kendall
+
+    rng = np.random.default_rng(n)
+    a = rng.integers(0, 3, size=(30, n)).astype(float)
+    b = a + rng.integers(0, 2, size=(30, n))
+    a[0] = 1.0  # a constant row: undefined
+    got = _kendall(a, b, a >= 1, b >= 1)
+    want = np.array([np.nan if np.ptp(x) == 0 or np.ptp(y) == 0 else kendalltau(x, y).statistic
+                     for x, y in zip(a, b, strict=True)])
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=0, atol=1e-12)

@@ -175,7 +175,33 @@ def _spearman(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> n
     return _pearson_rows(_rank_rows(a), _rank_rows(b))
 
 
+_KENDALL_PAIRS_PER_CHUNK = 4_000_000  # sign matrices held at once by the vectorised tau-b (about 32 MB each)
+
+
 def _kendall(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each row pair (NaN when either row is constant), as ``scipy.stats.kendalltau``.
+
+    Short rows (a bootstrap of a few hundred items) are computed at once from the pairs' sign
+    matrices: tau-b = (C - D) / sqrt((n0 - n1) (n0 - n2)) (Kendall 1945), where n0 counts the pairs,
+    n1 and n2 the pairs tied in each row. Longer rows go through scipy one at a time.
+    """
+    n = a.shape[1]
+    if 1 < n <= 400:
+        out = np.full(len(a), np.nan)
+        chunk = max(1, _KENDALL_PAIRS_PER_CHUNK // (n * n))
+        n0 = n * (n - 1) / 2
+        for start in range(0, len(a), chunk):
+            x, y = a[start:start + chunk], b[start:start + chunk]
+            sx = np.sign(x[:, :, None] - x[:, None, :])
+            sy = np.sign(y[:, :, None] - y[:, None, :])
+            concordance = (sx * sy).sum(axis=(1, 2)) / 2  # C - D: each pair is counted twice
+            tied_x = ((sx == 0).sum(axis=(1, 2)) - n) / 2  # the diagonal is not a pair
+            tied_y = ((sy == 0).sum(axis=(1, 2)) - n) / 2
+            den = np.sqrt((n0 - tied_x) * (n0 - tied_y))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tau = np.where(den > 0, concordance / np.where(den > 0, den, 1.0), np.nan)
+            out[start:start + chunk] = np.clip(tau, -1.0, 1.0)
+        return out
     from scipy.stats import kendalltau
 
     out = np.full(len(a), np.nan)
