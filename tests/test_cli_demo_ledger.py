@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,13 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # the longest phase is announced before it starts, timed on this machine: 8 items + 3 probes x 3 items
+    assert re.search(r"the LLM judge takes about \d+\.\d\d s per item .* \(17 judgments\) will take about \d+ s",
+                     proc.stdout)
+    assert proc.stdout.index("will take about") < proc.stdout.index("verdicts:")
+    # every phase is labelled in its progress bar (stderr)
+    for label in ("grading: llm-judge", "grading: embedding-similarity", "probe: length \N{EM DASH} llm-judge"):
+        assert label in proc.stderr, label
     for name in ("ledger.jsonl", "scores.csv", "agreement.csv", "bias.csv", "report.html", "estimates.csv",
                  "judgments.jsonl"):
         assert (out / name).is_file(), name
@@ -52,7 +60,8 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
     assert {c.grader_id for c in __import__("llm_connect").JudgeCardRegistry.for_ledger(ledger)} == {
         "exact-match", "embedding-similarity", "llm-judge"}
     assert "agreement" in proc.stdout and "report.html" in proc.stdout and "bias probes" in proc.stdout
-    assert proc.stdout.splitlines()[1] == "verdicts:"  # after the one line saying what runs, the verdicts come first
+    # after the lines saying what runs and how long it will take, the verdicts come first
+    assert proc.stdout.splitlines()[2] == "verdicts:"
     assert "llm-judge: " in proc.stdout and "embedding-similarity: " in proc.stdout
     assert "alone would claim" in proc.stdout and "corrected with" in proc.stdout
     estimates = list(csv.DictReader((out / "estimates.csv").read_text().splitlines()))

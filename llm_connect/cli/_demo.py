@@ -128,6 +128,43 @@ def _print_demo_estimates(table: Any, share: float, out: Any) -> None:
         )
 
 
+def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace, run_config: Any) -> None:
+    """Say up front how long the LLM judge will take: the longest phase, timed on this machine.
+
+    Loads the model and times one warm judgment of the first item (its fixed instructions are
+    decoded by the first call and reused after), then multiplies by the judgments to come: every
+    item, and each pointwise probe's perturbed items.
+    """
+    import time
+
+    from ..calibration import PROBES
+    from ..core import LLMResponse, RunConfig
+    from ..errors import LLMConnectError
+
+    if judge is None or not len(items):
+        return
+    first = items.iloc[0]
+    baseline = LLMResponse(str(first["baseline"]), "baseline", "reference")
+    candidate = LLMResponse(str(first["candidate"]), "candidate", "candidate")
+    rc = run_config or RunConfig()
+    try:
+        judge.judge(baseline, candidate, prompt=str(first["prompt"]), run_config=rc)  # loads, warms the cache
+        start = time.perf_counter()
+        judge.judge(baseline, candidate, prompt=str(first["prompt"]), run_config=rc)
+        per_item = time.perf_counter() - start
+    except LLMConnectError:
+        return  # the run itself reports what is wrong with the judge
+    probes = [p for p in PROBES if p != "position"]  # position applies to pairwise judges only
+    probed = min(len(items), args.probe_limit or len(items))
+    calls = len(items) + len(probes) * probed
+    print(
+        f"the LLM judge takes about {per_item:.2f} s per item on this machine: grading {len(items)} items and "
+        f"probing {probed} items x {len(probes)} probes ({calls} judgments) will take about "
+        f"{max(1, round(per_item * calls))} s",
+        flush=True,
+    )
+
+
 def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import time
 
@@ -163,6 +200,7 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "labels: human, human_2",
         flush=True,
     )
+    _announce_llm_phase(judges.get("llm-judge"), items, args, run_config)
     ledger = QualityLedger(paths["ledger"])
     before = sum(1 for _ in ledger.iter_observations()) if ledger.path.exists() else 0
     report = calibrate(
