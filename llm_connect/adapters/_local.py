@@ -126,7 +126,10 @@ class LlamaCppAdapter:
     slower on a machine busy with other work; unless ``OMP_WAIT_POLICY`` or
     ``GOMP_SPINCOUNT`` is set, ``OMP_WAIT_POLICY=PASSIVE`` is in force while
     llama_cpp is first imported (it only affects the OpenMP runtime loaded
-    then; the environment is restored after).
+    then; the environment is restored after). PyTorch ships a runtime of the
+    same name: imported first (by sentence-transformers, say), it is the one
+    llama.cpp uses, with the setting it was loaded with, so set
+    ``OMP_WAIT_POLICY=PASSIVE`` in the environment then (``llm-connect`` does).
     """
 
     is_local = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,14 @@ def _build_judges(args: JudgeSpec) -> dict[str, Any]:
     from ..grading import NORMALIZERS, EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
 
     names = _check_judges(args)
+    local = ("llm" in names and _model_spec(args.llm, "llm")[0] == "local") or (
+        "embedding" in names and _model_spec(args.embedder, "embedder")[0] == "local"
+    )
+    if local and not any(name in os.environ for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
+        # Both local models run on OpenMP (llama.cpp, PyTorch), whose threads busy-wait between steps by
+        # default: on a busy machine that made each judgment several times slower. The runtime reads this
+        # once, when the first of them loads, so it is set for the whole command (unless the user set it).
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     normalizer = None if args.normalize in (None, "", "none") else args.normalize
     if normalizer is not None and normalizer not in NORMALIZERS:
         raise UsageError(f"unknown --normalize {args.normalize!r}; choose from none, {', '.join(sorted(NORMALIZERS))}")
