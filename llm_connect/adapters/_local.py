@@ -475,6 +475,9 @@ def _gguf_chat_formatters(llm: Any) -> tuple[Any, Any] | None:
         return None
     from llama_cpp import llama_chat_format
 
+    helpers = ("Jinja2ChatFormatter", "_grammar_for_response_format", "_convert_completion_to_chat")
+    if not all(hasattr(llama_chat_format, name) for name in helpers) or not hasattr(llm, "_model"):
+        return None  # another llama-cpp-python than the one this was written against: the plain chat path
     model = llm._model
     eos_id, bos_id = llm.token_eos(), llm.token_bos()
     eos = model.token_get_text(eos_id) if eos_id != -1 else ""
