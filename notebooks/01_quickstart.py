@@ -146,33 +146,30 @@ plt.show()
 # ## An LLM judge on the embedded SmolLM2-135M
 #
 # `LlamaCppAdapter()` runs SmolLM2-135M-Instruct in-process through llama.cpp.
-# `LLMJudge` sends it the rubric (question, fenced reference and candidate,
-# "reply with one JSON object") at temperature 0 with the given `seed`.
+# `LLMJudge` sends it the rubric at temperature 0 with the given `seed`.
 #
 # Be warned: **a 135M-parameter model is far too small to be a useful judge.**
 # It runs here so that the whole path is real and offline, not for its verdicts.
-# Each call takes a few seconds on a small CPU, so we judge only four items.
-# Left to itself, a model this small rarely writes parseable JSON, so — as
-# `llm-connect calibrate` does for the local model — we hold its reply to the
-# verdict's JSON schema with llama.cpp's grammar (`VERDICT_JSON_SCHEMA`), cap
-# its length, and skip the per-token logits it does not need.
+# We judge only four items. `LLMJudge(LlamaCppAdapter())` knows its adapter is
+# local (`is_local`), so it uses the local rubric: fixed instructions decoded
+# once and reused, the item's texts last, and a one-token yes/no verdict scored
+# as P(yes) / (P(yes) + P(no)) from the top logprobs — a fraction of a second a
+# judgment, and nothing for a small model to misformat.
 
 # %%
 from llm_connect import LLMJudge
 from llm_connect.adapters import LlamaCppAdapter
-from llm_connect.grading import VERDICT_JSON_SCHEMA
 
-smol = LLMJudge(LlamaCppAdapter(logits_all=False), seed=0)
-local_config = RunConfig(max_tokens=96, model_params={
-    "response_format": {"type": "json_object", "schema": VERDICT_JSON_SCHEMA}})
+smol = LLMJudge(LlamaCppAdapter(), seed=0)
+local_config = RunConfig()
 few = qa[qa["id"].isin(["qa-001", "qa-002", "qa-006", "qa-021"])]
 small_run = judge_many(smol, few, run_config=local_config, concurrency=1)
 small_run[["id", "candidate", "human", "quality_score", "status", "notes", "latency_ms"]]
 
 # %% [markdown]
-# Compare `quality_score` with `human`: the replies parse, but the verdicts are
-# close to arbitrary. One judgment in full — the `GradingResult` keeps the raw
-# reply, the rubric hash and the parsed verdict in `details` for audit:
+# Compare `quality_score` with `human`: the verdicts are close to arbitrary.
+# One judgment in full — the `GradingResult` keeps the exact prompt, the raw
+# reply and the rubric hash in `details` for audit:
 
 # %%
 wrong = qa[qa["id"] == "qa-002"].iloc[0]           # a fluent, confident, wrong answer
@@ -180,12 +177,12 @@ result = smol.judge(LLMResponse(content=wrong["baseline"], adapter_id="baseline"
                     LLMResponse(content=wrong["candidate"], adapter_id="x", model_id=wrong["candidate_model"]),
                     prompt=wrong["prompt"], run_config=local_config)
 print(wrong["candidate"])
-{k: result.details[k] for k in ("raw_reply", "rubric_hash", "judge_model_id")}
+{k: result.details[k] for k in ("judge_prompt", "raw_reply", "rubric_hash", "judge_model_id")}
 
 # %% [markdown]
 # When a reply holds no usable verdict — no JSON, or a `quality_score` that is
-# not a number in 0..1 (drop the schema above and most of SmolLM2's replies are
-# like that) — the row is recorded as **unscored**, with the reason and the raw
+# not a number in 0..1 (most of SmolLM2's replies are like that when it is asked
+# for JSON without a grammar) — the row is recorded as **unscored**, with the reason and the raw
 # reply quoted in `error`; its score is NaN, **never 0**: counting it as "wrong"
 # would silently bias every statistic computed from the frame.
 #
