@@ -26,7 +26,7 @@ from ._common import (
     _table,
     _warn,
 )
-from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _local_run_config, _model_spec, _split
+from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split
 
 # -- calibrate ----------------------------------------------------------------------------------
 
@@ -374,9 +374,6 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
     judges = _build_judges(spec)
     _warn_reference_sep(parser, items, sep_given)  # once the run is sure to go ahead
-    run_config = (
-        _local_run_config() if GRADER_IDS["llm"] in judges and _model_spec(args.llm, "llm")[0] == "local" else None
-    )
     report = calibrate(
         items,
         judges,
@@ -390,7 +387,6 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         seed=args.seed,
         concurrency=args.concurrency,
         progress=not args.no_progress,
-        run_config=run_config,
     )
     from ..calibration._cards import cards_from_report
 

@@ -11,7 +11,7 @@ from .._textsafe import csv_safe_frame, safe_text
 from ._calibrate import _check_items, _no_row_scored, _print_summary, _print_verdicts, _write_csvs
 from ._common import CALIBRATE_OUTPUTS, UsageError, _prepare_out
 from ._estimate import ESTIMATE_OUTPUTS
-from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _local_run_config, _model_spec
+from ._judges import JudgeSpec, _build_judges, _check_judges, _limit
 
 # -- demo ---------------------------------------------------------------------------------------------
 
@@ -128,7 +128,7 @@ def _print_demo_estimates(table: Any, share: float, out: Any) -> None:
         )
 
 
-def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace, run_config: Any) -> None:
+def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace) -> None:
     """Say up front how long the LLM judge will take: the longest phase, timed on this machine.
 
     Loads the model and times one warm judgment of the first item (its fixed instructions are
@@ -146,7 +146,7 @@ def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace, run_co
     first = items.iloc[0]
     baseline = LLMResponse(str(first["baseline"]), "baseline", "reference")
     candidate = LLMResponse(str(first["candidate"]), "candidate", "candidate")
-    rc = run_config or RunConfig()
+    rc = RunConfig()
     try:
         judge.judge(baseline, candidate, prompt=str(first["prompt"]), run_config=rc)  # loads, warms the cache
         start = time.perf_counter()
@@ -193,14 +193,13 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         inputs=[data],
     )
     judges = _build_judges(spec)
-    run_config = _local_run_config() if _model_spec(args.llm, "llm")[0] == "local" else None
     print(
         f"llm-connect demo: {len(items)} of the {total} items in {safe_text(data.name)}; judges: exact match (SQuAD, "
         f"any reference), embeddings ({safe_text(args.embedder)}), LLM judge ({safe_text(args.llm)}); "
         "labels: human, human_2",
         flush=True,
     )
-    _announce_llm_phase(judges.get("llm-judge"), items, args, run_config)
+    _announce_llm_phase(judges.get("llm-judge"), items, args)
     ledger = QualityLedger(paths["ledger"])
     before = sum(1 for _ in ledger.iter_observations()) if ledger.path.exists() else 0
     report = calibrate(
@@ -213,7 +212,6 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         probe_limit=args.probe_limit,
         seed=args.seed,
         progress=not args.no_progress,
-        run_config=run_config,
         ledger=ledger,  # every scored judgment, recorded as judge_many(..., ledger=) records it
         task_type="qa",
     )

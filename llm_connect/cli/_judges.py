@@ -175,10 +175,3 @@ def _build_judges(args: JudgeSpec) -> dict[str, Any]:
         judges[judge.grader_id] = judge  # one name per judge: its grader_id
     return judges
 
-
-def _local_run_config() -> Any:
-    """The run config for a local LLM judge: the library's own (``LLMJudge`` holds a local judge to its rubric,
-    token cap and, for JSON verdicts, the schema by itself), so the CLI and ``LLMJudge(LlamaCppAdapter())`` agree."""
-    from ..core import RunConfig
-
-    return RunConfig()
