@@ -14,7 +14,7 @@ from .._runtime import acall_complete, acall_embed
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import EmbeddingShapeError, JudgeReplyError, ValidationError
 from ._base import GradingResult, JudgeBase, validate_grader_id
-from ._parse import UntrustedText, expected_label_value, fence_for, parse_score_reply
+from ._parse import UntrustedText, expected_label_value, parse_score_reply
 
 __all__ = [
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -305,9 +305,9 @@ Is the candidate correct? yes"""
 #: The local judge's per-item text, sent as the user message after
 #: :data:`LOCAL_JUDGE_INSTRUCTIONS`: short, so a judgment costs only its own
 #: tokens, and ending where the next token is the verdict (``yes``/``no``),
-#: scored from that position's top logprobs. The fence is 4 hex digits of the
-#: hash of the item's texts, and every copy of it in those texts is replaced
-#: by ``[fence]``, so no text can close its tag.
+#: scored from that position's top logprobs. The fence is a letter and a digit
+#: derived from the hash of the item's texts (two tokens a tag), and every tag
+#: of it in those texts is replaced by ``[fence]``, so no text can close its tag.
 LOCAL_JUDGE_RUBRIC = """Question: {prompt}
 Reference: <{fence}>{baseline}</{fence}>
 Candidate: <{fence}>{candidate}</{fence}>
@@ -316,7 +316,6 @@ Is the candidate correct?"""
 #: Identifies the local rubric (instructions and item text) in ledgers and judge cards.
 LOCAL_JUDGE_RUBRIC_HASH = _hash(LOCAL_JUDGE_INSTRUCTIONS + "\n\n" + LOCAL_JUDGE_RUBRIC)
 _YES_NO = {"yes": 1.0, "no": 0.0}
-_LOCAL_FENCE_LENGTH = 4
 _LOCAL_JSON_MAX_TOKENS = 96  # the JSON verdict is short; a small model held to the schema rambles in its notes
 
 
@@ -408,7 +407,7 @@ class LLMJudge(JudgeBase):
         """The item's texts, which the judge is shown but must not obey (their hash makes the fence)."""
         texts = (prompt, baseline.content, candidate.content)
         if self._scoring == "yes-no":
-            return UntrustedText(texts, fence=fence_for(*texts)[:_LOCAL_FENCE_LENGTH])
+            return UntrustedText(texts, tags=True)
         return UntrustedText(texts)
 
     def build_prompt(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> str:

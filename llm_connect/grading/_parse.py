@@ -197,6 +197,31 @@ def defang(text: str, fence: str) -> str:
     return text.replace(fence, "[fence]")
 
 
+def tag_fence_for(*texts: str) -> str:
+    """A short tag code (a letter and a digit, as ``a1``) derived from a hash of ``texts``.
+
+    For prompts that fence each text between ``<code>`` and ``</code>`` tags:
+    two tokens a tag, where :func:`fence_for`'s 12 hex digits cost a small
+    local model a dozen. A text cannot choose its code, and
+    :func:`defang_tags` removes every tag of it from the text.
+    """
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).digest()
+    return "abcdefghijklmnopqrstuvwxyz"[digest[0] % 26] + "0123456789"[digest[1] % 10]
+
+
+def defang_tags(text: str, code: str) -> str:
+    """``text`` with every opening or closing tag of ``code`` (any case or spacing) replaced by ``[fence]``.
+
+    Only the tags are replaced, so a short code inside a word or number
+    (``a1`` in ``A1 sauce``) is left as written.
+    """
+    tag = re.compile(r"<\s*/?\s*" + re.escape(code) + r"\s*>", re.IGNORECASE)
+    while True:  # replacing can never form a new tag, but make that a property rather than an argument
+        text, n = tag.subn("[fence]", text)
+        if not n:
+            return text
+
+
 def fence_block(label: str, text: str, fence: str) -> str:
     """``text`` (defanged) between ``<<<LABEL fence>>>`` and ``<<<END LABEL fence>>>`` lines."""
     return f"<<<{label} {fence}>>>\n{defang(text, fence)}\n<<<END {label} {fence}>>>"
@@ -244,12 +269,17 @@ class UntrustedText:
 
     ``texts`` are the untrusted texts (empty ones are kept for the fence, so the
     fence of ``(prompt, baseline, candidate)`` is that of the three strings);
-    ``fence`` overrides the derived marker.
+    ``fence`` overrides the derived marker; ``tags=True`` derives a short tag
+    code (:func:`tag_fence_for`) for prompts that fence texts between
+    ``<code>`` tags, and :meth:`defang` then removes only those tags.
     """
 
-    def __init__(self, texts: Iterable[str] = (), *, fence: str | None = None) -> None:
+    def __init__(self, texts: Iterable[str] = (), *, fence: str | None = None, tags: bool = False) -> None:
         self.texts: tuple[str, ...] = tuple(t for t in texts if isinstance(t, str))
-        self.fence = fence if fence is not None else fence_for(*self.texts)
+        self.tags = tags
+        if fence is None:
+            fence = tag_fence_for(*self.texts) if tags else fence_for(*self.texts)
+        self.fence = fence
         self._json_keys: frozenset[Hashable] | None = None
 
     def block(self, label: str, text: str) -> str:
@@ -257,7 +287,8 @@ class UntrustedText:
         return fence_block(label, text, self.fence)
 
     def defang(self, text: str) -> str:
-        return defang(text, self.fence)
+        """``text`` unable to close its fence: every tag of it (``tags=True``) or every copy of it replaced."""
+        return defang_tags(text, self.fence) if self.tags else defang(text, self.fence)
 
     def scanned(self) -> Iterable[str]:
         """The texts as scanned for planted verdicts (each cut at a fixed length)."""
