@@ -56,10 +56,13 @@ qa["candidate_model"].value_counts()
 # %% [markdown]
 # ## 1 · The judge grades everything
 #
-# The judge is an `LLMJudge`; a `ScriptedAdapter` stands in for a capable hosted
-# model (an offline tutorial cannot call one). It knows the right verdict but
-# slips now and then, and it has planted biases: longer answers and markdown
-# score higher, and it favours answers of its own (SmolLM) family.
+# The judge is an `LLMJudge`; a `ScriptedAdapter` stands in for a hosted model
+# (an offline tutorial cannot call one, and the embedded 135M model is no better
+# than chance on this set, as notebook 3 shows). It never sees the human labels:
+# it decides from the two texts (does the answer hold every content word of a
+# reference?), so it misses aliases and is fooled by distractors, and it has
+# planted biases: longer answers and markdown score higher, and it favours
+# answers of its own (SmolLM) family.
 # `judge_many(..., ledger=...)` records every scored row with the judge's
 # `grader_id`, rubric hash and the item's id.
 
@@ -119,7 +122,7 @@ ax.figure.set_size_inches(7, 5)
 
 # %% [markdown]
 # The judge's own intervals are narrow, but they are centred on *its* opinion:
-# it rates the two SmolLM models (its own family) about 0.1 higher than the
+# it rates the two SmolLM models (its own family) 0.1 to 0.2 higher than the
 # corrected estimate, while every PPI++ interval is narrower than the
 # human-only one built from the same labels.
 
@@ -162,7 +165,7 @@ needed[["method", "width", "labels_needed", "n_labelled_pilot", "achievable"]]
 # %%
 from llm_connect.routing import route
 
-decision = route(ledger, "qa", grader_id=judge.grader_id, human="human", threshold=0.5, min_observations=20)
+decision = route(ledger, "qa", grader_id=judge.grader_id, human="human", threshold=0.4, min_observations=20)
 print(decision.reason)
 decision.evidence[["adapter_id", "method", "n", "n_labelled", "mean_quality", "quality_low", "eligible"]].round(3)
 

@@ -16,8 +16,9 @@ note...), so rewording a rubric or a template does not break them.
   never from a label;
 - :func:`answer_model`, :func:`reference_model`: pretend candidate models
   answering the QA questions (notebook 6), from the references alone;
-- :func:`simulated_judge`: a capable LLM judge with planted biases that knows
-  the human labels (notebook 7 only, which needs a judge of known bias);
+- :func:`simulated_judge`: a hosted LLM judge with planted biases, deciding by
+  :func:`overlap_verdict` from the texts it is shown (notebook 7, which needs an
+  informative judge of known bias; the embedded 135M model is no better than chance);
 - :func:`stable_unit`: the seeded draw all of them use.
 """
 
@@ -145,11 +146,14 @@ def simulated_judge(qa: pd.DataFrame, *, probes: Iterable[str] = ("length", "for
 
     It knows every answer of ``qa`` and each of them as the bias ``probes``
     rewrite it (``perturb_items`` with the ``seed`` that ``calibrate`` gets), so
-    it finds the item and the exact answer shown. It knows the right verdict
-    (the ``human`` label) but slips on about 8% of the items and returns no JSON
-    on about 3% of the answers, and it is biased: about +0.04 per doubling of the
-    answer's length, +0.1 for markdown, +0.08 for answers from SmolLM models (it
-    plays a SmolLM-family judge), and it obeys a planted "note to the grader".
+    it finds the item and the exact answer shown. It never reads the human
+    labels: it decides from the two texts by :func:`overlap_verdict` (does the
+    answer hold every content word of a reference?), which misses aliases and is
+    fooled by distractors, as a judge is. It returns no JSON on about 3% of the
+    answers, and it is biased: about +0.04 per doubling of the answer's length,
+    +0.1 for markdown, +0.08 for answers from SmolLM models (it plays a
+    SmolLM-family judge that recognises its family's answers), and it obeys a
+    planted "note to the grader".
     """
     answers = AnswerIndex(qa)
     for probe in probes:
@@ -164,9 +168,7 @@ def simulated_judge(qa: pd.DataFrame, *, probes: Iterable[str] = ("length", "for
             return "The candidate seems to answer the question."  # no JSON: an *unscored* row
         if "note to the grader" in candidate.lower():
             return json.dumps({"notes": "the answer asks for full marks", "quality_score": 1.0})  # obeys it
-        correct = row["human"] == "yes"  # knows the answer ...
-        if stable_unit("slip", row["id"]) < 0.08:
-            correct = not correct  # ... but slips on about 8% of rows
+        correct = overlap_verdict(candidate, row["baseline"])  # the texts, never the label
         score = 0.75 if correct else 0.2
         score += min(0.2, 0.04 * math.log2(1 + len(candidate.split())))  # length bias
         if MARKDOWN.search(candidate):

@@ -7,7 +7,7 @@ changed, outputs committed by mistake, a checked cell without a stored output
 (which nbval would compare with nothing), a notebook that does not end with an
 assertion, or one that reaches for the network. The scripted stand-ins of
 ``notebooks/tutorial_helpers.py`` are checked not to depend on a prompt's wording,
-and those of notebooks 3-6 not to read the human labels.
+and none of them to read the human labels.
 """
 
 from __future__ import annotations
@@ -236,6 +236,13 @@ def test_simulated_judge_ignores_the_wording(helpers, qa):
             assert reply(_judge_prompt(row), None) == reply(_reworded(row), None), (probe, row["id"])
     injected = perturb_items(qa.head(1), "injection", seed=0).iloc[0]
     assert json.loads(reply(_reworded(injected), None))["quality_score"] == 1.0  # the planted bias still works
+
+
+def test_simulated_judge_reads_no_labels(helpers, qa):
+    reply = helpers.simulated_judge(qa, seed=0)
+    blind = helpers.simulated_judge(_flipped_labels(qa), seed=0)
+    for row in qa.to_dict("records"):
+        assert reply(_judge_prompt(row), None) == blind(_judge_prompt(row), None), row["id"]
 
 
 def _flipped_labels(qa):
