@@ -32,12 +32,12 @@ def reference_values(a: np.ndarray, b: np.ndarray, t: float) -> dict[str, float]
     out = {"percent_agreement": float(np.mean(va == vb)), "mean_abs_diff": float(np.mean(np.abs(a - b)))}
     both_one_verdict = len(set(va) | set(vb)) == 1
     out["cohen_kappa"] = math.nan if both_one_verdict else float(cohen_kappa_score(va, vb))
-    out["krippendorff_alpha_nominal"] = math.nan if both_one_verdict else float(
+    out["alpha_nominal"] = math.nan if both_one_verdict else float(
         krippendorff.alpha(reliability_data=np.vstack([va, vb]).astype(float), level_of_measurement="nominal"))
     if np.ptp(np.r_[a, b]) == 0:
-        out["krippendorff_alpha"] = math.nan
+        out["alpha_interval"] = math.nan
     else:
-        out["krippendorff_alpha"] = float(krippendorff.alpha(reliability_data=np.vstack([a, b]),
+        out["alpha_interval"] = float(krippendorff.alpha(reliability_data=np.vstack([a, b]),
                                                              level_of_measurement="interval"))
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         out["spearman"] = out["kendall"] = math.nan
@@ -75,7 +75,7 @@ def test_random_continuous_scores_match_scipy_and_sklearn():
     # interval alpha on continuous data: the package on a coarse copy agrees closely with ours on it
     coarse_a, coarse_b = np.round(a, 1), np.round(b, 1)
     want = krippendorff.alpha(reliability_data=np.vstack([coarse_a, coarse_b]), level_of_measurement="interval")
-    assert pair_agreement(coarse_a, coarse_b, n_boot=0)["krippendorff_alpha"].value == pytest.approx(want)
+    assert pair_agreement(coarse_a, coarse_b, n_boot=0)["alpha_interval"].value == pytest.approx(want)
     for stat in STATISTICS:
         est = got[stat]
         assert est.low <= est.value <= est.high, stat
@@ -117,9 +117,9 @@ def test_missing_scores_are_dropped_pairwise_and_counted():
     [
         ([], [], set(STATISTICS)),
         ([0.7], [0.2], set(STATISTICS) - {"percent_agreement", "mean_abs_diff"}),
-        ([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], {"cohen_kappa", "krippendorff_alpha", "krippendorff_alpha_nominal",
+        ([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], {"cohen_kappa", "alpha_interval", "alpha_nominal",
                                              "spearman", "kendall"}),
-        ([0.9, 0.8, 0.6], [0.6, 0.7, 0.9], {"cohen_kappa", "krippendorff_alpha_nominal"}),  # all "yes" both
+        ([0.9, 0.8, 0.6], [0.6, 0.7, 0.9], {"cohen_kappa", "alpha_nominal"}),  # all "yes" both
         ([0.2, 0.2, 0.2], [0.1, 0.7, 0.9], {"spearman", "kendall"}),  # one judge constant
         ([np.nan, np.nan], [1.0, 0.0], set(STATISTICS)),
     ],
@@ -174,7 +174,7 @@ def test_agreement_table_pairs_matrix_and_ceiling():
     assert len(frame) == 6
     assert frame.loc[frame["ceiling"], ["judge_a", "judge_b"]].values.tolist() == [["a1", "a2"]]
     for col in ("judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
-                "krippendorff_alpha", "spearman"):
+                "alpha_interval", "spearman"):
         assert col in frame.columns
     m = table.matrix("cohen_kappa")
     assert m.loc["llm", "exact"] == m.loc["exact", "llm"] == table.pair("exact", "llm")["cohen_kappa"].value

@@ -120,7 +120,7 @@ def test_agreement_pairs_and_ceiling(report):
     llm_human = frame[(frame["judge_a"] == "llm") & (frame["judge_b"] == "human")].iloc[0]
     assert llm_human["n"] == 35  # the unscored row is dropped pairwise
     assert list(frame.columns[:9]) == ["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low",
-                                       "kappa_high", "krippendorff_alpha", "spearman"]
+                                       "kappa_high", "alpha_interval", "spearman"]
 
 
 def test_bias_probes_ran_where_they_apply(report):

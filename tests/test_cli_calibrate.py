@@ -71,7 +71,7 @@ def test_calibrate_writes_the_four_files(tmp_path, judge_server, capsys):
     assert parquet["id"].tolist() == list("abcdef") and parquet["score_human"].tolist() == [1, 0, 1, 1, 0, 1]
     agreement = pd.read_csv(out / "agreement.csv")
     assert list(agreement.columns[:9]) == ["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa",
-                                           "kappa_low", "kappa_high", "krippendorff_alpha", "spearman"]
+                                           "kappa_low", "kappa_high", "alpha_interval", "spearman"]
     pairs = agreement[["judge_a", "judge_b"]].values.tolist()
     assert pairs == [["exact-match", "llm-judge"], ["exact-match", "human"], ["llm-judge", "human"]]
     assert agreement.set_index(["judge_a", "judge_b"]).loc[("llm-judge", "human"), "n"] == 5

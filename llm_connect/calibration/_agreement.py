@@ -28,6 +28,8 @@ import pandas as pd
 from ._html import Markup, fmt, frame_html, join, with_interval
 
 __all__ = [
+    "COUNT_COLUMNS",
+    "HUMAN_COUNT_COLUMNS",
     "STATISTICS",
     "AgreementTable",
     "Estimate",
@@ -41,8 +43,8 @@ __all__ = [
 STATISTICS: tuple[str, ...] = (
     "percent_agreement",
     "cohen_kappa",
-    "krippendorff_alpha",
-    "krippendorff_alpha_nominal",
+    "alpha_interval",
+    "alpha_nominal",
     "spearman",
     "kendall",
     "mean_abs_diff",
@@ -50,8 +52,8 @@ STATISTICS: tuple[str, ...] = (
 _LABELS = {
     "percent_agreement": "percent agreement",
     "cohen_kappa": "Cohen's kappa",
-    "krippendorff_alpha": "Krippendorff's alpha (interval)",
-    "krippendorff_alpha_nominal": "Krippendorff's alpha (nominal, verdicts)",
+    "alpha_interval": "Krippendorff's alpha (interval)",
+    "alpha_nominal": "Krippendorff's alpha (nominal, verdicts)",
     "spearman": "Spearman rho",
     "kendall": "Kendall tau-b",
     "mean_abs_diff": "mean absolute difference",
@@ -60,12 +62,19 @@ _LABELS = {
 _BOUND_PREFIX = {
     "percent_agreement": "agreement",
     "cohen_kappa": "kappa",
-    "krippendorff_alpha": "alpha",
-    "krippendorff_alpha_nominal": "alpha_nominal",
+    "alpha_interval": "alpha_interval",
+    "alpha_nominal": "alpha_nominal",
     "spearman": "spearman",
     "kendall": "kendall",
     "mean_abs_diff": "mad",
 }
+#: The old names of statistics, still read by ``pair[...]`` (the frame has the new ones only).
+_STAT_ALIASES = {"krippendorff_alpha": "alpha_interval", "krippendorff_alpha_nominal": "alpha_nominal"}
+#: The verdict counts of a row, read from ``judge_a``'s side against ``judge_b`` (the reference rater):
+#: ``judge_yes_ref_no`` = items judge_a said yes to and judge_b no.
+COUNT_COLUMNS = ("judge_yes_ref_yes", "judge_yes_ref_no", "judge_no_ref_yes", "judge_no_ref_no")
+#: The same counts on a row whose ``judge_b`` is a human label column (blank on rows of two machine judges).
+HUMAN_COUNT_COLUMNS = ("judge_yes_human_yes", "judge_yes_human_no", "judge_no_human_yes", "judge_no_human_no")
 _MAX_BOOT_CELLS = 4_000_000  # resampled values held in memory at once
 
 
@@ -222,8 +231,8 @@ def _mean_abs_diff(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray)
 _STAT_FUNCS: dict[str, Callable[..., np.ndarray]] = {
     "percent_agreement": _percent_agreement,
     "cohen_kappa": _cohen_kappa,
-    "krippendorff_alpha": _alpha_interval,
-    "krippendorff_alpha_nominal": _alpha_nominal,
+    "alpha_interval": _alpha_interval,
+    "alpha_nominal": _alpha_nominal,
     "spearman": _spearman,
     "kendall": _kendall,
     "mean_abs_diff": _mean_abs_diff,
@@ -242,10 +251,10 @@ def _reasons(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray, names
         who = " and ".join(name for name, c in zip(names, (const_a, const_b), strict=True) if c)
         out["spearman"] = out["kendall"] = f"{who} gave one constant score"
     if const_a and const_b and a[0] == b[0]:
-        out["krippendorff_alpha"] = "every score is the same value (no variation to agree on)"
+        out["alpha_interval"] = "every score is the same value (no variation to agree on)"
     vconst_a, vconst_b = va.min() == va.max(), vb.min() == vb.max()
     if vconst_a and vconst_b and va[0] == vb[0]:
-        out["cohen_kappa"] = out["krippendorff_alpha_nominal"] = (
+        out["cohen_kappa"] = out["alpha_nominal"] = (
             "both gave the same single verdict on every item (chance agreement is 1)"
         )
     return out
@@ -305,8 +314,26 @@ class PairAgreement:
     confidence: float = 0.95
     n_boot: int = 1000
 
+    human_b: bool = False
+
     def __getitem__(self, statistic: str) -> Estimate:
-        return self.estimates[statistic]
+        return self.estimates[_STAT_ALIASES.get(statistic, statistic)]
+
+    def counts(self) -> dict[str, int | None]:
+        """The verdict counts read from ``judge_a``'s side against ``judge_b``, the reference rater.
+
+        ``judge_yes_ref_no`` counts the items ``judge_a`` said yes to and ``judge_b`` no (see
+        :data:`COUNT_COLUMNS`). When ``judge_b`` is a human label column (``human_b``), the same
+        counts are also given as ``judge_yes_human_yes`` ... ``judge_no_human_no``; they are
+        ``None`` (blank in a CSV) on a row of two machine judges.
+        """
+        cm = self.confusion.to_numpy()
+        yy, yn, ny, nn = int(cm[1, 1]), int(cm[1, 0]), int(cm[0, 1]), int(cm[0, 0])
+        out: dict[str, int | None] = {"judge_yes_ref_yes": yy, "judge_yes_ref_no": yn,
+                                      "judge_no_ref_yes": ny, "judge_no_ref_no": nn}
+        human = dict(zip(HUMAN_COUNT_COLUMNS, (yy, yn, ny, nn), strict=True))
+        out.update({k: (v if self.human_b else None) for k, v in human.items()})
+        return out
 
     def row(self) -> dict[str, Any]:
         """One flat row: the statistics, their interval bounds, the confusion counts and notes."""
@@ -323,8 +350,7 @@ class PairAgreement:
             prefix = _BOUND_PREFIX[stat]
             row[f"{prefix}_low"] = est.low
             row[f"{prefix}_high"] = est.high
-        cm = self.confusion.to_numpy()
-        row.update(tn=int(cm[0, 0]), fp=int(cm[0, 1]), fn=int(cm[1, 0]), tp=int(cm[1, 1]))
+        row.update(self.counts())
         row["ceiling"] = self.ceiling
         notes: dict[str, list[str]] = {}
         for stat in STATISTICS:
@@ -361,6 +387,7 @@ def pair_agreement(
     seed: int | None = 0,
     ceiling: bool = False,
     statistics: Sequence[str] = STATISTICS,
+    human_b: bool = False,
 ) -> PairAgreement:
     """Every agreement statistic between two score arrays, with seeded bootstrap intervals.
 
@@ -368,6 +395,12 @@ def pair_agreement(
     ``threshold_b`` (default: the same) ``b``'s. Pairs with a missing score are
     dropped. ``statistics`` limits which intervals are bootstrapped (the others
     still get point estimates); Kendall's interval is the slowest.
+
+    Read from ``judge_a``'s side: ``judge_b`` is the reference rater (the human labels
+    on a judge-versus-people row), and the verdict counts are named so
+    (``judge_yes_ref_no``: ``judge_a`` yes, ``judge_b`` no; see :meth:`PairAgreement.counts`).
+    ``human_b`` says ``judge_b`` is a human label column: the counts are then also given
+    as ``judge_yes_human_no`` and so on.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
@@ -409,7 +442,7 @@ def pair_agreement(
     return PairAgreement(
         judge_a=judge_a, judge_b=judge_b, n=n, n_missing=missing, threshold=float(threshold),
         threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
-        confidence=confidence, n_boot=n_boot,
+        confidence=confidence, n_boot=n_boot, human_b=human_b,
     )
 
 
@@ -492,7 +525,7 @@ class AgreementTable:
                 "n": p.n,
                 "agreement": with_interval(*_triple(p["percent_agreement"])),
                 "kappa": with_interval(*_triple(p["cohen_kappa"])),
-                "alpha": with_interval(*_triple(p["krippendorff_alpha"])),
+                "alpha (interval)": with_interval(*_triple(p["alpha_interval"])),
                 "spearman": with_interval(*_triple(p["spearman"])),
                 "kendall": with_interval(*_triple(p["kendall"])),
                 "MAD": with_interval(*_triple(p["mean_abs_diff"])),
@@ -518,8 +551,14 @@ def agreement_table(
     confidence: float = 0.95,
     seed: int | None = 0,
     statistics: Sequence[str] = STATISTICS,
+    labels: Sequence[str] | None = None,
 ) -> AgreementTable:
     """Agreement of every pair of judges.
+
+    Each row is read from ``judge_a``'s side against ``judge_b``: on a row of a machine
+    judge and a human label column, ``judge_b`` is always the label column (``labels``:
+    the human label columns; default ``human`` and the ``annotators``), and the verdict
+    counts are named ``judge_yes_human_no`` and so on (see :meth:`PairAgreement.counts`).
 
     ``scores`` is a frame with a ``score_<judge>`` column per judge (as
     :func:`~llm_connect.calibration.score_items` makes) or a mapping of judge name to
@@ -538,12 +577,15 @@ def agreement_table(
     if missing:
         raise ValueError(f"no scores for judge(s) {missing}; have {available}")
     per = dict(thresholds or {})
+    people = set(annotators) | {"human"} if labels is None else set(labels)
     pairs = []
     for ja, jb in itertools.combinations(names, 2):
+        if ja in people and jb not in people:  # a judge is read against people, never people against a judge
+            ja, jb = jb, ja
         pairs.append(pair_agreement(
             columns[ja], columns[jb], judge_a=ja, judge_b=jb,
             threshold=per.get(ja, threshold), threshold_b=per.get(jb, threshold),
             n_boot=n_boot, confidence=confidence, seed=seed,
-            ceiling=ja in annotators and jb in annotators, statistics=statistics,
+            ceiling=ja in annotators and jb in annotators, statistics=statistics, human_b=jb in people,
         ))
     return AgreementTable(pairs=pairs, threshold=threshold, confidence=confidence)

@@ -30,7 +30,7 @@ __all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "PLOTS_BY_KIND", "Calibr
            "parquet_ready", "score_kind"]
 
 AGREEMENT_CSV_COLUMNS = ("judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
-                         "krippendorff_alpha", "spearman")
+                         "alpha_interval", "spearman")
 BIAS_CSV_COLUMNS = ("judge", "probe", "n", "mean_shift", "shift_low", "shift_high", "p_value", "flip_rate")
 
 #: The per-judge plots of the report, by the kind of scores the judge gives (:func:`score_kind`).

@@ -58,9 +58,16 @@ spreadsheet does not run them as formulas):
                  reply)
   scores.parquet the same table with its types (not neutralised: it is read
                  by code, not opened by a spreadsheet)
-  agreement.csv  one row per pair of judges: n, percent_agreement, cohen_kappa
-                 (kappa_low, kappa_high: 95% bootstrap interval),
-                 krippendorff_alpha, spearman, and more
+  agreement.csv  one row per pair of judges, read from judge_a's side against
+                 judge_b, the reference rater (a human label column is always
+                 judge_b): n, percent_agreement, cohen_kappa (kappa_low,
+                 kappa_high: 95% bootstrap interval), alpha_interval and
+                 alpha_nominal (Krippendorff's alpha at the interval level on
+                 the scores, at the nominal level on the verdicts), spearman,
+                 kendall, and the verdict counts judge_yes_ref_yes,
+                 judge_yes_ref_no (judge_a yes, judge_b no), judge_no_ref_yes,
+                 judge_no_ref_no; on rows against a human column the same
+                 counts as judge_yes_human_yes, judge_yes_human_no, ...
   bias.csv       one row per judge and probe: n, mean_shift (shift_low,
                  shift_high), p_value (Wilcoxon), flip_rate, and more
   report.html    everything above with plots, in one self-contained file
@@ -211,7 +218,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
                 str(p.n),
                 f(p["percent_agreement"].value),
                 f"{f(k.value)} [{f(k.low)}, {f(k.high)}]",
-                f(p["krippendorff_alpha"].value),
+                f(p["alpha_interval"].value),
                 f(p["spearman"].value),
             )
         )
@@ -412,7 +419,7 @@ _AGREEMENT_STATS = {
     "kappa": ("cohen_kappa", "value"),
     "kappa_low": ("cohen_kappa", "low"),
     "agreement": ("percent_agreement", "value"),
-    "alpha": ("krippendorff_alpha", "value"),
+    "alpha": ("alpha_interval", "value"),
     "spearman": ("spearman", "value"),
 }
 
