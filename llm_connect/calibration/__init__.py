@@ -19,6 +19,8 @@ quality estimates (PPI++,          :func:`estimate_quality`, :func:`labels_neede
 active inference)                  :func:`plot_estimates`
 verdicts and judge cards           :func:`judge_verdict`, :class:`JudgeCard`,
                                    :class:`JudgeCardRegistry`, :func:`card_from_scores`
+pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`PairwiseReport`,
+                                   :func:`parse_preferences`, :func:`battles`
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
                                    (``_repr_html_``, ``.widget()``, ``.to_html(path)``, ``.view()``)
 every judgment, one page           :func:`judgment_records`, :func:`write_judgments`,
@@ -53,6 +55,7 @@ from ._diagnostics import (
 )
 from ._estimates import ESTIMATE_METHODS, estimate_quality, labels_needed, plot_estimates
 from ._features import model_family, text_features
+from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_preferences, preference_codes
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._plots import (
     length_profile,
@@ -82,13 +85,16 @@ __all__ = [
     "LengthControlled",
     "LengthEffect",
     "PairAgreement",
+    "PairwiseReport",
     "ProbeEffect",
     "ProbeResult",
     "ScoredItems",
     "SelfPreference",
     "agreement_table",
+    "battles",
     "bootstrap_ci",
     "calibrate",
+    "calibrate_pairwise",
     "card_from_scores",
     "disagreements",
     "estimate_quality",
@@ -106,6 +112,7 @@ __all__ = [
     "pair_agreement",
     "paired_shift",
     "parse_labels",
+    "parse_preferences",
     "perturb_items",
     "plant_injection",
     "plot_agreement_heatmap",
@@ -115,6 +122,7 @@ __all__ = [
     "plot_reliability",
     "plot_score_vs_length",
     "plot_threshold_sweep",
+    "preference_codes",
     "probe_judge",
     "read_judgments",
     "registry_path",

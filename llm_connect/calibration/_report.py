@@ -550,6 +550,8 @@ def calibrate(
     run_config: RunConfig | None = None,
     ledger: Any = None,
     task_type: str | None = None,
+    pairwise: bool | None = None,
+    preference_codes: str | Mapping[str, Any] | None = None,
 ) -> CalibrationReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
@@ -561,7 +563,25 @@ def calibrate(
     names, or ``None``/``[]`` for none. ``probe_limit`` probes a seeded sample of at
     most that many items (each probe costs one more judge call per item). Unscored
     replies are NaN, dropped pair by pair. See :func:`score_items` for ``items``.
+
+    Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by
+    pairwise judges and measured without any threshold: three-way (a/b/tie) agreement, accuracy on
+    people's non-tie pairs, tie rates, consistency across orders and position bias; the result is a
+    :class:`~llm_connect.calibration.PairwiseReport` (see :func:`~llm_connect.calibration.calibrate_pairwise`;
+    ``preference_codes`` says what the preference column's values mean, e.g. ``"a=1,b=2,tie=0"``).
     """
+    from ._pairwise import calibrate_pairwise, is_pairwise_input
+
+    if pairwise or (pairwise is None and is_pairwise_input(items)):
+        if reference_sep is not None or thresholds:
+            from ..errors import ValidationError
+
+            raise ValidationError("reference_sep= and thresholds= do not apply to pairwise data (no threshold, "
+                                  "no reference answer); drop them")
+        return calibrate_pairwise(items, judges, human=human, annotators=annotators, codes=preference_codes,
+                                  probes=probes, probe_limit=probe_limit, n_boot=n_boot, confidence=confidence,
+                                  seed=seed, concurrency=concurrency, progress=progress, run_config=run_config,
+                                  ledger=ledger, task_type=task_type)
     named = _named_judges(judges)
     scored = score_judges(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
                           concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,

@@ -27,6 +27,7 @@ from ._common import (
     _warn,
 )
 from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split
+from ._pairwise import PAIRWISE_HELP, add_pairwise_arguments, looks_pairwise, run_pairwise
 
 # -- calibrate ----------------------------------------------------------------------------------
 
@@ -90,7 +91,7 @@ def _add_calibrate(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "calibrate",
         help="compare judges with each other and with human labels; probe them for bias",
-        description=_CALIBRATE_HELP,
+        description=_CALIBRATE_HELP + "\n" + PAIRWISE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file of items")
@@ -169,6 +170,7 @@ def _add_calibrate(subparsers: Any) -> None:
         help="save each judge's card (agreement with people, biases, verdict) in the registry beside this ledger "
         "(LEDGER.cards.json), where route(..., require_calibrated=True) reads it",
     )
+    add_pairwise_arguments(p)
     _add_require(p, "llm-judge:kappa_low>=0.4", CALIBRATE_STATS)
     p.set_defaults(func=_run_calibrate, _parser=p)
 
@@ -343,6 +345,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         raise UsageError(f"--concurrency must be >= 1, got {args.concurrency}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.pairwise or looks_pairwise(Path(args.data)):  # pairs: a/b/tie, no threshold (cli/_pairwise.py)
+        return run_pairwise(args, parser)
     probes: Any = args.probes.strip().lower()
     if probes in ("none", "", "off"):
         probes = None

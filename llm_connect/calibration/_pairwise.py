@@ -1,0 +1,830 @@
+"""Pairwise calibration: which of two answers is better, judged by a pairwise judge and by people.
+
+A *pairwise* dataset has one row per pair: ``prompt``, ``candidate_a``, ``candidate_b``
+(optionally ``id``, ``model_a``, ``model_b``) and a people's preference column (``human`` by
+default; several annotators allowed) holding ``a``, ``b`` or ``tie`` (the words Chatbot Arena
+exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric codes such as
+1/2/0 need ``codes=``, see :func:`preference_codes`: a number is never guessed).
+
+Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the batch engine with
+answer A as its ``baseline`` and answer B as its ``candidate``; its verdict is read as ``a``,
+``b`` or ``tie``. Nothing is thresholded: a tie is a third label, never a score of 0.5 read as a
+win. Against people the report gives, per judge:
+
+- three-way agreement over ``{a, b, tie}``: percent agreement and Cohen's kappa (Cohen 1960,
+  "A coefficient of agreement for nominal scales"; equal to scikit-learn's
+  ``cohen_kappa_score``) with seeded percentile-bootstrap intervals;
+- accuracy on the pairs people did not call a tie (a judge's tie counts as not correct) and, of
+  those, how many the judge decided at all (``decided_non_tie``), as MT-Bench reports agreement
+  "without ties" (Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena");
+- the judge's tie rate beside the people's tie rate;
+- consistency across orders: the share of pairs judged in both orders whose two orders picked
+  the same answer;
+- position bias: of the order-judgments that picked an answer, the share won by the answer shown
+  first, its excess over 50% with an exact (Clopper-Pearson) interval and a two-sided binomial
+  test (``scipy.stats.binomtest``); with both orders every pair is shown both ways, so answer
+  quality cancels out and any excess is position alone (Wang et al. 2023, "Large Language Models
+  are not Fair Evaluators");
+- the 3x3 confusion, each count named from the judge's side against people
+  (``judge_a_human_b``: the judge said ``a`` where people said ``b``).
+
+With several annotators and no ``human`` column, the people's preference is the annotators'
+majority (an even split between labels is a ``tie``: people did not agree that one answer is
+better); pairs of annotators are the ceiling.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core import RunConfig
+from ..errors import ValidationError
+from ._agreement import AgreementTable, bootstrap_ci
+from ._bias import BiasReport, ProbeResult, is_pairwise, paired_shift
+from ._html import Markup, fmt, frame_html, html_format, join, with_interval
+from ._report import CalibrationReport
+from ._runner import ScoredItems, _named_judges, _passthrough_names, judge_items, judge_name
+
+__all__ = [
+    "PAIRWISE_AGREEMENT_COLUMNS",
+    "PAIRWISE_COLUMNS",
+    "PAIRWISE_CSV_COLUMNS",
+    "PREFERENCES",
+    "PairwiseReport",
+    "battles",
+    "calibrate_pairwise",
+    "is_pairwise_input",
+    "parse_preferences",
+    "position_bias",
+    "preference_agreement",
+    "preference_codes",
+]
+
+#: The three labels of a pairwise preference.
+PREFERENCES: tuple[str, ...] = ("a", "b", "tie")
+#: The columns that make a dataset pairwise.
+PAIRWISE_COLUMNS: tuple[str, ...] = ("candidate_a", "candidate_b")
+#: What each label is read from by default (case and surrounding space ignored).
+DEFAULT_CODES: dict[str, tuple[str, ...]] = {
+    "a": ("a", "model_a"),
+    "b": ("b", "model_b"),
+    "tie": ("tie", "tie (bothbad)", "draw"),
+}
+_BLANK = {"", "na", "n/a", "nan", "none", "null"}
+#: Columns of ``pairwise.csv``: one row per judge, against the people's preference.
+PAIRWISE_CSV_COLUMNS: tuple[str, ...] = (
+    "judge", "reference", "n", "percent_agreement", "agreement_low", "agreement_high", "cohen_kappa",
+    "kappa_low", "kappa_high", "krippendorff_alpha_nominal", "n_non_tie", "accuracy_non_tie", "decided_non_tie",
+    "judge_tie_rate",
+    "human_tie_rate", "n_both_orders", "consistency", "n_position", "first_shown_win_rate", "position_bias",
+    "position_low", "position_high", "position_p_value",
+    *(f"judge_{j}_human_{h}" for j in PREFERENCES for h in PREFERENCES),
+)
+#: Columns of the pairwise ``agreement.csv``: one row per pair of raters (judges and people).
+PAIRWISE_AGREEMENT_COLUMNS: tuple[str, ...] = (
+    "judge_a", "judge_b", "n", "percent_agreement", "agreement_low", "agreement_high", "cohen_kappa",
+    "kappa_low", "kappa_high", "krippendorff_alpha_nominal", "n_non_tie", "accuracy_non_tie", "decided_non_tie",
+    "tie_rate_a", "tie_rate_b", "ceiling",
+)
+
+
+# -- reading preferences --------------------------------------------------------------------------
+
+
+def _key(value: Any) -> str:
+    """A code as compared: text stripped and case-folded; an integral number without ``.0``."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).casefold()
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)) and math.isfinite(float(value)) and float(value).is_integer():
+        return str(int(value))
+    text = str(value).strip().casefold()
+    try:
+        f = float(text)
+    except ValueError:
+        return text
+    return str(int(f)) if math.isfinite(f) and f.is_integer() else text
+
+
+def preference_codes(codes: str | Mapping[str, Any] | None = None) -> dict[str, str]:
+    """``{code: label}``: what each value of a preference column means.
+
+    ``codes``: ``None`` for the default words (:data:`DEFAULT_CODES`), a mapping
+    ``{"a": 1, "b": 2, "tie": 0}`` (a value may be a list of codes), or the same as text,
+    ``"a=1,b=2,tie=0"`` (several codes for one label joined by ``|``: ``"tie=0|3"``). The labels
+    given replace the default words entirely; every label must get at least one code.
+    """
+    if codes is None:
+        return {_key(c): label for label, cs in DEFAULT_CODES.items() for c in cs}
+    if isinstance(codes, str):
+        parsed: dict[str, list[str]] = {}
+        for part in codes.split(","):
+            if not part.strip():
+                continue
+            label, sep, values = part.partition("=")
+            if not sep or not values.strip():
+                raise ValidationError(f"preference codes {codes!r}: {part.strip()!r} is not LABEL=CODE; "
+                                      "write them as a=1,b=2,tie=0")
+            parsed.setdefault(label.strip().casefold(), []).extend(v for v in values.split("|") if v.strip())
+        mapping: Mapping[str, Any] = parsed
+    elif isinstance(codes, Mapping):
+        mapping = {str(k).strip().casefold(): v for k, v in codes.items()}
+    else:
+        raise ValidationError(f"preference codes must be a mapping or text like 'a=1,b=2,tie=0', got {codes!r}")
+    unknown = [k for k in mapping if k not in PREFERENCES]
+    if unknown:
+        raise ValidationError(f"preference codes name unknown label(s) {', '.join(map(repr, unknown))}; "
+                              "use a, b and tie (e.g. a=1,b=2,tie=0)")
+    missing = [k for k in PREFERENCES if k not in mapping]
+    if missing:
+        raise ValidationError(f"preference codes give no code for {', '.join(missing)}; "
+                              "give all three, e.g. a=1,b=2,tie=0")
+    out: dict[str, str] = {}
+    for label, values in mapping.items():
+        listed = [values] if isinstance(values, (str, int, float, np.integer, np.floating)) else list(values)
+        for v in listed:
+            k = _key(v)
+            if k in _BLANK:
+                raise ValidationError(f"preference code {v!r} for {label!r} is blank; blank means unlabelled")
+            if k in out and out[k] != label:
+                raise ValidationError(f"preference code {v!r} is given for both {out[k]!r} and {label!r}")
+            out[k] = label
+    return out
+
+
+def _missing(value: Any) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    if isinstance(value, (float, np.floating)) and math.isnan(float(value)):
+        return True
+    return isinstance(value, str) and value.strip().casefold() in _BLANK
+
+
+def parse_preferences(values: Iterable[Any], *, codes: str | Mapping[str, Any] | None = None,
+                      column: str = "human") -> np.ndarray:
+    """A preference column as an object array of ``"a"``, ``"b"``, ``"tie"`` or ``None`` (unlabelled).
+
+    Blank, ``None`` and NaN are unlabelled. With the default ``codes`` a number is not a
+    preference (1/2/0 and 0/1 are both in use): the error says to declare the codes. Any value
+    that is not a code raises :class:`~llm_connect.errors.ValidationError` naming the column, a
+    few of the values and the codes accepted.
+    """
+    table = preference_codes(codes)
+    out: list[str | None] = []
+    bad: list[Any] = []
+    for v in values:
+        if _missing(v):
+            out.append(None)
+            continue
+        label = table.get(_key(v))
+        if label is None:
+            bad.append(v)
+        out.append(label)
+    if bad:
+        shown = ", ".join(repr(b) for b in list(dict.fromkeys(map(str, bad)))[:5])
+        numeric = all(_key(b).lstrip("-").isdigit() for b in bad)
+        hint = ("numbers are not read as preferences unless you declare them: pass the codes, e.g. "
+                "codes='a=1,b=2,tie=0' (--preference-codes a=1,b=2,tie=0)" if numeric and codes is None else
+                "accepted: " + ", ".join(f"{label}={'|'.join(c for c, lab in table.items() if lab == label)}"
+                                         for label in PREFERENCES))
+        raise ValidationError(f"column {column!r} holds {len(bad)} value(s) that are not a preference: {shown}; "
+                              f"{hint} (blank for unlabelled)")
+    return np.asarray(out, dtype=object)
+
+
+def majority_preference(rows: Sequence[Any]) -> np.ndarray:
+    """Per pair, the label most annotators gave (``None`` when none labelled it); an even split
+    between the top labels is ``"tie"``."""
+    out: list[str | None] = []
+    for labels in zip(*rows, strict=True):
+        given = [lab for lab in labels if lab is not None]
+        if not given:
+            out.append(None)
+            continue
+        counts = {lab: given.count(lab) for lab in PREFERENCES if lab in given}
+        top = max(counts.values())
+        winners = [lab for lab, c in counts.items() if c == top]
+        out.append(winners[0] if len(winners) == 1 else "tie")
+    return np.asarray(out, dtype=object)
+
+
+def is_pairwise_input(items: Any) -> bool:
+    """True when ``items`` (a frame or mappings) has the columns ``candidate_a`` and ``candidate_b``."""
+    if isinstance(items, pd.DataFrame):
+        columns = set(map(str, items.columns))
+    elif isinstance(items, Sequence) and not isinstance(items, (str, bytes)) and items and \
+            isinstance(items[0], Mapping):
+        columns = set(map(str, items[0]))
+    else:
+        return False
+    return all(c in columns for c in PAIRWISE_COLUMNS)
+
+
+def pairwise_table(items: Any) -> pd.DataFrame:
+    """The pairs as a frame indexed 0..n-1; a missing ``prompt``, ``candidate_a`` or ``candidate_b``
+    column is a :class:`~llm_connect.errors.ValidationError` naming it."""
+    if isinstance(items, pd.DataFrame):
+        frame = items.reset_index(drop=True).copy()
+    else:
+        try:
+            frame = pd.DataFrame.from_records(list(items))
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"pairwise items must be a DataFrame or mappings: {exc}") from None
+    frame.columns = [str(c) for c in frame.columns]
+    missing = [c for c in ("prompt", *PAIRWISE_COLUMNS) if c not in frame.columns]
+    if missing:
+        raise ValidationError(f"pairwise data needs the column(s) {', '.join(missing)}; "
+                              f"it has {', '.join(map(str, frame.columns))}")
+    if not len(frame):
+        raise ValidationError("pairwise data has no rows")
+    return frame
+
+
+# -- statistics -----------------------------------------------------------------------------------
+
+_CODE = {label: i for i, label in enumerate(PREFERENCES)}
+
+
+def _encode(values: Iterable[Any]) -> np.ndarray:
+    return np.asarray([_CODE.get(v, -1) if isinstance(v, str) else -1 for v in values], dtype=int)
+
+
+def _agreement_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return (x == y).mean(axis=1)
+
+
+def _kappa_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Cohen's kappa over the three labels, per row of ``(k, n)`` label codes."""
+    po = (x == y).mean(axis=1)
+    pe = np.zeros(x.shape[0])
+    for c in range(len(PREFERENCES)):
+        pe += (x == c).mean(axis=1) * (y == c).mean(axis=1)
+    den = 1.0 - pe
+    out = np.full(x.shape[0], np.nan)
+    ok = ~np.isclose(den, 0.0, atol=1e-12)
+    out[ok] = (po[ok] - pe[ok]) / den[ok]
+    return out
+
+
+def _alpha_nominal(x: np.ndarray, y: np.ndarray) -> float:
+    """Krippendorff's alpha at the nominal level of two raters (the ``krippendorff`` package); NaN
+    when undefined (fewer than two items, or one label only)."""
+    if len(x) < 2 or np.unique(np.concatenate([x, y])).size < 2:
+        return math.nan
+    import krippendorff
+
+    return float(krippendorff.alpha(reliability_data=np.vstack([x, y]).astype(float),
+                                    level_of_measurement="nominal"))
+
+
+def preference_agreement(
+    judge: Any,
+    reference: Any,
+    *,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+) -> dict[str, Any]:
+    """Three-way agreement of two preference columns (``"a"``/``"b"``/``"tie"``/``None``) on the
+    pairs both labelled: ``n``, ``percent_agreement`` and ``cohen_kappa`` with bootstrap intervals,
+    ``krippendorff_alpha_nominal``, accuracy on the pairs ``reference`` did not call a tie
+    (``n_non_tie``, ``accuracy_non_tie``: the judge's tie counts as not correct;
+    ``decided_non_tie``: how many of them the judge decided), both tie rates, and the 3x3
+    confusion as ``judge_<x>_human_<y>`` counts (the judge said x, the reference y)."""
+    x_all, y_all = _encode(judge), _encode(reference)
+    if len(x_all) != len(y_all):
+        raise ValidationError(f"the two preference columns differ in length ({len(x_all)} vs {len(y_all)})")
+    keep = (x_all >= 0) & (y_all >= 0)
+    x, y = x_all[keep], y_all[keep]
+    n = int(keep.sum())
+    nan = math.nan
+    row: dict[str, Any] = {"n": n}
+    if n:
+        pa = float(_agreement_rows(x[None], y[None])[0])
+        kappa = float(_kappa_rows(x[None], y[None])[0])
+    else:
+        pa = kappa = nan
+    (a_lo, k_lo), (a_hi, k_hi) = (nan, nan), (nan, nan)
+    if n >= 2 and n_boot > 0:
+        lo, hi = bootstrap_ci(lambda xs, ys: np.stack([_agreement_rows(xs, ys), _kappa_rows(xs, ys)], axis=1),
+                              x, y, n_boot=n_boot, confidence=confidence, seed=seed)
+        a_lo, k_lo = (float(v) for v in np.atleast_1d(lo))
+        a_hi, k_hi = (float(v) for v in np.atleast_1d(hi))
+    non_tie = y != _CODE["tie"]
+    n_non_tie = int(non_tie.sum())
+    row.update({
+        "percent_agreement": pa, "agreement_low": a_lo, "agreement_high": a_hi,
+        "cohen_kappa": kappa, "kappa_low": k_lo, "kappa_high": k_hi,
+        "krippendorff_alpha_nominal": _alpha_nominal(x, y),
+        "n_non_tie": n_non_tie,
+        "accuracy_non_tie": float((x[non_tie] == y[non_tie]).mean()) if n_non_tie else nan,
+        "decided_non_tie": int((x[non_tie] != _CODE["tie"]).sum()),
+        "tie_rate_a": float((x == _CODE["tie"]).mean()) if n else nan,
+        "tie_rate_b": float((y == _CODE["tie"]).mean()) if n else nan,
+    })
+    for j, jl in enumerate(PREFERENCES):
+        for h, hl in enumerate(PREFERENCES):
+            row[f"judge_{jl}_human_{hl}"] = int(((x == j) & (y == h)).sum())
+    return row
+
+
+def position_bias(first_wins: int, n: int, *, confidence: float = 0.95) -> dict[str, Any]:
+    """How often the answer shown first won, of ``n`` order-judgments that picked an answer:
+    ``first_shown_win_rate``, ``position_bias`` (the rate minus 0.5) with its exact
+    Clopper-Pearson interval (``position_low``, ``position_high``), and the two-sided binomial
+    test of a 50% rate (``position_p_value``, ``scipy.stats.binomtest``)."""
+    if n <= 0:
+        return {"n_position": 0, "first_shown_win_rate": math.nan, "position_bias": math.nan,
+                "position_low": math.nan, "position_high": math.nan, "position_p_value": math.nan}
+    from scipy.stats import binomtest
+
+    test = binomtest(int(first_wins), int(n), 0.5)
+    ci = test.proportion_ci(confidence_level=confidence, method="exact")
+    rate = first_wins / n
+    return {"n_position": int(n), "first_shown_win_rate": rate, "position_bias": rate - 0.5,
+            "position_low": float(ci.low) - 0.5, "position_high": float(ci.high) - 0.5,
+            "position_p_value": float(test.pvalue)}
+
+
+# -- running the judges ----------------------------------------------------------------------------
+
+_VERDICT_LABEL = {"baseline": "a", "candidate": "b", "tie": "tie"}  # A is shown to the judge as its baseline
+
+
+def _order_labels(details: Any, *, swapped: bool) -> dict[str, str | None]:
+    """From a PairwiseJudge's details: the answer (``a``/``b``/``tie``) each order picked, keyed
+    ``a_first`` / ``b_first``. ``swapped``: the judge was given B as its baseline."""
+    out: dict[str, str | None] = {"a_first": None, "b_first": None}
+    if not isinstance(details, Mapping):
+        return out
+    for o in details.get("orders", ()):
+        verdict = o.get("verdict")
+        label = _VERDICT_LABEL.get(str(verdict))
+        if label is None:
+            continue
+        baseline_first = o.get("order") == "baseline-first"
+        if swapped:
+            label = {"a": "b", "b": "a"}.get(label, label)
+        out["b_first" if baseline_first == swapped else "a_first"] = label
+    return out
+
+
+def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kwargs: Any) -> pd.DataFrame:
+    """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the
+    other way round when ``swapped``), through the batch engine."""
+    first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
+    items = pd.DataFrame({"id": pairs["id"].tolist(), "prompt": pairs["prompt"].tolist(),
+                          "baseline": pairs[first].tolist(), "candidate": pairs[second].tolist()})
+    return judge_items(judge, items, **kwargs)
+
+
+@dataclass
+class PairwiseReport(CalibrationReport):
+    """A pairwise calibration run: judges and people saying which of two answers is better.
+
+    ``scores``: one row per pair (``id``, ``prompt``, ``candidate_a``, ``candidate_b``,
+    ``model_a``, ``model_b`` when given, the input's other columns, ``winner_human`` and
+    ``winner_<annotator>``, per judge ``winner_<judge>`` in ``a``/``b``/``tie``,
+    ``consistent_<judge>``, ``winner_a_first_<judge>`` / ``winner_b_first_<judge>`` (what each
+    order picked), ``status_<judge>``, ``notes_<judge>``, ``reply_<judge>``, and ``winner``: the
+    people's preference when labelled, else the only judge's; see :func:`battles`).
+    ``pairwise``: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`);
+    ``pair_agreement``: one row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
+    No threshold is applied anywhere. ``bias`` holds the ``position`` probe when it ran.
+    """
+
+    pairwise: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_CSV_COLUMNS)))
+    pair_agreement: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_AGREEMENT_COLUMNS)))
+
+    @property
+    def names(self) -> list[str]:
+        return [*self.judges, *self.labels]
+
+    @property
+    def reference(self) -> str | None:
+        return "human" if "human" in self.labels else None
+
+    def stat(self, judge: str, statistic: str) -> float:
+        """One number of :attr:`pairwise` (``cohen_kappa``, ``kappa_low``, ``percent_agreement``,
+        ``accuracy_non_tie``, ``consistency``, ...) for ``judge``; NaN when there is none."""
+        rows = self.pairwise[self.pairwise["judge"] == judge]
+        if not len(rows) or statistic not in rows.columns:
+            return math.nan
+        value = rows.iloc[0][statistic]
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return math.nan
+
+    def summary(self) -> pd.DataFrame:
+        cols = ["judge", "reference", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
+                "accuracy_non_tie", "n_non_tie", "decided_non_tie", "judge_tie_rate", "human_tie_rate",
+                "consistency", "first_shown_win_rate", "position_p_value"]
+        return self.pairwise[[c for c in cols if c in self.pairwise.columns]].copy()
+
+    def scores_table(self) -> pd.DataFrame:
+        """What ``scores.csv`` holds: one row per pair, in input order (see the class docstring)."""
+        s = self.scores
+        cols = ["id", "prompt", *PAIRWISE_COLUMNS, *[c for c in ("model_a", "model_b") if c in s.columns]]
+        cols += [c for c in self.meta.passthrough if c in s.columns]
+        cols += [f"winner_{n}" for n in self.labels]
+        cols += [c for c in ("winner",) if c in s.columns]
+        for j in self.judges:
+            cols += [c for c in (f"winner_{j}", f"consistent_{j}", f"winner_a_first_{j}", f"winner_b_first_{j}",
+                                 f"status_{j}", f"notes_{j}", f"reply_{j}") if c in s.columns]
+        return s[list(dict.fromkeys(cols))].copy()
+
+    def agreement_frame(self) -> pd.DataFrame:
+        return self.pair_agreement.copy()
+
+    def pairwise_frame(self) -> pd.DataFrame:
+        """What ``pairwise.csv`` holds: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`)."""
+        return self.pairwise.copy()
+
+    def to_csv(self, directory: str | Path) -> dict[str, Path]:
+        """Write ``scores.csv``, ``agreement.csv`` (three-way, every pair of raters), ``pairwise.csv``
+        (per judge against people) and ``bias.csv`` (text cells neutralised against formulas)."""
+        from .._textsafe import csv_safe_frame
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"scores": out / "scores.csv", "agreement": out / "agreement.csv",
+                 "pairwise": out / "pairwise.csv", "bias": out / "bias.csv"}
+        csv_safe_frame(self.scores_table()).to_csv(paths["scores"], index=False)
+        csv_safe_frame(self.agreement_frame()).to_csv(paths["agreement"], index=False)
+        csv_safe_frame(self.pairwise_frame()).to_csv(paths["pairwise"], index=False)
+        csv_safe_frame(self.bias_frame()).to_csv(paths["bias"], index=False)
+        return paths
+
+    def judge_cards(self) -> list[Any]:
+        """A :class:`~llm_connect.calibration.JudgeCard` per judge: three-way kappa against people,
+        position consistency, the position bias as its probe; the verdict by the cards' rule."""
+        from ._cards import JudgeCard, ProbeEffect, judge_verdict
+
+        cards = []
+        for j in self.judges:
+            row = self.pairwise[self.pairwise["judge"] == j]
+            r: dict[str, Any] = {str(k): v for k, v in row.iloc[0].to_dict().items()} if len(row) else {}
+            people = self.reference is not None
+
+            def num(key: str, r: dict[str, Any] = r) -> float:
+                v = r.get(key)
+                return math.nan if v is None else float(v)
+
+            probes = []
+            if r.get("n_position"):
+                probes.append(ProbeEffect("position", num("position_bias"), num("position_low"),
+                                          num("position_high"), num("position_p_value"), int(r["n_position"])))
+            usage = self.meta.usage.get(j, {})
+            total = sum(int(usage.get(k, 0)) for k in ("scored", "unscored", "error"))
+            unscored = usage.get("unscored", 0) / total if total else math.nan
+            n = int(r.get("n") or 0)
+            verdict = judge_verdict(j, kappa=num("cohen_kappa"), kappa_low=num("kappa_low"),
+                                    kappa_high=num("kappa_high"), n=n, reference="human", people=people,
+                                    confidence=self.confidence, biases=probes, unscored_rate=unscored)
+            verdict += (f"; three-way agreement (a/b/tie) {fmt(num('percent_agreement'))}, accuracy on people's "
+                        f"non-tie pairs {fmt(num('accuracy_non_tie'))} (decided {r.get('decided_non_tie', 0)}"
+                        f"/{r.get('n_non_tie', 0)}), ties {fmt(num('judge_tie_rate'))} vs people's "
+                        f"{fmt(num('human_tie_rate'))}")
+            consistency = num("consistency")
+            if math.isfinite(consistency):
+                verdict += f", consistent across orders {consistency:.0%}"
+            cards.append(JudgeCard(
+                grader_id=self.meta.grader_ids.get(j, j), rubric_hash=self.meta.rubric_hashes.get(j),
+                reference="human" if people else "none", people=people, n_labelled=n,
+                percent_agreement=num("percent_agreement"), agreement_low=num("agreement_low"),
+                agreement_high=num("agreement_high"), kappa=num("cohen_kappa"), kappa_low=num("kappa_low"),
+                kappa_high=num("kappa_high"), mean_bias=math.nan, bias_low=math.nan, bias_high=math.nan,
+                unscored_rate=unscored, n_items=len(self.scores), verdict=verdict, probes=tuple(probes),
+                position_consistency=consistency if math.isfinite(consistency) else None,
+                confidence=self.confidence, threshold=math.nan,
+            ))
+        return cards
+
+    def figures(self) -> dict[str, Any]:
+        return {}
+
+    def section_html(self) -> Markup:
+        """The pairwise section: per judge against people, the confusions, every pair of raters."""
+        parts = [html_format("<h3>Pairwise agreement (a / b / tie; no threshold)</h3><p>{}</p>",
+                             "Three-way agreement and Cohen's kappa over a, b and tie; accuracy on the pairs "
+                             "people did not call a tie (a judge's tie counts as not correct); consistency: "
+                             "the share of pairs whose two orders picked the same answer; position: how often "
+                             "the answer shown first won (0.5 = no bias), binomial test.")]
+        rows = []
+        for r in self.pairwise.to_dict("records"):
+            rows.append({
+                "judge": r["judge"], "n": r["n"],
+                "agreement": with_interval(r["percent_agreement"], r["agreement_low"], r["agreement_high"]),
+                "kappa": with_interval(r["cohen_kappa"], r["kappa_low"], r["kappa_high"]),
+                "accuracy (non-tie)": f"{fmt(r['accuracy_non_tie'])} (decided {r['decided_non_tie']}"
+                                      f"/{r['n_non_tie']})",
+                "ties judge / people": f"{fmt(r['judge_tie_rate'])} / {fmt(r['human_tie_rate'])}",
+                "consistency": r["consistency"],
+                "first shown wins": with_interval(r["first_shown_win_rate"], r["position_low"] + 0.5,
+                                                  r["position_high"] + 0.5),
+                "p": r["position_p_value"],
+            })
+        if rows:
+            parts.append(frame_html(pd.DataFrame(rows), caption=f"Judges against people "
+                                                              f"({int(self.confidence * 100)}% intervals)"))
+        for r in self.pairwise.to_dict("records"):
+            confusion = pd.DataFrame(
+                [[f"judge {j}", *[r[f"judge_{j}_human_{h}"] for h in PREFERENCES]] for j in PREFERENCES],
+                columns=["", *[f"people {h}" for h in PREFERENCES]])
+            parts.append(frame_html(confusion, caption=f"Confusion of {r['judge']} against people"))
+        if len(self.pair_agreement):
+            shown = self.pair_agreement[["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa",
+                                         "krippendorff_alpha_nominal", "accuracy_non_tie", "ceiling"]]
+            parts.append(frame_html(shown, caption="Every pair of raters (three-way)"))
+        return join(parts)
+
+    def _repr_html_(self) -> str:
+        return self.html(plots=False)
+
+    def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
+        head = [html_format("<h2>{}</h2>", title),
+                html_format("<p>{} pairs; judges: {}; people: {}; no threshold (pairwise).</p>", len(self.scores),
+                            ", ".join(self.judges) or "—", ", ".join(self.labels) or "—")]
+        cards = self.judge_cards()
+        if cards:
+            head.append(html_format("<h3>Verdicts</h3><ul class='llm-connect-verdicts'>{}</ul>",
+                                    join(html_format("<li>{}</li>", c.verdict) for c in cards)))
+        usage = self.meta.usage
+        if usage:
+            head.append(frame_html(pd.DataFrame([{"judge": k, **v} for k, v in usage.items()]),
+                                   caption="Judge runs (unscored pairs have no winner, never a tie)"))
+        body = [self.section_html()]
+        if self.bias is not None and self.bias.results:
+            body.append(Markup(self.bias._repr_html_()))
+        return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+
+    def widget(self) -> Any:
+        raise ValidationError("the widget compares scored judges at a threshold; a pairwise report has none: "
+                              "use its pairwise frame, scores_table() or to_html()")
+
+    def view(self, *, title: str = "Judgments", height: int = 760) -> Any:
+        raise ValidationError("the judgment viewer reads scored (not pairwise) runs; read scores_table() "
+                              "for each pair's winners, orders and replies")
+
+
+def battles(report_or_frame: Any, *, winner: str | None = None) -> pd.DataFrame:
+    """The pairs as leaderboards read them: ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``),
+    one row per pair with a winner. ``winner``: whose preference (``"human"``, an annotator or a
+    judge's name); default the frame's ``winner`` column (people's when labelled)."""
+    frame = report_or_frame.scores if isinstance(report_or_frame, CalibrationReport) else report_or_frame
+    column = "winner" if winner is None else f"winner_{winner}"
+    missing = [c for c in ("model_a", "model_b", column) if c not in frame.columns]
+    if missing:
+        raise ValidationError(f"battles need the column(s) {', '.join(missing)}; "
+                              f"it has {', '.join(map(str, frame.columns))}")
+    out = pd.DataFrame({"model_a": frame["model_a"], "model_b": frame["model_b"], "winner": frame[column]})
+    return out[out["winner"].isin(PREFERENCES)].reset_index(drop=True)
+
+
+def calibrate_pairwise(
+    items: Any,
+    judges: Mapping[str, Any] | Sequence[Any],
+    *,
+    human: str | None = None,
+    annotators: Sequence[str] = (),
+    codes: str | Mapping[str, Any] | None = None,
+    probes: str | Sequence[str] | None = "auto",
+    probe_limit: int | None = None,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+    ledger: Any = None,
+    task_type: str | None = None,
+) -> PairwiseReport:
+    """Run pairwise judges over pairs and measure them against people (see the module docstring).
+
+    ``items``: rows with ``prompt``, ``candidate_a``, ``candidate_b`` (optional ``id``,
+    ``model_a``, ``model_b``); ``judges``: pairwise judges (``PairwiseJudge``), a mapping or a
+    list named by ``grader_id``; ``human``: the people's preference column (default ``human``
+    when there is one); ``annotators``: several annotators' columns (their majority is the
+    people's preference when there is no ``human``); ``codes``: what the values mean
+    (:func:`preference_codes`). ``probes``: ``"auto"``/``"position"`` measure the position bias
+    (free with both orders; a one-order judge is run once more with the answers swapped, on a
+    seeded sample of ``probe_limit`` pairs), ``None`` for none; other probes do not apply to
+    pairs.
+    """
+    pairs = pairwise_table(items)
+    named = _named_judges(judges)
+    not_pairwise = [k for k, j in named.items() if not is_pairwise(j)]
+    if not_pairwise:
+        raise ValidationError(f"judge(s) {', '.join(not_pairwise)} are not pairwise; pairwise data (candidate_a, "
+                              "candidate_b) needs pairwise judges such as PairwiseJudge(adapter)")
+    probe_names = _pairwise_probes(probes)
+    if human is None and "human" in pairs.columns:
+        human = "human"
+    annotators = list(annotators)
+    for column in [human, *annotators]:
+        if column is not None and column not in pairs.columns:
+            raise ValidationError(f"no preference column {column!r} in the data; it has "
+                                  f"{', '.join(map(str, pairs.columns))}")
+    n = len(pairs)
+    if "id" not in pairs.columns:
+        pairs["id"] = list(range(n))
+    out = pd.DataFrame(index=range(n))
+    out["id"] = pairs["id"].tolist()
+    for c in ("prompt", *PAIRWISE_COLUMNS, "model_a", "model_b"):
+        if c in pairs.columns:
+            out[c] = pairs[c].tolist()
+    label_columns = {c for c in [human, *annotators] if c is not None}
+    reserved = {"id", "prompt", *PAIRWISE_COLUMNS, "model_a", "model_b", "winner"}
+    passthrough = {src: name for src, name in _passthrough_names(
+        [c for c in pairs.columns if c not in reserved and c not in label_columns]).items()}
+    for src, name in passthrough.items():
+        while name in reserved or name.startswith(("winner_", "consistent_")):
+            name = "input_" + name
+        passthrough[src] = name
+        out[name] = pairs[src].tolist()
+
+    labels: dict[str, np.ndarray] = {}
+    for column in annotators:
+        name = judge_name(column)
+        if name in named or name in labels or name == "human":
+            raise ValidationError(f"the name {name!r} is used twice (a judge and a preference column)")
+        labels[name] = parse_preferences(pairs[column].tolist(), codes=codes, column=str(column))
+    if human is not None:
+        people = parse_preferences(pairs[human].tolist(), codes=codes, column=str(human))
+        labels = {"human": people, **labels}
+    elif annotators:
+        labels = {"human": majority_preference([labels[judge_name(a)] for a in annotators]), **labels}
+    for name, values in labels.items():
+        out[f"winner_{name}"] = values
+
+    kwargs: dict[str, Any] = {"concurrency": concurrency, "progress": progress, "run_config": run_config}
+    usage: dict[str, dict[str, Any]] = {}
+    for name, judge in named.items():
+        batch = _judge_pairs(judge, pairs, ledger=ledger, task_type=task_type, **kwargs)
+        status = batch["status"].tolist()
+        scored = np.asarray(status) == "scored"
+        verdicts = batch["verdict"].tolist() if "verdict" in batch.columns else [None] * n
+        out[f"winner_{name}"] = [(_VERDICT_LABEL.get(str(v)) if ok else None)
+                                 for v, ok in zip(verdicts, scored, strict=True)]
+        consistent = batch["consistent"].tolist() if "consistent" in batch.columns else [None] * n
+        out[f"consistent_{name}"] = [(None if not ok or c is None or c is pd.NA else bool(c))
+                                     for c, ok in zip(consistent, scored, strict=True)]
+        details = batch["details"].tolist() if "details" in batch.columns else [None] * n
+        orders = [_order_labels(d, swapped=False) if ok else {"a_first": None, "b_first": None}
+                  for d, ok in zip(details, scored, strict=True)]
+        out[f"winner_a_first_{name}"] = [o["a_first"] for o in orders]
+        out[f"winner_b_first_{name}"] = [o["b_first"] for o in orders]
+        out[f"status_{name}"] = status
+        out[f"notes_{name}"] = [(e if s != "scored" else nt)
+                                for s, e, nt in zip(status, batch["error"], batch["notes"], strict=True)]
+        out[f"reply_{name}"] = batch["raw_reply"].tolist()
+        out[f"judge_prompt_{name}"] = batch["judge_prompt"].tolist()
+        usage[name] = {
+            "scored": int(scored.sum()), "unscored": int((np.asarray(status) == "unscored").sum()),
+            "error": int((np.asarray(status) == "error").sum()),
+            "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
+            "tokens_in": int(batch["tokens_in"].sum()), "tokens_out": int(batch["tokens_out"].sum()),
+        }
+    if "human" in labels:
+        out["winner"] = out["winner_human"]
+    elif len(named) == 1:
+        out["winner"] = out[f"winner_{next(iter(named))}"]
+
+    bias_results = []
+    if "position" in probe_names:
+        for name, judge in named.items():
+            if not bool(getattr(judge, "both_orders", True)):
+                rows = np.arange(n)
+                if probe_limit is not None and probe_limit < n:
+                    rows = np.sort(np.random.default_rng(seed).choice(n, size=max(0, int(probe_limit)),
+                                                                      replace=False))
+                sample = pairs.iloc[rows].reset_index(drop=True)
+                swapped = _judge_pairs(judge, sample, swapped=True,
+                                       desc=f"probe: position \N{EM DASH} {name}", **kwargs)
+                b_first = [(_order_labels(d, swapped=True)["b_first"] if s == "scored" else None)
+                           for d, s in zip(swapped["details"], swapped["status"], strict=True)]
+                b_column = out[f"winner_b_first_{name}"].tolist()
+                for i, label in zip(rows, b_first, strict=True):
+                    b_column[int(i)] = label
+                out[f"winner_b_first_{name}"] = b_column
+                a_column, b_labels = _labels(out[f"winner_a_first_{name}"]), _labels(b_column)
+                out[f"consistent_{name}"] = [
+                    (a == b) if a is not None and b is not None else c
+                    for a, b, c in zip(a_column, b_labels, out[f"consistent_{name}"], strict=True)]
+            bias_results.append(_position_probe(name, out, n_boot=n_boot, confidence=confidence, seed=seed))
+
+    rows_out = []
+    people_labels = out["winner_human"].tolist() if "human" in labels else [None] * n
+    for name in named:
+        row: dict[str, Any] = {"judge": name, "reference": "human" if "human" in labels else None}
+        agree = preference_agreement(out[f"winner_{name}"].tolist(), people_labels, n_boot=n_boot,
+                                     confidence=confidence, seed=seed)
+        agree["judge_tie_rate"] = agree.pop("tie_rate_a")
+        agree["human_tie_rate"] = agree.pop("tie_rate_b")
+        row.update(agree)
+        row.update(_order_stats(out, name, confidence=confidence))
+        rows_out.append(row)
+    pairwise = pd.DataFrame(rows_out, columns=list(PAIRWISE_CSV_COLUMNS))
+
+    raters = [*named, *labels]
+    ann = {judge_name(a) for a in annotators}
+    agreement_rows = []
+    for ra, rb in itertools.combinations(raters, 2):
+        pair_row: dict[str, Any] = {"judge_a": ra, "judge_b": rb}
+        stats = preference_agreement(out[f"winner_{ra}"].tolist(), out[f"winner_{rb}"].tolist(), n_boot=n_boot,
+                                     confidence=confidence, seed=seed)
+        pair_row.update({k: stats[k] for k in PAIRWISE_AGREEMENT_COLUMNS if k in stats})
+        pair_row["ceiling"] = ra in ann and rb in ann
+        agreement_rows.append(pair_row)
+    pair_agreement = pd.DataFrame(agreement_rows, columns=list(PAIRWISE_AGREEMENT_COLUMNS))
+
+    scored_items = ScoredItems(
+        frame=out, judges=list(named), labels=list(labels), passthrough=list(passthrough.values()),
+        human="human" if "human" in labels else None, annotators=[judge_name(a) for a in annotators],
+        grader_ids={k: str(j.grader_id) for k, j in named.items()},
+        rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},
+        judge_families={k: None for k in named}, pairwise={k: True for k in named}, usage=usage,
+    )
+    bias = BiasReport(bias_results, math.nan) if probe_names else None
+    return PairwiseReport(
+        scores=out, agreement=AgreementTable(pairs=[], threshold=math.nan, confidence=confidence), bias=bias,
+        threshold=math.nan, n_boot=n_boot, confidence=confidence, seed=seed, scored=replace(scored_items, frame=out),
+        pairwise=pairwise, pair_agreement=pair_agreement,
+    )
+
+
+def _rubric_hash(judge: Any) -> str | None:
+    from ..grading import judge_abilities
+
+    return judge_abilities(judge).rubric_hash
+
+
+def _pairwise_probes(probes: str | Sequence[str] | None) -> list[str]:
+    if probes is None:
+        return []
+    if isinstance(probes, str):
+        if probes.strip().lower() in ("auto", "position"):
+            return ["position"]
+        names = [p.strip().lower() for p in probes.split(",") if p.strip()]
+    else:
+        names = [str(p).strip().lower() for p in probes if str(p).strip()]
+    names = [p for p in names if p != "none"]
+    other = [p for p in names if p not in ("auto", "position")]
+    if other:
+        raise ValidationError(f"probe(s) {', '.join(other)} do not apply to pairwise data (they change one answer "
+                              "of a graded item); a pairwise run has the position probe only: probes='position'")
+    return ["position"] if names else []
+
+
+def _labels(column: Any) -> list[str | None]:
+    """A column's values as preference labels, ``None`` for anything else (NaN, None)."""
+    return [v if isinstance(v, str) and v in PREFERENCES else None for v in column]
+
+
+def _order_stats(out: pd.DataFrame, name: str, *, confidence: float) -> dict[str, Any]:
+    """Consistency across orders and the first-shown win rate of one judge, from its per-order winners."""
+    a_first = _labels(out[f"winner_a_first_{name}"])
+    b_first = _labels(out[f"winner_b_first_{name}"])
+    both = [(a, b) for a, b in zip(a_first, b_first, strict=True) if a is not None and b is not None]
+    consistency = sum(a == b for a, b in both) / len(both) if both else math.nan
+    first_wins = sum(a == "a" for a in a_first) + sum(b == "b" for b in b_first)
+    decided = sum(a in ("a", "b") for a in a_first) + sum(b in ("a", "b") for b in b_first)
+    return {"n_both_orders": len(both), "consistency": consistency,
+            **position_bias(first_wins, decided, confidence=confidence)}
+
+
+def _position_probe(name: str, out: pd.DataFrame, *, n_boot: int, confidence: float, seed: int) -> ProbeResult:
+    """The ``position`` probe of a pairwise run, for ``bias.csv``: answer B's score (1 won, 0 lost,
+    0.5 tie) when shown second (``original``) and when shown first (``perturbed``), over the pairs
+    judged both ways; ``flip_rate``: the share whose two orders disagreed (1 - consistency)."""
+    worth = {"a": 0.0, "tie": 0.5, "b": 1.0}
+    a_first = _labels(out[f"winner_a_first_{name}"])
+    b_first = _labels(out[f"winner_b_first_{name}"])
+    both = [(a, b) if a is not None and b is not None else (None, None) for a, b in zip(a_first, b_first, strict=True)]
+    original: np.ndarray = np.array([math.nan if a is None else worth[a] for a, _ in both], dtype=np.float64)
+    perturbed: np.ndarray = np.array([math.nan if b is None else worth[b] for _, b in both], dtype=np.float64)
+    stats = paired_shift(original, perturbed, threshold=0.5, n_boot=n_boot, confidence=confidence, seed=seed)
+    keep = np.isfinite(original) & np.isfinite(perturbed)
+    if keep.any():
+        flips = original[keep] != perturbed[keep]
+        stats = replace(stats, flip_rate=float(flips.mean()),
+                        flips_up=int((perturbed[keep] > original[keep]).sum()),
+                        flips_down=int((perturbed[keep] < original[keep]).sum()))
+    else:
+        stats = replace(stats, note="no pair was judged in both orders")
+    detail = pd.DataFrame({"id": out["id"].tolist(), "candidate": out["candidate_b"].tolist(),
+                           "perturbed_candidate": out["candidate_b"].tolist(), "original": original,
+                           "perturbed": perturbed})
+    detail["shift"] = detail["perturbed"] - detail["original"]
+    return ProbeResult(name, "position", stats, detail, 0.5)
