@@ -325,6 +325,11 @@ def test_cli_pairwise(tmp_path, servers, capsys):
     assert (out / "report.html").exists() and (out / "agreement.csv").exists()
     assert "three-way" in captured.out and "kappa on thresholded" not in captured.out
     assert "first shown" in captured.out
+    # a gate on the three-way kappa: the first-shown judge fails it (exit 1, one line naming the figure)
+    code = main(["calibrate", str(data), "--out", str(tmp_path / "gated"), "--pairwise", "--llm", "openai:judge-1",
+                 "--base-url", servers["first"].base_url, "--preference-codes", "a=1,b=2,tie=0", "--n-boot", "0",
+                 "--no-progress", "--require", "pairwise:kappa>=0.4"])
+    assert code == 1 and "requirement failed: pairwise:kappa>=0.4 (kappa is 0)" in capsys.readouterr().err
 
 
 def test_cli_pairwise_usage_errors(tmp_path, servers, capsys):
