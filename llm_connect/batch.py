@@ -325,6 +325,9 @@ class BatchPlan:
     """One batch, ready to run: ``n`` rows of ``work``, turned into a frame by ``finish(rows, interrupted)``.
 
     ``desc`` labels the progress bar; ``budget`` is the batch budget (see the module docs).
+    ``prepare``: an optional ``async prepare(progress: bool)`` awaited once before the rows, in the
+    batch budget's scope (e.g. an embedding judge embedding the batch's distinct texts in a few large
+    calls); it must not fail the batch (a step it could not do is left to the rows).
     """
 
     n: int
@@ -332,10 +335,22 @@ class BatchPlan:
     finish: Callable[[list[Row], bool], Any]
     desc: str = "judging"
     budget: BudgetTracker | None = None
+    prepare: Callable[[bool], Awaitable[None]] | None = None
+
+
+async def _prepare(plan: BatchPlan, progress: bool) -> None:
+    if plan.prepare is not None and plan.n:
+        with budget_scope(plan.budget):
+            await plan.prepare(progress)
 
 
 def run_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
     """Run ``plan`` to its frame (sync; works inside a running Jupyter loop). Ctrl-C keeps finished rows."""
+    try:
+        run_sync(_prepare(plan, progress))
+    except KeyboardInterrupt:  # no row has started: every row says it was interrupted
+        log.warning("llm_connect: interrupted before any of %d rows had started", plan.n)
+        return note_budget(plan.finish(_filled([None] * plan.n), True), plan.budget)
     rows, interrupted = run_rows(
         plan.n, plan.work, concurrency=concurrency, progress=progress, desc=plan.desc, budget=plan.budget
     )
@@ -344,6 +359,7 @@ def run_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) 
 
 async def arun_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
     """The awaitable twin of :func:`run_batch`: the same rows, the same frame."""
+    await on_background(_prepare(plan, progress))
     rows = await _arun_rows_with_bar(
         plan.n, plan.work, concurrency=concurrency, progress=progress, desc=plan.desc, budget=plan.budget
     )

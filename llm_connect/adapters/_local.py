@@ -610,9 +610,26 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order."""
+        return [[float(v) for v in row] for row in self.embed_array(texts)]
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await _runtime.on_background(_runtime.to_thread(self.embed, texts))
+
+    def embed_array(self, texts: Sequence[str]) -> Any:
+        """The vectors of ``texts`` as one ``numpy`` array (``len(texts)`` x dimension, float32), in order.
+
+        The same numbers as :meth:`embed` without a Python float per value (a 384-dimension
+        vector is 1.5 KB here, about 12 KB as a list of floats): what
+        :class:`~llm_connect.EmbeddingSimilarityJudge` uses to embed a batch's distinct texts
+        in a few large calls. ``encode`` is called once, under the instance's lock, with
+        :attr:`batch_size` texts a forward pass (sentence-transformers sorts them by length
+        within the call, so padding stays small).
+        """
+        import numpy as np
+
         items = _check_texts(texts)
         if not items:
-            return []
+            return np.zeros((0, 0), dtype=np.float32)
         with self._lock:
             st = self._load()
             vectors = st.encode(
@@ -622,10 +639,11 @@ class SentenceTransformerEmbedder:
                 normalize_embeddings=self.normalize,
                 convert_to_numpy=True,
             )
-        return [[float(v) for v in row] for row in vectors]
+        return np.asarray(vectors)
 
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        return await _runtime.on_background(_runtime.to_thread(self.embed, texts))
+    async def aembed_array(self, texts: Sequence[str]) -> Any:
+        """The awaitable twin of :meth:`embed_array` (the model runs in a worker thread)."""
+        return await _runtime.on_background(_runtime.to_thread(self.embed_array, texts))
 
     def __repr__(self) -> str:
         state = "loaded" if self._st is not None else "not loaded"

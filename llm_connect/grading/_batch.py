@@ -11,6 +11,7 @@ so they return the same columns.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,9 +26,11 @@ from ..batch import (
     batch_budget,
     check_ledger,
     column_values,
+    describe_error,
     item_text,
     items_frame,
     ledger_columns,
+    progress_bar,
     record_row,
     reference_text,
     row_item_id,
@@ -35,11 +38,13 @@ from ..batch import (
     run_rows,
 )
 from ..core import BudgetTracker, LLMResponse, RunConfig
-from ..errors import JudgeReplyError
-from ._base import GradingResult, acall_judge, judge_abilities, judge_result_columns, observation_for
+from ..errors import JudgeReplyError, ValidationError
+from ._base import GradingResult, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
 
 if TYPE_CHECKING:
     import pandas as pd
+
+log = logging.getLogger("llm_connect")
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -214,6 +219,25 @@ def judge_plan(
     ids = column_values(frame, "id")
     unusable: dict[int, str] = {}  # position -> the reply of a row that comes out unscored
     unusable_prompts: dict[int, str] = {}  # position -> the prompt sent for it
+    label = desc or str(judge.grader_id)
+    runner = [judge]  # the judge the rows call: the one its ``aprepare_batch`` returned, when it has one
+    prepare_batch = _declared(judge, "aprepare_batch", None)
+
+    async def prepare(progress: bool) -> None:
+        pairs = []
+        for rec in records:  # the texts each row's work will hand the judge; rows that will fail are left out
+            try:
+                item_text(rec["prompt"], "prompt")
+                pairs.append((reference_text(rec["baseline"], sep=abilities.reference_sep),
+                              item_text(rec["candidate"], "candidate")))
+            except ValidationError:
+                continue
+        try:
+            runner[0] = await prepare_batch(
+                pairs, progress=lambda total: progress_bar(total, progress, f"{label}: embedding {total:,} texts"))
+        except Exception as exc:  # the rows run as they would without it
+            log.warning("llm_connect: %s: the batch pre-pass failed (%s); judging row by row",
+                        label, describe_error(exc))
 
     async def work(i: int) -> Row:
         rec = records[i]
@@ -222,7 +246,7 @@ def judge_plan(
         baseline = LLMResponse(content=reference, adapter_id="baseline", model_id="reference")
         candidate = candidate_response(rec, item_text(rec["candidate"], "candidate"))
         try:
-            result = await acall_judge(judge, baseline, candidate, prompt=prompt, run_config=rc)
+            result = await acall_judge(runner[0], baseline, candidate, prompt=prompt, run_config=rc)
         except JudgeReplyError as exc:  # the engine makes the row unscored; keep what the judge said
             text = _reply_of_error(exc) if replies else None
             if text is not None:
@@ -244,8 +268,8 @@ def judge_plan(
                *ledger_columns(ledger))
     finish = finish_rows(judge, frame, columns, unusable if replies else None,
                          unusable_prompts if replies else None)
-    return BatchPlan(len(records), work, finish, desc=desc or str(judge.grader_id),
-                     budget=batch_budget(budget, run_config))
+    return BatchPlan(len(records), work, finish, desc=label, budget=batch_budget(budget, run_config),
+                     prepare=prepare if callable(prepare_batch) else None)
 
 
 def judge_many(
