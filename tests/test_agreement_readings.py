@@ -67,3 +67,48 @@ def test_alpha_columns_say_their_level_and_old_names_still_read():
     assert pair["krippendorff_alpha"] is pair["alpha_interval"]
     assert row["cohen_kappa"] == pytest.approx(cohen_kappa_score(a >= 0.5, b >= 0.5))
     assert not math.isnan(row["alpha_interval_low"]) or pair.n_boot == 0
+
+
+def _shifted_judge(n: int = 200, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
+    """A judge whose scores separate people's verdicts best near 0.3, not at 0.5."""
+    rng = np.random.default_rng(seed)
+    human = (rng.random(n) < 0.5).astype(float)
+    judge = np.clip(np.where(human == 1, 0.4, 0.2) + rng.normal(0, 0.08, n), 0, 1)
+    return judge, human
+
+
+def test_best_threshold_is_chosen_by_cross_validation_and_reported_out_of_fold():
+    from llm_connect.calibration._agreement import choose_threshold
+
+    judge, human = _shifted_judge()
+    choice = choose_threshold(judge, human, seed=0)
+    assert 0.2 < choice.value < 0.4 and len(choice.fold_thresholds) == 5
+    # the out-of-fold verdicts: each fold judged at the threshold chosen on the other folds, by hand
+    perm = np.random.default_rng(0).permutation(len(judge))
+    grid = np.arange(1, 101) / 100
+    for fold, t in zip(np.array_split(perm, 5), choice.fold_thresholds, strict=True):
+        train = np.setdiff1d(np.arange(len(judge)), fold)
+        kappas = [cohen_kappa_score(judge[train] >= g, human[train] >= 0.5) for g in grid]
+        assert max(kappas) == pytest.approx(cohen_kappa_score(judge[train] >= t, human[train] >= 0.5))
+        assert (choice.verdicts[fold] == (judge[fold] >= t)).all()
+    table = agreement_table({"judge": judge, "human": human}, thresholds={"judge": "best"}, n_boot=100)
+    row = table.frame.iloc[0]
+    assert row["threshold"] == choice.value and table.thresholds["judge"] == choice.value
+    assert row["cohen_kappa"] == pytest.approx(cohen_kappa_score(choice.verdicts, human >= 0.5))
+    in_sample = cohen_kappa_score(judge >= choice.value, human >= 0.5)
+    assert row["cohen_kappa"] <= in_sample + 1e-12  # never the optimistic in-sample figure
+    assert "5-fold cross-validation" in row["threshold_selection"] and len(row["fold_thresholds"].split()) == 5
+    assert row["judge_yes_human_no"] == int((choice.verdicts & (human == 0)).sum())
+
+
+def test_best_threshold_needs_labels_and_enough_rows():
+    from llm_connect.calibration._agreement import choose_threshold
+
+    with pytest.raises(ValueError, match="needs human labels"):
+        agreement_table({"a": [0.1, 0.9], "b": [0.2, 0.8]}, thresholds={"a": "best"}, labels=[], n_boot=0)
+    with pytest.raises(ValueError, match="number or 'best'"):
+        agreement_table({"a": [0.1, 0.9], "human": [0, 1]}, thresholds={"a": "high"}, n_boot=0)
+    few = choose_threshold([0.1, 0.9, 0.4], [0, 1, 0], fallback=0.5)
+    assert few.value == 0.5 and few.verdicts is None and "only 3 labelled rows" in few.reason
+    table = agreement_table({"a": [0.1, 0.9, 0.4], "human": [0, 1, 0]}, thresholds={"a": "best"}, n_boot=0)
+    assert "best not chosen" in table.frame.iloc[0]["threshold_selection"]

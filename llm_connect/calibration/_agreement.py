@@ -19,7 +19,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,15 +29,21 @@ from ._html import Markup, fmt, frame_html, join, with_interval
 
 __all__ = [
     "COUNT_COLUMNS",
+    "GRADED_STATISTICS",
     "HUMAN_COUNT_COLUMNS",
     "STATISTICS",
     "AgreementTable",
     "Estimate",
+    "GroupedCorrelation",
     "PairAgreement",
+    "ThresholdChoice",
     "agreement_table",
     "bootstrap_ci",
+    "choose_threshold",
+    "grouped_correlation",
     "pair_agreement",
     "threshold_sweep",
+    "to_scale",
 ]
 
 STATISTICS: tuple[str, ...] = (
@@ -75,6 +81,15 @@ _STAT_ALIASES = {"krippendorff_alpha": "alpha_interval", "krippendorff_alpha_nom
 COUNT_COLUMNS = ("judge_yes_ref_yes", "judge_yes_ref_no", "judge_no_ref_yes", "judge_no_ref_no")
 #: The same counts on a row whose ``judge_b`` is a human label column (blank on rows of two machine judges).
 HUMAN_COUNT_COLUMNS = ("judge_yes_human_yes", "judge_yes_human_no", "judge_no_human_yes", "judge_no_human_no")
+#: Statistics on the labels' own rating scale (``pair_agreement(..., scale=(1, 5))``): each side's
+#: scores in 0..1 are put on the scale by :func:`to_scale` (a machine judge's score binned, a label
+#: given on the scale back to its rating) and compared as ratings.
+GRADED_STATISTICS: tuple[str, ...] = ("scale_kappa_quadratic", "scale_alpha_ordinal", "scale_alpha_interval")
+_GRADED_LABELS = {
+    "scale_kappa_quadratic": "Cohen's kappa, quadratic weights (on the scale)",
+    "scale_alpha_ordinal": "Krippendorff's alpha (ordinal, on the scale)",
+    "scale_alpha_interval": "Krippendorff's alpha (interval, on the scale)",
+}
 _MAX_BOOT_CELLS = 4_000_000  # resampled values held in memory at once
 
 
@@ -239,6 +254,100 @@ _STAT_FUNCS: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
+# --- statistics on a rating scale: each takes (k, n) arrays of step indices 0..K-1 -----------------
+
+
+def to_scale(scores: Any, scale: tuple[int, int]) -> np.ndarray:
+    """Scores in 0..1 put on the rating scale ``(low, high)``: ``low + floor(s * (high - low) + 0.5)``.
+
+    The documented binning rule of graded agreement: a machine judge's score ``s`` goes to the
+    nearest step of the scale (halves round up; 1..5: 0-0.124 -> 1, 0.125-0.374 -> 2, ...,
+    0.875-1 -> 5), and a label given on the scale (stored as ``(rating - low) / (high - low)`` by
+    :func:`~llm_connect.calibration.parse_labels`) comes back to its own rating (a non-integer
+    rating, such as a mean of raters, to the nearest step). NaN stays NaN.
+    """
+    low, high = scale
+    x = np.clip(_as_float_array(scores, "scores"), 0.0, 1.0)
+    return low + np.floor(x * (high - low) + 0.5)
+
+
+def _confusion_batch(ca: np.ndarray, cb: np.ndarray, k: int) -> np.ndarray:
+    """``(m, K, K)`` counts of each (a-step, b-step) in each of the ``m`` rows."""
+    m = ca.shape[0]
+    flat = (np.arange(m)[:, None] * k * k + ca * k + cb).ravel()
+    return np.bincount(flat, minlength=m * k * k).reshape(m, k, k).astype(float)
+
+
+def _kappa_quadratic(ca: np.ndarray, cb: np.ndarray, k: int) -> np.ndarray:
+    """Cohen's (1968) weighted kappa with quadratic weights ``(i - j)^2``, as
+    ``sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic", labels=<the scale's steps>)``."""
+    cm = _confusion_batch(ca, cb, k)
+    n = cm.sum(axis=(1, 2))
+    steps = np.arange(k, dtype=float)
+    w = (steps[:, None] - steps[None, :]) ** 2
+    expected = cm.sum(axis=2)[:, :, None] * cm.sum(axis=1)[:, None, :] / n[:, None, None]
+    num = (w * cm).sum(axis=(1, 2))
+    den = (w * expected).sum(axis=(1, 2))
+    den = np.where(np.isclose(den, 0.0, atol=1e-12), 0.0, den)
+    return 1 - _nan_div(num, den)
+
+
+def _alpha_on_steps(ca: np.ndarray, cb: np.ndarray, k: int, level: str) -> np.ndarray:
+    """Krippendorff's alpha of two raters with no missing values, from the coincidence matrix
+    (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"): ``1 - (N - 1) * sum(o * d) /
+    sum(n_c n_k d)``; ``d`` is ``(c - k)^2`` (interval) or the ordinal metric
+    ``(sum_{g=c..k} n_g - (n_c + n_k) / 2)^2``. Equals ``krippendorff.alpha(level_of_measurement=...)``."""
+    cm = _confusion_batch(ca, cb, k)
+    o = cm + cm.transpose(0, 2, 1)
+    nc = o.sum(axis=2)  # (m, K): how often each step occurs among the 2n values
+    big_n = nc.sum(axis=1)
+    steps = np.arange(k)
+    if level == "interval":
+        d = np.broadcast_to(((steps[:, None] - steps[None, :]) ** 2).astype(float), o.shape)
+    else:
+        cum = np.cumsum(nc, axis=1)
+        lo, hi = np.minimum.outer(steps, steps), np.maximum.outer(steps, steps)
+        between = cum[:, hi] - cum[:, lo] + nc[:, lo]
+        d = (between - (nc[:, :, None] + nc[:, None, :]) / 2) ** 2
+    num = (o * d).sum(axis=(1, 2))
+    den = (nc[:, :, None] * nc[:, None, :] * d).sum(axis=(1, 2))
+    den = np.where(np.isclose(den, 0.0, atol=1e-12), 0.0, den)
+    return 1 - (big_n - 1) * _nan_div(num, den)
+
+
+_GRADED_FUNCS: dict[str, Callable[[np.ndarray, np.ndarray, int], np.ndarray]] = {
+    "scale_kappa_quadratic": _kappa_quadratic,
+    "scale_alpha_ordinal": lambda ca, cb, k: _alpha_on_steps(ca, cb, k, "ordinal"),
+    "scale_alpha_interval": lambda ca, cb, k: _alpha_on_steps(ca, cb, k, "interval"),
+}
+
+
+def graded_estimates(
+    a: np.ndarray, b: np.ndarray, scale: tuple[int, int], *, n_boot: int = 1000, confidence: float = 0.95,
+    seed: int | None = 0,
+) -> dict[str, Estimate]:
+    """:data:`GRADED_STATISTICS` of two paired score arrays (0..1, no NaN) on ``scale``, with bootstrap intervals."""
+    low, high = scale
+    k = high - low + 1
+    ca = (to_scale(a, scale) - low).astype(int)
+    cb = (to_scale(b, scale) - low).astype(int)
+    out: dict[str, Estimate] = {}
+    n = len(ca)
+    for stat, func in _GRADED_FUNCS.items():
+        if n < 2:
+            out[stat] = Estimate(math.nan, reason=f"only {n} paired rating{'s' if n != 1 else ''} (need at least 2)")
+            continue
+        value = _finite_or_nan(float(func(ca[None], cb[None], k)[0]))
+        if math.isnan(value):
+            out[stat] = Estimate(math.nan, reason="every rating on the scale is the same (no variation to agree on)"
+                                 if len(set(ca) | set(cb)) == 1 else "undefined on this data")
+            continue
+        lo, hi = bootstrap_ci(lambda p, q, f=func: f(p, q, k), ca, cb, n_boot=n_boot, confidence=confidence,
+                              seed=seed)
+        out[stat] = Estimate(value, _finite_or_nan(float(lo)), _finite_or_nan(float(hi)))
+    return out
+
+
 def _reasons(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray, names: tuple[str, str]) -> dict[str, str]:
     """Why each statistic is undefined on this data (only the undefined ones appear)."""
     n = len(a)
@@ -315,6 +424,10 @@ class PairAgreement:
     n_boot: int = 1000
 
     human_b: bool = False
+    #: The rating scale of the graded statistics (``None``: no scale declared).
+    scale: tuple[int, int] | None = None
+    #: Further columns of the row (threshold selection, grouped correlations), in order.
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def __getitem__(self, statistic: str) -> Estimate:
         return self.estimates[_STAT_ALIASES.get(statistic, statistic)]
@@ -344,28 +457,35 @@ class PairAgreement:
             "n_missing": self.n_missing,
             "threshold": self.threshold,
         }
-        for stat in STATISTICS:
+        for stat in self._statistics():
             est = self.estimates[stat]
             row[stat] = est.value
-            prefix = _BOUND_PREFIX[stat]
+            prefix = _BOUND_PREFIX.get(stat, stat)
             row[f"{prefix}_low"] = est.low
             row[f"{prefix}_high"] = est.high
+        if self.scale is not None:
+            row["scale"] = f"{self.scale[0]}-{self.scale[1]}"
         row.update(self.counts())
+        row.update(self.extra)
         row["ceiling"] = self.ceiling
         notes: dict[str, list[str]] = {}
-        for stat in STATISTICS:
+        for stat in self._statistics():
             reason = self.estimates[stat].reason
             if reason:
                 notes.setdefault(reason, []).append(stat)
         row["note"] = "; ".join(f"{', '.join(stats)}: {reason}" for reason, stats in notes.items())
         return row
 
+    def _statistics(self) -> list[str]:
+        return [*STATISTICS, *(g for g in GRADED_STATISTICS if g in self.estimates)]
+
     def _repr_html_(self) -> str:
         title = f"{self.judge_a} vs {self.judge_b}" + (" (human ceiling)" if self.ceiling else "")
+        labels = {**_LABELS, **_GRADED_LABELS}
         rows = [
-            {"statistic": _LABELS[s], "value": str(self.estimates[s]) if self.estimates[s].defined else "—",
+            {"statistic": labels[s], "value": str(self.estimates[s]) if self.estimates[s].defined else "—",
              "note": self.estimates[s].reason or ""}
-            for s in STATISTICS
+            for s in self._statistics()
         ]
         table = frame_html(pd.DataFrame(rows), caption=f"{title}: n={self.n} ({self.n_missing} dropped), "
                            f"threshold {fmt(self.threshold)}; {int(self.confidence * 100)}% bootstrap intervals")
@@ -388,6 +508,8 @@ def pair_agreement(
     ceiling: bool = False,
     statistics: Sequence[str] = STATISTICS,
     human_b: bool = False,
+    scale: Any = None,
+    verdicts_a: Any = None,
 ) -> PairAgreement:
     """Every agreement statistic between two score arrays, with seeded bootstrap intervals.
 
@@ -401,6 +523,12 @@ def pair_agreement(
     (``judge_yes_ref_no``: ``judge_a`` yes, ``judge_b`` no; see :meth:`PairAgreement.counts`).
     ``human_b`` says ``judge_b`` is a human label column: the counts are then also given
     as ``judge_yes_human_no`` and so on.
+
+    ``scale=(low, high)`` (or ``"1-5"``) adds :data:`GRADED_STATISTICS`: both sides put on
+    the rating scale by :func:`to_scale`, then quadratic-weighted kappa and Krippendorff's
+    alpha at the ordinal and interval levels on the ratings. ``verdicts_a`` (booleans, one
+    per item) replaces ``a >= threshold`` as ``judge_a``'s verdicts (out-of-fold verdicts of a
+    threshold chosen by cross-validation; see :func:`choose_threshold`).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
@@ -408,8 +536,17 @@ def pair_agreement(
     if unknown:
         raise ValueError(f"unknown statistics {sorted(unknown)}; choose from {list(STATISTICS)}")
     tb = threshold if threshold_b is None else threshold_b
+    from ._runner import parse_scale
+
+    bounds = parse_scale(scale)
     x, y, missing = paired(a, b)
     vx, vy = x >= threshold, y >= tb
+    if verdicts_a is not None:
+        given = np.asarray(verdicts_a, dtype=bool)
+        keep = np.isfinite(_as_float_array(a, "a")) & np.isfinite(_as_float_array(b, "b"))
+        if given.shape != keep.shape:
+            raise ValueError(f"verdicts_a has {given.size} values for {keep.size} scores")
+        vx = given[keep]
     n = len(x)
     reasons = _reasons(x, y, vx, vy, (judge_a, judge_b))
     estimates: dict[str, Estimate] = {}
@@ -434,6 +571,8 @@ def pair_agreement(
             )
             low, high = _finite_or_nan(float(lo)), _finite_or_nan(float(hi))
         estimates[stat] = Estimate(value, low, high)
+    if bounds is not None:
+        estimates.update(graded_estimates(x, y, bounds, n_boot=n_boot, confidence=confidence, seed=seed))
     confusion = pd.DataFrame(
         [[int((~vx & ~vy).sum()), int((~vx & vy).sum())], [int((vx & ~vy).sum()), int((vx & vy).sum())]],
         index=pd.Index([False, True], name=f"{judge_a} verdict"),
@@ -442,7 +581,7 @@ def pair_agreement(
     return PairAgreement(
         judge_a=judge_a, judge_b=judge_b, n=n, n_missing=missing, threshold=float(threshold),
         threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
-        confidence=confidence, n_boot=n_boot, human_b=human_b,
+        confidence=confidence, n_boot=n_boot, human_b=human_b, scale=bounds,
     )
 
 
@@ -477,6 +616,199 @@ def threshold_sweep(
     return pd.DataFrame(rows)
 
 
+CORRELATION_METHODS = ("kendall", "spearman", "pearson")
+CORRELATION_LEVELS = ("system", "document")
+
+
+@dataclass(frozen=True)
+class GroupedCorrelation:
+    """A correlation between a judge and people at the system or document level.
+
+    ``value``: the correlation (NaN with ``reason`` when undefined); ``n_groups``: the groups
+    with at least one paired score; ``n_used``: the groups that entered the figure (the systems
+    correlated, or the documents whose own correlation is defined and averaged).
+    """
+
+    level: str
+    group: str
+    method: str
+    value: float
+    n_groups: int
+    n_used: int
+    reason: str | None = None
+
+
+def _correlation(x: np.ndarray, y: np.ndarray, method: str) -> float:
+    from scipy import stats
+
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if method == "kendall":
+            return _finite_or_nan(float(stats.kendalltau(x, y).statistic))
+        if method == "spearman":
+            return _finite_or_nan(float(stats.spearmanr(x, y).statistic))
+        return _finite_or_nan(float(stats.pearsonr(x, y).statistic))
+
+
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name in frame.columns:
+        return frame[name]
+    if f"score_{name}" in frame.columns:
+        return frame[f"score_{name}"]
+    raise ValueError(f"no column {name!r} (nor score_{name}) in the frame; it has {list(frame.columns)}")
+
+
+def grouped_correlation(
+    frame: pd.DataFrame,
+    judge: str,
+    human: str,
+    *,
+    group: str,
+    level: str = "system",
+    method: str = "kendall",
+) -> GroupedCorrelation:
+    """The judge's correlation with people per system or per document, as the summarisation
+    literature reports it (Fabbri et al. 2021, "SummEval: Re-evaluating Summarization
+    Evaluation", TACL 9; Deutsch, Dror & Roth 2022, "Re-Examining System-Level Correlations of
+    Automatic Summarization Evaluation Metrics", NAACL).
+
+    ``level="system"``: the mean judge score and the mean human score of each value of ``group``
+    (a system, e.g. ``candidate_model``), over its rows where both are present, correlated across
+    the systems. ``level="document"`` (SummEval's summary level): for each value of ``group`` (a
+    document or source, e.g. ``prompt``), the correlation across its rows (the systems' outputs
+    for that document), averaged over the documents where it is defined (at least two rows, and
+    neither side constant). ``judge`` and ``human`` name columns (or ``score_<name>`` columns);
+    ``method``: ``kendall`` (tau-b), ``spearman`` or ``pearson``, as scipy computes them.
+    """
+    if level not in CORRELATION_LEVELS:
+        raise ValueError(f"level must be one of {CORRELATION_LEVELS}, got {level!r}")
+    if method not in CORRELATION_METHODS:
+        raise ValueError(f"method must be one of {CORRELATION_METHODS}, got {method!r}")
+    if group not in frame.columns:
+        raise ValueError(f"no group column {group!r} in the frame; it has {list(frame.columns)}")
+    data = pd.DataFrame({
+        "g": frame[group].to_numpy(),
+        "j": pd.to_numeric(_column(frame, judge), errors="coerce").to_numpy(dtype=float),
+        "h": pd.to_numeric(_column(frame, human), errors="coerce").to_numpy(dtype=float),
+    })
+    data = data[np.isfinite(data["j"]) & np.isfinite(data["h"]) & data["g"].notna()]
+    groups = data.groupby("g", sort=True)
+    n_groups = int(groups.ngroups)
+    if level == "system":
+        means = groups[["j", "h"]].mean()
+        value = _correlation(means["j"].to_numpy(), means["h"].to_numpy(), method)
+        reason = None
+        if math.isnan(value):
+            reason = (f"only {n_groups} system(s) with paired scores (need at least 2)" if n_groups < 2
+                      else "the systems' mean scores do not vary on one side")
+        return GroupedCorrelation(level, group, method, value, n_groups, n_groups if reason is None else 0, reason)
+    per = [_correlation(g["j"].to_numpy(), g["h"].to_numpy(), method) for _, g in groups]
+    defined = [v for v in per if not math.isnan(v)]
+    if not defined:
+        return GroupedCorrelation(level, group, method, math.nan, n_groups, 0,
+                                  "no document has two rows with varying scores on both sides")
+    return GroupedCorrelation(level, group, method, float(np.mean(defined)), n_groups, len(defined))
+
+
+BEST = "best"
+"""The threshold that asks for the kappa-maximising threshold, chosen by cross-validation."""
+CV_FOLDS = 5
+_THRESHOLD_GRID = np.round(np.arange(1, 101) / 100, 10)  # 0.01, 0.02, ..., 1.00
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """A judge's threshold chosen for the best Cohen's kappa against a reference, by k-fold CV.
+
+    ``value``: the threshold chosen on every labelled row (the one to use later);
+    ``fold_thresholds``: the threshold chosen on the other folds, for each fold;
+    ``verdicts``: per input row, the judge's out-of-fold verdict (the fold's rows judged at the
+    threshold chosen without them; False where a score or label is missing), from which every
+    verdict statistic against the reference is computed, so that none is measured on the rows
+    that chose it. ``reason`` is set (and ``verdicts`` is ``None``) when there were too few
+    labelled rows to cross-validate: ``value`` is then the ``fallback`` threshold.
+    """
+
+    judge: str
+    reference: str
+    value: float
+    n: int
+    folds: int
+    fold_thresholds: tuple[float, ...] = ()
+    verdicts: np.ndarray | None = field(default=None, compare=False, repr=False)
+    reason: str | None = None
+
+    def describe(self) -> str:
+        if self.reason:
+            return f"best not chosen ({self.reason}); fixed {fmt(self.value)}"
+        return (f"best for kappa against {self.reference}, by {self.folds}-fold cross-validation on {self.n} "
+                "labelled rows; verdict statistics against it are out of fold")
+
+
+def _best_threshold(x: np.ndarray, y: np.ndarray, reference_threshold: float) -> float:
+    """The threshold of ``_THRESHOLD_GRID`` with the highest kappa of ``x >= t`` against ``y >= reference_threshold``;
+    ties go to the threshold nearest 0.5 (then the lower)."""
+    vx = x[None, :] >= _THRESHOLD_GRID[:, None]
+    vy = np.broadcast_to(y >= reference_threshold, vx.shape)
+    kappa = _cohen_kappa(vx, vy, vx, vy)
+    kappa = np.where(np.isfinite(kappa), kappa, -np.inf)
+    best = np.flatnonzero(np.isclose(kappa, kappa.max(), rtol=0, atol=1e-12))
+    order = sorted(best, key=lambda i: (abs(_THRESHOLD_GRID[i] - 0.5), _THRESHOLD_GRID[i]))
+    return float(_THRESHOLD_GRID[order[0]])
+
+
+def choose_threshold(
+    judge: Any,
+    reference: Any,
+    *,
+    judge_name: str = "judge",
+    reference_name: str = "human",
+    reference_threshold: float = 0.5,
+    folds: int = CV_FOLDS,
+    seed: int | None = 0,
+    fallback: float = 0.5,
+) -> ThresholdChoice:
+    """The kappa-maximising threshold of ``judge`` against ``reference`` and its out-of-fold verdicts.
+
+    The labelled rows (both scores present) are shuffled (seeded) into ``folds`` folds; for each
+    fold the threshold (0.01, 0.02, ..., 1.00; ties to the one nearest 0.5) with the best Cohen's
+    kappa on the *other* folds judges that fold's rows. Kappa computed from these out-of-fold
+    verdicts is an honest estimate of the judge's agreement at a threshold chosen this way (the
+    usual cross-validation estimate; Hastie, Tibshirani & Friedman 2009, *The Elements of
+    Statistical Learning*, 7.10, on selecting on the same rows one reports). The threshold
+    reported for later use is the one chosen on all labelled rows. Fewer than ``2 * folds``
+    labelled rows: no choice is made (``reason`` says why) and ``fallback`` is kept.
+    """
+    if folds < 2:
+        raise ValueError(f"folds must be at least 2, got {folds}")
+    a = _as_float_array(judge, "judge")
+    b = _as_float_array(reference, "reference")
+    if a.shape != b.shape:
+        raise ValueError(f"the two score arrays differ in length ({len(a)} vs {len(b)})")
+    keep = np.flatnonzero(np.isfinite(a) & np.isfinite(b))
+    n = len(keep)
+    if n < 2 * folds or len(set(b[keep] >= reference_threshold)) < 2:
+        why = (f"only {n} labelled rows, {2 * folds} needed for {folds}-fold cross-validation" if n < 2 * folds
+               else f"{reference_name} gives one verdict on every labelled row")
+        return ThresholdChoice(judge_name, reference_name, float(fallback), n, folds, reason=why)
+    x, y = a[keep], b[keep]
+    rng = np.random.default_rng(seed)
+    parts = np.array_split(rng.permutation(n), folds)
+    oof = np.zeros(n, dtype=bool)
+    chosen = []
+    for part in parts:
+        train = np.setdiff1d(np.arange(n), part)
+        t = _best_threshold(x[train], y[train], reference_threshold)
+        chosen.append(t)
+        oof[part] = x[part] >= t
+    verdicts = np.zeros(len(a), dtype=bool)
+    verdicts[keep] = oof
+    return ThresholdChoice(judge_name, reference_name, _best_threshold(x, y, reference_threshold), n, folds,
+                           tuple(chosen), verdicts)
+
+
 def _judge_columns(scores: pd.DataFrame) -> list[str]:
     return [c[len("score_"):] for c in scores.columns if isinstance(c, str) and c.startswith("score_")]
 
@@ -488,6 +820,10 @@ class AgreementTable:
     pairs: list[PairAgreement]
     threshold: float
     confidence: float
+    #: The thresholds chosen by cross-validation (``thresholds={judge: "best"}``), by judge.
+    chosen: dict[str, ThresholdChoice] = field(default_factory=dict)
+    #: Every threshold given or chosen, by judge (the others use ``threshold``).
+    thresholds: dict[str, float] = field(default_factory=dict)
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -545,13 +881,17 @@ def agreement_table(
     judges: Sequence[str] | None = None,
     *,
     threshold: float = 0.5,
-    thresholds: Mapping[str, float] | None = None,
+    thresholds: Mapping[str, float | str] | None = None,
     annotators: Sequence[str] = (),
     n_boot: int = 1000,
     confidence: float = 0.95,
     seed: int | None = 0,
     statistics: Sequence[str] = STATISTICS,
     labels: Sequence[str] | None = None,
+    scale: Any = None,
+    groups: Mapping[str, str] | None = None,
+    reference: str | None = None,
+    folds: int = CV_FOLDS,
 ) -> AgreementTable:
     """Agreement of every pair of judges.
 
@@ -562,9 +902,20 @@ def agreement_table(
 
     ``scores`` is a frame with a ``score_<judge>`` column per judge (as
     :func:`~llm_connect.calibration.score_items` makes) or a mapping of judge name to
-    scores. ``thresholds`` overrides the threshold per judge. Pairs of two
-    ``annotators`` (independent human labels) are flagged ``ceiling``: their
-    agreement is what a judge can hope to reach.
+    scores. ``thresholds`` overrides the threshold per judge: a number, or ``"best"``
+    (:data:`BEST`) for the threshold with the best kappa against ``reference`` (default:
+    ``human``, else the first label column), chosen by ``folds``-fold cross-validation
+    (:func:`choose_threshold`): the row against the reference then holds out-of-fold
+    verdict statistics, ``threshold`` the value chosen on all labelled rows, and
+    ``threshold_selection`` / ``fold_thresholds`` say how (:attr:`AgreementTable.chosen`).
+    Pairs of two ``annotators`` (independent human labels) are flagged ``ceiling``: their
+    agreement is what a judge can hope to reach; other label columns (several rating
+    dimensions) are separate targets, never a ceiling.
+
+    ``scale=(low, high)``: the labels are ratings on that scale; rows against a label gain
+    :data:`GRADED_STATISTICS`. ``groups``: ``{"system": column, "document": column}`` of a
+    frame; rows against a label gain :func:`grouped_correlation` at that level
+    (``system_kendall``, ``system_spearman``, ``n_systems``; ``document_kendall``, ...).
     """
     if isinstance(scores, pd.DataFrame):
         available = _judge_columns(scores)
@@ -576,16 +927,67 @@ def agreement_table(
     missing = [j for j in names if j not in columns]
     if missing:
         raise ValueError(f"no scores for judge(s) {missing}; have {available}")
-    per = dict(thresholds or {})
     people = set(annotators) | {"human"} if labels is None else set(labels)
+    per: dict[str, float] = {}
+    wanted_best: list[str] = []
+    for name, value in (thresholds or {}).items():
+        if isinstance(value, str) and value.strip().lower() == BEST:
+            wanted_best.append(name)
+        else:
+            try:
+                per[name] = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"the threshold of {name!r} must be a number or 'best', got {value!r}") from None
+    ref = reference
+    if ref is None:
+        present = [n for n in names if n in people]
+        ref = "human" if "human" in present else (present[0] if present else None)
+    chosen: dict[str, ThresholdChoice] = {}
+    for name in wanted_best:
+        if name not in columns:
+            raise ValueError(f"threshold 'best' for {name!r}, which has no scores; have {available}")
+        if ref is None or ref not in columns:
+            raise ValueError(f"threshold 'best' for {name!r} needs human labels to choose against; the data has none")
+        if name in people:
+            raise ValueError(f"threshold 'best' is for a judge, not for the label column {name!r}")
+        picked_here = choose_threshold(columns[name], columns[ref], judge_name=name, reference_name=ref,
+                                       reference_threshold=per.get(ref, threshold), folds=folds, seed=seed,
+                                       fallback=threshold)
+        chosen[name] = picked_here
+        per[name] = picked_here.value
+    if groups and not isinstance(scores, pd.DataFrame):
+        raise ValueError("groups= needs scores as a frame holding the group columns")
     pairs = []
     for ja, jb in itertools.combinations(names, 2):
         if ja in people and jb not in people:  # a judge is read against people, never people against a judge
             ja, jb = jb, ja
-        pairs.append(pair_agreement(
+        choice = chosen.get(ja)
+        against_ref = choice is not None and jb == ref and choice.verdicts is not None
+        pair = pair_agreement(
             columns[ja], columns[jb], judge_a=ja, judge_b=jb,
             threshold=per.get(ja, threshold), threshold_b=per.get(jb, threshold),
             n_boot=n_boot, confidence=confidence, seed=seed,
             ceiling=ja in annotators and jb in annotators, statistics=statistics, human_b=jb in people,
-        ))
-    return AgreementTable(pairs=pairs, threshold=threshold, confidence=confidence)
+            scale=scale if jb in people else None, verdicts_a=choice.verdicts if against_ref and choice else None,
+        )
+        extra: dict[str, Any] = {}
+        if chosen:
+            picked = [c for c in (chosen.get(ja), chosen.get(jb)) if c is not None]
+            extra["threshold_selection"] = "; ".join(
+                f"{c.judge}: {c.describe()}" if not against_ref else c.describe() for c in picked) or "fixed"
+            extra["fold_thresholds"] = " ".join(fmt(t) for t in choice.fold_thresholds) if against_ref and choice \
+                else ""
+        if groups and jb in people and isinstance(scores, pd.DataFrame):
+            for level, column in groups.items():
+                plural = "systems" if level == "system" else "documents"
+                corr: GroupedCorrelation | None = None
+                for method in ("kendall", "spearman"):
+                    corr = grouped_correlation(scores, f"score_{ja}", f"score_{jb}", group=column, level=level,
+                                               method=method)
+                    extra[f"{level}_{method}"] = corr.value
+                extra[f"n_{plural}"] = corr.n_used if corr is not None else 0
+        if extra:
+            pair = replace(pair, extra=extra)
+        pairs.append(pair)
+    return AgreementTable(pairs=pairs, threshold=threshold, confidence=confidence, chosen=chosen,
+                          thresholds=per)

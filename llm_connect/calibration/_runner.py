@@ -35,6 +35,7 @@ __all__ = [
     "lacks_text",
     "load_items",
     "parse_labels",
+    "parse_scale",
     "score_items",
     "score_judges",
 ]
@@ -55,13 +56,44 @@ JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_", "judge_prompt_
 ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
 
 
-def parse_labels(values: Iterable[Any], *, column: str = "human") -> np.ndarray:
+def parse_scale(scale: Any) -> tuple[int, int] | None:
+    """A declared rating scale as ``(low, high)`` integers: ``(1, 5)``, ``"1-5"`` or ``"1..5"`` (``None``: none).
+
+    The scale's steps are the integers ``low..high`` (``high > low``); a
+    :class:`~llm_connect.errors.ValidationError` says what to write otherwise.
+    """
+    if scale is None:
+        return None
+    parts: Any = scale
+    if isinstance(scale, str):
+        m = re.fullmatch(r"\s*(-?\d+)\s*(?:-|\.\.|:)\s*(-?\d+)\s*", scale)
+        if not m:
+            raise ValidationError(f"cannot read the scale {scale!r}; write LOW-HIGH with integers, e.g. 1-5")
+        parts = (m.group(1), m.group(2))
+    try:
+        low, high = (int(v) for v in parts)
+        exact = all(float(v) == int(v) for v in parts)
+    except (TypeError, ValueError):
+        raise ValidationError(f"a scale is two integers (low, high), e.g. (1, 5); got {scale!r}") from None
+    if not exact or high <= low:
+        raise ValidationError(f"a scale is two integers low < high, e.g. (1, 5); got {scale!r}")
+    return low, high
+
+
+def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = None) -> np.ndarray:
     """Human labels as scores in 0..1: booleans, yes/no words, or numbers in 0..1.
+
+    With ``scale=(low, high)`` (or ``"1-5"``; see :func:`parse_scale`) the labels are
+    ratings on that scale (numbers from ``low`` to ``high``, e.g. 1..5 Likert
+    ratings) and come back as ``(rating - low) / (high - low)``, so that 0..1 holds
+    for every score of a run; the agreement statistics on the labels' own scale
+    (:data:`~llm_connect.calibration._agreement.GRADED_STATISTICS`) map them back.
 
     Blank, ``None`` and NaN become NaN (an unlabelled item). Anything else
     raises ``ValueError`` naming the column and a few of the values it could
     not read.
     """
+    bounds = parse_scale(scale)
     out = []
     bad: list[Any] = []
     for v in values:
@@ -98,7 +130,8 @@ def parse_labels(values: Iterable[Any], *, column: str = "human") -> np.ndarray:
         shown = ", ".join(repr(b) for b in list(dict.fromkeys(map(str, bad)))[:5])
         raise ValidationError(
             f"column {column!r} holds {len(bad)} value(s) that are not a label: {shown}; "
-            "use booleans, yes/no or a score from 0 to 1 (blank for unlabelled)"
+            "use booleans, yes/no or a score from 0 to 1 (blank for unlabelled), or ratings on a declared "
+            "scale (--scale 1-5)"
         )
     return np.asarray(out, dtype=float)
 
@@ -106,6 +139,18 @@ def parse_labels(values: Iterable[Any], *, column: str = "human") -> np.ndarray:
 def judge_name(name: str) -> str:
     """A judge's name as it appears everywhere: its ``grader_id`` (or the name given), verbatim.
 
+        if bounds is not None:
+            raise ValidationError(
+                f"column {column!r} holds {len(bad)} value(s) outside the scale {bounds[0]}-{bounds[1]}: {shown}; "
+                "use numbers on the scale (blank for unlabelled), or declare the scale the ratings use"
+            )
+        numbers = [f for f in (_number(b) for b in bad) if math.isfinite(f)]
+        if numbers and len(numbers) == len(bad) and all(f == int(f) for f in numbers):
+            low = int(min(0.0, *numbers)) if min(numbers) < 1 else 1
+            raise ValidationError(
+                f"column {column!r} holds ratings such as {shown}, not 0-1 labels; declare their scale: "
+                f"--scale {low}-{int(max(numbers))} (calibrate(..., scale=({low}, {int(max(numbers))})))"
+            )
     The one rule for columns: a judge named ``N`` has the columns ``score_N``,
     ``status_N``, ``notes_N`` and ``reply_N`` (``score_exact-match`` for ``ExactMatchJudge()``);
     see :data:`JUDGE_COLUMN_PREFIXES`.
@@ -113,6 +158,16 @@ def judge_name(name: str) -> str:
     """
     if not isinstance(name, str) or not name.strip():
         raise ValidationError(f"a judge name must be a non-empty string, got {name!r}")
+def _number(value: Any) -> float:
+    """A number read from a value (a number, or text holding one); NaN when it holds none (booleans too)."""
+    if isinstance(value, (bool, np.bool_)):
+        return math.nan
+    try:
+        return float(str(value).strip()) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
     if _CONTROL.search(name):
         raise ValidationError(f"judge name {name!r} holds control characters")
     return name

@@ -1,0 +1,105 @@
+"""Graded labels on their own scale: parse_labels with a scale, the binning rule, weighted kappa and
+ordinal/interval alpha (against scikit-learn and krippendorff), and SummEval-style grouped correlations
+(against scipy on the same per-group data). Small data written here, seeded."""
+
+from __future__ import annotations
+
+import math
+
+import krippendorff
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score
+
+from llm_connect.calibration import agreement_table, pair_agreement, parse_labels
+from llm_connect.calibration._agreement import grouped_correlation, to_scale
+from llm_connect.errors import ValidationError
+
+
+def test_ratings_are_read_on_a_declared_scale_and_refused_without_one():
+    assert parse_labels(["1", 5, 3.0, None, ""], scale=(1, 5)).tolist()[:3] == [0.0, 1.0, 0.5]
+    assert parse_labels([1, 5], scale="1-5").tolist() == [0.0, 1.0]
+    with pytest.raises(ValidationError, match=r"--scale 1-5"):
+        parse_labels([1, 2, 5, 4], column="coherence")
+    with pytest.raises(ValidationError, match="outside the scale 1-5"):
+        parse_labels([1, 7], scale=(1, 5))
+    with pytest.raises(ValidationError, match="LOW-HIGH"):
+        parse_labels([1], scale="five")
+    with pytest.raises(ValidationError, match="low < high"):
+        parse_labels([1], scale=(5, 1))
+
+
+def test_binning_rule_puts_scores_on_the_nearest_step():
+    got = to_scale([0.0, 0.124, 0.125, 0.5, 0.874, 0.875, 1.0], (1, 5))
+    assert got.tolist() == [1, 1, 2, 3, 4, 5, 5]
+    ratings = np.arange(1, 6)
+    assert to_scale((ratings - 1) / 4, (1, 5)).tolist() == ratings.tolist()  # a label comes back to its rating
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_graded_statistics_match_sklearn_and_krippendorff(seed):
+    rng = np.random.default_rng(seed)
+    human = rng.choice([1, 2, 4, 5], 80)  # step 3 absent: weights still follow the scale's steps
+    judge = np.clip((human - 1) / 4 + rng.normal(0, 0.25, 80), 0, 1)
+    pair = pair_agreement(judge, parse_labels(human, scale=(1, 5)), scale=(1, 5), n_boot=200, seed=seed)
+    binned = to_scale(judge, (1, 5))
+    want_kappa = cohen_kappa_score(binned, human, weights="quadratic", labels=[1, 2, 3, 4, 5])
+    assert pair["scale_kappa_quadratic"].value == pytest.approx(want_kappa)
+    data = np.vstack([binned, human]).astype(float)
+    for level in ("ordinal", "interval"):
+        est = pair[f"scale_alpha_{level}"]
+        assert est.value == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
+        assert est.low <= est.value <= est.high
+    assert pair["spearman"].value == pytest.approx(stats.spearmanr(judge, human).statistic)
+    assert pair.row()["scale"] == "1-5"
+
+
+def _summeval_like() -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    rows = []
+    quality = {"s1": 0.2, "s2": 0.5, "s3": 0.8, "s4": 0.6}
+    for doc in range(6):
+        for system, q in quality.items():
+            human = int(np.clip(round(1 + 4 * q + rng.normal(0, 0.8)), 1, 5))
+            rows.append({"doc": f"d{doc}", "system": system, "score_human": (human - 1) / 4,
+                         "score_judge": float(np.clip(q + rng.normal(0, 0.2), 0, 1))})
+    frame = pd.DataFrame(rows)
+    frame.loc[3, "score_judge"] = math.nan  # one unscored row, dropped pair by pair
+    return frame
+
+
+def test_system_and_document_level_correlations_as_summeval_reports_them():
+    frame = _summeval_like()
+    paired = frame.dropna()
+    system = grouped_correlation(frame, "judge", "human", group="system", level="system", method="kendall")
+    means = paired.groupby("system")[["score_judge", "score_human"]].mean()
+    assert system.value == pytest.approx(stats.kendalltau(means["score_judge"], means["score_human"]).statistic)
+    assert system.n_groups == system.n_used == 4
+    doc = grouped_correlation(frame, "score_judge", "score_human", group="doc", level="document", method="spearman")
+    per = []
+    for _, g in paired.groupby("doc"):
+        if g["score_human"].nunique() > 1 and g["score_judge"].nunique() > 1:
+            per.append(stats.spearmanr(g["score_judge"], g["score_human"]).statistic)
+    assert doc.value == pytest.approx(np.mean(per)) and doc.n_used == len(per)
+    single = grouped_correlation(frame.assign(one="x"), "judge", "human", group="one", level="system")
+    assert math.isnan(single.value) and "need at least 2" in single.reason
+    with pytest.raises(ValueError, match="level"):
+        grouped_correlation(frame, "judge", "human", group="doc", level="corpus")
+
+
+def test_several_human_dimensions_are_separate_targets_with_grouped_figures():
+    frame = _summeval_like().rename(columns={"score_human": "score_coherence"})
+    frame["score_relevance"] = frame["score_coherence"].iloc[::-1].to_numpy()
+    table = agreement_table(frame, labels=["coherence", "relevance"], scale=(1, 5), n_boot=0,
+                            groups={"system": "system", "document": "doc"})
+    rows = table.frame.set_index(["judge_a", "judge_b"])
+    assert {("judge", "coherence"), ("judge", "relevance"), ("coherence", "relevance")} <= set(rows.index)
+    assert not rows["ceiling"].any()
+    row = rows.loc[("judge", "coherence")]
+    assert row["system_kendall"] == pytest.approx(
+        grouped_correlation(frame, "judge", "coherence", group="system", level="system").value)
+    assert row["n_systems"] == 4 and row["n_documents"] >= 1
+    assert not math.isnan(row["scale_kappa_quadratic"])
+    assert "ceiling" not in table._repr_html_()
