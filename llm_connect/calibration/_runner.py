@@ -91,7 +91,7 @@ def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = N
 
     Blank, ``None`` and NaN become NaN (an unlabelled item). Anything else
     raises ``ValueError`` naming the column and a few of the values it could
-    not read.
+    not read (and, for whole numbers beyond 1, the ``scale`` to declare).
     """
     bounds = parse_scale(scale)
     out = []
@@ -99,6 +99,16 @@ def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = N
     for v in values:
         if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
             out.append(math.nan)
+            continue
+        if bounds is not None:
+            f = _number(v)
+            if isinstance(v, str) and v.strip().lower() in _BLANK:
+                out.append(math.nan)
+            elif math.isfinite(f) and bounds[0] <= f <= bounds[1]:
+                out.append((f - bounds[0]) / (bounds[1] - bounds[0]))
+            else:
+                out.append(math.nan)
+                bad.append(v)
         elif isinstance(v, (bool, np.bool_)):
             out.append(1.0 if v else 0.0)
         elif isinstance(v, (int, float, np.integer, np.floating)):
@@ -128,17 +138,6 @@ def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = N
                     bad.append(v)
     if bad:
         shown = ", ".join(repr(b) for b in list(dict.fromkeys(map(str, bad)))[:5])
-        raise ValidationError(
-            f"column {column!r} holds {len(bad)} value(s) that are not a label: {shown}; "
-            "use booleans, yes/no or a score from 0 to 1 (blank for unlabelled), or ratings on a declared "
-            "scale (--scale 1-5)"
-        )
-    return np.asarray(out, dtype=float)
-
-
-def judge_name(name: str) -> str:
-    """A judge's name as it appears everywhere: its ``grader_id`` (or the name given), verbatim.
-
         if bounds is not None:
             raise ValidationError(
                 f"column {column!r} holds {len(bad)} value(s) outside the scale {bounds[0]}-{bounds[1]}: {shown}; "
@@ -151,13 +150,14 @@ def judge_name(name: str) -> str:
                 f"column {column!r} holds ratings such as {shown}, not 0-1 labels; declare their scale: "
                 f"--scale {low}-{int(max(numbers))} (calibrate(..., scale=({low}, {int(max(numbers))})))"
             )
-    The one rule for columns: a judge named ``N`` has the columns ``score_N``,
-    ``status_N``, ``notes_N`` and ``reply_N`` (``score_exact-match`` for ``ExactMatchJudge()``);
-    see :data:`JUDGE_COLUMN_PREFIXES`.
-    A name must be non-empty text without control characters.
-    """
-    if not isinstance(name, str) or not name.strip():
-        raise ValidationError(f"a judge name must be a non-empty string, got {name!r}")
+        raise ValidationError(
+            f"column {column!r} holds {len(bad)} value(s) that are not a label: {shown}; "
+            "use booleans, yes/no or a score from 0 to 1 (blank for unlabelled), or ratings on a declared "
+            "scale (--scale 1-5)"
+        )
+    return np.asarray(out, dtype=float)
+
+
 def _number(value: Any) -> float:
     """A number read from a value (a number, or text holding one); NaN when it holds none (booleans too)."""
     if isinstance(value, (bool, np.bool_)):
@@ -168,6 +168,16 @@ def _number(value: Any) -> float:
         return math.nan
 
 
+def judge_name(name: str) -> str:
+    """A judge's name as it appears everywhere: its ``grader_id`` (or the name given), verbatim.
+
+    The one rule for columns: a judge named ``N`` has the columns ``score_N``,
+    ``status_N``, ``notes_N`` and ``reply_N`` (``score_exact-match`` for ``ExactMatchJudge()``);
+    see :data:`JUDGE_COLUMN_PREFIXES`.
+    A name must be non-empty text without control characters.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError(f"a judge name must be a non-empty string, got {name!r}")
     if _CONTROL.search(name):
         raise ValidationError(f"judge name {name!r} holds control characters")
     return name
