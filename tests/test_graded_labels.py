@@ -103,3 +103,62 @@ def test_several_human_dimensions_are_separate_targets_with_grouped_figures():
     assert row["n_systems"] == 4 and row["n_documents"] >= 1
     assert not math.isnan(row["scale_kappa_quadratic"])
     assert "ceiling" not in table._repr_html_()
+
+
+def _graded_rows() -> list[dict]:
+    """Summaries of 4 systems for 8 documents, rated 1-5 for coherence and relevance (written here)."""
+    rng = np.random.default_rng(21)
+    rows = []
+    answers = {"sys-good": "the cat sat on the mat", "sys-ok": "the cat sat", "sys-bad": "a dog ran",
+               "sys-empty": "nothing"}
+    for doc in range(8):
+        for system, answer in answers.items():
+            quality = {"sys-good": 5, "sys-ok": 4, "sys-bad": 2, "sys-empty": 1}[system]
+            rows.append({"id": f"{doc}-{system}", "prompt": f"summarise document {doc}",
+                         "baseline": "the cat sat on the mat", "candidate": answer, "candidate_model": system,
+                         "coherence": int(np.clip(quality + rng.integers(-1, 2), 1, 5)),
+                         "relevance": int(np.clip(quality + rng.integers(-1, 2), 1, 5))})
+    return rows
+
+
+def test_cli_graded_dimensions_best_threshold_and_weak_flags(tmp_path, capsys):
+    from llm_connect.cli import main
+
+    data = tmp_path / "summaries.csv"
+    pd.DataFrame(_graded_rows()).to_csv(data, index=False)
+    out = tmp_path / "out"
+    code = main(["calibrate", str(data), "--out", str(out), "--judges", "exact", "--human",
+                 "coherence,relevance", "--scale", "1-5", "--threshold", "exact=best", "--probes", "none",
+                 "--n-boot", "100", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    agreement = pd.read_csv(out / "agreement.csv").set_index(["judge_a", "judge_b"])
+    for target in ("coherence", "relevance"):
+        row = agreement.loc[("exact-match", target)]
+        assert row["scale"] == "1-5" and not math.isnan(row["scale_kappa_quadratic"])
+        assert row["n_systems"] == 4 and row["n_documents"] == 8
+    assert not agreement["ceiling"].any()
+    best = agreement.loc[("exact-match", "coherence")]
+    assert "5-fold cross-validation" in best["threshold_selection"]
+    assert "threshold of exact-match" in printed and "qw-kappa" in printed
+    assert "(ceiling)" not in printed and "WEAK JUDGE" not in printed
+
+
+def test_cli_refuses_ratings_without_a_scale_and_bad_threshold_specs(tmp_path, capsys):
+    from llm_connect.cli import main
+
+    data = tmp_path / "summaries.csv"
+    pd.DataFrame(_graded_rows()).to_csv(data, index=False)
+    for extra, message in [
+        ([], "--scale 1-5"),
+        (["--scale", "1-5", "--threshold", "nobody=best"], "do not run"),
+        (["--scale", "1-5", "--threshold", "exact=high"], "not a number"),
+        (["--scale", "one-five"], "LOW-HIGH"),
+        (["--doc-column", "prompt"], "go with --scale"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            main(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact", "--human",
+                  "coherence", "--probes", "none", "--no-progress", *extra])
+        code = exc.value.code
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)

@@ -35,6 +35,14 @@ the length regression when no length probe ran and its p-value is below
 :data:`BIAS_ALPHA`, a mean bias against people whose interval excludes 0 and
 whose size is at least :data:`MIN_MEAN_BIAS`, and an unscored rate above
 :data:`MAX_UNSCORED_RATE`.
+
+Weak judges
+-----------
+A judge is flagged *weak* (the card's ``weak`` field, a clause of its verdict, the printed
+summary and the report), with the reason, when its kappa interval against people includes 0
+(``lo <= 0 <= hi``: it cannot be told from chance), or when it says "yes" to more than
+:data:`MAX_YES_RATE` of the items it scored (its verdicts say little whatever its kappa):
+see :func:`weak_judge_reasons`.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ __all__ = [
     "BIAS_ALPHA",
     "CARD_COLUMNS",
     "MAX_UNSCORED_RATE",
+    "MAX_YES_RATE",
     "MIN_LABELLED",
     "MIN_MEAN_BIAS",
     "JudgeCard",
@@ -72,6 +81,7 @@ __all__ = [
     "mean_difference",
     "registry_path",
     "report_estimates",
+    "weak_judge_reasons",
 ]
 
 MIN_LABELLED = 20
@@ -82,6 +92,8 @@ MIN_MEAN_BIAS = 0.05
 """A mean bias against people is reported when its interval excludes 0 and it is at least this large."""
 MAX_UNSCORED_RATE = 0.10
 """An unscored rate above this is reported."""
+MAX_YES_RATE = 0.95
+"""A judge that says "yes" to more than this share of the items it scored is flagged as weak."""
 
 CARD_COLUMNS = (
     "grader_id",
@@ -97,6 +109,8 @@ CARD_COLUMNS = (
     "bias_high",
     "unscored_rate",
     "position_consistency",
+    "yes_rate",
+    "weak",
     "verdict",
 )
 
@@ -218,6 +232,20 @@ def judge_verdict(
     return f"{name}: " + "; ".join(parts)
 
 
+def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, people: bool = True,
+                       confidence: float = 0.95) -> str:
+    """Why a judge is weak, or ``""``: its kappa interval against people includes 0, or its "yes" rate
+    is above :data:`MAX_YES_RATE` (see the module docstring)."""
+    reasons = []
+    lo, hi = _num(kappa_low), _num(kappa_high)
+    if people and math.isfinite(lo) and math.isfinite(hi) and lo <= 0 <= hi:
+        reasons.append(f"its kappa interval against people includes 0 ({confidence:.0%} CI {lo:.2f}..{hi:.2f})")
+    rate = _num(yes_rate)
+    if math.isfinite(rate) and rate > MAX_YES_RATE:
+        reasons.append(f"it says yes to {rate:.0%} of the items it scored (more than {MAX_YES_RATE:.0%})")
+    return "; ".join(reasons)
+
+
 def mean_difference(judge: Any, human: Any, *, confidence: float = 0.95) -> tuple[float, float, float, int]:
     """Mean of ``judge - human`` over the pairs where both are present, with a t interval.
 
@@ -275,6 +303,10 @@ class JudgeCard:
     position_consistency: float | None = None
     confidence: float = 0.95
     threshold: float = 0.5
+    #: The share of the items it scored that the judge said "yes" to (at ``threshold``).
+    yes_rate: float = math.nan
+    #: Why the judge is flagged weak (:func:`weak_judge_reasons`), or ``""``.
+    weak: str = ""
     created_at: str = field(default_factory=_now_iso)
 
     def __post_init__(self) -> None:
@@ -356,6 +388,8 @@ class JudgeCard:
             "bias_high": self.bias_high,
             "unscored_rate": self.unscored_rate,
             "position_consistency": self.position_consistency,
+            "yes_rate": self.yes_rate,
+            "weak": self.weak,
             "verdict": self.verdict,
         }
 
@@ -371,7 +405,10 @@ class JudgeCard:
             ("Cohen's kappa", _interval(self.kappa, self.kappa_low, self.kappa_high)),
             ("mean bias (judge − human)", _interval(self.mean_bias, self.bias_low, self.bias_high)),
             ("unscored rate", fmt(self.unscored_rate)),
+            ("says yes to", fmt(self.yes_rate)),
         ]
+        if self.weak:
+            rows.append(("flagged weak", self.weak))
         if self.position_consistency is not None:
             rows.append(("position consistency", fmt(self.position_consistency)))
         probes = Markup("")
@@ -408,6 +445,7 @@ def card_from_scores(
     n_boot: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    verdicts: Any = None,
 ) -> JudgeCard:
     """A :class:`JudgeCard` from a judge's scores and reference scores (human labels) on the same items.
 
@@ -415,7 +453,10 @@ def card_from_scores(
     missing (unscored, unlabelled). Kappa and percent agreement come from
     :func:`~llm_connect.calibration.pair_agreement` (seeded bootstrap
     intervals); the mean bias from :func:`mean_difference`. ``unscored_rate``
-    defaults to the share of NaN in ``judge``.
+    defaults to the share of NaN in ``judge``. ``verdicts``: the judge's verdicts when they are not
+    ``judge >= threshold`` (the out-of-fold verdicts of a threshold chosen by cross-validation,
+    so that the card's kappa is never measured on the rows that chose it). A weak judge is
+    flagged (``weak``; :func:`weak_judge_reasons`).
     """
     from ._agreement import pair_agreement
 
@@ -425,21 +466,28 @@ def card_from_scores(
         raise ValidationError(f"judge and reference scores differ in length ({a.size} vs {b.size})")
     pair = pair_agreement(a, b, judge_a=grader_id, judge_b=reference_name, threshold=threshold,
                           threshold_b=reference_threshold, n_boot=n_boot, confidence=confidence, seed=seed,
-                          statistics=("percent_agreement", "cohen_kappa"))
+                          statistics=("percent_agreement", "cohen_kappa"), verdicts_a=verdicts)
     pa, kap = pair["percent_agreement"], pair["cohen_kappa"]
     mb, ml, mh, _ = mean_difference(a, b, confidence=confidence) if people else (math.nan,) * 3 + (0,)
     rate = float(np.isnan(a).mean()) if unscored_rate is None and a.size else _num(unscored_rate)
     probes = tuple(probes)
+    scored = np.isfinite(a)
+    said_yes = (a >= threshold)[scored]  # every item it scored, labelled or not
+    yes_rate = float(said_yes.mean()) if said_yes.size else math.nan
+    weak = weak_judge_reasons(kappa_low=kap.low, kappa_high=kap.high, yes_rate=yes_rate, people=people,
+                              confidence=confidence)
     verdict = judge_verdict(grader_id, kappa=kap.value, kappa_low=kap.low, kappa_high=kap.high, n=pair.n,
                             reference=reference_name, people=people, confidence=confidence, biases=probes,
                             mean_bias=mb, bias_low=ml, bias_high=mh, unscored_rate=rate)
+    if weak:
+        verdict += f"; flagged weak: {weak}"
     return JudgeCard(
         grader_id=grader_id, rubric_hash=rubric_hash, reference=reference_name, people=people, n_labelled=pair.n,
         percent_agreement=_num(pa.value), agreement_low=_num(pa.low), agreement_high=_num(pa.high),
         kappa=_num(kap.value), kappa_low=_num(kap.low), kappa_high=_num(kap.high),
         mean_bias=_num(mb), bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size),
         verdict=verdict, probes=probes, position_consistency=position_consistency, confidence=confidence,
-        threshold=threshold,
+        threshold=threshold, yes_rate=yes_rate, weak=weak,
     )
 
 
@@ -628,12 +676,14 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
         u = usage.get(judge) or {}
         unscored = (u.get("unscored", 0) + u.get("error", 0)) / n if n else math.nan
         probes, consistency = _probe_effects(report, judge)
+        choice = getattr(report.agreement, "chosen", {}).get(judge)
+        cv = choice.verdicts if choice is not None and choice.reference == ref else None
         card = card_from_scores(
             column, reference, grader_id=str(grader_ids.get(judge, judge)), rubric_hash=rubric_hashes.get(judge),
             reference_name=ref or "nothing", people=people, threshold=report.threshold_of(judge),
             reference_threshold=report.threshold_of(ref) if ref is not None else None, probes=probes,
             position_consistency=consistency, unscored_rate=unscored, n_boot=report.n_boot,
-            confidence=report.confidence, seed=report.seed,
+            confidence=report.confidence, seed=report.seed, verdicts=cv,
         )
         if card.grader_id != judge:  # the verdict names the judge as the report does
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])

@@ -272,17 +272,32 @@ class CalibrationReport:
         return p
 
     def summary(self) -> pd.DataFrame:
-        """One row per machine judge: agreement with the reference and its largest bias shift."""
-        ref = self.reference
+        """One row per machine judge: agreement with the reference, its threshold (and how it was
+        chosen: ``threshold_selection``), ``yes_rate`` (share of its scored items it said yes to),
+        ``weak`` (why it is flagged weak, or empty; see
+        :func:`~llm_connect.calibration._cards.weak_judge_reasons`) and its largest bias shift."""
+        from ._cards import card_reference, weak_judge_reasons
+
+        ref, people = card_reference(self)
+        chosen = getattr(self.agreement, "chosen", {})
         rows = []
         for j in self.judges:
-            row: dict[str, Any] = {"judge": j, "scored": int(self.scores[f"score_{j}"].notna().sum()),
-                                   "mean_score": float(self.scores[f"score_{j}"].mean())}
+            score = self.scores[f"score_{j}"]
+            said = score.dropna() >= self.threshold_of(j)
+            row: dict[str, Any] = {"judge": j, "scored": int(score.notna().sum()),
+                                   "mean_score": float(score.mean()), "threshold": self.threshold_of(j),
+                                   "yes_rate": float(said.mean()) if len(said) else float("nan")}
+            if j in chosen:
+                row["threshold_selection"] = chosen[j].describe()
+            kappa_low = kappa_high = float("nan")
             if ref and ref != j:
                 p = self.agreement.pair(j, ref)
+                kappa_low, kappa_high = p["cohen_kappa"].low, p["cohen_kappa"].high
                 row.update({"reference": ref, "n": p.n, "agreement": p["percent_agreement"].value,
-                            "kappa": p["cohen_kappa"].value, "kappa_low": p["cohen_kappa"].low,
-                            "kappa_high": p["cohen_kappa"].high})
+                            "kappa": p["cohen_kappa"].value, "kappa_low": kappa_low,
+                            "kappa_high": kappa_high})
+            row["weak"] = weak_judge_reasons(kappa_low=kappa_low, kappa_high=kappa_high, yes_rate=row["yes_rate"],
+                                             people=people, confidence=self.confidence)
             if self.bias is not None:
                 mine = [r for r in self.bias.results if r.judge == j and r.stats.n]
                 if mine:
@@ -531,17 +546,28 @@ class CalibrationReport:
         return box
 
 
+def default_groups(scores: pd.DataFrame) -> dict[str, str]:
+    """The group columns of graded agreement when none are given: ``candidate_model`` as the system
+    when it names two or more models, ``prompt`` as the document when some prompt has several rows."""
+    out: dict[str, str] = {}
+    if "candidate_model" in scores.columns and scores["candidate_model"].dropna().nunique() >= 2:
+        out["system"] = "candidate_model"
+    if "prompt" in scores.columns and scores["prompt"].dropna().duplicated().any():
+        out["document"] = "prompt"
+    return out
+
+
 def calibrate(
     items: Any,
     judges: Mapping[str, Any] | Sequence[Any],
     *,
-    human: str | None = None,
+    human: str | Sequence[str] | None = None,
     annotators: Sequence[str] = (),
     reference_sep: str | None = None,
     probes: str | Sequence[str] | None = "auto",
     probe_limit: int | None = None,
     threshold: float = 0.5,
-    thresholds: Mapping[str, float] | None = None,
+    thresholds: Mapping[str, float | str] | None = None,
     n_boot: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -552,6 +578,8 @@ def calibrate(
     task_type: str | None = None,
     pairwise: bool | None = None,
     preference_codes: str | Mapping[str, Any] | None = None,
+    scale: Any = None,
+    groups: Mapping[str, str] | None = None,
 ) -> CalibrationReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
@@ -563,6 +591,16 @@ def calibrate(
     names, or ``None``/``[]`` for none. ``probe_limit`` probes a seeded sample of at
     most that many items (each probe costs one more judge call per item). Unscored
     replies are NaN, dropped pair by pair. See :func:`score_items` for ``items``.
+
+    ``human``: a label column, or several (rating dimensions such as ``["coherence",
+    "relevance"]``), each a separate target with its own agreement rows. ``scale=(low, high)``
+    (or ``"1-5"``): the labels are ratings on that scale; rows against them gain quadratic-weighted
+    kappa and ordinal/interval alpha on the scale, and correlations per ``groups``
+    (``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as
+    system and ``prompt`` as document where they repeat; see
+    :func:`~llm_connect.calibration._agreement.grouped_correlation`). ``thresholds``: per judge, a
+    number or ``"best"`` (chosen by 5-fold cross-validation against the people, its verdict
+    statistics out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
 
     Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by
     pairwise judges and measured without any threshold: three-way (a/b/tie) agreement, accuracy on
@@ -578,6 +616,12 @@ def calibrate(
 
             raise ValidationError("reference_sep= and thresholds= do not apply to pairwise data (no threshold, "
                                   "no reference answer); drop them")
+        if human is not None and not isinstance(human, str):
+            if len(list(human)) != 1:
+                from ..errors import ValidationError
+
+                raise ValidationError("pairwise data takes one human preference column, not several")
+            human = next(iter(human))
         return calibrate_pairwise(items, judges, human=human, annotators=annotators, codes=preference_codes,
                                   probes=probes, probe_limit=probe_limit, n_boot=n_boot, confidence=confidence,
                                   seed=seed, concurrency=concurrency, progress=progress, run_config=run_config,
@@ -585,11 +629,14 @@ def calibrate(
     named = _named_judges(judges)
     scored = score_judges(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
                           concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
-                          task_type=task_type)
+                          task_type=task_type, scale=scale)
     scores = scored.to_frame()  # users read the attrs mirror; the stages below get ``scored``
     ann = scored.annotators
+    if groups is None and scale is not None:
+        groups = default_groups(scores)
     table = agreement_table(scores, threshold=threshold, thresholds=thresholds, annotators=ann, n_boot=n_boot,
-                            confidence=confidence, seed=seed)
+                            confidence=confidence, seed=seed, labels=scored.labels, scale=scale, groups=groups)
+    thresholds = table.thresholds  # "best" resolved to the threshold chosen on all labelled rows
     bias = None
     if probes and named:
         probe_rows = np.arange(len(scores))

@@ -342,6 +342,17 @@ def _passthrough_names(columns: Sequence[Any]) -> dict[Any, str]:
     return out
 
 
+def _human_targets(human: str | Sequence[str] | None) -> list[tuple[str, str]]:
+    """The human label columns as ``(column, name)``: one column is named ``human``; several (rating
+    dimensions) keep their own names."""
+    if human is None:
+        return []
+    columns = [human] if isinstance(human, str) else list(human)
+    if len(columns) == 1:
+        return [(columns[0], "human")]
+    return [(c, judge_name(str(c))) for c in columns]
+
+
 def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -> pd.Series:
     """The baseline text a judge sees. Judges that split references themselves (they declare
     ``splits_references``; see :func:`~llm_connect.grading.judge_abilities`) get it as is;
@@ -518,7 +529,7 @@ def score_judges(
     items: Any,
     judges: Mapping[str, Any] | Sequence[Any],
     *,
-    human: str | None = None,
+    human: str | Sequence[str] | None = None,
     annotators: Sequence[str] = (),
     reference_sep: str | None = None,
     concurrency: int = 16,
@@ -526,9 +537,14 @@ def score_judges(
     run_config: RunConfig | None = None,
     ledger: Any = None,
     task_type: str | None = None,
+    scale: Any = None,
 ) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
-    :func:`~llm_connect.calibration.calibrate` passes on). Same arguments as :func:`score_items`."""
+    :func:`~llm_connect.calibration.calibrate` passes on). Same arguments as :func:`score_items`, and:
+    ``human`` may name several columns (rating dimensions such as ``["coherence", "relevance"]``):
+    each is a label scored under its own name, a separate target (not an annotator); one column is
+    scored as ``human``. ``scale=(low, high)``: the label columns hold ratings on that scale
+    (:func:`parse_labels`)."""
     frame = items_table(items)
     named = _named_judges(judges)
     n = len(frame)
@@ -538,7 +554,8 @@ def score_judges(
         out[c] = frame[c].tolist()
     out["candidate_model"] = frame["candidate_model"].tolist() if "candidate_model" in frame.columns else [None] * n
     out["model_family"] = [model_family(m) for m in out["candidate_model"]]
-    label_columns = {c for c in [human, *annotators] if c is not None}
+    targets = _human_targets(human)
+    label_columns = {c for c, _ in targets} | set(annotators)
     passthrough = _passthrough_names(
         [c for c in frame.columns if c not in ITEM_FRAME_COLUMNS and c not in label_columns]
     )
@@ -547,7 +564,7 @@ def score_judges(
 
     label_names: list[str] = []
     labels: dict[str, np.ndarray] = {}
-    for column, name in [(human, "human"), *[(a, judge_name(a)) for a in annotators]]:
+    for column, name in [*targets, *[(a, judge_name(a)) for a in annotators]]:
         if column is None:
             continue
         if column not in frame.columns:
@@ -556,7 +573,7 @@ def score_judges(
             )
         if name in named or name in labels:
             raise ValidationError(f"the name {name!r} is used twice (a judge and a label column)")
-        labels[name] = parse_labels(frame[column].tolist(), column=str(column))
+        labels[name] = parse_labels(frame[column].tolist(), column=str(column), scale=scale)
         label_names.append(name)
 
     usage: dict[str, dict[str, Any]] = {}
@@ -591,7 +608,7 @@ def score_judges(
         judges=list(named),
         labels=label_names,
         passthrough=list(passthrough.values()),
-        human="human" if human is not None else None,
+        human=targets[0][1] if targets else None,
         annotators=[judge_name(a) for a in annotators],
         grader_ids={k: str(j.grader_id) for k, j in named.items()},
         rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},

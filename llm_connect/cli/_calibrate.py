@@ -117,7 +117,10 @@ def _add_calibrate(subparsers: Any) -> None:
     )
     p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
     p.add_argument(
-        "--human", metavar="COLUMN", help="column with the human verdict (default: a column named 'human', if any)"
+        "--human",
+        metavar="COLUMNS",
+        help="column with the human verdict (default: a column named 'human', if any); several, comma-separated "
+        "(--human coherence,relevance), are separate targets, each with its own agreement rows",
     )
     p.add_argument(
         "--annotators",
@@ -153,7 +156,32 @@ def _add_calibrate(subparsers: Any) -> None:
         "one judge call per probed item)",
     )
     p.add_argument(
-        "--threshold", type=float, default=0.5, help="score at or above which a verdict is 'correct' (default: 0.5)"
+        "--threshold",
+        action="append",
+        default=None,
+        metavar="[JUDGE=]VALUE",
+        help="score at or above which a verdict is 'correct': a number for every judge (default: 0.5), or "
+        "JUDGE=VALUE for one judge, or JUDGE=best for the threshold with the best kappa against people, "
+        "chosen by 5-fold cross-validation (its kappa is out of fold); repeatable",
+    )
+    p.add_argument(
+        "--scale",
+        metavar="LOW-HIGH",
+        default=None,
+        help="the human labels are ratings on this scale (e.g. 1-5): agreement adds quadratic-weighted kappa "
+        "and ordinal/interval alpha on the scale, and correlations per system and per document",
+    )
+    p.add_argument(
+        "--system-column",
+        metavar="COLUMN",
+        default=None,
+        help="with --scale: the column naming the system (default: candidate_model when it names 2+ models)",
+    )
+    p.add_argument(
+        "--doc-column",
+        metavar="COLUMN",
+        default=None,
+        help="with --scale: the column naming the document (default: prompt when prompts repeat)",
     )
     p.add_argument(
         "--n-boot",
@@ -211,21 +239,35 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
             if len(notes):
                 common = notes.value_counts().index[0]
                 print(f"    most common: {safe_text(common, limit=160)}", file=out)
-    rows: list[tuple[Any, ...]] = [("judge_a", "judge_b", "n", "agree", "kappa [95% CI]", "alpha", "spearman")]
+    graded = any(p.scale is not None for p in report.agreement.pairs)
+    head: tuple[Any, ...] = ("judge_a", "judge_b", "n", "threshold", "agree", "kappa [95% CI]", "alpha_interval",
+                             "spearman")
+    rows: list[tuple[Any, ...]] = [head + (("qw-kappa", "alpha_ordinal") if graded else ())]
     for p in report.agreement.pairs:
         k = p["cohen_kappa"]
-        rows.append(
-            (
-                p.judge_a,
-                p.judge_b + (" (ceiling)" if p.ceiling else ""),
-                str(p.n),
-                f(p["percent_agreement"].value),
-                f"{f(k.value)} [{f(k.low)}, {f(k.high)}]",
-                f(p["alpha_interval"].value),
-                f(p["spearman"].value),
-            )
+        row: tuple[Any, ...] = (
+            p.judge_a,
+            p.judge_b + (" (ceiling)" if p.ceiling else ""),
+            str(p.n),
+            f(p.threshold, ".2f"),
+            f(p["percent_agreement"].value),
+            f"{f(k.value)} [{f(k.low)}, {f(k.high)}]",
+            f(p["alpha_interval"].value),
+            f(p["spearman"].value),
         )
-    _table(rows, out, "agreement")
+        if graded:
+            row += tuple(f(p[s].value) if s in p.estimates else "" for s in ("scale_kappa_quadratic",
+                                                                             "scale_alpha_ordinal"))
+        rows.append(row)
+    _table(rows, out, "agreement")  # each row read from judge_a's side against judge_b, the reference
+    for name, choice in getattr(report.agreement, "chosen", {}).items():
+        folds = ", ".join(f"{t:.2f}" for t in choice.fold_thresholds)
+        print(f"  threshold of {safe_text(name)}: {choice.value:.2f} ({safe_text(choice.describe(), limit=300)}"
+              + (f"; per fold {folds}" if folds else "") + ")", file=out)
+    summary = report.summary()
+    if "weak" in summary.columns:
+        for _, r in summary[summary["weak"].astype(bool)].iterrows():
+            print(f"  WEAK JUDGE {safe_text(r['judge'])}: {safe_text(r['weak'], limit=400)}", file=out)
     if report.bias is not None and report.bias.results:
         rows = [("judge", "probe", "n", "shift [95% CI]", "p", "flipped")]
         for r in report.bias.results:
@@ -334,12 +376,38 @@ def _check_items(parser: argparse.ArgumentParser, items: Any) -> int:
     return int(lacks_text(items).sum())
 
 
+def _parse_thresholds(values: Sequence[str] | None) -> tuple[float, dict[str, float | str]]:
+    """``--threshold`` (repeatable): a bare number is the default for every judge, ``JUDGE=VALUE`` one
+    judge's, ``JUDGE=best`` asks for the cross-validated best; the default and the per-judge ones."""
+    default = 0.5
+    per: dict[str, float | str] = {}
+
+    def number(text: str, what: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"--threshold {what}: {text!r} is not a number (or 'best' after JUDGE=)") from None
+        if not 0.0 < value <= 1.0:
+            raise UsageError(f"--threshold must be in (0, 1], got {text}")
+        return value
+
+    for raw in values or ():
+        name, sep, value = raw.partition("=")
+        if not sep:
+            default = number(raw.strip(), "")
+            continue
+        name, value = name.strip(), value.strip()
+        if not name:
+            raise UsageError(f"--threshold {raw!r}: name the judge before '=' (e.g. llm-judge=0.6 or llm=best)")
+        per[GRADER_IDS.get(name, name)] = "best" if value.lower() == "best" else number(value, name)
+    return default, per
+
+
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..calibration import PROBES, calibrate, load_items
     from ..calibration._viewer import write_judgments
 
-    if not 0.0 < args.threshold <= 1.0:
-        raise UsageError(f"--threshold must be in (0, 1], got {args.threshold}")
+    args.threshold, thresholds = _parse_thresholds(args.threshold)
     if not 0 <= args.n_boot <= N_BOOT_MAX:
         raise UsageError(f"--n-boot must be from 0 to {N_BOOT_MAX}, got {args.n_boot}")
     if args.concurrency < 1:
@@ -369,19 +437,33 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     )
     data = Path(args.data)
     items = load_items(data)
-    human = args.human
-    if human is None and "human" in items.columns:
-        human = "human"
-    columns = [c for c in [human, *_split(args.annotators)] if c is not None]
+    humans = _split(args.human) if args.human is not None else (["human"] if "human" in items.columns else [])
+    human: Any = humans[0] if len(humans) == 1 else (humans or None)
+    columns = [*humans, *_split(args.annotators)]
     missing = [c for c in columns if c not in items.columns]
     if missing:
         raise UsageError(
             f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
         )
     from ..calibration import parse_labels
+    from ..calibration._runner import parse_scale
 
+    scale = parse_scale(args.scale)  # a bad scale: exit 2 now
+    groups = {level: column for level, column in (("system", args.system_column), ("document", args.doc_column))
+              if column is not None}
+    absent = [c for c in groups.values() if c not in items.columns]
+    if absent:
+        raise UsageError(f"no column {', '.join(map(repr, absent))} in {args.data} for --system-column/--doc-column")
+    if groups and scale is None:
+        raise UsageError("--system-column and --doc-column go with --scale (graded labels); add --scale LOW-HIGH")
+    unknown_judges = [j for j in thresholds if j not in {GRADER_IDS.get(n, n) for n in _split(args.judges)}]
+    if unknown_judges:
+        raise UsageError(f"--threshold names judge(s) {', '.join(unknown_judges)} that do not run; judges: "
+                         f"{', '.join(GRADER_IDS.get(n, n) for n in _split(args.judges))}")
+    if "best" in thresholds.values() and not humans and not _split(args.annotators):
+        raise UsageError("--threshold JUDGE=best needs human labels to choose against (--human COLUMN)")
     for column in columns:  # a label that is not one: exit 2 now, before --out is made and any judge runs
-        parse_labels(items[column].tolist(), column=str(column))
+        parse_labels(items[column].tolist(), column=str(column), scale=scale)
     lacking = _check_items(parser, items)
     paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
     judges = _build_judges(spec)
@@ -395,6 +477,9 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         probes=probes,
         probe_limit=args.probe_limit,
         threshold=args.threshold,
+        thresholds=thresholds or None,
+        scale=scale,
+        groups=(groups or None),
         n_boot=args.n_boot,
         seed=args.seed,
         concurrency=args.concurrency,
