@@ -112,3 +112,41 @@ def test_best_threshold_needs_labels_and_enough_rows():
     assert few.value == 0.5 and few.verdicts is None and "only 3 labelled rows" in few.reason
     table = agreement_table({"a": [0.1, 0.9, 0.4], "human": [0, 1, 0]}, thresholds={"a": "best"}, n_boot=0)
     assert "best not chosen" in table.frame.iloc[0]["threshold_selection"]
+
+
+def test_weak_judges_are_flagged_with_the_reason():
+    from llm_connect.calibration import card_from_scores
+    from llm_connect.calibration._cards import MAX_YES_RATE, weak_judge_reasons
+
+    rng = np.random.default_rng(4)
+    human = (rng.random(60) < 0.5).astype(float)
+    says_yes = np.where(rng.random(60) < 0.98, 1.0, 0.0)
+    says_yes[:2] = 0.0  # a couple of no's keeps kappa defined
+    card = card_from_scores(says_yes, human, grader_id="yes-man", n_boot=200)
+    assert card.yes_rate == pytest.approx(np.mean(says_yes >= 0.5)) and card.yes_rate > MAX_YES_RATE
+    assert "says yes to" in card.weak and "flagged weak" in card.verdict
+    coin = (rng.random(60) < 0.5).astype(float)  # unrelated to people: its kappa interval holds 0
+    random_card = card_from_scores(coin, human, grader_id="coin", n_boot=200)
+    assert random_card.kappa_low <= 0 <= random_card.kappa_high
+    assert "includes 0" in random_card.weak and random_card.to_dict()["weak"] == random_card.weak
+    good = card_from_scores(human, human, grader_id="oracle", n_boot=200)
+    assert good.weak == "" and "flagged" not in good.verdict
+    assert weak_judge_reasons(kappa_low=0.1, kappa_high=0.5, yes_rate=0.5) == ""
+    assert weak_judge_reasons(kappa_low=-0.1, kappa_high=0.5, yes_rate=0.5, people=False) == ""
+
+
+def test_cli_prints_weak_judges_and_the_report_shows_them(tmp_path, capsys):
+    from llm_connect.cli import main
+
+    rows = [{"id": str(i), "prompt": f"q{i}", "baseline": "paris", "candidate": "paris",
+             "human": "yes" if i % 3 else "no"} for i in range(30)]
+    data = tmp_path / "items.csv"
+    pd.DataFrame(rows).to_csv(data, index=False)
+    code = main(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact", "--probes", "none",
+                 "--n-boot", "50", "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    weak_line = next(line for line in printed.splitlines() if line.strip().startswith("WEAK JUDGE exact-match:"))
+    assert "it says yes to 100% of the items it scored" in weak_line and "includes 0" in weak_line
+    html = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
+    assert "flagged weak" in html and "says yes to 100%" in html
