@@ -308,6 +308,9 @@ class JudgeCard:
     #: Why the judge is flagged weak (:func:`weak_judge_reasons`), or ``""``.
     weak: str = ""
     created_at: str = field(default_factory=_now_iso)
+    #: Kappa per group (``calibrate(..., by=COLUMN)``): ``{"by": COLUMN, "groups": [{"group", "n", "kappa",
+    #: "kappa_low", "kappa_high", "note"}, ...]}`` from ``GroupBreakdown.card_entry``; ``None`` without groups.
+    by_group: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.grader_id, str) or not self.grader_id.strip():
@@ -355,7 +358,7 @@ class JudgeCard:
         known = {f for f in cls.__dataclass_fields__}
         kw = {k: v for k, v in data.items() if k in known}
         for k, v in list(kw.items()):
-            if v is None and k not in ("rubric_hash", "position_consistency"):
+            if v is None and k not in ("rubric_hash", "position_consistency", "by_group"):
                 kw[k] = math.nan
         probes = []
         for p in data.get("probes") or ():
@@ -411,6 +414,10 @@ class JudgeCard:
             rows.append(("flagged weak", self.weak))
         if self.position_consistency is not None:
             rows.append(("position consistency", fmt(self.position_consistency)))
+        if self.by_group:
+            rows.append((f"Cohen's kappa by {self.by_group.get('by')}", "; ".join(
+                f"{g.get('group')}: {_interval(*(_num(g.get(k)) for k in ('kappa', 'kappa_low', 'kappa_high')))}"
+                f" (n={g.get('n')})" for g in self.by_group.get("groups") or ())))
         probes = Markup("")
         if self.probes:
             probes = frame_html(
@@ -687,6 +694,8 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
         )
         if card.grader_id != judge:  # the verdict names the judge as the report does
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])
+        if getattr(report, "by_group", None) is not None and ref is not None:  # kappa per group
+            card = replace(card, by_group=report.by_group.card_entry(judge, ref))
         cards.append(card)
     return cards
 

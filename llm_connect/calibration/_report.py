@@ -98,6 +98,9 @@ class CalibrationReport:
     confidence: float = 0.95
     seed: int = 0
     scored: ScoredItems | None = field(default=None, repr=False)
+    #: Agreement and bias per group (``calibrate(..., by=COLUMN)``): a
+    #: :class:`~llm_connect.calibration._groups.GroupBreakdown`, or ``None`` without ``by``.
+    by_group: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.scored is None:
@@ -259,6 +262,11 @@ class CalibrationReport:
         csv_safe_frame(self.scores_table()).to_csv(paths["scores"], index=False)
         csv_safe_frame(self.agreement_frame()).to_csv(paths["agreement"], index=False)
         csv_safe_frame(self.bias_frame()).to_csv(paths["bias"], index=False)
+        if self.by_group is not None:  # calibrate(..., by=COLUMN): agreement_by_group.csv, bias_by_group.csv
+            for key, table in (("agreement_by_group", self.by_group.agreement_frame()),
+                               ("bias_by_group", self.by_group.bias_frame())):
+                paths[key] = out / f"{key}.csv"
+                csv_safe_frame(table).to_csv(paths[key], index=False)
         return paths
 
     def to_parquet(self, path: str | Path) -> Path:
@@ -400,6 +408,8 @@ class CalibrationReport:
         if self.bias is not None:
             body.append(self.bias._repr_html_())
         body.append(self._diagnostics_html())
+        if self.by_group is not None:
+            body.append(self.by_group.html(plots=plots))
         if plots:
             figs = self.figures()
             imgs = join(
@@ -576,6 +586,7 @@ def calibrate(
     run_config: RunConfig | None = None,
     ledger: Any = None,
     task_type: str | None = None,
+    by: str | None = None,
     pairwise: bool | None = None,
     preference_codes: str | Mapping[str, Any] | None = None,
     scale: Any = None,
@@ -602,6 +613,10 @@ def calibrate(
     number or ``"best"`` (chosen by 5-fold cross-validation against the people, its verdict
     statistics out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
 
+    ``by``: an input column (e.g. ``"candidate_model"``); every agreement and bias figure is also
+    computed per group of its values, the pooled figure beside (:attr:`CalibrationReport.by_group`,
+    see :mod:`llm_connect.calibration._groups`). A column the data lacks is an error before any judge runs.
+
     Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by
     pairwise judges and measured without any threshold: three-way (a/b/tie) agreement, accuracy on
     people's non-tie pairs, tie rates, consistency across orders and position bias; the result is a
@@ -611,10 +626,10 @@ def calibrate(
     from ._pairwise import calibrate_pairwise, is_pairwise_input
 
     if pairwise or (pairwise is None and is_pairwise_input(items)):
-        if reference_sep is not None or thresholds:
+        if by is not None or reference_sep is not None or thresholds:
             from ..errors import ValidationError
 
-            raise ValidationError("reference_sep= and thresholds= do not apply to pairwise data (no threshold, "
+            raise ValidationError("by=, reference_sep= and thresholds= do not apply to pairwise data (no threshold, "
                                   "no reference answer); drop them")
         if human is not None and not isinstance(human, str):
             if len(list(human)) != 1:
@@ -627,6 +642,14 @@ def calibrate(
                                   seed=seed, concurrency=concurrency, progress=progress, run_config=run_config,
                                   ledger=ledger, task_type=task_type)
     named = _named_judges(judges)
+    group_col = None
+    if by is not None:  # checked before any judge runs
+        from ._groups import group_column
+        from ._runner import items_table
+
+        items = items_table(items)
+        humans = [human] if isinstance(human, str) else list(human or [])
+        group_col = group_column(items.columns, by, labels=[*humans, *annotators])
     scored = score_judges(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
                           concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
                           task_type=task_type, scale=scale)
@@ -638,6 +661,7 @@ def calibrate(
                             confidence=confidence, seed=seed, labels=scored.labels, scale=scale, groups=groups)
     thresholds = table.thresholds  # "best" resolved to the threshold chosen on all labelled rows
     bias = None
+    probe_rows: Any = None
     if probes and named:
         probe_rows = np.arange(len(scores))
         if probe_limit is not None and probe_limit < len(scores):
@@ -652,9 +676,18 @@ def calibrate(
             threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
             reference_sep=reference_sep, concurrency=concurrency, progress=progress, run_config=run_config,
         )
-    return CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
-                             thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed,
-                             scored=replace(scored, frame=scores))
+    report = CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
+                               thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed,
+                               scored=replace(scored, frame=scores))
+    if by is not None and group_col is not None:
+        from ._groups import group_breakdown
+
+        report.by_group = group_breakdown(
+            scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows, judges=report.judges,
+            reference=report.reference, n_boot=n_boot, confidence=confidence, seed=seed, threshold=threshold,
+            thresholds=thresholds, annotators=ann, labels=scored.labels, scale=scale,
+        )
+    return report
 
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._textsafe import csv_safe_frame, one_line, safe_text
 from ._common import (
+    CALIBRATE_GROUP_OUTPUTS,
     CALIBRATE_OUTPUTS,
     CALIBRATE_STATS,
     DEFAULT_JUDGES,
@@ -71,6 +72,11 @@ spreadsheet does not run them as formulas):
                  counts as judge_yes_human_yes, judge_yes_human_no, ...
   bias.csv       one row per judge and probe: n, mean_shift (shift_low,
                  shift_high), p_value (Wilcoxon), flip_rate, and more
+  agreement_by_group.csv, bias_by_group.csv
+                 with --by COLUMN: agreement.csv and bias.csv per value of
+                 COLUMN (column group, n_items: its rows, group_note: a
+                 group with fewer than 10 paired items keeps its figures
+                 with a note), the pooled figure beside as group "(all)"
   report.html    everything above with plots, in one self-contained file
   judgments.jsonl every judgment (texts, labels, each judge's score, status,
                  notes, raw reply and prompt; probe results): see llm-connect view
@@ -200,6 +206,13 @@ def _add_calibrate(subparsers: Any) -> None:
         "(LEDGER.cards.json), where route(..., require_calibrated=True) reads it",
     )
     add_pairwise_arguments(p)
+    p.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="break every agreement and bias figure down per value of this input column (e.g. candidate_model), "
+        "the pooled figure beside: agreement_by_group.csv, bias_by_group.csv, a section of report.html, the "
+        "judge cards and the summary",
+    )
     _add_require(p, "llm-judge:kappa_low>=0.4", CALIBRATE_STATS)
     p.set_defaults(func=_run_calibrate, _parser=p)
 
@@ -286,7 +299,28 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
                 )
             )
         _table(rows, out, "bias probes")
+    _print_groups(report, out)
     print("wrote " + ", ".join(safe_text(p) for p in paths.values()), file=out)
+
+
+def _print_groups(report: Any, out: Any) -> None:
+    """With --by: each judge's kappa against the reference per group, the pooled one first."""
+    groups = getattr(report, "by_group", None)
+    if groups is None or groups.reference is None:
+        return
+    summary = groups.summary()
+    if summary.empty:
+        return
+
+    def f(x: Any) -> str:
+        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, ".3f")
+
+    rows: list[tuple[Any, ...]] = [("judge", groups.by, "n", f"kappa vs {groups.reference} [95% CI]", "note")]
+    for r in summary.to_dict("records"):
+        rows.append((r["judge"], r["group"], str(int(r["n"])) if not math.isnan(r["n"]) else "0",
+                     f"{f(r['kappa'])} [{f(r['kappa_low'])}, {f(r['kappa_high'])}]",
+                     "few items" if r["group_note"] else ""))
+    _table(rows, out, f"agreement by {groups.by}")
 
 
 
@@ -320,6 +354,16 @@ def _write_csvs(report: Any, paths: dict[str, Path]) -> dict[str, Path]:
         written[key] = paths[key]
     if "scores_parquet" in paths:
         written["scores_parquet"] = report.to_parquet(paths["scores_parquet"])
+    groups = getattr(report, "by_group", None)
+    for key in CALIBRATE_GROUP_OUTPUTS:  # with --by; without it, a previous run's are removed
+        if key not in paths:
+            continue
+        if groups is None:
+            paths[key].unlink(missing_ok=True)
+            continue
+        table = groups.agreement_frame() if key == "agreement_by_group" else groups.bias_frame()
+        csv_safe_frame(table).to_csv(paths[key], index=False)
+        written[key] = paths[key]
     return written
 
 
@@ -464,6 +508,14 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         raise UsageError("--threshold JUDGE=best needs human labels to choose against (--human COLUMN)")
     for column in columns:  # a label that is not one: exit 2 now, before --out is made and any judge runs
         parse_labels(items[column].tolist(), column=str(column), scale=scale)
+    if args.by is not None:  # a column the data lacks: exit 2 now, before --out is made and any judge runs
+        from ..calibration._groups import group_column
+        from ..errors import ValidationError
+
+        try:
+            group_column(items.columns, args.by, labels=columns)
+        except ValidationError as exc:
+            raise UsageError(f"--by: {exc}") from None
     lacking = _check_items(parser, items)
     paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
     judges = _build_judges(spec)
@@ -484,6 +536,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         seed=args.seed,
         concurrency=args.concurrency,
         progress=not args.no_progress,
+        by=args.by,
     )
     from ..calibration._cards import cards_from_report
 
