@@ -69,7 +69,17 @@ spreadsheet does not run them as formulas):
                  kendall, and the verdict counts judge_yes_ref_yes,
                  judge_yes_ref_no (judge_a yes, judge_b no), judge_no_ref_yes,
                  judge_no_ref_no; on rows against a human column the same
-                 counts as judge_yes_human_yes, judge_yes_human_no, ...
+                 counts as judge_yes_human_yes, judge_yes_human_no, ...;
+                 with --scale, on rows against people: scale (e.g. 1-5),
+                 scale_kappa_quadratic, scale_alpha_ordinal,
+                 scale_alpha_interval (the judge's score s binned to the
+                 scale as LOW + round(s * (HIGH - LOW)), halves up), and
+                 system_kendall, system_spearman, n_systems (per-system mean
+                 scores correlated), document_kendall, document_spearman,
+                 n_documents (correlation within each document, averaged);
+                 with --threshold JUDGE=best: threshold (chosen on all
+                 labelled rows), threshold_selection, fold_thresholds, and
+                 the row against people out of fold
   bias.csv       one row per judge and probe: n, mean_shift (shift_low,
                  shift_high), p_value (Wilcoxon), flip_rate, and more
   agreement_by_group.csv, bias_by_group.csv
