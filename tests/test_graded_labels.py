@@ -102,7 +102,8 @@ def test_several_human_dimensions_are_separate_targets_with_grouped_figures():
         grouped_correlation(frame, "judge", "coherence", group="system", level="system").value)
     assert row["n_systems"] == 4 and row["n_documents"] >= 1
     assert not math.isnan(row["scale_kappa_quadratic"])
-    assert "ceiling" not in table._repr_html_()
+    html = table._repr_html_()
+    assert "ceiling" not in html and "qw-kappa (scale)" in html and "system_kendall" in html
 
 
 def _graded_rows() -> list[dict]:

@@ -855,20 +855,31 @@ class AgreementTable:
     def _repr_html_(self) -> str:
         rows = []
         for p in self.pairs:
+            graded = {
+                label: with_interval(*_triple(p[stat])) if stat in p.estimates else ""
+                for stat, label in (("scale_kappa_quadratic", "qw-kappa (scale)"),
+                                    ("scale_alpha_ordinal", "alpha ordinal (scale)"))
+            } if any(q.scale is not None for q in self.pairs) else {}
             rows.append({
                 "judge_a": p.judge_a,
                 "judge_b": p.judge_b + (" (ceiling)" if p.ceiling else ""),
                 "n": p.n,
+                "threshold": fmt(p.threshold) + (" (best, CV)" if p.judge_a in self.chosen
+                                                 and self.chosen[p.judge_a].verdicts is not None else ""),
                 "agreement": with_interval(*_triple(p["percent_agreement"])),
                 "kappa": with_interval(*_triple(p["cohen_kappa"])),
                 "alpha (interval)": with_interval(*_triple(p["alpha_interval"])),
                 "spearman": with_interval(*_triple(p["spearman"])),
                 "kendall": with_interval(*_triple(p["kendall"])),
                 "MAD": with_interval(*_triple(p["mean_abs_diff"])),
+                **graded,
+                **{k: fmt(v) if isinstance(v, float) else v for k, v in p.extra.items()
+                   if k.startswith(("system_", "document_", "n_systems", "n_documents", "threshold_selection"))},
                 "note": p.row()["note"],
             })
-        caption = (f"Agreement at threshold {fmt(self.threshold)} "
-                   f"({int(self.confidence * 100)}% bootstrap intervals)")
+        caption = (f"Agreement at threshold {fmt(self.threshold)} unless the row says another "
+                   f"({int(self.confidence * 100)}% bootstrap intervals; each row read from judge_a's side "
+                   "against judge_b, the reference)")
         return frame_html(pd.DataFrame(rows), caption=caption)
 
 
