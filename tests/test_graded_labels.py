@@ -163,3 +163,16 @@ def test_cli_refuses_ratings_without_a_scale_and_bad_threshold_specs(tmp_path, c
         code = exc.value.code
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
+
+
+def test_per_judge_thresholds_and_scales_are_refused_on_pairwise_data(tmp_path, capsys):
+    from llm_connect.cli import main
+
+    pairs = tmp_path / "pairs.jsonl"
+    pd.DataFrame([{"prompt": "q", "candidate_a": "x", "candidate_b": "y", "human": "a"}]).to_json(
+        pairs, orient="records", lines=True)
+    for extra in (["--threshold", "llm=0.6"], ["--scale", "1-5"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["calibrate", str(pairs), "--out", str(tmp_path / "o"), "--no-progress", *extra])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and "do not apply to pairwise data" in err and len(err.strip().splitlines()) == 1

@@ -462,6 +462,9 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     from ..calibration._viewer import write_judgments
 
     args.threshold, thresholds = _parse_thresholds(args.threshold)
+    if (thresholds or args.scale is not None) and (args.pairwise or looks_pairwise(Path(args.data))):
+        raise UsageError("--threshold JUDGE=VALUE and --scale do not apply to pairwise data (a, b or tie, never "
+                         "thresholded); drop them")
     if not 0 <= args.n_boot <= N_BOOT_MAX:
         raise UsageError(f"--n-boot must be from 0 to {N_BOOT_MAX}, got {args.n_boot}")
     if args.concurrency < 1:
