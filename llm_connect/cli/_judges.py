@@ -128,15 +128,16 @@ def _check_judges(args: JudgeSpec) -> list[str]:
     return names
 
 
-def _build_llm(spec: str, base_url: str | None) -> Any:
+def _build_llm(spec: str, base_url: str | None, cache: Any = None) -> Any:
+    """The LLM judge's adapter; ``cache`` (a ``ResponseCache`` or a directory, or None) is its response cache."""
     from ..adapters import LlamaCppAdapter, OpenAICompatibleAdapter
 
     kind, value = _model_spec(spec, "llm")
     if kind == "local":
         # The library's defaults, as in the README: the judge knows its adapter is local and picks the local
         # rubric (a one-token verdict after a reused prefix); the adapter uses every core it may.
-        return LlamaCppAdapter(value) if value else LlamaCppAdapter()
-    return OpenAICompatibleAdapter(str(value), base_url=base_url)
+        return LlamaCppAdapter(value, cache=cache) if value else LlamaCppAdapter(cache=cache)
+    return OpenAICompatibleAdapter(str(value), base_url=base_url, cache=cache)
 
 
 def _build_embedder(spec: str, base_url: str | None) -> Any:
@@ -148,8 +149,16 @@ def _build_embedder(spec: str, base_url: str | None) -> Any:
     return OpenAICompatibleEmbedder(str(value), base_url=base_url)
 
 
-def _build_judges(args: JudgeSpec) -> dict[str, Any]:
-    from ..grading import NORMALIZERS, EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
+def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
+    """The judges ``args`` names, by grader id; ``cache`` is the LLM judge's response cache (None: none)."""
+    from ..grading import (
+        NORMALIZERS,
+        ContainsJudge,
+        EmbeddingSimilarityJudge,
+        ExactMatchJudge,
+        LLMJudge,
+        TokenF1Judge,
+    )
 
     names = _check_judges(args)
     local = ("llm" in names and _model_spec(args.llm, "llm")[0] == "local") or (
@@ -163,15 +172,21 @@ def _build_judges(args: JudgeSpec) -> dict[str, Any]:
     normalizer = None if args.normalize in (None, "", "none") else args.normalize
     if normalizer is not None and normalizer not in NORMALIZERS:
         raise UsageError(f"unknown --normalize {args.normalize!r}; choose from none, {', '.join(sorted(NORMALIZERS))}")
+    # contains and token-f1 normalise as SQuAD does unless --normalize names another rule (or none)
+    lexical = "squad" if args.normalize is None else normalizer
     judges: dict[str, Any] = {}
     for name in names:
         if name == "exact":
             judge: Any = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
+        elif name == "contains":
+            judge = ContainsJudge(normalizer=lexical, reference_sep=args.reference_sep)
+        elif name == "token-f1":
+            judge = TokenF1Judge(normalizer=lexical, reference_sep=args.reference_sep)
         elif name == "embedding":
             embedder = _build_embedder(args.embedder, args.base_url)
             judge = EmbeddingSimilarityJudge(embedder, reference_sep=args.reference_sep)
         else:
-            judge = LLMJudge(_build_llm(args.llm, args.base_url), seed=args.seed)
+            judge = LLMJudge(_build_llm(args.llm, args.base_url, cache), seed=args.seed)
         judges[judge.grader_id] = judge  # one name per judge: its grader_id
     return judges
 

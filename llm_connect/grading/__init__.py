@@ -38,6 +38,7 @@ from ._judges import (
     normalize_squad,
     split_references,
 )
+from ._lexical import ContainsJudge, TokenF1Judge, token_f1
 from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
 
@@ -57,6 +58,7 @@ __all__ = [
     "BaselineGrader",
     "CascadeJudge",
     "CascadeSummary",
+    "ContainsJudge",
     "EmbeddingSimilarityJudge",
     "ExactMatchJudge",
     "FunctionJudge",
@@ -70,6 +72,7 @@ __all__ = [
     "PairwiseSummary",
     "PanelAgreement",
     "PanelJudge",
+    "TokenF1Judge",
     "ajudge_many",
     "consistency_rate",
     "expected_label_value",
@@ -83,4 +86,5 @@ __all__ = [
     "run_rows",
     "split_references",
     "supports_async",
+    "token_f1",
 ]

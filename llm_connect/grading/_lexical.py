@@ -1,0 +1,149 @@
+"""Lexical judges that need no model: reference containment and SQuAD token F1.
+
+Both compare the candidate with each reference of the baseline (several when
+``reference_sep`` is set) and keep the best, as SQuAD's
+``metric_max_over_ground_truths`` does. Both normalise with SQuAD's rule by
+default (lowercase, no punctuation, no articles, whitespace collapsed), since
+that is how the QA literature reports them; ``normalizer`` takes the same names
+and callables as :class:`~llm_connect.grading.ExactMatchJudge` (``None``: as is).
+
+References:
+
+- Rajpurkar et al. (2016), "SQuAD: 100,000+ Questions for Machine Comprehension
+  of Text", EMNLP; the official v1.1 evaluation script's ``normalize_answer``
+  and ``f1_score``.
+- Liu et al. (2024), "Lost in the Middle: How Language Models Use Long
+  Contexts", TACL; Kamalloo et al. (2023), "Evaluating Open-Domain Question
+  Answering in the Era of Large Language Models", ACL: a reference contained
+  in a long free-form answer counts it correct.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core import LLMResponse, RunConfig
+from ._base import GradingResult, JudgeBase, validate_grader_id
+from ._judges import _resolve_normalizer, split_references
+
+__all__ = ["ContainsJudge", "TokenF1Judge", "token_f1"]
+
+
+def token_f1(candidate_tokens: list[str], reference_tokens: list[str]) -> float:
+    """SQuAD v1.1's ``f1_score`` on two token lists: the harmonic mean of token precision and recall
+    over the multiset of shared tokens; 0.0 when no token is shared (two empty lists included, as in v1.1)."""
+    common = Counter(candidate_tokens) & Counter(reference_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(candidate_tokens)
+    recall = same / len(reference_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclass
+class _LexicalJudge(JudgeBase):
+    """What the two lexical judges share: a normaliser (SQuAD's by default), several references and
+    a synchronous judge that the batch runtime awaits without a thread."""
+
+    grader_id: str = "lexical"
+    normalizer: str | Callable[[str], str] | None = "squad"
+    reference_sep: str | None = None
+
+    splits_references = True
+
+    def __post_init__(self) -> None:
+        validate_grader_id(self.grader_id)
+        self._normalize = _resolve_normalizer(self.normalizer) or (lambda s: s)
+
+    def _score(self, reference: str, candidate: str) -> float:  # pragma: no cover - each subclass defines it
+        raise NotImplementedError
+
+    def _notes(self, score: float, reference: str) -> str:  # pragma: no cover - each subclass defines it
+        raise NotImplementedError
+
+    def best(self, baseline: str, candidate: str) -> tuple[float, str]:
+        """The best score over the baseline's references, and the (first) reference that gives it."""
+        refs = split_references(baseline, self.reference_sep)
+        scored = [(self._score(ref, candidate), ref) for ref in refs]
+        return max(scored, key=lambda pair: pair[0])  # max keeps the first of equal scores
+
+    def judge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    ) -> GradingResult:
+        score, ref = self.best(baseline.content, candidate.content)
+        return GradingResult(
+            quality_score=score,
+            notes=self._notes(score, ref),
+            grader_id=self.grader_id,
+            baseline_response=baseline,
+            candidate_response=candidate,
+        )
+
+    async def ajudge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    ) -> GradingResult:
+        return self.judge(baseline, candidate, prompt=prompt, run_config=run_config)
+
+
+@dataclass
+class ContainsJudge(_LexicalJudge):
+    """1.0 when a (normalised) reference occurs in the (normalised) candidate, else 0.0.
+
+    The strongest non-LLM judge for long free-form answers to short-answer
+    questions ("The capital is Paris, of course" contains "Paris"), where exact
+    match says no. ``whole_words=True`` (default) counts an occurrence only when
+    it is not part of a longer word ("1" is not in "1990", "no" not in "not");
+    ``False`` is the plain substring test of Liu et al. (2024). A reference
+    that normalises to nothing (e.g. "The") matches only a candidate that does too.
+
+    ``normalizer``: SQuAD's by default; ``reference_sep``: several references,
+    any one may be contained.
+    """
+
+    grader_id: str = "contains"
+    whole_words: bool = True
+
+    def contains(self, reference: str, candidate: str) -> bool:
+        ref, text = self._normalize(reference), self._normalize(candidate)
+        if not ref.strip():
+            return not text.strip()
+        if not self.whole_words:
+            return ref in text
+        pattern = (r"(?<!\w)" if ref[0].isalnum() or ref[0] == "_" else "") + re.escape(ref)
+        pattern += r"(?!\w)" if ref[-1].isalnum() or ref[-1] == "_" else ""
+        return re.search(pattern, text) is not None
+
+    def _score(self, reference: str, candidate: str) -> float:
+        return 1.0 if self.contains(reference, candidate) else 0.0
+
+    def _notes(self, score: float, reference: str) -> str:
+        return "contains a reference" if score else "contains no reference"
+
+
+@dataclass
+class TokenF1Judge(_LexicalJudge):
+    """SQuAD's token F1 of the candidate against the best reference, in 0..1.
+
+    Both texts are normalised (SQuAD's rule by default) and split on
+    whitespace; the score is the harmonic mean of the share of the candidate's
+    tokens found in the reference (precision) and of the reference's tokens
+    found in the candidate (recall), counted as multisets -- the official SQuAD
+    v1.1 ``f1_score``, maximised over references. Two texts with no token in
+    common (two empty ones included, as in v1.1) score 0.0. The verdict comes
+    from the caller's threshold on this score (``calibrate(threshold=...)``).
+    """
+
+    grader_id: str = "token-f1"
+
+    def tokens(self, text: str) -> list[str]:
+        return self._normalize(text).split()
+
+    def _score(self, reference: str, candidate: str) -> float:
+        return token_f1(self.tokens(candidate), self.tokens(reference))
+
+    def _notes(self, score: float, reference: str) -> str:
+        return f"token F1 {score:.4f}"
