@@ -351,3 +351,36 @@ def test_cli_pairwise_usage_errors(tmp_path, servers, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["calibrate", str(numeric), *base[2:], "--pairwise"])
     assert exc.value.code == 2 and "--preference-codes" in capsys.readouterr().err
+
+
+def test_cli_pairwise_reads_files_as_they_come_and_reuses_its_cache(tmp_path, capsys):
+    """--columns, --where, --limit on a pairwise file named its own way; a rerun (and --resume) asks nothing again."""
+    rows = [{"qid": r["id"], "question": r["prompt"], "response_a": r["candidate_a"],
+             "response_b": r["candidate_b"], "pref": r["human"], "split": "test" if i % 3 else "dev"}
+            for i, r in enumerate(pairs(30))]
+    data = write_jsonl(tmp_path / "arena.jsonl", rows)
+    wanted = [r for r in rows if r["split"] == "test"][:12]
+    with LoopbackServer(reply=knows) as server:
+        out = tmp_path / "out"
+        argv = ["calibrate", str(data), "--out", str(out), "--pairwise", "--llm", "openai:judge-1",
+                "--base-url", server.base_url, "--columns",
+                "id=qid,prompt=question,candidate_a=response_a,candidate_b=response_b,human=pref",
+                "--where", "split == 'test'", "--allow-tie", "--n-boot", "0", "--no-progress"]
+        assert main([*argv, "--limit", "5"]) == 0
+        first = len(server.requests)
+        assert first == 5 * 2  # both orders of the first five test pairs
+        assert "rows: used 5 of 30" in capsys.readouterr().out
+        assert main([*argv, "--limit", "12", "--resume"]) == 0
+        assert len(server.requests) - first == 7 * 2  # only the pairs the cache did not hold
+        printed = capsys.readouterr().out
+        assert "10 replies reused" in printed and "rows: used 12 of 30" in printed
+        assert main([*argv, "--limit", "12"]) == 0
+        assert len(server.requests) - first == 7 * 2  # a repeated run pays nothing
+    scores = pd.read_csv(out / "scores.csv")
+    assert scores["id"].tolist() == [r["qid"] for r in wanted]
+    assert scores["winner_human"].tolist() == [r["pref"] for r in wanted]
+    assert scores["status_pairwise"].eq("scored").all()
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--wide", "candidate=response_{model}"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--wide does not apply to pairwise data" in err and err.count("\n") == 1

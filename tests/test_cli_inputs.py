@@ -427,13 +427,3 @@ def test_an_interrupted_run_resumes_without_paying_twice(tmp_path):
         assert chats(server) - before == len(rows) - kept  # only what the cache did not hold
     scores = pd.read_csv(out / "scores.csv")
     assert scores["id"].tolist() == [r["id"] for r in rows] and scores["status_llm-judge"].eq("scored").all()
-
-
-def test_input_options_are_refused_on_pairwise_data_not_ignored(tmp_path, capsys):
-    pairs = [{"id": "p1", "prompt": "Capital of France?", "candidate_a": "Paris", "candidate_b": "Lyon",
-              "human": "a"}]
-    data = write_jsonl(tmp_path / "pairs.jsonl", pairs)
-    with pytest.raises(SystemExit) as exc:
-        main(["calibrate", str(data), "--out", str(tmp_path / "o"), "--pairwise", "--limit", "1"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1 and "--limit not yet supported on pairwise data" in err[0]

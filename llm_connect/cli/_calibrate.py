@@ -34,7 +34,6 @@ from ._inputs import (
     close_run,
     open_run,
     prepare_items,
-    refuse_for_pairwise,
 )
 from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split
 from ._pairwise import PAIRWISE_HELP, add_pairwise_arguments, looks_pairwise, run_pairwise
@@ -486,7 +485,6 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
     if args.pairwise or looks_pairwise(Path(args.data)):  # pairs: a/b/tie, no threshold (cli/_pairwise.py)
-        refuse_for_pairwise(args)  # --columns, --wide, --where, --limit, --sample, --resume: not on pairs yet
         return run_pairwise(args, parser)
     probes: Any = args.probes.strip().lower()
     if probes in ("none", "", "off"):

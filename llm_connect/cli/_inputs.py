@@ -315,14 +315,25 @@ class Selection:
         return f"rows: used {self.used} of {self.rows} ({'; '.join(self.steps)})"
 
 
-def prepare_items(args: argparse.Namespace, data: Path) -> tuple[Any, Selection]:
+def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) -> tuple[Any, Selection]:
     """Read DATA and apply ``--columns``, ``--wide``, ``--where`` and ``--limit`` / ``--sample``; the item
-    frame calibrate reads (indexed 0..n-1) and what was done."""
+    frame calibrate reads (indexed 0..n-1) and what was done. ``pairs``: DATA holds pairs
+    (``candidate_a``, ``candidate_b``), read as :func:`~llm_connect.calibration._pairwise.pairwise_table`
+    reads them (``--wide`` does not apply: a pair already holds two models' answers)."""
     import numpy as np
 
     from ..calibration import load_items
     from ..calibration._runner import items_table
 
+    if pairs:
+        from ..calibration._pairwise import pairwise_table
+
+        if args.wide is not None:
+            raise UsageError("--wide does not apply to pairwise data: each row already holds a pair "
+                             "(candidate_a, candidate_b); use --columns to name them")
+        table: Any = pairwise_table
+    else:
+        table = items_table
     limit, sample = _count(args.limit, "--limit"), _count(args.sample, "--sample")
     if limit is not None and sample is not None:
         raise UsageError("give --limit or --sample, not both")
@@ -330,7 +341,7 @@ def prepare_items(args: argparse.Namespace, data: Path) -> tuple[Any, Selection]
         if getattr(args, option) is not None and not str(getattr(args, option)).strip():
             raise UsageError(f"--{option} is empty")
     if not any(getattr(args, o) is not None for o in ("columns", "wide", "where")) and limit is sample is None:
-        items = load_items(data)
+        items = table(load_items(data, items=False)) if pairs else load_items(data)
         return items, Selection(read=len(items), rows=len(items), used=len(items))
     frame = load_items(data, items=False)
     selection = Selection(read=len(frame), rows=len(frame))
@@ -357,20 +368,9 @@ def prepare_items(args: argparse.Namespace, data: Path) -> tuple[Any, Selection]
             keep = np.sort(np.random.default_rng(args.seed).choice(len(frame), size=sample, replace=False))
             frame = frame.iloc[keep]
             selection.steps.append(f"--sample {sample} --seed {args.seed}: a random {sample}, in input order")
-    items = items_table(frame.reset_index(drop=True))
+    items = table(frame.reset_index(drop=True))
     selection.used = len(items)
     return items, selection
-
-
-def refuse_for_pairwise(args: argparse.Namespace) -> None:
-    """Pairwise data reads its file itself (``cli/_pairwise.py``): the input options are refused there,
-    in one line, rather than silently ignored."""
-    given = [f"--{o}" for o in ("columns", "wide", "where", "limit", "sample") if getattr(args, o) is not None]
-    if args.resume:
-        given.append("--resume")
-    if given:
-        raise UsageError(f"{', '.join(given)} not yet supported on pairwise data (a, b or tie); prepare the file "
-                         "beforehand, or run without them")
 
 
 # -- the response cache, run.json and --resume -------------------------------------------------------

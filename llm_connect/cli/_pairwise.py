@@ -103,9 +103,10 @@ _STATS = {"kappa": "cohen_kappa", "kappa_low": "kappa_low", "agreement": "percen
 def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``calibrate --pairwise``: exit 0 done, 1 when the judge scored no pair or a --require failed,
     2 for a user error (raised as :class:`UsageError`, before --out is made or any judge runs)."""
-    from ..calibration import calibrate, load_items
-    from ..calibration._pairwise import pairwise_table, parse_preferences, preference_codes
+    from ..calibration import calibrate
+    from ..calibration._pairwise import parse_preferences, preference_codes
     from ..errors import ValidationError
+    from ._inputs import check_resume, close_run, open_run, prepare_items
     from ._judges import JudgeSpec, _build_llm, _check_judges, _split
 
     if not args.pairwise:
@@ -127,7 +128,8 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         codes = args.preference_codes
         preference_codes(codes)  # a malformed --preference-codes: exit 2 before reading DATA
         data = Path(args.data)
-        items = pairwise_table(load_items(data, items=False))
+        check_resume(args, data)  # --resume: OUT holds a run on this DATA
+        items, selection = prepare_items(args, data, pairs=True)  # --columns, --where, --limit / --sample
         human = args.human if args.human is not None else ("human" if "human" in items.columns else None)
         annotators = _split(args.annotators)
         for column in [c for c in [human, *annotators] if c is not None]:
@@ -142,14 +144,16 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     outputs = {**CALIBRATE_OUTPUTS, "pairwise": "pairwise.csv"}
     outputs.pop("judgments", None)  # the judgment viewer reads scored runs, not pairs
     paths = _prepare_out(Path(args.out), outputs, inputs=[data])
+    cache = open_run(args, Path(args.out), data, selection)  # run.json; the response cache (None: --no-cache)
     from ..grading import PairwiseJudge
 
-    judge = PairwiseJudge(_build_llm(args.llm, args.base_url), both_orders=not args.one_order,
+    judge = PairwiseJudge(_build_llm(args.llm, args.base_url, cache), both_orders=not args.one_order,
                           allow_tie=args.allow_tie, seed=args.seed)
     report: Any = calibrate(items, {"pairwise": judge}, human=human, annotators=annotators, pairwise=True,
                             preference_codes=args.preference_codes, probes=probes, probe_limit=args.probe_limit,
                             n_boot=args.n_boot, seed=args.seed, concurrency=args.concurrency,
                             progress=not args.no_progress)
+    inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
     cards = report.judge_cards()
     written: dict[str, Path] = {}
     for key, table in (("scores", report.scores_table()), ("agreement", report.agreement_frame()),
@@ -165,6 +169,8 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         for card in cards:
             print(f"  {safe_text(card.verdict, limit=600)}", file=out)
         print(file=out)
+    for note in inputs_notes:  # pairs used of the file's; replies the cache saved
+        print(safe_text(note, limit=400), file=out)
     print_pairwise_summary(report, written, out)
     if args.ledger is not None:
         from ..calibration import JudgeCardRegistry
