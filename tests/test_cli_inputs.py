@@ -427,3 +427,34 @@ def test_an_interrupted_run_resumes_without_paying_twice(tmp_path):
         assert chats(server) - before == len(rows) - kept  # only what the cache did not hold
     scores = pd.read_csv(out / "scores.csv")
     assert scores["id"].tolist() == [r["id"] for r in rows] and scores["status_llm-judge"].eq("scored").all()
+
+
+def test_an_endpoints_embeddings_are_cached_text_by_text(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-0123456789")
+    data = write_jsonl(tmp_path / "items.jsonl", PARIS_ROWS)
+    out = tmp_path / "o"
+    texts = {r["baseline"] for r in PARIS_ROWS} | {r["candidate"] for r in PARIS_ROWS}
+    with LoopbackServer() as server:
+        argv = ["calibrate", str(data), "--out", str(out), "--judges", "exact,embedding", "--embedder",
+                "openai:emb-1", "--base-url", server.base_url, "--probes", "none", "--n-boot", "0", "--no-progress"]
+
+        def embedded() -> list[str]:
+            return [t for r in server.requests if r.path.endswith("/embeddings") for t in r.body["input"]]
+
+        assert run([*argv, "--limit", "4"]) == 0
+        first = embedded()
+        assert set(first) == {r["baseline"] for r in PARIS_ROWS[:4]} | {r["candidate"] for r in PARIS_ROWS[:4]}
+        scores4 = pd.read_csv(out / "scores.csv")
+        assert run(argv) == 0  # all eight rows: only the texts not embedded before are requested
+        second = embedded()[len(first):]
+        assert sorted(second) == sorted(texts - set(first))
+        assert run(argv) == 0
+        assert embedded()[len(first) + len(second):] == []  # a repeated run pays nothing
+        assert run([*argv, "--no-cache"]) == 0
+        assert sorted(embedded()[len(first) + len(second):]) == sorted(texts)  # --no-cache asks again
+    scores = pd.read_csv(out / "scores.csv")
+    assert scores["status_embedding-similarity"].eq("scored").all()
+    pd.testing.assert_series_equal(scores["score_embedding-similarity"].iloc[:4],
+                                   scores4["score_embedding-similarity"])
+    for path in out.rglob("*"):
+        assert not path.is_file() or b"sk-test-secret" not in path.read_bytes(), path

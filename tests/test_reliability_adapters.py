@@ -364,6 +364,38 @@ def test_an_undecodable_or_wrong_shaped_cache_entry_is_a_miss(servers, adapters,
     assert adapter.cache.misses >= 2
 
 
+@pytest.mark.parametrize(
+    ("mode", "value"),
+    [
+        ("raw", "not json {"),
+        ("raw", '{"embedding": []}'),
+        ("raw", '{"embedding": [1.0, "2"]}'),
+        ("raw", '{"embedding": [1.0, NaN]}'),
+        ("raw", '{"embedding": [true, 1.0]}'),
+        ("raw", '[[1.0, 2.0]]'),
+        ("raw", sqlite3.Binary(b"\x80\x04\x95 binary")),
+        ("raw", 12345),
+        ("text", "../outside.val"),
+    ],
+)
+def test_an_undecodable_embedding_cache_entry_is_a_miss(servers, tmp_path, mode, value):
+    import diskcache.core
+
+    server = servers()
+    cache_dir = tmp_path / "cache"
+    embedder = OpenAICompatibleEmbedder("e", base_url=server.base_url, cache=cache_dir, **FAST)
+    first = embedder.embed(["Paris"])
+    assert embedder.embed(["Paris"]) == first and server.stats()["total"] == 1  # stored, then reused
+    if mode == "raw":
+        _plant(cache_dir, diskcache.core.MODE_RAW, value)
+    else:
+        (tmp_path / "outside.val").write_text('{"embedding": [9.0, 9.0]}')
+        _plant(cache_dir, diskcache.core.MODE_TEXT, None, value)
+    assert embedder.embed(["Paris"]) == first  # a miss: asked again, never the planted vector
+    assert server.stats()["total"] == 2
+    assert embedder.embed(["Paris"]) == first and server.stats()["total"] == 2  # the fresh vector replaced it
+
+
 # -- 5. reply bodies are capped -----------------------------------------------------------------
 
 

@@ -19,8 +19,10 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,14 @@ def cache_key(adapter_class: str, endpoint: str, model: str, prompt: str, run_co
         "top_logprobs": run_config.top_logprobs,
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def embedding_key(adapter_class: str, endpoint: str, model: str, dimensions: int | None, text: str) -> str:
+    """A stable hex digest of everything that changes a text's embedding."""
+    material = {"v": _SCHEMA, "kind": "embedding", "adapter": adapter_class, "endpoint": endpoint, "model": model,
+                "dimensions": dimensions, "text": text}
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -211,6 +221,34 @@ class ResponseCache:
 
     def put(self, key: str, response: LLMResponse) -> None:
         self._cache.set(key, json.dumps(_encode(response), ensure_ascii=False))
+
+    def get_vector(self, key: str) -> list[float] | None:
+        """A stored embedding (see :func:`embedding_key`), or ``None`` (a miss) when there is none or it is
+        not a list of finite numbers we wrote."""
+        text = self._cache.get(key)
+        hit: list[float] | None = None
+        if text is not None:
+            try:
+                entry = json.loads(text)
+                vector = entry["embedding"] if isinstance(entry, dict) else None
+                if not isinstance(vector, list) or not vector or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector
+                ):
+                    raise ValueError("not an embedding")
+                hit = [float(x) for x in vector]
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning(
+                    "llm_connect: ignoring an unreadable embedding-cache entry (%s) in %s", exc, self.directory
+                )
+        with self._lock:
+            if hit is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return hit
+
+    def put_vector(self, key: str, vector: Sequence[float]) -> None:
+        self._cache.set(key, json.dumps({"embedding": [float(x) for x in vector]}))
 
     def clear(self) -> None:
         self._cache.clear()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from .. import _runtime
 from ..core import BudgetTracker, RunConfig, TokenLogprob
 from ..errors import MalformedResponseError, ValidationError
+from ._cache import ResponseCache, embedding_key, open_cache
 from ._http import ChatHTTPAdapter, HTTPAdapter, _ForgetOnError, estimate_tokens, usage_int
 
 __all__ = ["OpenAICompatibleAdapter", "OpenAICompatibleEmbedder"]
@@ -116,6 +118,9 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
     whatever order the server lists them in (by their ``index``).
     ``dimensions`` is passed on when set. Cost is charged to ``budget_tracker``
     when given; ``tokens_in`` and ``cost_usd`` keep running totals.
+    ``cache=`` (a path or a :class:`ResponseCache`) keeps each text's vector on
+    disk, keyed by endpoint, model, ``dimensions`` and text, so a repeated or
+    resumed run requests only the texts it has not embedded before.
     """
 
     provider: ClassVar[str] = "openai"
@@ -131,12 +136,14 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
         batch_size: int = 256,
         dimensions: int | None = None,
         budget_tracker: BudgetTracker | None = None,
+        cache: ResponseCache | str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         with _ForgetOnError(kwargs):  # on failure, no key or URL credentials stay in this frame's locals
             super().__init__(model, **kwargs)
             if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
                 raise ValidationError(f"OpenAICompatibleEmbedder: batch_size must be an int >= 1, got {batch_size!r}")
+            self.cache = open_cache(cache)
         self.batch_size = batch_size
         self.dimensions = dimensions
         self.budget_tracker = budget_tracker
@@ -156,6 +163,23 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
     async def _aembed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
+        if self.cache is None:
+            return await self._request_vectors(texts)
+        keys = {t: embedding_key(type(self).__qualname__, self.base_url, self.model_id, self.dimensions, t)
+                for t in dict.fromkeys(texts)}
+        known: dict[str, list[float]] = {}
+        for text, key in keys.items():
+            vector = self.cache.get_vector(key)
+            if vector is not None:
+                known[text] = vector
+        missing = [t for t in keys if t not in known]
+        if missing:
+            for text, vector in zip(missing, await self._request_vectors(missing), strict=True):
+                self.cache.put_vector(keys[text], vector)
+                known[text] = vector
+        return [list(known[t]) for t in texts]
+
+    async def _request_vectors(self, texts: list[str]) -> list[list[float]]:
         batches = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
         results = await asyncio.gather(*(self._embed_batch(batch) for batch in batches))
         return [vector for batch in results for vector in batch]

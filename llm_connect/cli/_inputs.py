@@ -59,10 +59,11 @@ Reading a file as it comes (applied in this order: --columns, --wide,
                  the first N rows / a seeded sample of N rows (--seed), in
                  input order
 
-Big runs: the LLM judge's replies are kept in OUT/cache (a response cache on
-disk; keyed on everything that changes a reply; replies only, never an API
-key), so running again into the same OUT, after an interruption or with more
-rows, pays only for replies not yet received; --no-cache turns it off.
+Big runs: the LLM judge's replies, and an endpoint's embeddings (--embedder
+openai:MODEL, text by text), are kept in OUT/cache (a response cache on disk;
+keyed on everything that changes a reply; replies only, never an API key), so
+running again into the same OUT, after an interruption or with more rows, pays
+only for replies not yet received; --no-cache turns it off.
 --resume continues the run recorded in OUT/run.json: it refuses an OUT that
 holds no run, or a DATA whose contents differ from that run's, and writes
 complete outputs.
@@ -430,8 +431,10 @@ def open_run(args: argparse.Namespace, out: Path, data: Path, selection: Selecti
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    if not args.cache or "llm" not in [j.strip() for j in args.judges.split(",")]:
-        return None  # only the LLM judge's replies are cached
+    judges = [j.strip() for j in args.judges.split(",")]
+    remote_embedder = "embedding" in judges and str(getattr(args, "embedder", "local")).startswith("openai:")
+    if not args.cache or ("llm" not in judges and not remote_embedder):
+        return None  # the LLM judge's replies and an endpoint's embeddings are cached; local vectors cost nothing
     from ..adapters import ResponseCache
 
     directory = out / CACHE_DIR
@@ -451,4 +454,5 @@ def close_run(cache: Any) -> str | None:
     cache.close()
     if not hits and not misses:
         return None
+    # a reply is an LLM judge's answer or an endpoint's embedding of one text
     return f"response cache: {hits} repl{'y' if hits == 1 else 'ies'} reused, {misses} requested ({cache.directory})"

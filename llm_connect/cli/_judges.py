@@ -140,17 +140,19 @@ def _build_llm(spec: str, base_url: str | None, cache: Any = None) -> Any:
     return OpenAICompatibleAdapter(str(value), base_url=base_url, cache=cache)
 
 
-def _build_embedder(spec: str, base_url: str | None) -> Any:
+def _build_embedder(spec: str, base_url: str | None, cache: Any = None) -> Any:
+    """The embedding judge's embedder; ``cache`` keeps an endpoint's vectors (a local model's cost nothing)."""
     from ..adapters import OpenAICompatibleEmbedder, SentenceTransformerEmbedder
 
     kind, value = _model_spec(spec, "embedder")
     if kind == "local":
         return SentenceTransformerEmbedder(value) if value else SentenceTransformerEmbedder()
-    return OpenAICompatibleEmbedder(str(value), base_url=base_url)
+    return OpenAICompatibleEmbedder(str(value), base_url=base_url, cache=cache)
 
 
 def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
-    """The judges ``args`` names, by grader id; ``cache`` is the LLM judge's response cache (None: none)."""
+    """The judges ``args`` names, by grader id; ``cache`` is the response cache of the LLM judge and of an
+    endpoint's embeddings (None: none)."""
     from ..grading import (
         NORMALIZERS,
         ContainsJudge,
@@ -183,7 +185,7 @@ def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
         elif name == "token-f1":
             judge = TokenF1Judge(normalizer=lexical, reference_sep=args.reference_sep)
         elif name == "embedding":
-            embedder = _build_embedder(args.embedder, args.base_url)
+            embedder = _build_embedder(args.embedder, args.base_url, cache)
             judge = EmbeddingSimilarityJudge(embedder, reference_sep=args.reference_sep)
         else:
             judge = LLMJudge(_build_llm(args.llm, args.base_url, cache), seed=args.seed)
