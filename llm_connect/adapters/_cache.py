@@ -22,9 +22,9 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core import LLMResponse, RunConfig, TokenLogprob
 
@@ -33,6 +33,7 @@ __all__ = ["ResponseCache", "cache_key", "open_cache"]
 _SCHEMA = 1
 
 logger = logging.getLogger("llm_connect.adapters")
+T = TypeVar("T")
 
 
 def cache_key(adapter_class: str, endpoint: str, model: str, prompt: str, run_config: RunConfig) -> str:
@@ -134,6 +135,17 @@ def _decode(text: Any, *, adapter_id: str, model_id: str, latency_ms: float) -> 
 
 
 @functools.cache
+def _decode_vector(text: Any) -> list[float]:
+    """The vector of an embedding entry written by :meth:`ResponseCache.put_vector` (else a ``ValueError``)."""
+    entry = json.loads(text)
+    vector = entry["embedding"] if isinstance(entry, dict) else None
+    if not isinstance(vector, list) or not vector or not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector
+    ):
+        raise ValueError("not an embedding")
+    return [float(x) for x in vector]
+
+
 def _json_only_disk() -> type:
     """A diskcache ``Disk`` that stores and returns text only: it never unpickles a key or a value.
 
@@ -203,15 +215,21 @@ class ResponseCache:
 
     def get(self, key: str, *, adapter_id: str, model_id: str, latency_ms: float = 0.0) -> LLMResponse | None:
         """The stored reply, or ``None`` (a miss) when there is none or it is not a reply we wrote."""
+        return self._lookup(
+            key, lambda text: _decode(text, adapter_id=adapter_id, model_id=model_id, latency_ms=latency_ms),
+            "response-cache",
+        )
+
+    def _lookup(self, key: str, decode: Callable[[Any], T], what: str) -> T | None:
+        """``decode`` of the entry under ``key``, counted as a hit; a miss (``None``, counted) when there is
+        none or ``decode`` cannot read it (logged, never raised)."""
         text = self._cache.get(key)
         hit = None
         if text is not None:
             try:
-                hit = _decode(text, adapter_id=adapter_id, model_id=model_id, latency_ms=latency_ms)
-            except ValueError as exc:
-                logger.warning(
-                    "llm_connect: ignoring an unreadable response-cache entry (%s) in %s", exc, self.directory
-                )
+                hit = decode(text)
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning("llm_connect: ignoring an unreadable %s entry (%s) in %s", what, exc, self.directory)
         with self._lock:
             if hit is None:
                 self.misses += 1
@@ -225,27 +243,7 @@ class ResponseCache:
     def get_vector(self, key: str) -> list[float] | None:
         """A stored embedding (see :func:`embedding_key`), or ``None`` (a miss) when there is none or it is
         not a list of finite numbers we wrote."""
-        text = self._cache.get(key)
-        hit: list[float] | None = None
-        if text is not None:
-            try:
-                entry = json.loads(text)
-                vector = entry["embedding"] if isinstance(entry, dict) else None
-                if not isinstance(vector, list) or not vector or not all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector
-                ):
-                    raise ValueError("not an embedding")
-                hit = [float(x) for x in vector]
-            except (ValueError, KeyError, TypeError) as exc:
-                logger.warning(
-                    "llm_connect: ignoring an unreadable embedding-cache entry (%s) in %s", exc, self.directory
-                )
-        with self._lock:
-            if hit is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-        return hit
+        return self._lookup(key, _decode_vector, "embedding-cache")
 
     def put_vector(self, key: str, vector: Sequence[float]) -> None:
         self._cache.set(key, json.dumps({"embedding": [float(x) for x in vector]}))

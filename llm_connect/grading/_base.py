@@ -170,6 +170,21 @@ class JudgeBase:
         return {}
 
 
+class InlineJudge(JudgeBase):
+    """A judge whose ``judge()`` is quick computation with no I/O (exact match, the lexical judges):
+    its ``ajudge`` runs it on the event loop, so the batch runtime spends no thread on it."""
+
+    def judge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    ) -> GradingResult:  # pragma: no cover - each subclass defines it
+        raise NotImplementedError
+
+    async def ajudge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    ) -> GradingResult:
+        return self.judge(baseline, candidate, prompt=prompt, run_config=run_config)
+
+
 @dataclass(frozen=True)
 class JudgeAbilities:
     """What a judge declares it can do (see :class:`JudgeBase`); built by :func:`judge_abilities`."""

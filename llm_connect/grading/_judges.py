@@ -16,7 +16,7 @@ from typing import Any, Literal
 from .._runtime import acall_complete, acall_embed, to_thread
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import EmbeddingShapeError, JudgeReplyError, ValidationError
-from ._base import GradingResult, JudgeBase, validate_grader_id
+from ._base import GradingResult, InlineJudge, JudgeBase, validate_grader_id
 from ._parse import UntrustedText, expected_label_value, parse_score_reply
 
 __all__ = [
@@ -88,7 +88,7 @@ def _usage_of(responses: Sequence[LLMResponse]) -> dict[str, Any]:
 
 
 @dataclass
-class ExactMatchJudge(JudgeBase):
+class ExactMatchJudge(InlineJudge):
     """1.0 when the candidate's content matches the baseline's, else 0.0.
 
     ``normalizer``: ``None`` (compare as is), a name from :data:`NORMALIZERS`
@@ -123,11 +123,6 @@ class ExactMatchJudge(JudgeBase):
             baseline_response=baseline,
             candidate_response=candidate,
         )
-
-    async def ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
-    ) -> GradingResult:
-        return self.judge(baseline, candidate, prompt=prompt, run_config=run_config)
 
 
 # -- embedding similarity ----------------------------------------------------

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core import LLMResponse, RunConfig
-from ._base import GradingResult, JudgeBase, validate_grader_id
+from ._base import GradingResult, InlineJudge, validate_grader_id
 from ._judges import _resolve_normalizer, split_references
 
 __all__ = ["ContainsJudge", "TokenF1Judge", "token_f1"]
@@ -45,7 +45,7 @@ def token_f1(candidate_tokens: list[str], reference_tokens: list[str]) -> float:
 
 
 @dataclass
-class _LexicalJudge(JudgeBase):
+class _LexicalJudge(InlineJudge):
     """What the two lexical judges share: a normaliser (SQuAD's by default), several references and
     a synchronous judge that the batch runtime awaits without a thread."""
 
@@ -82,11 +82,6 @@ class _LexicalJudge(JudgeBase):
             baseline_response=baseline,
             candidate_response=candidate,
         )
-
-    async def ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
-    ) -> GradingResult:
-        return self.judge(baseline, candidate, prompt=prompt, run_config=run_config)
 
 
 @dataclass
