@@ -51,6 +51,8 @@ __all__ = [
     "LEDGER_COLUMNS",
     "PAIRED_COLUMNS",
     "RESULT_FRAME_COLUMNS",
+    "SKIP_GRADER_ID",
+    "UNDO_GRADER_ID",
     "ledger_frame",
     "observations_from_frame",
     "paired_frame",
@@ -423,6 +425,10 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
 # -- human labels and paired judge/human frames ------------------------------------------------
 
 HUMAN_GRADER_ID = "human"
+#: The grader id of a skip written by :class:`~llm_connect.calibration.Labeller` (never read as a label).
+SKIP_GRADER_ID = "human-skip"
+#: The grader id of an undo marker: tag ``undoes`` names the ``label_id`` of the label (or skip) taken back.
+UNDO_GRADER_ID = "human-undo"
 PAIRED_COLUMNS = (
     "task_type",
     "item_id",
@@ -548,6 +554,9 @@ def paired_frame(
     ``df.attrs["annotator_alpha"]``: Krippendorff's alpha (nominal, verdicts at
     ``threshold``) over items labelled by several annotators.
 
+    A label taken back by an undo marker (grader ``f"{human}-undo"``, tag ``undoes`` naming the
+    label's ``label_id``, as :meth:`~llm_connect.calibration.Labeller.undo` writes) is left out.
+
     Observations of one grader under several rubrics are never pooled: pass
     ``rubric_hash=`` to choose one, or the call raises naming them.
     """
@@ -566,6 +575,11 @@ def paired_frame(
     grader = df["tag.grader_id"]
     judged = df[(grader == judge).to_numpy(dtype=bool)]
     labelled = df[(grader == human).to_numpy(dtype=bool)]
+    if "tag.undoes" in df.columns and "tag.label_id" in labelled.columns:  # labels taken back (Labeller.undo)
+        undone = df.loc[(grader == f"{human}-undo").to_numpy(dtype=bool), "tag.undoes"].dropna()
+        if len(undone):
+            keep = ~labelled["tag.label_id"].astype(object).isin(set(undone.astype(object)))
+            labelled = labelled[keep.to_numpy(dtype=bool)]
     if not len(judged):
         present = sorted({str(g) for g in grader.dropna().unique()})
         raise ValidationError(

@@ -23,6 +23,10 @@ pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`Pairwis
                                    :func:`parse_preferences`, :func:`battles`
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
                                    (``_repr_html_``, ``.widget()``, ``.to_html(path)``, ``.view()``)
+leaderboards (Bradley-Terry,       :func:`leaderboard`, :func:`plot_leaderboard`,
+bootstrap CIs, Arena ranks)        :func:`compare_leaderboards` -> :class:`LeaderboardComparison`
+                                   (judge beside people, PPI++ anchored),
+                                   :func:`length_controlled_win_rate` (AlpacaEval 2 GLM)
 every judgment, one page           :func:`judgment_records`, :func:`write_judgments`,
                                    :func:`read_judgments`, :class:`JudgmentViewer`
 =================================  ==========================================================
@@ -55,6 +59,13 @@ from ._diagnostics import (
 )
 from ._estimates import ESTIMATE_METHODS, estimate_quality, labels_needed, plot_estimates
 from ._features import model_family, text_features
+from ._leaderboard import (
+    LeaderboardComparison,
+    compare_leaderboards,
+    leaderboard,
+    length_controlled_win_rate,
+    plot_leaderboard,
+)
 from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_preferences, preference_codes
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._plots import (
@@ -82,6 +93,7 @@ __all__ = [
     "JudgeCard",
     "JudgeCardRegistry",
     "JudgmentViewer",
+    "LeaderboardComparison",
     "LengthControlled",
     "LengthEffect",
     "PairAgreement",
@@ -96,13 +108,16 @@ __all__ = [
     "calibrate",
     "calibrate_pairwise",
     "card_from_scores",
+    "compare_leaderboards",
     "disagreements",
     "estimate_quality",
     "judge_items",
     "judge_verdict",
     "judgment_records",
     "labels_needed",
+    "leaderboard",
     "length_controlled_scores",
+    "length_controlled_win_rate",
     "length_effect",
     "length_profile",
     "load_items",
@@ -119,6 +134,7 @@ __all__ = [
     "plot_bias_forest",
     "plot_estimates",
     "plot_judge_scatter",
+    "plot_leaderboard",
     "plot_reliability",
     "plot_score_vs_length",
     "plot_threshold_sweep",

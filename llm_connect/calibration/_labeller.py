@@ -1,0 +1,969 @@
+"""Label answers in the notebook: a :class:`Labeller` that feeds the ledger and the estimates.
+
+One item at a time (prompt, reference(s), candidate; the judge's score and reply only on
+request, so they do not anchor the annotator), each label appended to the quality ledger the
+moment it is given, and progress told in the terms that matter: how wide the interval on the
+mean quality is now, and about how many more labels would make it as narrow as wanted.
+
+What goes in the ledger
+-----------------------
+Every action is one appended :class:`~llm_connect.quality.QualityObservation` of the
+labeller's ``task_type``, with the candidate's ``adapter_id`` / ``model_id`` chosen exactly as
+:func:`~llm_connect.grading.judge_many` chooses them (``adapter_id`` or ``candidate_adapter``
+column, else ``candidate_model``, else ``"unknown"``), so :func:`~llm_connect.frames.paired_frame`
+joins labels with the judge's observations on (``item_id``, ``adapter_id``):
+
+- a **label**: grader ``human`` (``quality_score`` the label in 0..1), tags ``grader_id``,
+  ``item_id``, ``annotator`` (as :func:`~llm_connect.frames.record_labels` writes them), plus
+  ``label_id`` (unique), ``strategy``, ``seed``, ``plan`` (an id of the sampling plan),
+  ``sampling_probability`` (the probability with which the item is shown once the walk through
+  the seeded order reaches it: 1 except for ``"active"``), ``stratum``, ``rank`` (the item's
+  place in its stratum's seeded order), ``stratum_size`` and ``note`` when one was written;
+- a **skip**: grader ``human-skip`` (score 0, never read as a label), the same tags;
+- an **undo**: grader ``human-undo`` (score 0) with tag ``undoes=<label_id>``. The ledger stays
+  append-only; :func:`~llm_connect.frames.paired_frame` and the labeller leave an undone label
+  (or skip) out.
+
+A restarted kernel (a new ``Labeller`` with the same items, ledger, task type, annotator,
+strategy and seed) rebuilds the same seeded order and shows the first item that annotator has
+neither labelled nor skipped: an item is never shown twice to one annotator unless its label was
+undone. Several annotators may label at once from separate processes: each action is one
+``append`` under the ledger's file lock, and before choosing the next item the labeller re-reads
+the ledger, so an item another annotator has already labelled is passed over (except the
+``"overlap"`` share, which everyone labels).
+
+Which items to show (``strategy``)
+----------------------------------
+Each item gets three seeded uniforms from a keyed hash of its id and adapter (``blake2b`` keyed
+with the seed), so the plan depends neither on the row order nor on other items:
+
+``"random"``
+    a uniform random order. The labelled items are a simple random sample, so the estimates
+    need no weights.
+``"stratified"``
+    round-robin over the groups of ``group=`` (default the candidate model column), uniform
+    within each. Within a group the labelled items are a simple random sample (per-group
+    estimates need no weights); the pooled estimate weights each item by its group's share
+    labelled (``inclusion_probability`` in :meth:`Labeller.frame`).
+``"active"``
+    active statistical inference (Zrnic & Candès 2024, *Active Statistical Inference*, ICML,
+    arXiv:2403.03208): the walk visits every item in a seeded random order and shows item ``i``
+    with probability ``π_i = floor + (1 − floor)·u_i / max(u)`` (Poisson sampling), where ``u_i``
+    is the judge's uncertainty, ``sqrt(s(1 − s))`` for a 0..1 score ``s`` (the standard deviation
+    of a label that is correct with probability ``s``; the paper's optimal rule takes ``π``
+    proportional to it), or the ``uncertainty=`` column (e.g. several judges' disagreement). The
+    uniform ``floor`` (default 0.1) keeps every ``π_i`` above zero. Since the annotator may stop
+    at any time, the inclusion probability used in the estimate is ``π_i · K / N``: ``K`` of the
+    ``N`` items were visited (a random prefix of the order, all items before the next one to be
+    shown) and each visited item was shown with probability ``π_i``. With these as
+    ``estimate_quality(..., weights=...)`` the inverse-probability-weighted PPI++ estimate is
+    unbiased (the weights are what :meth:`Labeller.frame` puts in ``inclusion_probability``
+    and :meth:`Labeller.estimate` passes).
+``"overlap"``
+    a seeded share (``overlap=0.2``) of the items, the same set for every annotator, shown to
+    every annotator first, then the rest in random order, each to one annotator.
+    :meth:`Labeller.agreement` gives percent agreement and Krippendorff's alpha over the items
+    labelled by several annotators.
+
+The same inclusion rule serves every strategy: each stratum (all items; a group; the overlap
+share and the rest) is walked in its seeded order, and a labelled item's inclusion probability
+is ``π_i · K_s / N_s``. An item passed over because it was skipped, or shown to an annotator who
+has not answered yet, counts as visited and unlabelled (skips are assumed unrelated to the label;
+skip sparingly). Only labels given under the labeller's own plan (``tags["plan"]``) enter
+:meth:`Labeller.frame` and the estimates; labels from elsewhere still keep their items from
+being shown again.
+
+Judge scores and replies in ``items``
+-------------------------------------
+With ``judge="NAME"``, the score is read from the items' column ``NAME``, else ``score_NAME``
+(as ``calibrate``'s ``scores.csv`` writes it), else from the ledger's observations of the task
+type with ``tags["grader_id"] == NAME`` (mean per item and adapter). The reply shown on request
+is the column ``reply_NAME``, ``notes_NAME``, ``reply`` or ``notes``, the first present.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from ..frames import HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
+from ..quality import QualityObservation
+
+__all__ = [
+    "STRATEGIES",
+    "Labeller",
+    "SamplingPlan",
+    "active_probabilities",
+    "item_draws",
+    "make_plan",
+]
+
+STRATEGIES: tuple[str, ...] = ("random", "stratified", "active", "overlap")
+_ID_COLUMNS = ("item_id", "id")
+_REFERENCE_COLUMNS = ("references", "reference", "baseline")
+
+
+# -- the sampling plan (pure, vectorised: the simulation tests drive these very functions) -------
+
+
+def item_draws(keys: Sequence[str], seed: int) -> np.ndarray:
+    """Three uniforms in [0, 1) per key, from ``blake2b`` keyed with ``seed``: shape (len(keys), 3).
+
+    Column 0 orders the items, column 1 decides whether an ``"active"`` item is shown, column 2
+    whether an item is in the ``"overlap"`` share. A key's draws depend only on it and the seed.
+    """
+    salt = int(seed).to_bytes(16, "little", signed=True)
+    raw = b"".join(hashlib.blake2b(k.encode("utf-8"), digest_size=24, key=salt).digest() for k in keys)
+    words = np.frombuffer(raw, dtype="<u8").reshape(len(keys), 3)
+    return (words >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def active_probabilities(
+    scores: Any = None, *, uncertainty: Any = None, floor: float = 0.1
+) -> np.ndarray:
+    """Active inference's probabilities of showing each item (Zrnic & Candès 2024, arXiv:2403.03208).
+
+    ``u = sqrt(s (1 − s))`` for judge scores ``s`` in 0..1 (or ``uncertainty`` as given), then
+    ``π = floor + (1 − floor) · u / max(u)``: proportional to the uncertainty (the paper's
+    variance-optimal rule for a label with that standard deviation), mixed with a uniform
+    ``floor`` so no item has probability zero. A missing score or uncertainty gets ``π = 1``
+    (nothing is known about it). All ``u`` zero gives ``π = 1`` everywhere.
+    """
+    if not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0.0 < floor <= 1.0):
+        raise ValidationError(f"floor must be a probability in (0, 1], e.g. 0.1; got {floor!r}")
+    if uncertainty is not None:
+        u = np.asarray(uncertainty, dtype=float)
+        if np.any(u[~np.isnan(u)] < 0):
+            raise ValidationError("uncertainty must be >= 0 (e.g. a standard deviation or a disagreement)")
+    elif scores is not None:
+        s = np.asarray(scores, dtype=float)
+        u = np.sqrt(np.clip(s, 0.0, 1.0) * (1.0 - np.clip(s, 0.0, 1.0)))
+    else:
+        raise ValidationError("active_probabilities needs judge scores or an uncertainty")
+    finite = ~np.isnan(u)
+    top = float(u[finite].max()) if finite.any() else 0.0
+    if top <= 0:
+        return np.ones(len(u))
+    pi = floor + (1.0 - floor) * np.where(finite, u, top) / top
+    return np.clip(pi, floor, 1.0)
+
+
+@dataclass(frozen=True)
+class SamplingPlan:
+    """Which items to show and in which order, and how likely each was to be shown.
+
+    Arrays are aligned with the items: ``stratum`` (code), ``rank`` (place in the stratum's
+    seeded order), ``size`` (the stratum's item count), ``prob`` (``π_i``: shown once reached),
+    ``selected`` (its seeded draw fell below ``π_i``); ``order`` is the visiting order (indices)
+    and :meth:`queue` the items shown, in order.
+    """
+
+    strategy: str
+    stratum: np.ndarray
+    stratum_names: tuple[str, ...]
+    rank: np.ndarray
+    size: np.ndarray
+    prob: np.ndarray
+    selected: np.ndarray
+    order: np.ndarray
+    overlap: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def queue(self) -> np.ndarray:
+        """Indices of the items to show, in the order they are shown."""
+        return self.order[self.selected[self.order]]
+
+    def inclusion(self, done: np.ndarray) -> np.ndarray:
+        """Each item's inclusion probability ``π_i · K_s / N_s`` given the items ``done`` (bool per item).
+
+        In each stratum ``K_s`` counts the items visited: every rank up to the furthest done
+        item and the items passed over after it (not selected) before the next one to show.
+        """
+        done = np.asarray(done, dtype=bool)
+        out = np.zeros(len(self.prob))
+        for s in range(len(self.stratum_names)):
+            members = np.flatnonzero(self.stratum == s)
+            if not len(members):
+                continue
+            ranks = self.rank[members]
+            by_rank = members[np.argsort(ranks)]
+            hit = np.flatnonzero(done[by_rank])
+            last = int(hit[-1]) if len(hit) else -1
+            later = np.flatnonzero(self.selected[by_rank][last + 1:])
+            visited = last + 1 + int(later[0]) if len(later) else len(members)
+            out[members] = self.prob[members] * visited / len(members)
+        return out
+
+
+def make_plan(
+    keys: Sequence[str],
+    *,
+    strategy: str = "random",
+    seed: int = 0,
+    probabilities: Any = None,
+    groups: Any = None,
+    overlap: float = 0.2,
+) -> SamplingPlan:
+    """The seeded plan for items named by ``keys`` (see the module docstring for each strategy).
+
+    ``probabilities``: ``π_i`` for ``"active"`` (see :func:`active_probabilities`); ``groups``:
+    one group label per item for ``"stratified"``; ``overlap``: the share shown to everyone.
+    """
+    if strategy not in STRATEGIES:
+        raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
+    n = len(keys)
+    draws = item_draws(keys, seed)
+    r, u, v = draws[:, 0], draws[:, 1], draws[:, 2]
+    prob = np.ones(n)
+    in_overlap = np.zeros(n, dtype=bool)
+    names: tuple[str, ...] = ("all",)
+    stratum = np.zeros(n, dtype=np.intp)
+    if strategy == "active":
+        if probabilities is None:
+            raise ValidationError("strategy='active' needs probabilities (see active_probabilities)")
+        prob = np.asarray(probabilities, dtype=float)
+        if prob.shape != (n,) or np.any(~((prob > 0) & (prob <= 1))):
+            raise ValidationError("active probabilities must be one number in (0, 1] per item")
+    elif strategy == "stratified":
+        if groups is None:
+            raise ValidationError("strategy='stratified' needs a group per item")
+        codes, uniques = pd.factorize(pd.Series(list(groups), dtype=object).astype(str), sort=True)
+        stratum = codes.astype(np.intp)
+        names = tuple(str(g) for g in uniques)
+    elif strategy == "overlap":
+        if not (isinstance(overlap, (int, float)) and not isinstance(overlap, bool) and 0.0 < overlap <= 1.0):
+            raise ValidationError(f"overlap must be the share of items every annotator labels, in (0, 1]; got "
+                                  f"{overlap!r}")
+        in_overlap = v < overlap
+        stratum = np.where(in_overlap, 0, 1).astype(np.intp)
+        names = ("overlap", "rest")
+    # rank of each item within its stratum by its ordering uniform
+    by = np.lexsort((r, stratum))
+    rank = np.empty(n, dtype=np.intp)
+    counts = np.bincount(stratum, minlength=len(names))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank[by] = np.arange(n) - starts[stratum[by]]
+    size = counts[stratum]
+    if strategy == "stratified":
+        order = np.lexsort((stratum, rank))  # round-robin: every group's first, then every group's second...
+    elif strategy == "overlap":
+        order = by  # the overlap share first, then the rest
+    else:
+        order = np.argsort(r, kind="stable")
+    selected = u < prob
+    return SamplingPlan(strategy=strategy, stratum=stratum, stratum_names=names, rank=rank, size=size,
+                        prob=prob, selected=selected, order=order.astype(np.intp), overlap=in_overlap)
+
+
+# -- items ---------------------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _plain_id(value: Any) -> str | int:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return str(value)
+    return value
+
+
+def _items_frame(items: Any) -> pd.DataFrame:
+    if isinstance(items, pd.DataFrame):
+        frame = items.reset_index(drop=True)
+    elif isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise ValidationError(
+            f"items must be a DataFrame or an iterable of mappings (one per answer to label), got "
+            f"{type(items).__name__}"
+        )
+    else:
+        rows = list(items)
+        bad = [i for i, r in enumerate(rows) if not isinstance(r, Mapping)]
+        if bad:
+            raise ValidationError(f"items must be mappings; item {bad[0]} is a {type(rows[bad[0]]).__name__}")
+        frame = pd.DataFrame(rows)
+    if not len(frame):
+        raise ValidationError("items is empty: pass the answers to label (a DataFrame or a list of dicts)")
+    return frame
+
+
+def _column(frame: pd.DataFrame, candidates: Sequence[str]) -> str | None:
+    return next((c for c in candidates if c in frame.columns), None)
+
+
+def _references(value: Any, sep: str | None) -> list[str]:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [t for t in (_text(v) for v in value) if t is not None]
+    text = _text(value)
+    if text is None:
+        return []
+    if sep:
+        parts = [p.strip() for p in text.split(sep)]
+        return [p for p in parts if p] or [text]
+    return [text]
+
+
+# -- the labeller --------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    mine: set[tuple[str, str]]  # done (labelled or skipped) by this annotator, not undone
+    labelled_by_others: set[tuple[str, str]]
+    plan_done: set[tuple[str, str]]  # done by anyone under this plan
+    last_action: tuple[str, tuple[str, str]] | None  # (label_id, key) of this annotator's last action
+    labels: pd.DataFrame  # this plan's labels, not undone: key, annotator, score
+    n_mine: int
+
+
+class Labeller:
+    """Label answers one at a time in Jupyter; every label goes to the ledger at once.
+
+    ``items``: a DataFrame or an iterable of mappings with an item id (``id`` or ``item_id``),
+    ``prompt``, ``candidate``, optionally reference(s) (``references`` list, ``reference`` or
+    ``baseline``; ``reference_sep="|"`` splits one text into several), ``candidate_model`` /
+    ``candidate_adapter`` / ``adapter_id`` / ``model_id``, and the judge's score and reply (see
+    the module docstring). One item is one (id, adapter): the same question answered by two
+    models is two items.
+
+    ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
+    scores may come from); ``task_type``: the task type of the judge's observations;
+    ``annotator``: who labels (a name); ``judge``: the judge's grader id (its scores drive
+    ``"active"`` and the estimates; ``None``: human-only intervals); ``strategy``: ``"random"``,
+    ``"stratified"``, ``"active"`` or ``"overlap"``; ``seed``: the order's seed.
+
+    Keyword options: ``group`` (the stratifying column; default ``candidate_model``),
+    ``overlap`` (share every annotator labels, default 0.2), ``floor`` (the uniform share of
+    ``"active"``, default 0.1), ``uncertainty`` (a column of the judge's uncertainty for
+    ``"active"``, e.g. several judges' disagreement), ``reference_sep``, ``show_judge`` (reveal
+    the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
+    (the interval width progress plans for, default 0.05), ``confidence`` (0.95).
+
+    The programmatic API (the widget's buttons call it): :attr:`current`, :meth:`label`,
+    :meth:`skip`, :meth:`undo`, :meth:`progress`, :attr:`n_labelled`; and for the results
+    :meth:`frame`, :meth:`estimate`, :meth:`agreement`. Bad input raises
+    :class:`~llm_connect.errors.ValidationError` saying what to change.
+    """
+
+    def __init__(
+        self,
+        items: Any,
+        *,
+        ledger: Any,
+        task_type: str,
+        annotator: str,
+        judge: str | None = None,
+        strategy: str = "random",
+        seed: int = 0,
+        group: str | None = None,
+        overlap: float = 0.2,
+        floor: float = 0.1,
+        uncertainty: str | None = None,
+        reference_sep: str | None = None,
+        show_judge: bool = False,
+        target_width: float = 0.05,
+        confidence: float = 0.95,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
+        for name, value in (("task_type", task_type), ("annotator", annotator)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
+        if judge is not None and (not isinstance(judge, str) or not judge.strip()):
+            raise ValidationError(f"judge must be the judge's grader id (a string) or None, got {judge!r}")
+        if judge in (HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID):
+            raise ValidationError(f"judge={judge!r} names the human labels; pass the machine judge's grader id")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValidationError(f"seed must be an integer, got {seed!r}")
+        if not hasattr(ledger, "append"):
+            raise ValidationError(f"ledger must be a QualityLedger (labels are appended to it), got "
+                                  f"{type(ledger).__name__}")
+        if not (isinstance(target_width, (int, float)) and not isinstance(target_width, bool)
+                and 0 < target_width < 1):
+            raise ValidationError(f"target_width must be a number in (0, 1), e.g. 0.05; got {target_width!r}")
+        self.group: str | None = None
+        self.judge_source: str | None = None
+        self.ledger = ledger
+        self.task_type = task_type
+        self.annotator = annotator
+        self.judge = judge
+        self.strategy = strategy
+        self.seed = int(seed)
+        self.show_judge = bool(show_judge)
+        self.target_width = float(target_width)
+        self.confidence = float(confidence)
+        self._build_items(_items_frame(items), group=group, reference_sep=reference_sep, uncertainty=uncertainty)
+        probs = None
+        if strategy == "active":
+            u = self._items["uncertainty"] if uncertainty is not None else None
+            if u is None and self._items["judge_score"].isna().all():
+                raise ValidationError(
+                    "strategy='active' needs the judge's scores: pass judge='GRADER_ID' with a score column "
+                    "(GRADER_ID or score_GRADER_ID) in items or its observations in the ledger, or uncertainty="
+                )
+            probs = active_probabilities(self._items["judge_score"].to_numpy(dtype=float),
+                                         uncertainty=None if u is None else u.to_numpy(dtype=float), floor=floor)
+        self.plan = make_plan(list(self._items["key_text"]), strategy=strategy, seed=self.seed,
+                              probabilities=probs,
+                              groups=self._items["group"] if strategy == "stratified" else None,
+                              overlap=overlap)
+        digest = hashlib.blake2b(repr((strategy, self.seed, overlap if strategy == "overlap" else None,
+                                       floor if strategy == "active" else None, group)).encode(),
+                                 digest_size=6).hexdigest()
+        self.plan_id = f"{strategy}-{self.seed}-{digest}"
+        self._queue = self.plan.queue()
+        self._pinned: int | None = None  # an item brought back by undo
+        self._current: int | None = None
+        self._refresh()
+
+    # -- items ----------------------------------------------------------------------------------
+
+    def _build_items(self, frame: pd.DataFrame, *, group: str | None, reference_sep: str | None,
+                     uncertainty: str | None) -> None:
+        id_col = _column(frame, _ID_COLUMNS)
+        missing = [name for name, ok in (("an item id ('id' or 'item_id')", id_col is not None),
+                                         ("'prompt'", "prompt" in frame.columns),
+                                         ("'candidate'", "candidate" in frame.columns)) if not ok]
+        if missing:
+            raise ValidationError(f"items lack {', '.join(missing)}; their columns are {list(frame.columns)[:20]}")
+        assert id_col is not None
+        ids = [_plain_id(v) for v in frame[id_col].tolist()]
+        if any(_text(v) is None for v in frame[id_col].tolist()):
+            raise ValidationError(f"every item needs an id; column {id_col!r} has missing values")
+        adapter_col = _column(frame, ("adapter_id", "candidate_adapter", "candidate_model"))
+        model_col = _column(frame, ("model_id", "candidate_model"))
+
+        def names(col: str | None) -> list[str | None]:
+            if col is None:
+                return [None] * len(frame)
+            return [t if t is not None and t.strip() else None for t in map(_text, frame[col].tolist())]
+
+        models = [m or "unknown" for m in names(model_col)]
+        adapters = [a or m for a, m in zip(names(adapter_col), models, strict=True)]
+        keys = [(str(i), a) for i, a in zip(ids, adapters, strict=True)]
+        seen: dict[tuple[str, str], int] = {}
+        for k in keys:
+            seen[k] = seen.get(k, 0) + 1
+        dup = [k for k, c in seen.items() if c > 1]
+        if dup:
+            raise ValidationError(
+                f"{len(dup)} item(s) appear more than once, e.g. id {dup[0][0]!r} for adapter {dup[0][1]!r}; each "
+                "(id, candidate model) must be one row: drop the duplicates (df.drop_duplicates) or give them "
+                "distinct ids"
+            )
+        ref_col = _column(frame, _REFERENCE_COLUMNS)
+        refs = [_references(v, reference_sep) for v in frame[ref_col].tolist()] if ref_col else [[]] * len(frame)
+        data = pd.DataFrame({
+            "item_id": ids,
+            "key_text": [f"{i}\x1f{a}" for i, a in keys],
+            "adapter_id": adapters,
+            "model_id": models,
+            "prompt": [_text(v) or "" for v in frame["prompt"].tolist()],
+            "candidate": [_text(v) or "" for v in frame["candidate"].tolist()],
+            "references": refs,
+        })
+        self._keys = keys
+        self._index = {k: i for i, k in enumerate(keys)}
+        if self.strategy == "stratified" or group is not None:
+            gcol = group if group is not None else _column(frame, ("candidate_model", "model_id", "adapter_id"))
+            if gcol is None or gcol not in frame.columns:
+                raise ValidationError(
+                    f"strategy='stratified' needs a group column: group={gcol!r} is not among the items' columns "
+                    f"{list(frame.columns)[:20]}; pass group='COLUMN' (e.g. the candidate model)"
+                )
+            data["group"] = [_text(v) or "(missing)" for v in frame[gcol].tolist()]
+            self.group = gcol
+        else:
+            data["group"] = "all"
+            self.group = None
+        data["judge_score"] = np.nan
+        data["judge_reply"] = None
+        if uncertainty is not None:
+            if uncertainty not in frame.columns:
+                raise ValidationError(f"uncertainty={uncertainty!r} is not a column of the items")
+            data["uncertainty"] = pd.to_numeric(frame[uncertainty], errors="coerce").to_numpy(dtype=float)
+        if self.judge is not None:
+            score_col = _column(frame, (self.judge, f"score_{self.judge}"))
+            if score_col is not None:
+                scores = pd.to_numeric(frame[score_col], errors="coerce").to_numpy(dtype=float)
+                if np.any((scores < 0) | (scores > 1)):
+                    raise ValidationError(f"the judge's scores in column {score_col!r} must be in 0..1; rescale first")
+                data["judge_score"] = scores
+                self.judge_source = f"items[{score_col!r}]"
+            else:
+                data["judge_score"] = self._judge_from_ledger(keys)
+                self.judge_source = "ledger"
+            reply_col = _column(frame, (f"reply_{self.judge}", f"notes_{self.judge}", "reply", "notes"))
+            if reply_col is not None:
+                data["judge_reply"] = [_text(v) for v in frame[reply_col].tolist()]
+        self._items = data
+
+    def _judge_from_ledger(self, keys: list[tuple[str, str]]) -> np.ndarray:
+        df = self._ledger_rows()
+        out = np.full(len(keys), np.nan)
+        if not len(df) or "tag.grader_id" not in df.columns or "tag.item_id" not in df.columns:
+            return out
+        mine = df[(df["tag.grader_id"] == self.judge).to_numpy(dtype=bool) & df["tag.item_id"].notna().to_numpy()]
+        if not len(mine):
+            return out
+        means = pd.DataFrame({
+            "item": mine["tag.item_id"].astype(object).map(str).to_numpy(),
+            "adapter": mine["adapter_id"].astype(str).to_numpy(),
+            "score": mine["quality_score"].to_numpy(dtype=float),
+        }).groupby(["item", "adapter"])["score"].mean()
+        lookup = means.to_dict()
+        return np.array([lookup.get(k, np.nan) for k in keys], dtype=float)
+
+    # -- the ledger ----------------------------------------------------------------------------
+
+    def _ledger_rows(self) -> pd.DataFrame:
+        path = getattr(self.ledger, "real_path", None)
+        if path is not None and not path.exists():
+            return pd.DataFrame()
+        df = ledger_frame(self.ledger)
+        if not len(df):
+            return df
+        return df[(df["task_type"] == self.task_type).to_numpy(dtype=bool)]
+
+    def _refresh(self) -> None:
+        df = self._ledger_rows()
+        empty = pd.DataFrame(columns=["key", "annotator", "score"])
+        if not len(df) or "tag.grader_id" not in df.columns:
+            self._state = _State(set(), set(), set(), None, empty, 0)
+            self._choose()
+            return
+        grader = df["tag.grader_id"].astype(object)
+        human = df[grader.isin([HUMAN_GRADER_ID, SKIP_GRADER_ID]).to_numpy(dtype=bool)]
+        undo = df[(grader == UNDO_GRADER_ID).to_numpy(dtype=bool)]
+
+        def col(part: pd.DataFrame, name: str) -> list[Any]:
+            return part[name].astype(object).tolist() if name in part.columns else [None] * len(part)
+
+        undone = {v for v in col(undo, "tag.undoes") if v is not None and v is not pd.NA}
+        mine: set[tuple[str, str]] = set()
+        others: set[tuple[str, str]] = set()
+        plan_done: set[tuple[str, str]] = set()
+        rows: list[tuple[tuple[str, str], str, float]] = []
+        last: tuple[str, tuple[str, str]] | None = None
+        n_mine = 0
+        for item, adapter, who, lid, g, plan, score in zip(
+            col(human, "tag.item_id"), human["adapter_id"].astype(str).tolist(), col(human, "tag.annotator"),
+            col(human, "tag.label_id"), human["tag.grader_id"].tolist(), col(human, "tag.plan"),
+            human["quality_score"].tolist(), strict=True,
+        ):
+            if item is None or item is pd.NA or (lid is not None and lid is not pd.NA and lid in undone):
+                continue
+            key = (str(item), adapter)
+            if key not in self._index:
+                continue
+            who_s = str(who) if who is not None and who is not pd.NA else "anonymous"
+            is_label = g == HUMAN_GRADER_ID
+            if who_s == self.annotator:
+                mine.add(key)
+                n_mine += int(is_label)
+                if lid is not None and lid is not pd.NA:
+                    last = (str(lid), key)
+            elif is_label:
+                others.add(key)
+            if plan == self.plan_id:
+                plan_done.add(key)
+                if is_label:
+                    rows.append((key, who_s, float(score)))
+        labels = pd.DataFrame(rows, columns=["key", "annotator", "score"]) if rows else empty
+        self._state = _State(mine, others, plan_done, last, labels, n_mine)
+        self._choose()
+
+    def _choose(self) -> None:
+        st = self._state
+        if self._pinned is not None and self._keys[self._pinned] not in st.mine:
+            self._current = self._pinned
+            return
+        self._pinned = None
+        overlap = self.plan.overlap
+        for i in self._queue:
+            key = self._keys[i]
+            if key in st.mine:
+                continue
+            if key in st.labelled_by_others and not (len(overlap) and overlap[i]):
+                continue
+            self._current = int(i)
+            return
+        self._current = None
+
+    def _observation(self, index: int, grader: str, score: float, tags: dict[str, Any]) -> QualityObservation:
+        row = self._items.iloc[index]
+        return QualityObservation(
+            task_type=self.task_type, adapter_id=str(row["adapter_id"]), model_id=str(row["model_id"]),
+            cost_usd=0.0, quality_score=float(score), latency_ms=0.0, tokens_in=0, tokens_out=0,
+            tags={"grader_id": grader, "item_id": row["item_id"], "annotator": self.annotator, **tags},
+        )
+
+    def _record(self, grader: str, score: float, note: str) -> str:
+        if self._current is None:
+            raise ValidationError("every item is done: there is nothing to label (undo() brings the last one back)")
+        if not isinstance(note, str):
+            raise ValidationError(f"note must be text, got {type(note).__name__}")
+        i = self._current
+        label_id = uuid.uuid4().hex
+        tags: dict[str, Any] = {
+            "label_id": label_id, "strategy": self.strategy, "seed": self.seed, "plan": self.plan_id,
+            "sampling_probability": float(self.plan.prob[i]),
+            "stratum": self.plan.stratum_names[int(self.plan.stratum[i])],
+            "rank": int(self.plan.rank[i]), "stratum_size": int(self.plan.size[i]),
+        }
+        if note.strip():
+            tags["note"] = note
+        self.ledger.append(self._observation(i, grader, score, tags))
+        self._pinned = None
+        self._refresh()
+        return label_id
+
+    # -- the programmatic API ------------------------------------------------------------------
+
+    @property
+    def current(self) -> dict[str, Any] | None:
+        """The item shown now, as a dict (``item_id``, ``adapter_id``, ``model_id``, ``prompt``,
+        ``references``, ``candidate``, ``judge_score``, ``judge_reply``, ``sampling_probability``),
+        or None when every item is done."""
+        if self._current is None:
+            return None
+        row = self._items.iloc[self._current]
+        score = float(row["judge_score"])
+        return {
+            "item_id": row["item_id"], "adapter_id": row["adapter_id"], "model_id": row["model_id"],
+            "prompt": row["prompt"], "references": list(row["references"]), "candidate": row["candidate"],
+            "judge_score": None if math.isnan(score) else score, "judge_reply": row["judge_reply"],
+            "sampling_probability": float(self.plan.prob[self._current]),
+        }
+
+    def label(self, score: float, note: str = "") -> str:
+        """Label the current item: 1.0 correct, 0.0 incorrect, anything between partial. Appends the
+        label to the ledger at once, moves on, and returns the label's id."""
+        if isinstance(score, bool):
+            score = float(score)
+        if not isinstance(score, (int, float, np.number)) or not math.isfinite(float(score)) or not (
+                0.0 <= float(score) <= 1.0):
+            raise ValidationError(f"a label is a score in 0..1 (1 correct, 0 incorrect, between: partial), "
+                                  f"got {score!r}")
+        return self._record(HUMAN_GRADER_ID, float(score), note)
+
+    def skip(self, note: str = "") -> str:
+        """Skip the current item (recorded, so it is not shown to this annotator again; undo brings it back)."""
+        return self._record(SKIP_GRADER_ID, 0.0, note)
+
+    def undo(self) -> dict[str, Any] | None:
+        """Take back this annotator's last label or skip (an ``undoes`` marker is appended; nothing is
+        deleted) and show that item again. Returns it, or None when there is nothing to undo."""
+        self._refresh()
+        last = self._state.last_action
+        if last is None:
+            return None
+        label_id, key = last
+        index = self._index[key]
+        self.ledger.append(self._observation(index, UNDO_GRADER_ID, 0.0, {"undoes": label_id, "plan": self.plan_id}))
+        self._pinned = index
+        self._refresh()
+        return self.current
+
+    @property
+    def n_labelled(self) -> int:
+        """How many of these items this annotator has labelled (skips and undone labels not counted)."""
+        return self._state.n_mine
+
+    @property
+    def n_total(self) -> int:
+        """How many items this labeller shows in all (for ``"active"``: the ones its draws select)."""
+        return len(self._queue)
+
+    def progress(self) -> dict[str, Any]:
+        """Where labelling stands: ``text`` (e.g. "41 labelled; interval width now 0.09; about 60 more
+        for 0.05"), ``n_labelled`` (this annotator), ``n_plan_labels`` (everyone under this plan),
+        ``n_total``, ``width`` (the current interval's width, NaN before 2 labels), ``target_width``
+        and ``more`` (labels still needed for it; None when unknown)."""
+        n = self.n_labelled
+        width, more = math.nan, None
+        n_plan = int(self._state.labels["key"].nunique()) if len(self._state.labels) else 0
+        if n_plan >= 2:
+            est = self.estimate()
+            row = est.iloc[0]
+            width = float(row["ci_high"] - row["ci_low"])
+            if math.isfinite(width) and width > 0:
+                more = self._more_for(width, n_plan)
+        text = f"{n} labelled"
+        if math.isfinite(width):
+            text += f"; interval width now {width:.2f}"
+            if more is not None:
+                text += (f"; about {more} more for {self.target_width:.2f}" if more > 0
+                         else f"; narrower than {self.target_width:.2f}")
+        else:
+            text += "; an interval needs 2 or more labels"
+        if self._current is None:
+            text += "; all items done"
+        return {"text": text, "n_labelled": n, "n_plan_labels": n_plan, "n_total": self.n_total,
+                "width": width, "target_width": self.target_width, "more": more}
+
+    def _more_for(self, width: float, n_plan: int) -> int | None:
+        if self.judge is not None and self.strategy in ("random", "overlap") and n_plan >= 2:
+            from ._estimates import labels_needed
+
+            frame = self.frame()
+            plan = labels_needed(frame, judge="judge", human="human", width=self.target_width,
+                                 confidence=self.confidence, pool="data")
+            value = plan.loc[plan["method"] == "ppi++", "more_labels"]
+            if len(value) and value.notna().all():
+                return int(value.iloc[0])
+            return None
+        # weighted designs (and no judge): the width shrinks as 1/sqrt(labels)
+        return max(math.ceil(n_plan * (width / self.target_width) ** 2) - n_plan, 0)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def frame(self) -> pd.DataFrame:
+        """One row per item: ``item_id``, ``adapter_id``, ``model_id``, ``group``, ``stratum``,
+        ``judge`` (its score; 0 for every item when there is no judge), ``human`` (the mean label
+        under this plan, NaN when unlabelled), ``n_labels``, ``sampling_probability`` (``π_i``) and
+        ``inclusion_probability`` (``π_i · K_s / N_s``, the ``weights=`` column of
+        :func:`~llm_connect.calibration.estimate_quality`; ``df.attrs["weights"]`` names it)."""
+        self._refresh()
+        items = self._items
+        labels = self._state.labels
+        human = np.full(len(items), np.nan)
+        n_labels = np.zeros(len(items), dtype=np.int64)
+        if len(labels):
+            per = labels.groupby(["key", "annotator"], sort=False)["score"].mean().groupby(level=0).agg(
+                ["mean", "size"])
+            for key, mean, size in zip(per.index, per["mean"], per["size"], strict=True):
+                human[self._index[key]] = mean
+                n_labels[self._index[key]] = size
+        done = np.array([k in self._state.plan_done for k in self._keys], dtype=bool)
+        judge = items["judge_score"].to_numpy(dtype=float) if self.judge is not None else np.zeros(len(items))
+        out = pd.DataFrame({
+            "item_id": items["item_id"].map(str), "adapter_id": items["adapter_id"],
+            "model_id": items["model_id"], "group": items["group"],
+            "stratum": [self.plan.stratum_names[s] for s in self.plan.stratum],
+            "judge": judge, "human": human, "n_labels": n_labels,
+            "sampling_probability": self.plan.prob, "inclusion_probability": self.plan.inclusion(done),
+        })
+        out.attrs["weights"] = "inclusion_probability"
+        return out
+
+    def _weighted(self) -> bool:
+        return self.strategy != "random"
+
+    def estimate(self, by: str | Sequence[str] | None = None, **kwargs: Any) -> pd.DataFrame:
+        """:func:`~llm_connect.calibration.estimate_quality` on :meth:`frame` with the right weights:
+        none for ``"random"``; ``inclusion_probability`` otherwise. ``by`` names columns of the frame
+        (e.g. ``"model_id"``). Without a judge only the human-only interval is given. Other keyword
+        arguments (``methods``, ``confidence``) go through."""
+        from ._estimates import estimate_quality
+
+        frame = self.frame()
+        kwargs.setdefault("confidence", self.confidence)
+        if self.judge is None:
+            kwargs["methods"] = ("human",)
+        else:
+            kwargs.setdefault("methods", ("ppi++", "human", "judge"))
+        weights = "inclusion_probability" if self._weighted() else None
+        if self.strategy == "stratified" and by is not None and (by == "group" or by == ["group"]):
+            weights = None  # within a group the labels are a simple random sample
+        return estimate_quality(frame, judge="judge", human="human", by=by, weights=weights, **kwargs)
+
+    def agreement(self, threshold: float = 0.5) -> dict[str, Any]:
+        """Inter-annotator agreement over items labelled by two or more annotators under this plan:
+        ``n_items``, ``n_annotators``, ``percent_agreement`` (share of agreeing annotator pairs, verdicts
+        at ``threshold``) and ``alpha`` (Krippendorff's alpha, nominal; Krippendorff 2011,
+        *Computing Krippendorff's Alpha-Reliability*). NaN when no item has two annotators."""
+        self._refresh()
+        labels = self._state.labels
+        per = labels.groupby(["key", "annotator"], sort=False)["score"].mean().reset_index()
+        multi = per[per.groupby("key")["annotator"].transform("size") > 1]
+        result: dict[str, Any] = {"n_items": int(multi["key"].nunique()) if len(multi) else 0,
+                                  "n_annotators": int(per["annotator"].nunique()) if len(per) else 0,
+                                  "percent_agreement": math.nan, "alpha": math.nan}
+        if not len(multi):
+            return result
+        yes = (multi["score"] >= threshold).astype(float)
+        counts = pd.DataFrame({"key": multi["key"], "yes": yes}).groupby("key")["yes"].agg(["sum", "size"])
+        n, k = counts["size"].to_numpy(float), counts["sum"].to_numpy(float)
+        pairs = n * (n - 1) / 2
+        agree = (k * (k - 1) + (n - k) * (n - k - 1)) / 2
+        result["percent_agreement"] = float(agree.sum() / pairs.sum())
+        matrix = pd.DataFrame({"key": multi["key"], "annotator": multi["annotator"], "yes": yes}).pivot_table(
+            index="annotator", columns="key", values="yes", aggfunc="first")
+        values = matrix.to_numpy(dtype=float)
+        if np.unique(values[np.isfinite(values)]).size >= 2:
+            import krippendorff
+
+            result["alpha"] = float(krippendorff.alpha(reliability_data=values, level_of_measurement="nominal"))
+        elif np.isfinite(values).any():
+            result["alpha"] = 1.0 if result["percent_agreement"] == 1.0 else math.nan
+        return result
+
+    # -- display -------------------------------------------------------------------------------
+
+    def item_html(self) -> str:
+        """The current item as HTML (every text escaped); the done message when all are done."""
+        item = self.current
+        if item is None:
+            return ('<div class="llmc-done"><b>All done.</b> Every item of this labeller is labelled or skipped '
+                    f"({self.n_labelled} labelled by {html.escape(self.annotator)}).</div>")
+        e = html.escape
+        refs = "".join(f"<li>{e(r)}</li>" for r in item["references"]) or "<li><i>(none)</i></li>"
+        parts = [
+            f'<div class="llmc-item-head">item <span class="llmc-item-id">{e(str(item["item_id"]))}</span>'
+            f' · model <span class="llmc-model">{e(item["model_id"])}</span></div>',
+            f'<div><b>Prompt</b><pre class="llmc-prompt" style="white-space:pre-wrap">{e(item["prompt"])}</pre></div>',
+            f'<div><b>Reference(s)</b><ul class="llmc-references">{refs}</ul></div>',
+            f'<div><b>Candidate</b><pre class="llmc-candidate" style="white-space:pre-wrap">'
+            f'{e(item["candidate"])}</pre></div>',
+        ]
+        if self.show_judge:
+            score = item["judge_score"]
+            shown = "not scored" if score is None else f"{score:.3g}"
+            reply = item["judge_reply"]
+            parts.append(
+                f'<div class="llmc-judge"><b>Judge {e(self.judge or "(none)")}</b>: {e(shown)}'
+                + (f'<pre style="white-space:pre-wrap">{e(reply)}</pre>' if reply else "") + "</div>"
+            )
+        return "".join(parts)
+
+    def _repr_html_(self) -> str:
+        from ._html import kv_table, with_interval
+
+        prog = self.progress()
+        estimate = "—"
+        if prog["n_plan_labels"] >= 2:
+            row = self.estimate().iloc[0]
+            estimate = f"{row['method']}: " + with_interval(row["estimate"], row["ci_low"], row["ci_high"])
+        return str(kv_table([
+            ("annotator", self.annotator), ("task type", self.task_type), ("strategy", self.strategy),
+            ("judge", self.judge or "(none: human-only intervals)"),
+            ("labelled", f"{prog['n_labelled']} / {prog['n_total']}"),
+            ("estimate", estimate), ("progress", prog["text"]),
+        ], caption="Labeller", attrs={"class_": "llm-connect"}))
+
+    def __repr__(self) -> str:
+        return (f"Labeller(annotator={self.annotator!r}, task_type={self.task_type!r}, strategy={self.strategy!r}, "
+                f"labelled={self.n_labelled}/{self.n_total})")
+
+    # -- the widget ----------------------------------------------------------------------------
+
+    def widget(self) -> Any:
+        """The labelling widget (ipywidgets): the item, buttons Correct / Incorrect / Partial (with the
+        score slider) / Skip / Undo / Show judge, a note, the progress line. Keyboard shortcuts with
+        ``ipyevents`` installed (hover over the item): ``c`` correct, ``x`` incorrect, ``p`` partial,
+        ``s`` skip, ``u`` undo, ``j`` show/hide the judge. CSS classes for scripts and tests: root
+        ``llmc-labeller``; ``llmc-correct``, ``llmc-incorrect``, ``llmc-partial``, ``llmc-skip``,
+        ``llmc-undo``, ``llmc-reveal``, ``llmc-partial-score``, ``llmc-note``, ``llmc-item``,
+        ``llmc-progress``. The returned box has a ``controls`` attribute naming them."""
+        try:
+            import ipywidgets as w
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            from ..errors import MissingDependencyError
+
+            raise MissingDependencyError("ipywidgets", "notebooks", "Labeller.widget()") from exc
+        from types import SimpleNamespace
+
+        item = w.HTML()
+        item.add_class("llmc-item")
+        progress = w.HTML()
+        progress.add_class("llmc-progress")
+        message = w.HTML()
+        message.add_class("llmc-message")
+        note = w.Text(placeholder="note (optional)", description="note")
+        note.add_class("llmc-note")
+        slider = w.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="partial", readout_format=".2f",
+                               continuous_update=False)
+        slider.add_class("llmc-partial-score")
+
+        def button(text: str, css: str, tip: str, style: str = "") -> Any:
+            b = w.Button(description=text, tooltip=tip, button_style=style)
+            b.add_class(css)
+            return b
+
+        correct = button("Correct (c)", "llmc-correct", "1.0", "success")
+        incorrect = button("Incorrect (x)", "llmc-incorrect", "0.0", "danger")
+        partial = button("Partial (p)", "llmc-partial", "the slider's score", "warning")
+        skip = button("Skip (s)", "llmc-skip", "not sure: skip this item")
+        undo = button("Undo (u)", "llmc-undo", "take back the last label")
+        reveal = button("Show judge (j)", "llmc-reveal", "show or hide the judge's score and reply")
+
+        def render() -> None:
+            item.value = self.item_html()
+            progress.value = f"<span>{html.escape(self.progress()['text'])}</span>"
+            reveal.description = "Hide judge (j)" if self.show_judge else "Show judge (j)"
+            done = self.current is None
+            for b in (correct, incorrect, partial, skip):
+                b.disabled = done
+
+        def act(do: Any) -> Any:
+            def handler(_: Any = None) -> None:
+                try:
+                    do()
+                    message.value = ""
+                except Exception as exc:  # shown in the widget: a callback's exception would be lost
+                    message.value = f'<span style="color:#b00">{html.escape(str(exc))}</span>'
+                render()
+            return handler
+
+        def give(score: Any) -> None:
+            text = note.value
+            self.label(float(score() if callable(score) else score), note=text)
+            note.value = ""
+
+        def toggle() -> None:
+            self.show_judge = not self.show_judge
+
+        def pass_over() -> None:
+            self.skip(note=note.value)
+            note.value = ""
+
+        def take_back() -> None:
+            if self.undo() is None:
+                raise ValidationError("nothing to undo")
+
+        handlers = {
+            "c": act(lambda: give(1.0)), "x": act(lambda: give(0.0)), "p": act(lambda: give(lambda: slider.value)),
+            "s": act(pass_over),
+            "u": act(take_back), "j": act(toggle),
+        }
+        for b, k in ((correct, "c"), (incorrect, "x"), (partial, "p"), (skip, "s"), (undo, "u"), (reveal, "j")):
+            b.on_click(handlers[k])
+        root = w.VBox([
+            item,
+            w.HBox([correct, incorrect, partial, slider]),
+            w.HBox([skip, undo, reveal]),
+            note, progress, message,
+        ])
+        root.add_class("llmc-labeller")
+        events = None
+        try:
+            from ipyevents import Event
+        except ImportError:
+            pass
+        else:
+            events = Event(source=item, watched_events=["keydown"])
+
+            def on_key(event: Mapping[str, Any]) -> None:
+                handler = handlers.get(str(event.get("key", "")).lower())
+                if handler is not None:
+                    handler()
+
+            events.on_dom_event(on_key)
+        render()
+        root.controls = SimpleNamespace(item=item, progress=progress, message=message, note=note, slider=slider,
+                                        correct=correct, incorrect=incorrect, partial=partial, skip=skip, undo=undo,
+                                        reveal=reveal, events=events, render=render)
+        return root

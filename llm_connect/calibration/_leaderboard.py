@@ -1,0 +1,999 @@
+"""Leaderboards from pairwise comparisons: Bradley-Terry ratings with bootstrap intervals, the judge's
+leaderboard beside people's (prediction-powered when people labelled a subset), and AlpacaEval 2's
+length-controlled win rate.
+
+Bradley-Terry (Bradley & Terry 1952, "Rank analysis of incomplete block designs: I. The method of
+paired comparisons") gives model ``i`` a strength ``theta_i`` with
+``P(i beats j) = 1 / (1 + exp(-(theta_i - theta_j)))``. :func:`leaderboard` fits it by maximum
+likelihood as Chatbot Arena does (Chiang et al. 2024, "Chatbot Arena: An Open Platform for
+Evaluating LLMs by Human Preference", arXiv:2403.04132; FastChat's ``elo_analysis.py``,
+``compute_elo_mle_with_tie``): a logistic regression on ``x = e_a - e_b`` without intercept, a tie
+counted as half a win to each side (FastChat duplicates every battle and splits ties; the
+likelihood is the same up to a factor 2). The comparisons are first aggregated into counts per
+pair of models, so a million comparisons of ``M`` models cost at most ``M(M-1)/2`` terms, and the
+likelihood is maximised by Newton's method (the log-likelihood is concave, Hunter 2004, "MM
+algorithms for generalized Bradley-Terry models", Ann. Statist. 32(1); a ridge of ``1e-6`` keeps a
+model that won or lost every comparison finite, as ``choix.opt_pairwise`` does).
+
+Ratings are on the Elo scale, ``400 * log10`` odds, anchored so their mean is 1000. Intervals come
+from a percentile bootstrap over comparisons, as FastChat's ``get_bootstrap_result`` (resample the
+battles with replacement, refit, take quantiles): here a resample is drawn as multinomial counts
+over the (pair, outcome) cells -- the same distribution -- and all resamples are fitted at once,
+warm-started from the point estimate. Ranks follow Chatbot Arena: a model's best plausible rank
+(``rank_low``) is one plus the number of models whose lower bound is above its upper bound (the
+"rank (UB)" of the Arena leaderboard); its worst plausible rank (``rank_high``) is the number of
+models whose upper bound is not below its lower bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from ._html import Markup, fmt, frame_html, html_format, join, with_interval
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "LEADERBOARD_COLUMNS",
+    "LENGTH_CONTROLLED_COLUMNS",
+    "LeaderboardComparison",
+    "compare_leaderboards",
+    "leaderboard",
+    "length_controlled_win_rate",
+    "plot_leaderboard",
+]
+
+#: The columns of :func:`leaderboard`'s frame (after the ``by`` columns).
+LEADERBOARD_COLUMNS: tuple[str, ...] = (
+    "model", "rating", "rating_low", "rating_high", "rank", "rank_low", "rank_high", "n", "win_rate",
+)
+#: The columns of :func:`length_controlled_win_rate`'s frame.
+LENGTH_CONTROLLED_COLUMNS: tuple[str, ...] = (
+    "model", "baseline", "n", "win_rate", "win_rate_low", "win_rate_high", "lc_win_rate", "lc_win_rate_low",
+    "lc_win_rate_high", "length_coef",
+)
+METHODS: tuple[str, ...] = ("bradley-terry",)
+#: Elo scale: ``SCALE * log10(odds)``; ratings are shifted so that their mean is ``MEAN``.
+SCALE = 400.0
+MEAN = 1000.0
+_ELO = SCALE / math.log(10.0)
+#: Ridge on the log-strengths (as ``choix.opt_pairwise``'s default): finite ratings for a model that
+#: won or lost everything; on ordinary data it moves a rating by far less than 0.001.
+RIDGE = 1e-6
+N_BOOT_MAX = 100_000
+_CELLS_BUDGET = 12_500_000  # floats per bootstrap chunk (resamples x models x models)
+
+
+# -- checking the input ---------------------------------------------------------------------------
+
+
+def _frame(data: Any) -> pd.DataFrame:
+    if isinstance(data, pd.DataFrame):
+        return data
+    try:
+        return pd.DataFrame.from_records(list(data))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"data must be a DataFrame (one row per comparison) or mappings: {exc}") from None
+
+
+def _need_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    missing = [c for c in dict.fromkeys(columns) if c not in frame.columns]
+    if missing:
+        raise ValidationError(f"no column {', '.join(map(repr, missing))} in the data; it has "
+                              f"{', '.join(map(str, frame.columns))}")
+
+
+def _check_settings(confidence: Any, n_boot: Any, method: str = "bradley-terry") -> tuple[float, int]:
+    try:
+        conf = float(confidence)
+    except (TypeError, ValueError):
+        conf = math.nan
+    if not 0.0 < conf < 1.0:
+        raise ValidationError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or not 0 <= n_boot <= N_BOOT_MAX:
+        raise ValidationError(f"n_boot must be a whole number from 0 to {N_BOOT_MAX}, got {n_boot!r}")
+    if method not in METHODS:
+        raise ValidationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    return conf, int(n_boot)
+
+
+def _by_list(by: str | Sequence[str] | None) -> list[str]:
+    if by is None:
+        return []
+    if isinstance(by, str):
+        return [by]
+    return [str(b) for b in by]
+
+
+def _outcomes(values: Any, column: str, codes: Any) -> np.ndarray:
+    """``"a"``/``"b"``/``"tie"``/``None`` per row (the words Chatbot Arena exports are read too)."""
+    from ._pairwise import parse_preferences
+
+    return parse_preferences(list(values), codes=codes, column=column)
+
+
+def _names(values: pd.Series, column: str) -> np.ndarray:
+    out = values.to_numpy(dtype=object)
+    blank = np.array([v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
+                      for v in out], dtype=bool)
+    if blank.any():
+        rows = np.flatnonzero(blank)[:5].tolist()
+        raise ValidationError(f"column {column!r} has {int(blank.sum())} row(s) with no model name (rows {rows}); "
+                              "every comparison needs both models")
+    return out
+
+
+# -- the comparisons as counts per pair ------------------------------------------------------------
+
+
+@dataclass
+class _Pairs:
+    """Comparisons aggregated per unordered pair ``(i, j)``, ``i < j``: wins of i, wins of j, ties."""
+
+    models: list[Any]
+    i: np.ndarray
+    j: np.ndarray
+    wins_i: np.ndarray
+    wins_j: np.ndarray
+    ties: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return len(self.models)
+
+    @property
+    def total(self) -> int:
+        return int(self.wins_i.sum() + self.wins_j.sum() + self.ties.sum())
+
+
+def _sort_key(value: Any) -> tuple[str, str]:
+    return (type(value).__name__ if not isinstance(value, str) else "", str(value))
+
+
+def _aggregate(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, all_models: Sequence[Any]) -> _Pairs:
+    """Count per pair; ``outcome`` in ``"a"``/``"b"``/``"tie"`` (rows already filtered)."""
+    models = sorted(set(all_models), key=_sort_key)
+    index = {m: k for k, m in enumerate(models)}
+    ia = np.fromiter((index[x] for x in a), dtype=np.int64, count=len(a))
+    ib = np.fromiter((index[x] for x in b), dtype=np.int64, count=len(b))
+    lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
+    m = len(models)
+    key = lo * m + hi
+    a_won = outcome == "a"
+    b_won = outcome == "b"
+    tie = outcome == "tie"
+    lo_won = (a_won & (ia == lo)) | (b_won & (ib == lo))
+    hi_won = (a_won & (ia == hi)) | (b_won & (ib == hi))
+    cells, inverse = np.unique(key, return_inverse=True)
+    p = len(cells)
+    return _Pairs(
+        models=models, i=cells // m, j=cells % m,
+        wins_i=np.bincount(inverse, weights=lo_won, minlength=p),
+        wins_j=np.bincount(inverse, weights=hi_won, minlength=p),
+        ties=np.bincount(inverse, weights=tie, minlength=p),
+    )
+
+
+def _components(pairs: _Pairs) -> list[list[Any]]:
+    """The connected components of the comparison graph (as model names), largest first."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    m = pairs.m
+    graph = coo_matrix((np.ones(len(pairs.i)), (pairs.i, pairs.j)), shape=(m, m))
+    n, labels = connected_components(graph, directed=False)
+    groups = [[pairs.models[k] for k in np.flatnonzero(labels == c)] for c in range(n)]
+    return sorted(groups, key=len, reverse=True)
+
+
+def _shown(models: Sequence[Any], limit: int = 8) -> str:
+    names = ", ".join(repr(str(m)) for m in list(models)[:limit])
+    return names + (f" and {len(models) - limit} more" if len(models) > limit else "")
+
+
+def _check_graph(pairs: _Pairs, compared: Sequence[Any], where: str) -> None:
+    never = [m for m in pairs.models if m not in set(compared)]
+    if never:
+        raise ValidationError(f"{where}model(s) {_shown(never)} never compared with another model (no row with a "
+                              "winner against a different model): a rating needs at least one comparison; drop them "
+                              "or add comparisons")
+    comps = _components(pairs)
+    if len(comps) > 1:
+        shown = "; ".join(f"{{{_shown(c)}}}" for c in comps[:5])
+        raise ValidationError(f"{where}the comparisons fall into {len(comps)} groups never compared with each other: "
+                              f"{shown}. Ratings of different groups are not on one scale: add comparisons between "
+                              "them, or rate each group on its own (by=)")
+
+
+# -- fitting ---------------------------------------------------------------------------------------
+
+
+def _incidence(pairs: _Pairs) -> tuple[Any, Any]:
+    """Sparse (P, M) matrices: signed (``+1`` at i, ``-1`` at j) and absolute incidence."""
+    from scipy.sparse import csr_matrix
+
+    p = len(pairs.i)
+    rows = np.concatenate([np.arange(p), np.arange(p)])
+    cols = np.concatenate([pairs.i, pairs.j])
+    signed = csr_matrix((np.concatenate([np.ones(p), -np.ones(p)]), (rows, cols)), shape=(p, pairs.m))
+    absolute = csr_matrix((np.ones(2 * p), (rows, cols)), shape=(p, pairs.m))
+    return signed, absolute
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+def _fit_bt(pairs: _Pairs, wi: np.ndarray, wj: np.ndarray, theta0: np.ndarray | None = None, *,
+            ridge: float = RIDGE, tol: float = 1e-9, max_iter: int = 100) -> np.ndarray:
+    """Maximum-likelihood log-strengths for each row of the weights ``wi``/``wj`` ``(B, P)`` (wins of
+    i and of j, ties counted half to each), by Newton's method on all rows at once; ``(B, M)``.
+
+    Maximises ``sum_k wi log s(d_k) + wj log s(-d_k) - ridge/2 |theta|^2`` with ``d = theta_i - theta_j``;
+    the optimum has mean 0 (the gradient of the likelihood sums to zero over models). A step is
+    shortened to at most 4 in log-odds so that a far start cannot overshoot."""
+    b, m = wi.shape[0], pairs.m
+    signed, absolute = _incidence(pairs)
+    theta = np.zeros((b, m)) if theta0 is None else np.array(np.broadcast_to(theta0, (b, m)), dtype=float)
+    total = wi + wj
+    active = np.arange(b)
+    eye = np.arange(m)
+    for _ in range(max_iter):
+        if not len(active):
+            break
+        th = theta[active]
+        d = th[:, pairs.i] - th[:, pairs.j]
+        s = _expit(d)
+        resid = wi[active] - total[active] * s
+        grad = np.asarray((signed.T @ resid.T).T) - ridge * th
+        v = total[active] * s * (1.0 - s)
+        hess = np.zeros((len(active), m, m))
+        hess[:, pairs.i, pairs.j] = -v
+        hess[:, pairs.j, pairs.i] = -v
+        hess[:, eye, eye] = np.asarray((absolute.T @ v.T).T) + ridge
+        step = np.linalg.solve(hess, grad[..., None])[..., 0]
+        big = np.abs(step).max(axis=1)
+        scale = np.where(big > 4.0, 4.0 / np.maximum(big, 1e-300), 1.0)
+        step *= scale[:, None]
+        theta[active] = th + step
+        active = active[big > tol]
+    return theta - theta.mean(axis=1, keepdims=True)
+
+
+def _ratings(theta: np.ndarray) -> np.ndarray:
+    return MEAN + _ELO * (theta - theta.mean(axis=-1, keepdims=True))
+
+
+def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int | None,
+                  progress: bool | None) -> np.ndarray:
+    """``(n_boot, M)`` ratings of resamples of the comparisons (multinomial over the pair-outcome cells)."""
+    counts = np.concatenate([pairs.wins_i, pairs.wins_j, pairs.ties])
+    keep = counts > 0
+    cells = counts[keep]
+    n = round(float(cells.sum()))
+    p = len(pairs.i)
+    kind = np.repeat(np.arange(3), p)[keep]
+    pair = np.tile(np.arange(p), 3)[keep]
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(pairs.m * pairs.m, 1)))
+    out = np.empty((n_boot, pairs.m))
+    from tqdm.auto import tqdm
+
+    show = (n_boot > chunk) if progress is None else bool(progress)
+    with tqdm(total=n_boot, desc="leaderboard: bootstrap", unit="resample", disable=not show, leave=False) as bar:
+        done = 0
+        while done < n_boot:
+            k = min(chunk, n_boot - done)
+            draws = rng.multinomial(n, cells / n, size=k).astype(float)
+            wi = np.zeros((k, p))
+            wj = np.zeros((k, p))
+            for kd, targets in ((0, ((wi, 1.0),)), (1, ((wj, 1.0),)), (2, ((wi, 0.5), (wj, 0.5)))):
+                sel = kind == kd  # each pair appears at most once per outcome
+                for target, share in targets:
+                    target[:, pair[sel]] += share * draws[:, sel]
+            out[done:done + k] = _ratings(_fit_bt(pairs, wi, wj, theta_hat))
+            done += k
+            bar.update(k)
+    return out
+
+
+def _rank_intervals(rating: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Rank 1 = best; best and worst plausible ranks from the intervals, as Chatbot Arena does."""
+    rank = 1 + (rating[None, :] > rating[:, None]).sum(axis=1)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        return rank, np.full(len(rating), -1), np.full(len(rating), -1)
+    better = low[None, :] > high[:, None]  # [i, j]: j is surely better than i
+    worse = high[None, :] < low[:, None]  # [i, j]: j is surely worse than i
+    return rank, 1 + better.sum(axis=1), len(rating) - worse.sum(axis=1)
+
+
+def _board(pairs: _Pairs, *, confidence: float, n_boot: int, seed: int | None,
+           progress: bool | None) -> pd.DataFrame:
+    wi = (pairs.wins_i + 0.5 * pairs.ties)[None, :]
+    wj = (pairs.wins_j + 0.5 * pairs.ties)[None, :]
+    theta = _fit_bt(pairs, wi, wj)[0]
+    rating = _ratings(theta)
+    if n_boot > 0:
+        boot = _bootstrap_bt(pairs, theta, n_boot, seed, progress)
+        tail = (1.0 - confidence) / 2.0
+        low, high = np.quantile(boot, [tail, 1.0 - tail], axis=0)
+    else:
+        low = high = np.full(pairs.m, math.nan)
+    rank, rank_low, rank_high = _rank_intervals(rating, low, high)
+    n = np.bincount(pairs.i, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=pairs.m) + \
+        np.bincount(pairs.j, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=pairs.m)
+    won = np.bincount(pairs.i, weights=pairs.wins_i + 0.5 * pairs.ties, minlength=pairs.m) + \
+        np.bincount(pairs.j, weights=pairs.wins_j + 0.5 * pairs.ties, minlength=pairs.m)
+    frame = pd.DataFrame({
+        "model": pairs.models, "rating": rating, "rating_low": low, "rating_high": high, "rank": rank,
+        "rank_low": rank_low, "rank_high": rank_high, "n": n.astype(np.int64), "win_rate": won / n,
+    })
+    if n_boot == 0:  # no intervals, no rank ranges
+        frame["rank_low"] = pd.array([pd.NA] * pairs.m, dtype="Int64")
+        frame["rank_high"] = pd.array([pd.NA] * pairs.m, dtype="Int64")
+    return frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
+
+
+def _prepare(data: Any, model_a: str, model_b: str, winner: str, codes: Any,
+             extra: Sequence[str] = ()) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    frame = _frame(data)
+    _need_columns(frame, [model_a, model_b, winner, *extra])
+    a = _names(frame[model_a], model_a)
+    b = _names(frame[model_b], model_b)
+    outcome = _outcomes(frame[winner], winner, codes)
+    same = np.array([x == y for x, y in zip(a, b, strict=True)], dtype=bool)
+    labelled = np.array([o is not None for o in outcome], dtype=bool)
+    notes = {"n_rows": len(frame), "n_unlabelled": int((~labelled).sum()), "n_self": int((same & labelled).sum())}
+    return frame, a, b, outcome, notes
+
+
+def _one_board(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, *, where: str, confidence: float, n_boot: int,
+               seed: int | None, progress: bool | None) -> pd.DataFrame:
+    keep = np.array([o is not None for o in outcome], dtype=bool) & np.array(
+        [x != y for x, y in zip(a, b, strict=True)], dtype=bool)
+    all_models = [*a.tolist(), *b.tolist()]
+    if not keep.any():
+        raise ValidationError(f"{where}no comparison with a winner between two different models")
+    pairs = _aggregate(a[keep], b[keep], outcome[keep], all_models)
+    _check_graph(pairs, [*a[keep].tolist(), *b[keep].tolist()], where)
+    return _board(pairs, confidence=confidence, n_boot=n_boot, seed=seed, progress=progress)
+
+
+def leaderboard(
+    data: Any,
+    *,
+    model_a: str = "model_a",
+    model_b: str = "model_b",
+    winner: str = "winner",
+    by: str | Sequence[str] | None = None,
+    confidence: float = 0.95,
+    n_boot: int = 1000,
+    seed: int | None = 0,
+    method: str = "bradley-terry",
+    codes: str | Mapping[str, Any] | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """Bradley-Terry ratings of the models compared in ``data``, with bootstrap intervals and ranks.
+
+    ``data``: a DataFrame (or mappings), one row per comparison; ``model_a``/``model_b``: the columns
+    naming the two models; ``winner``: the column saying which won, ``"a"``, ``"b"`` or ``"tie"``
+    (a tie counts half to each side; the Chatbot Arena words ``model_a``, ``model_b``,
+    ``tie (bothbad)`` are read too, numeric codes need ``codes=``, e.g. ``"a=1,b=2,tie=0"``). A
+    blank winner (an unlabelled or unscored pair) and a model compared with itself are left out
+    and counted in ``attrs``. ``by``: column(s) giving one leaderboard per group, the group
+    columns first. ``confidence``: the interval level; ``n_boot``: bootstrap resamples (0: no
+    intervals); ``seed``: the resampling seed; ``method``: ``"bradley-terry"`` (the only one);
+    ``progress``: a ``tqdm`` bar over the resamples (default: when they take several chunks).
+
+    Returns a DataFrame sorted best first, one row per model: ``model``, ``rating`` (Elo scale,
+    ``400 * log10`` odds, mean 1000), ``rating_low``/``rating_high`` (percentile bootstrap over
+    comparisons), ``rank`` (1 = best), ``rank_low``/``rank_high`` (best and worst plausible rank
+    from the intervals, as Chatbot Arena ranks), ``n`` (comparisons of the model), ``win_rate``
+    (ties half). ``attrs`` holds the settings and counts (``method``, ``confidence``, ``n_boot``,
+    ``seed``, ``n_comparisons``, ``n_unlabelled``, ``n_self``).
+
+    Raises :class:`~llm_connect.errors.ValidationError` for a missing column, a winner that is
+    not a preference (listing the values), a row without a model name, a model never compared,
+    or comparisons that fall into groups never compared with each other (naming the groups).
+
+    References: Bradley & Terry (1952); Hunter (2004), "MM algorithms for generalized
+    Bradley-Terry models"; Chiang et al. (2024), "Chatbot Arena", arXiv:2403.04132, and FastChat's
+    ``elo_analysis.py`` (see the module docstring).
+    """
+    conf, n_boot = _check_settings(confidence, n_boot, method)
+    by_cols = _by_list(by)
+    frame, a, b, outcome, notes = _prepare(data, model_a, model_b, winner, codes, by_cols)
+    settings = {"method": method, "confidence": conf, "n_boot": n_boot, "seed": seed, **notes}
+    if not by_cols:
+        out = _one_board(a, b, outcome, where="", confidence=conf, n_boot=n_boot, seed=seed, progress=progress)
+        out.attrs.update(settings, n_comparisons=int(out["n"].sum() // 2))
+        return out
+    parts = []
+    grouped = frame.reset_index(drop=True).groupby(by_cols, sort=True, dropna=False, observed=True)
+    for key, rows in grouped.indices.items():
+        values = key if isinstance(key, tuple) else (key,)
+        where = "group " + ", ".join(f"{c}={v!r}" for c, v in zip(by_cols, values, strict=True)) + ": "
+        part = _one_board(a[rows], b[rows], outcome[rows], where=where, confidence=conf, n_boot=n_boot, seed=seed,
+                          progress=progress)
+        for c, v in reversed(list(zip(by_cols, values, strict=True))):
+            part.insert(0, c, v)
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs.update(settings, by=by_cols, n_comparisons=int(out["n"].sum() // 2))
+    return out
+
+
+# -- plot ------------------------------------------------------------------------------------------
+
+
+def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
+    """Ratings with their intervals, best at the top (``data``: a :func:`leaderboard` frame, or any
+    frame with ``model``, ``rating`` and optionally ``rating_low``/``rating_high``). With several
+    groups (a ``by=`` frame) each model is labelled ``group / model``. ``**kwargs`` go to
+    ``Axes.errorbar``. Returns the Axes."""
+    from ._plots import _axes, _text
+
+    if data is None or not isinstance(data, pd.DataFrame):
+        raise ValidationError("data is required: pass a leaderboard(...) frame")
+    _need_columns(data, ["model", "rating"])
+    ax = _axes(ax)
+    frame = data.sort_values("rating", ascending=True).reset_index(drop=True)
+    by = [c for c in data.attrs.get("by", []) if c in frame.columns]
+    labels = [_text(" / ".join([*(str(r[c]) for c in by), str(r["model"])]), 40) for r in frame.to_dict("records")]
+    y = np.arange(len(frame))
+    rating = frame["rating"].to_numpy(dtype=float)
+    if {"rating_low", "rating_high"} <= set(frame.columns):
+        low = frame["rating_low"].to_numpy(dtype=float)
+        high = frame["rating_high"].to_numpy(dtype=float)
+        xerr = np.vstack([np.where(np.isfinite(low), rating - low, 0.0),
+                          np.where(np.isfinite(high), high - rating, 0.0)])
+    else:
+        xerr = None
+    style = {"fmt": "o", "capsize": 3, "color": "C0"}
+    style.update(kwargs)
+    ax.errorbar(rating, y, xerr=xerr, **style)
+    ax.axvline(MEAN, color="0.7", linewidth=0.8, linestyle=":", zorder=0)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels)
+    level = data.attrs.get("confidence")
+    ax.set_xlabel("rating (Elo scale, mean 1000)" + (f"; {level:.0%} intervals" if level else ""))
+    ax.set_ylabel("")
+    return ax
+
+
+# -- human and judge side by side (prediction-powered) ---------------------------------------------
+
+
+def _design(pairs_i: np.ndarray, pairs_j: np.ndarray, m: int) -> np.ndarray:
+    """(P, M-1) rows ``e_i - e_j`` with model 0 as the reference (its strength fixed at 0)."""
+    x = np.zeros((len(pairs_i), m))
+    x[np.arange(len(pairs_i)), pairs_i] = 1.0
+    x[np.arange(len(pairs_i)), pairs_j] = -1.0
+    return x[:, 1:]
+
+
+@dataclass
+class _Sums:
+    """Per pair (oriented i < j; y = 1 when i won): counts and sums of the people's ``y`` and the
+    judge's ``yhat`` on the labelled rows, and of ``yhat`` on the unlabelled rows."""
+
+    n: np.ndarray
+    y: np.ndarray
+    yh: np.ndarray
+    yy: np.ndarray
+    hh: np.ndarray
+    yh_cross: np.ndarray
+    n_u: np.ndarray
+    yh_u: np.ndarray
+    hh_u: np.ndarray
+
+
+def _ppi_objective_fit(x: np.ndarray, s: _Sums, lam: float, theta0: np.ndarray, *, tol: float = 1e-12,
+                       max_iter: int = 200) -> np.ndarray:
+    """Minimise ``L_n(y) + lam * (L_N(yhat_unlabelled) - L_n(yhat))`` (mean logistic losses) by
+    Newton's method; for ``lam`` in [0, 1] the objective is convex."""
+    n, big_n = s.n.sum(), s.n_u.sum()
+    theta = theta0.copy()
+    for _ in range(max_iter):
+        sig = _expit(x @ theta)
+        coef = ((1.0 - lam) * s.n * sig + lam * s.yh - s.y) / n
+        if big_n > 0 and lam:
+            coef = coef + lam * (s.n_u * sig - s.yh_u) / big_n
+        grad = x.T @ coef
+        w = ((1.0 - lam) * s.n / n + (lam * s.n_u / big_n if big_n > 0 else 0.0)) * sig * (1.0 - sig)
+        hess = x.T @ (w[:, None] * x)
+        step = np.linalg.solve(hess + 1e-12 * np.eye(len(theta)), grad)
+        biggest = float(np.abs(step).max()) if len(step) else 0.0
+        if biggest > 4.0:
+            step *= 4.0 / biggest
+        theta = theta - step
+        if biggest < tol:
+            break
+    return theta
+
+
+def _ppi_stats(x: np.ndarray, s: _Sums, theta: np.ndarray, use_unlabelled: bool) -> dict[str, np.ndarray]:
+    """What PPI++ needs at ``theta`` (Angelopoulos, Duchi & Zrnic 2023, as ``ppi_py``'s
+    ``_logistic_get_stats``), from the per-pair sums: the Hessian over all rows, and the means,
+    covariances and cross-covariance of the per-row gradients ``x (sigma - y)`` and ``x (sigma - yhat)``."""
+    n, big_n = s.n.sum(), s.n_u.sum()
+    sig = _expit(x @ theta)
+    v = sig * (1.0 - sig)
+    if use_unlabelled:
+        hess = x.T @ (((s.n + s.n_u) * v)[:, None] * x) / (n + big_n)
+    else:
+        hess = x.T @ ((s.n * v)[:, None] * x) / n
+
+    def outer(weights: np.ndarray) -> np.ndarray:
+        return x.T @ (weights[:, None] * x)
+
+    g_mean = x.T @ (s.n * sig - s.y) / n
+    h_mean = x.T @ (s.n * sig - s.yh) / n
+    u_mean = x.T @ (s.n_u * sig - s.yh_u) / big_n if big_n else np.zeros(x.shape[1])
+    gg = outer(s.n * sig**2 - 2 * sig * s.y + s.yy)  # sum over rows of g g^T
+    hh = outer(s.n * sig**2 - 2 * sig * s.yh + s.hh)
+    gh = outer(s.n * sig**2 - sig * (s.y + s.yh) + s.yh_cross)
+    uu = outer(s.n_u * sig**2 - 2 * sig * s.yh_u + s.hh_u)
+    return {"hess": hess, "n": np.asarray(n), "N": np.asarray(big_n), "g_mean": g_mean, "h_mean": h_mean,
+            "u_mean": u_mean, "gg": gg, "hh": hh, "gh": gh, "uu": uu}
+
+
+def _ppi_lambda(st: dict[str, Any]) -> float:
+    """The PPI++ power-tuning parameter (``ppi_py._calc_lhat_glm``, clipped to [0, 1])."""
+    n, big_n = float(st["n"]), float(st["N"])
+    inv = np.linalg.inv(st["hess"])
+    g, h, u = st["g_mean"], st["h_mean"], st["u_mean"]
+    cross = (st["gh"] - n * np.outer(g, h)) / n
+    cov = cross + cross.T
+    total = n + big_n
+    pooled_mean = (n * h + big_n * u) / total
+    var_hat = (st["hh"] + st["uu"] - total * np.outer(pooled_mean, pooled_mean)) / (total - 1)
+    num = np.trace(inv @ cov @ inv)
+    den = 2.0 * (1.0 + n / big_n) * np.trace(inv @ var_hat @ inv)
+    return float(np.clip(num / den, 0.0, 1.0)) if den > 0 else 0.0
+
+
+def _ppi_covariance(st: dict[str, Any], lam: float) -> np.ndarray:
+    """``Sigma / n`` of the PPI++ estimate (``ppi_py.ppi_logistic_ci``): sandwich with the
+    labelled rectifier ``g - lam * ghat`` and the unlabelled ``lam * ghat``."""
+    n, big_n = float(st["n"]), float(st["N"])
+    inv = np.linalg.inv(st["hess"])
+    g, h, u = st["g_mean"], st["h_mean"], st["u_mean"]
+    d_mean = g - lam * h
+    d_second = st["gg"] - lam * (st["gh"] + st["gh"].T) + lam**2 * st["hh"]
+    var = (d_second - n * np.outer(d_mean, d_mean)) / (n - 1)
+    var_u = lam**2 * (st["uu"] - big_n * np.outer(u, u)) / (big_n - 1) if big_n > 1 else np.zeros_like(var)
+    sigma = inv @ (n / big_n * var_u + var) @ inv if big_n > 0 else inv @ var @ inv
+    return sigma / n
+
+
+def _ppi_sums(lab_i: np.ndarray, lab_j: np.ndarray, y: np.ndarray, yh: np.ndarray, unl_i: np.ndarray,
+              unl_j: np.ndarray, yh_u: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, _Sums]:
+    """Aggregate oriented rows into per-pair sums over the pairs seen in either set."""
+    key_l = lab_i * m + lab_j
+    key_u = unl_i * m + unl_j
+    cells = np.unique(np.concatenate([key_l, key_u]))
+    pos_l = np.searchsorted(cells, key_l)
+    pos_u = np.searchsorted(cells, key_u)
+    p = len(cells)
+
+    def total(pos: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(pos, weights=w, minlength=p).astype(float)
+
+    sums = _Sums(n=total(pos_l), y=total(pos_l, y), yh=total(pos_l, yh), yy=total(pos_l, y * y),
+                 hh=total(pos_l, yh * yh), yh_cross=total(pos_l, y * yh), n_u=total(pos_u), yh_u=total(pos_u, yh_u),
+                 hh_u=total(pos_u, yh_u * yh_u))
+    return cells // m, cells % m, sums
+
+
+def ppi_bradley_terry(
+    lab_i: np.ndarray, lab_j: np.ndarray, y: np.ndarray, yhat: np.ndarray, unl_i: np.ndarray, unl_j: np.ndarray,
+    yhat_unlabelled: np.ndarray, m: int, *, lam: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Prediction-powered Bradley-Terry (Boyeau et al. 2024, "AutoEval Done Right",
+    arXiv:2403.07008; PPI++ for M-estimators, Angelopoulos, Duchi & Zrnic 2023, arXiv:2311.01453).
+
+    Rows are comparisons of models ``i`` and ``j`` (indices below ``m``), ``y`` the people's
+    outcome (1: i won, 0: j won, 0.5: tie) on the labelled rows, ``yhat`` the judge's on the same
+    rows, ``yhat_unlabelled`` the judge's on rows people did not label. Minimises
+    ``L_labelled(y) + lam * (L_unlabelled(yhat) - L_labelled(yhat))`` over log-strengths with
+    model 0 fixed at 0; ``lam=None`` tunes it as PPI++ does (clipped to [0, 1]). Returns the
+    ``m - 1`` log-strengths of models ``1..m-1``, their covariance (sandwich) and ``lam``.
+    """
+    pi, pj, s = _ppi_sums(lab_i, lab_j, y, yhat, unl_i, unl_j, yhat_unlabelled, m)
+    x = _design(pi, pj, m)
+    use_u = s.n_u.sum() > 0
+    start = _ppi_objective_fit(x, s, 0.0, np.zeros(m - 1))  # the people-only fit, to start from
+    if lam is None:
+        if use_u:
+            theta1 = _ppi_objective_fit(x, s, 1.0, start)
+            lam = _ppi_lambda(_ppi_stats(x, s, theta1, True))
+        else:
+            lam = 0.0
+    theta = _ppi_objective_fit(x, s, lam, start)
+    cov = _ppi_covariance(_ppi_stats(x, s, theta, use_u and lam != 0), lam)
+    return theta, cov, float(lam)
+
+
+def _oriented(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, index: Mapping[Any, int]) -> tuple[np.ndarray, ...]:
+    ia = np.fromiter((index[v] for v in a), dtype=np.int64, count=len(a))
+    ib = np.fromiter((index[v] for v in b), dtype=np.int64, count=len(b))
+    ya = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[o] for o in outcome], dtype=float) if len(outcome) else \
+        np.zeros(0)
+    flip = ia > ib
+    return np.where(flip, ib, ia), np.where(flip, ia, ib), np.where(flip, 1.0 - ya, ya), flip
+
+
+def _ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray, *,
+               confidence: float) -> tuple[pd.DataFrame, float]:
+    """Human-anchored ratings: PPI++ Bradley-Terry with the judge's winners on every row and the
+    people's on the rows they labelled; Wald intervals from the sandwich covariance."""
+    from scipy.stats import norm
+
+    has_j = np.array([o is not None for o in judge], dtype=bool)
+    has_h = np.array([o is not None for o in human], dtype=bool)
+    differ = np.array([x != y for x, y in zip(a, b, strict=True)], dtype=bool)
+    lab = has_j & has_h & differ
+    unl = has_j & ~has_h & differ
+    models = sorted(set(a[lab | unl].tolist()) | set(b[lab | unl].tolist()), key=_sort_key)
+    index = {mname: k for k, mname in enumerate(models)}
+    li, lj, y, _ = _oriented(a[lab], b[lab], human[lab], index)
+    _, _, yh, _ = _oriented(a[lab], b[lab], judge[lab], index)
+    ui, uj, yu, _ = _oriented(a[unl], b[unl], judge[unl], index)
+    m = len(models)
+    theta_r, cov_r, lam = ppi_bradley_terry(li, lj, y, yh, ui, uj, yu, m)
+    embed = np.zeros((m, m - 1))
+    embed[1:, :] = np.eye(m - 1)
+    centre = np.eye(m) - 1.0 / m
+    a_map = _ELO * centre @ embed
+    rating = MEAN + a_map @ theta_r
+    se = np.sqrt(np.clip(np.diag(a_map @ cov_r @ a_map.T), 0.0, None))
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    low, high = rating - z * se, rating + z * se
+    rank, rank_low, rank_high = _rank_intervals(rating, low, high)
+    pairs = _aggregate(a[lab], b[lab], human[lab], models)
+    n = np.bincount(pairs.i, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=m) + \
+        np.bincount(pairs.j, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=m)
+    won = np.bincount(pairs.i, weights=pairs.wins_i + 0.5 * pairs.ties, minlength=m) + \
+        np.bincount(pairs.j, weights=pairs.wins_j + 0.5 * pairs.ties, minlength=m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        win_rate = won / n
+    frame = pd.DataFrame({"model": models, "rating": rating, "rating_low": low, "rating_high": high, "rank": rank,
+                          "rank_low": rank_low.astype(np.int64), "rank_high": rank_high.astype(np.int64),
+                          "n": n.astype(np.int64), "win_rate": win_rate})
+    frame = frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
+    frame.attrs.update(method="ppi++ bradley-terry", confidence=confidence, lam=lam,
+                       n_labelled=int(lab.sum()), n_unlabelled=int(unl.sum()))
+    return frame, lam
+
+
+@dataclass
+class LeaderboardComparison:
+    """The judge's leaderboard beside people's, from :func:`compare_leaderboards`.
+
+    ``judge``: the judge's leaderboard (every comparison the judge decided); ``human``: people's
+    (the comparisons they labelled); ``anchored``: when people labelled only a subset, the
+    human-anchored ratings by prediction-powered inference (PPI++ Bradley-Terry; ``None`` when
+    people labelled every comparison or none); ``correlation``: Kendall's tau and Spearman's rho
+    (``scipy.stats``) between the judge's ratings and people's (and the anchored ones), over the
+    models in both; ``pairs``: per pair of models, how often the judge agreed with people
+    (three-way, a/b/tie) and each side's win rate of the first-named model; ``lam``: the PPI++
+    weight given to the judge (0: the judge is ignored, 1: trusted as much as people).
+    """
+
+    judge: pd.DataFrame
+    human: pd.DataFrame | None
+    anchored: pd.DataFrame | None
+    correlation: pd.DataFrame
+    pairs: pd.DataFrame
+    confidence: float = 0.95
+    lam: float = math.nan
+    notes: list[str] = field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        return str(self.html())
+
+    def html(self) -> Markup:
+        level = f"{self.confidence:.0%}"
+
+        def board(frame: pd.DataFrame | None, caption: str) -> Markup:
+            if frame is None:
+                return Markup("")
+            shown = pd.DataFrame({
+                "rank": frame["rank"], "model": frame["model"],
+                "rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
+                           zip(frame["rating"], frame["rating_low"], frame["rating_high"], strict=True)],
+                "rank range": [f"{lo}–{hi}" if not pd.isna(lo) else "—" for lo, hi in
+                               zip(frame["rank_low"], frame["rank_high"], strict=True)],
+                "n": frame["n"], "win rate": frame["win_rate"],
+            })
+            return frame_html(shown, caption=caption)
+
+        parts = [html_format("<h3>{}</h3>", "Leaderboards: the judge beside people")]
+        parts.append(board(self.judge, f"Judge ({level} bootstrap intervals)"))
+        parts.append(board(self.human, f"People, labelled comparisons only ({level} bootstrap intervals)"))
+        if self.anchored is not None:
+            parts.append(board(self.anchored, f"People, anchored by the judge on the unlabelled comparisons "
+                                              f"(PPI++, lambda = {fmt(self.lam)}; {level} intervals)"))
+        if len(self.correlation):
+            parts.append(frame_html(self.correlation, caption="Rank correlation of the ratings"))
+        if len(self.pairs):
+            parts.append(frame_html(self.pairs, caption="The judge against people, per pair of models"))
+        for note in self.notes:
+            parts.append(html_format("<p>{}</p>", note))
+        return html_format("<div class='llm-connect-leaderboards'>{}</div>", join(parts))
+
+
+def _correlation_row(first: pd.DataFrame, second: pd.DataFrame, name_a: str, name_b: str) -> dict[str, Any]:
+    from scipy.stats import kendalltau, spearmanr
+
+    merged = first[["model", "rating"]].merge(second[["model", "rating"]], on="model", suffixes=("_a", "_b"))
+    row: dict[str, Any] = {"a": name_a, "b": name_b, "n_models": len(merged)}
+    constant = len(merged) < 2 or merged["rating_a"].nunique() < 2 or merged["rating_b"].nunique() < 2
+    if not constant:
+        tau = kendalltau(merged["rating_a"], merged["rating_b"])
+        rho = spearmanr(merged["rating_a"], merged["rating_b"])
+        row.update(kendall_tau=float(tau.statistic), kendall_p=float(tau.pvalue),
+                   spearman_rho=float(rho.statistic), spearman_p=float(rho.pvalue))
+    else:
+        row.update(kendall_tau=math.nan, kendall_p=math.nan, spearman_rho=math.nan, spearman_p=math.nan)
+    return row
+
+
+def _pair_agreement(a: np.ndarray, b: np.ndarray, judge: np.ndarray, human: np.ndarray) -> pd.DataFrame:
+    both = np.array([j is not None and h is not None for j, h in zip(judge, human, strict=True)], dtype=bool)
+    worth = {"a": 1.0, "b": 0.0, "tie": 0.5}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for x, y, j, h in zip(a[both], b[both], judge[both], human[both], strict=True):
+        if x == y:
+            continue
+        first, second = sorted((x, y), key=_sort_key)
+        flip = x != first
+        r = rows.setdefault((first, second), {"model_1": first, "model_2": second, "n": 0, "agree": 0,
+                                              "judge_won": 0.0, "human_won": 0.0})
+        r["n"] += 1
+        r["agree"] += int(j == h)
+        jw, hw = worth[j], worth[h]
+        r["judge_won"] += 1.0 - jw if flip else jw
+        r["human_won"] += 1.0 - hw if flip else hw
+    out = [{"model_1": r["model_1"], "model_2": r["model_2"], "n": r["n"], "agreement": r["agree"] / r["n"],
+            "judge_win_rate_1": r["judge_won"] / r["n"], "human_win_rate_1": r["human_won"] / r["n"]}
+           for r in rows.values()]
+    return pd.DataFrame(out, columns=["model_1", "model_2", "n", "agreement", "judge_win_rate_1",
+                                      "human_win_rate_1"])
+
+
+def compare_leaderboards(
+    data: Any,
+    *,
+    model_a: str = "model_a",
+    model_b: str = "model_b",
+    judge_winner: str,
+    human_winner: str,
+    confidence: float = 0.95,
+    n_boot: int = 1000,
+    seed: int | None = 0,
+    codes: str | Mapping[str, Any] | None = None,
+) -> LeaderboardComparison:
+    """The judge's leaderboard beside people's on the same comparisons (see
+    :class:`LeaderboardComparison`).
+
+    ``data``: one row per comparison with the two model columns, the judge's winner
+    (``judge_winner``) and people's (``human_winner``; blank where people did not label the
+    comparison), each ``"a"``, ``"b"`` or ``"tie"``. Both leaderboards are :func:`leaderboard`
+    fits. When people labelled only some of the comparisons the judge decided, the
+    human-anchored ratings use prediction-powered inference for Bradley-Terry (Boyeau et al.
+    2024, "AutoEval Done Right", arXiv:2403.07008): the judge's winners on every comparison,
+    corrected by the judge's errors on the labelled ones, weighted by the PPI++ ``lambda``
+    (Angelopoulos, Duchi & Zrnic 2023), with sandwich (Wald) intervals. Their rank correlation is
+    Kendall's tau and Spearman's rho (``scipy.stats``).
+    """
+    conf, n_boot = _check_settings(confidence, n_boot)
+    frame, a, b, judge, _ = _prepare(data, model_a, model_b, judge_winner, codes, [human_winner])
+    human = _outcomes(frame[human_winner], human_winner, codes)
+    notes: list[str] = []
+    judge_board = leaderboard(pd.DataFrame({"a": a, "b": b, "w": judge}), model_a="a", model_b="b", winner="w",
+                              confidence=conf, n_boot=n_boot, seed=seed, progress=False)
+    has_h = np.array([h is not None for h in human], dtype=bool)
+    human_board = None
+    if has_h.any():
+        try:
+            human_board = leaderboard(pd.DataFrame({"a": a[has_h], "b": b[has_h], "w": human[has_h]}),
+                                      model_a="a", model_b="b", winner="w", confidence=conf, n_boot=n_boot,
+                                      seed=seed, progress=False)
+        except ValidationError as exc:
+            notes.append(f"people's leaderboard on the labelled comparisons alone cannot be fitted: {exc}")
+    else:
+        notes.append("people labelled none of the comparisons: there is no human leaderboard to compare with")
+    has_j = np.array([j is not None for j in judge], dtype=bool)
+    anchored = None
+    lam = math.nan
+    if (has_h & has_j).any() and (has_j & ~has_h).any():
+        anchored, lam = _ppi_board(a, b, human, judge, confidence=conf)
+    if (has_h & ~has_j).any():
+        notes.append(f"{int((has_h & ~has_j).sum())} comparison(s) labelled by people but not decided by the judge "
+                     "are in people's leaderboard, not in the anchored one")
+    rows = []
+    if human_board is not None:
+        rows.append(_correlation_row(judge_board, human_board, "judge", "human"))
+    if anchored is not None:
+        rows.append(_correlation_row(judge_board, anchored, "judge", "human (anchored)"))
+    correlation = pd.DataFrame(rows, columns=["a", "b", "n_models", "kendall_tau", "kendall_p", "spearman_rho",
+                                              "spearman_p"])
+    return LeaderboardComparison(judge=judge_board, human=human_board, anchored=anchored, correlation=correlation,
+                                 pairs=_pair_agreement(a, b, judge, human), confidence=conf, lam=lam, notes=notes)
+
+
+# -- length-controlled win rate (AlpacaEval 2) -----------------------------------------------------
+
+
+def _numbers(values: pd.Series, column: str) -> np.ndarray:
+    out = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        rows = np.flatnonzero(bad)[:5].tolist()
+        raise ValidationError(f"column {column!r} has {int(bad.sum())} value(s) that are not numbers (rows {rows}); "
+                              "give each answer's length (characters or tokens)")
+    return out
+
+
+def _fit_glm(x: np.ndarray, y: np.ndarray, w: np.ndarray, beta0: np.ndarray | None = None, *,
+             tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+    """Logistic regression with fractional targets ``y`` in [0, 1] and row weights ``w`` ``(B, n)``,
+    no intercept beyond ``x``'s columns, by Newton's method on every row of ``w`` at once; ``(B, k)``."""
+    b, k = w.shape[0], x.shape[1]
+    beta = np.zeros((b, k)) if beta0 is None else np.array(np.broadcast_to(beta0, (b, k)), dtype=float)
+    active = np.arange(b)
+    ridge = 1e-8 * np.eye(k)
+    for _ in range(max_iter):
+        if not len(active):
+            break
+        bt = beta[active]
+        mu = _expit(bt @ x.T)
+        ww = w[active]
+        grad = (ww * (y[None, :] - mu)) @ x
+        hess = np.einsum("bn,ni,nj->bij", ww * mu * (1.0 - mu), x, x) + ridge
+        step = np.linalg.solve(hess, grad[..., None])[..., 0]
+        big = np.abs(step).max(axis=1)
+        step *= np.where(big > 4.0, 4.0 / np.maximum(big, 1e-300), 1.0)[:, None]
+        beta[active] = bt + step
+        active = active[big > tol]
+    return beta
+
+
+def _difficulty(frame: pd.DataFrame, model: str, instruction: str, y: np.ndarray) -> np.ndarray:
+    """Per row, the instruction's difficulty ``gamma_x``: the instruction's effect in a logistic
+    regression of the preference on model and instruction indicators over every model (sum-zero
+    instruction effects, a small ridge for instructions every model won or lost), as AlpacaEval's
+    shared ``instruction_difficulty``, higher = harder for the models."""
+    models, mi = np.unique(frame[model].astype(str).to_numpy(), return_inverse=True)
+    instr, ii = np.unique(frame[instruction].astype(str).to_numpy(), return_inverse=True)
+    n, k_m, k_i = len(y), len(models), len(instr)
+    x = np.zeros((n, k_m + k_i))
+    x[np.arange(n), mi] = 1.0
+    x[np.arange(n), k_m + ii] = 1.0
+    beta = np.zeros(k_m + k_i)
+    penalty = np.zeros(k_m + k_i)
+    penalty[k_m:] = 1e-3
+    for _ in range(100):
+        mu = _expit(x @ beta)
+        grad = x.T @ (y - mu) - penalty * beta
+        hess = x.T @ ((mu * (1.0 - mu))[:, None] * x) + np.diag(penalty) + 1e-10 * np.eye(k_m + k_i)
+        step = np.linalg.solve(hess, grad)
+        biggest = float(np.abs(step).max())
+        if biggest > 4.0:
+            step *= 4.0 / biggest
+        beta += step
+        if biggest < 1e-10:
+            break
+    effect = beta[k_m:] - beta[k_m:].mean()
+    return -effect[ii]
+
+
+def length_controlled_win_rate(
+    data: Any,
+    *,
+    model: str = "model",
+    baseline_model: str = "baseline_model",
+    winner: str = "winner",
+    length_a: str = "length_a",
+    length_b: str = "length_b",
+    instruction: str | None = None,
+    difficulty: str | None = None,
+    confidence: float = 0.95,
+    n_boot: int = 1000,
+    seed: int | None = 0,
+    codes: str | Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Raw and length-controlled win rates of models against a baseline, as AlpacaEval 2 computes
+    them (Dubois et al. 2024, "Length-Controlled AlpacaEval: A Simple Way to Debias Automatic
+    Evaluators", arXiv:2404.04475; ``alpaca_eval/metrics/glm_winrate.py``).
+
+    ``data``: one row per comparison of a model's answer (side a) with the baseline's (side b):
+    ``model`` and ``baseline_model`` name the columns holding the two models' names, ``winner``
+    the column saying which won (``"a"``: the model, ``"b"``: the baseline, ``"tie"``: half),
+    ``length_a``/``length_b`` the columns of the two answers' lengths. ``instruction``: a column
+    naming the instruction (prompt); with several models on the same instructions their
+    difficulty ``gamma_x`` is estimated jointly (a logistic regression on model and instruction
+    indicators) and enters each model's fit; ``difficulty``: a column of given difficulties
+    instead (AlpacaEval ships them for its 805 instructions).
+
+    For each (model, baseline) the GLM
+    ``logit P(model wins) = theta + phi * tanh(delta / sd(delta)) + psi * gamma_x``, with
+    ``delta = length_a - length_b``, is fitted by maximum likelihood (ties as half a win;
+    AlpacaEval's formula, without its L1 cross-validation and regularisation toward its gamed
+    baselines, which need its leaderboard data). The length-controlled win rate is the model's
+    mean predicted win rate with the length term set to zero, ``mean_x sigma(theta + psi *
+    gamma_x)``. Intervals: percentile bootstrap over the model's comparisons (the length scale
+    ``sd(delta)`` and the difficulties held fixed).
+
+    Returns a DataFrame, one row per (model, baseline): :data:`LENGTH_CONTROLLED_COLUMNS`
+    (``length_coef`` is ``phi``: positive when the judge favours the longer answer).
+    """
+    conf, n_boot = _check_settings(confidence, n_boot)
+    frame = _frame(data).reset_index(drop=True)
+    _need_columns(frame, [model, baseline_model, winner, length_a, length_b,
+                          *([instruction] if instruction else []), *([difficulty] if difficulty else [])])
+    _names(frame[model], model)
+    _names(frame[baseline_model], baseline_model)
+    outcome = _outcomes(frame[winner], winner, codes)
+    keep = np.array([o is not None for o in outcome], dtype=bool)
+    if not keep.any():
+        raise ValidationError(f"column {winner!r} has no winner: nothing to compute a win rate from")
+    frame = frame[keep].reset_index(drop=True)
+    y = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[o] for o in outcome[keep]], dtype=float)
+    delta = _numbers(frame[length_a], length_a) - _numbers(frame[length_b], length_b)
+    if difficulty is not None:
+        gamma: np.ndarray | None = _numbers(frame[difficulty], difficulty)
+    elif instruction is not None:
+        gamma = _difficulty(frame, model, instruction, y)
+    else:
+        gamma = None
+    tail = (1.0 - conf) / 2.0
+    rng = np.random.default_rng(seed)
+    rows = []
+    groups = frame.groupby([model, baseline_model], sort=True, dropna=False, observed=True).indices
+    for key, idx in groups.items():
+        mname, bname = key if isinstance(key, tuple) else (key, None)
+        yy, dd = y[idx], delta[idx]
+        sd = float(np.std(dd, ddof=1)) if len(dd) > 1 else 0.0
+        length_term = np.tanh(dd / sd) if sd > 0 else np.zeros(len(dd))
+        columns = [np.ones(len(idx)), length_term]
+        if gamma is not None:
+            columns.append(gamma[idx])
+        x = np.column_stack(columns)
+        x0 = x.copy()
+        x0[:, 1] = 0.0
+        beta = _fit_glm(x, yy, np.ones((1, len(idx))))[0]
+        lc = float(_expit(x0 @ beta).mean())
+        raw = float(yy.mean())
+        lo_r = hi_r = lo_lc = hi_lc = math.nan
+        if n_boot > 0 and len(idx) > 1:
+            chunk = max(1, min(n_boot, 2_000_000 // len(idx)))
+            raws, lcs = [], []
+            done = 0
+            while done < n_boot:
+                k = min(chunk, n_boot - done)
+                w = rng.multinomial(len(idx), np.full(len(idx), 1.0 / len(idx)), size=k).astype(float)
+                betas = _fit_glm(x, yy, w, beta)
+                raws.append(w @ yy / len(idx))
+                lcs.append(_expit(betas @ x0.T).mean(axis=1))
+                done += k
+            r_all, l_all = np.concatenate(raws), np.concatenate(lcs)
+            lo_r, hi_r = (float(v) for v in np.quantile(r_all, [tail, 1 - tail]))
+            lo_lc, hi_lc = (float(v) for v in np.quantile(l_all, [tail, 1 - tail]))
+        rows.append({"model": mname, "baseline": bname, "n": len(idx), "win_rate": raw, "win_rate_low": lo_r,
+                     "win_rate_high": hi_r, "lc_win_rate": lc, "lc_win_rate_low": lo_lc, "lc_win_rate_high": hi_lc,
+                     "length_coef": float(beta[1])})
+    out = pd.DataFrame(rows, columns=list(LENGTH_CONTROLLED_COLUMNS))
+    out.attrs.update(method="alpacaeval-2 glm", confidence=conf, n_boot=n_boot, seed=seed,
+                     difficulty="given" if difficulty else ("estimated" if instruction else "none"))
+    return out

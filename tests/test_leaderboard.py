@@ -1,0 +1,389 @@
+"""Bradley-Terry leaderboards, the judge beside people (PPI++), the length-controlled win rate, the plot
+and the ``llm-connect leaderboard`` command, checked against independent implementations (choix, sklearn,
+ppi-python, statsmodels) and against simulations from known strengths."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llm_connect import leaderboard as top_level_leaderboard
+from llm_connect.calibration import (
+    LeaderboardComparison,
+    compare_leaderboards,
+    leaderboard,
+    length_controlled_win_rate,
+    plot_leaderboard,
+)
+from llm_connect.errors import ValidationError
+
+ELO = 400 / math.log(10)
+
+
+def simulate(strengths: np.ndarray, n: int, rng: np.random.Generator, *, tie_rate: float = 0.0,
+             names: np.ndarray | None = None) -> pd.DataFrame:
+    """Comparisons of random pairs drawn from Bradley-Terry with the given log-strengths."""
+    m = len(strengths)
+    names = np.array([f"m{i}" for i in range(m)]) if names is None else names
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    p = 1.0 / (1.0 + np.exp(-(strengths[a] - strengths[b])))
+    u = rng.random(n)
+    tie = rng.random(n) < tie_rate
+    winner = np.where(tie, "tie", np.where(u < p, "a", "b"))
+    return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
+
+
+def true_ratings(strengths: np.ndarray) -> np.ndarray:
+    return 1000 + ELO * (strengths - strengths.mean())
+
+
+# -- the fit -----------------------------------------------------------------------------------------
+
+
+def test_matches_choix_on_the_same_data_with_ties_counted_half():
+    import choix
+
+    rng = np.random.default_rng(3)
+    strengths = rng.normal(0, 1, 7)
+    df = simulate(strengths, 1500, rng, tie_rate=0.15)
+    board = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=0)
+    # FastChat's way with ties: every battle twice, a tie once to each side
+    index = {f"m{i}": i for i in range(7)}
+    duplicated = []
+    for a, b, w in df.itertuples(index=False):
+        i, j = index[a], index[b]
+        duplicated += {"a": [(i, j), (i, j)], "b": [(j, i), (j, i)], "tie": [(i, j), (j, i)]}[w]
+    theta = choix.ilsr_pairwise(7, duplicated, alpha=0.0, tol=1e-12)
+    expected = 1000 + ELO * (theta - theta.mean())
+    got = board.set_index("model").loc[list(index), "rating"].to_numpy()
+    assert np.abs(got - expected).max() < 1e-4
+    assert board["rating"].mean() == pytest.approx(1000.0, abs=1e-9)
+
+
+def test_matches_a_logistic_regression_without_intercept():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(11)
+    strengths = np.array([0.8, 0.3, 0.0, -0.2, -0.9])
+    df = simulate(strengths, 1200, rng)
+    board = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=0)
+    index = {f"m{i}": i for i in range(5)}
+    x = np.zeros((len(df), 5))
+    x[np.arange(len(df)), df["model_a"].map(index)] = 1.0
+    x[np.arange(len(df)), df["model_b"].map(index)] = -1.0
+    y = (df["winner"] == "a").to_numpy(int)
+    with warnings.catch_warnings():  # scikit-learn 1.8 deprecates penalty=None (use C=inf); older ones lack that
+        warnings.simplefilter("ignore", FutureWarning)
+        fit = LogisticRegression(penalty=None, fit_intercept=False, tol=1e-12, max_iter=10_000).fit(x[:, 1:], y)
+    theta = np.concatenate([[0.0], fit.coef_[0]])
+    expected = 1000 + ELO * (theta - theta.mean())
+    got = board.set_index("model").loc[list(index), "rating"].to_numpy()
+    assert np.abs(got - expected).max() < 1e-3
+
+
+def test_simulated_ranking_matches_the_true_one():
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(2024)
+    strengths = np.linspace(-1.2, 1.2, 8)
+    rng.shuffle(strengths)
+    df = simulate(strengths, 2000, rng)
+    board = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=200)
+    got = board.set_index("model").loc[[f"m{i}" for i in range(8)], "rating"].to_numpy()
+    assert kendalltau(got, strengths).statistic >= 0.9
+    assert list(board["rank"]) == list(range(1, 9))
+
+
+def test_intervals_cover_the_true_ratings_about_95_percent_of_the_time():
+    rng = np.random.default_rng(7)
+    strengths = np.linspace(-1.2, 1.2, 8)
+    truth = true_ratings(strengths)
+    names = [f"m{i}" for i in range(8)]
+    covered = total = 0
+    for run in range(400):
+        df = simulate(strengths, 2000, rng)
+        board = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=500, seed=run)
+        b = board.set_index("model").loc[names]
+        covered += int(((b["rating_low"] <= truth) & (truth <= b["rating_high"])).sum())
+        total += len(names)
+    assert 0.93 <= covered / total <= 0.97, covered / total
+
+
+def test_orientation_order_and_arena_words_do_not_change_the_fit():
+    rng = np.random.default_rng(5)
+    df = simulate(np.array([0.5, 0.0, -0.5, 0.2]), 600, rng, tie_rate=0.1)
+    flipped = pd.DataFrame({"model_a": df["model_b"], "model_b": df["model_a"],
+                            "winner": df["winner"].map({"a": "model_b", "b": "model_a", "tie": "tie (bothbad)"})})
+    flipped = flipped.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    first = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=50, seed=4)
+    second = leaderboard(flipped, model_a="model_a", model_b="model_b", winner="winner", n_boot=50, seed=4)
+    pd.testing.assert_frame_equal(first[["model", "rating", "n", "win_rate"]],
+                                  second[["model", "rating", "n", "win_rate"]], rtol=1e-8)
+    again = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=50, seed=4)
+    pd.testing.assert_frame_equal(first, again)  # seeded
+
+
+def test_columns_counts_win_rates_and_arena_rank_intervals():
+    rng = np.random.default_rng(8)
+    df = simulate(np.array([1.0, 0.9, 0.0, -1.5]), 400, rng, tie_rate=0.2)
+    board = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=300)
+    assert list(board.columns) == ["model", "rating", "rating_low", "rating_high", "rank", "rank_low", "rank_high",
+                                   "n", "win_rate"]
+    assert list(board["rating"]) == sorted(board["rating"], reverse=True)
+    for r in board.to_dict("records"):
+        mine = df[(df["model_a"] == r["model"]) | (df["model_b"] == r["model"])]
+        won = ((mine["model_a"] == r["model"]) & (mine["winner"] == "a")).sum() + \
+            ((mine["model_b"] == r["model"]) & (mine["winner"] == "b")).sum() + 0.5 * (mine["winner"] == "tie").sum()
+        assert r["n"] == len(mine)
+        assert r["win_rate"] == pytest.approx(won / len(mine))
+        assert r["rating_low"] <= r["rating"] <= r["rating_high"]
+        others = board[board["model"] != r["model"]]
+        # Chatbot Arena: 1 + the models surely better; worst: the models not surely worse
+        assert r["rank_low"] == 1 + int((others["rating_low"] > r["rating_high"]).sum())
+        assert r["rank_high"] == len(board) - int((others["rating_high"] < r["rating_low"]).sum())
+        assert r["rank_low"] <= r["rank"] <= r["rank_high"]
+    assert board.attrs["n_boot"] == 300 and board.attrs["confidence"] == 0.95
+    assert board.attrs["n_comparisons"] == len(df)
+
+
+def test_by_gives_one_board_per_group_with_the_group_first():
+    rng = np.random.default_rng(9)
+    one = simulate(np.array([0.5, 0.0, -0.5]), 300, rng).assign(task="code")
+    two = simulate(np.array([-0.5, 0.0, 0.5]), 300, rng).assign(task="chat")
+    both = pd.concat([one, two], ignore_index=True)
+    board = leaderboard(both, model_a="model_a", model_b="model_b", winner="winner", by="task", n_boot=40)
+    assert list(board.columns[:2]) == ["task", "model"]
+    alone = leaderboard(two, model_a="model_a", model_b="model_b", winner="winner", n_boot=40)
+    got = board[board["task"] == "chat"].drop(columns="task").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, alone, check_like=False)
+    assert board[board["task"] == "code"].iloc[0]["model"] == "m0"
+    assert board[board["task"] == "chat"].iloc[0]["model"] == "m2"
+
+
+def test_blank_winners_and_self_comparisons_are_left_out_and_counted():
+    df = pd.DataFrame({"model_a": ["x", "x", "y", "x", "y"], "model_b": ["y", "y", "x", "x", "x"],
+                       "winner": ["a", None, "a", "a", ""]})
+    board = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=0)
+    assert board.attrs["n_unlabelled"] == 2 and board.attrs["n_self"] == 1
+    assert board["n"].tolist() == [2, 2]
+    assert board["rank_low"].isna().all() and board["rating_low"].isna().all()
+
+
+def test_a_model_that_won_everything_gets_a_finite_rating():
+    df = pd.DataFrame({"model_a": ["x", "x", "y", "z"], "model_b": ["y", "z", "z", "y"],
+                       "winner": ["a", "a", "a", "tie"]})
+    board = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=20)
+    assert np.isfinite(board[["rating", "rating_low", "rating_high"]].to_numpy()).all()
+    assert board.iloc[0]["model"] == "x"
+
+
+# -- bad input ----------------------------------------------------------------------------------------
+
+
+def test_bad_winner_values_are_listed():
+    df = pd.DataFrame({"model_a": ["x", "y"], "model_b": ["y", "x"], "winner": ["a", "left"]})
+    with pytest.raises(ValidationError, match=r"'winner'.*'left'"):
+        leaderboard(df, model_a="model_a", model_b="model_b", winner="winner")
+
+
+def test_a_model_never_compared_is_named():
+    df = pd.DataFrame({"model_a": ["x", "y", "lonely"], "model_b": ["y", "x", "x"], "winner": ["a", "b", None]})
+    with pytest.raises(ValidationError, match="'lonely' never compared"):
+        leaderboard(df, model_a="model_a", model_b="model_b", winner="winner")
+
+
+def test_a_disconnected_comparison_graph_names_its_components():
+    df = pd.DataFrame({"model_a": ["x", "y", "p", "q"], "model_b": ["y", "x", "q", "p"],
+                       "winner": ["a", "b", "a", "tie"]})
+    with pytest.raises(ValidationError, match=r"2 groups never compared with each other: \{'p', 'q'\}; \{'x', 'y'\}"):
+        leaderboard(df, model_a="model_a", model_b="model_b", winner="winner")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"winner": "nope"}, "no column 'nope'"),
+    ({"confidence": 1.5}, "confidence must be between 0 and 1"),
+    ({"n_boot": -1}, "n_boot must be a whole number"),
+    ({"method": "elo"}, "unknown method 'elo'"),
+])
+def test_bad_arguments_say_what_to_do(kwargs, message):
+    df = pd.DataFrame({"model_a": ["x"], "model_b": ["y"], "winner": ["a"]})
+    with pytest.raises(ValidationError, match=message):
+        leaderboard(df, **{"model_a": "model_a", "model_b": "model_b", "winner": "winner", **kwargs})
+
+
+def test_exported_from_the_package():
+    assert top_level_leaderboard is leaderboard
+
+
+# -- plot ---------------------------------------------------------------------------------------------
+
+
+def test_plot_draws_sorted_ratings_with_their_intervals():
+    from matplotlib.figure import Figure
+
+    rng = np.random.default_rng(1)
+    board = leaderboard(simulate(np.array([0.6, -0.4, 0.1]), 300, rng), model_a="model_a", model_b="model_b",
+                        winner="winner", n_boot=50)
+    ax = Figure().add_subplot()
+    assert plot_leaderboard(board, ax=ax) is ax
+    points = ax.lines[0].get_xydata()
+    assert np.allclose(points[:, 0], board["rating"].to_numpy()[::-1])  # best at the top
+    assert [t.get_text() for t in ax.get_yticklabels()] == board["model"].tolist()[::-1]
+    segments = ax.collections[0].get_segments()  # the interval bars
+    assert np.allclose([s[0][0] for s in segments], board["rating_low"].to_numpy()[::-1])
+    assert np.allclose([s[1][0] for s in segments], board["rating_high"].to_numpy()[::-1])
+
+
+# -- the judge beside people --------------------------------------------------------------------------
+
+
+def _judged(rng: np.random.Generator, n: int, labelled: float, *, ties: bool) -> pd.DataFrame:
+    strengths = np.array([0.9, 0.4, 0.0, -0.3, -1.0])
+    df = simulate(strengths, n, rng, tie_rate=0.1 if ties else 0.0).rename(columns={"winner": "human"})
+    flip = rng.random(n) < 0.2  # the judge gets a fifth wrong, and favours m4
+    judge = df["human"].where(~flip, df["human"].map({"a": "b", "b": "a", "tie": "a"}))
+    judge = judge.where(~((df["model_a"] == "m4") & (rng.random(n) < 0.3)), "a")
+    df["judge"] = judge
+    df.loc[rng.random(n) >= labelled, "human"] = None
+    return df
+
+
+def test_ppi_ratings_match_ppi_python_on_data_without_ties():
+    """ppi-python's logistic PPI++ on the same rows, design ``e_a - e_b`` without the first model: the
+    point estimate (tuned lambda) and the interval. Its per-row statistics are run as plain Python
+    (``py_func``), which gives the same numbers without numba's half-minute compilation."""
+    ppi = pytest.importorskip("ppi_py.ppi")
+
+    from llm_connect.calibration._leaderboard import ppi_bradley_terry
+
+    rng = np.random.default_rng(12)
+    df = _judged(rng, 2000, 0.15, ties=False)
+    models = sorted(set(df["model_a"]) | set(df["model_b"]))
+    index = {m: k for k, m in enumerate(models)}
+    lab = df["human"].notna().to_numpy()
+
+    def design(rows: pd.DataFrame) -> np.ndarray:
+        x = np.zeros((len(rows), len(models)))
+        x[np.arange(len(rows)), rows["model_a"].map(index)] = 1.0
+        x[np.arange(len(rows)), rows["model_b"].map(index)] = -1.0
+        return np.ascontiguousarray(x[:, 1:])
+
+    x_l, x_u = design(df[lab]), design(df[~lab])
+    y = (df.loc[lab, "human"] == "a").to_numpy(float)
+    yh = (df.loc[lab, "judge"] == "a").to_numpy(float)
+    yu = (df.loc[~lab, "judge"] == "a").to_numpy(float)
+    ia, ib = df["model_a"].map(index).to_numpy(), df["model_b"].map(index).to_numpy()
+    theta, cov, lam = ppi_bradley_terry(ia[lab], ib[lab], y, yh, ia[~lab], ib[~lab], yu, len(models))
+
+    stats = getattr(ppi._logistic_get_stats, "py_func", ppi._logistic_get_stats)
+    with warnings.catch_warnings():  # ppi_py starts from scikit-learn's penalty=None, deprecated in 1.8
+        warnings.simplefilter("ignore", FutureWarning)
+        theta1 = ppi.ppi_logistic_pointestimate(x_l, y, yh, x_u, yu, lam=1)
+        expected_lam = ppi._calc_lam_glm(*stats(theta1, x_l, y, yh, x_u, yu), clip=True)
+        expected = ppi.ppi_logistic_pointestimate(x_l, y, yh, x_u, yu, lam=expected_lam)
+    assert lam == pytest.approx(expected_lam, abs=1e-5)
+    assert 0.0 < lam <= 1.0
+    assert np.abs(theta - expected).max() < 1e-4
+    # ppi_logistic_ci's interval at this lambda: the sandwich of its per-row gradients
+    grads, grads_hat, grads_hat_u, inv_hessian = stats(expected, x_l, y, yh, x_u, yu, use_unlabeled=True)
+    n, big_n = len(y), len(yu)
+    sigma = inv_hessian @ (n / big_n * np.cov(lam * grads_hat_u.T) + np.cov(grads.T - lam * grads_hat.T)) @ inv_hessian
+    assert np.allclose(np.sqrt(np.diag(cov)), np.sqrt(np.diag(sigma) / n), rtol=1e-4)
+
+
+def test_compare_leaderboards_side_by_side():
+    from scipy.stats import kendalltau, spearmanr
+
+    rng = np.random.default_rng(21)
+    df = _judged(rng, 2500, 0.2, ties=True)
+    out = compare_leaderboards(df, model_a="model_a", model_b="model_b", judge_winner="judge", human_winner="human",
+                               n_boot=100)
+    assert isinstance(out, LeaderboardComparison)
+    assert out.judge["n"].sum() == 2 * len(df)
+    assert out.human is not None and out.human["n"].sum() == 2 * df["human"].notna().sum()
+    assert out.anchored is not None and 0.0 <= out.lam <= 1.0
+    assert out.anchored.attrs["n_labelled"] == df["human"].notna().sum()
+    # the judge's bias for m4 lifts it on the judge's board; the anchored board pulls it back
+    rating = {name: b.set_index("model")["rating"] for name, b in
+              (("judge", out.judge), ("human", out.human), ("anchored", out.anchored))}
+    assert rating["judge"]["m4"] > rating["anchored"]["m4"]
+    merged = out.judge.merge(out.human, on="model")
+    row = out.correlation.iloc[0]
+    assert row["kendall_tau"] == pytest.approx(kendalltau(merged["rating_x"], merged["rating_y"]).statistic)
+    assert row["spearman_rho"] == pytest.approx(spearmanr(merged["rating_x"], merged["rating_y"]).statistic)
+    both = df[df["human"].notna()]
+    pair = out.pairs[(out.pairs["model_1"] == "m0") & (out.pairs["model_2"] == "m1")].iloc[0]
+    sub = both[((both["model_a"] == "m0") & (both["model_b"] == "m1")) |
+               ((both["model_a"] == "m1") & (both["model_b"] == "m0"))]
+    assert pair["n"] == len(sub)
+    assert pair["agreement"] == pytest.approx((sub["judge"] == sub["human"]).mean())
+    html = out._repr_html_()
+    assert "anchored" in html and "PPI++" in html
+
+
+def test_compare_escapes_model_names_in_html():
+    df = pd.DataFrame({"model_a": ["<script>x</script>", "b"] * 10, "model_b": ["b", "<script>x</script>"] * 10,
+                       "judge": ["a", "b", "b", "a"] * 5, "human": ["a", None, "b", None] * 5})
+    html = compare_leaderboards(df, judge_winner="judge", human_winner="human", n_boot=20)._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+# -- length-controlled win rate -----------------------------------------------------------------------
+
+
+def _length_biased(rng: np.random.Generator, n: int, quality: float) -> pd.DataFrame:
+    """A model as good as the baseline (``quality``) whose answers are longer; the judge likes length."""
+    instr = rng.integers(0, 60, n)
+    gamma = rng.normal(0, 1, 60)
+    len_b = rng.normal(900, 200, n)
+    len_a = len_b + rng.normal(500, 300, n)
+    delta = len_a - len_b
+    logit = quality + 1.5 * np.tanh(delta / delta.std(ddof=1)) - 0.4 * gamma[instr]
+    p = 1.0 / (1.0 + np.exp(-logit))
+    u = rng.random(n)
+    winner = np.where(u < p, "a", "b")
+    return pd.DataFrame({"model": "verbose", "baseline_model": "base", "winner": winner, "length_a": len_a,
+                         "length_b": len_b, "instruction": instr, "difficulty": gamma[instr]})
+
+
+def test_length_controlled_win_rate_matches_a_statsmodels_glm():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(31)
+    df = _length_biased(rng, 800, 0.0)
+    df.loc[rng.random(len(df)) < 0.1, "winner"] = "tie"
+    out = length_controlled_win_rate(df, model="model", baseline_model="baseline_model", winner="winner",
+                                     length_a="length_a", length_b="length_b", difficulty="difficulty", n_boot=0)
+    # AlpacaEval's formula, fitted independently: preference ~ 1 + tanh(std_delta_len) + difficulty,
+    # a fractional preference as two weighted rows (y=1 with weight p, y=0 with weight 1-p)
+    pref = df["winner"].map({"a": 1.0, "b": 0.0, "tie": 0.5}).to_numpy()
+    delta = (df["length_a"] - df["length_b"]).to_numpy()
+    design = np.column_stack([np.ones(len(df)), np.tanh(delta / delta.std(ddof=1)), df["difficulty"]])
+    x2 = np.vstack([design, design])
+    y2 = np.concatenate([np.ones(len(df)), np.zeros(len(df))])
+    w2 = np.concatenate([pref, 1 - pref])
+    fit = sm.GLM(y2, x2, family=sm.families.Binomial(), freq_weights=w2).fit(tol=1e-12)
+    no_length = design.copy()
+    no_length[:, 1] = 0.0
+    expected = fit.predict(no_length).mean()
+    row = out.iloc[0]
+    assert row["lc_win_rate"] == pytest.approx(expected, abs=1e-6)
+    assert row["length_coef"] == pytest.approx(fit.params[1], abs=1e-5)
+    assert row["win_rate"] == pytest.approx(pref.mean())
+
+
+def test_length_control_removes_a_planted_length_bias():
+    rng = np.random.default_rng(41)
+    df = _length_biased(rng, 1500, 0.0)
+    out = length_controlled_win_rate(df, model="model", baseline_model="baseline_model", winner="winner",
+                                     length_a="length_a", length_b="length_b", instruction="instruction",
+                                     n_boot=300).iloc[0]
+    assert out["win_rate_low"] > 0.6  # raw: the longer answers win
+    assert out["lc_win_rate_low"] <= 0.5 <= out["lc_win_rate_high"]  # controlled: as good as the baseline
+    assert out["length_coef"] > 0.5
+    assert out["win_rate_low"] <= out["win_rate"] <= out["win_rate_high"]
