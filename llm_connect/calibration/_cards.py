@@ -80,6 +80,7 @@ __all__ = [
     "judge_verdict",
     "mean_difference",
     "registry_path",
+    "reliability_entry",
     "report_estimates",
     "weak_judge_reasons",
 ]
@@ -311,6 +312,12 @@ class JudgeCard:
     #: Kappa per group (``calibrate(..., by=COLUMN)``): ``{"by": COLUMN, "groups": [{"group", "n", "kappa",
     #: "kappa_low", "kappa_high", "note"}, ...]}`` from ``GroupBreakdown.card_entry``; ``None`` without groups.
     by_group: dict[str, Any] | None = field(default=None, compare=False)
+    #: Run-to-run reliability from repeated judging (``judge_many(..., epochs=k)``): the
+    #: :meth:`~llm_connect.grading.EpochReliability.card_entry` of
+    #: :func:`~llm_connect.grading.epoch_reliability` (``epochs``, ``n_items``, ``agreement``,
+    #: ``unanimous``, ``alpha`` with its ``level``, ``alpha_nominal``, ``alpha_interval``, ``labels``,
+    #: ``threshold``, ``reducer``); ``None`` when the judge was run once. See :meth:`with_reliability`.
+    reliability: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.grader_id, str) or not self.grader_id.strip():
@@ -358,7 +365,7 @@ class JudgeCard:
         known = {f for f in cls.__dataclass_fields__}
         kw = {k: v for k, v in data.items() if k in known}
         for k, v in list(kw.items()):
-            if v is None and k not in ("rubric_hash", "position_consistency", "by_group"):
+            if v is None and k not in ("rubric_hash", "position_consistency", "by_group", "reliability"):
                 kw[k] = math.nan
         probes = []
         for p in data.get("probes") or ():
@@ -396,6 +403,12 @@ class JudgeCard:
             "verdict": self.verdict,
         }
 
+    def with_reliability(self, reliability: Any) -> JudgeCard:
+        """A copy holding the judge's run-to-run reliability: an
+        :class:`~llm_connect.grading.EpochReliability`, the frame of ``judge_many(..., epochs=k)``
+        (read by :func:`~llm_connect.grading.epoch_reliability`) or its ``card_entry()`` dict."""
+        return replace(self, reliability=reliability_entry(reliability))
+
     def __str__(self) -> str:
         return self.verdict
 
@@ -414,6 +427,11 @@ class JudgeCard:
             rows.append(("flagged weak", self.weak))
         if self.position_consistency is not None:
             rows.append(("position consistency", fmt(self.position_consistency)))
+        if self.reliability:
+            r = self.reliability
+            rows.append(("run-to-run reliability", f"{r.get('epochs')} epochs, {r.get('n_items')} items: agreement "
+                         f"{fmt(_num(r.get('agreement')))}, Krippendorff's alpha ({r.get('level')}) "
+                         f"{fmt(_num(r.get('alpha')))}"))
         if self.by_group:
             rows.append((f"Cohen's kappa by {self.by_group.get('by')}", "; ".join(
                 f"{g.get('group')}: {_interval(*(_num(g.get(k)) for k in ('kappa', 'kappa_low', 'kappa_high')))}"
@@ -453,6 +471,7 @@ def card_from_scores(
     confidence: float = 0.95,
     seed: int = 0,
     verdicts: Any = None,
+    reliability: Any = None,
 ) -> JudgeCard:
     """A :class:`JudgeCard` from a judge's scores and reference scores (human labels) on the same items.
 
@@ -463,7 +482,9 @@ def card_from_scores(
     defaults to the share of NaN in ``judge``. ``verdicts``: the judge's verdicts when they are not
     ``judge >= threshold`` (the out-of-fold verdicts of a threshold chosen by cross-validation,
     so that the card's kappa is never measured on the rows that chose it). A weak judge is
-    flagged (``weak``; :func:`weak_judge_reasons`).
+    flagged (``weak``; :func:`weak_judge_reasons`). ``reliability``: the judge's run-to-run
+    reliability from repeated judging (an :class:`~llm_connect.grading.EpochReliability`, the frame
+    of ``judge_many(..., epochs=k)`` or its card entry; see :func:`reliability_entry`).
     """
     from ._agreement import pair_agreement
 
@@ -494,8 +515,32 @@ def card_from_scores(
         kappa=_num(kap.value), kappa_low=_num(kap.low), kappa_high=_num(kap.high),
         mean_bias=_num(mb), bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size),
         verdict=verdict, probes=probes, position_consistency=position_consistency, confidence=confidence,
-        threshold=threshold, yes_rate=yes_rate, weak=weak,
+        threshold=threshold, yes_rate=yes_rate, weak=weak, reliability=reliability_entry(reliability),
     )
+
+
+def reliability_entry(reliability: Any) -> dict[str, Any] | None:
+    """What a card keeps of a judge's run-to-run reliability (``JudgeCard.reliability``): ``None`` for
+    ``None``; the ``card_entry()`` of an :class:`~llm_connect.grading.EpochReliability`, of the one
+    :func:`~llm_connect.grading.epoch_reliability` reads from a ``judge_many(..., epochs=k)`` frame,
+    or of a mapping with the same fields (such as ``df.attrs["reliability"]``)."""
+    from ..grading import EpochReliability, epoch_reliability
+
+    if reliability is None:
+        return None
+    if isinstance(reliability, pd.DataFrame):
+        reliability = epoch_reliability(reliability)
+    elif isinstance(reliability, Mapping):
+        known: dict[str, Any] = {f: reliability[f] for f in EpochReliability.__dataclass_fields__ if f in reliability}
+        try:
+            fields: dict[str, Any] = {k: (math.nan if v is None and k != "reducer" else v) for k, v in known.items()}
+            reliability = EpochReliability(**fields)
+        except TypeError as exc:
+            raise ValidationError(f"a reliability entry lacks a field: {exc}") from exc
+    if not isinstance(reliability, EpochReliability):
+        raise ValidationError("reliability must be an EpochReliability (epoch_reliability(df)), the frame of "
+                              f"judge_many(..., epochs=k) or its card entry, got {type(reliability).__name__}")
+    return reliability.card_entry()
 
 
 # -- the registry -----------------------------------------------------------------------------

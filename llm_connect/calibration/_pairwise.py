@@ -58,6 +58,7 @@ __all__ = [
     "PAIRWISE_COLUMNS",
     "PAIRWISE_CSV_COLUMNS",
     "PREFERENCES",
+    "VERDICT_WINNERS",
     "PairwiseReport",
     "battles",
     "calibrate_pairwise",
@@ -578,18 +579,71 @@ class PairwiseReport(CalibrationReport):
                               "for each pair's winners, orders and replies")
 
 
-def battles(report_or_frame: Any, *, winner: str | None = None) -> pd.DataFrame:
+#: A pairwise judge's verdict (``judge_many`` of a ``PairwiseJudge``, a pipeline's pairwise unit) as a
+#: battle's winner: the baseline is answer A (``model_a``), the candidate answer B (``model_b``).
+VERDICT_WINNERS: dict[str, str] = {"baseline": "a", "candidate": "b", "tie": "tie"}
+
+
+def battles(
+    report_or_frame: Any,
+    *,
+    winner: str | None = None,
+    baseline_model: str = "baseline_model",
+    candidate_model: str = "candidate_model",
+) -> pd.DataFrame:
     """The pairs as leaderboards read them: ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``),
-    one row per pair with a winner. ``winner``: whose preference (``"human"``, an annotator or a
-    judge's name); default the frame's ``winner`` column (people's when labelled)."""
+    one row per pair with a winner.
+
+    Reads, without reshaping:
+
+    - a pairwise :class:`CalibrationReport` or its ``scores`` frame, and a
+      :func:`~llm_connect.grading.tournament`'s frame: their ``model_a``, ``model_b`` and
+      ``winner`` columns. ``winner``: whose preference (``"human"``, an annotator or a judge's
+      name: the ``winner_<name>`` column); default the frame's ``winner`` column (people's when
+      labelled);
+    - the frame of :func:`~llm_connect.grading.judge_many` with a pairwise judge
+      (:class:`~llm_connect.grading.PairwiseJudge`, both orders or one, any ``epochs``; or a
+      pipeline whose final unit is pairwise, its ``verdict`` column), on items naming the
+      models in ``baseline_model`` and ``candidate_model`` columns: ``model_a`` is the baseline's
+      model, ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie``
+      is the winner ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
+
+    Rows without a winner (unscored or error judgments, unlabelled pairs) are dropped and
+    counted in ``df.attrs["dropped"]``. A verdict that is not pairwise is a
+    :class:`ValidationError`.
+    """
     frame = report_or_frame.scores if isinstance(report_or_frame, CalibrationReport) else report_or_frame
+    if not isinstance(frame, pd.DataFrame):
+        raise ValidationError(f"battles takes a pairwise report or a DataFrame, got {type(frame).__name__}")
     column = "winner" if winner is None else f"winner_{winner}"
-    missing = [c for c in ("model_a", "model_b", column) if c not in frame.columns]
-    if missing:
-        raise ValidationError(f"battles need the column(s) {', '.join(missing)}; "
-                              f"it has {', '.join(map(str, frame.columns))}")
-    out = pd.DataFrame({"model_a": frame["model_a"], "model_b": frame["model_b"], "winner": frame[column]})
-    return out[out["winner"].isin(PREFERENCES)].reset_index(drop=True)
+    named = all(c in frame.columns for c in ("model_a", "model_b", column))
+    judged = winner is None and not named and "verdict" in frame.columns
+    if judged:
+        missing = [c for c in (baseline_model, candidate_model) if c not in frame.columns]
+        if missing:
+            raise ValidationError(
+                f"a judge_many frame needs the models of both answers to make battles: the column(s) "
+                f"{', '.join(missing)} (put them in the items; or pass baseline_model=/candidate_model= naming "
+                f"yours); it has {', '.join(map(str, frame.columns))}")
+        scored = frame["status"] == "scored" if "status" in frame.columns else frame["verdict"].notna()
+        verdicts = frame["verdict"].where(scored)
+        odd = sorted({str(v) for v in verdicts.dropna() if v not in VERDICT_WINNERS})
+        if odd:
+            raise ValidationError(f"the verdict column holds {odd[:5]}, not pairwise verdicts "
+                                  f"({', '.join(VERDICT_WINNERS)}): battles need a pairwise judge's frame")
+        out = pd.DataFrame({"model_a": frame[baseline_model], "model_b": frame[candidate_model],
+                            "winner": verdicts.map(VERDICT_WINNERS)})
+    else:
+        missing = [c for c in ("model_a", "model_b", column) if c not in frame.columns]
+        if missing:
+            raise ValidationError(f"battles need the column(s) {', '.join(missing)} (or, for a judge_many frame, "
+                                  f"verdict, {baseline_model} and {candidate_model}); "
+                                  f"it has {', '.join(map(str, frame.columns))}")
+        out = pd.DataFrame({"model_a": frame["model_a"], "model_b": frame["model_b"], "winner": frame[column]})
+    keep = out["winner"].isin(PREFERENCES) & out["model_a"].notna() & out["model_b"].notna()
+    result = out[keep.to_numpy(dtype=bool)].reset_index(drop=True)
+    result.attrs["dropped"] = int((~keep).sum())
+    return result
 
 
 def calibrate_pairwise(

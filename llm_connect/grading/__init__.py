@@ -22,6 +22,7 @@ from ._compound import (
     PanelJudge,
     consistency_rate,
 )
+from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
 from ._judges import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,
@@ -41,8 +42,10 @@ from ._judges import (
 from ._lexical import ContainsJudge, TokenF1Judge, token_f1
 from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
+from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
 
 __all__ = [
+    "EPOCH_COLUMNS",
     "GRADE_COLUMNS",
     "LLM_JUDGE_LOGPROB_RUBRIC",
     "LLM_JUDGE_RUBRIC",
@@ -52,7 +55,9 @@ __all__ = [
     "LOCAL_JUDGE_RUBRIC_HASH",
     "NORMALIZERS",
     "PAIRWISE_RUBRIC",
+    "REDUCERS",
     "RESULT_COLUMNS",
+    "TOURNAMENT_COLUMNS",
     "VERDICT_JSON_SCHEMA",
     "AsyncJudge",
     "BaselineGrader",
@@ -60,6 +65,7 @@ __all__ = [
     "CascadeSummary",
     "ContainsJudge",
     "EmbeddingSimilarityJudge",
+    "EpochReliability",
     "ExactMatchJudge",
     "FunctionJudge",
     "GradingResult",
@@ -75,6 +81,7 @@ __all__ = [
     "TokenF1Judge",
     "ajudge_many",
     "consistency_rate",
+    "epoch_reliability",
     "expected_label_value",
     "find_json_objects",
     "grade_many",
@@ -83,8 +90,12 @@ __all__ = [
     "normalize_squad",
     "observation_for",
     "parse_score_reply",
+    "reseed",
     "run_rows",
+    "schedule_battles",
     "split_references",
     "supports_async",
     "token_f1",
+    "tournament",
+    "winner_of",
 ]

@@ -12,11 +12,15 @@ so they return the same columns.
 from __future__ import annotations
 
 import logging
+import math
+import statistics
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from ..batch import (
     ITEM_COLUMNS,
+    LEDGER_ERROR,
     RESULT_COLUMNS,
     BatchPlan,
     Row,
@@ -40,6 +44,17 @@ from ..batch import (
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
+from ._epochs import (
+    EPOCH_COLUMNS,
+    Reducer,
+    check_epochs,
+    epoch_reliability,
+    epoch_run_config,
+    position_consistency_by_epoch,
+    reduce_scores,
+    reducer_of,
+    reseed,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("llm_connect")
 
 __all__ = [
+    "EPOCH_COLUMNS",
     "RESULT_COLUMNS",
     "ajudge_many",
     "arun_rows",
@@ -199,6 +215,8 @@ def judge_plan(
     budget: BudgetTracker | float | None = None,
     replies: bool = False,
     desc: str | None = None,
+    epochs: int = 1,
+    reducer: str | Reducer = "mean",
 ) -> BatchPlan:
     """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
 
@@ -210,18 +228,27 @@ def judge_plan(
     ``None`` for a judge that makes no LLM call and for error rows; and a ``judge_prompt`` column: the
     exact prompt it sent (:func:`judge_prompt_of`; for an unscored ``LLMJudge`` row, rebuilt by its
     pure ``build_prompt``).
+
+    ``epochs``/``reducer``: see :func:`judge_many`. With ``epochs=k > 1`` the plan has ``k * n``
+    judgments (epoch-major: every item's epoch 0 first, so a budget that runs out leaves the
+    fewest items without a score) and its ``finish`` reduces them to ``n`` rows.
     """
+    k = check_epochs(epochs)
+    reducer_name, _ = reducer_of(reducer)
     frame = items_frame(items, ITEM_COLUMNS)
     check_ledger(ledger, task_type)
     abilities = judge_abilities(judge)
     rc = run_config or RunConfig()
     records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
+    n = len(records)
     ids = column_values(frame, "id")
-    unusable: dict[int, str] = {}  # position -> the reply of a row that comes out unscored
-    unusable_prompts: dict[int, str] = {}  # position -> the prompt sent for it
+    unusable: dict[int, str] = {}  # work position -> the reply of a judgment that comes out unscored
+    unusable_prompts: dict[int, str] = {}  # work position -> the prompt sent for it
     label = desc or str(judge.grader_id)
     runner = [judge]  # the judge the rows call: the one its ``aprepare_batch`` returned, when it has one
     prepare_batch = _declared(judge, "aprepare_batch", None)
+    epoch_judges: dict[int, Any] = {}  # epoch -> its (reseeded) judge, built after the pre-pass
+    results: dict[tuple[int, int], GradingResult] = {}  # (item, epoch) -> result, for the ledger (k > 1)
 
     async def prepare(progress: bool) -> None:
         pairs = []
@@ -239,37 +266,164 @@ def judge_plan(
             log.warning("llm_connect: %s: the batch pre-pass failed (%s); judging row by row",
                         label, describe_error(exc))
 
-    async def work(i: int) -> Row:
+    def judge_of(epoch: int) -> Any:
+        if epoch not in epoch_judges:
+            epoch_judges[epoch] = reseed(runner[0], epoch)
+        return epoch_judges[epoch]
+
+    async def judge_item(i: int, epoch: int, pos: int) -> Row:
         rec = records[i]
         prompt = item_text(rec["prompt"], "prompt")
         reference = reference_text(rec["baseline"], sep=abilities.reference_sep)
         baseline = LLMResponse(content=reference, adapter_id="baseline", model_id="reference")
         candidate = candidate_response(rec, item_text(rec["candidate"], "candidate"))
+        this, config = judge_of(epoch), epoch_run_config(rc, epoch)
         try:
-            result = await acall_judge(runner[0], baseline, candidate, prompt=prompt, run_config=rc)
+            result = await acall_judge(this, baseline, candidate, prompt=prompt, run_config=config)
         except JudgeReplyError as exc:  # the engine makes the row unscored; keep what the judge said
             text = _reply_of_error(exc) if replies else None
             if text is not None:
-                unusable[i] = text
-            sent = _prompt_sent(judge, baseline, candidate, prompt, rc) if replies else None
+                unusable[pos] = text
+            sent = _prompt_sent(this, baseline, candidate, prompt, config) if replies else None
             if sent is not None:
-                unusable_prompts[i] = sent
+                unusable_prompts[pos] = sent
             raise
         row = result_row(judge, result)
         if replies:
             row[RAW_REPLY] = raw_reply_of(result.details)
             row[JUDGE_PROMPT] = judge_prompt_of(result.details)
-        if ledger is not None:
+        if k > 1:
+            results[(i, epoch)] = result  # recorded once reduced (finish)
+        elif ledger is not None:
             await record_result(ledger, row, result, judge=judge, task_type=str(task_type),
                                 item_id=row_item_id(ids, i))
         return row
 
-    columns = (*RESULT_COLUMNS, *abilities.extra_columns, *((RAW_REPLY, JUDGE_PROMPT) if replies else ()),
-               *ledger_columns(ledger))
-    finish = finish_rows(judge, frame, columns, unusable if replies else None,
-                         unusable_prompts if replies else None)
-    return BatchPlan(len(records), work, finish, desc=label, budget=batch_budget(budget, run_config),
-                     prepare=prepare if callable(prepare_batch) else None)
+    async def work(pos: int) -> Row:
+        epoch, i = divmod(pos, n)
+        return await judge_item(i, epoch, pos)
+
+    reply_columns = (RAW_REPLY, JUDGE_PROMPT) if replies else ()
+    if k == 1:
+        columns = (*RESULT_COLUMNS, *abilities.extra_columns, *reply_columns, *ledger_columns(ledger))
+        finish = finish_rows(judge, frame, columns, unusable if replies else None,
+                             unusable_prompts if replies else None)
+    else:
+        columns = (*RESULT_COLUMNS, *abilities.extra_columns, *EPOCH_COLUMNS, *reply_columns,
+                   *ledger_columns(ledger))
+        attach = finish_rows(judge, frame, columns)
+
+        def finish(rows: list[Row], interrupted: bool) -> Any:
+            for pos, r in enumerate(rows):
+                if r.get("status") == "unscored" and replies:
+                    if pos in unusable:
+                        r.setdefault(RAW_REPLY, unusable[pos])
+                    if pos in unusable_prompts:
+                        r.setdefault(JUDGE_PROMPT, unusable_prompts[pos])
+            by_item = [[rows[e * n + i] for e in range(k)] for i in range(n)]
+            reduced = [reduce_item(epoch_rows, reducer, reducer_name, pairwise=abilities.pairwise,
+                                   extra=abilities.extra_columns) for epoch_rows in by_item]
+            if ledger is not None:
+                for i, row in enumerate(reduced):
+                    record_reduced(ledger, row, results, i, judge=judge, task_type=str(task_type),
+                                   item_id=row_item_id(ids, i), reducer_name=reducer_name)
+            out = attach(reduced, interrupted)
+            out.attrs["epochs"] = {"epochs": k, "reducer": reducer_name}
+            out.attrs["reliability"] = epoch_reliability([r["epoch_scores"] for r in reduced],
+                                                         reducer=reducer_name).to_dict()
+            if abilities.pairwise and "consistent" in abilities.extra_columns:
+                out.attrs["position_consistency"] = position_consistency_by_epoch(
+                    [[r.get("consistent") if r.get("status") == "scored" else None for r in rows[e * n:(e + 1) * n]]
+                     for e in range(k)])
+            return out
+
+    return BatchPlan(n * k, work, finish, desc=label if k == 1 else f"{label} ({k} epochs)",
+                     budget=batch_budget(budget, run_config), prepare=prepare if callable(prepare_batch) else None)
+
+
+def _pairwise_verdict(score: float) -> str:
+    """A pairwise verdict from a (reduced) score: above 0.5 the candidate, below the baseline, 0.5 a tie."""
+    return "candidate" if score > 0.5 else "baseline" if score < 0.5 else "tie"
+
+
+def reduce_item(epoch_rows: list[Row], reducer: Any, reducer_name: str, *, pairwise: bool = False,
+                extra: tuple[str, ...] = ()) -> Row:
+    """One item's row from its ``k`` epoch rows (see :func:`judge_many`, ``epochs``).
+
+    Scored when any epoch scored: ``quality_score`` is the reducer over the scored epochs, the
+    judge's own columns come from the first scored epoch (a pairwise judge's ``verdict`` is read
+    from the reduced score, and ``consistent`` is whether every scored epoch was consistent);
+    else the first unscored epoch's row (or the first error's), its reason prefixed. Usage and
+    latency are summed over every epoch.
+    """
+    k = len(epoch_rows)
+    scores = [float(r["quality_score"]) if r.get("status") == "scored" and r.get("quality_score") is not None
+              else math.nan for r in epoch_rows]
+    scored = [e for e, s in enumerate(scores) if not math.isnan(s)]
+    if scored:
+        first = scored[0]
+        row = dict(epoch_rows[first])
+        failed = k - len(scored)
+        try:
+            value = reduce_scores(scores, reducer)
+        except Exception as exc:  # a callable reducer that failed or returned nonsense: this row says so
+            row.update(status="error", error=f"reducer {reducer_name!r} failed: {describe_error(exc)}",
+                       quality_score=math.nan)
+        else:
+            row["quality_score"] = value
+            row["error"] = None
+            row["notes"] = (f"{reducer_name} of {len(scored)}/{k} epochs"
+                            + (f" ({failed} unscored or failed)" if failed else "")
+                            + f"; epoch {first}: {epoch_rows[first].get('notes')}")
+            if pairwise and "verdict" in extra:
+                row["verdict"] = _pairwise_verdict(value)
+            if pairwise and "consistent" in extra:
+                flags = [epoch_rows[e].get("consistent") for e in scored]
+                row["consistent"] = None if any(f is None for f in flags) else all(bool(f) for f in flags)
+    else:
+        pick = next((e for e, r in enumerate(epoch_rows) if r.get("status") == "unscored"), 0)
+        row = dict(epoch_rows[pick])
+        row["error"] = f"no epoch of {k} scored; epoch {pick}: {row.get('error')}"
+        row["quality_score"] = math.nan
+    row["tokens_in"] = sum(int(r.get("tokens_in") or 0) for r in epoch_rows)
+    row["tokens_out"] = sum(int(r.get("tokens_out") or 0) for r in epoch_rows)
+    row["judge_cost_usd"] = math.fsum(_finite_or_zero(r.get("judge_cost_usd")) for r in epoch_rows)
+    row["latency_ms"] = math.fsum(_finite_or_zero(r.get("latency_ms")) for r in epoch_rows)
+    kept = [scores[e] for e in scored]
+    row["epoch_scores"] = scores
+    row["epochs_scored"] = len(kept)
+    row["score_spread"] = (max(kept) - min(kept)) if kept else math.nan
+    row["score_std"] = statistics.stdev(kept) if len(kept) >= 2 else math.nan
+    return row
+
+
+def _finite_or_zero(value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if math.isfinite(v) else 0.0
+
+
+def record_reduced(ledger: Any, row: Row, results: Mapping[tuple[int, int], GradingResult], i: int, *,
+                   judge: Any, task_type: str, item_id: Any, reducer_name: str) -> None:
+    """Record a reduced, scored row in ``ledger``: one observation per item (see :func:`judge_many`)."""
+    row[LEDGER_ERROR] = None
+    if row.get("status") != "scored":
+        return
+    scores = row["epoch_scores"]
+    first = next(e for e, s in enumerate(scores) if not math.isnan(s))
+    try:
+        result = replace(results[(i, first)], quality_score=row["quality_score"],
+                         tokens_in=int(row["tokens_in"]), tokens_out=int(row["tokens_out"]),
+                         cost_usd=float(row["judge_cost_usd"]))
+        obs = observation_for(result, task_type=task_type, judge=judge, item_id=item_id, extra_tags={
+            "epochs": len(scores), "reducer": reducer_name,
+            "epoch_scores": [None if math.isnan(s) else s for s in scores]})
+        ledger.append(obs)
+    except Exception as exc:
+        row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"
+        log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))
 
 
 def judge_many(
@@ -282,6 +436,8 @@ def judge_many(
     ledger: Any = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
+    epochs: int = 1,
+    reducer: str | Reducer = "mean",
 ) -> pd.DataFrame:
     """Judge many (prompt, baseline, candidate) items; one row per item, in input order, never fewer.
 
@@ -313,8 +469,34 @@ def judge_many(
     reached), a reply that came back is kept and counted, and the rows not
     attempted once the money is spent are ``error`` rows saying "budget
     exhausted". ``df.attrs["budget"]`` holds the limit, the spend and the calls.
+
+    Repeated judging: ``epochs=k`` judges each item ``k`` times and ``reducer`` (``"mean"``,
+    ``"median"``, ``"mode"``, ``"max"``, ``"min"`` or a callable ``list[float] -> float``; see
+    :data:`~llm_connect.grading.REDUCERS`) reduces the scored epochs to the row's
+    ``quality_score``. The response cache never serves a repeat: epoch ``e > 0`` runs with
+    ``model_params["seed"]`` moved by ``e`` and a judge's own ``seed`` moved by ``e`` (see
+    :func:`~llm_connect.grading.reseed`); epoch 0 is the plain run. Still one row per item, in
+    order, with :data:`~llm_connect.grading.EPOCH_COLUMNS` added after the judge's columns:
+    ``epoch_scores`` (one per epoch; an unscored or failed epoch is NaN, never 0, and the
+    reducer never sees it), ``epochs_scored``, ``score_spread`` (max − min of the scored
+    epochs) and ``score_std`` (their sample standard deviation). An item with no scored epoch
+    is ``unscored`` (or ``error``) as a single judgment would be, with the first epoch's reason.
+    The judge's own columns come from the first scored epoch, except a pairwise judge's
+    ``verdict`` (read from the reduced score: above 0.5 candidate, below baseline, 0.5 tie) and
+    ``consistent`` (every scored epoch consistent across orders). Tokens, cost and latency are
+    summed over the epochs. ``df.attrs["reliability"]``: run-to-run reliability, the epochs as
+    coders (:func:`~llm_connect.grading.epoch_reliability`: percent agreement and
+    Krippendorff's alpha); ``df.attrs["epochs"]``: ``{"epochs", "reducer"}``; for a pairwise
+    judge in both orders ``df.attrs["position_consistency"]``: per epoch, the share of its
+    judgments whose two orders agreed. With ``ledger``, each scored item is recorded **once**,
+    with the reduced score, its summed judge cost and the tags ``epochs``, ``reducer`` and
+    ``epoch_scores`` (so :func:`~llm_connect.frames.paired_frame`, which averages a judge's
+    repeated observations of an item, reads the reduced score: one observation per run);
+    the records are written when the epochs are done. ``epochs=1`` (the default) is the
+    single judgment, unchanged.
     """
-    plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget)
+    plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
+                      epochs=epochs, reducer=reducer)
     return run_batch(plan, concurrency=concurrency, progress=progress)
 
 
@@ -328,6 +510,8 @@ async def ajudge_many(
     ledger: Any = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
+    epochs: int = 1,
+    reducer: str | Reducer = "mean",
 ) -> pd.DataFrame:
     """The awaitable twin of :func:`judge_many` (for code already inside an event loop): the same rows and columns.
 
@@ -335,6 +519,8 @@ async def ajudge_many(
     default ``run_config.budget_tracker``): every paid call of a row, the
     judge's included, is charged to it, and once it is spent the rows not
     attempted are ``error`` rows saying "budget exhausted" (see :func:`judge_many`).
+    ``epochs``/``reducer``: repeated judging, as :func:`judge_many`.
     """
-    plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget)
+    plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
+                      epochs=epochs, reducer=reducer)
     return await arun_batch(plan, concurrency=concurrency, progress=progress)

@@ -141,10 +141,12 @@ class WrapperJudge(JudgeBase):
         run_config: RunConfig | None = None,
         ledger: Any = None,
         task_type: str | None = None,
+        epochs: int = 1,
+        reducer: Any = "mean",
     ) -> Any:
         """:func:`llm_connect.grading.judge_many` of this judge (its own columns included)."""
         return judge_many(self, items, concurrency=concurrency, progress=progress, run_config=run_config,
-                          ledger=ledger, task_type=task_type)
+                          ledger=ledger, task_type=task_type, epochs=epochs, reducer=reducer)
 
 
 class _DetailedBatch(WrapperJudge):
