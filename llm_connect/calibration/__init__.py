@@ -29,6 +29,8 @@ bootstrap CIs, Arena ranks)        :func:`compare_leaderboards` -> :class:`Leade
                                    :func:`length_controlled_win_rate` (AlpacaEval 2 GLM)
 every judgment, one page           :func:`judgment_records`, :func:`write_judgments`,
                                    :func:`read_judgments`, :class:`JudgmentViewer`
+label in the notebook              :class:`Labeller` (``.widget()``, strategies ``random``,
+                                   ``stratified``, ``active``, ``overlap``; ``.estimate()``)
 =================================  ==========================================================
 
 matplotlib and ipywidgets are imported only when a plot or the widget is made.
@@ -59,6 +61,7 @@ from ._diagnostics import (
 )
 from ._estimates import ESTIMATE_METHODS, estimate_quality, labels_needed, plot_estimates
 from ._features import model_family, text_features
+from ._labeller import Labeller
 from ._leaderboard import (
     LeaderboardComparison,
     compare_leaderboards,
@@ -93,6 +96,7 @@ __all__ = [
     "JudgeCard",
     "JudgeCardRegistry",
     "JudgmentViewer",
+    "Labeller",
     "LeaderboardComparison",
     "LengthControlled",
     "LengthEffect",
