@@ -21,7 +21,7 @@ from llm_connect import (
     ValidationError,
     judge_many,
 )
-from llm_connect.calibration import battles
+from llm_connect.calibration import battles, leaderboard
 from llm_connect.grading import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
 from llm_connect.pipelines import Layer, MajorityPool, PairwiseUnit
 from llm_connect.testing import ScriptedAdapter
@@ -219,3 +219,14 @@ def test_battles_read_a_pipeline_of_pairwise_units():
     grading["verdict"] = ["pass", "fail"]
     with pytest.raises(ValidationError, match="not pairwise verdicts"):
         battles(grading)
+
+
+def test_a_tournament_frame_feeds_leaderboard_as_it_is():
+    df = tournament(answers(6), PairwiseJudge(ScriptedAdapter(fair_judge)), prompt_id="prompt_id", seed=1,
+                    progress=False)
+    assert df["winner"].isna().sum() == 3  # the unscored battles of question 3
+    board = leaderboard(df, n_boot=50, seed=0)
+    assert board.attrs["n_unlabelled"] == 3 and board.attrs["n_comparisons"] == len(df) - 3
+    assert board["model"].tolist() == ["m4", "m3", "m2", "m1"]  # the better answers win
+    same = leaderboard(battles(df), n_boot=50, seed=0)
+    pd.testing.assert_frame_equal(board.reset_index(drop=True), same.reset_index(drop=True), check_like=True)
