@@ -387,3 +387,63 @@ def test_length_control_removes_a_planted_length_bias():
     assert out["lc_win_rate_low"] <= 0.5 <= out["lc_win_rate_high"]  # controlled: as good as the baseline
     assert out["length_coef"] > 0.5
     assert out["win_rate_low"] <= out["win_rate"] <= out["win_rate_high"]
+
+
+# -- the command line ---------------------------------------------------------------------------------
+
+
+def test_cli_prints_the_table_and_writes_a_safe_csv(tmp_path, capsys):
+    from llm_connect.cli import main
+
+    rng = np.random.default_rng(4)
+    df = simulate(np.array([0.7, 0.0, -0.7]), 300, rng, names=np.array(["=HYPERLINK(1)", "beta\x1b[31m", "gamma"]))
+    df["task"] = np.where(rng.random(len(df)) < 0.5, "x", "y")
+    path = tmp_path / "battles.csv"
+    df.to_csv(path, index=False)
+    out = tmp_path / "out"
+    code = main(["leaderboard", str(path), "--model-a", "model_a", "--model-b", "model_b", "--winner", "winner",
+                 "--n-boot", "50", "--seed", "3", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "leaderboard (Bradley-Terry" in printed
+    written = pd.read_csv(out / "leaderboard.csv")
+    expected = leaderboard(df, model_a="model_a", model_b="model_b", winner="winner", n_boot=50, seed=3)
+    assert written["rating"].to_numpy() == pytest.approx(expected["rating"].to_numpy())
+    assert "'=HYPERLINK(1)" in written["model"].tolist()  # neutralised against formulas
+    assert main(["leaderboard", str(path), "--by", "task", "--n-boot", "0", "--out", str(out)]) == 0
+    assert list(pd.read_csv(out / "leaderboard.csv").columns[:2]) == ["task", "model"]
+
+
+@pytest.mark.parametrize(("rows", "args", "message"), [
+    ([{"model_a": "x", "model_b": "y", "winner": "left"}], [], "'left'"),
+    ([{"model_a": "x", "model_b": "y", "winner": "a"}], ["--winner", "who"], "no column 'who'"),
+    ([{"model_a": "x", "model_b": "y", "winner": "a"}, {"model_a": "p", "model_b": "q", "winner": "b"}], [],
+     "never compared with each other"),
+    ([{"model_a": "x", "model_b": "y", "winner": "a"}], ["--n-boot", "-3"], "--n-boot"),
+])
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, rows, args, message):
+    from llm_connect.cli import main
+
+    path = tmp_path / "battles.jsonl"
+    pd.DataFrame(rows).to_json(path, orient="records", lines=True)
+    with pytest.raises(SystemExit) as exc:
+        main(["leaderboard", str(path), "--out", str(tmp_path / "out"), *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_the_bootstraps_chord_steps_reach_the_same_optimum_as_newton():
+    from llm_connect.calibration._leaderboard import _aggregate, _fit_bt, _fit_bt_chord, _hessian
+
+    rng = np.random.default_rng(13)
+    df = simulate(rng.normal(0, 1, 12), 3000, rng, tie_rate=0.1)
+    pairs = _aggregate(df["model_a"].to_numpy(object), df["model_b"].to_numpy(object), df["winner"].to_numpy(object),
+                       sorted(set(df["model_a"]) | set(df["model_b"])))
+    wi0, wj0 = pairs.wins_i + 0.5 * pairs.ties, pairs.wins_j + 0.5 * pairs.ties
+    theta = _fit_bt(pairs, wi0[None], wj0[None])[0]
+    noise = rng.gamma(20.0, 1 / 20.0, size=(30, len(wi0)))  # resample-like weights, and two far-off ones
+    noise[0] = rng.gamma(1.0, 1.0, len(wi0))
+    wi, wj = wi0 * noise, wj0 * noise[::-1]
+    hess_inv = np.linalg.inv(_hessian(pairs, theta, wi0 + wj0))
+    assert np.abs(_fit_bt_chord(pairs, wi, wj, theta, hess_inv) - _fit_bt(pairs, wi, wj)).max() < 1e-7

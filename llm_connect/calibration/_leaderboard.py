@@ -117,13 +117,19 @@ def _outcomes(values: Any, column: str, codes: Any) -> np.ndarray:
     """``"a"``/``"b"``/``"tie"``/``None`` per row (the words Chatbot Arena exports are read too)."""
     from ._pairwise import parse_preferences
 
-    return parse_preferences(list(values), codes=codes, column=column)
+    codes_, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    parsed = parse_preferences(list(uniques), codes=codes, column=column)
+    out = np.full(len(codes_), None, dtype=object)
+    known = codes_ >= 0
+    out[known] = parsed[codes_[known]]
+    return out
 
 
 def _names(values: pd.Series, column: str) -> np.ndarray:
     out = values.to_numpy(dtype=object)
-    blank = np.array([v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
-                      for v in out], dtype=bool)
+    codes, uniques = pd.factorize(values.astype(object), use_na_sentinel=True)
+    empty = np.array([isinstance(v, str) and not v.strip() for v in uniques], dtype=bool)
+    blank = (codes < 0) | (empty[np.maximum(codes, 0)] & (codes >= 0))
     if blank.any():
         rows = np.flatnonzero(blank)[:5].tolist()
         raise ValidationError(f"column {column!r} has {int(blank.sum())} row(s) with no model name (rows {rows}); "
@@ -161,9 +167,8 @@ def _sort_key(value: Any) -> tuple[str, str]:
 def _aggregate(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, all_models: Sequence[Any]) -> _Pairs:
     """Count per pair; ``outcome`` in ``"a"``/``"b"``/``"tie"`` (rows already filtered)."""
     models = sorted(set(all_models), key=_sort_key)
-    index = {m: k for k, m in enumerate(models)}
-    ia = np.fromiter((index[x] for x in a), dtype=np.int64, count=len(a))
-    ib = np.fromiter((index[x] for x in b), dtype=np.int64, count=len(b))
+    ia = pd.Categorical(a, categories=models).codes.astype(np.int64)
+    ib = pd.Categorical(b, categories=models).codes.astype(np.int64)
     lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
     m = len(models)
     key = lo * m + hi
@@ -200,7 +205,8 @@ def _shown(models: Sequence[Any], limit: int = 8) -> str:
 
 
 def _check_graph(pairs: _Pairs, compared: Sequence[Any], where: str) -> None:
-    never = [m for m in pairs.models if m not in set(compared)]
+    seen = set(compared)
+    never = [m for m in pairs.models if m not in seen]
     if never:
         raise ValidationError(f"{where}model(s) {_shown(never)} never compared with another model (no row with a "
                               "winner against a different model): a rating needs at least one comparison; drop them "
@@ -268,6 +274,48 @@ def _fit_bt(pairs: _Pairs, wi: np.ndarray, wj: np.ndarray, theta0: np.ndarray | 
     return theta - theta.mean(axis=1, keepdims=True)
 
 
+def _fit_bt_chord(pairs: _Pairs, wi: np.ndarray, wj: np.ndarray, theta0: np.ndarray, hess_inv: np.ndarray, *,
+                  ridge: float = RIDGE, tol: float = 1e-9, max_iter: int = 60) -> np.ndarray:
+    """The same optimum as :func:`_fit_bt` for resamples close to the data: Newton's method with the
+    Hessian held at the point estimate (a chord method: one ``(M, M)`` inverse for every resample,
+    linear convergence at a rate of the resamples' relative noise). A resample that does not settle
+    within ``max_iter`` steps, or whose steps grow, is finished by full Newton steps."""
+    b = wi.shape[0]
+    signed, _ = _incidence(pairs)
+    theta = np.array(np.broadcast_to(theta0, (b, pairs.m)), dtype=float)
+    total = wi + wj
+    active = np.arange(b)
+    last = np.full(b, np.inf)
+    for _ in range(max_iter):
+        if not len(active):
+            break
+        th = theta[active]
+        s = _expit(th[:, pairs.i] - th[:, pairs.j])
+        grad = np.asarray((signed.T @ (wi[active] - total[active] * s).T).T) - ridge * th
+        step = grad @ hess_inv
+        big = np.abs(step).max(axis=1)
+        growing = big > 2.0 * last[active]
+        theta[active] = np.where(growing[:, None], th, th + step)
+        last[active] = big
+        active = active[(big > tol) & ~growing]
+    unsettled = np.flatnonzero(last > tol)
+    if len(unsettled):
+        theta[unsettled] = _fit_bt(pairs, wi[unsettled], wj[unsettled], theta[unsettled], ridge=ridge, tol=tol)
+    return theta - theta.mean(axis=1, keepdims=True)
+
+
+def _hessian(pairs: _Pairs, theta: np.ndarray, total: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
+    """The negative Hessian of the log-likelihood at ``theta`` (``(M,)``) for pair counts ``total``."""
+    s = _expit(theta[pairs.i] - theta[pairs.j])
+    v = total * s * (1.0 - s)
+    hess = np.zeros((pairs.m, pairs.m))
+    hess[pairs.i, pairs.j] = -v
+    hess[pairs.j, pairs.i] = -v
+    np.add.at(hess, (pairs.i, pairs.i), v)
+    np.add.at(hess, (pairs.j, pairs.j), v)
+    return hess + ridge * np.eye(pairs.m)
+
+
 def _ratings(theta: np.ndarray) -> np.ndarray:
     return MEAN + _ELO * (theta - theta.mean(axis=-1, keepdims=True))
 
@@ -283,10 +331,11 @@ def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int |
     kind = np.repeat(np.arange(3), p)[keep]
     pair = np.tile(np.arange(p), 3)[keep]
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(pairs.m * pairs.m, 1)))
+    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(3 * p, pairs.m * pairs.m, 1)))
     out = np.empty((n_boot, pairs.m))
     from tqdm.auto import tqdm
 
+    hess_inv = np.linalg.inv(_hessian(pairs, theta_hat, pairs.wins_i + pairs.wins_j + pairs.ties))
     show = (n_boot > chunk) if progress is None else bool(progress)
     with tqdm(total=n_boot, desc="leaderboard: bootstrap", unit="resample", disable=not show, leave=False) as bar:
         done = 0
@@ -299,7 +348,7 @@ def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int |
                 sel = kind == kd  # each pair appears at most once per outcome
                 for target, share in targets:
                     target[:, pair[sel]] += share * draws[:, sel]
-            out[done:done + k] = _ratings(_fit_bt(pairs, wi, wj, theta_hat))
+            out[done:done + k] = _ratings(_fit_bt_chord(pairs, wi, wj, theta_hat, hess_inv))
             done += k
             bar.update(k)
     return out
@@ -349,21 +398,20 @@ def _prepare(data: Any, model_a: str, model_b: str, winner: str, codes: Any,
     a = _names(frame[model_a], model_a)
     b = _names(frame[model_b], model_b)
     outcome = _outcomes(frame[winner], winner, codes)
-    same = np.array([x == y for x, y in zip(a, b, strict=True)], dtype=bool)
-    labelled = np.array([o is not None for o in outcome], dtype=bool)
+    same = np.asarray(a == b, dtype=bool)
+    labelled = pd.notna(outcome).astype(bool)
     notes = {"n_rows": len(frame), "n_unlabelled": int((~labelled).sum()), "n_self": int((same & labelled).sum())}
     return frame, a, b, outcome, notes
 
 
 def _one_board(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, *, where: str, confidence: float, n_boot: int,
                seed: int | None, progress: bool | None) -> pd.DataFrame:
-    keep = np.array([o is not None for o in outcome], dtype=bool) & np.array(
-        [x != y for x, y in zip(a, b, strict=True)], dtype=bool)
-    all_models = [*a.tolist(), *b.tolist()]
+    keep = pd.notna(outcome).astype(bool) & np.asarray(a != b, dtype=bool)
+    all_models = pd.unique(np.concatenate([a, b])).tolist()
     if not keep.any():
         raise ValidationError(f"{where}no comparison with a winner between two different models")
     pairs = _aggregate(a[keep], b[keep], outcome[keep], all_models)
-    _check_graph(pairs, [*a[keep].tolist(), *b[keep].tolist()], where)
+    _check_graph(pairs, pd.unique(np.concatenate([a[keep], b[keep]])).tolist(), where)
     return _board(pairs, confidence=confidence, n_boot=n_boot, seed=seed, progress=progress)
 
 
@@ -640,7 +688,7 @@ def _ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarra
 
     has_j = np.array([o is not None for o in judge], dtype=bool)
     has_h = np.array([o is not None for o in human], dtype=bool)
-    differ = np.array([x != y for x, y in zip(a, b, strict=True)], dtype=bool)
+    differ = np.asarray(a != b, dtype=bool)
     lab = has_j & has_h & differ
     unl = has_j & ~has_h & differ
     models = sorted(set(a[lab | unl].tolist()) | set(b[lab | unl].tolist()), key=_sort_key)
@@ -945,7 +993,7 @@ def length_controlled_win_rate(
     _names(frame[model], model)
     _names(frame[baseline_model], baseline_model)
     outcome = _outcomes(frame[winner], winner, codes)
-    keep = np.array([o is not None for o in outcome], dtype=bool)
+    keep = pd.notna(outcome).astype(bool)
     if not keep.any():
         raise ValidationError(f"column {winner!r} has no winner: nothing to compute a win rate from")
     frame = frame[keep].reset_index(drop=True)

@@ -1,6 +1,6 @@
 """The ``llm-connect`` command.
 
-Subcommands live one per module (``_calibrate``, ``_estimate``, ``_demo``, ``_ledger``, ``_view``; the
+Subcommands live one per module (``_calibrate``, ``_estimate``, ``_leaderboard``, ``_demo``, ``_ledger``, ``_view``; the
 ``--judges`` options in ``_judges``, exit-status helpers and ``--require`` gates in ``_common``),
 each added by its ``_add_<name>(subparsers)`` function listed in :func:`build_parser`; each sets
 the defaults ``func`` (called with the parsed arguments and its own parser, returning the exit
@@ -41,6 +41,7 @@ from ._common import (
 )
 from ._demo import _add_demo
 from ._estimate import _add_estimate
+from ._leaderboard import _add_leaderboard
 from ._ledger import _add_ledger
 from ._view import _add_view
 
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(subparsers)
     _add_calibrate(subparsers)
     _add_estimate(subparsers)
+    _add_leaderboard(subparsers)
     _add_ledger(subparsers)
     _add_view(subparsers)
     return parser
