@@ -34,7 +34,7 @@ def test_import_is_light():
     code = (
         "import sys, json, llm_connect, llm_connect.grading, llm_connect.quality, llm_connect.testing;"
         "heavy = ['matplotlib', 'ipywidgets', 'torch', 'llama_cpp', 'sentence_transformers',"
-        " 'aiohttp', 'scipy', 'sklearn'];"
+        " 'aiohttp', 'scipy', 'sklearn', 'ray', 'duckdb'];"
         "print(json.dumps([m for m in heavy if m in sys.modules]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -62,6 +62,7 @@ LAYERS = [
     "frames",
     "calibration",
     "routing",
+    "distributed",  # grading a Ray Dataset (the ray extra)
     "cli",
 ]
 

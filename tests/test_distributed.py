@@ -1,0 +1,238 @@
+"""grade_dataset on a real local Ray cluster, against the loopback server (no mocks).
+
+The cluster is ``ray.init(num_cpus=2)`` for the module; every judgment is an HTTP call to a
+:class:`~llm_connect.testing.LoopbackServer` on 127.0.0.1, which counts and timestamps what it received.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from llm_connect.errors import MissingDependencyError, ValidationError
+from llm_connect.testing import LoopbackServer
+
+SKIP_MESSAGE = "ray is not installed: pip install 'llm-connect[ray]'"
+# Ray's own deprecation notices (e.g. DataContext's use_push_based_shuffle) are not ours
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")
+
+
+def make_judge(base_url: str):
+    """The judge factory the actors call (each builds its own adapter and HTTP session)."""
+    from llm_connect import LLMJudge
+    from llm_connect.adapters import OpenAICompatibleAdapter
+
+    return LLMJudge(OpenAICompatibleAdapter("loopback-model", base_url=base_url, max_retries=0), seed=0)
+
+
+def make_registered_judge(base_url: str, registry: str):
+    """The same judge, and the actor that built it told to the test's registry (so the test can kill it)."""
+    import ray
+
+    judge = make_judge(base_url)
+    ray.get(ray.get_actor(registry).add.remote(ray.get_runtime_context().current_actor))
+    return judge
+
+
+def items(n: int, start: int = 0) -> pd.DataFrame:
+    ids = range(start, start + n)
+    return pd.DataFrame({
+        "id": list(ids),
+        "prompt": [f"Question #{i}: what number follows {i}?" for i in ids],
+        "baseline": [str(i + 1) for i in ids],
+        "candidate": [f"It is {i + 1}." for i in ids],
+    })
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason=SKIP_MESSAGE)
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the factories above, for the workers
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with LoopbackServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def fresh(server):
+    server.reset()
+    return server
+
+
+def test_a_missing_ray_names_the_extra():
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "import llm_connect, llm_connect.distributed as d\n"
+        "assert 'ray' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "try:\n    d.grade_dataset(None, lambda: None)\n"
+        "except ImportError as e:\n    print(type(e).__name__, e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("MissingDependencyError")
+    assert "pip install 'llm-connect[ray]'" in proc.stdout
+    assert issubclass(MissingDependencyError, ImportError)
+
+
+def test_rate_limit_is_validated():
+    from llm_connect.distributed import RateLimit
+
+    assert RateLimit.of({"requests_per_minute": 60}) == RateLimit(requests_per_minute=60)
+    for bad in ({}, {"requests_per_minute": 0}, {"requests_per_minute": True}, {"rpm": 5},
+                {"tokens_per_minute": 100, "block": 0}):
+        with pytest.raises(ValidationError):
+            RateLimit.of(bad)
+    assert RateLimit(requests_per_minute=100).block_requests() == 4  # at most 1/20 of a minute's, minus one
+    assert RateLimit(requests_per_minute=6000).block_requests() == 8
+
+
+def test_bad_arguments_are_refused(ray_cluster):
+    from llm_connect.distributed import grade_dataset
+
+    ds = ray_cluster.data.from_pandas(items(4))
+    factory = functools.partial(make_judge, "http://127.0.0.1:9/v1")
+    with pytest.raises(ValidationError, match=r"ray\.data\.Dataset"):
+        grade_dataset(items(4), factory)
+    with pytest.raises(ValidationError, match="zero-argument callable"):
+        grade_dataset(ds, "judge")
+    with pytest.raises(ValidationError, match="not be one"):
+        grade_dataset(ds, make_judge("http://127.0.0.1:9/v1"))
+    with pytest.raises(ValidationError, match="num_actors"):
+        grade_dataset(ds, factory, num_actors=0)
+    with pytest.raises(ValidationError, match="task_type"):
+        grade_dataset(ds, factory, ledger=object())
+    with pytest.raises(ValidationError, match="candidate"):
+        grade_dataset(ray_cluster.data.from_pandas(items(4).drop(columns="candidate")), factory)
+    with pytest.raises(ValidationError, match="'id' column"):
+        grade_dataset(ray_cluster.data.from_pandas(items(4).drop(columns="id")), factory, ledger=object(),
+                      task_type="qa")
+    with pytest.raises(ValidationError, match="max_restarts"):
+        grade_dataset(ds, factory, ray_remote_args={"max_restarts": 0})
+
+
+def test_ten_thousand_items_through_four_actors_give_each_row_once(ray_cluster, fresh):
+    from llm_connect import judge_many
+    from llm_connect.distributed import grade_dataset
+
+    n = 10_000
+    df = items(n)
+    df.loc[[3, 4_000], "baseline"] = None  # a failed item is a row with its error, never dropped
+    out = grade_dataset(ray_cluster.data.from_pandas(df), functools.partial(make_judge, fresh.base_url),
+                        num_actors=4, concurrency=16, batch_size=500).to_pandas()
+    assert len(out) == n
+    assert out["id"].is_unique and set(out["id"]) == set(range(n))
+    by_id = out.set_index("id")
+    assert by_id.loc[[3, 4_000], "status"].tolist() == ["error", "error"]
+    assert by_id.loc[3, "error"].startswith("ValidationError: baseline is missing")
+    assert (by_id.drop(index=[3, 4_000])["status"] == "scored").all()
+    assert fresh.stats()["total"] == n - 2  # every item asked once: no retries, no duplicates
+
+    local = judge_many(make_judge(fresh.base_url), df.head(50), progress=False)
+    assert list(out.columns) == list(local.columns)  # the columns judge_many returns, in its order
+    assert by_id.loc[range(50), "quality_score"].tolist() == local["quality_score"].tolist()
+
+
+def test_an_actor_killed_mid_run_loses_nothing(ray_cluster, fresh):
+    from llm_connect.distributed import grade_dataset
+
+    @ray_cluster.remote(num_cpus=0)
+    class Registry:
+        def __init__(self) -> None:
+            self.handles: list = []
+
+        def add(self, handle) -> None:
+            self.handles.append(handle)
+
+        def all(self) -> list:
+            return self.handles
+
+    registry = Registry.options(name="h6-kill-registry").remote()
+    n = 3_000
+    factory = functools.partial(make_registered_judge, fresh.base_url, "h6-kill-registry")
+    ds = grade_dataset(ray_cluster.data.from_pandas(items(n)), factory, num_actors=2, concurrency=8, batch_size=250)
+    killed = []
+
+    def kill_one_mid_run() -> None:
+        deadline = time.monotonic() + 120
+        while fresh.stats()["total"] < n // 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        handles = ray_cluster.get(registry.all.remote())
+        ray_cluster.kill(handles[0], no_restart=False)  # Ray restarts it and runs its batch again
+        killed.append(fresh.stats()["total"])
+
+    killer = threading.Thread(target=kill_one_mid_run)
+    killer.start()
+    out = ds.to_pandas()
+    killer.join()
+    assert killed and killed[0] < n, "the kill came after the run had finished"
+    assert len(out) == n
+    assert out["id"].is_unique and set(out["id"]) == set(range(n))
+    assert (out["status"] == "scored").all()
+    assert len(ray_cluster.get(registry.all.remote())) > 2  # the killed actor was restarted (it registered again)
+    ray_cluster.kill(registry)
+
+
+def test_the_shared_rate_limit_holds_across_four_actors(ray_cluster, fresh):
+    """R = 3,600 requests a minute, i.e. 60 a second: the property "at most R (+5%) in any minute" is checked
+    on every 5-second window (300 requests +5%), so the test takes ~10 s instead of minutes; the limiter does
+    not know the window, only the rate, so it is the same property."""
+    from llm_connect.distributed import RateLimit, grade_dataset
+
+    n, per_second, window = 600, 60.0, 5.0
+    limit = RateLimit(requests_per_minute=per_second * 60)
+    out = grade_dataset(ray_cluster.data.from_pandas(items(n)), functools.partial(make_judge, fresh.base_url),
+                        num_actors=4, concurrency=16, batch_size=40, rate_limit=limit).to_pandas()
+    assert len(out) == n and (out["status"] == "scored").all()
+    times = sorted(r.received_at for r in fresh.requests)
+    assert len(times) == n
+    worst = max(sum(1 for t in times[k:] if t < start + window) for k, start in enumerate(times))
+    assert worst <= window * per_second * 1.05, worst
+    # and the limit is a pace, not a stall: the run took about n / rate seconds
+    assert times[-1] - times[0] >= (n - limit.block_requests() * 4 - 1) / per_second
+
+
+def test_a_rerun_with_the_same_ledger_skips_what_was_graded(ray_cluster, fresh, tmp_path):
+    from llm_connect import QualityLedger
+    from llm_connect.distributed import RESUMED, grade_dataset
+
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    factory = functools.partial(make_judge, fresh.base_url)
+    kw = {"ledger": ledger, "task_type": "qa", "num_actors": 2, "concurrency": 8, "batch_size": 50}
+    first = grade_dataset(ray_cluster.data.from_pandas(items(200)), factory, **kw).to_pandas()
+    assert fresh.stats()["total"] == 200 and not first[RESUMED].any()
+    assert first["ledger_error"].isna().all()
+    fresh.reset()
+
+    again = grade_dataset(ray_cluster.data.from_pandas(items(400)), factory, **kw).to_pandas()
+    assert fresh.stats()["total"] == 200  # the server saw only the rest
+    assert sorted(asked_ids(fresh)) == list(range(200, 400))
+    assert len(again) == 400 and again["id"].is_unique
+    by_id = again.set_index("id").sort_index()
+    assert by_id[RESUMED].tolist() == [True] * 200 + [False] * 200
+    assert (by_id["status"] == "scored").all()
+    assert by_id.loc[range(200), "quality_score"].tolist() == first.sort_values("id")["quality_score"].tolist()
+    observations = ledger.read_all()
+    assert len(observations) == 400
+    assert sorted(o.tags["item_id"] for o in observations) == list(range(400))
+    assert len({o.tags["run_id"] for o in observations}) == 2
+    assert list(again.columns)[-3:] == ["judge_cost_usd", "ledger_error", RESUMED]
+
+
+def asked_ids(server) -> list[int]:
+    """The item ids whose judgments the server was asked for (each judge prompt holds its item's question)."""
+    return [int(re.search(r"Question #(\d+):", r.body["messages"][-1]["content"]).group(1)) for r in server.requests]
