@@ -5,10 +5,10 @@
 
 It starts JupyterLab (``jupyter lab --no-browser`` on a free port of 127.0.0.1, with a token, in a
 temporary root directory, every Jupyter config, data, runtime and settings directory isolated there),
-opens a copy of the tutorial's labelling notebook there
-(``notebooks/08_labelling.ipynb``, its cells up to the widget), runs them through JupyterLab's Run menu,
-gives three labels by clicking the widget's buttons, reveals the judge's score, and saves a screenshot of
-the widget's cell output. Needs Debian's chromium and chromium-driver, selenium (the ``dev`` extra) and
+opens there a copy of the tutorial's labelling notebook (``notebooks/08_labelling.ipynb``, its cells up
+to the widget), runs them through JupyterLab's Run menu, gives six labels by clicking the widget's
+buttons, reveals the judge's score, folds the file browser and saves a screenshot of the window with
+the widget in view. Needs Debian's chromium and chromium-driver, selenium (the ``dev`` extra) and
 JupyterLab with ipywidgets (the ``notebooks`` extra). Nothing here reaches the network.
 
 The JupyterLab machinery here (:class:`JupyterLab`, :func:`chromium`, :func:`open_notebook`,
@@ -311,10 +311,8 @@ def notebook_up_to_widget(source: Path, target: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--png", default=str(REPO / "docs" / "labeller.png"), help="where to save the screenshot")
-    parser.add_argument("--labels", type=int, default=3, help="labels to give by clicking before the screenshot")
+    parser.add_argument("--labels", type=int, default=6, help="labels to give by clicking before the screenshot")
     args = parser.parse_args()
-
-    from selenium.webdriver.common.by import By
 
     work = Path(tempfile.mkdtemp(prefix="llmc-labeller-shot-"))
     try:
@@ -325,7 +323,7 @@ def main() -> int:
         shutil.copy(REPO / "notebooks" / "tutorial_helpers.py", root / "notebooks")
         notebook_up_to_widget(REPO / "notebooks" / "08_labelling.ipynb", root / "notebooks" / "labelling.ipynb")
         with JupyterLab(root, work / "home") as lab:
-            driver = chromium(work / "profile", size="1280,1000")
+            driver = chromium(work / "profile", size="1280,900")
             try:
                 open_notebook(driver, lab, "notebooks/labelling.ipynb")
                 run_all(driver, lab, timeout=180)
@@ -335,13 +333,19 @@ def main() -> int:
                     button = ".llmc-correct" if i % 3 != 1 else ".llmc-incorrect"
                     click(driver, f".llmc-labeller {button}")
                     wait(driver, lambda d, b=before: widget_text(d, ".llmc-labeller .llmc-item-id") not in ("", b))
-                reveal = css(".llmc-labeller .llmc-reveal")(driver)
-                if reveal:
-                    reveal.click()
-                root_element = wait(driver, css(".llmc-labeller"))
-                area = root_element.find_element(By.XPATH, "./ancestor::div[contains(@class,'jp-Cell')][1]")
-                driver.execute_script("arguments[0].scrollIntoView(true);", area)
-                root_element.screenshot(args.png)
+                click(driver, ".llmc-labeller .llmc-reveal")
+                wait(driver, lambda d: "Hide judge" in widget_text(d, ".llmc-labeller .llmc-reveal"), 30,
+                     "the judge's score was not revealed")
+                wait(driver, lambda d: widget_text(d, ".llmc-labeller .llmc-progress").startswith(
+                    f"{args.labels} labelled"), 30, "the progress line did not count the labels")
+                click(driver, ".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")  # fold the file browser
+                wait(driver, lambda d: not css("#filebrowser")(d), 15, "the file browser stayed open")
+                widget = wait(driver, css(".llmc-labeller"))
+                driver.execute_script("arguments[0].scrollIntoView({block: 'end'});", widget)
+                wait(driver, lambda d: d.execute_script(
+                    "const r = arguments[0].getBoundingClientRect(); return r.bottom <= window.innerHeight;",
+                    widget), 15, "the widget is not in view")
+                driver.save_screenshot(args.png)
             finally:
                 driver.quit()
     finally:

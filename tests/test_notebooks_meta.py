@@ -39,6 +39,7 @@ NAMES = [
     "05_compound_judges.ipynb",
     "06_routing.ipynb",
     "07_trustworthy_estimates.ipynb",
+    "08_labelling.ipynb",
     "09_leaderboards.ipynb",
 ]
 
