@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -190,4 +189,3 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisite
     # nothing else was written: no skips, no undos, no stray lines
     lines = [json.loads(line) for line in ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert len(lines) == 5
-    shutil.rmtree(home, ignore_errors=True)
