@@ -447,3 +447,69 @@ def test_the_bootstraps_chord_steps_reach_the_same_optimum_as_newton():
     wi, wj = wi0 * noise, wj0 * noise[::-1]
     hess_inv = np.linalg.inv(_hessian(pairs, theta, wi0 + wj0))
     assert np.abs(_fit_bt_chord(pairs, wi, wj, theta, hess_inv) - _fit_bt(pairs, wi, wj)).max() < 1e-7
+
+
+# -- the calibrate report -----------------------------------------------------------------------------
+
+
+def _prefers_the_capital(prompt: str) -> str:
+    import json
+    import re
+
+    a = re.search(r"<<<ANSWER A [^>]*>>>\n(.*?)\n<<<END ANSWER A", prompt, re.S)
+    b = re.search(r"<<<ANSWER B [^>]*>>>\n(.*?)\n<<<END ANSWER B", prompt, re.S)
+    ref = re.search(r"\(capital: (\w+)\)", prompt)
+    assert a and b and ref, prompt
+    hit_a, hit_b = ref[1] in a[1], ref[1] in b[1]
+    return json.dumps({"notes": "checked", "winner": "tie" if hit_a == hit_b else ("A" if hit_a else "B")})
+
+
+def _model_pairs(n: int = 36) -> list[dict]:
+    """Three models in turn on both sides; 'strong' names the capital more often than 'weak'."""
+    rng = np.random.default_rng(0)
+    skill = {"strong": 0.9, "mid": 0.6, "weak": 0.3}
+    names = list(skill)
+    rows = []
+    for i in range(n):
+        ma, mb = names[i % 3], names[(i + 1 + i // 3 % 2) % 3]
+        right_a, right_b = rng.random() < skill[ma], rng.random() < skill[mb]
+        a = "Paris" if right_a else "Lyon"
+        b = "It is Paris." if right_b else "It is Lyon."
+        human = "tie" if right_a == right_b else ("a" if right_a else "b")
+        rows.append({"id": f"p{i}", "prompt": "What is the capital of France? (capital: Paris)", "candidate_a": a,
+                     "candidate_b": b, "model_a": ma, "model_b": mb, "human": human})
+    return rows
+
+
+def test_pairwise_report_and_cli_carry_a_leaderboard_section(tmp_path, capsys):
+    from llm_connect.adapters import OpenAICompatibleAdapter
+    from llm_connect.calibration import battles, calibrate
+    from llm_connect.cli import main
+    from llm_connect.grading import PairwiseJudge
+    from llm_connect.testing import LoopbackServer
+
+    rows = _model_pairs()
+    with LoopbackServer(reply=_prefers_the_capital) as server:
+        judge = PairwiseJudge(OpenAICompatibleAdapter("judge-1", base_url=server.base_url), grader_id="capital")
+        report = calibrate(rows, {"capital": judge}, pairwise=True, n_boot=200, progress=False)
+        boards = report.leaderboards()
+        assert list(boards) == ["human", "capital"]
+        expected = leaderboard(battles(report, winner="human"), n_boot=200, seed=report.seed)
+        pd.testing.assert_frame_equal(boards["human"], expected)
+        assert boards["human"].iloc[0]["model"] == "strong"
+        html = str(report.html(plots=True))
+        assert "Leaderboards (Bradley-Terry)" in html and "leaderboard (human)" in html and "<img" in html
+        paths = report.to_csv(tmp_path / "api")
+        written = pd.read_csv(paths["leaderboard"])
+        assert written.columns[0] == "rater" and set(written["rater"]) == {"human", "capital"}
+
+        data = tmp_path / "pairs.jsonl"
+        pd.DataFrame(rows).to_json(data, orient="records", lines=True)
+        out = tmp_path / "cli"
+        code = main(["calibrate", str(data), "--out", str(out), "--pairwise", "--llm", "openai:judge-1",
+                     "--base-url", server.base_url, "--n-boot", "50", "--no-progress", "--no-cache"])
+    assert code == 0
+    capsys.readouterr()
+    cli_board = pd.read_csv(out / "leaderboard.csv")
+    assert set(cli_board["rater"]) == {"human", "pairwise"}
+    assert "Leaderboards (Bradley-Terry)" in (out / "report.html").read_text(encoding="utf-8")

@@ -1045,3 +1045,76 @@ def length_controlled_win_rate(
     out.attrs.update(method="alpacaeval-2 glm", confidence=conf, n_boot=n_boot, seed=seed,
                      difficulty="given" if difficulty else ("estimated" if instruction else "none"))
     return out
+
+
+# -- the calibrate report's leaderboard section ----------------------------------------------------
+
+
+def report_leaderboards(report: Any) -> dict[str, Any]:
+    """For a pairwise report whose pairs name their models (``model_a``, ``model_b``): a
+    :func:`leaderboard` per rater (``"human"`` first when people labelled pairs, then each judge),
+    with the report's ``n_boot``, ``confidence`` and ``seed``; a rater whose comparisons cannot be
+    rated (too few, or models never compared with each other) maps to the reason, as text. Empty
+    when the pairs do not name their models."""
+    scores = report.scores
+    if not {"model_a", "model_b"} <= set(map(str, scores.columns)):
+        return {}
+    out: dict[str, Any] = {}
+    for name in [*(["human"] if "human" in report.labels else []), *report.judges]:
+        column = f"winner_{name}"
+        if column not in scores.columns:
+            continue
+        try:
+            out[name] = leaderboard(scores, model_a="model_a", model_b="model_b", winner=column,
+                                    confidence=report.confidence, n_boot=report.n_boot, seed=report.seed,
+                                    progress=False)
+        except ValidationError as exc:
+            out[name] = str(exc)
+    return out
+
+
+def leaderboards_frame(boards: Mapping[str, Any]) -> pd.DataFrame:
+    """What ``leaderboard.csv`` holds: the fitted boards stacked, a ``rater`` column first."""
+    parts = [b.assign(rater=name)[["rater", *b.columns]] for name, b in boards.items()
+             if isinstance(b, pd.DataFrame)]
+    if not parts:
+        return pd.DataFrame(columns=["rater", *LEADERBOARD_COLUMNS])
+    return pd.concat(parts, ignore_index=True)
+
+
+def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: bool) -> Markup:
+    """The report's section: each rater's board (rank, model, rating with its interval, rank range,
+    comparisons, win rate) and, with ``plots``, the first board drawn by :func:`plot_leaderboard`."""
+    from ._html import new_figure, png_data_uri
+
+    if not boards:
+        return Markup("")
+    parts = [html_format("<h3>Leaderboards (Bradley-Terry)</h3><p>{}</p>",
+                         "Ratings on the Elo scale (400 log10 odds, mean 1000) from each rater's winners, ties "
+                         f"half; {confidence:.0%} bootstrap intervals over pairs; rank range: best and worst "
+                         "plausible rank from the intervals, as Chatbot Arena ranks.")]
+    drawn = False
+    for name, board in boards.items():
+        if not isinstance(board, pd.DataFrame):
+            parts.append(html_format("<p>No leaderboard from {}: {}</p>", name, board))
+            continue
+        shown = pd.DataFrame({
+            "rank": board["rank"], "model": board["model"],
+            "rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
+                       zip(board["rating"], board["rating_low"], board["rating_high"], strict=True)],
+            "rank range": [f"{lo}–{hi}" if not pd.isna(lo) else "—" for lo, hi in
+                           zip(board["rank_low"], board["rank_high"], strict=True)],
+            "n": board["n"], "win rate": board["win_rate"],
+        })
+        parts.append(frame_html(shown, caption=f"Leaderboard from {name}'s winners"))
+        if plots and not drawn:
+            fig, ax = new_figure(5.5, 0.9 + 0.35 * len(board))
+            plot_leaderboard(board, ax=ax)
+            from ._plots import _text
+
+            ax.set_title(_text(name))
+            parts.append(html_format("<figure style='display:inline-block;margin:4px'><img src='{}' alt='{}'>"
+                                     "<figcaption>{}</figcaption></figure>", png_data_uri(fig),
+                                     f"leaderboard ({name})", f"Leaderboard from {name}'s winners"))
+            drawn = True
+    return join(parts)

@@ -454,7 +454,8 @@ class PairwiseReport(CalibrationReport):
 
     def to_csv(self, directory: str | Path) -> dict[str, Path]:
         """Write ``scores.csv``, ``agreement.csv`` (three-way, every pair of raters), ``pairwise.csv``
-        (per judge against people) and ``bias.csv`` (text cells neutralised against formulas)."""
+        (per judge against people), ``bias.csv`` and, when the pairs name their models,
+        ``leaderboard.csv`` (text cells neutralised against formulas)."""
         from .._textsafe import csv_safe_frame
 
         out = Path(directory)
@@ -465,7 +466,22 @@ class PairwiseReport(CalibrationReport):
         csv_safe_frame(self.agreement_frame()).to_csv(paths["agreement"], index=False)
         csv_safe_frame(self.pairwise_frame()).to_csv(paths["pairwise"], index=False)
         csv_safe_frame(self.bias_frame()).to_csv(paths["bias"], index=False)
+        boards = self.leaderboards()
+        if any(isinstance(b, pd.DataFrame) for b in boards.values()):
+            from ._leaderboard import leaderboards_frame
+
+            paths["leaderboard"] = out / "leaderboard.csv"
+            csv_safe_frame(leaderboards_frame(boards)).to_csv(paths["leaderboard"], index=False)
         return paths
+
+    def leaderboards(self) -> dict[str, Any]:
+        """When the pairs name their models (``model_a``, ``model_b``): a Bradley-Terry
+        :func:`~llm_connect.calibration.leaderboard` per rater (people's first, then each judge's;
+        a rater whose comparisons cannot be rated maps to the reason); else empty. ``to_csv`` writes
+        them to ``leaderboard.csv`` (a ``rater`` column first) and the report shows them."""
+        from ._leaderboard import report_leaderboards
+
+        return report_leaderboards(self)
 
     def judge_cards(self) -> list[Any]:
         """A :class:`~llm_connect.calibration.JudgeCard` per judge: three-way kappa against people,
@@ -566,6 +582,11 @@ class PairwiseReport(CalibrationReport):
             head.append(frame_html(pd.DataFrame([{"judge": k, **v} for k, v in usage.items()]),
                                    caption="Judge runs (unscored pairs have no winner, never a tie)"))
         body = [self.section_html()]
+        boards = self.leaderboards()
+        if boards:
+            from ._leaderboard import leaderboard_section
+
+            body.append(leaderboard_section(boards, confidence=self.confidence, plots=plots))
         if self.bias is not None and self.bias.results:
             body.append(Markup(self.bias._repr_html_()))
         return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))

@@ -40,7 +40,9 @@ binomial test). Writes scores.csv (winner_human, winner_<annotator>,
 winner_pairwise, consistent_pairwise, winner_a_first_/winner_b_first_pairwise,
 and winner: the people's, the column leaderboards read with model_a and
 model_b), pairwise.csv (per judge against people), agreement.csv (every pair
-of raters, three-way), bias.csv (position) and report.html.
+of raters, three-way), bias.csv (position), report.html and, when the pairs
+name their models (model_a, model_b), leaderboard.csv (Bradley-Terry ratings
+with intervals from people's winners and the judge's, a rater column first).
 """
 
 
@@ -141,7 +143,7 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         message = str(exc).replace("codes='a=1,b=2,tie=0' (--preference-codes a=1,b=2,tie=0)",
                                    "--preference-codes a=1,b=2,tie=0")
         raise UsageError(message) from None
-    outputs = {**CALIBRATE_OUTPUTS, "pairwise": "pairwise.csv"}
+    outputs = {**CALIBRATE_OUTPUTS, "pairwise": "pairwise.csv", "leaderboard": "leaderboard.csv"}
     outputs.pop("judgments", None)  # the judgment viewer reads scored runs, not pairs
     paths = _prepare_out(Path(args.out), outputs, inputs=[data])
     cache = open_run(args, Path(args.out), data, selection)  # run.json; the response cache (None: --no-cache)
@@ -160,6 +162,14 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
                        ("pairwise", report.pairwise_frame()), ("bias", report.bias_frame())):
         csv_safe_frame(table).to_csv(paths[key], index=False)
         written[key] = paths[key]
+    boards = report.leaderboards()  # per rater, when the pairs name their models (model_a, model_b)
+    if any(not isinstance(b, str) for b in boards.values()):
+        from ..calibration._leaderboard import leaderboards_frame
+
+        csv_safe_frame(leaderboards_frame(boards)).to_csv(paths["leaderboard"], index=False)
+        written["leaderboard"] = paths["leaderboard"]
+    else:
+        paths["leaderboard"].unlink(missing_ok=True)  # a previous run's, on pairs that named their models
     if "scores_parquet" in paths:
         written["scores_parquet"] = report.to_parquet(paths["scores_parquet"])
     written["report"] = report.to_html(paths["report"])
