@@ -70,7 +70,7 @@ from .grading import (
     judge_many,
 )
 from .pipelines import Pipeline, from_config
-from .quality import QualityLedger, QualityObservation, is_stale
+from .quality import ParquetLedger, QualityLedger, QualityObservation, is_stale
 from .routing import RoutingDecision, evidence_table, route
 
 __version__ = "0.1.0"
@@ -111,6 +111,7 @@ __all__ = [
     "PairedGrader",
     "PairwiseJudge",
     "PanelJudge",
+    "ParquetLedger",
     "Pipeline",
     "QualityLedger",
     "QualityObservation",

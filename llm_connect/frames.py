@@ -34,7 +34,8 @@ import pandas as pd
 
 from .batch import RESULT_FRAME_COLUMNS
 from .errors import ValidationError
-from .quality import MAX_LINE_BYTES, QualityLedger, QualityObservation
+from .quality import MAX_LINE_BYTES, BaseLedger, ParquetLedger, QualityLedger, QualityObservation
+from .quality._base import is_parquet_location
 from .quality._ledger_io import (
     FLOAT_FIELDS,
     INT_FIELDS,
@@ -252,15 +253,17 @@ def _finish(frame: pd.DataFrame, tags: TagsMode, malformed: int) -> pd.DataFrame
 
 
 def ledger_frame(
-    ledger_or_path: QualityLedger | str | os.PathLike[str] | Iterable[QualityObservation],
+    ledger_or_path: BaseLedger | str | os.PathLike[str] | Iterable[QualityObservation],
     *,
     tags: TagsMode = "expand",
 ) -> pd.DataFrame:
     """A quality ledger as a DataFrame: one row per valid observation, in file order.
 
     ``ledger_or_path``: a :class:`QualityLedger`, the path of its JSON Lines file
-    (which must exist; a ledger whose file does not exist yet is empty), or
-    observations. Columns: ``recorded_at`` (``datetime64[us, UTC]``), the ids
+    (which must exist; a ledger whose file does not exist yet is empty), a
+    :class:`~llm_connect.quality.ParquetLedger` (or its root: a directory or a
+    URI such as ``s3://bucket/ledger``; rows in its read order, duplicates of
+    retried writes read once), or observations. Columns: ``recorded_at`` (``datetime64[us, UTC]``), the ids
     ``task_type``, ``adapter_id``, ``model_id``, ``baseline_adapter_id``
     (categoricals), ``quality_score``, ``cost_usd``, ``latency_ms``, ``tokens_in``,
     ``tokens_out``, ``total_tokens``, then ``tags="expand"``: one ``tag.<key>``
@@ -268,11 +271,24 @@ def ledger_frame(
     booleans ``boolean``, text ``str``, mixed or nested values objects), or
     ``tags="dict"``: one ``tags`` column holding each observation's dict.
     ``df.attrs["malformed_count"]`` is the number of skipped malformed lines
-    (blank lines are not counted), as :meth:`QualityLedger.malformed_count` says.
+    (blank lines are not counted), as :meth:`QualityLedger.malformed_count` says
+    (for a ``ParquetLedger``: unreadable files and invalid rows).
     """
     if tags not in ("expand", "dict"):
         raise ValidationError(f"tags must be 'expand' or 'dict', got {tags!r}")
     cap = MAX_LINE_BYTES
+    if isinstance(ledger_or_path, (str, os.PathLike)) and is_parquet_location(ledger_or_path):
+        ledger_or_path = ParquetLedger(ledger_or_path)
+    if isinstance(ledger_or_path, BaseLedger) and not isinstance(ledger_or_path, QualityLedger):
+        observations, malformed = (
+            ledger_or_path.read_with_malformed()
+            if isinstance(ledger_or_path, ParquetLedger)
+            else (ledger_or_path.read_all(), ledger_or_path.malformed_count())
+        )
+        if not observations:
+            return _finish(pd.DataFrame(), tags, malformed)
+        block = observation_columns(observations, np.arange(len(observations)), _LAYOUT[tags])
+        return _finish(_assemble([block], tags), tags, malformed)
     if isinstance(ledger_or_path, QualityLedger):
         path = ledger_or_path.real_path  # the file the ledger itself reads
         cap = ledger_or_path.max_line_bytes
@@ -465,7 +481,7 @@ def _label_value(value: Any, row: Any) -> float | None:
 
 
 def record_labels(
-    ledger: QualityLedger,
+    ledger: BaseLedger,
     frame: pd.DataFrame,
     *,
     task_type: str,
@@ -493,8 +509,10 @@ def record_labels(
     """
     if not isinstance(frame, pd.DataFrame):
         raise ValidationError(f"record_labels takes a DataFrame, got {type(frame).__name__}")
-    if not isinstance(ledger, QualityLedger):
-        raise ValidationError(f"record_labels takes a QualityLedger, got {type(ledger).__name__}")
+    if not isinstance(ledger, BaseLedger):
+        raise ValidationError(
+            f"record_labels takes a QualityLedger or a ParquetLedger, got {type(ledger).__name__}"
+        )
     if label not in frame.columns:
         raise ValidationError(f"the frame has no label column {label!r}; it has {list(frame.columns)}")
     item_col = _first_column(frame, item_id, ("item_id", "id"), "item_id")
@@ -530,7 +548,7 @@ def record_labels(
 
 
 def paired_frame(
-    ledger: QualityLedger | str | os.PathLike[str] | Iterable[QualityObservation],
+    ledger: BaseLedger | str | os.PathLike[str] | Iterable[QualityObservation],
     task_type: str,
     *,
     judge: str,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import UncalibratedJudgeError, ValidationError
 from .grading._html import html_format, html_table
-from .quality import QualityLedger, QualityObservation, is_stale
+from .quality import BaseLedger, QualityObservation, is_stale, open_ledger
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -205,7 +205,7 @@ def _cards_for(ledger: Any, cards: Any) -> list[Any]:
     from .calibration import JudgeCard, JudgeCardRegistry
 
     if cards is None:
-        if isinstance(ledger, (QualityLedger, str, bytes)) or hasattr(ledger, "__fspath__"):
+        if isinstance(ledger, (BaseLedger, str, bytes)) or hasattr(ledger, "__fspath__"):
             return JudgeCardRegistry.for_ledger(ledger).cards()
         raise ValidationError(
             "require_calibrated=True needs judge cards: pass cards=JudgeCardRegistry(...) when routing from "
@@ -278,16 +278,16 @@ def _ppi_interval(
     return float(row["estimate"]), float(row["ci_low"]), float(row["ci_high"]), int(row["n_labelled"]), reason
 
 
-def _observations(source: QualityLedger | str | Any) -> Iterable[QualityObservation]:
-    if isinstance(source, QualityLedger):
+def _observations(source: BaseLedger | str | Any) -> Iterable[QualityObservation]:
+    if isinstance(source, BaseLedger):
         return source.iter_observations()
     if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
-        return QualityLedger(source).iter_observations()
+        return open_ledger(source).iter_observations()  # a directory or a URI is a ParquetLedger
     return source  # an iterable of observations
 
 
 def evidence_table(
-    ledger: QualityLedger | str | Any,
+    ledger: BaseLedger | str | Any,
     task_type: str | None = None,
     *,
     policy: RoutingPolicy | None = None,
@@ -298,8 +298,9 @@ def evidence_table(
 ) -> pd.DataFrame:
     """One row per (task type, grader, rubric, adapter): the evidence :func:`route` decides on.
 
-    ``ledger`` is a :class:`QualityLedger`, a path, or an iterable of
-    observations. Scores of different graders or rubrics sit on separate rows,
+    ``ledger`` is a :class:`QualityLedger` or a :class:`~llm_connect.quality.ParquetLedger`, a path
+    (a directory or a URI is a Parquet ledger's root), or an iterable of observations.
+    Scores of different graders or rubrics sit on separate rows,
     never pooled. ``grader_id`` / ``rubric_hash`` keep one grader; ``human``
     (or ``policy.human``) names the grader id of human labels: those rows are
     then not evidence of their own but correct the judge's through PPI++
@@ -451,7 +452,7 @@ def _cell(value: Any) -> str:
 
 
 def route(
-    ledger: QualityLedger | str | Any,
+    ledger: BaseLedger | str | Any,
     task_type: str,
     *,
     threshold: float = 0.8,

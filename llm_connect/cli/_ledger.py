@@ -1,9 +1,17 @@
-"""``llm-connect ledger stats``: what a quality ledger holds, and what routing would decide."""
+"""``llm-connect ledger stats``: what a quality ledger holds, and what routing would decide;
+``llm-connect ledger convert``: move a ledger between JSON Lines and Parquet.
+
+A LEDGER argument is a Parquet ledger's root when it is a URI (``s3://bucket/ledger``,
+``file:///abs/dir``) or an existing directory, and a JSON Lines file otherwise; for
+``convert``'s TARGET that does not exist yet, a name ending in ``.jsonl``/``.ndjson``/``.json``
+is a JSON Lines file and any other a Parquet root.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +32,10 @@ def _add_ledger(subparsers: Any) -> None:
         "(each adapter: n, mean quality with its bootstrap interval, mean cost and latency, stale or not) "
         "and the cheapest adapter whose quality meets --threshold with confidence.",
     )
-    s.add_argument("ledger", metavar="LEDGER", help="a JSON Lines quality ledger")
+    s.add_argument(
+        "ledger", metavar="LEDGER",
+        help="a JSON Lines quality ledger file, or a Parquet ledger's root (a directory or a URI such as s3://b/l)",
+    )
     s.add_argument("--task-type", metavar="NAME", help="only this task type")
     s.add_argument("--threshold", type=float, default=0.8, help="quality to meet (default: 0.8)")
     s.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval level (default: 0.95)")
@@ -56,6 +67,19 @@ def _add_ledger(subparsers: Any) -> None:
     )
     s.add_argument("--min-kappa", type=float, default=0.4, help="kappa lower bound a card needs (default: 0.4)")
     s.set_defaults(func=_run_ledger_stats, _parser=s)
+    c = sub.add_parser(
+        "convert",
+        help="copy a ledger's observations between JSON Lines and Parquet (either way)",
+        description="Copy every valid observation of SOURCE into TARGET: a JSON Lines file into a Parquet "
+        "ledger root (a directory or a URI), or back. A directory or URI is a Parquet root; a file a JSON Lines "
+        "ledger; a TARGET that does not exist is a JSON Lines file when its name ends in .jsonl, .ndjson or .json "
+        "and a Parquet root otherwise. Malformed records are counted and not copied; a Parquet SOURCE is read "
+        "with its duplicate (retried) writes once. TARGET must be empty unless --append.",
+    )
+    c.add_argument("source", metavar="SOURCE", help="the ledger to read")
+    c.add_argument("target", metavar="TARGET", help="the ledger to write (created if missing)")
+    c.add_argument("--append", action="store_true", help="add to a TARGET that already holds observations")
+    c.set_defaults(func=_run_ledger_convert, _parser=c)
 
 
 def _safe_decision(decision: Any) -> str:
@@ -89,13 +113,8 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
         raise UsageError(
             f"--max-age-days must be a number of days up to {MAX_AGE_DAYS_MAX} (0 or less: any age), got {days}"
         )
-    path = Path(args.ledger)
-    if not path.exists():
-        raise UsageError(f"no ledger at {str(path)!r}")
-    if path.is_dir():
-        raise UsageError(f"cannot read the ledger {str(path)!r}: it is a directory")
-    if not path.is_file():
-        raise UsageError(f"cannot read the ledger {str(path)!r}: not a regular file")
+    ledger = _open_for_reading(args.ledger)
+    path = args.ledger
     policy = RoutingPolicy(
         threshold=args.threshold,
         confidence=args.confidence,
@@ -103,21 +122,17 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
         max_age=timedelta(days=days) if days > 0 else None,
         recent=args.recent,
     )
-    ledger = QualityLedger(path)
-    try:
-        observations = list(ledger.iter_observations())
-        malformed = ledger.malformed_count()
-    except OSError as exc:
-        raise UsageError(f"cannot read the ledger {str(path)!r}: {exc.strerror or exc}") from None
+    observations, malformed = _read(ledger, path)
     tasks = [args.task_type] if args.task_type else sorted({o.task_type for o in observations})
-    print(f"{safe_text(path)}: {len(observations)} observations, {malformed} malformed lines skipped")
+    unit = "lines" if isinstance(ledger, QualityLedger) else "files or rows"
+    print(f"{safe_text(_shown(ledger, path))}: {len(observations)} observations, {malformed} malformed {unit} skipped")
     if not tasks:
         print("no observations")
     from ..calibration import JudgeCardRegistry
     from ..errors import UncalibratedJudgeError
     from ..routing import grader_keys
 
-    cards = JudgeCardRegistry.for_ledger(path) if args.require_calibrated else None
+    cards = JudgeCardRegistry.for_ledger(ledger) if args.require_calibrated else None
     refused = 0
     for task in tasks:
         keys = grader_keys(observations, task, human=args.human)
@@ -138,3 +153,116 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
                 continue
             print(_safe_decision(decision))
     return 1 if refused else 0
+
+
+# -- opening ledgers ---------------------------------------------------------------------------------
+
+
+def _shown(ledger: Any, given: str) -> str:
+    """How a ledger is named in output: as given, or a URI's root with its credentials redacted."""
+    return ledger.root if hasattr(ledger, "root") else given
+
+
+def _open_for_reading(location: str) -> Any:
+    """The existing ledger at ``location`` (a Parquet root: a URI or a directory; else a JSON Lines file)."""
+    from ..quality import ParquetLedger, QualityLedger
+    from ..quality._base import is_parquet_location
+
+    if is_parquet_location(location):
+        ledger = ParquetLedger(location)
+        if "://" not in location:
+            return ledger
+        try:
+            exists = ledger._check_root(*ledger._fs()[:2])
+        except NotADirectoryError:
+            raise UsageError(f"cannot read the ledger {safe_text(ledger.root)}: it is a file, not a Parquet ledger "
+                             "root") from None
+        if not exists:
+            raise UsageError(f"no ledger at {safe_text(ledger.root)}")
+        return ledger
+    path = Path(location)
+    if not path.exists():
+        raise UsageError(f"no ledger at {str(path)!r}")
+    if not path.is_file():
+        raise UsageError(f"cannot read the ledger {str(path)!r}: not a regular file")
+    return QualityLedger(path)
+
+
+def _read(ledger: Any, given: str) -> tuple[list[Any], int]:
+    from ..quality import ParquetLedger
+
+    try:
+        if isinstance(ledger, ParquetLedger):
+            return ledger.read_with_malformed()
+        return list(ledger.iter_observations()), ledger.malformed_count()
+    except OSError as exc:
+        raise UsageError(f"cannot read the ledger {safe_text(_shown(ledger, given))}: {exc.strerror or exc}") from None
+
+
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_CONVERT_BATCH = 100_000  # observations per extend(): one Parquet file per task type and date in each
+
+
+def _open_target(location: str) -> Any:
+    from ..quality import ParquetLedger, QualityLedger
+    from ..quality._base import is_parquet_location
+
+    path = Path(location)
+    if is_parquet_location(location) or (not path.exists() and not location.lower().endswith(_JSONL_SUFFIXES)):
+        return ParquetLedger(location)
+    if path.exists() and not path.is_file():
+        raise UsageError(f"cannot write the ledger {str(path)!r}: not a regular file")
+    return QualityLedger(path)
+
+
+def _holds_anything(ledger: Any) -> bool:
+    from ..quality import ParquetLedger
+
+    if isinstance(ledger, ParquetLedger):
+        try:
+            return bool(ledger._list(None))
+        except NotADirectoryError:
+            raise UsageError(
+                f"cannot write the ledger {safe_text(ledger.root)}: it is a file, not a directory"
+            ) from None
+    try:
+        return ledger.real_path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def _kind(ledger: Any) -> str:
+    from ..quality import ParquetLedger
+
+    return "Parquet" if isinstance(ledger, ParquetLedger) else "JSON Lines"
+
+
+def _run_ledger_convert(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    source = _open_for_reading(args.source)
+    target = _open_target(args.target)
+    src_name, dst_name = _shown(source, args.source), _shown(target, args.target)
+    if _same_place(args.source, args.target):
+        raise UsageError(f"SOURCE and TARGET are the same ledger ({safe_text(src_name)}); give another TARGET")
+    if not args.append and _holds_anything(target):
+        raise UsageError(
+            f"the target ledger {safe_text(dst_name)} already holds observations; pass --append to add to it, "
+            "or give a new or empty TARGET"
+        )
+    observations, malformed = _read(source, args.source)
+    try:
+        for start in range(0, len(observations), _CONVERT_BATCH):
+            target.extend(observations[start : start + _CONVERT_BATCH])
+    except OSError as exc:
+        raise UsageError(f"cannot write the ledger {safe_text(dst_name)}: {exc.strerror or exc}") from None
+    print(
+        f"converted {len(observations)} observations from {safe_text(src_name)} ({_kind(source)}) "
+        f"to {safe_text(dst_name)} ({_kind(target)}); {malformed} malformed "
+        f"{'lines' if _kind(source) == 'JSON Lines' else 'files or rows'} skipped"
+    )
+    return 0
+
+
+def _same_place(a: str, b: str) -> bool:
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)

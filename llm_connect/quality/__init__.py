@@ -52,10 +52,44 @@ Layout
   :func:`llm_connect.frames.ledger_frame` builds its frames from).
 - ``_ledger``: :class:`QualityLedger`, the file: locks, appends, queries,
   ``prune_before``.
+- ``_base``: :class:`BaseLedger`, what every ledger offers (code that reads a
+  ledger checks ``isinstance(x, BaseLedger)``), the queries written once
+  (``read_all``, ``by_task_type``, ``recent``, ``mean_quality``), and
+  :func:`open_ledger` (a URI or a directory is a ``ParquetLedger``, anything
+  else a ``QualityLedger``).
+- ``_parquet``: :class:`ParquetLedger`, the same queries over a directory or
+  object-store prefix of Parquet files partitioned by task type and date, which
+  any number of writers on any number of hosts extend without a lock;
+  retried writes of one keyed judgment are read once (:data:`DEDUPE_TAGS`),
+  and ``prune_before`` / ``compact`` rewrite it safely while others append.
+
+Public names
+------------
+=========================  =====================================================
+``QualityObservation``     one observed outcome (quality, cost, latency, tokens)
+``QualityLedger``          the JSON Lines ledger file, many writers on one host
+``ParquetLedger``          the Parquet ledger, lock-free, many writers and hosts
+``BaseLedger``             what both offer; accept it to accept either
+``open_ledger``            the ledger at a path or URI, of the right class
+``DEDUPE_TAGS``            the tags keying a judgment for deduplication
+``is_stale``               whether an observation is older than a max age
+``MAX_LINE_BYTES``         the longest line a JSON Lines ledger reads
+=========================  =====================================================
 """
 
+from ._base import BaseLedger, open_ledger
 from ._ledger import QualityLedger
 from ._ledger_io import MAX_LINE_BYTES
 from ._observation import QualityObservation, is_stale
+from ._parquet import DEDUPE_TAGS, ParquetLedger
 
-__all__ = ["MAX_LINE_BYTES", "QualityLedger", "QualityObservation", "is_stale"]
+__all__ = [
+    "DEDUPE_TAGS",
+    "MAX_LINE_BYTES",
+    "BaseLedger",
+    "ParquetLedger",
+    "QualityLedger",
+    "QualityObservation",
+    "is_stale",
+    "open_ledger",
+]

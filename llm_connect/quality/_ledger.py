@@ -8,20 +8,20 @@ errors that name the ledger and what to do.
 from __future__ import annotations
 
 import errno
-import heapq
 import os
 import re
 import stat
 import threading
-from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from numbers import Integral
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ValidationError
+from ._base import BaseLedger
 from ._ledger_io import MAX_LINE_BYTES, encode_line, scan_lines, temp_file_beside
-from ._observation import QualityObservation, as_utc, is_stale, utc_now
+from ._observation import QualityObservation, as_utc
 
 __all__ = ["QualityLedger"]
 
@@ -53,7 +53,7 @@ def _first_non_directory(path: Path) -> Path | None:
     return None
 
 
-class QualityLedger:
+class QualityLedger(BaseLedger):
     """An append-only JSON Lines file of :class:`QualityObservation`, safe for many writers.
 
     ``max_line_bytes``: lines longer than this (newline not counted) are
@@ -220,7 +220,7 @@ class QualityLedger:
             raise self._too_long(line)
         self._write(payload)
 
-    def extend(self, observations: list[QualityObservation] | tuple[QualityObservation, ...]) -> None:
+    def extend(self, observations: Sequence[QualityObservation]) -> None:
         """Append several observations under one acquisition of the locks (one line each)."""
         for o in observations:
             if not isinstance(o, QualityObservation):
@@ -318,67 +318,9 @@ class QualityLedger:
             if obs is not None:
                 yield obs
 
-    __iter__ = iter_observations
-
-    def read_all(self) -> list[QualityObservation]:
-        return list(self.iter_observations())
-
     def malformed_count(self) -> int:
         """How many non-blank lines in the file, at call time, are not valid observations."""
         return sum(1 for obs, _ in self._scan() if obs is None)
-
-    def by_task_type(self, task_type: str) -> list[QualityObservation]:
-        return [o for o in self.iter_observations() if o.task_type == task_type]
-
-    def recent(
-        self, limit: int = 10, *, task_type: str | None = None, adapter_id: str | None = None
-    ) -> list[QualityObservation]:
-        """Up to ``limit`` matching observations, newest ``recorded_at`` first (later lines first on ties)."""
-        if isinstance(limit, bool) or not isinstance(limit, Integral):
-            raise ValidationError(f"limit must be an integer >= 0, got {limit!r}")
-        if limit < 0:
-            raise ValidationError(f"limit must be >= 0, got {limit}")
-        if limit == 0:
-            return []
-        matches = (
-            (o.recorded_at, i, o)
-            for i, o in enumerate(self.iter_observations())
-            if (task_type is None or o.task_type == task_type) and (adapter_id is None or o.adapter_id == adapter_id)
-        )
-        return [o for _, _, o in heapq.nlargest(int(limit), matches, key=lambda t: (t[0], t[1]))]
-
-    def mean_quality(
-        self,
-        task_type: str,
-        *,
-        adapter_id: str | None = None,
-        min_observations: int = 1,
-        max_age: timedelta | None = None,
-        now: datetime | None = None,
-    ) -> float | None:
-        """Mean ``quality_score`` of matching, non-stale observations; ``None`` if fewer than ``min_observations``."""
-        if isinstance(min_observations, bool) or not isinstance(min_observations, Integral):
-            raise ValidationError(f"min_observations must be a positive integer, got {min_observations!r}")
-        if min_observations <= 0:
-            raise ValidationError(f"min_observations must be > 0, got {min_observations}")
-        if max_age is not None:
-            if not isinstance(max_age, timedelta):
-                raise TypeError(f"max_age must be a timedelta, got {type(max_age).__name__}")
-            if max_age < timedelta(0):
-                raise ValidationError(f"max_age must be >= 0, got {max_age!r}")
-        current = utc_now() if now is None else as_utc(now, "now")
-        total = 0.0
-        count = 0
-        for o in self.iter_observations():
-            if o.task_type != task_type or (adapter_id is not None and o.adapter_id != adapter_id):
-                continue
-            if max_age is not None and is_stale(o, max_age, now=current):
-                continue
-            total += o.quality_score
-            count += 1
-        if count < min_observations:
-            return None
-        return total / count
 
     # -- rewriting ---------------------------------------------------------
 

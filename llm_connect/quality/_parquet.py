@@ -1,0 +1,798 @@
+"""``ParquetLedger``: a quality ledger many writers on many hosts extend at once, without locks.
+
+Layout
+------
+The ledger is a directory (or an object-store prefix) of Parquet files,
+partitioned hive-style by task type and UTC date::
+
+    ROOT/task_type=<encoded task type>/date=YYYY-MM-DD/part-<writer id>-<seq>.parquet
+
+- The task type is untrusted text: it is percent-encoded (everything but
+  ASCII letters, digits, ``-`` and ``_``; so ``.``, ``/`` and ``\\`` are
+  encoded and no task type can climb out of its directory), and a long one is
+  cut and suffixed with a digest. The ``task_type`` column, not the directory
+  name, is what readers use.
+- ``<writer id>`` is a random UUID per ledger object and process (a new one
+  after ``fork`` or unpickling, e.g. in a Ray actor) and ``<seq>`` counts that
+  writer's files, so no two writers ever write the same name.
+- Columns: ``task_type``, ``adapter_id``, ``model_id``,
+  ``baseline_adapter_id`` (text, nullable), ``quality_score``, ``cost_usd``,
+  ``latency_ms`` (float64), ``tokens_in``, ``tokens_out`` (int64),
+  ``recorded_at`` (``timestamp[us, UTC]``) and ``tags`` (the tags as one JSON
+  text, null when empty: any JSON value round-trips exactly). DuckDB reads it
+  as ``read_parquet('ROOT/**/*.parquet', hive_partitioning = true)``.
+- Files and directories whose name starts with ``.`` or ``_`` are not ledger
+  files (temporary files, the compaction lock), nor is anything not ending in
+  ``.parquet``.
+
+Writing (no lock)
+-----------------
+``append`` writes one file; ``extend`` writes one file per (task type, date)
+among its observations. Nothing is buffered: when the call returns, the
+observations are stored. On a local file system each file is written under a
+hidden temporary name in its partition directory and renamed into place
+(``fsync=True`` also fsyncs the file and its directory), so readers see whole
+files only; on an object store (``s3://``, ``gs://``...) an upload becomes
+visible only once complete. Each call costs a file: prefer ``extend`` with
+batches, and compact (``compact`` or ``prune_before``) to merge small files.
+Token counts must fit Parquet's 64-bit integers (below ``2**63``): a larger one
+is a ``ValidationError`` before anything is written (a ``QualityLedger``
+takes any integer).
+
+Reading
+-------
+Every reader lists the files once, reads them all (pyarrow), validates every
+row as :meth:`QualityObservation.from_dict` would, and returns the valid
+observations ordered by ``recorded_at`` (ties: by file name, then row). A file
+that cannot be read as a ledger file (not Parquet, a missing or mistyped
+column) counts once in :meth:`~ParquetLedger.malformed_count`; a row that is
+not a valid observation counts once. A file removed by a concurrent compaction
+while being read makes the reader list again, as does a compaction finishing
+during the read, so a reader sees the ledger before or after a compaction,
+never half of it. A snapshot is held in memory (a few hundred bytes per
+observation).
+
+Duplicates
+----------
+A retried task may write the same judgment twice. An observation whose tags
+hold all of ``item_id``, ``grader_id``, ``rubric_hash`` and ``run_id``
+(:data:`DEDUPE_TAGS`, none of them null) is keyed by those four values and its
+``task_type``, ``adapter_id``, ``model_id`` and ``baseline_adapter_id`` (so two
+candidates judged on one item, or one item under two task types, are never
+merged); among observations with one key only the first in read order (the
+earliest ``recorded_at``) is read, and compaction keeps only that one. An
+observation lacking any of those tags, or with one of them null (human labels,
+judges without a rubric hash, runs without a run id), is never deduplicated.
+
+Compaction: ``prune_before`` and ``compact``
+--------------------------------------------
+Both read a snapshot, then, in each partition directory that has something to
+change (rows to remove, duplicate copies, or more than one file), write one new
+file ``compact-<writer id>-<seq>.parquet`` holding the rows kept (invalid rows
+are kept as they are, like the malformed lines ``QualityLedger.prune_before``
+keeps) whose Parquet metadata names the files it replaces, and only then delete
+those files. Readers ignore a file that a ``compact-*`` file in its directory
+replaces, so the switch is atomic for them; a crash before the deletions leaves
+files that are ignored, and deleted by the next compaction. Compaction never
+deletes a file it did not read (or that a compacted file did not replace):
+observations appended meanwhile go to new files and survive, and a file it
+cannot read is left alone (and counted as malformed). A partition whose rows
+are all removed gets an empty ``compact-*`` file for the switch, removed at the
+end. Compactions of one ledger must not overlap: on a local root they take
+``filelock.FileLock(ROOT/_compaction.lock)``; on an object store run one
+compactor at a time (e.g. one scheduled job). Empty directories are left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import itertools
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .._textsafe import redact_urls
+from ..errors import MissingDependencyError, ValidationError
+from ._base import BaseLedger
+from ._ledger_io import FLOAT_FIELDS, INT_FIELDS, TEXT_FIELDS, _finite_json
+from ._observation import QualityObservation, as_utc, has_lone_surrogate
+
+__all__ = ["DEDUPE_TAGS", "ParquetLedger"]
+
+#: The tags that, all present, key an observation for deduplication (with its ids; see the module docstring).
+DEDUPE_TAGS = ("item_id", "grader_id", "rubric_hash", "run_id")
+
+_FORMAT_KEY = b"llm_connect.ledger"
+_FORMAT = b"quality-observations/1"
+_REPLACES_KEY = b"llm_connect.replaces"
+_INT64_MAX = 2**63 - 1
+_MAX_SEGMENT = 120  # longest encoded task type kept whole in a directory name
+_READ_ATTEMPTS = 20  # listings a reader tries before giving up on a ledger that keeps changing under it
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_encode_tags = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_COLUMNS = (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "recorded_at", "tags")
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    fields = [pa.field(name, pa.string()) for name in TEXT_FIELDS]
+    fields.append(pa.field("baseline_adapter_id", pa.string()))
+    fields += [pa.field(name, pa.float64()) for name in FLOAT_FIELDS]
+    fields += [pa.field(name, pa.int64()) for name in INT_FIELDS]
+    fields.append(pa.field("recorded_at", pa.timestamp("us", tz="UTC")))
+    fields.append(pa.field("tags", pa.string()))
+    return pa.schema(fields, metadata={_FORMAT_KEY: _FORMAT})
+
+
+def encode_segment(text: str) -> str:
+    """``text`` as one safe directory-name segment: percent-encoded UTF-8 (only ``A-Za-z0-9-_`` kept),
+    cut and suffixed with a digest when long. Never ``.``/``..``, never holds a separator."""
+    encoded = quote(text, safe="-_").replace(".", "%2E").replace("~", "%7E")
+    if len(encoded) > _MAX_SEGMENT:
+        cut = encoded[: _MAX_SEGMENT - 20]
+        tail = cut.rfind("%", len(cut) - 2)
+        if tail >= 0:  # do not split a %XX escape
+            cut = cut[:tail]
+        encoded = f"{cut}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
+    return encoded
+
+
+def dedupe_key(o: QualityObservation) -> tuple[str, ...] | None:
+    """The key under which copies of ``o`` are one observation, or ``None`` when it is never deduplicated."""
+    tags = o.tags
+    values = []
+    for name in DEDUPE_TAGS:
+        value = tags.get(name)
+        if value is None:
+            return None
+        values.append(value)
+    return (o.task_type, o.adapter_id, o.model_id, o.baseline_adapter_id or "", _encode_tags(values))
+
+
+class _Vanished(Exception):
+    """A listed file disappeared (a concurrent compaction): list again."""
+
+
+@dataclass
+class _Snapshot:
+    """What one reading of the ledger saw."""
+
+    observations: list[QualityObservation] = field(default_factory=list)
+    malformed: int = 0
+    files: list[str] = field(default_factory=list)  # ledger files read (not replaced), in file-ordinal order
+    replaced: set[str] = field(default_factory=set)  # listed files that a compacted file replaces
+    table: Any = None  # every row of the files read, conformed, with _file and _row columns
+    valid: Any = None  # per table row: a valid observation
+    kept: Any = None  # per table row: read (valid and not a duplicate copy)
+    rows: list[int] = field(default_factory=list)  # table row of each observation
+
+
+class ParquetLedger(BaseLedger):
+    """A quality ledger stored as Parquet files that any number of writers extend at once, without locks.
+
+    ``root``: a local directory (created on the first write) or a URI that
+    pyarrow's file systems open (``s3://bucket/ledger``, ``gs://...``,
+    ``hdfs://...``, ``file:///abs/path``), else fsspec's (``memory://...``,
+    ``az://...``; needs ``fsspec`` and its backend). ``filesystem``: a
+    ``pyarrow.fs.FileSystem`` or an fsspec file system to use with ``root`` as
+    a path on it. ``fsync``: local roots only, fsync each file and its
+    directory before the write returns.
+
+    Offers the queries of :class:`QualityLedger` (``append``, ``extend``,
+    ``read_all``, ``iter_observations``, ``by_task_type``, ``recent``,
+    ``mean_quality``, ``prune_before``, ``malformed_count``) with the same
+    validation and errors, plus :meth:`compact`. Layout, durability,
+    deduplication of retried writes and compaction are described in the module
+    docstring of ``llm_connect.quality._parquet``.
+
+    Raises ``ValidationError`` for a root that is not a path or URI, and
+    ``MissingDependencyError`` when a URI needs fsspec and it is not installed.
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, filesystem: Any = None, fsync: bool = False
+    ) -> None:
+        if isinstance(root, bytes) or not isinstance(root, (str, os.PathLike)):
+            raise ValidationError(f"ParquetLedger takes a directory path or a URI, got {type(root).__name__}")
+        text = os.fspath(root)
+        if not isinstance(text, str) or not text.strip():
+            raise ValidationError(f"ParquetLedger takes a directory path or a URI, got {root!r}")
+        self._root_arg = root
+        self._root = text
+        self._filesystem_arg = filesystem
+        self._fsync = bool(fsync)
+        self._is_uri = filesystem is None and "://" in text
+        self._resolved: tuple[Any, str, bool] | None = None
+        if filesystem is None and not self._is_uri:
+            self._local_root: str | None = os.path.abspath(text)
+        else:
+            self._local_root = None
+        self._new_writer()
+
+    def _new_writer(self) -> None:
+        self._pid = os.getpid()
+        self._writer_id = uuid.uuid4().hex
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self._root_arg, "filesystem": self._filesystem_arg, "fsync": self._fsync}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"], filesystem=state["filesystem"], fsync=state["fsync"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"ParquetLedger({self.root!r})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<code>ParquetLedger</code> at <code>{html.escape(self.root)}</code>"
+
+    # -- where it lives ------------------------------------------------------------------------
+
+    @property
+    def root(self) -> str:
+        """The root as given (a URI's credentials, if any, redacted)."""
+        return redact_urls(self._root) if self._is_uri else self._root
+
+    @property
+    def path(self) -> Path:
+        """The local directory of the ledger (judge cards live beside it, in ``<path>.cards.json``).
+
+        A ledger at a URI has none: ``ValidationError``.
+        """
+        if self._local_root is not None:
+            return Path(self._root)
+        if self._filesystem_arg is None:
+            _, base, local = self._fs()
+            if local:
+                return Path(base)
+        raise ValidationError(
+            f"the Parquet ledger at {self.root!r} is not on the local file system, so it has no local path "
+            "(judge cards live beside a local ledger): pass cards=JudgeCardRegistry(PATH) explicitly"
+        )
+
+    def _fs(self) -> tuple[Any, str, bool]:
+        """``(pyarrow file system, root path on it, whether it is the local file system)``, resolved once."""
+        if self._resolved is not None:
+            return self._resolved
+        import pyarrow as pa
+        import pyarrow.fs as pafs
+
+        if self._local_root is not None:
+            resolved = (pafs.LocalFileSystem(), self._local_root.replace(os.sep, "/"), True)
+        elif self._filesystem_arg is not None:
+            fs = self._filesystem_arg
+            if not isinstance(fs, pafs.FileSystem):
+                fs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+            base = self._root.rstrip("/") or "/"
+            resolved = (fs, base, fs.type_name == "local")
+        else:
+            try:
+                fs, base = pafs.FileSystem.from_uri(self._root)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as arrow_exc:
+                fs, base = self._fsspec_fs(arrow_exc)
+            local = fs.type_name == "local"
+            resolved = (fs, base.rstrip("/") or "/", local)
+        self._resolved = resolved
+        return resolved
+
+    def _fsspec_fs(self, arrow_exc: BaseException) -> tuple[Any, str]:
+        import pyarrow.fs as pafs
+
+        try:
+            import fsspec
+        except ImportError:
+            raise MissingDependencyError(
+                "fsspec", "ray", f"the ledger root {self.root!r}, which pyarrow cannot open ({arrow_exc}) "
+                "(install also the URI's fsspec backend, e.g. s3fs, gcsfs, adlfs)"
+            ) from None
+        try:
+            fs, base = fsspec.core.url_to_fs(self._root)
+        except (ImportError, ValueError) as exc:
+            raise ValidationError(
+                f"cannot open the ledger root {self.root!r}: {redact_urls(str(exc))}; give a local directory or a "
+                "URI that pyarrow or fsspec can open (s3://bucket/prefix, gs://..., file:///abs/path)"
+            ) from None
+        return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), base
+
+    def _error(self, exc: OSError, action: str) -> OSError:
+        """``exc`` as the same kind of ``OSError``, its message naming the ledger and what to do."""
+        what = exc.strerror or str(exc) or type(exc).__name__
+        where = f" ({os.fspath(exc.filename)!r})" if getattr(exc, "filename", None) else ""
+        if isinstance(exc, NotADirectoryError) or exc.errno == errno.ENOTDIR:
+            todo = "a ParquetLedger root is a directory; a JSON Lines ledger file is a QualityLedger"
+        elif isinstance(exc, PermissionError):
+            todo = "make the root and its partition directories writable (and readable) for this user"
+        else:
+            todo = "check the root and that its file system is reachable"
+        out = type(exc)(exc.errno or errno.EIO, f"cannot {action} the Parquet ledger {self.root!r}: "
+                        f"{redact_urls(what)}{redact_urls(where)}; {todo}")
+        return out
+
+    def _check_root(self, fs: Any, base: str) -> bool:
+        """Whether the root exists (as a directory); a root that is a file is ``NotADirectoryError``."""
+        import pyarrow.fs as pafs
+
+        info = fs.get_file_info(base)
+        if info.type == pafs.FileType.NotFound:
+            return False
+        if info.type != pafs.FileType.Directory:
+            raise NotADirectoryError(
+                errno.ENOTDIR,
+                f"the Parquet ledger root {self.root!r} is a file, not a directory: a ParquetLedger is a "
+                "directory of Parquet files; read a JSON Lines ledger file with QualityLedger, or move it with "
+                "llm-connect ledger convert",
+            )
+        return True
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, observation: QualityObservation) -> None:
+        """Write one observation as one new Parquet file (no lock); see :meth:`extend` to write many at once."""
+        if not isinstance(observation, QualityObservation):
+            raise TypeError(f"append() takes a QualityObservation, got {type(observation).__name__}")
+        self._write_observations([observation], "append()")
+
+    def extend(self, observations: Sequence[QualityObservation] | Iterable[QualityObservation]) -> None:
+        """Write observations: one new Parquet file per (task type, UTC date) among them, no lock.
+
+        Every observation is checked before anything is written: a non-observation
+        is a ``TypeError``, a token count of ``2**63`` or more a ``ValidationError``.
+        """
+        items = list(observations)
+        for o in items:
+            if not isinstance(o, QualityObservation):
+                raise TypeError(f"extend() takes QualityObservations, got {type(o).__name__}")
+        if items:
+            self._write_observations(items, "extend()")
+
+    def _write_observations(self, items: list[QualityObservation], caller: str) -> None:
+        for i, o in enumerate(items):
+            for name in INT_FIELDS:
+                if getattr(o, name) > _INT64_MAX:
+                    which = "the observation" if len(items) == 1 else f"observation {i} of {caller}"
+                    raise ValidationError(
+                        f"{which} has {name}={getattr(o, name)}, beyond the 64-bit integers a ParquetLedger "
+                        f"stores (at most {_INT64_MAX}); nothing was written"
+                    )
+        groups: dict[tuple[str, str], list[QualityObservation]] = {}
+        for o in items:
+            groups.setdefault((o.task_type, o.recorded_at.date().isoformat()), []).append(o)
+        for (task_type, day), group in groups.items():
+            self._write_file(f"task_type={encode_segment(task_type)}/date={day}", "part", _table(group), None)
+
+    def _next_name(self, prefix: str) -> str:
+        if self._pid != os.getpid():  # a forked child must never reuse its parent's file names
+            self._new_writer()
+        with self._lock:
+            seq = next(self._seq)
+        return f"{prefix}-{self._writer_id}-{seq:08d}.parquet"
+
+    def _write_file(self, rel_dir: str, prefix: str, table: Any, replaces: list[str] | None) -> str:
+        """Write ``table`` as a new file in ``ROOT/rel_dir`` atomically; returns its path on the file system."""
+        import pyarrow.parquet as pq
+
+        fs, base, local = self._fs()
+        if replaces is not None:
+            meta = dict(table.schema.metadata or {})
+            meta[_REPLACES_KEY] = json.dumps(sorted(replaces)).encode("utf-8")
+            table = table.replace_schema_metadata(meta)
+        name = self._next_name(prefix)
+        directory = f"{base}/{rel_dir}"
+        final = f"{directory}/{name}"
+        try:
+            if local:
+                self._check_root(fs, base)
+                os.makedirs(directory, exist_ok=True)
+                tmp = f"{directory}/.{name}.tmp"
+                try:
+                    with open(tmp, "xb") as handle:
+                        pq.write_table(table, handle, compression="zstd")
+                        if self._fsync:
+                            handle.flush()
+                            os.fsync(handle.fileno())
+                    os.replace(tmp, final)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
+                if self._fsync:
+                    _fsync_dir(directory)
+            else:
+                self._check_root(fs, base)
+                fs.create_dir(directory, recursive=True)
+                with fs.open_output_stream(final) as out:  # an object store shows it once complete
+                    pq.write_table(table, out, compression="zstd")
+        except OSError as exc:
+            raise self._error(exc, "write to") from exc
+        return final
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _list(self, task_type: str | None) -> list[str] | None:
+        """The ledger files under the root (sorted), or ``None`` when the root does not exist.
+
+        With ``task_type``, only its partition (and files outside any ``task_type=`` directory)."""
+        import pyarrow.fs as pafs
+
+        fs, base, _ = self._fs()
+        if not self._check_root(fs, base):
+            return None
+        prefix = base.rstrip("/") + "/"
+        wanted = None if task_type is None else f"task_type={encode_segment(task_type)}"
+        out = []
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
+            if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
+                continue
+            rel = info.path[len(prefix):] if info.path.startswith(prefix) else info.base_name
+            parts = rel.split("/")
+            if any(p.startswith((".", "_")) for p in parts):
+                continue
+            if wanted is not None and parts[0].startswith("task_type=") and parts[0] != wanted:
+                continue
+            out.append(info.path)
+        return sorted(out)
+
+    def _read_file(self, fs: Any, path: str) -> tuple[Any, list[str] | None]:
+        """``(table conformed to the schema, or None if unreadable; the names it replaces, if a compacted file)``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            with fs.open_input_file(path) as handle:
+                table = pq.read_table(handle)
+        except FileNotFoundError:
+            raise _Vanished(path) from None
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise _Vanished(path) from None
+            if isinstance(exc, PermissionError):
+                raise self._error(exc, "read") from exc
+            return None, None
+        except (pa.ArrowException, ValueError, TypeError):
+            return None, None
+        replaces = None
+        meta = table.schema.metadata or {}
+        if _REPLACES_KEY in meta:
+            try:
+                names = json.loads(meta[_REPLACES_KEY])
+                replaces = [n for n in names if isinstance(n, str)]
+            except ValueError:
+                replaces = None
+        return _conform(table), replaces
+
+    def _snapshot(self, task_type: str | None = None, *, with_table: bool = False) -> _Snapshot:
+        last: str | None = None
+        for _ in range(_READ_ATTEMPTS):
+            try:
+                return self._read_once(task_type, with_table)
+            except _Vanished as gone:
+                last = str(gone)
+        raise OSError(
+            errno.EAGAIN,
+            f"cannot read the Parquet ledger {self.root!r}: its files kept changing while being read "
+            f"({_READ_ATTEMPTS} attempts, last vanished: {last!r}); is a compaction running in a loop?",
+        )
+
+    def _read_once(self, task_type: str | None, with_table: bool) -> _Snapshot:
+        import numpy as np
+        import pyarrow as pa
+
+        fs = self._fs()[0]
+        try:
+            listed = self._list(task_type)
+        except OSError as exc:
+            raise self._error(exc, "read") from exc
+        snap = _Snapshot()
+        if not listed:
+            return snap
+        # Compacted files first: they say which other files are gone.
+        by_name = {p: p.rsplit("/", 1)[-1] for p in listed}
+        compacted = [p for p in listed if by_name[p].startswith("compact-")]
+        tables: dict[str, Any] = {}
+        for p in compacted:
+            table, replaces = self._read_file(fs, p)
+            tables[p] = table
+            if replaces:
+                directory = p.rsplit("/", 1)[0]
+                snap.replaced.update(f"{directory}/{n}" for n in replaces)
+        parts = []
+        for p in listed:
+            if p in snap.replaced:
+                continue
+            table = tables[p] if p in tables else self._read_file(fs, p)[0]
+            if table is None:
+                snap.malformed += 1
+                continue
+            ordinal = len(snap.files)
+            snap.files.append(p)
+            n = table.num_rows
+            parts.append(table.append_column("_file", pa.array(np.full(n, ordinal, dtype=np.int32)))
+                         .append_column("_row", pa.array(np.arange(n, dtype=np.int64))))
+        # A compaction that finished while we read (a new compacted file, or a file gone) means: read again.
+        try:
+            again = self._list(task_type) or []
+        except OSError as exc:
+            raise self._error(exc, "read") from exc
+        now_listed = set(again)
+        if any(p not in now_listed for p in snap.files) or any(
+            p.rsplit("/", 1)[-1].startswith("compact-") and p not in by_name for p in again
+        ):
+            raise _Vanished("a compaction finished during the read")
+        if not parts:
+            return snap
+        table = pa.concat_tables(parts)
+        _observations(table, snap, task_type)
+        if with_table:
+            snap.table = table
+        return snap
+
+    def iter_observations(self) -> Iterator[QualityObservation]:
+        """The valid observations, deduplicated, by ``recorded_at`` (one snapshot, read when iteration starts)."""
+        yield from self._snapshot().observations
+
+    def read_all(self) -> list[QualityObservation]:
+        return self._snapshot().observations
+
+    def _matching(self, task_type: str | None) -> Iterable[QualityObservation]:
+        return self._snapshot(task_type).observations
+
+    def read_with_malformed(self) -> tuple[list[QualityObservation], int]:
+        """The observations (as :meth:`read_all`) and :meth:`malformed_count`, from one reading."""
+        snap = self._snapshot()
+        return snap.observations, snap.malformed
+
+    def malformed_count(self) -> int:
+        """Files that cannot be read as ledger files (one each) plus rows that are not valid observations."""
+        return self._snapshot().malformed
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def prune_before(self, timestamp: datetime) -> int:
+        """Remove valid observations with ``recorded_at < timestamp`` (naive: UTC); return how many were removed.
+
+        The count is of observations as readers see them (a duplicate copy
+        dropped with them is not counted). A compaction, safe while others append:
+        see the module docstring. Invalid rows and unreadable files are kept.
+        """
+        cutoff = as_utc(timestamp, "timestamp")
+        return self._compact(cutoff)[0]
+
+    def compact(self) -> int:
+        """Merge each partition's files into one (dropping duplicate copies); return how many files it replaced.
+
+        Safe while others append (see the module docstring); removes no observation.
+        """
+        return self._compact(None)[1]
+
+    @contextlib.contextmanager
+    def _compaction_lock(self) -> Iterator[None]:
+        _, base, local = self._fs()
+        if not local:
+            yield
+            return
+        from filelock import FileLock
+
+        with FileLock(os.path.join(base, "_compaction.lock")):
+            yield
+
+    def _compact(self, cutoff: datetime | None) -> tuple[int, int]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        fs, base, _ = self._fs()
+        try:
+            if not self._check_root(fs, base):
+                return 0, 0
+        except OSError as exc:
+            raise self._error(exc, "prune") from exc
+        with self._compaction_lock():
+            snap = self._snapshot(with_table=True)
+            dirs: dict[str, list[int]] = {}
+            for ordinal, p in enumerate(snap.files):
+                dirs.setdefault(p.rsplit("/", 1)[0], []).append(ordinal)
+            leftovers: dict[str, list[str]] = {}
+            for p in snap.replaced:  # files a crashed compaction left behind
+                leftovers.setdefault(p.rsplit("/", 1)[0], []).append(p)
+                dirs.setdefault(p.rsplit("/", 1)[0], [])
+            removed = 0
+            replaced_files = 0
+            table = snap.table
+            if table is not None:
+                file_col = table.column("_file").to_numpy()
+                if cutoff is not None:
+                    stamps = pc.cast(table.column("recorded_at"), pa.int64()).fill_null(0).to_numpy()
+                    old = snap.valid & (stamps < _micros(cutoff))
+                else:
+                    old = np.zeros(table.num_rows, dtype=bool)
+                keep_row = ~snap.valid | (snap.kept & ~old)
+                gone_row = snap.kept & old
+            for directory, ordinals in sorted(dirs.items()):
+                victims = [snap.files[i] for i in ordinals] + leftovers.get(directory, [])
+                if table is not None and ordinals:
+                    in_dir = np.isin(file_col, ordinals)
+                    n_gone = int((in_dir & gone_row).sum())
+                    n_dropped = int((in_dir & ~keep_row).sum())
+                else:
+                    in_dir = None
+                    n_gone = n_dropped = 0
+                if not (n_dropped or len(victims) > 1 or leftovers.get(directory)):
+                    continue
+                if in_dir is not None:
+                    kept = table.filter(pa.array(in_dir & keep_row))
+                    order = [("recorded_at", "ascending"), ("_file", "ascending"), ("_row", "ascending")]
+                    kept = kept.take(pc.sort_indices(kept, order))
+                    kept = kept.select(list(_COLUMNS)).cast(_schema())
+                else:
+                    kept = _schema().empty_table()
+                rel = directory[len(base.rstrip("/")) + 1:]
+                names = [v.rsplit("/", 1)[-1] for v in victims]
+                try:
+                    written = self._write_file(rel, "compact", kept, names)
+                    for victim in victims:
+                        with contextlib.suppress(FileNotFoundError):
+                            fs.delete_file(victim)
+                    if kept.num_rows == 0:
+                        fs.delete_file(written)
+                except OSError as exc:
+                    raise self._error(exc, "prune") from exc
+                removed += n_gone
+                replaced_files += len(victims)
+            return removed, replaced_files
+
+
+# -- rows <-> observations ----------------------------------------------------------------------
+
+
+def _micros(moment: datetime) -> int:
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _table(observations: Sequence[QualityObservation]) -> Any:
+    import pyarrow as pa
+
+    columns: dict[str, Any] = {name: [getattr(o, name) for o in observations]
+                               for name in (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS)}
+    columns["recorded_at"] = [_micros(o.recorded_at) for o in observations]
+    columns["tags"] = [_encode_tags(o.tags) if o.tags else None for o in observations]
+    schema = _schema()
+    arrays = []
+    for f in schema:
+        if f.name == "recorded_at":
+            arrays.append(pa.array(columns["recorded_at"], pa.int64()).cast(f.type))
+        else:
+            arrays.append(pa.array(columns[f.name], f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _conform(table: Any) -> Any | None:
+    """``table`` with exactly the ledger's columns and types, or ``None`` when it cannot have them."""
+    import pyarrow as pa
+
+    schema = _schema()
+    arrays = []
+    n = table.num_rows
+    for f in schema:
+        if f.name not in table.column_names:
+            if f.name in ("baseline_adapter_id", "tags"):
+                arrays.append(pa.nulls(n, f.type))
+                continue
+            return None
+        col = table.column(f.name)
+        try:
+            if f.name == "recorded_at":
+                if not pa.types.is_timestamp(col.type):
+                    return None
+                if col.type.tz is None:
+                    col = col.cast(pa.timestamp(col.type.unit, tz="UTC"))
+                col = col.cast(f.type)  # safe: refuses to lose sub-microsecond precision
+            elif col.type != f.type:
+                t = pa.types
+                kind_ok = (
+                    (t.is_string(f.type) and (t.is_string(col.type) or t.is_large_string(col.type)))
+                    or (t.is_string(f.type) and t.is_null(col.type))
+                    or (t.is_floating(f.type) and (t.is_floating(col.type) or t.is_integer(col.type)))
+                    or (t.is_integer(f.type) and t.is_integer(col.type))
+                )
+                if not kind_ok:
+                    return None
+                col = col.cast(f.type)
+        except (pa.ArrowException, ValueError):
+            return None
+        arrays.append(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
+    """Fill ``snap`` with the valid, deduplicated observations of ``table`` (and the per-row masks)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ._ledger_io import _strip_ok, _valid_numbers
+
+    n = table.num_rows
+    ok = _valid_numbers(table)
+    for name in TEXT_FIELDS:
+        ok &= _strip_ok(table.column(name), nullable=False)
+    ok &= _strip_ok(table.column("baseline_adapter_id"), nullable=True)
+    stamps = table.column("recorded_at")
+    ok &= ~stamps.is_null().to_numpy(zero_copy_only=False)
+    micros = pc.cast(stamps, pa.int64()).fill_null(0).to_numpy()
+    # datetime's range (years 1..9999) in microseconds since the epoch
+    ok &= (micros >= -62_135_596_800_000_000) & (micros <= 253_402_300_799_999_999)
+    order = pc.sort_indices(table, [("recorded_at", "ascending"), ("_file", "ascending"), ("_row", "ascending")])
+    order = order.to_numpy()
+    order = order[ok[order]]
+    cols = {name: table.column(name).take(pa.array(order)).to_pylist()
+            for name in (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "tags")}
+    kept = np.zeros(n, dtype=bool)
+    seen: set[tuple[str, ...]] = set()
+    new = object.__new__
+    out = snap.observations
+    rows = snap.rows
+    loads = json.loads
+    for j, row in enumerate(order.tolist()):
+        raw = cols["tags"][j]
+        if raw is None:
+            tags: Any = {}
+        else:
+            try:
+                tags = loads(raw)
+            except (ValueError, RecursionError):
+                ok[row] = False
+                continue
+            if type(tags) is not dict or not _finite_json(tags):
+                ok[row] = False
+                continue
+        base = cols["baseline_adapter_id"][j]
+        o = new(QualityObservation)
+        o.__dict__.update(
+            task_type=cols["task_type"][j], adapter_id=cols["adapter_id"][j], model_id=cols["model_id"][j],
+            cost_usd=cols["cost_usd"][j], quality_score=cols["quality_score"][j], latency_ms=cols["latency_ms"][j],
+            tokens_in=cols["tokens_in"][j], tokens_out=cols["tokens_out"][j], baseline_adapter_id=base,
+            recorded_at=_EPOCH + timedelta(microseconds=int(micros[row])), tags=tags,
+        )
+        if raw is not None and "\\u" in raw and has_lone_surrogate(o):
+            ok[row] = False
+            continue
+        if task_type is not None and o.task_type != task_type:
+            continue  # a file outside the partitions holding other task types: read, not ours to show
+        key = dedupe_key(o)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        kept[row] = True
+        out.append(o)
+        rows.append(row)
+    snap.malformed += int((~ok).sum())
+    snap.valid = ok
+    snap.kept = kept
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
