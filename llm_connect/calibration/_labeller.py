@@ -106,10 +106,16 @@ from ..quality import QualityObservation
 __all__ = [
     "STRATEGIES",
     "Labeller",
+    "ResidualWalk",
     "SamplingPlan",
     "active_probabilities",
+    "calibrated_scores",
     "item_draws",
+    "learned_plan",
     "make_plan",
+    "residual_walk",
+    "score_bins",
+    "walk_inclusion",
 ]
 
 STRATEGIES: tuple[str, ...] = ("random", "stratified", "active", "overlap")
@@ -169,7 +175,8 @@ class SamplingPlan:
     Arrays are aligned with the items: ``stratum`` (code), ``rank`` (place in the stratum's
     seeded order), ``size`` (the stratum's item count), ``prob`` (``π_i``: shown once reached),
     ``selected`` (its seeded draw fell below ``π_i``); ``order`` is the visiting order (indices)
-    and :meth:`queue` the items shown, in order.
+    and :meth:`queue` the items shown, in order. ``prediction``: for the learned ``"active"``
+    rule (:func:`learned_plan`), the calibrated judge at each item's visit, else None.
     """
 
     strategy: str
@@ -181,6 +188,7 @@ class SamplingPlan:
     selected: np.ndarray
     order: np.ndarray
     overlap: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    prediction: np.ndarray | None = None
 
     def queue(self) -> np.ndarray:
         """Indices of the items to show, in the order they are shown."""
@@ -266,6 +274,291 @@ def make_plan(
     selected = u < prob
     return SamplingPlan(strategy=strategy, stratum=stratum, stratum_names=names, rank=rank, size=size,
                         prob=prob, selected=selected, order=order.astype(np.intp), overlap=in_overlap)
+
+
+# -- the learned residual rule of "active" (sequential active inference) -------------------------
+
+
+def score_bins(scores: Any, bins: int = 5) -> np.ndarray:
+    """Bin codes 0..B-1 of judge scores, in increasing score order (NaN gets -1); never reads labels.
+
+    A score value held by at least ``1/(2·bins)`` of the items (the 0s and 1s of lexical judges and
+    verdicts) is a bin of its own; the other values are cut into quantile bins (``bins`` in all, at
+    least one for them), ties never split.
+    """
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValidationError(f"bins must be a whole number >= 1, e.g. 5; got {bins!r}")
+    s = np.asarray(scores, dtype=float)
+    out = np.full(s.shape, -1, dtype=np.intp)
+    finite = np.isfinite(s)
+    if not finite.any():
+        return out
+    values, inverse, counts = np.unique(s[finite], return_inverse=True, return_counts=True)
+    atom = counts * 2 * bins >= finite.sum()
+    k = max(bins - int(atom.sum()), 1)
+    rest = ~atom
+    # each non-atom value: its quantile group among the non-atom items (ties share a value, hence a group)
+    below = np.cumsum(np.where(rest, counts, 0)) - np.where(rest, counts, 0)
+    group = np.minimum((below * k / max(int(counts[rest].sum()), 1) + 1e-9).astype(np.intp), k - 1)
+    # bins in score order: an atom is a bin, so is each run of neighbouring non-atom values of one group
+    starts = np.ones(len(values), dtype=bool)
+    starts[1:] = atom[1:] | atom[:-1] | (group[1:] != group[:-1])
+    codes = np.cumsum(starts) - 1
+    out[finite] = codes[inverse.reshape(-1)]
+    return out
+
+
+@dataclass(frozen=True)
+class ResidualWalk:
+    """The result of :func:`residual_walk`, arrays of shape (runs, items).
+
+    ``prob``: each item's ``π`` (for a visited item the one used at its visit; for the others the
+    one the current model would use); ``selected``: shown when reached; ``prediction``: the
+    calibrated judge ``p̂(s)`` of the model as it stood before the item was reached (NaN for a
+    missing score); ``used``: the labels the walk used (shown, labelled, within the budget);
+    ``n_used`` (runs,).
+    """
+
+    prob: np.ndarray
+    selected: np.ndarray
+    prediction: np.ndarray
+    used: np.ndarray
+    n_used: np.ndarray
+
+
+def residual_walk(
+    scores: Any,
+    draws: Any,
+    order: Any,
+    labels: Any,
+    *,
+    recorded: Any = None,
+    budget: Any = None,
+    floor: float = 0.1,
+    burn_in: int = 20,
+    bins: int = 5,
+    prior: float = 2.0,
+) -> ResidualWalk:
+    """Sequential active inference with a learned residual (Zrnic & Candès 2024, arXiv:2403.03208).
+
+    Walks the items of each run in ``order`` (runs × items: item indices) and shows item ``i``
+    when its uniform ``draws[i]`` falls below ``π_i``, computed *before* its label is seen, from
+    the labels used so far:
+
+    - the judge scores ``s`` are cut into ``bins`` bins (:func:`score_bins`); in bin ``b`` the
+      judge is calibrated by an offset, ``p̂(s) = s + δ_b`` with ``δ_b`` the mean of ``y − s``
+      over the bin's labels, shrunk toward the pooled offset by ``prior`` pseudo-labels, and the
+      residual's second moment ``σ²_b`` is the mean of ``(y − p̂(s))²`` over the bin's labels,
+      shrunk toward the pooled one (itself shrunk toward 1/4), so a bin with few labels is never
+      taken for certain;
+    - ``π = floor + (1 − floor) · σ_b / max σ``: proportional to the residual's standard
+      deviation, the paper's variance-optimal rule ``π(x) ∝ sqrt(E[(y − f(x))² | x])`` with the
+      uncertainty learned from the labels (their Section 6), mixed with the uniform ``floor``;
+      ``π = 1`` during the burn-in (until ``burn_in`` labels: a uniform sample) and for an item
+      without a score.
+
+    ``labels``: each item's label (NaN: none); a label is used when its item is shown, in order,
+    until ``budget`` labels per run (default: no limit). ``recorded``: a ``π`` already used for
+    an item (the ledger's ``sampling_probability``); the item then counts as shown with it.
+    Since each ``π`` depends only on labels of items visited before, the inverse-probability
+    weights stay valid under the adaptivity (the paper's sequential active inference, a
+    martingale), and :func:`walk_inclusion` makes them valid when the annotator stops early.
+    """
+    if not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0.0 < floor <= 1.0):
+        raise ValidationError(f"floor must be a probability in (0, 1], e.g. 0.1; got {floor!r}")
+    if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or burn_in < 0:
+        raise ValidationError(f"burn_in must be a whole number of labels >= 0, e.g. 20; got {burn_in!r}")
+    u = np.atleast_2d(np.asarray(draws, dtype=float))
+    runs, n = u.shape
+    idx = np.broadcast_to(np.atleast_2d(np.asarray(order, dtype=np.intp)), (runs, n))
+    y = np.broadcast_to(np.atleast_2d(np.asarray(labels, dtype=float)), (runs, n))
+    rec = (np.full((runs, n), np.nan) if recorded is None
+           else np.broadcast_to(np.atleast_2d(np.asarray(recorded, dtype=float)), (runs, n)))
+    cap = np.full(runs, np.inf) if budget is None else np.broadcast_to(np.asarray(budget, dtype=float), (runs,))
+    s, codes = _binned(scores, runs, n, bins)
+    rows = np.arange(runs)
+    model = _ResidualModel(s, codes, floor=floor, prior=prior)
+    n_used = np.zeros(runs)
+    prob = np.empty((runs, n))
+    selected = np.zeros((runs, n), dtype=bool)
+    pred = np.empty((runs, n))
+    used = np.zeros((runs, n), dtype=bool)
+    for t in range(n):
+        it = idx[:, t]
+        c = codes[rows, it]
+        score = s[rows, it]
+        pi = np.where(n_used < burn_in, 1.0, model.probability(c, model.factor[rows, it]))
+        r_pi = rec[rows, it]
+        forced = np.isfinite(r_pi)
+        pi = np.where(forced, r_pi, pi)
+        sel = forced | (u[rows, it] < pi)
+        lab = y[rows, it]
+        use = sel & np.isfinite(lab) & (n_used < cap)
+        prob[rows, it] = pi
+        selected[rows, it] = sel
+        pred[rows, it] = model.prediction(c, score)
+        used[rows, it] = use
+        if use.any():
+            n_used += use
+            model.add(use, c, score, lab)
+    return ResidualWalk(prob=prob, selected=selected, prediction=pred, used=used, n_used=n_used)
+
+
+def _binned(scores: Any, runs: int, n: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and their bin codes (:func:`score_bins`), both (runs, n)."""
+    s = np.asarray(scores, dtype=float)
+    if s.ndim == 1:  # one population for every run: bin it once
+        return np.broadcast_to(s, (runs, n)), np.broadcast_to(score_bins(s, bins), (runs, n))
+    s = np.broadcast_to(s, (runs, n))
+    return s, np.stack([score_bins(row, bins) for row in s])
+
+
+class _ResidualModel:
+    """The learned residual model of :func:`residual_walk`, for several runs at once (see there).
+
+    Per run and score bin it holds, over the labels so far, the count and the sums of
+    ``e = y − s`` and ``e²``; from them the offset ``δ_b`` (the calibrated judge is
+    ``g = s + δ_b``) and the residual's standard deviation ``σ_b``, each shrunk by ``prior``
+    pseudo-labels: ``δ_b`` toward the pooled offset, ``σ²_b`` toward the mean of the pooled
+    residual second moment and the judge's own claim ``s(1 − s)`` averaged over the bin.
+    """
+
+    def __init__(self, s: np.ndarray, codes: np.ndarray, *, floor: float, prior: float) -> None:
+        runs, _ = codes.shape
+        self.nb = int(codes.max()) + 1 if (codes >= 0).any() else 1
+        self.rows = np.arange(runs)
+        self.floor, self.prior = floor, prior
+        ok = codes >= 0
+        flat = (codes + self.nb * self.rows[:, None])[ok]
+        sc = np.clip(s[ok], 0.0, 1.0)
+        size = np.bincount(flat, minlength=runs * self.nb).reshape(runs, self.nb).astype(float)
+        claim = np.bincount(flat, weights=sc * (1.0 - sc), minlength=runs * self.nb).reshape(runs, self.nb)
+        self.has = size > 0
+        self.claimed = np.divide(claim, size, out=np.zeros_like(claim), where=self.has)
+        # within a bin the sd follows the judge's own claim: σ_i = σ_b · sqrt((s_i(1 − s_i) + c) / mean_b(...))
+        w2 = np.clip(s, 0.0, 1.0) * (1.0 - np.clip(s, 0.0, 1.0)) + _CLAIM_FLOOR
+        cc = np.where(codes >= 0, codes, 0)
+        mean_w2 = self.claimed + _CLAIM_FLOOR
+        self.factor = np.where(codes >= 0, np.sqrt(w2 / mean_w2[self.rows[:, None], cc]), 1.0)
+        top = np.zeros(runs * self.nb)
+        np.maximum.at(top, flat, self.factor[ok])
+        self.top_factor = top.reshape(runs, self.nb)
+        self.sums = np.zeros((3, runs, self.nb))  # over the labels: count, Σe, Σe²
+        self._refresh()
+
+    def add(self, use: np.ndarray, c: np.ndarray, score: np.ndarray, label: np.ndarray) -> None:
+        upd = use & (c >= 0)
+        if upd.any():
+            r, b = self.rows[upd], c[upd]
+            e = label[upd] - score[upd]
+            for k, v in enumerate((np.ones(len(r)), e, e * e)):
+                np.add.at(self.sums[k], (r, b), v)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        cnt, se, see = self.sums
+        prior = self.prior
+        pooled = se.sum(axis=1, keepdims=True) / (cnt.sum(axis=1, keepdims=True) + prior)
+        d = (se + prior * pooled) / (cnt + prior)
+        q = np.maximum(see - 2.0 * d * se + cnt * d * d, 0.0)  # Σ (y − s − δ)² over the labels
+        v = (q.sum(axis=1, keepdims=True) + 0.25) / (cnt.sum(axis=1, keepdims=True) + 1.0)
+        target = (v + self.claimed) / 2.0
+        sd = np.where(self.has, np.sqrt((q + prior * target) / (cnt + prior)), 0.0)
+        self.delta = d
+        self.sd = sd
+        self.top = (sd * self.top_factor).max(axis=1)  # the largest σ_i of the run
+
+    def prediction(self, c: np.ndarray, score: np.ndarray) -> np.ndarray:
+        cc = np.where(c >= 0, c, 0)
+        return np.where(c >= 0, np.clip(score + self.delta[self.rows, cc], 0.0, 1.0), np.nan)
+
+    def probability(self, c: np.ndarray, factor: np.ndarray) -> np.ndarray:
+        sd = self.sd[self.rows, np.where(c >= 0, c, 0)] * factor
+        ratio = np.divide(sd, self.top, out=np.ones_like(sd), where=self.top > 0)
+        return np.where(c >= 0, np.clip(self.floor + (1.0 - self.floor) * ratio, self.floor, 1.0), 1.0)
+
+
+_CLAIM_FLOOR = 0.02  # keeps a judge's claim of certainty (a score of 0 or 1) from zeroing an item's sd
+
+
+def learned_plan(
+    keys: Sequence[str],
+    scores: Any,
+    *,
+    seed: int = 0,
+    labels: Any = None,
+    recorded: Any = None,
+    floor: float = 0.1,
+    burn_in: int = 20,
+    bins: int = 5,
+) -> SamplingPlan:
+    """The ``"active"`` plan with the learned residual rule, replayed from the labels given so far.
+
+    The items are walked in the seeded order of :func:`make_plan` (the same draws from
+    :func:`item_draws`) and each ``π`` comes from :func:`residual_walk` on ``labels`` (one per
+    item, NaN where none) and ``recorded`` (the ``π`` each already shown item was shown with):
+    the same ledger gives the same plan, so a restarted kernel resumes it. Beyond the last label
+    the plan is the current model's projection (it changes as labels come in).
+    """
+    n = len(keys)
+    draws = item_draws(keys, seed)
+    order = np.argsort(draws[:, 0], kind="stable").astype(np.intp)
+    walk = residual_walk(np.asarray(scores, dtype=float), draws[:, 1][None, :], order[None, :],
+                         np.full(n, np.nan) if labels is None else labels, recorded=recorded, floor=floor,
+                         burn_in=burn_in, bins=bins)
+    rank = np.empty(n, dtype=np.intp)
+    rank[order] = np.arange(n)
+    return SamplingPlan(strategy="active", stratum=np.zeros(n, dtype=np.intp), stratum_names=("all",), rank=rank,
+                        size=np.full(n, n), prob=walk.prob[0], selected=walk.selected[0], order=order,
+                        prediction=walk.prediction[0])
+
+
+def calibrated_scores(scores: Any, labels: Any, *, bins: int = 5, prior: float = 2.0) -> np.ndarray:
+    """The judge calibrated on the labels, each labelled item's own label left out (runs × items).
+
+    ``p̂(s) = clip(s + δ_b, 0, 1)`` with ``δ_b`` as in :func:`residual_walk` (the bin's mean
+    ``y − s``, shrunk toward the pooled offset) from all labels (``labels``: NaN where none),
+    except that a labelled item's ``δ`` leaves its own label out (leave-one-out cross-fitting, as
+    in cross-prediction-powered inference, Zrnic & Candès 2024, PNAS, arXiv:2309.16598), so the
+    prediction never uses the label it is compared with. NaN where the score is missing.
+    """
+    y = np.atleast_2d(np.asarray(labels, dtype=float))
+    runs, n = y.shape
+    s, codes = _binned(scores, runs, n, bins)
+    nb = int(codes.max()) + 1 if (codes >= 0).any() else 1
+    lab = np.isfinite(y) & (codes >= 0)
+    e = np.where(lab, y - s, 0.0)
+    flat = codes + nb * np.arange(runs)[:, None]
+    cnt = np.bincount(flat[lab], minlength=runs * nb).reshape(runs, nb).astype(float)
+    sr = np.bincount(flat[lab], weights=e[lab], minlength=runs * nb).reshape(runs, nb)
+    rows = np.arange(runs)[:, None]
+    cc = np.where(codes >= 0, codes, 0)
+    # leave-one-out sums: the bin's and the pooled ones without the item's own label
+    c_bin = cnt[rows, cc] - lab
+    s_bin = sr[rows, cc] - e
+    c_all = cnt.sum(axis=1, keepdims=True) - lab
+    s_all = sr.sum(axis=1, keepdims=True) - e
+    pooled = s_all / (c_all + prior)
+    delta = (s_bin + prior * pooled) / (c_bin + prior)
+    return np.where(codes >= 0, np.clip(s + delta, 0.0, 1.0), np.nan)
+
+
+def walk_inclusion(order: Any, prob: Any, selected: Any, done: Any) -> np.ndarray:
+    """Inclusion probabilities ``π_i · K / N`` per run (runs × items), as :meth:`SamplingPlan.inclusion`
+    computes them for one stratum: ``K`` counts the items visited, every position up to the last
+    ``done`` item and those passed over after it before the next one to show."""
+    idx = np.atleast_2d(np.asarray(order, dtype=np.intp))
+    pr = np.atleast_2d(np.asarray(prob, dtype=float))
+    sel = np.atleast_2d(np.asarray(selected, dtype=bool))
+    dn = np.atleast_2d(np.asarray(done, dtype=bool))
+    runs, n = idx.shape
+    rows = np.arange(runs)[:, None]
+    done_pos = dn[rows, idx]
+    sel_pos = sel[rows, idx]
+    last = np.where(done_pos.any(axis=1), n - 1 - np.argmax(done_pos[:, ::-1], axis=1), -1)
+    after = sel_pos & (np.arange(n)[None, :] > last[:, None])
+    visited = np.where(after.any(axis=1), np.argmax(after, axis=1), n)
+    return pr * (visited / n)[:, None]
 
 
 # -- items ---------------------------------------------------------------------------------------
@@ -376,6 +669,8 @@ class Labeller:
         overlap: float = 0.2,
         floor: float = 0.1,
         uncertainty: str | None = None,
+        burn_in: int = 20,
+        bins: int = 5,
         reference_sep: str | None = None,
         show_judge: bool = False,
         target_width: float = 0.05,
@@ -411,6 +706,8 @@ class Labeller:
         self.confidence = float(confidence)
         self._build_items(_items_frame(items), group=group, reference_sep=reference_sep, uncertainty=uncertainty)
         probs = None
+        self.floor, self.burn_in, self.bins = floor, burn_in, bins
+        self._learned = strategy == "active" and uncertainty is None
         if strategy == "active":
             u = self._items["uncertainty"] if uncertainty is not None else None
             if u is None and self._items["judge_score"].isna().all():
@@ -418,15 +715,22 @@ class Labeller:
                     "strategy='active' needs the judge's scores: pass judge='GRADER_ID' with a score column "
                     "(GRADER_ID or score_GRADER_ID) in items or its observations in the ledger, or uncertainty="
                 )
-            probs = active_probabilities(self._items["judge_score"].to_numpy(dtype=float),
-                                         uncertainty=None if u is None else u.to_numpy(dtype=float), floor=floor)
+            if self._learned:  # checked now, replayed from the ledger in _refresh
+                residual_walk(np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1), dtype=np.intp), np.full(1, np.nan),
+                              floor=floor, burn_in=burn_in, bins=bins)
+            else:
+                assert u is not None
+                probs = active_probabilities(self._items["judge_score"].to_numpy(dtype=float),
+                                             uncertainty=u.to_numpy(dtype=float), floor=floor)
         self.plan = make_plan(list(self._items["key_text"]), strategy=strategy, seed=self.seed,
-                              probabilities=probs,
+                              probabilities=probs if not self._learned else np.ones(len(self._items)),
                               groups=self._items["group"] if strategy == "stratified" else None,
                               overlap=overlap)
-        digest = hashlib.blake2b(repr((strategy, self.seed, overlap if strategy == "overlap" else None,
-                                       floor if strategy == "active" else None, group)).encode(),
-                                 digest_size=6).hexdigest()
+        plan_key: tuple[Any, ...] = (strategy, self.seed, overlap if strategy == "overlap" else None,
+                                     floor if strategy == "active" else None, group)
+        if strategy == "active":
+            plan_key += (("learned", burn_in, bins) if self._learned else ("uncertainty", uncertainty),)
+        digest = hashlib.blake2b(repr(plan_key).encode(), digest_size=6).hexdigest()
         self.plan_id = f"{strategy}-{self.seed}-{digest}"
         self._queue = self.plan.queue()
         self._pinned: int | None = None  # an item brought back by undo
@@ -547,6 +851,7 @@ class Labeller:
         empty = pd.DataFrame(columns=["key", "annotator", "score"])
         if not len(df) or "tag.grader_id" not in df.columns:
             self._state = _State(set(), set(), set(), None, empty, 0)
+            self._replay({})
             self._choose()
             return
         grader = df["tag.grader_id"].astype(object)
@@ -563,10 +868,11 @@ class Labeller:
         rows: list[tuple[tuple[str, str], str, float]] = []
         last: tuple[str, tuple[str, str]] | None = None
         n_mine = 0
-        for item, adapter, who, lid, g, plan, score in zip(
+        recorded: dict[tuple[str, str], float] = {}
+        for item, adapter, who, lid, g, plan, score, prob in zip(
             col(human, "tag.item_id"), human["adapter_id"].astype(str).tolist(), col(human, "tag.annotator"),
             col(human, "tag.label_id"), human["tag.grader_id"].tolist(), col(human, "tag.plan"),
-            human["quality_score"].tolist(), strict=True,
+            human["quality_score"].tolist(), col(human, "tag.sampling_probability"), strict=True,
         ):
             if item is None or item is pd.NA or (lid is not None and lid is not pd.NA and lid in undone):
                 continue
@@ -584,11 +890,34 @@ class Labeller:
                 others.add(key)
             if plan == self.plan_id:
                 plan_done.add(key)
+                if prob is not None and prob is not pd.NA and key not in recorded:
+                    recorded[key] = float(prob)
                 if is_label:
                     rows.append((key, who_s, float(score)))
         labels = pd.DataFrame(rows, columns=["key", "annotator", "score"]) if rows else empty
         self._state = _State(mine, others, plan_done, last, labels, n_mine)
+        self._replay(recorded)
         self._choose()
+
+    def _replay(self, recorded: Mapping[tuple[str, str], float]) -> None:
+        """Rebuild the learned ``"active"`` plan from this plan's labels and recorded probabilities."""
+        if not self._learned:
+            return
+        n = len(self._keys)
+        y = np.full(n, np.nan)
+        labels = self._state.labels
+        if len(labels):
+            per = labels.groupby(["key", "annotator"], sort=False)["score"].mean().groupby(level=0).mean()
+            for key, value in zip(per.index, per.to_numpy(dtype=float), strict=True):
+                y[self._index[key]] = value
+        rec = np.full(n, np.nan)
+        for key, value in recorded.items():
+            if math.isfinite(value) and 0 < value <= 1:
+                rec[self._index[key]] = value
+        self.plan = learned_plan(list(self._items["key_text"]), self._items["judge_score"].to_numpy(dtype=float),
+                                 seed=self.seed, labels=y, recorded=rec, floor=self.floor, burn_in=self.burn_in,
+                                 bins=self.bins)
+        self._queue = self.plan.queue()
 
     def _choose(self) -> None:
         st = self._state
@@ -738,7 +1067,10 @@ class Labeller:
     def frame(self) -> pd.DataFrame:
         """One row per item: ``item_id``, ``adapter_id``, ``model_id``, ``group``, ``stratum``,
         ``judge`` (its score; 0 for every item when there is no judge), ``human`` (the mean label
-        under this plan, NaN when unlabelled), ``n_labels``, ``sampling_probability`` (``π_i``) and
+        under this plan, NaN when unlabelled), ``prediction`` (what the estimates use as the judge: the
+        score itself, or for the learned ``"active"`` rule the judge calibrated on the labels with each
+        item's own label left out, :func:`calibrated_scores`), ``n_labels``, ``sampling_probability``
+        (``π_i``: for a shown item the one it was shown with) and
         ``inclusion_probability`` (``π_i · K_s / N_s``, the ``weights=`` column of
         :func:`~llm_connect.calibration.estimate_quality`; ``df.attrs["weights"]`` names it)."""
         self._refresh()
@@ -754,11 +1086,12 @@ class Labeller:
                 n_labels[self._index[key]] = size
         done = np.array([k in self._state.plan_done for k in self._keys], dtype=bool)
         judge = items["judge_score"].to_numpy(dtype=float) if self.judge is not None else np.zeros(len(items))
+        prediction = calibrated_scores(judge, human, bins=self.bins)[0] if self._learned else judge
         out = pd.DataFrame({
             "item_id": items["item_id"].map(str), "adapter_id": items["adapter_id"],
             "model_id": items["model_id"], "group": items["group"],
             "stratum": [self.plan.stratum_names[s] for s in self.plan.stratum],
-            "judge": judge, "human": human, "n_labels": n_labels,
+            "judge": judge, "prediction": prediction, "human": human, "n_labels": n_labels,
             "sampling_probability": self.plan.prob, "inclusion_probability": self.plan.inclusion(done),
         })
         out.attrs["weights"] = "inclusion_probability"
@@ -783,7 +1116,24 @@ class Labeller:
         weights = "inclusion_probability" if self._weighted() else None
         if self.strategy == "stratified" and by is not None and (by == "group" or by == ["group"]):
             weights = None  # within a group the labels are a simple random sample
-        return estimate_quality(frame, judge="judge", human="human", by=by, weights=weights, **kwargs)
+        methods = kwargs.pop("methods")
+        methods = (methods,) if isinstance(methods, str) else tuple(methods)
+        if not self._learned or methods == ("judge",):
+            return estimate_quality(frame, judge="judge", human="human", by=by, weights=weights, methods=methods,
+                                    **kwargs)
+        # the learned rule: label-based methods on the calibrated judge, the judge's own mean on its scores
+        label_based = [m for m in methods if m != "judge"]
+        parts = [estimate_quality(frame, judge="prediction", human="human", by=by, weights=weights,
+                                  methods=label_based, **kwargs)]
+        if "judge" in methods:
+            parts.append(estimate_quality(frame, judge="judge", human="human", by=by, weights=weights,
+                                          methods=("judge",), **kwargs))
+        out = pd.concat(parts, ignore_index=True)
+        rank = {m: i for i, m in enumerate(methods)}
+        by_cols = [] if by is None else ([by] if isinstance(by, str) else list(by))
+        key = out["method"].map(rank)
+        out = out.assign(_m=key).sort_values([*by_cols, "_m"], kind="stable").drop(columns="_m")
+        return out.reset_index(drop=True)
 
     def agreement(self, threshold: float = 0.5) -> dict[str, Any]:
         """Inter-annotator agreement over items labelled by two or more annotators under this plan:
