@@ -194,21 +194,21 @@ def test_malformed_files_and_rows_are_counted_skipped_and_kept_by_prune(tmp_path
     (root / "README.txt").write_text("not a ledger file")
     good = make_observation().to_dict()
     rows = [dict(good, quality_score=2.0), dict(good, adapter_id="  "), dict(good, tags="[1, 2]"),
-            dict(good, tags="{not json"), dict(good, tags='{"x": NaN}'), dict(good, tags='{"s": "\\ud800"}'),
+            dict(good, tags="{not json"), dict(good, tags='{"x": NaN}'), dict(good, tags='{"x": 1e999}'), dict(good, tags='{"s": "\\ud800"}'),
             dict(good, tags='{"ok": 1}', tokens_in=-1), dict(good, tags='{"valid": true}')]
     for r in rows:
         r["recorded_at"] = datetime.fromisoformat(r["recorded_at"])
         if isinstance(r["tags"], dict):
             r["tags"] = json.dumps(r["tags"])
     pq.write_table(pa.Table.from_pylist(rows), part / "foreign.parquet")
-    assert ledger.malformed_count() == 2 + 7
+    assert ledger.malformed_count() == 2 + 8
     got = ledger.read_all()
     assert len(got) == 4 and sum(o.tags == {"valid": True} for o in got) == 1
     frame = ledger_frame(ledger)
-    assert len(frame) == 4 and frame.attrs["malformed_count"] == 9
+    assert len(frame) == 4 and frame.attrs["malformed_count"] == 10
     # prune keeps what it cannot read and the invalid rows, removes the old valid ones
     assert ledger.prune_before(T0 + timedelta(seconds=1, microseconds=8)) == 3  # items 0, 1 and the foreign valid one
-    assert ledger.malformed_count() == 9
+    assert ledger.malformed_count() == 10
     assert (part / "garbage.parquet").exists() and (part / "no-columns.parquet").exists()
     assert not (part / "foreign.parquet").exists()  # read, rewritten into the compacted file
     assert [o.tokens_in for o in ledger.read_all()] == [12]
@@ -235,6 +235,14 @@ def test_retried_keyed_writes_are_read_once_and_compaction_drops_the_copies(tmp_
     assert other_run in got and other_adapter in got
     assert len(got) == 5 + 1 + 2 + 1 + 2
     assert set(DEDUPE_TAGS) == {"item_id", "grader_id", "rubric_hash", "run_id"}
+    as_text = nth_observation(1, tags={**keyed(1).tags, "item_id": "1"})  # "1" is not 1, nor 1.0, nor true
+    as_float = nth_observation(1, tags={**keyed(1).tags, "item_id": 1.0})
+    as_bool = nth_observation(1, tags={**keyed(1).tags, "item_id": True})
+    ledger.extend([as_text, as_float, as_bool])
+    got = ledger.read_all()
+    kinds = sorted(type(o.tags["item_id"]).__name__ for o in got
+                   if o.adapter_id == keyed(1).adapter_id and o.tags.get("item_id") in (1, "1"))
+    assert kinds == ["bool", "float", "int", "str"]
     files = len(parquet_files(tmp_path / "pq"))
     assert ledger.compact() == files  # one partition, every file merged
     assert len(parquet_files(tmp_path / "pq")) == 1
