@@ -194,7 +194,8 @@ def test_malformed_files_and_rows_are_counted_skipped_and_kept_by_prune(tmp_path
     (root / "README.txt").write_text("not a ledger file")
     good = make_observation().to_dict()
     rows = [dict(good, quality_score=2.0), dict(good, adapter_id="  "), dict(good, tags="[1, 2]"),
-            dict(good, tags="{not json"), dict(good, tags='{"x": NaN}'), dict(good, tags='{"x": 1e999}'), dict(good, tags='{"s": "\\ud800"}'),
+            dict(good, tags="{not json"), dict(good, tags='{"x": NaN}'), dict(good, tags='{"x": 1e999}'),
+            dict(good, tags='{"s": "\\ud800"}'),
             dict(good, tags='{"ok": 1}', tokens_in=-1), dict(good, tags='{"valid": true}')]
     for r in rows:
         r["recorded_at"] = datetime.fromisoformat(r["recorded_at"])
