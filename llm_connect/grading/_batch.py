@@ -353,8 +353,8 @@ def reduce_item(epoch_rows: list[Row], reducer: Any, reducer_name: str, *, pairw
     Scored when any epoch scored: ``quality_score`` is the reducer over the scored epochs, the
     judge's own columns come from the first scored epoch (a pairwise judge's ``verdict`` is read
     from the reduced score, and ``consistent`` is whether every scored epoch was consistent);
-    else the first unscored epoch's row (or the first error's), its reason prefixed. Usage and
-    latency are summed over every epoch.
+    else the first unscored epoch's row (or the first error's), its reason prefixed. Usage,
+    latency and a ``calls`` column (a pipeline's) are summed over every epoch.
     """
     k = len(epoch_rows)
     scores = [float(r["quality_score"]) if r.get("status") == "scored" and r.get("quality_score") is not None
@@ -389,6 +389,8 @@ def reduce_item(epoch_rows: list[Row], reducer: Any, reducer_name: str, *, pairw
     row["tokens_out"] = sum(int(r.get("tokens_out") or 0) for r in epoch_rows)
     row["judge_cost_usd"] = math.fsum(_finite_or_zero(r.get("judge_cost_usd")) for r in epoch_rows)
     row["latency_ms"] = math.fsum(_finite_or_zero(r.get("latency_ms")) for r in epoch_rows)
+    if "calls" in extra:  # a pipeline's (or any judge's) count of LLM calls: every epoch's
+        row["calls"] = sum(int(r.get("calls") or 0) for r in epoch_rows)
     kept = [scores[e] for e in scored]
     row["epoch_scores"] = scores
     row["epochs_scored"] = len(kept)
@@ -483,8 +485,8 @@ def judge_many(
     is ``unscored`` (or ``error``) as a single judgment would be, with the first epoch's reason.
     The judge's own columns come from the first scored epoch, except a pairwise judge's
     ``verdict`` (read from the reduced score: above 0.5 candidate, below baseline, 0.5 tie) and
-    ``consistent`` (every scored epoch consistent across orders). Tokens, cost and latency are
-    summed over the epochs. ``df.attrs["reliability"]``: run-to-run reliability, the epochs as
+    ``consistent`` (every scored epoch consistent across orders). Tokens, cost, latency (and a
+    pipeline's ``calls``) are summed over the epochs. ``df.attrs["reliability"]``: run-to-run reliability, the epochs as
     coders (:func:`~llm_connect.grading.epoch_reliability`: percent agreement and
     Krippendorff's alpha); ``df.attrs["epochs"]``: ``{"epochs", "reducer"}``; for a pairwise
     judge in both orders ``df.attrs["position_consistency"]``: per epoch, the share of its

@@ -17,7 +17,9 @@ module holds the pieces:
   (:class:`~llm_connect.grading.LLMJudge`, :class:`~llm_connect.grading.PairwiseJudge`, which
   put it over the run config's) is copied with ``seed + e``; the members of a panel and the two
   judges of a cascade are reseeded the same way. A judge may define ``with_seed_offset(e)``
-  to say how itself. (A pipeline unit with its own fixed ``seed`` keeps it.)
+  to say how itself: a :class:`~llm_connect.pipelines.PipelineJudge` does, and moves every
+  seeded unit's seed by ``e`` times the unit's copies in the graph (so no call of one epoch
+  shares a seed with one of another); its unseeded units take the epoch's run config seed.
 - :func:`epoch_reliability`: run-to-run reliability with the epochs as coders (Krippendorff
   2004, *Content Analysis*, ch. 11; Hayes & Krippendorff 2007, "Answering the call for a
   standard reliability measure for coding data"): percent agreement and Krippendorff's alpha,

@@ -144,7 +144,8 @@ def tournament(
     ``answers``: a long frame (or mappings), one row per (prompt, model): the ``prompt`` text,
     the ``model`` name and its ``answer``; ``prompt_id`` names a column identifying the prompt
     (default: the prompt text does). ``judge``: a pairwise judge
-    (:class:`~llm_connect.grading.PairwiseJudge`, in both orders by default, or any judge declaring
+    (:class:`~llm_connect.grading.PairwiseJudge`, in both orders by default; a pipeline whose
+    final verdict is pairwise, ``pipeline.as_judge()``; or any judge declaring
     ``pairwise = True`` whose score is 1.0 when the candidate is better, 0.0 when the baseline is,
     0.5 for a tie).
 
@@ -172,9 +173,12 @@ def tournament(
     with epochs...).
     """
     if not judge_abilities(judge).pairwise:
-        raise ValidationError(f"a tournament needs a pairwise judge (one that compares two answers, such as "
-                              f"PairwiseJudge(adapter)); {getattr(judge, 'grader_id', type(judge).__name__)!r} "
-                              "does not declare pairwise = True")
+        reason = getattr(judge, "not_pairwise_reason", None)  # a PipelineJudge says why it is not
+        raise ValidationError("a tournament needs a pairwise judge (one that compares two answers, such as "
+                              "PairwiseJudge(adapter), or a pipeline ending in a pairwise verdict); "
+                              + (reason if isinstance(reason, str) and reason else
+                                 f"{getattr(judge, 'grader_id', type(judge).__name__)!r} does not declare "
+                                 "pairwise = True"))
     battles = schedule_battles(answers, prompt=prompt, model=model, answer=answer, prompt_id=prompt_id,
                                pairs=pairs, seed=seed)
     ids = [f"{p}|{a}|{b}" for p, a, b in zip(battles["prompt_id"], battles["model_a"], battles["model_b"],

@@ -56,7 +56,11 @@ class LLMUnit(Unit):
     how many more attempts after a reply that does not parse. ``temperature``
     and ``max_tokens`` go into the call's run config; ``seed``, when set, goes
     into ``model_params["seed"]`` as ``seed + replica`` (so the copies of a
-    repeated unit differ reproducibly). Note that copies of a unit at
+    repeated unit differ reproducibly), and in epoch ``e`` of repeated judging
+    as ``seed + e * copies + replica`` (``copies``: how many the graph holds;
+    see :class:`~llm_connect.pipelines._unit_base.NodeContext`), so a response
+    cache never serves one epoch's call to another. A unit without a seed uses
+    the run config's, which each epoch moves (:func:`~llm_connect.grading.reseed`). Note that copies of a unit at
     temperature 0 tend to repeat each other: give an ensemble some temperature.
     """
 
@@ -172,7 +176,7 @@ class LLMUnit(Unit):
     def call_config(self, ctx: NodeContext) -> RunConfig:
         params = dict(ctx.run_config.model_params)
         if self.seed is not None:
-            params["seed"] = self.seed + ctx.replica
+            params["seed"] = self.seed + ctx.seed_offset
         changes: dict[str, Any] = {"temperature": self.temperature, "model_params": params}
         if self.max_tokens is not None:
             changes["max_tokens"] = self.max_tokens

@@ -53,7 +53,9 @@ from ..batch import (
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
 from ..grading._base import GradingResult, validate_grader_id, validate_score
+from ..grading._batch import reduce_item
 from ..grading._compound import WrapperJudge
+from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
 from ..grading._html import html_format, html_table
 from ..grading._parse import brief_repr
 from ._llm_units import LLMUnit, VerifyUnit
@@ -154,6 +156,7 @@ class _Node:
     scale: Scale | None
     adapter: Any
     where: str
+    replicas: int = 1  # how many copies of its unit the graph holds (set once built)
 
 
 @dataclass
@@ -313,6 +316,7 @@ class Pipeline:
                 )
             fields: set[str] = set()
             for node in builder.nodes.values():
+                node.replicas = builder.replicas[id(node.unit)]
                 item_fields = getattr(node.unit, "item_fields", None)
                 if item_fields is not None:
                     fields |= item_fields()
@@ -435,7 +439,9 @@ class Pipeline:
 
     # -- running ----------------------------------------------------------------------
 
-    async def _execute(self, item: Mapping[str, Any], run_config: RunConfig, trace: Trace) -> PipelineResult:
+    async def _execute(
+        self, item: Mapping[str, Any], run_config: RunConfig, trace: Trace, epoch: int = 0
+    ) -> PipelineResult:
         g = self._compiled()
         if not isinstance(item, Mapping):
             raise ValidationError(
@@ -445,7 +451,8 @@ class Pipeline:
 
         async def run(node: _Node) -> UnitOutput:
             inputs = [await tasks[i] for i in node.inputs]
-            ctx = NodeContext(node.id, inputs, item, node.adapter, run_config, trace, node.replica, node.where)
+            ctx = NodeContext(node.id, inputs, item, node.adapter, run_config, trace, node.replica, node.where,
+                              epoch=epoch, replicas=node.replicas)
             return await node.unit.execute(ctx)
 
         for node in g.nodes.values():
@@ -467,9 +474,12 @@ class Pipeline:
             threshold=self.threshold, notes=_notes(final, passed, self.threshold), outputs=outputs, trace=trace,
         )
 
-    async def _run_traced(self, item: Mapping[str, Any], run_config: RunConfig | None, trace: Trace) -> PipelineResult:
+    async def _run_traced(
+        self, item: Mapping[str, Any], run_config: RunConfig | None, trace: Trace, epoch: int = 0
+    ) -> PipelineResult:
+        """Run one item; ``epoch``: the repeat (0 for a single run), which moves every seeded unit's seed."""
         try:
-            return await self._execute(item, run_config or RunConfig(), trace)
+            return await self._execute(item, run_config or RunConfig(), trace, epoch)
         except Exception as exc:
             _attach_trace(exc, trace)
             raise
@@ -489,8 +499,14 @@ class Pipeline:
         self._compiled()
         return run_sync(self._run_traced(item, run_config, Trace()))
 
-    def _plan(self, items: Any, run_config: RunConfig | None, budget: BudgetTracker | float | None) -> BatchPlan:
-        """The batch plan of :meth:`run_many` (and of :meth:`arun_many`: the same rows and columns)."""
+    def _plan(self, items: Any, run_config: RunConfig | None, budget: BudgetTracker | float | None,
+              epochs: int = 1, reducer: str | Reducer = "mean") -> BatchPlan:
+        """The batch plan of :meth:`run_many` (and of :meth:`arun_many`: the same rows and columns).
+
+        With ``epochs=k > 1`` the plan has ``k * n`` runs, epoch-major (every item's epoch 0
+        first), as :func:`~llm_connect.grading.judge_many`'s, and its ``finish`` reduces them."""
+        k = check_epochs(epochs)
+        reducer_name, _ = reducer_of(reducer)
         g = self._compiled()
         frame = items_frame(items, ())
         missing = sorted(f for f in g.item_fields if f not in frame.columns)
@@ -499,33 +515,58 @@ class Pipeline:
                 f"{self.name}: the templates read the field(s) {missing} but the items have {list(frame.columns)}"
             )
         records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
-        traces = [Trace() for _ in records]
+        n = len(records)
+        traces = [Trace() for _ in range(n * k)]
         rc = run_config or RunConfig()
         read = sorted(g.item_fields)
 
-        async def work(i: int) -> dict[str, Any]:
+        async def work(pos: int) -> dict[str, Any]:
+            epoch, i = divmod(pos, n)
             for name in read:  # a missing field the templates read is an error row, never the text "nan"
                 if name in _REFERENCE_FIELDS:
                     reference_text(records[i][name], column=name)
                 else:
                     item_text(records[i][name], name)
-            result = await self._run_traced(records[i], rc, traces[i])
+            result = await self._run_traced(records[i], epoch_run_config(rc, epoch), traces[pos], epoch)
             return {"quality_score": result.quality_score, "grader_id": self.name, "verdict": result.verdict,
                     "passed": result.passed, "notes": result.notes}
 
-        return BatchPlan(len(records), work, lambda rows, interrupted: self._finish(frame, rows, traces, interrupted),
-                         desc=self.name, budget=batch_budget(budget, run_config))
+        def finish(rows: list[dict[str, Any]], interrupted: bool) -> Any:
+            return self._finish(frame, rows, traces, interrupted, k, reducer, reducer_name)
 
-    def _finish(self, frame: Any, rows: list[dict[str, Any]], traces: list[Trace], interrupted: bool) -> Any:
+        return BatchPlan(n * k, work, finish, desc=self.name if k == 1 else f"{self.name} ({k} epochs)",
+                         budget=batch_budget(budget, run_config))
+
+    def _finish(self, frame: Any, rows: list[dict[str, Any]], traces: list[Trace], interrupted: bool,
+                k: int = 1, reducer: str | Reducer = "mean", reducer_name: str = "mean") -> Any:
         for row, trace in zip(rows, traces, strict=True):
             totals = trace.totals()
             row.update(calls=totals["calls"], tokens_in=totals["tokens_in"], tokens_out=totals["tokens_out"],
                        judge_cost_usd=totals["cost_usd"])  # the row's latency_ms stays the item's wall time
             row["grader_id"] = self.name
             row["trace"] = trace
-        out = attach_rows(frame, rows, PIPELINE_COLUMNS, interrupted)
+        columns: tuple[str, ...] = PIPELINE_COLUMNS
+        if k > 1:
+            n = len(rows) // k
+            by_item = [[rows[e * n + i] for e in range(k)] for i in range(n)]
+            pairwise = _is_pairwise_scale(self._compiled())
+            reduced = []
+            for epoch_rows in by_item:
+                row = reduce_item(epoch_rows, reducer, reducer_name, pairwise=pairwise,
+                                  extra=PIPELINE_EXTRA_COLUMNS)
+                score = row.get("quality_score")
+                if self.threshold is not None and row.get("status") == "scored":
+                    row["passed"] = bool(score is not None and score >= self.threshold)
+                reduced.append(row)
+            rows = reduced
+            columns = (*PIPELINE_COLUMNS, *EPOCH_COLUMNS)
+        out = attach_rows(frame, rows, columns, interrupted)
         if self.threshold is not None:
             out["passed"] = out["passed"].astype("boolean")
+        if k > 1:
+            out.attrs["epochs"] = {"epochs": k, "reducer": reducer_name}
+            out.attrs["reliability"] = epoch_reliability([r["epoch_scores"] for r in rows],
+                                                         reducer=reducer_name).to_dict()
         out.attrs["totals"] = {
             "items": len(rows),
             "calls": int(sum(t.calls for t in traces)),
@@ -543,6 +584,8 @@ class Pipeline:
         progress: bool = True,
         run_config: RunConfig | None = None,
         budget: BudgetTracker | float | None = None,
+        epochs: int = 1,
+        reducer: str | Reducer = "mean",
     ) -> pd.DataFrame:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
@@ -568,8 +611,18 @@ class Pipeline:
         rows saying "budget exhausted" (an item whose later units were
         refused is an ``error`` row too, its paid calls still in its cost).
         ``df.attrs["budget"]`` holds the limit, the spend and the calls.
+
+        Repeated runs: ``epochs=k`` runs each item ``k`` times and ``reducer`` reduces the
+        scored epochs, as :func:`~llm_connect.grading.judge_many` does (the same reducers, the
+        same :data:`~llm_connect.grading.EPOCH_COLUMNS` after the pipeline's columns,
+        ``df.attrs["epochs"]`` and ``df.attrs["reliability"]``). Epoch ``e > 0`` moves the run
+        config's seed by ``e`` and every seeded unit's by ``e`` times its copies, so a response
+        cache serves no repeat. ``calls``, tokens, cost and latency are summed over the epochs;
+        ``passed`` is the reduced score at ``threshold``; ``verdict`` and ``trace`` are the first
+        scored epoch's (a pairwise pipeline's ``verdict`` is read from the reduced score).
         """
-        return run_batch(self._plan(items, run_config, budget), concurrency=concurrency, progress=progress)
+        return run_batch(self._plan(items, run_config, budget, epochs, reducer), concurrency=concurrency,
+                         progress=progress)
 
     async def arun_many(
         self,
@@ -579,13 +632,39 @@ class Pipeline:
         progress: bool = True,
         run_config: RunConfig | None = None,
         budget: BudgetTracker | float | None = None,
+        epochs: int = 1,
+        reducer: str | Reducer = "mean",
     ) -> pd.DataFrame:
-        """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, as there)."""
-        return await arun_batch(self._plan(items, run_config, budget), concurrency=concurrency, progress=progress)
+        """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, repeat with ``epochs=``,
+        as there)."""
+        return await arun_batch(self._plan(items, run_config, budget, epochs, reducer), concurrency=concurrency,
+                                progress=progress)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
         """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""
         return PipelineJudge(self, grader_id or self.name)
+
+
+#: A pairwise verdict's values (as :class:`~llm_connect.pipelines.PairwiseUnit` gives them).
+_PAIRWISE_VALUES = {"baseline": 0.0, "tie": 0.5, "candidate": 1.0}
+
+
+def _not_pairwise_reason(g: _Graph, name: str) -> str | None:
+    """``None`` when the graph's final verdict is pairwise (baseline/candidate, perhaps tie); else why not."""
+    scale = g.nodes[g.exit].scale
+    values = scale.label_values() if scale is not None else None
+    folded = {str(k).casefold(): v for k, v in (values or {}).items()}
+    if folded and {"baseline", "candidate"} <= set(folded) <= set(_PAIRWISE_VALUES) \
+            and all(abs(v - _PAIRWISE_VALUES[k]) < 1e-12 for k, v in folded.items()):
+        return None
+    shown = scale.describe() if scale is not None else "no verdict scale"
+    return (f"pipeline {name!r} ends in {g.exit} ({g.nodes[g.exit].unit.describe()}: {shown}), not in a pairwise "
+            "verdict (baseline, candidate or tie); end it in a PairwiseUnit, a verify unit of one, or a "
+            "MajorityPool of pairwise units")
+
+
+def _is_pairwise_scale(g: _Graph) -> bool:
+    return _not_pairwise_reason(g, "") is None
 
 
 def _notes(final: UnitOutput, passed: bool | None, threshold: float | None) -> str:
@@ -624,15 +703,32 @@ class PipelineJudge(WrapperJudge):
     summed tokens, cost and latency of every unit call, and in ``details``:
     ``trace``, ``verdict``, ``passed``, ``threshold``, ``calls``, ``rubric_hash``.
     No final verdict raises :class:`JudgeReplyError` (an *unscored* row in a batch).
+
+    ``pairwise``: True when the pipeline's final verdict is pairwise (``baseline``,
+    ``candidate`` and perhaps ``tie``, worth 0.0, 1.0 and 0.5: it ends in a
+    :class:`~llm_connect.pipelines.PairwiseUnit`, a verify unit of one, or a majority pool of
+    them), so :func:`~llm_connect.grading.tournament`, bias probes and pairwise calibration take
+    it as a pairwise judge; ``not_pairwise_reason`` says why not otherwise.
+
+    ``seed_offset``: the epoch of repeated judging this judge runs (0: a single run); every
+    seeded unit calls with ``seed + seed_offset * copies + replica``.
+    :meth:`with_seed_offset` is the hook :func:`~llm_connect.grading.reseed` asks, so
+    ``judge_many(pipeline.as_judge(), items, epochs=k)`` never has a repeat served from a
+    response cache.
     """
 
     extra_columns = PIPELINE_EXTRA_COLUMNS
 
-    def __init__(self, pipeline: Pipeline, grader_id: str) -> None:
+    def __init__(self, pipeline: Pipeline, grader_id: str, *, seed_offset: int = 0) -> None:
         if not isinstance(pipeline, Pipeline):
             raise ValidationError("PipelineJudge needs a Pipeline")
+        if isinstance(seed_offset, bool) or not isinstance(seed_offset, int) or seed_offset < 0:
+            raise ValidationError(f"seed_offset must be an integer >= 0 (the epoch), got {seed_offset!r}")
         self.pipeline = pipeline.validate()
         self.grader_id = validate_grader_id(grader_id)
+        self.seed_offset = seed_offset
+        self.not_pairwise_reason = _not_pairwise_reason(pipeline._compiled(), pipeline.name)
+        self.pairwise = self.not_pairwise_reason is None
         extra = sorted(self.pipeline.item_fields - {"prompt", "baseline", "candidate"})
         if extra:
             raise ConfigError(
@@ -644,6 +740,11 @@ class PipelineJudge(WrapperJudge):
     def rubric_hash(self) -> str:
         return self.pipeline.rubric_hash
 
+    def with_seed_offset(self, offset: int) -> PipelineJudge:
+        """The judge of epoch ``seed_offset + offset`` (the hook :func:`~llm_connect.grading.reseed` asks):
+        the same pipeline and grader id; every seeded unit's seed moves (see the class docs)."""
+        return PipelineJudge(self.pipeline, self.grader_id, seed_offset=self.seed_offset + offset)
+
     def _item(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> dict[str, str]:
         return {"prompt": prompt, "baseline": baseline.content, "candidate": candidate.content}
 
@@ -653,7 +754,8 @@ class PipelineJudge(WrapperJudge):
         trace = Trace()
         rc = (run_config or RunConfig()).replace(budget_tracker=None)
         try:
-            result = await self.pipeline._run_traced(self._item(baseline, candidate, prompt), rc, trace)
+            result = await self.pipeline._run_traced(self._item(baseline, candidate, prompt), rc, trace,
+                                                     self.seed_offset)
         except JudgeReplyError as exc:
             exc.response = _usage_response(trace, self.grader_id)
             raise
@@ -684,5 +786,6 @@ class PipelineJudge(WrapperJudge):
         return {"verdict": d["verdict"], "passed": d["passed"], "calls": d["calls"], "trace": d["trace"]}
 
     def __repr__(self) -> str:
-        return f"PipelineJudge({self.pipeline!r}, grader_id={self.grader_id!r})"
+        offset = f", seed_offset={self.seed_offset}" if self.seed_offset else ""
+        return f"PipelineJudge({self.pipeline!r}, grader_id={self.grader_id!r}{offset})"
 

@@ -100,7 +100,14 @@ def _check_int(what: str, value: Any, low: int, high: int | None = None) -> int:
 
 @dataclass
 class NodeContext:
-    """Everything one node needs to run for one item."""
+    """Everything one node needs to run for one item.
+
+    ``replica``: which copy of its unit this node is (0, 1, ... in build order), of ``replicas``
+    copies in the graph; ``epoch``: the repeat of the item (``judge_many(..., epochs=k)``,
+    ``Pipeline.run_many(..., epochs=k)``; 0 for a single run). A unit with its own ``seed``
+    calls with ``seed + epoch * replicas + replica``, so no two calls of one unit, across copies
+    and epochs, share a seed.
+    """
 
     node: str
     inputs: list[UnitOutput]
@@ -110,6 +117,13 @@ class NodeContext:
     trace: Trace
     replica: int
     where: str
+    epoch: int = 0
+    replicas: int = 1
+
+    @property
+    def seed_offset(self) -> int:
+        """What a seeded unit adds to its ``seed``: ``epoch * replicas + replica``."""
+        return self.epoch * self.replicas + self.replica
 
 
 class Unit:
