@@ -168,6 +168,11 @@ def _open_for_reading(location: str) -> Any:
     from ..quality import ParquetLedger, QualityLedger
     from ..quality._base import is_parquet_location
 
+    if "://" not in location and Path(location).is_dir() and location.lower().endswith(_JSONL_SUFFIXES):
+        raise UsageError(
+            f"cannot read the ledger {location!r}: it is a directory (a JSON Lines ledger is a file; a Parquet "
+            "ledger's root is a directory of .parquet files, named without .jsonl)"
+        )
     if is_parquet_location(location):
         ledger = ParquetLedger(location)
         if "://" not in location:
