@@ -202,15 +202,20 @@ def test_malformed_files_and_rows_are_counted_skipped_and_kept_by_prune(tmp_path
         if isinstance(r["tags"], dict):
             r["tags"] = json.dumps(r["tags"])
     pq.write_table(pa.Table.from_pylist(rows), part / "foreign.parquet")
-    assert ledger.malformed_count() == 2 + 8
+    offsets = pa.py_buffer(b"\x00\x00\x00\x00\x01\x00\x00\x00")
+    not_utf8 = pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(b"\xff")])
+    one = pa.Table.from_pylist(rows[-1:])
+    pq.write_table(one.set_column(one.schema.get_field_index("adapter_id"), "adapter_id", not_utf8),
+                   part / "not-utf8.parquet")
+    assert ledger.malformed_count() == 3 + 8
     got = ledger.read_all()
     assert len(got) == 4 and sum(o.tags == {"valid": True} for o in got) == 1
     frame = ledger_frame(ledger)
-    assert len(frame) == 4 and frame.attrs["malformed_count"] == 10
+    assert len(frame) == 4 and frame.attrs["malformed_count"] == 11
     # prune keeps what it cannot read and the invalid rows, removes the old valid ones
     assert ledger.prune_before(T0 + timedelta(seconds=1, microseconds=8)) == 3  # items 0, 1 and the foreign valid one
-    assert ledger.malformed_count() == 10
-    assert (part / "garbage.parquet").exists() and (part / "no-columns.parquet").exists()
+    assert ledger.malformed_count() == 11
+    assert (part / "garbage.parquet").exists() and (part / "not-utf8.parquet").exists() and (part / "no-columns.parquet").exists()
     assert not (part / "foreign.parquet").exists()  # read, rewritten into the compacted file
     assert [o.tokens_in for o in ledger.read_all()] == [12]
 

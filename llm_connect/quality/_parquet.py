@@ -734,7 +734,13 @@ def _conform(table: Any) -> Any | None:
                 col = col.cast(f.type)
         except (pa.ArrowException, ValueError):
             return None
-        arrays.append(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_string(f.type):
+            try:
+                col.validate(full=True)  # invalid UTF-8 (another writer's bytes) makes the file unreadable
+            except pa.ArrowInvalid:
+                return None
+        arrays.append(col)
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -759,16 +765,20 @@ def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
     order = pc.sort_indices(table, [("recorded_at", "ascending"), ("_file", "ascending"), ("_row", "ascending")])
     order = order.to_numpy()
     order = order[ok[order]]
-    cols = {name: table.column(name).take(pa.array(order)).to_pylist()
-            for name in (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "tags")}
+    taken = pa.array(order)
+    cols = [table.column(name).take(taken).to_pylist()
+            for name in (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "tags")]
     kept = np.zeros(n, dtype=bool)
-    seen: set[tuple[str, ...]] = set()
+    seen: set[tuple[Any, ...]] = set()
     new = object.__new__
     out = snap.observations
     rows = snap.rows
     loads = _load_tags
-    for j, row in enumerate(order.tolist()):
-        raw = cols["tags"][j]
+    epoch = _EPOCH
+    micro = timedelta(microseconds=1)
+    for row, task, adapter, model, base, quality, cost, latency, t_in, t_out, raw in zip(
+        order.tolist(), *cols, strict=True
+    ):
         if raw is None:
             tags: Any = {}
         else:
@@ -780,18 +790,16 @@ def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
             if type(tags) is not dict:
                 ok[row] = False
                 continue
-        base = cols["baseline_adapter_id"][j]
         o = new(QualityObservation)
         o.__dict__.update(
-            task_type=cols["task_type"][j], adapter_id=cols["adapter_id"][j], model_id=cols["model_id"][j],
-            cost_usd=cols["cost_usd"][j], quality_score=cols["quality_score"][j], latency_ms=cols["latency_ms"][j],
-            tokens_in=cols["tokens_in"][j], tokens_out=cols["tokens_out"][j], baseline_adapter_id=base,
-            recorded_at=_EPOCH + timedelta(microseconds=int(micros[row])), tags=tags,
+            task_type=task, adapter_id=adapter, model_id=model, cost_usd=cost, quality_score=quality,
+            latency_ms=latency, tokens_in=t_in, tokens_out=t_out, baseline_adapter_id=base,
+            recorded_at=epoch + micro * int(micros[row]), tags=tags,
         )
         if raw is not None and "\\u" in raw and has_lone_surrogate(o):
             ok[row] = False
             continue
-        if task_type is not None and o.task_type != task_type:
+        if task_type is not None and task != task_type:
             continue  # a file outside the partitions holding other task types: read, not ours to show
         key = dedupe_key(o)
         if key is not None:
