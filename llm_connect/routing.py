@@ -160,6 +160,24 @@ def _grader_key(o: QualityObservation) -> GraderKey:
     return (g if isinstance(g, str) else None, r if isinstance(r, str) else None)
 
 
+_MARKERS = frozenset({"human-skip", "human-undo"})  # the Labeller's skip and undo markers (frames.SKIP/UNDO_GRADER_ID)
+
+
+def _people(human: str | None) -> frozenset[str]:
+    """Grader ids that are never a judge: the labeller's skip and undo markers (``human-skip``,
+    ``human-undo``; see :class:`~llm_connect.calibration.Labeller`) always, and with ``human`` given, that
+    grader's labels and markers (``human``, ``human-skip``, ``human-undo``)."""
+    return _MARKERS if human is None else _MARKERS | {human, f"{human}-skip", f"{human}-undo"}
+
+
+def _undone(observations: Iterable[QualityObservation], human: str | None) -> set[Any]:
+    """The ``label_id`` of every label an undo marker took back (they no longer count)."""
+    if human is None:
+        return set()
+    marker = f"{human}-undo"
+    return {o.tags.get("undoes") for o in observations if o.tags.get("grader_id") == marker} - {None}
+
+
 def _describe_grader(key: GraderKey) -> str:
     g, r = key
     name = g if g is not None else "(no grader_id tag)"
@@ -170,11 +188,13 @@ def grader_keys(
     observations: Iterable[QualityObservation], task_type: str | None = None, *, human: str | None = None
 ) -> list[GraderKey]:
     """The distinct ``(grader_id, rubric_hash)`` of ``observations`` (of ``task_type``), sorted; human labels
-    (grader id ``human``) are left out when given. ``None`` stands for an absent tag."""
+    (grader id ``human``, when given) and the labeller's skip and undo markers (``human-skip``,
+    ``human-undo``) are left out. ``None`` stands for an absent tag."""
+    people = _people(human)
     keys = {
         _grader_key(o)
         for o in observations
-        if (task_type is None or o.task_type == task_type) and (human is None or _grader_key(o)[0] != human)
+        if (task_type is None or o.task_type == task_type) and _grader_key(o)[0] not in people
     }
     return sorted(keys, key=lambda k: (k[0] or "", k[1] or ""))
 
@@ -316,13 +336,13 @@ def evidence_table(
         current = current.replace(tzinfo=UTC)
     groups: dict[tuple[str, GraderKey, str], list[QualityObservation]] = {}
     labels: dict[tuple[str, str, str], list[float]] = {}  # (task, item, adapter) -> human labels
-    for o in _observations(ledger):
-        if task_type is not None and o.task_type != task_type:
-            continue
+    observations = [o for o in _observations(ledger) if task_type is None or o.task_type == task_type]
+    people, undone = _people(human), _undone(observations, human)
+    for o in observations:
         key = _grader_key(o)
-        if human is not None and key[0] == human:
+        if key[0] in people:  # a label (unless taken back), or a skip / undo marker: never a judge's score
             item = o.tags.get("item_id")
-            if item is not None:
+            if key[0] == human and item is not None and o.tags.get("label_id", None) not in undone:
                 labels.setdefault((o.task_type, str(item), o.adapter_id), []).append(o.quality_score)
             continue
         if grader_id is not None and key[0] != grader_id:
@@ -519,7 +539,7 @@ def route(
     keys = (
         _grader_key(o)
         for o in observations
-        if o.task_type == task_type and (policy.human is None or _grader_key(o)[0] != policy.human)
+        if o.task_type == task_type and _grader_key(o)[0] not in _people(policy.human)
     )
     chosen = _choose_grader(keys, task_type, grader_id, rubric_hash)
     if chosen is not None and policy.require_calibrated:

@@ -135,3 +135,29 @@ def test_require_calibrated_without_grader_tags_says_why(ledger):
     ledger.extend([QualityObservation("qa", "a", "a", 0.0, 1.0, 1.0, 1, 1, recorded_at=NOW) for _ in range(30)])
     with pytest.raises(UncalibratedJudgeError, match="no grader_id tag"):
         route(ledger, "qa", require_calibrated=True, now=NOW)
+
+
+def test_labelling_in_the_widget_leaves_routing_one_judge_and_honours_undo(ledger):
+    """A Labeller's skip and undo markers (human-skip, human-undo) are people's records, not a judge: routing
+    still sees one grader, and a label taken back by undo no longer counts in the PPI++ evidence."""
+    from llm_connect.calibration import Labeller
+
+    fill_biased(ledger, n=60, labels=0)
+    items = [{"id": f"{a}-{i}", "prompt": "q", "baseline": "ref", "candidate": "ans", "candidate_model": a}
+             for a in ("cheap", "dear") for i in range(60)]
+    lab = Labeller(items, ledger=ledger, task_type="qa", annotator="ann", judge="llm-judge")
+    labelled = []
+    for _ in range(12):
+        labelled.append(lab.current["item_id"] if "item_id" in lab.current else lab.current["id"])
+        lab.label(1.0)
+    lab.skip()
+    lab.label(0.0)  # taken back next
+    lab.undo()
+    graders = {o.tags.get("grader_id") for o in ledger.iter_observations()}
+    assert {"human", "human-skip", "human-undo"} <= graders
+    decision = route(ledger, "qa", human="human", threshold=0.0, now=NOW)  # no grader_id: one judge is there
+    ev = decision.evidence.set_index("adapter_id")
+    assert set(ev["grader_id"]) == {"llm-judge"}
+    assert ev["n_labelled"].sum() == 12  # the undone 0.0 is not among them
+    table = evidence_table(ledger, "qa", human="human", now=NOW)
+    assert set(table["grader_id"]) == {"llm-judge"} and table["n_labelled"].sum() == 12
