@@ -279,12 +279,13 @@ def ledger_frame(
     cap = MAX_LINE_BYTES
     if isinstance(ledger_or_path, (str, os.PathLike)) and is_parquet_location(ledger_or_path):
         ledger_or_path = ParquetLedger(ledger_or_path)
+    if isinstance(ledger_or_path, ParquetLedger):
+        column_block, malformed = ledger_or_path.column_block(_LAYOUT[tags])
+        if column_block is None:
+            return _finish(pd.DataFrame(), tags, malformed)
+        return _finish(_assemble([column_block], tags), tags, malformed)
     if isinstance(ledger_or_path, BaseLedger) and not isinstance(ledger_or_path, QualityLedger):
-        observations, malformed = (
-            ledger_or_path.read_with_malformed()
-            if isinstance(ledger_or_path, ParquetLedger)
-            else (ledger_or_path.read_all(), ledger_or_path.malformed_count())
-        )
+        observations, malformed = ledger_or_path.read_all(), ledger_or_path.malformed_count()
         if not observations:
             return _finish(pd.DataFrame(), tags, malformed)
         block = observation_columns(observations, np.arange(len(observations)), _LAYOUT[tags])

@@ -215,7 +215,7 @@ def test_malformed_files_and_rows_are_counted_skipped_and_kept_by_prune(tmp_path
     # prune keeps what it cannot read and the invalid rows, removes the old valid ones
     assert ledger.prune_before(T0 + timedelta(seconds=1, microseconds=8)) == 3  # items 0, 1 and the foreign valid one
     assert ledger.malformed_count() == 11
-    assert (part / "garbage.parquet").exists() and (part / "not-utf8.parquet").exists() and (part / "no-columns.parquet").exists()
+    assert all((part / name).exists() for name in ("garbage.parquet", "not-utf8.parquet", "no-columns.parquet"))
     assert not (part / "foreign.parquet").exists()  # read, rewritten into the compacted file
     assert [o.tokens_in for o in ledger.read_all()] == [12]
 
@@ -444,13 +444,15 @@ def test_ledger_frame_route_evidence_and_paired_frame_accept_a_parquet_ledger(tm
     pql = ParquetLedger(tmp_path / "pq")
     now = datetime.now(UTC)
     obs = [make_observation(adapter_id=a, quality_score=q, cost_usd=c, recorded_at=now - timedelta(minutes=i),
-                            tags={"grader_id": "llm-judge", "item_id": i})
+                            tags={"grader_id": "llm-judge", "item_id": i, "maybe": None if i % 2 else [i]})
            for i in range(30) for a, q, c in [("cheap", 0.95, 0.001), ("dear", 1.0, 0.01)]]
     jsonl.extend(obs)
     pql.extend(obs)
-    pd.testing.assert_frame_equal(
-        ledger_frame(pql).sort_values(["recorded_at", "adapter_id"]).reset_index(drop=True),
-        ledger_frame(jsonl).sort_values(["recorded_at", "adapter_id"]).reset_index(drop=True))
+    for mode in ("expand", "dict"):
+        pd.testing.assert_frame_equal(
+            ledger_frame(pql, tags=mode).sort_values(["recorded_at", "adapter_id"]).reset_index(drop=True),
+            ledger_frame(jsonl, tags=mode).sort_values(["recorded_at", "adapter_id"]).reset_index(drop=True))
+    assert ledger_frame(pql, tags="dict")["tags"].map(lambda t: "maybe" in t).all()  # a null tag stays in dicts
     assert len(ledger_frame(str(tmp_path / "pq"))) == 60  # a directory path is a Parquet root
     assert len(ledger_frame((tmp_path / "pq").as_uri(), tags="dict")) == 60
     assert route(pql, "qa", threshold=0.8).adapter_id == route(jsonl, "qa", threshold=0.8).adapter_id == "cheap"

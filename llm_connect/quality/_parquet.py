@@ -103,7 +103,7 @@ from urllib.parse import quote
 from .._textsafe import redact_urls
 from ..errors import MissingDependencyError, ValidationError
 from ._base import BaseLedger
-from ._ledger_io import FLOAT_FIELDS, INT_FIELDS, TEXT_FIELDS
+from ._ledger_io import FLOAT_FIELDS, INT_FIELDS, TEXT_FIELDS, ColumnBlock, TagLayout
 from ._observation import QualityObservation, as_utc, has_lone_surrogate
 
 __all__ = ["DEDUPE_TAGS", "ParquetLedger"]
@@ -574,6 +574,29 @@ class ParquetLedger(BaseLedger):
         """The observations (as :meth:`read_all`) and :meth:`malformed_count`, from one reading."""
         snap = self._snapshot()
         return snap.observations, snap.malformed
+
+    def column_block(self, tags: TagLayout = "columns") -> tuple[ColumnBlock | None, int]:
+        """What :func:`llm_connect.frames.ledger_frame` builds its frame from: the observations of
+        :meth:`read_all` as one column block (arrow columns, tags in ``tags`` layout; ``None`` when there
+        are none) and :meth:`malformed_count`, from one reading."""
+        import numpy as np
+        import pyarrow as pa
+
+        snap = self._snapshot(with_table=True)
+        obs = snap.observations
+        if not obs:
+            return None, snap.malformed
+        idx = pa.array(snap.rows, pa.int64())
+        columns = {name: snap.table.column(name).combine_chunks().take(idx)
+                   for name in (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "recorded_at")}
+        if tags == "dicts":
+            return ColumnBlock(np.arange(len(obs)), columns, [dict(o.tags) for o in obs]), snap.malformed
+        keys: dict[str, None] = {}
+        for o in obs:
+            if o.tags:
+                keys.update(dict.fromkeys(o.tags))
+        by_key = {k: [o.tags.get(k) for o in obs] for k in keys}
+        return ColumnBlock(np.arange(len(obs)), columns, by_key), snap.malformed
 
     def malformed_count(self) -> int:
         """Files that cannot be read as ledger files (one each) plus rows that are not valid observations."""
