@@ -209,26 +209,44 @@ class _Permits:
         self.end = 0.0
         self.debt = 0.0  # seconds this actor owes: calls that used more tokens than estimated
         self._lock: asyncio.Lock | None = None
+        self.dropped = 0  # slots found late and not used
+        self.warm = False  # set once the actor's first judgment is done (see _gated)
+        self._warm_lock: asyncio.Lock | None = None
+
+    @property
+    def warm_lock(self) -> asyncio.Lock:
+        if self._warm_lock is None:
+            self._warm_lock = asyncio.Lock()
+        return self._warm_lock
 
     async def acquire(self, tokens: float) -> None:
-        """Wait for this item's slot on the shared schedule."""
+        """Wait for this item's slot on the shared schedule; return when it may be sent.
+
+        A slot is used within ``block_s`` of its start or not at all: one found late (the process
+        was starved, the loop held up) is dropped and another taken, so requests held up together
+        are never sent together.
+        """
         if self._lock is None:
             self._lock = asyncio.Lock()
         need = self.limit.slot_seconds(tokens) + self.debt
         self.debt = 0.0
-        async with self._lock:
-            now = time.monotonic()
-            self.cur = max(self.cur, now - self.block_s)  # time left unused is dropped, never saved up
-            if self.cur + need > self.end:
-                span = max(self.block_s, need)
-                offset = await self.limiter.grant.remote(span)
-                self.cur = time.monotonic() + offset  # the round trip only makes it later
-                self.end = self.cur + span
-            start = self.cur
-            self.cur += need
-        delay = start - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        while True:
+            async with self._lock:
+                now = time.monotonic()
+                self.cur = max(self.cur, now - self.block_s)  # time left unused is dropped, never saved up
+                if self.cur + need > self.end:
+                    span = max(self.block_s, need)
+                    offset = await self.limiter.grant.remote(span)
+                    self.cur = time.monotonic() + offset  # the round trip only makes it later
+                    self.end = self.cur + span
+                start = self.cur
+                self.cur += need
+            delay = start - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if time.monotonic() - start <= self.block_s:
+                return
+            self.dropped += 1
 
     def settle(self, estimated: float, used: float) -> None:
         """A call used ``used`` tokens where ``estimated`` were reserved: owe the difference, if more."""
@@ -368,13 +386,25 @@ class _GradingActor:
 def _gated(work: Callable[[int], Any], permits: _Permits, tokens: list[float]) -> Callable[[int], Any]:
     """``work`` with each item waiting for its slot on the shared schedule, and its tokens settled after."""
 
-    async def gated(i: int) -> Any:
+    async def one(i: int) -> Any:
         estimate = tokens[i % len(tokens)]  # judge_plan with epochs: k * n judgments, epoch-major
         await permits.acquire(estimate)
         row = await work(i)
         used = float(row.get("tokens_in") or 0) + float(row.get("tokens_out") or 0)
         permits.settle(estimate, used)
         return row
+
+    async def gated(i: int) -> Any:
+        if not permits.warm:
+            # an actor's first judgment runs alone: it builds what is made on first use (imports, the HTTP
+            # session, a model); requests given slots meanwhile would be held up behind it, then sent at once
+            async with permits.warm_lock:
+                if not permits.warm:
+                    try:
+                        return await one(i)
+                    finally:
+                        permits.warm = True
+        return await one(i)
 
     return gated
 

@@ -144,7 +144,8 @@ def test_ten_thousand_items_through_four_actors_give_each_row_once(ray_cluster, 
 
     local = judge_many(make_judge(fresh.base_url), df.head(50), progress=False)
     assert list(out.columns) == list(local.columns)  # the columns judge_many returns, in its order
-    assert by_id.loc[range(50), "quality_score"].tolist() == local["quality_score"].tolist()
+    ours = by_id.loc[range(50), "quality_score"].astype(float).fillna(-1.0)
+    assert ours.tolist() == local["quality_score"].fillna(-1.0).tolist()  # the same scores (row 3: NaN in both)
 
 
 def test_an_actor_killed_mid_run_loses_nothing(ray_cluster, fresh):
@@ -201,7 +202,8 @@ def test_the_shared_rate_limit_holds_across_four_actors(ray_cluster, fresh):
     times = sorted(r.received_at for r in fresh.requests)
     assert len(times) == n
     worst = max(sum(1 for t in times[k:] if t < start + window) for k, start in enumerate(times))
-    assert worst <= window * per_second * 1.05, worst
+    per_half_second = pd.Series(times).sub(times[0]).floordiv(0.5).value_counts().sort_index().tolist()
+    assert worst <= window * per_second * 1.05, (worst, per_half_second)
     # and the limit is a pace, not a stall: the run took about n / rate seconds
     assert times[-1] - times[0] >= (n - limit.block_requests() * 4 - 1) / per_second
 
