@@ -4,20 +4,25 @@ On the bundled ``data/qa_calibration.jsonl`` (269 answers with people's yes/no l
 offline judges only (no network, no model):
 
 - ``token-f1``: SQuAD token F1 against the references (``TokenF1Judge``);
-- ``panel``: the mean of exact match, contains and token F1 (their disagreement is the
-  uncertainty: all three agreeing gives a score of 0 or 1).
+- ``panel``: the mean of exact match, contains and token F1.
 
-For each judge and strategy, ``--runs`` seeded plans are drawn with the labeller's own code
-(``make_plan``, ``SamplingPlan.queue`` / ``inclusion``, ``active_probabilities``): the first ``n``
-items of the queue get their human label (an annotator who stops after ``n``) and
-``estimate_quality`` gives the PPI++ interval, with the labeller's inclusion probabilities as
-weights for ``"active"`` (all runs in one ``by="run"`` call). It prints, per label budget, the mean
-interval width and coverage of the full-data mean of the labels, then the labels ``"random"``
-needs to reach the width ``"active"`` reaches (interpolated on random's width curve) and their
-ratio. Last, the time the real ``Labeller`` takes per label (append + re-read of the ledger +
-next item), on a ledger holding the 269 judge observations.
+Both are confidently wrong in places (aliases and paraphrases scored 0). For each judge, budget and
+design, ``--runs`` seeded runs (random visiting orders and draws) label the first ``n`` items shown
+(an annotator who stops after ``n``) and give the 95% interval the labeller gives:
 
-    python benchmarks/labelling.py [--runs R] [--budgets 40,60,80,100] [--floor 0.1]
+- ``random``: plain PPI++ on the judge's score (what ``Labeller(strategy="random").estimate()`` gives);
+- ``random+cal``: a uniform walk (``floor=1``: every item shown) with the labeller's calibrated judge
+  (``calibrated_scores``) and weights: random labelling with the same estimator as ``active``, so
+  ``active`` against it is the gain of the sampling alone;
+- ``active``: the labeller's learned residual rule (``residual_walk``, ``walk_inclusion``,
+  ``calibrated_scores``: exactly what ``Labeller(strategy="active")`` does).
+
+It prints the mean width and the coverage of the 269 labels' mean per label count, then the labels
+``random`` (and ``random+cal``) need for the width ``active`` reaches (interpolated on their width
+curves) and the ratio. Last, the time the real ``Labeller`` takes per label (append + re-read of
+the ledger + replay of the walk + next item), on a ledger holding the 269 judge observations.
+
+    python benchmarks/labelling.py [--runs R] [--budgets 40,60,80,100] [--floor 0.1] [--burn-in 20]
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import pandas as pd
 
 from llm_connect import ContainsJudge, ExactMatchJudge, QualityLedger, TokenF1Judge, judge_many
 from llm_connect.calibration import Labeller, estimate_quality
-from llm_connect.calibration._labeller import active_probabilities, make_plan
+from llm_connect.calibration._labeller import calibrated_scores, residual_walk, walk_inclusion
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "qa_calibration.jsonl"
 
@@ -47,23 +52,26 @@ def judges(df: pd.DataFrame) -> dict[str, np.ndarray]:
     return {"token-f1": s_f1, "panel": (s_f1 + s_in + s_em) / 3}
 
 
-def simulate(keys: list[str], f: np.ndarray, y: np.ndarray, strategy: str, budget: int, runs: int,
-             seed: int, floor: float = 0.1) -> pd.DataFrame:
-    n = len(keys)
-    probs = active_probabilities(f, floor=floor) if strategy == "active" else None
-    human = np.full((runs, n), np.nan)
-    weight = np.ones((runs, n))
-    for r in range(runs):
-        plan = make_plan(keys, strategy=strategy, seed=seed + r, probabilities=probs)
-        shown = plan.queue()[:budget]
-        done = np.zeros(n, dtype=bool)
-        done[shown] = True
-        human[r, shown] = y[shown]
-        weight[r] = plan.inclusion(done)
-    data = pd.DataFrame({"run": np.repeat(np.arange(runs), n), "judge": np.tile(f, runs),
-                         "human": human.ravel(), "w": weight.ravel()})
-    est = estimate_quality(data, judge="judge", human="human", by="run", methods="ppi++",
-                           weights="w" if strategy == "active" else None)
+def simulate(f: np.ndarray, y: np.ndarray, design: str, budget: int, runs: int, seed: int, floor: float = 0.1,
+             burn_in: int = 20) -> pd.DataFrame:
+    n = len(f)
+    rng = np.random.default_rng(seed)
+    order = np.argsort(rng.random((runs, n)), axis=1)
+    run = np.repeat(np.arange(runs), n)
+    if design == "random":
+        position = np.empty_like(order)
+        position[np.arange(runs)[:, None], order] = np.arange(n)
+        human = np.where(position < budget, y, np.nan)
+        data = pd.DataFrame({"run": run, "judge": np.tile(f, runs), "human": human.ravel()})
+        est = estimate_quality(data, judge="judge", human="human", by="run", methods="ppi++")
+    else:
+        walk = residual_walk(f, rng.random((runs, n)), order, y, budget=np.full(runs, budget),
+                             floor=1.0 if design == "random+cal" else floor, burn_in=burn_in)
+        human = np.where(walk.used, y, np.nan)
+        data = pd.DataFrame({"run": run, "judge": calibrated_scores(f, human).ravel(), "human": human.ravel(),
+                             "w": walk_inclusion(order, walk.prob, walk.selected, walk.used).ravel()})
+        est = estimate_quality(data, judge="judge", human="human", by="run", methods="ppi++", weights="w")
+        est["labels"] = walk.n_used
     truth = float(y.mean())
     est["width"] = est["ci_high"] - est["ci_low"]
     est["covered"] = (est["ci_low"] <= truth) & (truth <= est["ci_high"])
@@ -86,40 +94,38 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--budgets", default="40,60,80,100")
     parser.add_argument("--floor", type=float, default=0.1, help="the uniform share of active's probabilities")
+    parser.add_argument("--burn-in", type=int, default=20, help="labels taken uniformly before the rule learns")
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     df = pd.read_json(DATA, lines=True, dtype=False)
     y = (df["human"] == "yes").to_numpy(dtype=float)
-    keys = [f"{i}\x1f{m}" for i, m in zip(df["id"], df["candidate_model"], strict=True)]
     print(f"{len(df)} items, human mean {y.mean():.3f}; {args.runs} seeded runs per cell\n")
+    designs = ("random", "random+cal", "active")
     for name, f in judges(df).items():
-        corr = float(np.corrcoef(f, y)[0, 1])
-        pi = active_probabilities(f, floor=args.floor)
-        print(f"judge {name}: corr with people {corr:.2f}; active shows {pi.mean():.2f} of visited items on average")
-        widths: dict[str, list[float]] = {}
-        for strategy in ("random", "active"):
-            widths[strategy] = []
-            for b in budgets:
-                est = simulate(keys, f, y, strategy, b, args.runs, seed=1000 * b, floor=args.floor)
-                widths[strategy].append(float(est["width"].mean()))
-                print(f"  {strategy:6s} {b:4d} labels: width {est['width'].mean():.4f}, "
-                      f"coverage {est['covered'].mean():.3f}")
-        wr = np.array(widths["random"])
-        order = np.argsort(wr)
-        for b, wa in zip(budgets, widths["active"], strict=True):
-            if wa < wr.min():
-                print(f"  active at {b} labels: width {wa:.4f}, narrower than random at {budgets[-1]} labels "
-                      f"(ratio <= {b / budgets[-1]:.2f})")
-                continue
-            if wa > wr.max():
-                print(f"  active at {b} labels: width {wa:.4f}, wider than random at {budgets[0]} labels")
-                continue
-            need = float(np.interp(wa, wr[order], np.array(budgets, dtype=float)[order]))
-            print(f"  same width {wa:.4f}: active {b} labels, random {need:.0f}; ratio {b / need:.2f} "
-                  f"({1 - b / need:.0%} fewer)")
+        print(f"judge {name}: corr with people {float(np.corrcoef(f, y)[0, 1]):.2f}")
+        widths: dict[str, list[float]] = {d: [] for d in designs}
+        for b in budgets:
+            cells = []
+            for d in designs:
+                est = simulate(f, y, d, b, args.runs, seed=1000 * b + designs.index(d), floor=args.floor,
+                               burn_in=args.burn_in)
+                widths[d].append(float(est["width"].mean()))
+                cells.append(f"{d} width {est['width'].mean():.4f} coverage {est['covered'].mean():.3f}")
+            print(f"  {b:4d} labels: " + " | ".join(cells))
+        for base in ("random", "random+cal"):
+            wr = np.array(widths[base])
+            order = np.argsort(wr)
+            for b, wa in zip(budgets, widths["active"], strict=True):
+                if not wr.min() <= wa <= wr.max():
+                    side = "narrower" if wa < wr.min() else "wider"
+                    print(f"  active at {b} labels: width {wa:.4f}, {side} than {base} over {budgets}")
+                    continue
+                need = float(np.interp(wa, wr[order], np.array(budgets, dtype=float)[order]))
+                print(f"  same width {wa:.4f}: active {b} labels, {base} {need:.0f}; ratio {b / need:.2f} "
+                      f"({1 - b / need:.0%} fewer)")
         print()
     print(f"Labeller.label() on a 269-item ledger: {per_label_seconds(df) * 1000:.1f} ms per label "
-          "(append, re-read the ledger, choose the next item)")
+          "(append, re-read the ledger, replay the walk, choose the next item)")
 
 
 if __name__ == "__main__":

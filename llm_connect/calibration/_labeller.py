@@ -47,23 +47,34 @@ with the seed), so the plan depends neither on the row order nor on other items:
     labelled (``inclusion_probability`` in :meth:`Labeller.frame`).
 ``"active"``
     active statistical inference (Zrnic & Candès 2024, *Active Statistical Inference*, ICML,
-    arXiv:2403.03208): the walk visits every item in a seeded random order and shows item ``i``
-    with probability ``π_i = floor + (1 − floor)·u_i / max(u)`` (Poisson sampling), where ``u_i``
-    is the judge's uncertainty, ``sqrt(s(1 − s))`` for a 0..1 score ``s`` (the standard deviation
-    of a label that is correct with probability ``s``; the paper's optimal rule takes ``π``
-    proportional to it), or the ``uncertainty=`` column (e.g. several judges' disagreement). The
-    uniform ``floor`` (default 0.1) keeps every ``π_i`` above zero. Since the annotator may stop
-    at any time, the inclusion probability used in the estimate is ``π_i · K / N``: ``K`` of the
-    ``N`` items were visited (a random prefix of the order, all items before the next one to be
-    shown) and each visited item was shown with probability ``π_i``. With these as
-    ``estimate_quality(..., weights=...)`` the inverse-probability-weighted PPI++ estimate is
-    unbiased (the weights are what :meth:`Labeller.frame` puts in ``inclusion_probability``
-    and :meth:`Labeller.estimate` passes).
-    It pays only when the uncertainty is informative: in a seeded simulation with a calibrated,
-    mostly confident judge it needs about 40% fewer labels than ``"random"`` for the same width;
-    with judges that are confidently wrong (the lexical judges on the bundled QA set, which
-    reject aliases and paraphrases with a score of 0) it needs more, and with few labels its
-    heavy weights make the interval too narrow; ``benchmarks/labelling.py`` measures both.
+    arXiv:2403.03208), sequential and learned as in the paper: the walk visits every item in a
+    seeded random order and shows item ``i`` with probability ``π_i`` (Poisson sampling), fixed
+    *before* its label is seen. The first ``burn_in`` labels (default 20) are a uniform sample
+    (``π = 1``); from then on ``π_i = floor + (1 − floor)·σ(s_i) / max σ``, with ``σ(s)²`` the
+    residual ``E[(y − p̂(s))² | s]`` of the judge calibrated on the labels so far
+    (:func:`residual_walk`: an offset per judge-score bin, shrunk toward the pooled one; the
+    residual per bin, shrunk toward the pooled residual and the judge's own ``s(1 − s)``, and
+    spread within a bin by that claim). The uniform ``floor`` (default 0.1) keeps every ``π_i``
+    above zero. The plan is replayed from the ledger (a shown item keeps the ``π`` recorded with
+    its label), so a restarted kernel resumes it. Since the annotator may stop at any time, the
+    inclusion probability used in the estimate is ``π_i · K / N``: ``K`` of the ``N`` items were
+    visited (a random prefix of the order, all items before the next one to be shown). The
+    estimates (:meth:`Labeller.estimate`) weight by it and use the judge calibrated on the labels
+    with each item's own label left out (:func:`calibrated_scores`, the ``prediction`` column of
+    :meth:`Labeller.frame`) in place of its raw score: the inverse-probability-weighted estimator
+    has no intercept, so a judge whose scores are off by a constant (a lexical judge scoring
+    correct paraphrases 0) would otherwise pay for it in every weight.
+    When it pays: only when the residual uncertainty is informative, i.e. the judge is right
+    most of the time where it is sure and unsure elsewhere. In seeded simulations
+    (``tests/test_labeller.py``) a calibrated judge sure on 85% of the items needs about 27%
+    fewer labels than ``"random"`` for the same width; a confidently wrong lexical judge about 8%
+    fewer; on the bundled QA set with the lexical judges (``benchmarks/labelling.py``) about 16%
+    fewer than ``"random"``'s plain PPI++, nearly all of it from the calibrated judge: their
+    residuals are about equally large on every score but 1, so the sampling itself gains little.
+    With ``uncertainty="COLUMN"`` the fixed rule ``π = floor + (1 − floor)·u / max(u)``
+    (:func:`active_probabilities`) uses that column instead (e.g. several judges' disagreement,
+    or ``sqrt(s(1 − s))`` of a judge known to be calibrated), with the raw scores in the
+    estimates; it pays only when that uncertainty tracks the residual.
 ``"overlap"``
     a seeded share (``overlap=0.2``) of the items, the same set for every annotator, shown to
     every annotator first, then the rest in random order, each to one annotator.
@@ -645,7 +656,9 @@ class Labeller:
     Keyword options: ``group`` (the stratifying column; default ``candidate_model``),
     ``overlap`` (share every annotator labels, default 0.2), ``floor`` (the uniform share of
     ``"active"``, default 0.1), ``uncertainty`` (a column of the judge's uncertainty for
-    ``"active"``, e.g. several judges' disagreement), ``reference_sep``, ``show_judge`` (reveal
+    ``"active"``'s fixed rule, e.g. several judges' disagreement; without it the rule is learned
+    from the labels), ``burn_in`` (labels taken uniformly before it learns, default 20), ``bins``
+    (judge-score bins of the learned rule, default 5), ``reference_sep``, ``show_judge`` (reveal
     the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
     (the interval width progress plans for, default 0.05), ``confidence`` (0.95).
 
@@ -1018,7 +1031,8 @@ class Labeller:
 
     @property
     def n_total(self) -> int:
-        """How many items this labeller shows in all (for ``"active"``: the ones its draws select)."""
+        """How many items this labeller shows in all (for ``"active"``: the ones its draws select; with the
+        learned rule a projection from the labels so far, which moves as labels come in)."""
         return len(self._queue)
 
     def progress(self) -> dict[str, Any]:
