@@ -367,11 +367,18 @@ def _check_writers(ledger: ParquetLedger, names: list[str], n: int) -> None:
 
 
 def _prune_while(ledger: ParquetLedger, running) -> int:
-    removed = ledger.prune_before(T0 + timedelta(days=1))
+    """prune_before in a loop while the writers run; returns how many observations it removed in all.
+
+    Asserts that some of those passes merged files while writers were still appending."""
+    cutoff = T0 + timedelta(days=1)
+    removed, merged_during = 0, 0
     while running():
-        ledger.compact()
-        time.sleep(0.05)
-    return removed + ledger.prune_before(T0 + timedelta(days=1))
+        gone, replaced = ledger._compact(cutoff)  # what prune_before runs, with the count of files it replaced
+        removed += gone
+        merged_during += replaced if running() else 0
+        time.sleep(0.02)
+    assert merged_during > 0, "no compaction overlapped the writers"
+    return removed + ledger.prune_before(cutoff)
 
 
 @pytest.mark.slow
