@@ -26,7 +26,10 @@ everything at once                 :func:`calibrate` -> :class:`CalibrationRepor
 leaderboards (Bradley-Terry,       :func:`leaderboard`, :func:`plot_leaderboard`,
 bootstrap CIs, Arena ranks)        :func:`compare_leaderboards` -> :class:`LeaderboardComparison`
                                    (judge beside people, PPI++ anchored),
-                                   :func:`length_controlled_win_rate` (AlpacaEval 2 GLM)
+                                   :func:`length_controlled_win_rate` (AlpacaEval 2 GLM);
+                                   battles from :func:`~llm_connect.grading.tournament`
+run-to-run reliability             ``calibrate(..., epochs=k)``, :meth:`JudgeCard.with_reliability`
+                                   (epochs, agreement, Krippendorff's alpha in the card)
 every judgment, one page           :func:`judgment_records`, :func:`write_judgments`,
                                    :func:`read_judgments`, :class:`JudgmentViewer`
 label in the notebook              :class:`Labeller` (``.widget()``, strategies ``random``,

@@ -76,6 +76,7 @@ __all__ = [
     "agreement_band",
     "card_from_scores",
     "card_reference",
+    "cards_frame",
     "cards_from_report",
     "judge_verdict",
     "mean_difference",
@@ -112,8 +113,16 @@ CARD_COLUMNS = (
     "position_consistency",
     "yes_rate",
     "weak",
+    "epochs",
+    "epoch_agreement",
+    "epoch_alpha",
     "verdict",
 )
+"""The columns of a table of judge cards (:meth:`JudgeCard.row`, :func:`cards_frame`, ``cards.csv`` of
+``llm-connect calibrate``). ``epochs``, ``epoch_agreement``, ``epoch_alpha``: the run-to-run reliability
+of repeated judging (``calibrate(..., epochs=k)``; :attr:`JudgeCard.reliability`): the epochs, their
+percent agreement and Krippendorff's alpha (nominal for verdicts, interval for continuous scores);
+blank when the judge was run once."""
 
 _BANDS = ((0.2, "slight"), (0.4, "fair"), (0.6, "moderate"), (0.8, "substantial"), (math.inf, "almost perfect"))
 _PROBE_WORDS = {
@@ -383,7 +392,8 @@ class JudgeCard:
             raise ValidationError(f"a judge card lacks a field: {exc}") from exc
 
     def row(self) -> dict[str, Any]:
-        """A flat row for a table."""
+        """A flat row for a table (:data:`CARD_COLUMNS`)."""
+        r = self.reliability or {}
         return {
             "grader_id": self.grader_id,
             "rubric_hash": self.rubric_hash,
@@ -400,6 +410,9 @@ class JudgeCard:
             "position_consistency": self.position_consistency,
             "yes_rate": self.yes_rate,
             "weak": self.weak,
+            "epochs": r.get("epochs"),
+            "epoch_agreement": _num(r.get("agreement")),
+            "epoch_alpha": _num(r.get("alpha")),
             "verdict": self.verdict,
         }
 
@@ -644,8 +657,8 @@ class JudgeCardRegistry:
             ) from exc
 
     def frame(self) -> pd.DataFrame:
-        """One row per card."""
-        return pd.DataFrame([c.row() for c in self._read()], columns=list(CARD_COLUMNS))
+        """One row per card (:data:`CARD_COLUMNS`)."""
+        return cards_frame(self._read())
 
     def _repr_html_(self) -> str:
         cards = self._read()
@@ -658,6 +671,11 @@ class JudgeCardRegistry:
 
 
 # -- from a calibration report -------------------------------------------------------------------
+
+
+def cards_frame(cards: Iterable[JudgeCard]) -> pd.DataFrame:
+    """A table of judge cards: one row per card (:meth:`JudgeCard.row`), the :data:`CARD_COLUMNS`."""
+    return pd.DataFrame([c.row() for c in cards], columns=list(CARD_COLUMNS))
 
 
 def card_reference(report: Any) -> tuple[str | None, bool]:
@@ -709,7 +727,8 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
     Each judge is checked against :func:`card_reference` (people when labelled);
     its probes (and, where no length probe ran, the length regression) become
     the card's bias effects; a pairwise judge's position consistency is one
-    minus the position probe's flip rate. The verdict line names the judge as
+    minus the position probe's flip rate; a judge run in epochs (``calibrate(..., epochs=k)``)
+    has its run-to-run reliability in ``reliability``. The verdict line names the judge as
     the report does; the card is keyed by its ``grader_id`` and rubric hash.
     """
     ref, people = card_reference(report)
@@ -728,6 +747,7 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
         u = usage.get(judge) or {}
         unscored = (u.get("unscored", 0) + u.get("error", 0)) / n if n else math.nan
         probes, consistency = _probe_effects(report, judge)
+        reliability = (getattr(report.meta, "reliability", None) or {}).get(judge)  # calibrate(..., epochs=k)
         choice = getattr(report.agreement, "chosen", {}).get(judge)
         cv = choice.verdicts if choice is not None and choice.reference == ref else None
         card = card_from_scores(
@@ -735,7 +755,7 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
             reference_name=ref or "nothing", people=people, threshold=report.threshold_of(judge),
             reference_threshold=report.threshold_of(ref) if ref is not None else None, probes=probes,
             position_consistency=consistency, unscored_rate=unscored, n_boot=report.n_boot,
-            confidence=report.confidence, seed=report.seed, verdicts=cv,
+            confidence=report.confidence, seed=report.seed, verdicts=cv, reliability=reliability,
         )
         if card.grader_id != judge:  # the verdict names the judge as the report does
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])

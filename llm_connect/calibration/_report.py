@@ -591,6 +591,8 @@ def calibrate(
     preference_codes: str | Mapping[str, Any] | None = None,
     scale: Any = None,
     groups: Mapping[str, str] | None = None,
+    epochs: int = 1,
+    reducer: Any = "mean",
 ) -> CalibrationReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
@@ -622,6 +624,14 @@ def calibrate(
     people's non-tie pairs, tie rates, consistency across orders and position bias; the result is a
     :class:`~llm_connect.calibration.PairwiseReport` (see :func:`~llm_connect.calibration.calibrate_pairwise`;
     ``preference_codes`` says what the preference column's values mean, e.g. ``"a=1,b=2,tie=0"``).
+
+    ``epochs=k`` (``k > 1``): every judge judges every item ``k`` times (each epoch moves the
+    seeds, so a response cache serves no repeat; :func:`~llm_connect.grading.judge_many`) and
+    ``reducer`` (``"mean"``, ``"median"``, ``"mode"``, ``"max"``, ``"min"`` or a callable)
+    reduces the epochs to the score that agreement, thresholds and estimates read; each
+    judge's card then carries its run-to-run reliability (epochs, percent agreement,
+    Krippendorff's alpha: :attr:`~llm_connect.calibration.JudgeCard.reliability`). The bias
+    probes judge the perturbed items once. Not for pairwise data (a :class:`ValidationError`).
     """
     from ._pairwise import calibrate_pairwise, is_pairwise_input
 
@@ -631,6 +641,12 @@ def calibrate(
 
             raise ValidationError("by=, reference_sep= and thresholds= do not apply to pairwise data (no threshold, "
                                   "no reference answer); drop them")
+        if epochs != 1:
+            from ..errors import ValidationError
+
+            raise ValidationError("epochs= is not available for pairwise data in calibrate yet; run "
+                                  "judge_many(judge, items, epochs=k) or tournament(..., epochs=k) for the "
+                                  "run-to-run reliability, and JudgeCard.with_reliability(df) to keep it")
         if human is not None and not isinstance(human, str):
             if len(list(human)) != 1:
                 from ..errors import ValidationError
@@ -652,7 +668,7 @@ def calibrate(
         group_col = group_column(items.columns, by, labels=[*humans, *annotators])
     scored = score_judges(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
                           concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
-                          task_type=task_type, scale=scale)
+                          task_type=task_type, scale=scale, epochs=epochs, reducer=reducer)
     scores = scored.to_frame()  # users read the attrs mirror; the stages below get ``scored``
     ann = scored.annotators
     if groups is None and scale is not None:

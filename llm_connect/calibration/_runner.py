@@ -376,10 +376,14 @@ def judge_items(
     ledger: Any = None,
     task_type: str | None = None,
     desc: str | None = None,
+    epochs: int = 1,
+    reducer: Any = "mean",
 ) -> pd.DataFrame:
     """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
-    Its progress bar says ``desc`` (default ``"grading: <grader_id>"``).
+    Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
+    repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
+    reliability in ``attrs["reliability"]``).
 
     With ``ledger`` and ``task_type`` every scored row is recorded as
     ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
@@ -399,7 +403,7 @@ def judge_items(
         batch[c] = batch[c].map(_text_or_none).astype(object)
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
     plan = judge_plan(judge, batch, run_config=run_config, ledger=ledger, task_type=task_type, replies=True,
-                      desc=label)
+                      desc=label, epochs=epochs, reducer=reducer)
     return run_batch(plan, concurrency=concurrency, progress=progress)
 
 
@@ -437,7 +441,9 @@ class ScoredItems:
     ``passthrough``: the input's other columns, carried into the frame (a name that would clash
     with a column of the frame gets an ``input_`` prefix; see :func:`score_items`);
     ``grader_ids``, ``rubric_hashes``, ``judge_families``, ``pairwise`` and ``usage`` (per judge:
-    rows scored / unscored / error, ``judge_cost_usd``, tokens) are keyed by judge name.
+    rows scored / unscored / error, ``judge_cost_usd``, tokens) are keyed by judge name;
+    ``reliability`` too, for a run in epochs (``epochs > 1``): each judge's run-to-run reliability
+    (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
     """
 
     frame: pd.DataFrame
@@ -452,6 +458,8 @@ class ScoredItems:
     pairwise: dict[str, bool] = field(default_factory=dict)
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     reference_sep: str | None = None
+    epochs: int = 1
+    reliability: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, Any]:
         """Every field but the frame, as a dict (what :func:`score_items` also mirrors in ``attrs``)."""
@@ -491,6 +499,8 @@ def score_items(
     run_config: RunConfig | None = None,
     ledger: Any = None,
     task_type: str | None = None,
+    epochs: int = 1,
+    reducer: Any = "mean",
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
@@ -518,10 +528,15 @@ def score_items(
     With ``ledger`` and ``task_type``, every scored judgment is recorded in the
     ledger through :func:`~llm_connect.grading.judge_many` (the candidate's
     model as its adapter, the item's ``id`` as ``tags["item_id"]``).
+
+    ``epochs=k`` judges each item ``k`` times (``judge_many(..., epochs=k, reducer=...)``): each
+    ``score_<judge>`` is the reduced score, and ``attrs["reliability"]`` holds each judge's
+    run-to-run reliability (percent agreement and Krippendorff's alpha across the epochs).
     """
     return score_judges(
         items, judges, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
-        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
+        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, epochs=epochs,
+        reducer=reducer,
     ).to_frame()
 
 
@@ -538,13 +553,20 @@ def score_judges(
     ledger: Any = None,
     task_type: str | None = None,
     scale: Any = None,
+    epochs: int = 1,
+    reducer: Any = "mean",
 ) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
     :func:`~llm_connect.calibration.calibrate` passes on). Same arguments as :func:`score_items`, and:
     ``human`` may name several columns (rating dimensions such as ``["coherence", "relevance"]``):
     each is a label scored under its own name, a separate target (not an annotator); one column is
     scored as ``human``. ``scale=(low, high)``: the label columns hold ratings on that scale
-    (:func:`parse_labels`)."""
+    (:func:`parse_labels`). ``epochs``/``reducer``: each judge judges each item ``epochs`` times
+    (see :func:`score_items`); ``reliability`` holds each judge's run-to-run reliability."""
+    from ..grading._epochs import check_epochs, reducer_of
+
+    k = check_epochs(epochs)
+    reducer_of(reducer)  # a bad reducer: an error before any judge runs
     frame = items_table(items)
     named = _named_judges(judges)
     n = len(frame)
@@ -577,9 +599,13 @@ def score_judges(
         label_names.append(name)
 
     usage: dict[str, dict[str, Any]] = {}
+    reliability: dict[str, dict[str, Any]] = {}
     for name, judge in named.items():
         batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
-                            progress=progress, run_config=run_config, ledger=ledger, task_type=task_type)
+                            progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
+                            epochs=k, reducer=reducer)
+        if k > 1:
+            reliability[name] = dict(batch.attrs["reliability"])
         scores = pd.to_numeric(batch["quality_score"], errors="coerce").to_numpy(dtype=float)
         status = batch["status"].tolist()
         scores = np.where(np.asarray(status) == "scored", scores, np.nan)
@@ -616,4 +642,6 @@ def score_judges(
         pairwise={k: is_pairwise(j) for k, j in named.items()},
         usage=usage,
         reference_sep=reference_sep,
+        epochs=k,
+        reliability=reliability,
     )

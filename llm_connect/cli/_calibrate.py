@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import csv_safe_frame, one_line, safe_text
+from ..grading._epochs import REDUCERS
 from ._common import (
     CALIBRATE_GROUP_OUTPUTS,
     CALIBRATE_OUTPUTS,
@@ -39,6 +40,9 @@ from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split
 from ._pairwise import PAIRWISE_HELP, add_pairwise_arguments, looks_pairwise, run_pairwise
 
 # -- calibrate ----------------------------------------------------------------------------------
+
+#: The most ``--epochs`` (each epoch is one more judge call per item and judge).
+MAX_EPOCHS = 100
 
 _CALIBRATE_HELP = """\
 Run judges over DATA, compare them with each other and with the human labels,
@@ -95,6 +99,13 @@ spreadsheet does not run them as formulas):
                  COLUMN (column group, n_items: its rows, group_note: a
                  group with fewer than 10 paired items keeps its figures
                  with a note), the pooled figure beside as group "(all)"
+  cards.csv      one row per judge card (the judges checked against the
+                 reference): grader_id, rubric_hash, reference, n_labelled,
+                 agreement, kappa (kappa_low, kappa_high), mean_bias,
+                 unscored_rate, position_consistency, yes_rate, weak; with
+                 --epochs K: epochs, epoch_agreement, epoch_alpha (run-to-run
+                 reliability: percent agreement and Krippendorff's alpha of
+                 the K epochs); verdict
   report.html    everything above with plots, in one self-contained file
   judgments.jsonl every judgment (texts, labels, each judge's score, status,
                  notes, raw reply and prompt; probe results): see llm-connect view
@@ -220,6 +231,21 @@ def _add_calibrate(subparsers: Any) -> None:
     )
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge, the bootstrap and the probes")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=1,
+        metavar="K",
+        help=f"judge every item K times, 1 to {MAX_EPOCHS} (each epoch moves the seed, so the cache serves no "
+        "repeat); the score is the --reducer of the epochs and each judge card carries its run-to-run "
+        "reliability (default: 1)",
+    )
+    p.add_argument(
+        "--reducer",
+        default="mean",
+        choices=sorted(REDUCERS),
+        help="with --epochs: how the epochs' scores become one (default: mean)",
+    )
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
     p.add_argument(
         "--ledger",
@@ -484,6 +510,10 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         raise UsageError(f"--concurrency must be >= 1, got {args.concurrency}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if not 1 <= args.epochs <= MAX_EPOCHS:
+        raise UsageError(f"--epochs must be from 1 to {MAX_EPOCHS}, got {args.epochs}")
+    if args.epochs > 1 and (args.pairwise or looks_pairwise(Path(args.data))):
+        raise UsageError("--epochs is not available for pairwise data yet; drop it")
     if args.pairwise or looks_pairwise(Path(args.data)):  # pairs: a/b/tie, no threshold (cli/_pairwise.py)
         return run_pairwise(args, parser)
     probes: Any = args.probes.strip().lower()
@@ -565,12 +595,16 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         concurrency=args.concurrency,
         progress=not args.no_progress,
         by=args.by,
+        epochs=args.epochs,
+        reducer=args.reducer,
     )
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
-    from ..calibration._cards import cards_from_report
+    from ..calibration._cards import cards_frame, cards_from_report
 
     cards = cards_from_report(report)
     written = _write_csvs(report, paths)
+    csv_safe_frame(cards_frame(cards)).to_csv(paths["cards"], index=False)
+    written["cards"] = paths["cards"]
     written["report"] = report.to_html(paths["report"])
     written["judgments"] = write_judgments(report, paths["judgments"])  # what llm-connect view shows
     _print_verdicts(cards, sys.stdout)

@@ -27,7 +27,8 @@ N_BOOT_MAX = 100_000  # bootstrap resamples: more only costs memory and time (n_
 MAX_AGE_DAYS_MAX = 100_000  # about 270 years; 0 means any age
 CALIBRATE_OUTPUTS = {"scores": "scores.csv", "scores_parquet": "scores.parquet", "agreement": "agreement.csv",
                      "bias": "bias.csv", "report": "report.html", "judgments": "judgments.jsonl",
-                     "agreement_by_group": "agreement_by_group.csv", "bias_by_group": "bias_by_group.csv"}
+                     "agreement_by_group": "agreement_by_group.csv", "bias_by_group": "bias_by_group.csv",
+                     "cards": "cards.csv"}
 #: The outputs written only with ``--by COLUMN`` (removed, as a previous run's, without it).
 CALIBRATE_GROUP_OUTPUTS = ("agreement_by_group", "bias_by_group")
 

@@ -1,4 +1,28 @@
-"""The Baseline Grading contract: results, judges, graders and the batch runtime."""
+"""The Baseline Grading contract: results, judges, graders and the batch runtime.
+
+=================================  ==========================================================
+what                               functions and classes
+=================================  ==========================================================
+the contract                       :class:`Judge`, :class:`AsyncJudge`, :class:`JudgeBase`,
+                                   :class:`GradingResult`, :func:`judge_abilities`
+plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJudge`,
+                                   :class:`TokenF1Judge`, :class:`EmbeddingSimilarityJudge`,
+                                   :class:`LLMJudge`, :class:`FunctionJudge`
+compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
+                                   :class:`CascadeJudge`, :func:`consistency_rate`
+many items at once                 :func:`judge_many`, :func:`ajudge_many`, :func:`grade_many`,
+                                   :class:`PairedGrader`, :class:`BaselineGrader`
+repeated judging (epochs)          ``judge_many(..., epochs=k, reducer=...)``, :data:`REDUCERS`,
+                                   :data:`EPOCH_COLUMNS`, :func:`reseed`,
+                                   :func:`epoch_reliability` -> :class:`EpochReliability`
+tournaments (battles for           :func:`tournament`, :func:`schedule_battles`,
+leaderboards)                      :func:`winner_of`, :data:`TOURNAMENT_COLUMNS`
+=================================  ==========================================================
+
+:func:`tournament`, :func:`schedule_battles`, :func:`epoch_reliability` and
+:class:`EpochReliability` are also exported from ``llm_connect``; the leaderboards they feed
+live in :mod:`llm_connect.calibration` (:func:`~llm_connect.calibration.leaderboard`).
+"""
 
 from ._base import (
     AsyncJudge,
