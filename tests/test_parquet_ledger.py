@@ -277,6 +277,18 @@ def test_files_a_compacted_file_replaces_are_ignored_and_removed_later(tmp_path)
     assert len(parquet_files(root)) == 1 and len(ledger.read_all()) == 6
 
 
+def test_compaction_deletes_a_killed_writers_temporary_file_once_a_day_old(tmp_path):
+    ledger = ParquetLedger(tmp_path / "pq")
+    ledger.append(make_observation())
+    part = parquet_files(tmp_path / "pq")[0].parent
+    old, fresh = part / ".part-dead-00000000.parquet.tmp", part / ".part-live-00000000.parquet.tmp"
+    old.write_bytes(b"half a file")
+    fresh.write_bytes(b"being written")
+    os.utime(old, (time.time() - 2 * 86400,) * 2)
+    ledger.compact()
+    assert not old.exists() and fresh.exists() and len(ledger.read_all()) == 1
+
+
 # -- URIs --------------------------------------------------------------------------------------------------------
 
 

@@ -80,7 +80,9 @@ cannot read is left alone (and counted as malformed). A partition whose rows
 are all removed gets an empty ``compact-*`` file for the switch, removed at the
 end. Compactions of one ledger must not overlap: on a local root they take
 ``filelock.FileLock(ROOT/_compaction.lock)``; on an object store run one
-compactor at a time (e.g. one scheduled job). Empty directories are left.
+compactor at a time (e.g. one scheduled job). Empty directories are left. On a
+local root, compaction also deletes the hidden temporary files of writers killed
+mid-write (``.part-*.parquet.tmp``) once they are a day old.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ import itertools
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -117,6 +120,7 @@ _REPLACES_KEY = b"llm_connect.replaces"
 _INT64_MAX = 2**63 - 1
 _MAX_SEGMENT = 120  # longest encoded task type kept whole in a directory name
 _READ_ATTEMPTS = 20  # listings a reader tries before giving up on a ledger that keeps changing under it
+_ORPHAN_AGE_S = 24 * 3600  # a writer's temporary file this old belongs to a writer that was killed
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _encode_tags = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _COLUMNS = (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "recorded_at", "tags")
@@ -632,6 +636,17 @@ class ParquetLedger(BaseLedger):
         with FileLock(os.path.join(base, "_compaction.lock")):
             yield
 
+    def _remove_orphaned_temp_files(self, base: str) -> None:
+        """Delete the temporary files (``.part-*.parquet.tmp``) of writers killed mid-write over a day ago."""
+        cutoff = time.time() - _ORPHAN_AGE_S
+        for directory, _, names in os.walk(base):
+            for name in names:
+                if name.startswith((".part-", ".compact-")) and name.endswith(".parquet.tmp"):
+                    path = os.path.join(directory, name)
+                    with contextlib.suppress(OSError):
+                        if os.stat(path).st_mtime < cutoff:
+                            os.unlink(path)
+
     def _compact(self, cutoff: datetime | None) -> tuple[int, int]:
         import numpy as np
         import pyarrow as pa
@@ -644,6 +659,8 @@ class ParquetLedger(BaseLedger):
         except OSError as exc:
             raise self._error(exc, "prune") from exc
         with self._compaction_lock():
+            if self._fs()[2]:
+                self._remove_orphaned_temp_files(base)
             snap = self._snapshot(with_table=True)
             dirs: dict[str, list[int]] = {}
             for ordinal, p in enumerate(snap.files):
