@@ -331,10 +331,12 @@ def test_open_ledger_picks_the_class(tmp_path):
     assert isinstance(open_ledger(tmp_path / "l.jsonl"), QualityLedger)
 
 
-def test_pickled_or_forked_writers_get_their_own_file_names(tmp_path):
-    ledger = ParquetLedger(tmp_path / "pq")
+def test_pickled_writers_get_their_own_file_names_and_an_absolute_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ledger = ParquetLedger("pq")  # relative: a pickled copy keeps the absolute path
+    monkeypatch.chdir(tmp_path.parent)
     clone = pickle.loads(pickle.dumps(ledger))
-    assert clone._writer_id != ledger._writer_id and clone.root == ledger.root
+    assert clone._writer_id != ledger._writer_id and clone.root == str(tmp_path / "pq")
     ledger.append(make_observation())
     clone.append(make_observation())
     assert len(parquet_files(tmp_path / "pq")) == 2 and len(ledger.read_all()) == 2

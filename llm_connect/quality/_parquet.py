@@ -251,7 +251,9 @@ class ParquetLedger(BaseLedger):
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self._root_arg, "filesystem": self._filesystem_arg, "fsync": self._fsync}
+        # a local root travels as an absolute path: a Ray actor or a subprocess may run in another directory
+        root = self._root_arg if self._local_root is None else self._local_root
+        return {"root": root, "filesystem": self._filesystem_arg, "fsync": self._fsync}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["root"], filesystem=state["filesystem"], fsync=state["fsync"])  # type: ignore[misc]
