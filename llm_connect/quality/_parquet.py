@@ -20,7 +20,9 @@ partitioned hive-style by task type and UTC date::
   ``latency_ms`` (float64), ``tokens_in``, ``tokens_out`` (int64),
   ``recorded_at`` (``timestamp[us, UTC]``) and ``tags`` (the tags as one JSON
   text, null when empty: any JSON value round-trips exactly). DuckDB reads it
-  as ``read_parquet('ROOT/**/*.parquet', hive_partitioning = true)``.
+  as ``read_parquet('ROOT/**/*.parquet', hive_partitioning = true)``, but sees
+  the files as they are: the copies of retried writes, and during a compaction
+  the files it replaces too; the ledger's own readers see neither.
 - Files and directories whose name starts with ``.`` or ``_`` are not ledger
   files (temporary files, the compaction lock), nor is anything not ending in
   ``.parquet``.
