@@ -71,10 +71,22 @@ with the seed), so the plan depends neither on the row order nor on other items:
     fewer; on the bundled QA set with the lexical judges (``benchmarks/labelling.py``) about 16%
     fewer than ``"random"``'s plain PPI++, nearly all of it from the calibrated judge: their
     residuals are about equally large on every score but 1, so the sampling itself gains little.
-    With ``uncertainty="COLUMN"`` the fixed rule ``π = floor + (1 − floor)·u / max(u)``
-    (:func:`active_probabilities`) uses that column instead (e.g. several judges' disagreement,
-    or ``sqrt(s(1 − s))`` of a judge known to be calibrated), with the raw scores in the
-    estimates; it pays only when that uncertainty tracks the residual.
+    With ``uncertainty="judge"`` the fixed rule ``π = floor + (1 − floor)·u / max(u)``
+    (:func:`active_probabilities`) uses the judge's own uncertainty ``u = sqrt(s(1 − s))`` of its
+    score ``s``, the paper's rule when the model's uncertainty is informative, with the raw scores
+    in the estimates; ``uncertainty="COLUMN"`` uses that column as ``u`` instead (e.g. several
+    judges' disagreement).
+    Which to pick: ``uncertainty="judge"`` when the judge is calibrated (``P(correct | s) ≈ s``:
+    sure where it is right, unsure elsewhere); in the seeded simulations it then needs about 38%
+    fewer labels than ``"random"`` for the same width (the learned rule about 27% fewer), with
+    95% coverage. It trusts the judge's claims of certainty, so it is costly when they are wrong:
+    on the confidently wrong lexical judge (30% of its 0s correct) it needs about 2.9 times
+    ``"random"``'s labels and its intervals cover only 80–91% at 30–240 labels (the few labels
+    drawn where the judge is sure carry huge weights). The learned rule (the default, no
+    ``uncertainty``) learns the residual from the labels and never trusts a claim it has not
+    checked, so it is the safe choice when the judge has not been shown to be calibrated (e.g.
+    any lexical or verdict-only judge, or a new task); there is no ``"auto"`` because the labels
+    that would tell the two apart are the ones being planned.
 ``"overlap"``
     a seeded share (``overlap=0.2``) of the items, the same set for every annotator, shown to
     every annotator first, then the rest in random order, each to one annotator.
@@ -489,6 +501,7 @@ class _ResidualModel:
         return np.where(c >= 0, np.clip(self.floor + (1.0 - self.floor) * ratio, self.floor, 1.0), 1.0)
 
 
+_MIN_LABELS_FOR_WIDTH = 10  # below this the progress text gives no width (the normal interval is not yet one)
 _CLAIM_FLOOR = 0.02  # keeps a judge's claim of certainty (a score of 0 or 1) from zeroing an item's sd
 
 
@@ -655,9 +668,11 @@ class Labeller:
 
     Keyword options: ``group`` (the stratifying column; default ``candidate_model``),
     ``overlap`` (share every annotator labels, default 0.2), ``floor`` (the uniform share of
-    ``"active"``, default 0.1), ``uncertainty`` (a column of the judge's uncertainty for
-    ``"active"``'s fixed rule, e.g. several judges' disagreement; without it the rule is learned
-    from the labels), ``burn_in`` (labels taken uniformly before it learns, default 20), ``bins``
+    ``"active"``, default 0.1), ``uncertainty`` (``"active"``'s fixed rule: ``"judge"`` for the
+    judge's own ``sqrt(s(1 − s))``, for a judge known to be calibrated, or a column of uncertainty,
+    e.g. several judges' disagreement; without it, the default, the rule is learned from the
+    labels: safer when the judge may be confidently wrong, see the module docstring), ``burn_in``
+    (labels taken uniformly before it learns, default 20), ``bins``
     (judge-score bins of the learned rule, default 5), ``reference_sep``, ``show_judge`` (reveal
     the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
     (the interval width progress plans for, default 0.05), ``confidence`` (0.95).
@@ -722,19 +737,19 @@ class Labeller:
         self.floor, self.burn_in, self.bins = floor, burn_in, bins
         self._learned = strategy == "active" and uncertainty is None
         if strategy == "active":
-            u = self._items["uncertainty"] if uncertainty is not None else None
+            u = self._items["uncertainty"] if uncertainty not in (None, "judge") else None
             if u is None and self._items["judge_score"].isna().all():
                 raise ValidationError(
                     "strategy='active' needs the judge's scores: pass judge='GRADER_ID' with a score column "
                     "(GRADER_ID or score_GRADER_ID) in items or its observations in the ledger, or uncertainty="
+                    "'COLUMN'"
                 )
             if self._learned:  # checked now, replayed from the ledger in _refresh
                 residual_walk(np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1), dtype=np.intp), np.full(1, np.nan),
                               floor=floor, burn_in=burn_in, bins=bins)
-            else:
-                assert u is not None
+            else:  # the fixed rule: the judge's own sqrt(s(1 - s)) (uncertainty="judge") or the column
                 probs = active_probabilities(self._items["judge_score"].to_numpy(dtype=float),
-                                             uncertainty=u.to_numpy(dtype=float), floor=floor)
+                                             uncertainty=None if u is None else u.to_numpy(dtype=float), floor=floor)
         self.plan = make_plan(list(self._items["key_text"]), strategy=strategy, seed=self.seed,
                               probabilities=probs if not self._learned else np.ones(len(self._items)),
                               groups=self._items["group"] if strategy == "stratified" else None,
@@ -812,9 +827,10 @@ class Labeller:
             self.group = None
         data["judge_score"] = np.nan
         data["judge_reply"] = None
-        if uncertainty is not None:
-            if uncertainty not in frame.columns:
-                raise ValidationError(f"uncertainty={uncertainty!r} is not a column of the items")
+        if uncertainty is not None and uncertainty != "judge":
+            if not isinstance(uncertainty, str) or uncertainty not in frame.columns:
+                raise ValidationError(f"uncertainty={uncertainty!r} is not a column of the items; pass a column "
+                                      "name, 'judge' (the judge's own sqrt(s(1 - s))) or None (learned)")
             data["uncertainty"] = pd.to_numeric(frame[uncertainty], errors="coerce").to_numpy(dtype=float)
         if self.judge is not None:
             score_col = _column(frame, (self.judge, f"score_{self.judge}"))
@@ -1038,8 +1054,16 @@ class Labeller:
     def progress(self) -> dict[str, Any]:
         """Where labelling stands: ``text`` (e.g. "41 labelled; interval width now 0.09; about 60 more
         for 0.05"), ``n_labelled`` (this annotator), ``n_plan_labels`` (everyone under this plan),
-        ``n_total``, ``width`` (the current interval's width, NaN before 2 labels), ``target_width``
-        and ``more`` (labels still needed for it; None when unknown)."""
+        ``n_total``, ``n_left`` (items of the plan still to show), ``width`` (the current interval's
+        width, NaN before 2 labels), ``target_width``, ``more`` (labels still needed for it; None when
+        unknown) and ``reachable`` (False when ``more`` exceeds the items left, None when unknown).
+
+        The text gives a width only once it means something: with fewer than
+        10 labels under the plan, or a width of 1 or more, the normal
+        interval is not yet a statement about the mean, so it says "interval width needs about 10
+        labels". When the labels needed exceed the items left, it says the target is out of reach and
+        about how wide labelling all of them would leave the interval (the width scaled as
+        ``1/sqrt(labels)``; for ``"random"`` with a judge, PPI++'s ``(1 − ρ²)/n + ρ²/M``)."""
         n = self.n_labelled
         width, more = math.nan, None
         n_plan = int(self._state.labels["key"].nunique()) if len(self._state.labels) else 0
@@ -1049,18 +1073,49 @@ class Labeller:
             width = float(row["ci_high"] - row["ci_low"])
             if math.isfinite(width) and width > 0:
                 more = self._more_for(width, n_plan)
+        left = self._n_left()
+        reachable = None if more is None else more <= left
         text = f"{n} labelled"
-        if math.isfinite(width):
-            text += f"; interval width now {width:.2f}"
-            if more is not None:
-                text += (f"; about {more} more for {self.target_width:.2f}" if more > 0
-                         else f"; narrower than {self.target_width:.2f}")
+        target = f"{self.target_width:.2f}"
+        if n_plan < _MIN_LABELS_FOR_WIDTH or not math.isfinite(width) or width >= 1:
+            text += f"; interval width needs about {_MIN_LABELS_FOR_WIDTH} labels"
         else:
-            text += "; an interval needs 2 or more labels"
+            text += f"; interval width now {width:.2f}"
+            if more is not None and more > left:
+                reach = self._width_with(width, n_plan, left)
+                text += (f"; {target} is out of reach: all {left} items left would give about {reach:.2f}" if left
+                         else f"; {target} is out of reach: no items left")
+            elif more is not None:
+                text += f"; about {more} more for {target}" if more > 0 else f"; narrower than {target}"
         if self._current is None:
             text += "; all items done"
-        return {"text": text, "n_labelled": n, "n_plan_labels": n_plan, "n_total": self.n_total,
-                "width": width, "target_width": self.target_width, "more": more}
+        return {"text": text, "n_labelled": n, "n_plan_labels": n_plan, "n_total": self.n_total, "n_left": left,
+                "width": width, "target_width": self.target_width, "more": more, "reachable": reachable}
+
+    def _n_left(self) -> int:
+        """Items of the plan still to show to anyone: queued, not yet labelled or skipped under the plan
+        (nor labelled elsewhere, outside the overlap share)."""
+        st = self._state
+        overlap = self.plan.overlap
+        return sum(1 for i in self._queue if self._keys[i] not in st.plan_done and self._keys[i] not in st.mine
+                   and (self._keys[i] not in st.labelled_by_others or (len(overlap) and overlap[i])))
+
+    def _width_with(self, width: float, n_plan: int, left: int) -> float:
+        """About the width with ``left`` more labels: ``1/sqrt(labels)``, or PPI++'s
+        ``var(Y)·((1 − ρ²)/n + ρ²/M)`` (:func:`~llm_connect.calibration.labels_needed`) for ``"random"``
+        and ``"overlap"`` with a judge, with ``ρ`` the judge–label correlation on the labels."""
+        total = n_plan + left
+        if self.judge is not None and self.strategy in ("random", "overlap"):
+            frame = self.frame()
+            lab = frame[frame["human"].notna() & frame["judge"].notna()]
+            m = int(frame["judge"].notna().sum())
+            rho2 = 0.0
+            if len(lab) >= 3 and lab["judge"].std() > 0 and lab["human"].std() > 0:
+                rho2 = float(np.corrcoef(lab["judge"], lab["human"])[0, 1] ** 2)
+            if m > 0:
+                now, then = (1 - rho2) / n_plan + rho2 / m, (1 - rho2) / total + rho2 / m
+                return width * math.sqrt(then / now)
+        return width * math.sqrt(n_plan / total)
 
     def _more_for(self, width: float, n_plan: int) -> int | None:
         if self.judge is not None and self.strategy in ("random", "overlap") and n_plan >= 2:
