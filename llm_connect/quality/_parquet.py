@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import hashlib
 import itertools
 import json
@@ -161,6 +162,12 @@ def dedupe_key(o: QualityObservation) -> tuple[Any, ...] | None:
 
     Tag values are compared as JSON values of one type (``1``, ``1.0``, ``true`` and ``"1"`` differ)."""
     tags = o.tags
+    if not tags:
+        return None
+    item, grader, rubric, run = tags.get("item_id"), tags.get("grader_id"), tags.get("rubric_hash"), tags.get("run_id")
+    if type(item) is str and type(grader) is str and type(rubric) is str and type(run) is str:
+        # the common case, as plain text (never equal to the (type, value) pairs below)
+        return (o.task_type, o.adapter_id, o.model_id, o.baseline_adapter_id, item, grader, rubric, run)
     values: list[Any] = [o.task_type, o.adapter_id, o.model_id, o.baseline_adapter_id]
     for name in DEDUPE_TAGS:
         value = tags.get(name)
@@ -813,10 +820,25 @@ def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
     cols = [table.column(name).take(taken).to_pylist()
             for name in (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "tags")]
     kept = np.zeros(n, dtype=bool)
-    seen: set[tuple[Any, ...]] = set()
-    new = object.__new__
     out = snap.observations
     rows = snap.rows
+    collecting = gc.isenabled()
+    gc.disable()  # many small objects at once: the cyclic collector would walk the whole heap again and again
+    try:
+        _build(order, cols, micros, ok, kept, task_type, out, rows)
+    finally:
+        if collecting:
+            gc.enable()
+    snap.malformed += int((~ok).sum())
+    snap.valid = ok
+    snap.kept = kept
+
+
+def _build(order: Any, cols: list[list[Any]], micros: Any, ok: Any, kept: Any, task_type: str | None,
+           out: list[QualityObservation], rows: list[int]) -> None:
+    """The observations of the rows ``order`` (valid so far): parse tags, dedupe, append to ``out``/``rows``."""
+    seen: set[tuple[Any, ...]] = set()
+    new = object.__new__
     loads = _load_tags
     epoch = _EPOCH
     micro = timedelta(microseconds=1)
@@ -853,9 +875,6 @@ def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
         kept[row] = True
         out.append(o)
         rows.append(row)
-    snap.malformed += int((~ok).sum())
-    snap.valid = ok
-    snap.kept = kept
 
 
 def _fsync_dir(directory: str) -> None:
