@@ -426,7 +426,7 @@ def test_ray_actors_and_processes_append_while_a_compaction_runs(tmp_path):
     root = tmp_path / "pq"
     ledger = ParquetLedger(root)
     n_old = _seed_old(ledger)
-    n = 40
+    n = 30
     started = ray.is_initialized()
     if not started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
