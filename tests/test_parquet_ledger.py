@@ -273,8 +273,16 @@ def test_files_a_compacted_file_replaces_are_ignored_and_removed_later(tmp_path)
         p.write_bytes(data)
     assert ledger.read_all() == before and ledger.malformed_count() == 0
     ledger.append(nth_observation(7))
-    assert ledger.compact() == 4  # the compacted file, the new one and the two leftovers it replaced
-    assert len(parquet_files(root)) == 1 and len(ledger.read_all()) == 6
+    from llm_connect.quality._parquet import _table
+
+    pq.write_table(_table([nth_observation(8), nth_observation(9)]), root / "copied-in.parquet")  # outside partitions
+    assert ledger.compact() == 4  # the root's one file has nothing to merge with  # the compacted file, the new one and the two leftovers it replaced
+    assert len(ledger.read_all()) == 8 and len(parquet_files(root)) == 2
+    ledger.append(nth_observation(10, task_type="other"))
+    pq.write_table(_table([nth_observation(11)]), root / "another.parquet")
+    assert ledger.compact() == 2  # the root's two files merge into one compacted file at the root
+    assert sorted(p.name.split("-")[0] for p in parquet_files(root)) == ["compact", "compact", "part"]
+    assert len(ledger.read_all()) == 10 and ledger.compact() == 0
 
 
 def test_compaction_deletes_a_killed_writers_temporary_file_once_a_day_old(tmp_path):

@@ -426,7 +426,7 @@ class ParquetLedger(BaseLedger):
             meta[_REPLACES_KEY] = json.dumps(sorted(replaces)).encode("utf-8")
             table = table.replace_schema_metadata(meta)
         name = self._next_name(prefix)
-        directory = f"{base}/{rel_dir}"
+        directory = f"{base}/{rel_dir}" if rel_dir else base
         final = f"{directory}/{name}"
         try:
             if local:
@@ -543,7 +543,8 @@ class ParquetLedger(BaseLedger):
             tables[p] = table
             if replaces:
                 directory = p.rsplit("/", 1)[0]
-                snap.replaced.update(f"{directory}/{n}" for n in replaces)
+                # only those still listed: the others are gone already
+                snap.replaced.update(f"{directory}/{n}" for n in replaces if f"{directory}/{n}" in by_name)
         parts = []
         for p in listed:
             if p in snap.replaced:
