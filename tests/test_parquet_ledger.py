@@ -277,7 +277,7 @@ def test_files_a_compacted_file_replaces_are_ignored_and_removed_later(tmp_path)
 
     # a file outside the partitions (copied in by hand)
     pq.write_table(_table([nth_observation(8), nth_observation(9)]), root / "copied-in.parquet")
-    assert ledger.compact() == 4  # the root's one file has nothing to merge with  # the compacted file, the new one and the two leftovers it replaced
+    assert ledger.compact() == 4  # the compacted file, the new one, the two leftovers; the root has one file only
     assert len(ledger.read_all()) == 8 and len(parquet_files(root)) == 2
     ledger.append(nth_observation(10, task_type="other"))
     pq.write_table(_table([nth_observation(11)]), root / "another.parquet")
