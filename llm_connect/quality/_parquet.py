@@ -51,8 +51,8 @@ column) counts once in :meth:`~ParquetLedger.malformed_count`; a row that is
 not a valid observation counts once. A file removed by a concurrent compaction
 while being read makes the reader list again, as does a compaction finishing
 during the read (the reader lists the files a second time at the end to see),
-so a reader sees the ledger before or after a compaction, never half of it. A snapshot is held in memory (a few hundred bytes per
-observation).
+so a reader sees the ledger before or after a compaction, never half of it. A
+snapshot is held in memory (a few hundred bytes per observation).
 
 Duplicates
 ----------
