@@ -140,6 +140,21 @@ def run_ray(ray: Any, df: pd.DataFrame, url: str, concurrency: int, actors: int,
     return wall, cpu.cpu_s + driver, out
 
 
+def limiter_rate(ray: Any, calls: int = 2_000) -> None:
+    """Round trips a second to the shared limiter from one caller, one at a time (what bounds the cluster's pace)."""
+    from llm_connect.distributed import RateLimit, _Schedule
+
+    limiter = ray.remote(num_cpus=0)(_Schedule).remote()
+    ray.get(limiter.grant.remote(0.0))  # started
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        ray.get(limiter.grant.remote(0.0))
+    per_s = calls / (time.perf_counter() - t0)
+    block = RateLimit(requests_per_minute=1e9).block_requests()
+    print(f"shared limiter: {per_s:,.0f} round trips/s from one caller ({1e6 / per_s:.0f} us each), "
+          f"x {block} requests a block = {per_s * block:,.0f} requests/s")
+
+
 def ledger_rates(n: int, batch: int) -> None:
     from llm_connect import QualityLedger, QualityObservation
 
@@ -200,6 +215,7 @@ def main() -> None:
         try:
             ray_wall, ray_cpu, out = run_ray(ray, df, server.base_url, args.concurrency, args.actors,
                                              args.batch_size, server_pid)
+            limiter_rate(ray)
         finally:
             ray.shutdown()
         print(f"grade_dataset   wall {ray_wall:7.1f} s  ratio to floor {ray_wall / floor:5.2f}  "

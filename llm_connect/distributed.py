@@ -8,7 +8,7 @@ extra.
 How a job runs
 --------------
 :func:`grade_dataset` is ``judge_many`` spread over a pool of Ray actors
-(``ds.map_batches(..., concurrency=num_actors, batch_format="pandas")``, the
+(``ds.map_batches(..., compute=ActorPoolStrategy(size=num_actors), batch_format="pandas")``, the
 way Ray Data runs LLM batch inference). Each actor calls ``judge_factory()``
 once, so adapters, HTTP sessions and local models are built once per actor, and
 runs the package's async batch engine (:func:`llm_connect.grading.judge_plan`
@@ -440,7 +440,7 @@ def grade_dataset(
     actor builds its own adapters and models. It is pickled to the workers (cloudpickle): define it in
     an importable module or build it from library callables.
 
-    ``num_actors``: actors in the pool (Ray Data's ``concurrency``); ``concurrency``: judgments each
+    ``num_actors``: actors in the pool (Ray Data's ``ActorPoolStrategy(size=...)``); ``concurrency``: judgments each
     actor keeps in flight (``judge_many``'s ``concurrency``), so ``num_actors * concurrency`` at once;
     ``batch_size``: rows handed to an actor at a time. ``num_cpus``: CPUs reserved per actor (an HTTP
     judge needs little; a local model wants 1 or more); ``ray_remote_args``: more of Ray's actor
@@ -510,7 +510,7 @@ def grade_dataset(
             "run_config": run_config,
             "run_id": uuid.uuid4().hex,
         },
-        concurrency=num_actors,
+        compute=ray.data.ActorPoolStrategy(size=num_actors),
         batch_size=batch_size,
         batch_format="pandas",
         **options,

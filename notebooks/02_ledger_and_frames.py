@@ -207,6 +207,52 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
+# ## Past one machine: the same job on Ray
+#
+# `llm_connect.distributed.grade_dataset(ds, judge_factory, ...)` runs the batch
+# above on a pool of Ray actors (`pip install 'llm-connect[ray]'`): each actor
+# builds its own judge from the factory, once, and grades its batches with the
+# same engine as `judge_many`, so the rows have the same columns. With a ledger,
+# each batch's observations are written at once, and a rerun skips the items
+# the same grader already scored (their rows come back with `resumed=True`).
+# Here the cluster is local (2 CPUs); on a real one, `ray.init()` joins the
+# cluster `RAY_ADDRESS` names and the ledger is a `ParquetLedger` at an `s3://`
+# root that every host appends to without a lock. The cell does nothing when Ray
+# is not installed.
+
+# %%
+try:
+    import ray
+except ImportError:  # the ray extra is not installed
+    ray = None
+
+if ray is not None:
+    import warnings
+
+    from llm_connect.distributed import grade_dataset
+    from llm_connect.quality import ParquetLedger
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    with warnings.catch_warnings():  # Ray's own deprecation notices
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+    shared = ParquetLedger(workdir / "shared-ledger")
+    on_ray = grade_dataset(ray.data.from_pandas(qa), lambda: ExactMatchJudge(normalizer="squad", reference_sep="|"),
+                           num_actors=2, batch_size=64, ledger=shared, task_type="qa-exact").to_pandas()
+    again = grade_dataset(ray.data.from_pandas(qa), lambda: ExactMatchJudge(normalizer="squad", reference_sep="|"),
+                          num_actors=2, batch_size=64, ledger=shared, task_type="qa-exact").to_pandas()
+    ray.shutdown()
+    scores = on_ray.set_index("id")["quality_score"].astype(float).reindex(batch["id"])
+    print(len(on_ray), "rows; the same scores as judge_many:",
+          np.allclose(scores, batch["quality_score"], equal_nan=True))
+    print("rerun:", int(again["resumed"].sum()), "rows read back from the ledger,",
+          int((~again["resumed"]).sum()), "graded again")
+    shared_frame = ledger_frame(shared)
+    print(shared_frame.shape, shared_frame["tag.grader_id"].unique().tolist())
+    assert np.allclose(scores, batch["quality_score"], equal_nan=True)
+    assert len(shared_frame) == batch.attrs["counts"]["scored"]
+
+# %% [markdown]
 # ## Back from a frame
 #
 # `observations_from_frame(df)` turns a ledger-shaped frame back into validated

@@ -209,10 +209,12 @@ def test_the_shared_rate_limit_holds_across_four_actors(ray_cluster, fresh):
 
 
 def test_a_rerun_with_the_same_ledger_skips_what_was_graded(ray_cluster, fresh, tmp_path):
-    from llm_connect import QualityLedger
+    """A ParquetLedger, the ledger many hosts share (the same two calls, by_task_type and extend, serve a
+    QualityLedger: see the in-process test below)."""
     from llm_connect.distributed import RESUMED, grade_dataset
+    from llm_connect.quality import ParquetLedger
 
-    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    ledger = ParquetLedger(tmp_path / "ledger")
     factory = functools.partial(make_judge, fresh.base_url)
     kw = {"ledger": ledger, "task_type": "qa", "num_actors": 2, "concurrency": 8, "batch_size": 50}
     first = grade_dataset(ray_cluster.data.from_pandas(items(200)), factory, **kw).to_pandas()
@@ -238,3 +240,29 @@ def test_a_rerun_with_the_same_ledger_skips_what_was_graded(ray_cluster, fresh, 
 def asked_ids(server) -> list[int]:
     """The item ids whose judgments the server was asked for (each judge prompt holds its item's question)."""
     return [int(re.search(r"Question #(\d+):", r.body["messages"][-1]["content"]).group(1)) for r in server.requests]
+
+
+def test_the_actor_resumes_from_a_jsonl_ledger_in_process(fresh, tmp_path):
+    """The pool's actor class run in this process (no Ray): a QualityLedger, rows read back, ids of any type."""
+    from llm_connect import QualityLedger
+    from llm_connect.distributed import RESUMED, _GradingActor
+
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    factory = functools.partial(make_judge, fresh.base_url)
+
+    def actor() -> _GradingActor:
+        return _GradingActor(factory, 4, ledger, "qa", None, None, None, run_id="r1")
+
+    df = items(6)
+    df["id"] = ["a", "b", 3, 4, "5", 6.0]  # text and numbers: "5" and 5 stay distinct, 6.0 is 6
+    first = actor()(df.iloc[:3])
+    assert first["status"].tolist() == ["scored"] * 3 and not first[RESUMED].any()
+    df.loc[1, "status"] = "an input column named like a result"
+    out = actor()(df)
+    assert fresh.stats()["total"] == 6  # 3, then the 3 not yet graded
+    assert out[RESUMED].tolist() == [True, True, True, False, False, False]
+    assert out["quality_score"].iloc[:3].tolist() == first["quality_score"].tolist()
+    assert out["status_input"].tolist()[1] == "an input column named like a result"
+    assert list(out.columns) == [*df.columns.str.replace("^status$", "status_input", regex=True),
+                                 *first.columns[len(df.columns) - 1:]]
+    assert sorted(map(str, (o.tags["item_id"] for o in ledger.read_all()))) == ["3", "4", "5", "6", "a", "b"]
