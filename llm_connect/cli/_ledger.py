@@ -253,14 +253,27 @@ def _run_ledger_convert(args: argparse.Namespace, parser: argparse.ArgumentParse
             f"the target ledger {safe_text(dst_name)} already holds observations; pass --append to add to it, "
             "or give a new or empty TARGET"
         )
-    observations, malformed = _read(source, args.source)
+    from itertools import islice
+
+    from ..quality import ParquetLedger
+
+    if isinstance(source, ParquetLedger):  # one snapshot
+        observations, malformed = _read(source, args.source)
+        stream = iter(observations)
+    else:  # a JSON Lines file streams, a batch at a time
+        stream, malformed = source.iter_observations(), None
+    converted = 0
     try:
-        for start in range(0, len(observations), _CONVERT_BATCH):
-            target.extend(observations[start : start + _CONVERT_BATCH])
+        while batch := list(islice(stream, _CONVERT_BATCH)):
+            target.extend(batch)
+            converted += len(batch)
+        if malformed is None:
+            malformed = source.malformed_count()
     except OSError as exc:
-        raise UsageError(f"cannot write the ledger {safe_text(dst_name)}: {exc.strerror or exc}") from None
+        what = exc.strerror or exc
+        raise UsageError(f"cannot convert {safe_text(src_name)} to {safe_text(dst_name)}: {what}") from None
     print(
-        f"converted {len(observations)} observations from {safe_text(src_name)} ({_kind(source)}) "
+        f"converted {converted} observations from {safe_text(src_name)} ({_kind(source)}) "
         f"to {safe_text(dst_name)} ({_kind(target)}); {malformed} malformed "
         f"{'lines' if _kind(source) == 'JSON Lines' else 'files or rows'} skipped"
     )
