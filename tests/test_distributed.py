@@ -266,3 +266,36 @@ def test_the_actor_resumes_from_a_jsonl_ledger_in_process(fresh, tmp_path):
     assert list(out.columns) == [*df.columns.str.replace("^status$", "status_input", regex=True),
                                  *first.columns[len(df.columns) - 1:]]
     assert sorted(map(str, (o.tags["item_id"] for o in ledger.read_all()))) == ["3", "4", "5", "6", "a", "b"]
+
+
+def test_a_token_limit_paces_two_holders_and_settles_what_a_call_used(ray_cluster):
+    """The token side of the shared schedule, with the limiter a real Ray actor and two permit holders (two
+    actors' worth) on one loop: 120,000 tokens a minute (2,000 a second), items of 100 tokens."""
+    import asyncio
+
+    from llm_connect.distributed import RateLimit, _Permits, _Schedule
+
+    limit = RateLimit(tokens_per_minute=120_000, output_tokens=0)
+    limiter = ray_cluster.remote(num_cpus=0)(_Schedule).remote()
+    holders = [_Permits(limiter, limit), _Permits(limiter, limit)]
+    times: list[float] = []
+
+    async def run() -> None:
+        async def one(holder: _Permits) -> None:
+            for _ in range(30):
+                await holder.acquire(100)
+                times.append(time.monotonic())
+        await asyncio.gather(*(one(h) for h in holders))
+
+    asyncio.run(run())
+    span = max(times) - min(times)
+    tokens = 100 * len(times)  # 6,000 tokens: 3 s at 2,000 a second
+    assert tokens <= 2_000 * span + 2_000 * holders[0].block_s + 100  # the rate, plus at most a block early
+    assert span >= (tokens - 2 * 2_000 * holders[0].block_s - 100) / 2_000  # a pace, not a burst
+    assert ray_cluster.get(limiter.count.remote()) <= 2 * (span / holders[0].block_s + 2)  # a block a round trip
+
+    holder = holders[0]
+    holder.settle(100, 1_100)  # the call used 1,000 tokens more than reserved: owed as 0.5 s of the schedule
+    assert holder.debt == 0.5
+    holder.settle(100, 50)  # less than reserved: nothing is given back
+    assert holder.debt == 0.5
