@@ -233,13 +233,15 @@ def test_retried_keyed_writes_are_read_once_and_compaction_drops_the_copies(tmp_
     unkeyed = [nth_observation(9, tags={"item_id": 9, "grader_id": "g"}) for _ in range(2)]  # no rubric, no run
     other_adapter = keyed(1, adapter_id="another")
     null_run = nth_observation(8, tags={**keyed(8).tags, "run_id": None})
-    ledger.extend([other_run, *unkeyed, other_adapter, null_run, null_run])
+    no_rubric = nth_observation(7, tags={"item_id": 7, "grader_id": "exact-match", "run_id": "r1"})  # exact match
+    ledger.extend([other_run, *unkeyed, other_adapter, null_run, null_run, no_rubric, no_rubric])
     got = ledger.read_all()
     assert [o for o in got if o in first] == first  # the first write of each key is the one read
     assert not any(o in retried for o in got)
     assert sum(o == unkeyed[0] for o in got) == 2 and sum(o == null_run for o in got) == 2
     assert other_run in got and other_adapter in got
-    assert len(got) == 5 + 1 + 2 + 1 + 2
+    assert sum(o == no_rubric for o in got) == 1  # a judge without a rubric, retried in one run: read once
+    assert len(got) == 5 + 1 + 2 + 1 + 2 + 1
     assert set(DEDUPE_TAGS) == {"item_id", "grader_id", "rubric_hash", "run_id"}
     as_text = nth_observation(1, tags={**keyed(1).tags, "item_id": "1"})  # "1" is not 1, nor 1.0, nor true
     as_float = nth_observation(1, tags={**keyed(1).tags, "item_id": 1.0})

@@ -57,14 +57,15 @@ snapshot is held in memory (a few hundred bytes per observation).
 Duplicates
 ----------
 A retried task may write the same judgment twice. An observation whose tags
-hold all of ``item_id``, ``grader_id``, ``rubric_hash`` and ``run_id``
-(:data:`DEDUPE_TAGS`, none of them null) is keyed by those four values and its
+hold ``item_id``, ``grader_id`` and ``run_id`` (none of them null) is keyed by
+those, its ``rubric_hash`` (:data:`DEDUPE_TAGS`; absent or null for a judge
+without a rubric, such as exact match, counts as one value) and its
 ``task_type``, ``adapter_id``, ``model_id`` and ``baseline_adapter_id`` (so two
 candidates judged on one item, or one item under two task types, are never
 merged); among observations with one key only the first in read order (the
 earliest ``recorded_at``) is read, and compaction keeps only that one. An
-observation lacking any of those tags, or with one of them null (human labels,
-judges without a rubric hash, runs without a run id), is never deduplicated.
+observation lacking ``item_id``, ``grader_id`` or ``run_id``, or with one of
+them null (human labels, runs without a run id), is never deduplicated.
 
 Compaction: ``prune_before`` and ``compact``
 --------------------------------------------
@@ -114,7 +115,8 @@ from ._observation import QualityObservation, as_utc, has_lone_surrogate
 
 __all__ = ["DEDUPE_TAGS", "ParquetLedger"]
 
-#: The tags that, all present, key an observation for deduplication (with its ids; see the module docstring).
+#: The tags that key an observation for deduplication (with its ids; ``rubric_hash`` may be absent; see the
+#: module docstring).
 DEDUPE_TAGS = ("item_id", "grader_id", "rubric_hash", "run_id")
 
 _FORMAT_KEY = b"llm_connect.ledger"
@@ -171,6 +173,9 @@ def dedupe_key(o: QualityObservation) -> tuple[Any, ...] | None:
     values: list[Any] = [o.task_type, o.adapter_id, o.model_id, o.baseline_adapter_id]
     for name in DEDUPE_TAGS:
         value = tags.get(name)
+        if value is None and name == "rubric_hash":  # a judge without a rubric (exact match, embeddings)
+            values.append(("absent", None))
+            continue
         if value is None:
             return None
         kind = type(value)
