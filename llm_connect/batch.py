@@ -522,13 +522,85 @@ def check_ledger(ledger: Any, task_type: str | None) -> None:
         raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
 
 
+class _GroupCommit:
+    """Group commit of one ledger's observations on one event loop.
+
+    Rows that finish while a write is in flight queue their observations; the next write takes them all in
+    one ``ledger.extend`` (one lock acquisition for a JSON Lines ledger, one file per partition for a
+    :class:`~llm_connect.quality.ParquetLedger` instead of one file per row). A row still waits for its own
+    observation's write, so it is never reported recorded before it is. When the ledger refuses the group
+    for one observation's sake (a :class:`ValueError` or :class:`TypeError`, raised before anything is
+    written), the group is written again one observation at a time, so only that row fails; an
+    :class:`OSError` fails the whole group (nothing is written twice).
+    """
+
+    def __init__(self, ledger: Any, key: tuple[int, int]) -> None:
+        self.ledger, self.key = ledger, key
+        self.pending: list[tuple[Any, asyncio.Future[None]]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def write(self, obs: Any) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self.pending.append((obs, done))
+        if self.task is None or self.task.done():
+            self.task = loop.create_task(self._drain())
+        await done
+
+    async def _drain(self) -> None:
+        try:
+            while self.pending:
+                group, self.pending = self.pending, []
+                errors = await self._flush([o for o, _ in group])
+                for (_, done), err in zip(group, errors, strict=True):
+                    if done.done():  # the row was cancelled meanwhile
+                        continue
+                    if err is None:
+                        done.set_result(None)
+                    else:
+                        done.set_exception(err)
+        finally:
+            if not self.pending:
+                _GROUPS.pop(self.key, None)
+
+    async def _flush(self, group: list[Any]) -> list[BaseException | None]:
+        try:
+            await to_thread(self.ledger.extend, group)
+            return [None] * len(group)
+        except (ValueError, TypeError) as exc:
+            if len(group) == 1:
+                return [exc]
+        except Exception as exc:
+            return [exc] * len(group)
+        out: list[BaseException | None] = []
+        for o in group:
+            try:
+                await to_thread(self.ledger.append, o)
+                out.append(None)
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+
+_GROUPS: dict[tuple[int, int], _GroupCommit] = {}  # (id(loop), id(ledger)) -> its writer, while it writes
+
+
 async def record_row(ledger: Any, make: Callable[[], Any], row: Row) -> None:
     """Append ``make()`` to the ledger, setting ``row["ledger_error"]``. The judgment stands whatever
-    happens: a failure to build or append the observation is reported there, never in the row's status or score."""
+    happens: a failure to build or append the observation is reported there, never in the row's status or score.
+
+    Rows recording at the same time are written together (see :class:`_GroupCommit`)."""
     row[LEDGER_ERROR] = None
     try:
         obs = make()
-        await to_thread(ledger.append, obs)
+        if callable(getattr(ledger, "extend", None)):
+            key = (id(asyncio.get_running_loop()), id(ledger))
+            writer = _GROUPS.get(key)
+            if writer is None:
+                writer = _GROUPS[key] = _GroupCommit(ledger, key)
+            await writer.write(obs)
+        else:
+            await to_thread(ledger.append, obs)
     except Exception as exc:
         row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"
         log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))

@@ -432,3 +432,45 @@ def test_ajudge_many_takes_the_path_of_judge_many():
     assert list(awaited.columns) == list(sync.columns)
     assert [*RESULT, "verdict", "consistent", "details"] == list(sync.columns)[-12:]
     assert awaited["judge_cost_usd"].tolist() == sync["judge_cost_usd"].tolist() == pytest.approx([0.02] * 3)
+
+
+# -- recording: rows that finish together are written together ------------------------------------------------
+
+
+def _qa_items(n, *, long_id_at=None):
+    rows = []
+    for i in range(n):
+        item_id = ("x" * 3000 + str(i)) if i == long_id_at else f"q{i}"
+        rows.append({"id": item_id, "prompt": f"p{i}", "baseline": f"answer {i % 7}", "candidate": f"answer {i % 5}"})
+    return pd.DataFrame(rows)
+
+
+def test_rows_recorded_together_become_few_parquet_files_and_lose_none(tmp_path):
+    """Group commit: a batch writing to a ParquetLedger does not leave one file per row, and every scored
+    row's observation is there exactly once."""
+    from llm_connect import ExactMatchJudge, ParquetLedger, judge_many
+
+    ledger = ParquetLedger(tmp_path / "pq")
+    items = _qa_items(300)
+    df = judge_many(ExactMatchJudge(), items, ledger=ledger, task_type="qa", concurrency=16, progress=False)
+    assert (df["status"] == "scored").all() and df["ledger_error"].isna().all()
+    got = ledger.read_all()
+    assert sorted(o.tags["item_id"] for o in got) == sorted(items["id"])
+    files = list((tmp_path / "pq").rglob("*.parquet"))
+    assert 1 <= len(files) < 300 / 2, len(files)  # grouped, not one file per row
+
+
+def test_a_refused_observation_fails_only_its_own_row_in_a_group(tmp_path):
+    """One observation the ledger refuses (its line would pass max_line_bytes) is that row's ledger_error;
+    the rows written in the same group are recorded once each."""
+    from llm_connect import ExactMatchJudge, QualityLedger, judge_many
+
+    ledger = QualityLedger(tmp_path / "l.jsonl", max_line_bytes=2000)
+    items = _qa_items(120, long_id_at=37)
+    df = judge_many(ExactMatchJudge(), items, ledger=ledger, task_type="qa", concurrency=16, progress=False)
+    failed = df[df["ledger_error"].notna()]
+    assert list(failed.index) == [37] and "max_line_bytes" in failed.loc[37, "ledger_error"]
+    assert (df["status"] == "scored").all()  # the judgment stands
+    ids = [o.tags["item_id"] for o in ledger.read_all()]
+    assert sorted(ids) == sorted(i for k, i in enumerate(items["id"]) if k != 37)
+    assert ledger.malformed_count() == 0
