@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from ..errors import ValidationError
 from ._base import BaseLedger
-from ._ledger_io import MAX_LINE_BYTES, encode_line, scan_lines, temp_file_beside
+from ._ledger_io import MAX_LINE_BYTES, encode_line, fsync_dir, scan_lines, temp_file_beside
 from ._observation import QualityObservation, as_utc
 
 __all__ = ["QualityLedger"]
@@ -382,7 +382,7 @@ class QualityLedger(BaseLedger):
                     os.unlink(tmp_name)
                     return 0
                 os.replace(tmp_name, self._fspath)
-        _fsync_dir(directory)
+        fsync_dir(directory)
         return removed
 
     def _remove_orphaned_temp_files(self, directory: Path) -> None:
@@ -421,16 +421,3 @@ def _keep_owner_and_mode(fd: int, st: os.stat_result) -> None:
             break
         except OSError:
             continue
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -106,6 +106,21 @@ _encode_tags = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check
 _float_repr = float.__repr__
 
 
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Flush a directory's entries (a rename or a new file in it) to disk; best effort (some file systems
+    cannot open or sync a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def encode_line(o: QualityObservation) -> str:
     """``json.dumps(o.to_dict(), separators=(",", ":"), ensure_ascii=False)``, byte for byte, without the dict."""
     if type(o) is not QualityObservation:  # a subclass may have its own to_dict

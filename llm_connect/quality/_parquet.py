@@ -110,7 +110,7 @@ from urllib.parse import quote
 from .._textsafe import redact_urls
 from ..errors import MissingDependencyError, ValidationError
 from ._base import BaseLedger
-from ._ledger_io import FLOAT_FIELDS, INT_FIELDS, TEXT_FIELDS, ColumnBlock, TagLayout
+from ._ledger_io import FLOAT_FIELDS, INT_FIELDS, TEXT_FIELDS, ColumnBlock, TagLayout, fsync_dir
 from ._observation import QualityObservation, as_utc, has_lone_surrogate
 
 __all__ = ["DEDUPE_TAGS", "ParquetLedger"]
@@ -450,7 +450,7 @@ class ParquetLedger(BaseLedger):
                         os.unlink(tmp)
                     raise
                 if self._fsync:
-                    _fsync_dir(directory)
+                    fsync_dir(directory)
             else:
                 self._check_root(fs, base)
                 fs.create_dir(directory, recursive=True)
@@ -881,16 +881,3 @@ def _build(order: Any, cols: list[list[Any]], micros: Any, ok: Any, kept: Any, t
         kept[row] = True
         out.append(o)
         rows.append(row)
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
