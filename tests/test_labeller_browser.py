@@ -6,13 +6,18 @@ isolated in it (the machinery is ``docs/make_labeller_screenshot.py``'s, which t
 screenshot the same way). There it writes a small labelling notebook (twelve items of the bundled QA
 set, a ``Labeller`` writing to a ledger in the temporary directory, and ``labeller.widget()``), opens
 it, runs its cells from JupyterLab's Run menu, clicks Correct / Incorrect on five items, restarts the
-kernel from the Kernel menu (confirming the dialog), runs the cells again, and checks that
+kernel from the Kernel menu (confirming the dialog), runs the cells again, then gives one label
+and one undo by keyboard (ipyevents: hover the item, press ``x``, then ``u``), and checks that
 
 - the widget really rendered (``llmc-labeller`` in the page, no "Loading widget..." or error);
 - the ledger holds exactly the five human observations clicked, with their scores, the annotator,
   the item ids shown and the sampling probability;
 - after the restart the widget shows the sixth item of the annotator's order (worked out here, in
-  this process, by a ``Labeller`` on a copy of the items and a fresh ledger), not one of the five.
+  this process, by a ``Labeller`` on a copy of the items and a fresh ledger), not one of the five;
+- the keyboard shortcuts work in the browser: ``x`` with the mouse over the item labels the sixth
+  item incorrect (the widget moves on to the seventh), ``u`` appends a ``human-undo`` marker naming
+  that label and shows the sixth again, and JupyterLab does not also take the keys as its own
+  command-mode shortcuts (``x`` would cut the cell): the notebook keeps its cells.
 
 Why a small notebook and not the tutorial: the tutorial (``notebooks/08_labelling.py``) judges the
 whole QA set and has a stand-in annotator label part of it programmatically, which nbval runs; here
@@ -37,6 +42,7 @@ N_ITEMS = 12
 ANNOTATOR = "browser-annotator"
 CLICKS = ["llmc-correct", "llmc-incorrect", "llmc-correct", "llmc-correct", "llmc-incorrect"]
 SCORE = {"llmc-correct": 1.0, "llmc-incorrect": 0.0}
+UNDO = "human-undo"
 
 
 def _harness():
@@ -98,6 +104,43 @@ def _human_observations(ledger: Path) -> list:
     return [o for o in QualityLedger(ledger).read_all() if o.tags.get("grader_id") == "human"]
 
 
+def _undos(ledger: Path) -> list:
+    from llm_connect import QualityLedger
+
+    if not ledger.exists():
+        return []
+    return [o for o in QualityLedger(ledger).read_all() if o.tags.get("grader_id") == UNDO]
+
+
+def _hover(driver, selector: str) -> None:
+    """Put the mouse over ``selector`` until ipyevents watches it for keys (it marks the element
+    ``ipyevents-watched`` on ``mouseenter`` once its listeners are attached, which happens after the
+    widget is drawn: a mouse already there before then is moved off and back)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    def watched(d) -> bool:
+        element = lab_kit.css(selector)(d)
+        if not element:
+            return False
+        if "ipyevents-watched" not in (element.get_attribute("class") or "").split():
+            progress = lab_kit.css(".llmc-labeller .llmc-progress")(d)
+            ActionChains(d).move_to_element(progress).move_to_element(element).perform()
+        return "ipyevents-watched" in (element.get_attribute("class") or "").split()
+
+    lab_kit.wait(driver, watched, 30, f"ipyevents does not watch {selector} for keys")
+
+
+def _press(driver, key: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(driver).send_keys(key).perform()
+
+
+def _cells(driver) -> int:
+    return driver.execute_script(
+        "return document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length;")
+
+
 def _progress(driver) -> str:
     return lab_kit.widget_text(driver, ".llmc-labeller .llmc-progress")
 
@@ -135,7 +178,7 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisite
                                                                       force_ascii=False)
     ledger = root / "labels.jsonl"
     _labelling_notebook(root / "labelling.ipynb", items, ledger)
-    order = _annotators_order(items, tmp_path, len(CLICKS) + 1)
+    order = _annotators_order(items, tmp_path, len(CLICKS) + 2)
     assert len(set(order)) == len(order)
 
     item_id = ".llmc-labeller .llmc-item .llmc-item-id"
@@ -170,6 +213,22 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisite
             assert _widget_state(driver) == {"labeller": 1, "loading": False, "error": False}
             resumed = lab_kit.widget_text(driver, item_id)
             progress = _progress(driver)
+            cells = _cells(driver)
+
+            # keyboard: with the mouse over the item, "x" labels it incorrect and "u" takes that back
+            _hover(driver, ".llmc-labeller .llmc-item")
+            _press(driver, "x")
+            lab_kit.wait(driver, lambda d: len(_human_observations(ledger)) == 6, 30, "the key x gave no label")
+            lab_kit.wait(driver, lambda d: lab_kit.widget_text(d, item_id) == order[6], 30,
+                         "the widget did not move on after the key x")
+            after_key = _progress(driver)
+            _press(driver, "u")
+            lab_kit.wait(driver, lambda d: len(_undos(ledger)) == 1, 30, "the key u appended no undo marker")
+            lab_kit.wait(driver, lambda d: lab_kit.widget_text(d, item_id) == order[5], 30,
+                         "the widget did not show the undone item again after the key u")
+            lab_kit.wait(driver, lambda d: _progress(d).startswith("5 labelled"), 30,
+                         "the progress line still counts the undone label")
+            cells_after_keys = _cells(driver)
         except BaseException:
             driver.save_screenshot(str(tmp_path / "failure.png"))
             (tmp_path / "jupyterlab.log").write_text("\n".join(lab.log), encoding="utf-8")
@@ -179,13 +238,20 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisite
 
     assert resumed == order[5] and resumed not in shown, (resumed, shown)
     assert progress.startswith("5 labelled"), progress
-    labels = _human_observations(ledger)
-    assert len(labels) == 5
+    assert after_key.startswith("6 labelled"), after_key
+    assert cells_after_keys == cells == 3, "JupyterLab took a shortcut key for a notebook command"
+    everything = _human_observations(ledger)
+    assert len(everything) == 6
+    labels, by_key = everything[:5], everything[5]
     assert [str(o.tags["item_id"]) for o in labels] == shown
     assert [o.quality_score for o in labels] == [SCORE[b] for b in CLICKS]
+    assert str(by_key.tags["item_id"]) == order[5] and by_key.quality_score == 0.0
+    assert by_key.tags["annotator"] == ANNOTATOR
+    (undo,) = _undos(ledger)
+    assert undo.tags["undoes"] == by_key.tags["label_id"] and str(undo.tags["item_id"]) == order[5]
     assert {o.tags["annotator"] for o in labels} == {ANNOTATOR}
     assert {o.task_type for o in labels} == {"qa"}
     assert all(float(o.tags["sampling_probability"]) == 1.0 for o in labels)  # "random": every item shown
-    # nothing else was written: no skips, no undos, no stray lines
+    # nothing else was written: five clicked labels, the keyed label and its undo; no skips, no stray lines
     lines = [json.loads(line) for line in ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
-    assert len(lines) == 5
+    assert len(lines) == 7
