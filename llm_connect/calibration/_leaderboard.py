@@ -723,6 +723,18 @@ def _ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarra
     return frame, lam
 
 
+def _shown_board(board: pd.DataFrame) -> pd.DataFrame:
+    """A leaderboard as a page shows it: rank, model, rating with its interval, rank range, n, win rate."""
+    return pd.DataFrame({
+        "rank": board["rank"], "model": board["model"],
+        "rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
+                   zip(board["rating"], board["rating_low"], board["rating_high"], strict=True)],
+        "rank range": [f"{lo}–{hi}" if not pd.isna(lo) else "—" for lo, hi in
+                       zip(board["rank_low"], board["rank_high"], strict=True)],
+        "n": board["n"], "win rate": board["win_rate"],
+    })
+
+
 @dataclass
 class LeaderboardComparison:
     """The judge's leaderboard beside people's, from :func:`compare_leaderboards`.
@@ -755,15 +767,7 @@ class LeaderboardComparison:
         def board(frame: pd.DataFrame | None, caption: str) -> Markup:
             if frame is None:
                 return Markup("")
-            shown = pd.DataFrame({
-                "rank": frame["rank"], "model": frame["model"],
-                "rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
-                           zip(frame["rating"], frame["rating_low"], frame["rating_high"], strict=True)],
-                "rank range": [f"{lo}–{hi}" if not pd.isna(lo) else "—" for lo, hi in
-                               zip(frame["rank_low"], frame["rank_high"], strict=True)],
-                "n": frame["n"], "win rate": frame["win_rate"],
-            })
-            return frame_html(shown, caption=caption)
+            return frame_html(_shown_board(frame), caption=caption)
 
         parts = [html_format("<h3>{}</h3>", "Leaderboards: the judge beside people")]
         parts.append(board(self.judge, f"Judge ({level} bootstrap intervals)"))
@@ -1098,15 +1102,7 @@ def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: 
         if not isinstance(board, pd.DataFrame):
             parts.append(html_format("<p>No leaderboard from {}: {}</p>", name, board))
             continue
-        shown = pd.DataFrame({
-            "rank": board["rank"], "model": board["model"],
-            "rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
-                       zip(board["rating"], board["rating_low"], board["rating_high"], strict=True)],
-            "rank range": [f"{lo}–{hi}" if not pd.isna(lo) else "—" for lo, hi in
-                           zip(board["rank_low"], board["rank_high"], strict=True)],
-            "n": board["n"], "win rate": board["win_rate"],
-        })
-        parts.append(frame_html(shown, caption=f"Leaderboard from {name}'s winners"))
+        parts.append(frame_html(_shown_board(board), caption=f"Leaderboard from {name}'s winners"))
         if plots and not drawn:
             fig, ax = new_figure(5.5, 0.9 + 0.35 * len(board))
             plot_leaderboard(board, ax=ax)
