@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .errors import UncalibratedJudgeError, ValidationError
+from .frames import SKIP_GRADER_ID, UNDO_GRADER_ID
 from .grading._html import html_format, html_table
 from .quality import BaseLedger, QualityObservation, is_stale, open_ledger
 
@@ -160,7 +161,7 @@ def _grader_key(o: QualityObservation) -> GraderKey:
     return (g if isinstance(g, str) else None, r if isinstance(r, str) else None)
 
 
-_MARKERS = frozenset({"human-skip", "human-undo"})  # the Labeller's skip and undo markers (frames.SKIP/UNDO_GRADER_ID)
+_MARKERS = frozenset({SKIP_GRADER_ID, UNDO_GRADER_ID})  # the Labeller's skip and undo markers
 
 
 def _people(human: str | None) -> frozenset[str]:
