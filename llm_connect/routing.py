@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import UncalibratedJudgeError, ValidationError
 from .frames import SKIP_GRADER_ID, UNDO_GRADER_ID
-from .grading._html import html_format, html_table
+from ._html import html_format, html_table
 from .quality import BaseLedger, QualityObservation, is_stale, open_ledger
 
 if TYPE_CHECKING:

@@ -283,7 +283,7 @@ def test_score_kind_and_the_plots_each_judge_gets(report):
 
 
 def test_p_values_are_never_shown_as_zero():
-    from llm_connect.calibration._html import format_p, p_text
+    from llm_connect._html import format_p, p_text
 
     assert format_p(0.0) == format_p(1e-20) == format_p(0.00099) == "< 0.001"
     assert [format_p(v) for v in (0.001, 0.0056, 0.014, 0.5, 1.0)] == ["0.001", "0.0056", "0.014", "0.5", "1"]

@@ -353,7 +353,7 @@ def test_calibration_report_widget_html_is_escaped(hostile_report):
 
 
 def test_html_helpers_escape_values_and_keep_fragments():
-    from llm_connect.grading._html import Markup, escape, html_format, html_table, join, kv_table
+    from llm_connect._html import Markup, escape, html_format, html_table, join, kv_table
 
     hostile = evil("value")
     para = html_format("<p><b>{}</b> p={:.2f} {name}</p>", hostile, 0.12345, name="{0}")

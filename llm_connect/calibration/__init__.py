@@ -36,9 +36,13 @@ label in the notebook              :class:`Labeller` (``.widget()``, strategies 
                                    ``stratified``, ``active``, ``overlap``; ``.estimate()``)
 =================================  ==========================================================
 
-matplotlib and ipywidgets are imported only when a plot or the widget is made.
+The pictures and pages (``plot_*``, the report's widget and page, the viewer, the Labeller
+widget) live in :mod:`llm_connect.views`, the floor above this one; the ``plot_*`` names are
+still importable from here (loaded from ``views`` on first use, so this module never imports it),
+and matplotlib and ipywidgets are imported only when a plot or a widget is made.
 """
 
+from ..stats.estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
 from ._agreement import (
     STATISTICS,
     AgreementTable,
@@ -62,7 +66,6 @@ from ._diagnostics import (
     reliability_table,
     self_preference,
 )
-from ._estimates import ESTIMATE_METHODS, estimate_quality, labels_needed, plot_estimates
 from ._features import model_family, text_features
 from ._labeller import Labeller
 from ._leaderboard import (
@@ -74,15 +77,6 @@ from ._leaderboard import (
 )
 from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_preferences, preference_codes
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
-from ._plots import (
-    length_profile,
-    plot_agreement_heatmap,
-    plot_bias_forest,
-    plot_judge_scatter,
-    plot_reliability,
-    plot_score_vs_length,
-    plot_threshold_sweep,
-)
 from ._report import CalibrationReport, calibrate
 from ._runner import ScoredItems, judge_items, load_items, parse_labels, score_items, score_judges
 from ._viewer import JudgmentViewer, judgment_records, read_judgments, write_judgments
@@ -159,3 +153,26 @@ __all__ = [
     "to_markdown",
     "write_judgments",
 ]
+
+
+# Names that live in llm_connect.views (the floor above) and are importable from here as before:
+# loaded on first access (PEP 562), so importing this package never imports views or matplotlib.
+_FROM_VIEWS = frozenset({
+    "length_profile",
+    "plot_agreement_heatmap",
+    "plot_bias_forest",
+    "plot_estimates",
+    "plot_judge_scatter",
+    "plot_leaderboard",
+    "plot_reliability",
+    "plot_score_vs_length",
+    "plot_threshold_sweep",
+})
+
+
+def __getattr__(name: str) -> object:
+    if name in _FROM_VIEWS:
+        from .._display import view
+
+        return view(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._html import Markup, fmt, frame_html, join, with_interval
+from .._html import Markup, fmt, frame_html, join, with_interval
 
 __all__ = [
     "COUNT_COLUMNS",

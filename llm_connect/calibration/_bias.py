@@ -33,7 +33,7 @@ import pandas as pd
 from ..core import RunConfig
 from ..errors import ValidationError
 from ._agreement import bootstrap_ci
-from ._html import frame_html, html_format, p_text, with_interval
+from .._html import frame_html, html_format, p_text, with_interval
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 
 __all__ = ["PROBES", "BiasReport", "ProbeResult", "paired_shift", "perturb_items", "probe_judge", "run_probes"]

@@ -61,7 +61,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ..quality._ledger_io import temp_file_beside
-from ._html import Markup, fmt, frame_html, html_format, join, kv_table, p_text, with_interval
+from .._html import Markup, fmt, frame_html, html_format, join, kv_table, p_text, with_interval
 
 __all__ = [
     "BIAS_ALPHA",
@@ -778,7 +778,7 @@ def report_estimates(
     Grouped ``by`` the candidate's model when the data names one. ``None`` when
     there are no human labels or no machine judge.
     """
-    from ._estimates import estimate_quality
+    from ..stats.estimates import estimate_quality
 
     ref, people = card_reference(report)
     if not people or ref is None or not report.judges:

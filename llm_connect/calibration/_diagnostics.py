@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._html import frame_html, html_format, p_text, with_interval
+from .._html import frame_html, html_format, p_text, with_interval
 
 __all__ = [
     "LengthControlled",

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._html import Markup, fmt, frame_html, html_format, join, new_figure, png_data_uri, with_interval
+from .._html import Markup, fmt, frame_html, html_format, join, new_figure, png_data_uri, with_interval
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

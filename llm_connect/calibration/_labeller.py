@@ -1120,7 +1120,7 @@ class Labeller:
 
     def _more_for(self, width: float, n_plan: int) -> int | None:
         if self.judge is not None and self.strategy in ("random", "overlap") and n_plan >= 2:
-            from ._estimates import labels_needed
+            from ..stats.estimates import labels_needed
 
             frame = self.frame()
             plan = labels_needed(frame, judge="judge", human="human", width=self.target_width,
@@ -1175,7 +1175,7 @@ class Labeller:
         none for ``"random"``; ``inclusion_probability`` otherwise. ``by`` names columns of the frame
         (e.g. ``"model_id"``). Without a judge only the human-only interval is given. Other keyword
         arguments (``methods``, ``confidence``) go through."""
-        from ._estimates import estimate_quality
+        from ..stats.estimates import estimate_quality
 
         frame = self.frame()
         kwargs.setdefault("confidence", self.confidence)
@@ -1265,7 +1265,7 @@ class Labeller:
         return "".join(parts)
 
     def _repr_html_(self) -> str:
-        from ._html import kv_table, with_interval
+        from .._html import kv_table, with_interval
 
         prog = self.progress()
         estimate = "—"

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._html import Markup, fmt, frame_html, html_format, join, with_interval
+from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -1089,7 +1089,7 @@ def leaderboards_frame(boards: Mapping[str, Any]) -> pd.DataFrame:
 def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: bool) -> Markup:
     """The report's section: each rater's board (rank, model, rating with its interval, rank range,
     comparisons, win rate) and, with ``plots``, the first board drawn by :func:`plot_leaderboard`."""
-    from ._html import new_figure, png_data_uri
+    from .._html import new_figure, png_data_uri
 
     if not boards:
         return Markup("")

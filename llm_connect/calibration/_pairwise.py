@@ -49,7 +49,7 @@ from ..core import RunConfig
 from ..errors import ValidationError
 from ._agreement import AgreementTable, bootstrap_ci
 from ._bias import BiasReport, ProbeResult, is_pairwise, paired_shift
-from ._html import Markup, fmt, frame_html, html_format, join, with_interval
+from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ._report import CalibrationReport
 from ._runner import ScoredItems, _named_judges, _passthrough_names, judge_items, judge_name
 

@@ -23,7 +23,7 @@ from ._diagnostics import (
     length_effect,
     self_preference,
 )
-from ._html import Markup, fmt, frame_html, html_format, join, new_figure, png_bytes, png_data_uri
+from .._html import Markup, fmt, frame_html, html_format, join, new_figure, png_bytes, png_data_uri
 from ._runner import ScoredItems, _named_judges, score_judges
 
 __all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "PLOTS_BY_KIND", "CalibrationReport", "calibrate",

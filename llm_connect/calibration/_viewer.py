@@ -44,7 +44,7 @@ from typing import Any
 
 from .._textsafe import redact_urls
 from ..errors import ValidationError
-from ._html import Markup, html_format
+from .._html import Markup, html_format
 
 __all__ = [
     "JUDGMENTS_FILE",

@@ -277,7 +277,7 @@ def _print_verdicts(cards: Sequence[Any], out: Any) -> None:
 
 
 def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: int = 0) -> None:
-    from ..calibration._html import format_p
+    from .._html import format_p
 
     def f(x: Any, spec: str = ".3f") -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)

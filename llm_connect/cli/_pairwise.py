@@ -223,7 +223,7 @@ def print_pairwise_summary(report: Any, paths: dict[str, Path], out: Any) -> Non
               file=out)
     rows: list[tuple[Any, ...]] = [("judge", "n", "agree (a/b/tie)", "kappa [95% CI]", "acc non-tie", "ties j/p",
                                     "consistent", "first shown wins", "p")]
-    from ..calibration._html import format_p
+    from .._html import format_p
 
     for r in report.pairwise.to_dict("records"):
         rows.append((

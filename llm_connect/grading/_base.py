@@ -89,7 +89,7 @@ class GradingResult:
                 raise ValidationError(f"{name} must be an LLMResponse")
 
     def _repr_html_(self) -> str:
-        from ._html import kv_table
+        from .._html import kv_table
 
         return kv_table([
             ("grader_id", self.grader_id),

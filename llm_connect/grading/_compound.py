@@ -26,7 +26,7 @@ from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, JudgeBase, acall_judge, validate_grader_id, validate_score
 from ._batch import judge_many
-from ._html import kv_table
+from .._html import kv_table
 from ._judges import _hash
 from ._parse import Found, UntrustedText, find_json_objects, json_key, quote
 from ._verdicts import PAIRWISE_ORDERS, PAIRWISE_SCORES, combine_orders, majority_vote, offered_label, verdict_for

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from ..core import RunConfig
 from ..errors import ValidationError
-from ._html import kv_table
+from .._html import kv_table
 
 __all__ = [
     "EPOCH_COLUMNS",

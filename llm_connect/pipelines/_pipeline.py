@@ -56,7 +56,7 @@ from ..grading._base import GradingResult, validate_grader_id, validate_score
 from ..grading._batch import reduce_item
 from ..grading._compound import WrapperJudge
 from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
-from ..grading._html import html_format, html_table
+from .._html import html_format, html_table
 from ..grading._parse import brief_repr
 from ._llm_units import LLMUnit, VerifyUnit
 from ._scales import Scale

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..grading._html import html_format, html_table
+from .._html import html_format, html_table
 from ._scales import Scale
 from ._template import TemplateView, ViewList
 

@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ._agreement import STATISTICS, AgreementTable, threshold_sweep
-from ._bias import BiasReport
-from ._diagnostics import _score_column, reliability_table
+from ..calibration._agreement import STATISTICS, AgreementTable, threshold_sweep
+from ..calibration._bias import BiasReport
+from ..calibration._diagnostics import _score_column, reliability_table
+from ..stats.estimates import RESULT_COLUMNS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -27,6 +28,7 @@ __all__ = [
     "length_profile",
     "plot_agreement_heatmap",
     "plot_bias_forest",
+    "plot_estimates",
     "plot_judge_scatter",
     "plot_reliability",
     "plot_score_vs_length",
@@ -327,4 +329,72 @@ def plot_score_vs_length(
     ax.set_ylabel(f"{_label(yc)} score")
     ax.set_title(f"{_label(yc)} score vs length")
     _legend(ax)
+    return ax
+
+
+_METHOD_STYLE = {
+    "judge": ("judge only (ignores its bias)", "s"),
+    "human": ("human labels only", "o"),
+    "ppi": ("PPI", "^"),
+    "ppi++": ("PPI++", "D"),
+}
+
+
+def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
+    """A forest plot of :func:`estimate_quality`'s frame: per group, each method's interval and estimate.
+
+    Groups run down the y axis (labelled by their ``by`` values); within a group
+    the methods sit side by side (judge only, human only, PPI, PPI++, in that
+    order), each with its own marker and a legend entry. Rows whose estimate is
+    NaN (e.g. a group without labels) are not drawn. ``**kwargs`` go to each
+    ``Axes.errorbar`` call. Returns the Axes.
+    """
+    if not isinstance(data, pd.DataFrame):
+        raise ValidationError("data must be the DataFrame returned by estimate_quality()")
+    needed = ["method", "estimate", "ci_low", "ci_high"]
+    missing = [c for c in needed if c not in data.columns]
+    if missing:
+        raise ValidationError(f"data lacks column(s) {missing}; pass the DataFrame returned by estimate_quality()")
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.gca()
+    by_cols = [c for c in data.columns if c not in RESULT_COLUMNS]
+    frame = data.reset_index(drop=True)
+    if by_cols:
+        key_frame = frame[by_cols].astype(object).where(frame[by_cols].notna(), "(missing)")
+        labels = [" · ".join(str(v) for v in row) for row in key_frame.itertuples(index=False)]
+    else:
+        labels = ["all"] * len(frame)
+    group_labels = list(dict.fromkeys(labels))
+    position = {g: i for i, g in enumerate(group_labels)}
+    n_groups = len(group_labels)
+    present = list(dict.fromkeys(frame["method"]))
+    methods = [m for m in _METHOD_STYLE if m in present] + [m for m in present if m not in _METHOD_STYLE]
+    k = len(methods)
+    offsets = np.linspace(0.25, -0.25, k) if k > 1 else np.zeros(1)
+    group_y = n_groups - 1 - np.array([position[g] for g in labels], dtype=float)
+    drawn = 0
+    for j, method in enumerate(methods):
+        sel = (frame["method"] == method).to_numpy() & np.isfinite(frame["estimate"].to_numpy(dtype=float))
+        if not sel.any():
+            continue
+        est = frame.loc[sel, "estimate"].to_numpy(dtype=float)
+        low = frame.loc[sel, "ci_low"].to_numpy(dtype=float)
+        high = frame.loc[sel, "ci_high"].to_numpy(dtype=float)
+        xerr = np.clip(np.vstack([np.nan_to_num(est - low), np.nan_to_num(high - est)]), 0.0, None)
+        label, marker = _METHOD_STYLE.get(method, (method, "o"))
+        style = {"fmt": marker, "capsize": 3, "color": f"C{j}", "label": label, "markersize": 5, **kwargs}
+        ax.errorbar(est, group_y[sel] + offsets[j], xerr=xerr, **style)
+        drawn += int(sel.sum())
+    ax.set_yticks(np.arange(n_groups)[::-1], labels=[_text(g) for g in group_labels])
+    ax.set_ylim(-0.6, n_groups - 0.4)
+    ax.set_xlabel("mean quality")
+    conf = pd.to_numeric(frame.get("confidence", pd.Series(dtype=float)), errors="coerce").dropna().unique()
+    ax.set_title(f"{conf[0]:.0%} intervals" if len(conf) == 1 else "intervals")
+    if drawn == 0:
+        ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center")
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8)
     return ax
