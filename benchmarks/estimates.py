@@ -97,7 +97,7 @@ def ppi_python(df: pd.DataFrame, ppi_py, classical_mean_ci) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from llm_connect.calibration._estimates import estimate_quality
+    from llm_connect.stats.estimates import estimate_quality
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)

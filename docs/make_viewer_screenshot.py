@@ -29,7 +29,7 @@ def scripted_records() -> list[dict]:
     import pandas as pd
 
     from llm_connect.calibration import calibrate
-    from llm_connect.calibration._viewer import judgment_records
+    from llm_connect.calibration._judgments import judgment_records
     from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
     from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
 
@@ -61,7 +61,8 @@ def main() -> int:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from llm_connect.calibration._viewer import JUDGMENTS_FILE, JudgmentViewer, read_judgments
+    from llm_connect.calibration._judgments import JUDGMENTS_FILE, read_judgments
+    from llm_connect.views import JudgmentViewer
 
     records = read_judgments(Path(args.out_dir) / JUDGMENTS_FILE) if args.out_dir else scripted_records()
     work = Path(tempfile.mkdtemp(prefix="llmc-shot-"))

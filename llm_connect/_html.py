@@ -21,12 +21,13 @@ package; drawing figures (matplotlib) lives in :mod:`llm_connect.views`.
 from __future__ import annotations
 
 import html
-import math
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
+from .stats._format import NBSP, P_FLOOR, fmt, format_p, p_text, with_interval
 
 __all__ = [
     "NBSP",
@@ -137,68 +138,8 @@ def kv_table(
     cap = f"<caption>{escape(caption)}</caption>" if caption is not None else ""
     return Markup(f"<table{_attrs(attrs)}>{cap}<tbody>{body}</tbody></table>")
 
-#: p-values below this are shown as ``< 0.001``: a test's p-value is never exactly 0, and digits
-#: beyond this say more about floating point than about the data.
-P_FLOOR = 0.001
 #: Table columns that hold p-values (:func:`frame_html` shows them with :func:`format_p`).
 P_COLUMNS = ("p", "p_value", "p-value")
-#: Joins the parts of an interval (``0.48 [0.25, 0.68]``) so a line never breaks inside it:
-#: a no-break space (U+00A0).
-NBSP = "\u00a0"
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    """A number as text: ``nan`` shown as an em dash, floats with ``digits`` significant places."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "—"
-        return f"{value:.{digits}g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.2e}"
-    try:
-        if pd.isna(value):
-            return "—"
-    except (TypeError, ValueError):
-        pass
-    return str(value)
-
-
-def format_p(value: Any) -> str:
-    """A p-value as text, the one way every table, report and command line shows it: two significant
-    digits (``0.014``, ``0.0056``, ``0.5``), ``< 0.001`` below :data:`P_FLOOR` (never ``0.0`` or
-    ``1e-20``), an em dash when there is none (``None``, NaN)."""
-    try:
-        p = float(value)
-    except (TypeError, ValueError):
-        return "—"
-    if math.isnan(p):
-        return "—"
-    if p < P_FLOOR:
-        return f"< {P_FLOOR:g}"
-    return f"{p:.2g}"
-
-
-def p_text(value: Any) -> str:
-    """``p=0.014``, ``p < 0.001`` (:func:`format_p` after ``p``), for a sentence."""
-    shown = format_p(value)
-    return f"p {shown}" if shown.startswith("<") else f"p={shown}"
-
-
-def with_interval(value: float, low: float, high: float, digits: int = 3) -> str:
-    """``0.48 [0.25, 0.68]``, its spaces no-break (:data:`NBSP`) so HTML never wraps the interval."""
-    text = fmt(value, digits)
-    if _finite(low) and _finite(high):
-        text += f"{NBSP}[{fmt(low, digits)},{NBSP}{fmt(high, digits)}]"
-    return text
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def frame_html(df: pd.DataFrame, *, caption: str | None = None, max_rows: int = 60, digits: int = 3) -> Markup:

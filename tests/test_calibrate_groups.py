@@ -27,10 +27,10 @@ from llm_connect.calibration._groups import (
     MISSING,
     agreement_by_group,
     group_labels,
-    plot_group_kappa,
 )
 from llm_connect.cli import main
 from llm_connect.errors import ValidationError
+from llm_connect.views import plot_group_kappa
 from llm_connect.grading import FunctionJudge
 
 

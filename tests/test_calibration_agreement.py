@@ -191,7 +191,7 @@ def test_vectorised_kendall_tau_b_matches_scipy_with_ties(n):
     """The bootstrap's Kendall tau-b (vectorised up to 400 items, scipy beyond) equals scipy's on tied data."""
     from scipy.stats import kendalltau
 
-    from llm_connect.calibration._agreement import _kendall
+    from llm_connect.stats.agreement import _kendall
 
     rng = np.random.default_rng(n)
     a = rng.integers(0, 3, size=(30, n)).astype(float)

@@ -21,7 +21,8 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure
 
-from llm_connect.calibration._estimates import estimate_quality, labels_needed, plot_estimates
+from llm_connect.stats.estimates import estimate_quality, labels_needed
+from llm_connect.views import plot_estimates
 from llm_connect.errors import ValidationError
 
 ALL = ("ppi++", "ppi", "human", "judge")

@@ -49,7 +49,10 @@ def test_import_creates_no_files(tmp_path):
 # DESIGN.md: a module imports only from those above it in this list.
 LAYERS = [
     "errors",
+    "stats",  # statistics on arrays and frames: imports errors only (test_stats_imports_only_errors)
     "_textsafe",
+    "_html",  # the one HTML/escaping helper
+    "_display",  # the seam through which a lower floor reaches a view by name, at call time
     "core",
     "_runtime",
     "quality",
@@ -61,6 +64,7 @@ LAYERS = [
     "pipelines",
     "frames",
     "calibration",
+    "views",  # every picture and page; matplotlib, ipywidgets and ipyevents only here
     "routing",
     "distributed",  # grading a Ray Dataset (the ray extra)
     "cli",
@@ -114,6 +118,117 @@ def test_modules_import_only_from_layers_above_them():
             if dep in LAYERS and LAYERS.index(dep) > rank:
                 problems.append(f"{path.relative_to(PKG)} ({layer}) imports {dep}, which sits below it")
     assert problems == []
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+_ALL_MODULES = {_module_name(p) for p in PKG.rglob("*.py")}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module of the package or outside it that ``path`` imports, at any depth (functions too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = _module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            for alias in node.names:  # ``from pkg import submodule`` depends on the submodule, not on pkg
+                sub = f"{name}.{alias.name}"
+                found.add(sub if sub in _ALL_MODULES else name)
+    return found
+
+
+MODULES = {_module_name(p): p for p in PKG.rglob("*.py")}  # name -> path
+
+
+def test_stats_imports_only_errors_and_no_drawing():
+    """stats/ is statistics on arrays and frames: from the package it imports only errors (and itself)."""
+    problems = []
+    for name, path in MODULES.items():
+        if not name.startswith("llm_connect.stats"):
+            continue
+        for dep in _imports(path):
+            top = dep.split(".")[0]
+            if top in ("matplotlib", "ipywidgets", "ipyevents", "IPython"):
+                problems.append(f"{name} imports {dep}")
+            if top == "llm_connect" and dep in MODULES and not (
+                dep.startswith("llm_connect.stats") or dep == "llm_connect.errors"
+            ):
+                problems.append(f"{name} imports {dep}")
+    assert problems == []
+
+
+def test_drawing_libraries_are_imported_only_in_views():
+    problems = [
+        f"{name} imports {dep}"
+        for name, path in MODULES.items()
+        if not name.startswith("llm_connect.views")
+        for dep in _imports(path)
+        if dep.split(".")[0] in ("matplotlib", "ipywidgets", "ipyevents")
+    ]
+    assert problems == []
+
+
+def test_no_import_cycles():
+    """No cycle between the package's modules, counting imports inside functions and a package's
+    ``__init__`` (which imports its submodules: a submodule that imports its own package closes a cycle)."""
+    graph = {name: {d for d in _imports(path) if d in MODULES and d != name} for name, path in MODULES.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_the_views_floor_is_reached_only_through_the_display_seam():
+    """Below views, a convenience method (report.widget(), Pipeline.plot()) looks its view up by name
+    through llm_connect._display at call time; every name so looked up exists in llm_connect.views."""
+    import llm_connect.views as views
+
+    wanted = set()
+    for name, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        wanted.update(re.findall(r"\bview\(\"(\w+)\"\)", text))
+    assert wanted, "no view is looked up through the seam"
+    assert sorted(n for n in wanted if not hasattr(views, n)) == []
+    assert set(views.__all__) >= wanted
 
 
 def test_py_typed_is_shipped():

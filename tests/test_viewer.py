@@ -28,16 +28,15 @@ import pytest
 matplotlib.use("Agg")
 
 from llm_connect.calibration import calibrate
-from llm_connect.calibration._viewer import (
+from llm_connect.calibration._judgments import (
     JUDGMENTS_FILE,
-    JudgmentViewer,
     judgment_records,
     read_judgments,
-    viewer_html,
     write_judgments,
 )
 from llm_connect.cli import main
 from llm_connect.errors import ValidationError
+from llm_connect.views.viewer import JudgmentViewer, viewer_html
 from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
 from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
 

@@ -54,6 +54,7 @@ from ._agreement import (
     threshold_sweep,
 )
 from ._bias import PROBES, BiasReport, ProbeResult, paired_shift, perturb_items, probe_judge, run_probes
+from ._calibrate import calibrate
 from ._cards import JudgeCard, JudgeCardRegistry, ProbeEffect, card_from_scores, judge_verdict, registry_path
 from ._diagnostics import (
     LengthControlled,
@@ -67,19 +68,18 @@ from ._diagnostics import (
     self_preference,
 )
 from ._features import model_family, text_features
+from ._judgments import judgment_records, read_judgments, write_judgments
 from ._labeller import Labeller
 from ._leaderboard import (
     LeaderboardComparison,
     compare_leaderboards,
     leaderboard,
     length_controlled_win_rate,
-    plot_leaderboard,
 )
 from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_preferences, preference_codes
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
-from ._report import CalibrationReport, calibrate
+from ._report import CalibrationReport
 from ._runner import ScoredItems, judge_items, load_items, parse_labels, score_items, score_judges
-from ._viewer import JudgmentViewer, judgment_records, read_judgments, write_judgments
 
 __all__ = [
     "DEFAULT_INJECTION",
@@ -158,6 +158,7 @@ __all__ = [
 # Names that live in llm_connect.views (the floor above) and are importable from here as before:
 # loaded on first access (PEP 562), so importing this package never imports views or matplotlib.
 _FROM_VIEWS = frozenset({
+    "JudgmentViewer",
     "length_profile",
     "plot_agreement_heatmap",
     "plot_bias_forest",

@@ -1,24 +1,16 @@
-"""Agreement between two judges (or a judge and people), with bootstrap intervals.
+"""Agreement of judges with each other and with people: the result objects and their tables.
 
-Scores are numbers in 0..1; a *verdict* is ``score >= threshold``. Rows where
-either score is missing (an unscored LLM reply, an unlabelled item) are dropped
-pair by pair and the number kept is reported as ``n``. A statistic that is not
-defined on the data (constant scores, fewer than two items) is NaN with a
-reason; nothing here raises on degenerate data.
-
-The point estimates equal scikit-learn's ``cohen_kappa_score``, scipy's
-``spearmanr`` / ``kendalltau`` and the ``krippendorff`` package's ``alpha`` (the
-tests check this on random data); they are computed in closed form here so the
-bootstrap can be vectorised and so that continuous scores do not blow up the
-``krippendorff`` package's coincidence matrix.
+The statistics themselves (kappa, alpha, correlations, bootstrap intervals,
+threshold cross-validation) are pure functions in :mod:`llm_connect.stats.agreement`;
+this module runs them over the judges of a scores frame and keeps the results as
+:class:`PairAgreement` and :class:`AgreementTable` (rows, matrices, ``_repr_html_``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,6 +18,29 @@ import numpy as np
 import pandas as pd
 
 from .._html import Markup, fmt, frame_html, join, with_interval
+from ..stats.agreement import (
+    _STAT_FUNCS,
+    BEST,
+    COUNT_COLUMNS,
+    CV_FOLDS,
+    GRADED_STATISTICS,
+    HUMAN_COUNT_COLUMNS,
+    STATISTICS,
+    Estimate,
+    GroupedCorrelation,
+    ThresholdChoice,
+    _as_float_array,
+    _finite_or_nan,
+    _reasons,
+    bootstrap_ci,
+    choose_threshold,
+    graded_estimates,
+    grouped_correlation,
+    paired,
+    parse_scale,
+    threshold_sweep,
+    to_scale,
+)
 
 __all__ = [
     "COUNT_COLUMNS",
@@ -46,15 +61,6 @@ __all__ = [
     "to_scale",
 ]
 
-STATISTICS: tuple[str, ...] = (
-    "percent_agreement",
-    "cohen_kappa",
-    "alpha_interval",
-    "alpha_nominal",
-    "spearman",
-    "kendall",
-    "mean_abs_diff",
-)
 _LABELS = {
     "percent_agreement": "percent agreement",
     "cohen_kappa": "Cohen's kappa",
@@ -64,6 +70,7 @@ _LABELS = {
     "kendall": "Kendall tau-b",
     "mean_abs_diff": "mean absolute difference",
 }
+
 # Column names of the interval bounds in a table row.
 _BOUND_PREFIX = {
     "percent_agreement": "agreement",
@@ -74,337 +81,14 @@ _BOUND_PREFIX = {
     "kendall": "kendall",
     "mean_abs_diff": "mad",
 }
-#: The old names of statistics, still read by ``pair[...]`` (the frame has the new ones only).
-_STAT_ALIASES = {"krippendorff_alpha": "alpha_interval", "krippendorff_alpha_nominal": "alpha_nominal"}
-#: The verdict counts of a row, read from ``judge_a``'s side against ``judge_b`` (the reference rater):
-#: ``judge_yes_ref_no`` = items judge_a said yes to and judge_b no.
-COUNT_COLUMNS = ("judge_yes_ref_yes", "judge_yes_ref_no", "judge_no_ref_yes", "judge_no_ref_no")
-#: The same counts on a row whose ``judge_b`` is a human label column (blank on rows of two machine judges).
-HUMAN_COUNT_COLUMNS = ("judge_yes_human_yes", "judge_yes_human_no", "judge_no_human_yes", "judge_no_human_no")
-#: Statistics on the labels' own rating scale (``pair_agreement(..., scale=(1, 5))``): each side's
-#: scores in 0..1 are put on the scale by :func:`to_scale` (a machine judge's score binned, a label
-#: given on the scale back to its rating) and compared as ratings.
-GRADED_STATISTICS: tuple[str, ...] = ("scale_kappa_quadratic", "scale_alpha_ordinal", "scale_alpha_interval")
+
 _GRADED_LABELS = {
     "scale_kappa_quadratic": "Cohen's kappa, quadratic weights (on the scale)",
     "scale_alpha_ordinal": "Krippendorff's alpha (ordinal, on the scale)",
     "scale_alpha_interval": "Krippendorff's alpha (interval, on the scale)",
 }
-_MAX_BOOT_CELLS = 4_000_000  # resampled values held in memory at once
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A statistic with its bootstrap interval; ``reason`` says why ``value`` is NaN."""
-
-    value: float
-    low: float = math.nan
-    high: float = math.nan
-    reason: str | None = None
-
-    def __float__(self) -> float:
-        return float(self.value)
-
-    @property
-    def defined(self) -> bool:
-        return not math.isnan(self.value)
-
-    def __str__(self) -> str:
-        if not self.defined:
-            return f"nan ({self.reason})" if self.reason else "nan"
-        return with_interval(self.value, self.low, self.high)
-
-
-def _as_float_array(values: Any, name: str) -> np.ndarray:
-    if isinstance(values, pd.Series):
-        values = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    arr = np.asarray(values, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    return arr
-
-
-def paired(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, int]:
-    """The rows where both are finite, and how many were dropped."""
-    x = _as_float_array(a, "a")
-    y = _as_float_array(b, "b")
-    if len(x) != len(y):
-        raise ValueError(f"the two score arrays differ in length ({len(x)} vs {len(y)})")
-    keep = np.isfinite(x) & np.isfinite(y)
-    return x[keep], y[keep], int((~keep).sum())
-
-
-# --- statistics over a batch of samples: each takes (k, n) arrays, returns (k,) --------------
-
-
-def _nan_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    out = np.full(np.broadcast(num, den).shape, np.nan)
-    ok = den != 0
-    np.divide(num, den, out=out, where=ok)
-    return out
-
-
-def _percent_agreement(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
-    return (va == vb).mean(axis=1)
-
-
-def _cohen_kappa(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
-    po = (va == vb).mean(axis=1)
-    pa = va.mean(axis=1)
-    pb = vb.mean(axis=1)
-    pe = pa * pb + (1 - pa) * (1 - pb)
-    # 1 - pe is 0 only when both judges give one and the same verdict everywhere.
-    den = 1 - pe
-    den = np.where(np.isclose(den, 0.0, atol=1e-15), 0.0, den)
-    return _nan_div(po - pe, den)
-
-
-def _alpha_interval(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
-    n = a.shape[1]
-    big_n = 2 * n
-    d_obs = ((a - b) ** 2).mean(axis=1)
-    values = np.concatenate([a, b], axis=1)
-    ss = ((values - values.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
-    d_exp = 2 * ss / (big_n - 1) if big_n > 1 else np.zeros_like(ss)
-    d_exp = np.where(np.isclose(d_exp, 0.0, atol=1e-15), 0.0, d_exp)
-    return 1 - _nan_div(d_obs, d_exp)
-
-
-def _alpha_nominal(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
-    n = va.shape[1]
-    big_n = 2 * n
-    d_obs = (va != vb).mean(axis=1)
-    n1 = va.sum(axis=1) + vb.sum(axis=1)
-    n0 = big_n - n1
-    d_exp = 2.0 * n1 * n0 / (big_n * (big_n - 1)) if big_n > 1 else np.zeros(len(va))
-    return 1 - _nan_div(d_obs, d_exp)
-
-
-def _rank_rows(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-
-    return rankdata(x, axis=1)
-
-
-def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    xc = x - x.mean(axis=1, keepdims=True)
-    yc = y - y.mean(axis=1, keepdims=True)
-    num = (xc * yc).sum(axis=1)
-    den = np.sqrt((xc**2).sum(axis=1) * (yc**2).sum(axis=1))
-    den = np.where(den <= 1e-12 * max(1.0, float(np.max(den, initial=0.0))), 0.0, den)
-    return np.clip(_nan_div(num, den), -1.0, 1.0)
-
-
-def _spearman(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
-    return _pearson_rows(_rank_rows(a), _rank_rows(b))
-
-
-_KENDALL_PAIRS_PER_CHUNK = 4_000_000  # sign matrices held at once by the vectorised tau-b (about 32 MB each)
-
-
-def _kendall(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
-    """Kendall's tau-b of each row pair (NaN when either row is constant), as ``scipy.stats.kendalltau``.
-
-    Short rows (a bootstrap of a few hundred items) are computed at once from the pairs' sign
-    matrices: tau-b = (C - D) / sqrt((n0 - n1) (n0 - n2)) (Kendall 1945), where n0 counts the pairs,
-    n1 and n2 the pairs tied in each row. Longer rows go through scipy one at a time.
-    """
-    n = a.shape[1]
-    if 1 < n <= 400:
-        out = np.full(len(a), np.nan)
-        chunk = max(1, _KENDALL_PAIRS_PER_CHUNK // (n * n))
-        n0 = n * (n - 1) / 2
-        for start in range(0, len(a), chunk):
-            x, y = a[start:start + chunk], b[start:start + chunk]
-            sx = np.sign(x[:, :, None] - x[:, None, :])
-            sy = np.sign(y[:, :, None] - y[:, None, :])
-            concordance = (sx * sy).sum(axis=(1, 2)) / 2  # C - D: each pair is counted twice
-            tied_x = ((sx == 0).sum(axis=(1, 2)) - n) / 2  # the diagonal is not a pair
-            tied_y = ((sy == 0).sum(axis=(1, 2)) - n) / 2
-            den = np.sqrt((n0 - tied_x) * (n0 - tied_y))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                tau = np.where(den > 0, concordance / np.where(den > 0, den, 1.0), np.nan)
-            out[start:start + chunk] = np.clip(tau, -1.0, 1.0)
-        return out
-    from scipy.stats import kendalltau
-
-    out = np.full(len(a), np.nan)
-    for i in range(len(a)):
-        x, y = a[i], b[i]
-        if np.ptp(x) == 0 or np.ptp(y) == 0:
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out[i] = kendalltau(x, y).statistic
-    return out
-
-
-def _mean_abs_diff(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
-    return np.abs(a - b).mean(axis=1)
-
-
-_STAT_FUNCS: dict[str, Callable[..., np.ndarray]] = {
-    "percent_agreement": _percent_agreement,
-    "cohen_kappa": _cohen_kappa,
-    "alpha_interval": _alpha_interval,
-    "alpha_nominal": _alpha_nominal,
-    "spearman": _spearman,
-    "kendall": _kendall,
-    "mean_abs_diff": _mean_abs_diff,
-}
-
-
-# --- statistics on a rating scale: each takes (k, n) arrays of step indices 0..K-1 -----------------
-
-
-def to_scale(scores: Any, scale: tuple[int, int]) -> np.ndarray:
-    """Scores in 0..1 put on the rating scale ``(low, high)``: ``low + floor(s * (high - low) + 0.5)``.
-
-    The documented binning rule of graded agreement: a machine judge's score ``s`` goes to the
-    nearest step of the scale (halves round up; 1..5: 0-0.124 -> 1, 0.125-0.374 -> 2, ...,
-    0.875-1 -> 5), and a label given on the scale (stored as ``(rating - low) / (high - low)`` by
-    :func:`~llm_connect.calibration.parse_labels`) comes back to its own rating (a non-integer
-    rating, such as a mean of raters, to the nearest step). NaN stays NaN.
-    """
-    low, high = scale
-    x = np.clip(_as_float_array(scores, "scores"), 0.0, 1.0)
-    return low + np.floor(x * (high - low) + 0.5)
-
-
-def _confusion_batch(ca: np.ndarray, cb: np.ndarray, k: int) -> np.ndarray:
-    """``(m, K, K)`` counts of each (a-step, b-step) in each of the ``m`` rows."""
-    m = ca.shape[0]
-    flat = (np.arange(m)[:, None] * k * k + ca * k + cb).ravel()
-    return np.bincount(flat, minlength=m * k * k).reshape(m, k, k).astype(float)
-
-
-def _kappa_quadratic(ca: np.ndarray, cb: np.ndarray, k: int) -> np.ndarray:
-    """Cohen's (1968) weighted kappa with quadratic weights ``(i - j)^2``, as
-    ``sklearn.metrics.cohen_kappa_score(a, b, weights="quadratic", labels=<the scale's steps>)``."""
-    cm = _confusion_batch(ca, cb, k)
-    n = cm.sum(axis=(1, 2))
-    steps = np.arange(k, dtype=float)
-    w = (steps[:, None] - steps[None, :]) ** 2
-    expected = cm.sum(axis=2)[:, :, None] * cm.sum(axis=1)[:, None, :] / n[:, None, None]
-    num = (w * cm).sum(axis=(1, 2))
-    den = (w * expected).sum(axis=(1, 2))
-    den = np.where(np.isclose(den, 0.0, atol=1e-12), 0.0, den)
-    return 1 - _nan_div(num, den)
-
-
-def _alpha_on_steps(ca: np.ndarray, cb: np.ndarray, k: int, level: str) -> np.ndarray:
-    """Krippendorff's alpha of two raters with no missing values, from the coincidence matrix
-    (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"): ``1 - (N - 1) * sum(o * d) /
-    sum(n_c n_k d)``; ``d`` is ``(c - k)^2`` (interval) or the ordinal metric
-    ``(sum_{g=c..k} n_g - (n_c + n_k) / 2)^2``. Equals ``krippendorff.alpha(level_of_measurement=...)``."""
-    cm = _confusion_batch(ca, cb, k)
-    o = cm + cm.transpose(0, 2, 1)
-    nc = o.sum(axis=2)  # (m, K): how often each step occurs among the 2n values
-    big_n = nc.sum(axis=1)
-    steps = np.arange(k)
-    if level == "interval":
-        d = np.broadcast_to(((steps[:, None] - steps[None, :]) ** 2).astype(float), o.shape)
-    else:
-        cum = np.cumsum(nc, axis=1)
-        lo, hi = np.minimum.outer(steps, steps), np.maximum.outer(steps, steps)
-        between = cum[:, hi] - cum[:, lo] + nc[:, lo]
-        d = (between - (nc[:, :, None] + nc[:, None, :]) / 2) ** 2
-    num = (o * d).sum(axis=(1, 2))
-    den = (nc[:, :, None] * nc[:, None, :] * d).sum(axis=(1, 2))
-    den = np.where(np.isclose(den, 0.0, atol=1e-12), 0.0, den)
-    return 1 - (big_n - 1) * _nan_div(num, den)
-
-
-_GRADED_FUNCS: dict[str, Callable[[np.ndarray, np.ndarray, int], np.ndarray]] = {
-    "scale_kappa_quadratic": _kappa_quadratic,
-    "scale_alpha_ordinal": lambda ca, cb, k: _alpha_on_steps(ca, cb, k, "ordinal"),
-    "scale_alpha_interval": lambda ca, cb, k: _alpha_on_steps(ca, cb, k, "interval"),
-}
-
-
-def graded_estimates(
-    a: np.ndarray, b: np.ndarray, scale: tuple[int, int], *, n_boot: int = 1000, confidence: float = 0.95,
-    seed: int | None = 0,
-) -> dict[str, Estimate]:
-    """:data:`GRADED_STATISTICS` of two paired score arrays (0..1, no NaN) on ``scale``, with bootstrap intervals."""
-    low, high = scale
-    k = high - low + 1
-    ca = (to_scale(a, scale) - low).astype(int)
-    cb = (to_scale(b, scale) - low).astype(int)
-    out: dict[str, Estimate] = {}
-    n = len(ca)
-    for stat, func in _GRADED_FUNCS.items():
-        if n < 2:
-            out[stat] = Estimate(math.nan, reason=f"only {n} paired rating{'s' if n != 1 else ''} (need at least 2)")
-            continue
-        value = _finite_or_nan(float(func(ca[None], cb[None], k)[0]))
-        if math.isnan(value):
-            out[stat] = Estimate(math.nan, reason="every rating on the scale is the same (no variation to agree on)"
-                                 if len(set(ca) | set(cb)) == 1 else "undefined on this data")
-            continue
-        lo, hi = bootstrap_ci(lambda p, q, f=func: f(p, q, k), ca, cb, n_boot=n_boot, confidence=confidence,
-                              seed=seed)
-        out[stat] = Estimate(value, _finite_or_nan(float(lo)), _finite_or_nan(float(hi)))
-    return out
-
-
-def _reasons(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray, names: tuple[str, str]) -> dict[str, str]:
-    """Why each statistic is undefined on this data (only the undefined ones appear)."""
-    n = len(a)
-    if n < 2:
-        reason = f"only {n} paired score{'s' if n != 1 else ''} (need at least 2)"
-        return dict.fromkeys(STATISTICS, reason) | ({} if n == 0 else {"percent_agreement": "", "mean_abs_diff": ""})
-    out: dict[str, str] = {}
-    const_a, const_b = np.ptp(a) == 0, np.ptp(b) == 0
-    if const_a or const_b:
-        who = " and ".join(name for name, c in zip(names, (const_a, const_b), strict=True) if c)
-        out["spearman"] = out["kendall"] = f"{who} gave one constant score"
-    if const_a and const_b and a[0] == b[0]:
-        out["alpha_interval"] = "every score is the same value (no variation to agree on)"
-    vconst_a, vconst_b = va.min() == va.max(), vb.min() == vb.max()
-    if vconst_a and vconst_b and va[0] == vb[0]:
-        out["cohen_kappa"] = out["alpha_nominal"] = (
-            "both gave the same single verdict on every item (chance agreement is 1)"
-        )
-    return out
-
-
-def _finite_or_nan(x: float) -> float:
-    return float(x) if np.isfinite(x) else math.nan
-
-
-def bootstrap_ci(
-    statistic: Callable[..., np.ndarray],
-    *arrays: np.ndarray,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int | None = 0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap intervals of a vectorised statistic.
-
-    ``statistic`` takes the ``arrays`` resampled together (each ``(k, n)``) and returns
-    ``(k,)`` or ``(k, m)`` values. Returns ``(low, high)`` arrays (NaN where no
-    resample gave a finite value). Resampling is done in chunks to bound memory.
-    """
-    n = len(arrays[0])
-    if n == 0 or n_boot <= 0:
-        return np.array(math.nan), np.array(math.nan)
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, _MAX_BOOT_CELLS // max(n, 1)))
-    parts = []
-    done = 0
-    while done < n_boot:
-        k = min(chunk, n_boot - done)
-        idx = rng.integers(0, n, size=(k, n))
-        parts.append(np.asarray(statistic(*(arr[idx] for arr in arrays)), dtype=float))
-        done += k
-    samples = np.concatenate(parts, axis=0)
-    tail = (1 - confidence) / 2 * 100
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, which is the answer
-        low = np.nanpercentile(samples, tail, axis=0)
-        high = np.nanpercentile(samples, 100 - tail, axis=0)
-    return low, high
+#: The old names of statistics, still read by ``pair[...]`` (the frame has the new ones only).
+_STAT_ALIASES = {"krippendorff_alpha": "alpha_interval", "krippendorff_alpha_nominal": "alpha_nominal"}
 
 
 @dataclass(frozen=True)
@@ -536,8 +220,6 @@ def pair_agreement(
     if unknown:
         raise ValueError(f"unknown statistics {sorted(unknown)}; choose from {list(STATISTICS)}")
     tb = threshold if threshold_b is None else threshold_b
-    from ._runner import parse_scale
-
     bounds = parse_scale(scale)
     x, y, missing = paired(a, b)
     vx, vy = x >= threshold, y >= tb
@@ -583,230 +265,6 @@ def pair_agreement(
         threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
         confidence=confidence, n_boot=n_boot, human_b=human_b, scale=bounds,
     )
-
-
-def threshold_sweep(
-    a: Any,
-    b: Any,
-    *,
-    thresholds: Iterable[float] | None = None,
-    reference_threshold: float | None = 0.5,
-) -> pd.DataFrame:
-    """Percent agreement and Cohen's kappa as ``a``'s threshold moves.
-
-    ``b`` is the reference (human labels, exact match): its verdicts use
-    ``reference_threshold``, or the moving threshold too when that is ``None``.
-    One row per threshold: ``threshold``, ``n``, ``percent_agreement``,
-    ``cohen_kappa``, ``positive_rate`` (share of ``a``'s "yes"), ``reference_rate``.
-    """
-    x, y, _ = paired(a, b)
-    ts = np.round(np.linspace(0.05, 0.95, 19), 10) if thresholds is None else np.asarray(list(thresholds), float)
-    rows = []
-    for t in ts:
-        vx = x >= t
-        vy = y >= (t if reference_threshold is None else reference_threshold)
-        if len(x):
-            pa = float(_percent_agreement(x[None], y[None], vx[None], vy[None])[0])
-            kappa = _finite_or_nan(float(_cohen_kappa(x[None], y[None], vx[None], vy[None])[0]))
-            pos, ref = float(vx.mean()), float(vy.mean())
-        else:
-            pa = kappa = pos = ref = math.nan
-        rows.append({"threshold": float(t), "n": len(x), "percent_agreement": pa, "cohen_kappa": kappa,
-                     "positive_rate": pos, "reference_rate": ref})
-    return pd.DataFrame(rows)
-
-
-CORRELATION_METHODS = ("kendall", "spearman", "pearson")
-CORRELATION_LEVELS = ("system", "document")
-
-
-@dataclass(frozen=True)
-class GroupedCorrelation:
-    """A correlation between a judge and people at the system or document level.
-
-    ``value``: the correlation (NaN with ``reason`` when undefined); ``n_groups``: the groups
-    with at least one paired score; ``n_used``: the groups that entered the figure (the systems
-    correlated, or the documents whose own correlation is defined and averaged).
-    """
-
-    level: str
-    group: str
-    method: str
-    value: float
-    n_groups: int
-    n_used: int
-    reason: str | None = None
-
-
-def _correlation(x: np.ndarray, y: np.ndarray, method: str) -> float:
-    from scipy import stats
-
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if method == "kendall":
-            return _finite_or_nan(float(stats.kendalltau(x, y).statistic))
-        if method == "spearman":
-            return _finite_or_nan(float(stats.spearmanr(x, y).statistic))
-        return _finite_or_nan(float(stats.pearsonr(x, y).statistic))
-
-
-def _column(frame: pd.DataFrame, name: str) -> pd.Series:
-    if name in frame.columns:
-        return frame[name]
-    if f"score_{name}" in frame.columns:
-        return frame[f"score_{name}"]
-    raise ValueError(f"no column {name!r} (nor score_{name}) in the frame; it has {list(frame.columns)}")
-
-
-def grouped_correlation(
-    frame: pd.DataFrame,
-    judge: str,
-    human: str,
-    *,
-    group: str,
-    level: str = "system",
-    method: str = "kendall",
-) -> GroupedCorrelation:
-    """The judge's correlation with people per system or per document, as the summarisation
-    literature reports it (Fabbri et al. 2021, "SummEval: Re-evaluating Summarization
-    Evaluation", TACL 9; Deutsch, Dror & Roth 2022, "Re-Examining System-Level Correlations of
-    Automatic Summarization Evaluation Metrics", NAACL).
-
-    ``level="system"``: the mean judge score and the mean human score of each value of ``group``
-    (a system, e.g. ``candidate_model``), over its rows where both are present, correlated across
-    the systems. ``level="document"`` (SummEval's summary level): for each value of ``group`` (a
-    document or source, e.g. ``prompt``), the correlation across its rows (the systems' outputs
-    for that document), averaged over the documents where it is defined (at least two rows, and
-    neither side constant). ``judge`` and ``human`` name columns (or ``score_<name>`` columns);
-    ``method``: ``kendall`` (tau-b), ``spearman`` or ``pearson``, as scipy computes them.
-    """
-    if level not in CORRELATION_LEVELS:
-        raise ValueError(f"level must be one of {CORRELATION_LEVELS}, got {level!r}")
-    if method not in CORRELATION_METHODS:
-        raise ValueError(f"method must be one of {CORRELATION_METHODS}, got {method!r}")
-    if group not in frame.columns:
-        raise ValueError(f"no group column {group!r} in the frame; it has {list(frame.columns)}")
-    data = pd.DataFrame({
-        "g": frame[group].to_numpy(),
-        "j": pd.to_numeric(_column(frame, judge), errors="coerce").to_numpy(dtype=float),
-        "h": pd.to_numeric(_column(frame, human), errors="coerce").to_numpy(dtype=float),
-    })
-    data = data[np.isfinite(data["j"]) & np.isfinite(data["h"]) & data["g"].notna()]
-    groups = data.groupby("g", sort=True)
-    n_groups = int(groups.ngroups)
-    if level == "system":
-        means = groups[["j", "h"]].mean()
-        value = _correlation(means["j"].to_numpy(), means["h"].to_numpy(), method)
-        reason = None
-        if math.isnan(value):
-            reason = (f"only {n_groups} system(s) with paired scores (need at least 2)" if n_groups < 2
-                      else "the systems' mean scores do not vary on one side")
-        return GroupedCorrelation(level, group, method, value, n_groups, n_groups if reason is None else 0, reason)
-    per = [_correlation(g["j"].to_numpy(), g["h"].to_numpy(), method) for _, g in groups]
-    defined = [v for v in per if not math.isnan(v)]
-    if not defined:
-        return GroupedCorrelation(level, group, method, math.nan, n_groups, 0,
-                                  "no document has two rows with varying scores on both sides")
-    return GroupedCorrelation(level, group, method, float(np.mean(defined)), n_groups, len(defined))
-
-
-BEST = "best"
-"""The threshold that asks for the kappa-maximising threshold, chosen by cross-validation."""
-CV_FOLDS = 5
-_THRESHOLD_GRID = np.round(np.arange(1, 101) / 100, 10)  # 0.01, 0.02, ..., 1.00
-
-
-@dataclass(frozen=True)
-class ThresholdChoice:
-    """A judge's threshold chosen for the best Cohen's kappa against a reference, by k-fold CV.
-
-    ``value``: the threshold chosen on every labelled row (the one to use later);
-    ``fold_thresholds``: the threshold chosen on the other folds, for each fold;
-    ``verdicts``: per input row, the judge's out-of-fold verdict (the fold's rows judged at the
-    threshold chosen without them; False where a score or label is missing), from which every
-    verdict statistic against the reference is computed, so that none is measured on the rows
-    that chose it. ``reason`` is set (and ``verdicts`` is ``None``) when there were too few
-    labelled rows to cross-validate: ``value`` is then the ``fallback`` threshold.
-    """
-
-    judge: str
-    reference: str
-    value: float
-    n: int
-    folds: int
-    fold_thresholds: tuple[float, ...] = ()
-    verdicts: np.ndarray | None = field(default=None, compare=False, repr=False)
-    reason: str | None = None
-
-    def describe(self) -> str:
-        if self.reason:
-            return f"best not chosen ({self.reason}); fixed {fmt(self.value)}"
-        return (f"best for kappa against {self.reference}, by {self.folds}-fold cross-validation on {self.n} "
-                "labelled rows; verdict statistics against it are out of fold")
-
-
-def _best_threshold(x: np.ndarray, y: np.ndarray, reference_threshold: float) -> float:
-    """The threshold of ``_THRESHOLD_GRID`` with the highest kappa of ``x >= t`` against ``y >= reference_threshold``;
-    ties go to the threshold nearest 0.5 (then the lower)."""
-    vx = x[None, :] >= _THRESHOLD_GRID[:, None]
-    vy = np.broadcast_to(y >= reference_threshold, vx.shape)
-    kappa = _cohen_kappa(vx, vy, vx, vy)
-    kappa = np.where(np.isfinite(kappa), kappa, -np.inf)
-    best = np.flatnonzero(np.isclose(kappa, kappa.max(), rtol=0, atol=1e-12))
-    order = sorted(best, key=lambda i: (abs(_THRESHOLD_GRID[i] - 0.5), _THRESHOLD_GRID[i]))
-    return float(_THRESHOLD_GRID[order[0]])
-
-
-def choose_threshold(
-    judge: Any,
-    reference: Any,
-    *,
-    judge_name: str = "judge",
-    reference_name: str = "human",
-    reference_threshold: float = 0.5,
-    folds: int = CV_FOLDS,
-    seed: int | None = 0,
-    fallback: float = 0.5,
-) -> ThresholdChoice:
-    """The kappa-maximising threshold of ``judge`` against ``reference`` and its out-of-fold verdicts.
-
-    The labelled rows (both scores present) are shuffled (seeded) into ``folds`` folds; for each
-    fold the threshold (0.01, 0.02, ..., 1.00; ties to the one nearest 0.5) with the best Cohen's
-    kappa on the *other* folds judges that fold's rows. Kappa computed from these out-of-fold
-    verdicts is an honest estimate of the judge's agreement at a threshold chosen this way (the
-    usual cross-validation estimate; Hastie, Tibshirani & Friedman 2009, *The Elements of
-    Statistical Learning*, 7.10, on selecting on the same rows one reports). The threshold
-    reported for later use is the one chosen on all labelled rows. Fewer than ``2 * folds``
-    labelled rows: no choice is made (``reason`` says why) and ``fallback`` is kept.
-    """
-    if folds < 2:
-        raise ValueError(f"folds must be at least 2, got {folds}")
-    a = _as_float_array(judge, "judge")
-    b = _as_float_array(reference, "reference")
-    if a.shape != b.shape:
-        raise ValueError(f"the two score arrays differ in length ({len(a)} vs {len(b)})")
-    keep = np.flatnonzero(np.isfinite(a) & np.isfinite(b))
-    n = len(keep)
-    if n < 2 * folds or len(set(b[keep] >= reference_threshold)) < 2:
-        why = (f"only {n} labelled rows, {2 * folds} needed for {folds}-fold cross-validation" if n < 2 * folds
-               else f"{reference_name} gives one verdict on every labelled row")
-        return ThresholdChoice(judge_name, reference_name, float(fallback), n, folds, reason=why)
-    x, y = a[keep], b[keep]
-    rng = np.random.default_rng(seed)
-    parts = np.array_split(rng.permutation(n), folds)
-    oof = np.zeros(n, dtype=bool)
-    chosen = []
-    for part in parts:
-        train = np.setdiff1d(np.arange(n), part)
-        t = _best_threshold(x[train], y[train], reference_threshold)
-        chosen.append(t)
-        oof[part] = x[part] >= t
-    verdicts = np.zeros(len(a), dtype=bool)
-    verdicts[keep] = oof
-    return ThresholdChoice(judge_name, reference_name, _best_threshold(x, y, reference_threshold), n, folds,
-                           tuple(chosen), verdicts)
 
 
 def _judge_columns(scores: pd.DataFrame) -> list[str]:

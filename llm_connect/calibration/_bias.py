@@ -22,7 +22,6 @@ swapping the two should turn ``s`` into ``1 - s``.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,13 +29,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._html import frame_html, html_format, p_text, with_interval
 from ..core import RunConfig
 from ..errors import ValidationError
-from ._agreement import bootstrap_ci
-from .._html import frame_html, html_format, p_text, with_interval
+from ..stats.shift import ShiftStats, _empty_shift, paired_shift
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
+from ._runner import is_pairwise, items_table, judge_items
 
-__all__ = ["PROBES", "BiasReport", "ProbeResult", "paired_shift", "perturb_items", "probe_judge", "run_probes"]
+__all__ = [
+    "PROBES",
+    "BiasReport",
+    "ProbeResult",
+    "ShiftStats",
+    "is_pairwise",
+    "paired_shift",
+    "perturb_items",
+    "probe_judge",
+    "run_probes",
+]
 
 PROBES: tuple[str, ...] = ("length", "format", "injection", "position")
 _DESCRIPTIONS = {
@@ -45,13 +55,6 @@ _DESCRIPTIONS = {
     "injection": "instruction to the grader planted",
     "position": "baseline and candidate swapped",
 }
-
-
-def is_pairwise(judge: Any) -> bool:
-    """A :class:`~llm_connect.grading.PairwiseJudge`, or any judge with a true ``pairwise`` attribute."""
-    from ..grading import judge_abilities
-
-    return judge_abilities(judge).pairwise
 
 
 def perturb_items(
@@ -71,74 +74,6 @@ def perturb_items(
     else:
         raise ValidationError(f"unknown probe {probe!r}; choose from {', '.join(PROBES)}")
     return out
-
-
-@dataclass(frozen=True)
-class ShiftStats:
-    n: int
-    mean_original: float
-    mean_perturbed: float
-    mean_shift: float
-    shift_low: float
-    shift_high: float
-    p_value: float
-    flip_rate: float
-    flips_up: int
-    flips_down: int
-    note: str = ""
-
-
-def _empty_shift(note: str) -> ShiftStats:
-    nan = math.nan
-    return ShiftStats(n=0, mean_original=nan, mean_perturbed=nan, mean_shift=nan, shift_low=nan,
-                      shift_high=nan, p_value=nan, flip_rate=nan, flips_up=0, flips_down=0, note=note)
-
-
-def paired_shift(
-    original: Any,
-    perturbed: Any,
-    *,
-    threshold: float = 0.5,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int | None = 0,
-) -> ShiftStats:
-    """Mean of ``perturbed - original`` over the pairs scored both times, its bootstrap interval,
-    the Wilcoxon signed-rank p-value, and how many verdicts flipped at ``threshold``."""
-    from scipy.stats import wilcoxon
-
-    a = np.asarray(original, dtype=float)
-    b = np.asarray(perturbed, dtype=float)
-    keep = np.isfinite(a) & np.isfinite(b)
-    a, b = a[keep], b[keep]
-    n = len(a)
-    if n == 0:
-        return _empty_shift("no item was scored both before and after")
-    d = b - a
-    va, vb = a >= threshold, b >= threshold
-    flips_up, flips_down = int((~va & vb).sum()), int((va & ~vb).sum())
-    low = high = math.nan
-    note = ""
-    if n >= 2:
-        lo, hi = bootstrap_ci(lambda x: x.mean(axis=1), d, n_boot=n_boot, confidence=confidence, seed=seed)
-        low, high = float(lo), float(hi)
-    else:
-        note = "one item: no interval"
-    if not np.any(d != 0):
-        p = 1.0
-        note = note or "no score changed"
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # small-sample / ties notices; the p-value is still returned
-            try:
-                p = float(wilcoxon(d, zero_method="wilcox").pvalue)
-            except ValueError as exc:
-                p, note = math.nan, f"Wilcoxon test failed: {exc}"
-    return ShiftStats(
-        n=n, mean_original=float(a.mean()), mean_perturbed=float(b.mean()), mean_shift=float(d.mean()),
-        shift_low=low, shift_high=high, p_value=p, flip_rate=float((va != vb).mean()),
-        flips_up=flips_up, flips_down=flips_down, note=note,
-    )
 
 
 @dataclass(frozen=True)
@@ -238,8 +173,6 @@ def probe_judge(
     originals again when you already have them, e.g. from
     :func:`~llm_connect.calibration.score_items`.
     """
-    from ._runner import items_table, judge_items
-
     name = name or str(getattr(judge, "grader_id", "judge"))
     if probe not in PROBES:
         raise ValidationError(f"unknown probe {probe!r}; choose from {', '.join(PROBES)}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
 from .._html import frame_html, html_format, p_text, with_interval
+from ..errors import ValidationError
+from ..stats.regression import OLSResult, ols
 
 __all__ = [
     "LengthControlled",
@@ -37,59 +37,6 @@ def _score_column(scores: pd.DataFrame, judge: str) -> str:
             return name
     have = [c[len("score_"):] for c in scores.columns if isinstance(c, str) and c.startswith("score_")]
     raise ValidationError(f"no scores for judge {judge!r}; judges here: {have}")
-
-
-@dataclass(frozen=True)
-class OLSResult:
-    """An ordinary least squares fit: coefficients with standard errors and t-based intervals."""
-
-    names: list[str]
-    coef: np.ndarray
-    se: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    p: np.ndarray
-    n: int
-    r2: float
-    df_resid: int
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame({"term": self.names, "coef": self.coef, "se": self.se, "low": self.low,
-                             "high": self.high, "p_value": self.p})
-
-    def __getitem__(self, name: str) -> dict[str, float]:
-        i = self.names.index(name)
-        return {"coef": float(self.coef[i]), "se": float(self.se[i]), "low": float(self.low[i]),
-                "high": float(self.high[i]), "p_value": float(self.p[i])}
-
-
-def ols(y: Any, X: Any, names: Sequence[str], *, confidence: float = 0.95) -> OLSResult:
-    """Least squares of ``y`` on the columns of ``X`` (include a column of ones for an intercept).
-
-    Standard errors are the classical ones; intervals and p-values use Student's t.
-    Rank-deficient designs and ``n <= k`` give NaN errors, not an exception.
-    """
-    from scipy import stats
-
-    y = np.asarray(y, dtype=float)
-    X = np.asarray(X, dtype=float)
-    n, k = X.shape
-    coef, _, rank, _ = np.linalg.lstsq(X, y, rcond=None)
-    resid = y - X @ coef
-    df = n - k
-    nan = np.full(k, np.nan)
-    ss_tot = float(((y - y.mean()) ** 2).sum()) if n else math.nan
-    r2 = 1 - float((resid**2).sum()) / ss_tot if n and ss_tot > 0 else math.nan
-    if df <= 0 or rank < k:
-        return OLSResult(list(names), coef, nan, nan.copy(), nan.copy(), nan.copy(), n, r2, df)
-    sigma2 = float((resid**2).sum()) / df
-    cov = sigma2 * np.linalg.inv(X.T @ X)
-    se = np.sqrt(np.clip(np.diag(cov), 0, None))
-    tcrit = stats.t.ppf(0.5 + confidence / 2, df)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se > 0, coef / se, np.nan)
-    p = np.where(np.isfinite(t), 2 * stats.t.sf(np.abs(t), df), np.nan)
-    return OLSResult(list(names), coef, se, coef - tcrit * se, coef + tcrit * se, p, n, r2, df)
 
 
 def _length_term(words: np.ndarray, transform: str) -> tuple[np.ndarray, str]:

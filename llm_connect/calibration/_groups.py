@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._display import view
+from .._html import Markup, fmt
 from ..errors import ValidationError
-from .._html import Markup, fmt, frame_html, html_format, join, new_figure, png_data_uri, with_interval
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
     from ._agreement import AgreementTable
     from ._bias import BiasReport
 
@@ -48,7 +47,6 @@ __all__ = [
     "group_column",
     "group_kappa",
     "group_labels",
-    "plot_group_kappa",
 ]
 
 ALL = "(all)"
@@ -224,58 +222,6 @@ def group_kappa(agreement: pd.DataFrame, judge: str, reference: str) -> pd.DataF
     return out.reset_index(drop=True)
 
 
-def plot_group_kappa(
-    data: GroupBreakdown | pd.DataFrame,
-    *,
-    judges: Sequence[str] | None = None,
-    reference: str | None = None,
-    ax: Any = None,
-    **kwargs: Any,
-) -> Axes:
-    """Dot and whisker: each judge's Cohen's kappa against ``reference`` per group, with its
-    bootstrap interval; the pooled row (:data:`ALL`) on top, 0 (chance) marked.
-
-    ``data``: a :class:`GroupBreakdown` (its judges and reference by default) or the table of
-    :func:`agreement_by_group` (then ``judges`` and ``reference`` are required). Group and judge
-    names are drawn as literal text, cut to a few dozen characters.
-    """
-    from ._plots import _axes, _legend, _text
-
-    if isinstance(data, GroupBreakdown):
-        table = data.agreement
-        judges = list(judges) if judges is not None else list(data.judges)
-        reference = reference or data.reference
-    else:
-        table = data
-    if reference is None or not judges:
-        raise ValidationError("plot_group_kappa needs judges= and reference= (the labels they are checked against)")
-    ax = _axes(ax)
-    frames = {j: group_kappa(table, j, reference) for j in judges if j != reference}
-    groups = list(dict.fromkeys(g for f in frames.values() for g in f["group"]))
-    groups = [ALL, *[g for g in groups if g != ALL]] if ALL in groups else groups
-    ys = {g: float(len(groups) - 1 - i) for i, g in enumerate(groups)}
-    step = 0.7 / max(1, len(frames))
-    for k, (judge, f) in enumerate(frames.items()):
-        offset = (k - (len(frames) - 1) / 2) * step
-        f = f[f["kappa"].notna()]
-        y = np.array([ys[g] for g in f["group"]]) + offset
-        kappa = f["kappa"].to_numpy(dtype=float)
-        low, high = f["kappa_low"].to_numpy(dtype=float), f["kappa_high"].to_numpy(dtype=float)
-        xerr = np.clip(np.vstack([np.nan_to_num(kappa - low), np.nan_to_num(high - kappa)]), 0.0, None)
-        ax.errorbar(kappa, y, xerr=xerr, fmt=kwargs.get("fmt", "o"), capsize=kwargs.get("capsize", 3),
-                    label=_text(judge), **{k2: v for k2, v in kwargs.items() if k2 not in ("fmt", "capsize")})
-    ax.axvline(0.0, color="0.4", linestyle="--", linewidth=1)
-    if ALL in ys and len(groups) > 1:
-        ax.axhline(ys[ALL] - 0.5, color="0.8", linewidth=1)
-    ax.set_yticks(list(ys.values()), labels=[_text(g) for g in ys])
-    ax.set_xlabel(_text(f"Cohen's kappa against {reference}", 60))
-    ax.set_title("agreement per group")
-    if not groups:
-        ax.text(0.5, 0.5, "no agreement to show", transform=ax.transAxes, ha="center")
-    _legend(ax)
-    return ax
-
-
 @dataclass
 class GroupBreakdown:
     """Agreement and bias per group of one column (``CalibrationReport.by_group``).
@@ -345,36 +291,13 @@ class GroupBreakdown:
         return out[["judge", "group", "n", "kappa", "kappa_low", "kappa_high", "group_note"]]
 
     def figure(self) -> Any:
-        """The per-group plot (:func:`plot_group_kappa`) on a new figure, or ``None`` without a reference."""
-        if self.reference is None or not [j for j in self.judges if j != self.reference]:
-            return None
-        fig, ax = new_figure(6, 1.4 + 0.45 * (len(self.groups) + 1) * max(1, len(self.judges)) ** 0.5)
-        plot_group_kappa(self, ax=ax)
-        return fig
+        """The per-group plot (:func:`~llm_connect.views.plot_group_kappa`) on a new figure, or ``None``
+        without a reference."""
+        return view("group_breakdown_figure")(self)
 
     def html(self, *, plots: bool = True) -> Markup:
         """The report's per-group section: kappa per group (pooled beside), the plot, and the full tables."""
-        parts = [html_format("<h3>By {}</h3>", self.by),
-                 html_format("<p>Every agreement and bias figure per value of {} ({} groups), the pooled figure "
-                             "({}) beside. A group with fewer than {} paired items keeps its figures, with a note."
-                             "</p>", self.by, len(self.groups), ALL, self.min_n)]
-        s = self.summary()
-        if len(s):
-            shown = pd.DataFrame({"judge": s["judge"], "group": s["group"], "n": s["n"],
-                                  "kappa": [with_interval(k, lo, hi) for k, lo, hi in
-                                            zip(s["kappa"], s["kappa_low"], s["kappa_high"], strict=True)],
-                                  "note": s["group_note"]})
-            parts.append(frame_html(shown, caption=f"Cohen's kappa against {self.reference} per {self.by}",
-                                    max_rows=400))
-        if plots:
-            fig = self.figure()
-            if fig is not None:
-                parts.append(html_format("<figure><img src='{}' alt='{}'><figcaption>{}</figcaption></figure>",
-                                         png_data_uri(fig), f"kappa per {self.by}", f"kappa per {self.by}"))
-        parts.append(frame_html(self.agreement, caption=f"Agreement per {self.by}", max_rows=400))
-        if len(self.bias):
-            parts.append(frame_html(self.bias, caption=f"Bias probes per {self.by}", max_rows=400))
-        return join(parts)
+        return Markup(view("group_breakdown_html")(self, plots=plots))
 
     def _repr_html_(self) -> str:
         return self.html(plots=True)

@@ -24,6 +24,7 @@ import pandas as pd
 from ..batch import ITEM_COLUMNS, items_frame
 from ..core import RunConfig
 from ..errors import ValidationError
+from ..stats.agreement import parse_scale
 from ._features import model_family, text_features
 
 __all__ = [
@@ -54,30 +55,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_", "judge_prompt_")
 #: The item columns a calibration run reads itself; the input's other columns are carried through.
 ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
-
-
-def parse_scale(scale: Any) -> tuple[int, int] | None:
-    """A declared rating scale as ``(low, high)`` integers: ``(1, 5)``, ``"1-5"`` or ``"1..5"`` (``None``: none).
-
-    The scale's steps are the integers ``low..high`` (``high > low``); a
-    :class:`~llm_connect.errors.ValidationError` says what to write otherwise.
-    """
-    if scale is None:
-        return None
-    parts: Any = scale
-    if isinstance(scale, str):
-        m = re.fullmatch(r"\s*(-?\d+)\s*(?:-|\.\.|:)\s*(-?\d+)\s*", scale)
-        if not m:
-            raise ValidationError(f"cannot read the scale {scale!r}; write LOW-HIGH with integers, e.g. 1-5")
-        parts = (m.group(1), m.group(2))
-    try:
-        low, high = (int(v) for v in parts)
-        exact = all(float(v) == int(v) for v in parts)
-    except (TypeError, ValueError):
-        raise ValidationError(f"a scale is two integers (low, high), e.g. (1, 5); got {scale!r}") from None
-    if not exact or high <= low:
-        raise ValidationError(f"a scale is two integers low < high, e.g. (1, 5); got {scale!r}")
-    return low, high
 
 
 def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = None) -> np.ndarray:
@@ -184,9 +161,10 @@ def judge_name(name: str) -> str:
 
 
 def is_pairwise(judge: Any) -> bool:
-    from ._bias import is_pairwise as check
+    """A :class:`~llm_connect.grading.PairwiseJudge`, or any judge with a true ``pairwise`` attribute."""
+    from ..grading import judge_abilities
 
-    return check(judge)
+    return judge_abilities(judge).pairwise
 
 
 def judge_family(judge: Any) -> str | None:

@@ -498,7 +498,7 @@ def _parse_thresholds(values: Sequence[str] | None) -> tuple[float, dict[str, fl
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..calibration import PROBES, calibrate
-    from ..calibration._viewer import write_judgments
+    from ..calibration._judgments import write_judgments
 
     args.threshold, thresholds = _parse_thresholds(args.threshold)
     if (thresholds or args.scale is not None) and (args.pairwise or looks_pairwise(Path(args.data))):

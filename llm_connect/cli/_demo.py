@@ -171,7 +171,7 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
 
     from ..calibration import calibrate, load_items
-    from ..calibration._viewer import write_judgments
+    from ..calibration._judgments import write_judgments
     from ..quality import QualityLedger
 
     start = time.perf_counter()

@@ -10,6 +10,10 @@ Every value goes into HTML through the one escaping helper,
 :mod:`llm_connect._html`.
 """
 
+from .groups import group_breakdown_figure, group_breakdown_html, plot_group_kappa
+from .labeller import labeller_widget
+from .leaderboard import leaderboard_section, plot_leaderboard
+from .pipeline import plot_pipeline
 from .plots import (
     length_profile,
     plot_agreement_heatmap,
@@ -20,14 +24,30 @@ from .plots import (
     plot_score_vs_length,
     plot_threshold_sweep,
 )
+from .report import report_figures, report_html, report_widget, save_report_html
+from .viewer import JudgmentViewer, content_security_policy, viewer_html
 
 __all__ = [
+    "JudgmentViewer",
+    "content_security_policy",
+    "group_breakdown_figure",
+    "group_breakdown_html",
+    "labeller_widget",
+    "leaderboard_section",
     "length_profile",
     "plot_agreement_heatmap",
     "plot_bias_forest",
     "plot_estimates",
+    "plot_group_kappa",
     "plot_judge_scatter",
+    "plot_leaderboard",
+    "plot_pipeline",
     "plot_reliability",
     "plot_score_vs_length",
     "plot_threshold_sweep",
+    "report_figures",
+    "report_html",
+    "report_widget",
+    "save_report_html",
+    "viewer_html",
 ]

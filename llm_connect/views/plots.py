@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
 from ..calibration._agreement import STATISTICS, AgreementTable, threshold_sweep
 from ..calibration._bias import BiasReport
 from ..calibration._diagnostics import _score_column, reliability_table
+from ..errors import ValidationError
 from ..stats.estimates import RESULT_COLUMNS
 
 if TYPE_CHECKING:

@@ -1,0 +1,169 @@
+"""``calibrate()``: every judge over one dataset, against each other and against people, in one call.
+
+It runs the judges (:mod:`._runner`), the agreement tables (:mod:`._agreement`), the bias
+probes (:mod:`._bias`) and the per-group breakdown (:mod:`._groups`), and returns a
+:class:`~llm_connect.calibration.CalibrationReport` (or a
+:class:`~llm_connect.calibration.PairwiseReport` for a / b / tie data). It sits above both
+report classes, so neither imports the other's module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core import RunConfig
+from ..errors import ValidationError
+from ._agreement import agreement_table
+from ._bias import run_probes
+from ._groups import group_breakdown, group_column
+from ._pairwise import calibrate_pairwise, is_pairwise_input
+from ._report import CalibrationReport
+from ._runner import _named_judges, items_table, score_judges
+
+__all__ = ["calibrate", "default_groups"]
+
+
+def default_groups(scores: pd.DataFrame) -> dict[str, str]:
+    """The group columns of graded agreement when none are given: ``candidate_model`` as the system
+    when it names two or more models, ``prompt`` as the document when some prompt has several rows."""
+    out: dict[str, str] = {}
+    if "candidate_model" in scores.columns and scores["candidate_model"].dropna().nunique() >= 2:
+        out["system"] = "candidate_model"
+    if "prompt" in scores.columns and scores["prompt"].dropna().duplicated().any():
+        out["document"] = "prompt"
+    return out
+
+
+def calibrate(
+    items: Any,
+    judges: Mapping[str, Any] | Sequence[Any],
+    *,
+    human: str | Sequence[str] | None = None,
+    annotators: Sequence[str] = (),
+    reference_sep: str | None = None,
+    probes: str | Sequence[str] | None = "auto",
+    probe_limit: int | None = None,
+    threshold: float = 0.5,
+    thresholds: Mapping[str, float | str] | None = None,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+    ledger: Any = None,
+    task_type: str | None = None,
+    by: str | None = None,
+    pairwise: bool | None = None,
+    preference_codes: str | Mapping[str, Any] | None = None,
+    scale: Any = None,
+    groups: Mapping[str, str] | None = None,
+    epochs: int = 1,
+    reducer: Any = "mean",
+) -> CalibrationReport:
+    """Score ``items`` with every judge, measure their agreement with each other and with the
+    human labels, and run the bias probes.
+
+    With ``ledger`` and ``task_type``, every scored judgment is recorded as
+    ``judge_many(..., ledger=...)`` records it (see :func:`score_items`).
+
+    ``probes``: ``"auto"`` (those that apply to each judge), a list or comma-separated
+    names, or ``None``/``[]`` for none. ``probe_limit`` probes a seeded sample of at
+    most that many items (each probe costs one more judge call per item). Unscored
+    replies are NaN, dropped pair by pair. See :func:`score_items` for ``items``.
+
+    ``human``: a label column, or several (rating dimensions such as ``["coherence",
+    "relevance"]``), each a separate target with its own agreement rows. ``scale=(low, high)``
+    (or ``"1-5"``): the labels are ratings on that scale; rows against them gain quadratic-weighted
+    kappa and ordinal/interval alpha on the scale, and correlations per ``groups``
+    (``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as
+    system and ``prompt`` as document where they repeat; see
+    :func:`~llm_connect.calibration._agreement.grouped_correlation`). ``thresholds``: per judge, a
+    number or ``"best"`` (chosen by 5-fold cross-validation against the people, its verdict
+    statistics out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
+
+    ``by``: an input column (e.g. ``"candidate_model"``); every agreement and bias figure is also
+    computed per group of its values, the pooled figure beside (:attr:`CalibrationReport.by_group`,
+    see :mod:`llm_connect.calibration._groups`). A column the data lacks is an error before any judge runs.
+
+    Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by
+    pairwise judges and measured without any threshold: three-way (a/b/tie) agreement, accuracy on
+    people's non-tie pairs, tie rates, consistency across orders and position bias; the result is a
+    :class:`~llm_connect.calibration.PairwiseReport` (see :func:`~llm_connect.calibration.calibrate_pairwise`;
+    ``preference_codes`` says what the preference column's values mean, e.g. ``"a=1,b=2,tie=0"``).
+
+    ``epochs=k`` (``k > 1``): every judge judges every item ``k`` times (each epoch moves the
+    seeds, so a response cache serves no repeat; :func:`~llm_connect.grading.judge_many`) and
+    ``reducer`` (``"mean"``, ``"median"``, ``"mode"``, ``"max"``, ``"min"`` or a callable)
+    reduces the epochs to the score that agreement, thresholds and estimates read; each
+    judge's card then carries its run-to-run reliability (epochs, percent agreement,
+    Krippendorff's alpha: :attr:`~llm_connect.calibration.JudgeCard.reliability`). The bias
+    probes judge the perturbed items once. Not for pairwise data (a :class:`ValidationError`).
+    """
+
+    if pairwise or (pairwise is None and is_pairwise_input(items)):
+        if by is not None or reference_sep is not None or thresholds:
+            raise ValidationError("by=, reference_sep= and thresholds= do not apply to pairwise data (no threshold, "
+                                  "no reference answer); drop them")
+        if epochs != 1:
+            raise ValidationError("epochs= is not available for pairwise data in calibrate yet; run "
+                                  "judge_many(judge, items, epochs=k) or tournament(..., epochs=k) for the "
+                                  "run-to-run reliability, and JudgeCard.with_reliability(df) to keep it")
+        if human is not None and not isinstance(human, str):
+            if len(list(human)) != 1:
+                    raise ValidationError("pairwise data takes one human preference column, not several")
+            human = next(iter(human))
+        return calibrate_pairwise(items, judges, human=human, annotators=annotators, codes=preference_codes,
+                                  probes=probes, probe_limit=probe_limit, n_boot=n_boot, confidence=confidence,
+                                  seed=seed, concurrency=concurrency, progress=progress, run_config=run_config,
+                                  ledger=ledger, task_type=task_type)
+    named = _named_judges(judges)
+    group_col = None
+    if by is not None:  # checked before any judge runs
+        items = items_table(items)
+        humans = [human] if isinstance(human, str) else list(human or [])
+        group_col = group_column(items.columns, by, labels=[*humans, *annotators])
+    scored = score_judges(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
+                          concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                          task_type=task_type, scale=scale, epochs=epochs, reducer=reducer)
+    scores = scored.to_frame()  # users read the attrs mirror; the stages below get ``scored``
+    ann = scored.annotators
+    if groups is None and scale is not None:
+        groups = default_groups(scores)
+    table = agreement_table(scores, threshold=threshold, thresholds=thresholds, annotators=ann, n_boot=n_boot,
+                            confidence=confidence, seed=seed, labels=scored.labels, scale=scale, groups=groups)
+    thresholds = table.thresholds  # "best" resolved to the threshold chosen on all labelled rows
+    bias = None
+    probe_rows: Any = None
+    if probes and named:
+        probe_rows = np.arange(len(scores))
+        if probe_limit is not None and probe_limit < len(scores):
+            rng = np.random.default_rng(seed)
+            probe_rows = np.sort(rng.choice(len(scores), size=max(0, int(probe_limit)), replace=False))
+        sample = scores.iloc[probe_rows].reset_index(drop=True)
+        items_frame = sample[[c for c in ("id", "prompt", "baseline", "candidate", "candidate_model")
+                              if c in sample.columns]]
+        bias = run_probes(
+            named, items_frame, probes=probes,
+            original_scores={k: sample[f"score_{k}"].to_numpy(dtype=float) for k in named},
+            threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
+            reference_sep=reference_sep, concurrency=concurrency, progress=progress, run_config=run_config,
+        )
+    report = CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
+                               thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed,
+                               scored=replace(scored, frame=scores))
+    if by is not None and group_col is not None:
+        report.by_group = group_breakdown(
+            scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows, judges=report.judges,
+            reference=report.reference, n_boot=n_boot, confidence=confidence, seed=seed, threshold=threshold,
+            thresholds=thresholds, annotators=ann, labels=scored.labels, scale=scale,
+        )
+    return report
+
+
+

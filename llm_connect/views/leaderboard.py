@@ -1,0 +1,82 @@
+"""The leaderboard's pictures and page: ratings with their intervals drawn
+(:func:`plot_leaderboard`), and the leaderboard section of a pairwise calibration report
+(:func:`leaderboard_section`). The ratings come from :func:`llm_connect.stats.bradley_terry.leaderboard`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from .._html import Markup, frame_html, html_format, join
+from ..calibration._leaderboard import _shown_board
+from ..errors import ValidationError
+from ..stats.bradley_terry import MEAN, _need_columns
+from ._figures import new_figure, png_data_uri
+from .plots import _axes, _text
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["leaderboard_section", "plot_leaderboard"]
+
+
+def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
+    """Ratings with their intervals, best at the top (``data``: a
+    :func:`~llm_connect.calibration.leaderboard` frame, or any frame with ``model``, ``rating`` and
+    optionally ``rating_low``/``rating_high``). With several groups (a ``by=`` frame) each model is
+    labelled ``group / model``. ``**kwargs`` go to ``Axes.errorbar``. Returns the Axes."""
+    if data is None or not isinstance(data, pd.DataFrame):
+        raise ValidationError("data is required: pass a leaderboard(...) frame")
+    _need_columns(data, ["model", "rating"])
+    ax = _axes(ax)
+    frame = data.sort_values("rating", ascending=True).reset_index(drop=True)
+    by = [c for c in data.attrs.get("by", []) if c in frame.columns]
+    labels = [_text(" / ".join([*(str(r[c]) for c in by), str(r["model"])]), 40) for r in frame.to_dict("records")]
+    y = np.arange(len(frame))
+    rating = frame["rating"].to_numpy(dtype=float)
+    if {"rating_low", "rating_high"} <= set(frame.columns):
+        low = frame["rating_low"].to_numpy(dtype=float)
+        high = frame["rating_high"].to_numpy(dtype=float)
+        xerr = np.vstack([np.where(np.isfinite(low), rating - low, 0.0),
+                          np.where(np.isfinite(high), high - rating, 0.0)])
+    else:
+        xerr = None
+    style = {"fmt": "o", "capsize": 3, "color": "C0"}
+    style.update(kwargs)
+    ax.errorbar(rating, y, xerr=xerr, **style)
+    ax.axvline(MEAN, color="0.7", linewidth=0.8, linestyle=":", zorder=0)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels)
+    level = data.attrs.get("confidence")
+    ax.set_xlabel("rating (Elo scale, mean 1000)" + (f"; {level:.0%} intervals" if level else ""))
+    ax.set_ylabel("")
+    return ax
+
+
+def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: bool) -> Markup:
+    """The report's section: each rater's board (rank, model, rating with its interval, rank range,
+    comparisons, win rate) and, with ``plots``, the first board drawn by :func:`plot_leaderboard`."""
+    if not boards:
+        return Markup("")
+    parts = [html_format("<h3>Leaderboards (Bradley-Terry)</h3><p>{}</p>",
+                         "Ratings on the Elo scale (400 log10 odds, mean 1000) from each rater's winners, ties "
+                         f"half; {confidence:.0%} bootstrap intervals over pairs; rank range: best and worst "
+                         "plausible rank from the intervals, as Chatbot Arena ranks.")]
+    drawn = False
+    for name, board in boards.items():
+        if not isinstance(board, pd.DataFrame):
+            parts.append(html_format("<p>No leaderboard from {}: {}</p>", name, board))
+            continue
+        parts.append(frame_html(_shown_board(board), caption=f"Leaderboard from {name}'s winners"))
+        if plots and not drawn:
+            fig, ax = new_figure(5.5, 0.9 + 0.35 * len(board))
+            plot_leaderboard(board, ax=ax)
+            ax.set_title(_text(name))
+            parts.append(html_format("<figure style='display:inline-block;margin:4px'><img src='{}' alt='{}'>"
+                                     "<figcaption>{}</figcaption></figure>", png_data_uri(fig),
+                                     f"leaderboard ({name})", f"Leaderboard from {name}'s winners"))
+            drawn = True
+    return join(parts)

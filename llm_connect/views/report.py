@@ -1,0 +1,235 @@
+"""The calibration report as a page: its figures, its HTML and its ipywidgets explorer.
+
+:class:`~llm_connect.calibration.CalibrationReport` holds the numbers; its ``figures()``,
+``html()``, ``to_html()`` and ``widget()`` call the functions here (through
+:func:`llm_connect._display.view`), which draw what the report computes and
+compute nothing of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .._html import Markup, fmt, frame_html, html_format, join
+from ._figures import new_figure, png_bytes, png_data_uri
+from .groups import group_breakdown_html
+from .plots import (
+    _text,
+    plot_agreement_heatmap,
+    plot_bias_forest,
+    plot_estimates,
+    plot_judge_scatter,
+    plot_reliability,
+    plot_score_vs_length,
+    plot_threshold_sweep,
+)
+
+__all__ = ["report_figures", "report_html", "report_widget", "save_report_html"]
+
+
+def report_figures(report: Any) -> dict[str, Any]:
+    """The report's figures (``matplotlib.figure.Figure``, outside pyplot), by name.
+
+    Each judge gets the plots that carry information for its kind of scores
+    (:meth:`plots_for`): a 0/1 judge has no threshold to sweep and its scatter against
+    the labels is a jittered 2x2 table, so it gets neither.
+    """
+    figs: dict[str, Any] = {}
+    if report.agreement.pairs:
+        fig, ax = new_figure(1.2 + 0.9 * len(report.names), 0.8 + 0.8 * len(report.names))
+        plot_agreement_heatmap(report.agreement, statistic="cohen_kappa", ax=ax)
+        figs["agreement heatmap (Cohen's kappa)"] = fig
+    ref = report.reference
+    for j in report.judges:
+        plots = report.plots_for(j)
+        if "scatter" in plots and ref is not None:
+            fig, ax = new_figure()
+            plot_judge_scatter(report.scores, x=ref, y=j, jitter=0.02, seed=report.seed, ax=ax)
+            figs[f"{j} vs {ref}"] = fig
+        if "reliability" in plots and ref is not None:
+            fig, ax = new_figure()
+            plot_reliability(report.scores, judge=j, label=ref, threshold=report.threshold_of(ref), ax=ax)
+            figs[f"reliability of {j} against {ref}"] = fig
+        if "threshold sweep" in plots and ref is not None:
+            fig, ax = new_figure()
+            plot_threshold_sweep(report.sweep(j, ref), ax=ax)
+            ax.set_title(_text(f"{j} threshold vs {ref}"))
+            figs[f"threshold sweep of {j}"] = fig
+        if "length" in plots:
+            fig, ax = new_figure()
+            hue = ref if ref and ref != j else None
+            plot_score_vs_length(report.scores, judge=j, hue=hue, ax=ax)
+            figs[f"{j} score vs length"] = fig
+    if report.bias is not None and report.bias.results:
+        fig, ax = new_figure(6, 1.2 + 0.35 * len(report.bias.results))
+        plot_bias_forest(report.bias, ax=ax)
+        figs["bias probes"] = fig
+    return figs
+
+
+def _diagnostics_html(report: Any) -> Markup:
+    parts: list[str] = []  # markup only: each a Markup from frame_html or a _repr_html_
+    rows = []
+    for j in report.judges:
+        eff = report.length_effect(j)
+        rows.append({"judge": j, "controls": ", ".join(eff.controls) or "—", "term": eff.term,
+                     "length coef": eff.coef, "low": eff.low, "high": eff.high, "p": eff.p_value, "n": eff.n,
+                     "note": eff.note})
+    if rows:
+        parts.append(frame_html(pd.DataFrame(rows), caption="Length effect (OLS; score change per unit)"))
+    for j in report.judges:
+        fam = report.meta.judge_families.get(j)
+        if fam and report.scores["model_family"].notna().any():
+            parts.append(report.self_preference(j)._repr_html_())
+    return join(parts)
+
+def report_html(report: Any, *, plots: bool = True, title: str = "Calibration report") -> Markup:
+    """The report as an HTML fragment (tables, and figures as embedded PNGs)."""
+    usage = report.meta.usage
+    head = [html_format("<h2>{}</h2>", title),
+            html_format("<p>{} items; judges: {}; labels: {}; threshold {}.</p>", len(report.scores),
+                        ", ".join(report.judges) or "—", ", ".join(report.labels) or "—", fmt(report.threshold))]
+    cards = report.judge_cards()
+    if cards:
+        head.append(html_format("<h3>Verdicts</h3><ul class='llm-connect-verdicts'>{}</ul>",
+                                join(html_format("<li>{}</li>", c.verdict) for c in cards)))
+    if usage:
+        udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
+        head.append(frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)"))
+    body = [frame_html(report.summary(), caption="Summary"), report.agreement._repr_html_()]
+    if cards:
+        body.append(html_format("<h3>Judge cards</h3>{}", join(Markup(c._repr_html_()) for c in cards)))
+    body.append(_estimates_html(report, plots=plots))
+    if report.bias is not None:
+        body.append(report.bias._repr_html_())
+    body.append(_diagnostics_html(report))
+    if report.by_group is not None:
+        body.append(group_breakdown_html(report.by_group, plots=plots))
+    if plots:
+        figs = report_figures(report)
+        imgs = join(
+            html_format("<figure style='display:inline-block;margin:4px'><img src='{}' alt='{}'>"
+                        "<figcaption>{}</figcaption></figure>", png_data_uri(fig), name, name)
+            for name, fig in figs.items()
+        )
+        body.append(html_format("<div>{}</div>", imgs))
+    return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+
+def _estimates_html(report: Any, *, plots: bool) -> Markup:
+    """The "Estimates" section: when the data names the candidates' models and has human labels."""
+    if "candidate_model" not in report.scores.columns or not report.scores["candidate_model"].notna().any():
+        return Markup("")
+    est = report.estimates()
+    if est is None or est.empty:
+        return Markup("")
+    shown = est[["judge", "candidate_model", "method", "estimate", "ci_low", "ci_high", "n_labelled", "n_total",
+                 "reason"]]
+    parts = [Markup("<h3>Estimates</h3>"),
+             html_format("<p>Mean quality of each model's answers: as judge {} alone would claim it, from the "
+                         "human labels alone, and both combined by prediction-powered inference (PPI++), whose "
+                         "interval stays valid however biased the judge is.</p>", str(est["judge"].iloc[0])),
+             frame_html(shown, caption="Estimates per model", max_rows=200)]
+    if plots:
+        fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
+        plot_estimates(est.drop(columns=["judge"]), ax=ax)
+        parts.append(html_format("<figure><img src='{}' alt='estimates per model'></figure>", png_data_uri(fig)))
+    return join(parts)
+
+def save_report_html(report: Any, path: str | Path, *, title: str = "Calibration report") -> Path:
+    """Write one self-contained HTML file (figures embedded) and return its path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+             "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 6px;"
+             "text-align:right}table.llm-connect{margin:1em 0}caption{margin-bottom:4px}")
+    doc = html_format("<!DOCTYPE html><html><head><meta charset='utf-8'><title>{}</title>"
+                      "<style>{}</style></head><body>{}</body></html>",
+                      title, Markup(style), report.html(plots=True, title=title))
+    p.write_text(doc, encoding="utf-8")
+    return p
+
+
+def report_widget(report: Any) -> Any:
+    """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and
+    browse the items where the two judges disagree most. The controls only call this
+    report's pure functions and the plot functions. The returned box has a ``controls``
+    attribute naming its parts (``judge_a``, ``judge_b``, ``threshold``, ``summary``,
+    ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``)."""
+    try:
+        import ipywidgets as w
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError("ipywidgets", "notebooks", "CalibrationReport.widget()") from exc
+    from types import SimpleNamespace
+
+    names = report.names
+    if len(names) < 2:
+        raise ValueError("the widget needs at least two judges or labels")
+    first = report.judges[0] if report.judges else names[0]
+    second = report.reference if report.reference and report.reference != first else next(n for n in names if n != first)
+    judge_a = w.Dropdown(options=names, value=first, description="judge")
+    judge_b = w.Dropdown(options=names, value=second, description="against")
+    threshold = w.FloatSlider(value=report.threshold, min=0.05, max=0.95, step=0.05, description="threshold",
+                              continuous_update=False, readout_format=".2f")
+    top = w.IntSlider(value=10, min=1, max=50, description="items", continuous_update=False)
+    summary = w.HTML()
+    scatter = w.Image(format="png")
+    sweep = w.Image(format="png")
+    table = w.HTML()
+
+    def render(draw: Callable[[Any], Any]) -> bytes:
+        fig, ax = new_figure(4.6, 3.4)
+        draw(ax)
+        return png_bytes(fig)
+
+    def update(_change: Any = None) -> None:
+        a, b, t = judge_a.value, judge_b.value, float(threshold.value)
+        if a == b:
+            summary.value = "<p>choose two different judges</p>"
+            return
+        pair = report.pair(a, b, threshold=t, n_boot=200)
+        summary.value = pair._repr_html_()
+        scatter.value = render(lambda ax: plot_judge_scatter(report.scores, x=b, y=a, jitter=0.02,
+                                                                    seed=report.seed, ax=ax))
+
+        def draw_sweep(ax: Any) -> None:
+            plot_threshold_sweep(report.sweep(a, b), ax=ax)
+            ax.axvline(t, color="tab:red", linewidth=1)
+
+        sweep.value = render(draw_sweep)
+        table.value = frame_html(report.disagreements(a, b, top=int(top.value)),
+                                 caption=f"where {a} and {b} disagree most")
+
+    for control in (judge_a, judge_b, threshold, top):
+        control.observe(update, names="value")
+    update()
+
+    tabs = w.Tab()
+    children, titles = [], []
+    if report.bias is not None:
+        for probe in dict.fromkeys(r.probe for r in report.bias.results):
+            parts = [r._repr_html_() if r.stats.n else html_format("<p>{}: {}</p>", r.judge, r.stats.note)
+                     for r in report.bias.results if r.probe == probe]
+            children.append(w.HTML(join(parts)))
+            titles.append(probe)
+    tabs.children = children
+    for i, t in enumerate(titles):
+        tabs.set_title(i, t)
+
+    box = w.VBox([
+        w.HBox([judge_a, judge_b, threshold]),
+        summary,
+        w.HBox([scatter, sweep]),
+        w.HTML("<b>Bias probes</b>"),
+        tabs,
+        top,
+        table,
+    ])
+    box.controls = SimpleNamespace(judge_a=judge_a, judge_b=judge_b, threshold=threshold, summary=summary,
+                                   scatter=scatter, sweep=sweep, disagreements=table, bias_tabs=tabs, top=top)
+    return box
