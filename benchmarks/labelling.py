@@ -42,7 +42,7 @@ import pandas as pd
 
 from llm_connect import ContainsJudge, ExactMatchJudge, QualityLedger, TokenF1Judge, judge_many
 from llm_connect.calibration import Labeller, estimate_quality
-from llm_connect.calibration._labeller import (
+from llm_connect.stats.sampling import (
     active_probabilities,
     calibrated_scores,
     residual_walk,

@@ -18,7 +18,9 @@ from scipy import stats
 
 from llm_connect import ExactMatchJudge, QualityLedger, judge_many
 from llm_connect.calibration import Labeller, estimate_quality
-from llm_connect.calibration._labeller import (
+from llm_connect.errors import ValidationError
+from llm_connect.frames import ledger_frame, paired_frame
+from llm_connect.stats.sampling import (
     active_probabilities,
     calibrated_scores,
     item_draws,
@@ -27,8 +29,6 @@ from llm_connect.calibration._labeller import (
     score_bins,
     walk_inclusion,
 )
-from llm_connect.errors import ValidationError
-from llm_connect.frames import ledger_frame, paired_frame
 
 
 def _items(n: int = 12, models: tuple[str, ...] = ("m1", "m2")) -> list[dict]:
