@@ -259,7 +259,7 @@ def test_ppi_ratings_match_ppi_python_on_data_without_ties():
     (``py_func``), which gives the same numbers without numba's half-minute compilation."""
     ppi = pytest.importorskip("ppi_py.ppi")
 
-    from llm_connect.calibration._leaderboard import ppi_bradley_terry
+    from llm_connect.stats.bradley_terry import ppi_bradley_terry
 
     rng = np.random.default_rng(12)
     df = _judged(rng, 2000, 0.15, ties=False)
@@ -434,7 +434,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, rows, args, messa
 
 
 def test_the_bootstraps_chord_steps_reach_the_same_optimum_as_newton():
-    from llm_connect.calibration._leaderboard import _aggregate, _fit_bt, _fit_bt_chord, _hessian
+    from llm_connect.stats.bradley_terry import _aggregate, _fit_bt, _fit_bt_chord, _hessian
 
     rng = np.random.default_rng(13)
     df = simulate(rng.normal(0, 1, 12), 3000, rng, tie_rate=0.1)

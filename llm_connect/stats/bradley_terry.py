@@ -1,0 +1,723 @@
+"""Leaderboards from pairwise comparisons: Bradley-Terry ratings with bootstrap intervals, the judge's
+leaderboard beside people's (prediction-powered when people labelled a subset), and AlpacaEval 2's
+length-controlled win rate.
+
+Bradley-Terry (Bradley & Terry 1952, "Rank analysis of incomplete block designs: I. The method of
+paired comparisons") gives model ``i`` a strength ``theta_i`` with
+``P(i beats j) = 1 / (1 + exp(-(theta_i - theta_j)))``. :func:`leaderboard` fits it by maximum
+likelihood as Chatbot Arena does (Chiang et al. 2024, "Chatbot Arena: An Open Platform for
+Evaluating LLMs by Human Preference", arXiv:2403.04132; FastChat's ``elo_analysis.py``,
+``compute_elo_mle_with_tie``): a logistic regression on ``x = e_a - e_b`` without intercept, a tie
+counted as half a win to each side (FastChat duplicates every battle and splits ties; the
+likelihood is the same up to a factor 2). The comparisons are first aggregated into counts per
+pair of models, so a million comparisons of ``M`` models cost at most ``M(M-1)/2`` terms, and the
+likelihood is maximised by Newton's method (the log-likelihood is concave, Hunter 2004, "MM
+algorithms for generalized Bradley-Terry models", Ann. Statist. 32(1); a ridge of ``1e-6`` keeps a
+model that won or lost every comparison finite, as ``choix.opt_pairwise`` does).
+
+Ratings are on the Elo scale, ``400 * log10`` odds, anchored so their mean is 1000. Intervals come
+from a percentile bootstrap over comparisons, as FastChat's ``get_bootstrap_result`` (resample the
+battles with replacement, refit, take quantiles): here a resample is drawn as multinomial counts
+over the (pair, outcome) cells -- the same distribution -- and all resamples are fitted at once,
+warm-started from the point estimate. Ranks follow Chatbot Arena: a model's best plausible rank
+(``rank_low``) is one plus the number of models whose lower bound is above its upper bound (the
+"rank (UB)" of the Arena leaderboard); its worst plausible rank (``rank_high``) is the number of
+models whose upper bound is not below its lower bound.
+
+The judge's leaderboard anchored to people's labels (:func:`ppi_bradley_terry`) is prediction-powered
+inference for Bradley-Terry (Boyeau et al. 2024, "AutoEval Done Right", arXiv:2403.07008), with the
+PPI++ weight of Angelopoulos, Duchi & Zrnic (2023), "PPI++: Efficient Prediction-Powered Inference",
+arXiv:2311.01453.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from .preferences import parse_preferences
+
+__all__ = [
+    "LEADERBOARD_COLUMNS",
+    "MEAN",
+    "SCALE",
+    "leaderboard",
+    "ppi_bradley_terry",
+]
+
+#: The columns of :func:`leaderboard`'s frame (after the ``by`` columns).
+LEADERBOARD_COLUMNS: tuple[str, ...] = (
+    "model", "rating", "rating_low", "rating_high", "rank", "rank_low", "rank_high", "n", "win_rate",
+)
+METHODS: tuple[str, ...] = ("bradley-terry",)
+#: Elo scale: ``SCALE * log10(odds)``; ratings are shifted so that their mean is ``MEAN``.
+SCALE = 400.0
+MEAN = 1000.0
+_ELO = SCALE / math.log(10.0)
+#: Ridge on the log-strengths (as ``choix.opt_pairwise``'s default): finite ratings for a model that
+#: won or lost everything; on ordinary data it moves a rating by far less than 0.001.
+RIDGE = 1e-6
+N_BOOT_MAX = 100_000
+_CELLS_BUDGET = 12_500_000  # floats per bootstrap chunk (resamples x models x models)
+
+
+# -- checking the input ---------------------------------------------------------------------------
+
+
+def _frame(data: Any) -> pd.DataFrame:
+    if isinstance(data, pd.DataFrame):
+        return data
+    try:
+        return pd.DataFrame.from_records(list(data))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"data must be a DataFrame (one row per comparison) or mappings: {exc}") from None
+
+
+def _need_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    missing = [c for c in dict.fromkeys(columns) if c not in frame.columns]
+    if missing:
+        raise ValidationError(f"no column {', '.join(map(repr, missing))} in the data; it has "
+                              f"{', '.join(map(str, frame.columns))}")
+
+
+def _check_settings(confidence: Any, n_boot: Any, method: str = "bradley-terry") -> tuple[float, int]:
+    try:
+        conf = float(confidence)
+    except (TypeError, ValueError):
+        conf = math.nan
+    if not 0.0 < conf < 1.0:
+        raise ValidationError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or not 0 <= n_boot <= N_BOOT_MAX:
+        raise ValidationError(f"n_boot must be a whole number from 0 to {N_BOOT_MAX}, got {n_boot!r}")
+    if method not in METHODS:
+        raise ValidationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    return conf, int(n_boot)
+
+
+def _by_list(by: str | Sequence[str] | None) -> list[str]:
+    if by is None:
+        return []
+    if isinstance(by, str):
+        return [by]
+    return [str(b) for b in by]
+
+
+def _outcomes(values: Any, column: str, codes: Any) -> np.ndarray:
+    """``"a"``/``"b"``/``"tie"``/``None`` per row (the words Chatbot Arena exports are read too)."""
+    codes_, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    parsed = parse_preferences(list(uniques), codes=codes, column=column)
+    out = np.full(len(codes_), None, dtype=object)
+    known = codes_ >= 0
+    out[known] = parsed[codes_[known]]
+    return out
+
+
+def _names(values: pd.Series, column: str) -> np.ndarray:
+    out = values.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(values.astype(object), use_na_sentinel=True)
+    empty = np.array([isinstance(v, str) and not v.strip() for v in uniques], dtype=bool)
+    blank = (codes < 0) | (empty[np.maximum(codes, 0)] & (codes >= 0))
+    if blank.any():
+        rows = np.flatnonzero(blank)[:5].tolist()
+        raise ValidationError(f"column {column!r} has {int(blank.sum())} row(s) with no model name (rows {rows}); "
+                              "every comparison needs both models")
+    return out
+
+
+# -- the comparisons as counts per pair ------------------------------------------------------------
+
+
+@dataclass
+class _Pairs:
+    """Comparisons aggregated per unordered pair ``(i, j)``, ``i < j``: wins of i, wins of j, ties."""
+
+    models: list[Any]
+    i: np.ndarray
+    j: np.ndarray
+    wins_i: np.ndarray
+    wins_j: np.ndarray
+    ties: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return len(self.models)
+
+    @property
+    def total(self) -> int:
+        return int(self.wins_i.sum() + self.wins_j.sum() + self.ties.sum())
+
+
+def _sort_key(value: Any) -> tuple[str, str]:
+    return (type(value).__name__ if not isinstance(value, str) else "", str(value))
+
+
+def _aggregate(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, all_models: Sequence[Any]) -> _Pairs:
+    """Count per pair; ``outcome`` in ``"a"``/``"b"``/``"tie"`` (rows already filtered)."""
+    models = sorted(set(all_models), key=_sort_key)
+    ia = pd.Categorical(a, categories=models).codes.astype(np.int64)
+    ib = pd.Categorical(b, categories=models).codes.astype(np.int64)
+    lo, hi = np.minimum(ia, ib), np.maximum(ia, ib)
+    m = len(models)
+    key = lo * m + hi
+    a_won = outcome == "a"
+    b_won = outcome == "b"
+    tie = outcome == "tie"
+    lo_won = (a_won & (ia == lo)) | (b_won & (ib == lo))
+    hi_won = (a_won & (ia == hi)) | (b_won & (ib == hi))
+    cells, inverse = np.unique(key, return_inverse=True)
+    p = len(cells)
+    return _Pairs(
+        models=models, i=cells // m, j=cells % m,
+        wins_i=np.bincount(inverse, weights=lo_won, minlength=p),
+        wins_j=np.bincount(inverse, weights=hi_won, minlength=p),
+        ties=np.bincount(inverse, weights=tie, minlength=p),
+    )
+
+
+def _components(pairs: _Pairs) -> list[list[Any]]:
+    """The connected components of the comparison graph (as model names), largest first."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    m = pairs.m
+    graph = coo_matrix((np.ones(len(pairs.i)), (pairs.i, pairs.j)), shape=(m, m))
+    n, labels = connected_components(graph, directed=False)
+    groups = [[pairs.models[k] for k in np.flatnonzero(labels == c)] for c in range(n)]
+    return sorted(groups, key=len, reverse=True)
+
+
+def _shown(models: Sequence[Any], limit: int = 8) -> str:
+    names = ", ".join(repr(str(m)) for m in list(models)[:limit])
+    return names + (f" and {len(models) - limit} more" if len(models) > limit else "")
+
+
+def _check_graph(pairs: _Pairs, compared: Sequence[Any], where: str) -> None:
+    seen = set(compared)
+    never = [m for m in pairs.models if m not in seen]
+    if never:
+        raise ValidationError(f"{where}model(s) {_shown(never)} never compared with another model (no row with a "
+                              "winner against a different model): a rating needs at least one comparison; drop them "
+                              "or add comparisons")
+    comps = _components(pairs)
+    if len(comps) > 1:
+        shown = "; ".join(f"{{{_shown(c)}}}" for c in comps[:5])
+        raise ValidationError(f"{where}the comparisons fall into {len(comps)} groups never compared with each other: "
+                              f"{shown}. Ratings of different groups are not on one scale: add comparisons between "
+                              "them, or rate each group on its own (by=)")
+
+
+# -- fitting ---------------------------------------------------------------------------------------
+
+
+def _incidence(pairs: _Pairs) -> tuple[Any, Any]:
+    """Sparse (P, M) matrices: signed (``+1`` at i, ``-1`` at j) and absolute incidence."""
+    from scipy.sparse import csr_matrix
+
+    p = len(pairs.i)
+    rows = np.concatenate([np.arange(p), np.arange(p)])
+    cols = np.concatenate([pairs.i, pairs.j])
+    signed = csr_matrix((np.concatenate([np.ones(p), -np.ones(p)]), (rows, cols)), shape=(p, pairs.m))
+    absolute = csr_matrix((np.ones(2 * p), (rows, cols)), shape=(p, pairs.m))
+    return signed, absolute
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+def _fit_bt(pairs: _Pairs, wi: np.ndarray, wj: np.ndarray, theta0: np.ndarray | None = None, *,
+            ridge: float = RIDGE, tol: float = 1e-9, max_iter: int = 100) -> np.ndarray:
+    """Maximum-likelihood log-strengths for each row of the weights ``wi``/``wj`` ``(B, P)`` (wins of
+    i and of j, ties counted half to each), by Newton's method on all rows at once; ``(B, M)``.
+
+    Maximises ``sum_k wi log s(d_k) + wj log s(-d_k) - ridge/2 |theta|^2`` with ``d = theta_i - theta_j``;
+    the optimum has mean 0 (the gradient of the likelihood sums to zero over models). A step is
+    shortened to at most 4 in log-odds so that a far start cannot overshoot."""
+    b, m = wi.shape[0], pairs.m
+    signed, absolute = _incidence(pairs)
+    theta = np.zeros((b, m)) if theta0 is None else np.array(np.broadcast_to(theta0, (b, m)), dtype=float)
+    total = wi + wj
+    active = np.arange(b)
+    eye = np.arange(m)
+    for _ in range(max_iter):
+        if not len(active):
+            break
+        th = theta[active]
+        d = th[:, pairs.i] - th[:, pairs.j]
+        s = _expit(d)
+        resid = wi[active] - total[active] * s
+        grad = np.asarray((signed.T @ resid.T).T) - ridge * th
+        v = total[active] * s * (1.0 - s)
+        hess = np.zeros((len(active), m, m))
+        hess[:, pairs.i, pairs.j] = -v
+        hess[:, pairs.j, pairs.i] = -v
+        hess[:, eye, eye] = np.asarray((absolute.T @ v.T).T) + ridge
+        step = np.linalg.solve(hess, grad[..., None])[..., 0]
+        big = np.abs(step).max(axis=1)
+        scale = np.where(big > 4.0, 4.0 / np.maximum(big, 1e-300), 1.0)
+        step *= scale[:, None]
+        theta[active] = th + step
+        active = active[big > tol]
+    return theta - theta.mean(axis=1, keepdims=True)
+
+
+def _fit_bt_chord(pairs: _Pairs, wi: np.ndarray, wj: np.ndarray, theta0: np.ndarray, hess_inv: np.ndarray, *,
+                  ridge: float = RIDGE, tol: float = 1e-9, max_iter: int = 60) -> np.ndarray:
+    """The same optimum as :func:`_fit_bt` for resamples close to the data: Newton's method with the
+    Hessian held at the point estimate (a chord method: one ``(M, M)`` inverse for every resample,
+    linear convergence at a rate of the resamples' relative noise). A resample that does not settle
+    within ``max_iter`` steps, or whose steps grow, is finished by full Newton steps."""
+    b = wi.shape[0]
+    signed, _ = _incidence(pairs)
+    theta = np.array(np.broadcast_to(theta0, (b, pairs.m)), dtype=float)
+    total = wi + wj
+    active = np.arange(b)
+    last = np.full(b, np.inf)
+    for _ in range(max_iter):
+        if not len(active):
+            break
+        th = theta[active]
+        s = _expit(th[:, pairs.i] - th[:, pairs.j])
+        grad = np.asarray((signed.T @ (wi[active] - total[active] * s).T).T) - ridge * th
+        step = grad @ hess_inv
+        big = np.abs(step).max(axis=1)
+        growing = big > 2.0 * last[active]
+        theta[active] = np.where(growing[:, None], th, th + step)
+        last[active] = big
+        active = active[(big > tol) & ~growing]
+    unsettled = np.flatnonzero(last > tol)
+    if len(unsettled):
+        theta[unsettled] = _fit_bt(pairs, wi[unsettled], wj[unsettled], theta[unsettled], ridge=ridge, tol=tol)
+    return theta - theta.mean(axis=1, keepdims=True)
+
+
+def _hessian(pairs: _Pairs, theta: np.ndarray, total: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
+    """The negative Hessian of the log-likelihood at ``theta`` (``(M,)``) for pair counts ``total``."""
+    s = _expit(theta[pairs.i] - theta[pairs.j])
+    v = total * s * (1.0 - s)
+    hess = np.zeros((pairs.m, pairs.m))
+    hess[pairs.i, pairs.j] = -v
+    hess[pairs.j, pairs.i] = -v
+    np.add.at(hess, (pairs.i, pairs.i), v)
+    np.add.at(hess, (pairs.j, pairs.j), v)
+    return hess + ridge * np.eye(pairs.m)
+
+
+def _ratings(theta: np.ndarray) -> np.ndarray:
+    return MEAN + _ELO * (theta - theta.mean(axis=-1, keepdims=True))
+
+
+def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int | None,
+                  progress: bool | None) -> np.ndarray:
+    """``(n_boot, M)`` ratings of resamples of the comparisons (multinomial over the pair-outcome cells)."""
+    counts = np.concatenate([pairs.wins_i, pairs.wins_j, pairs.ties])
+    keep = counts > 0
+    cells = counts[keep]
+    n = round(float(cells.sum()))
+    p = len(pairs.i)
+    kind = np.repeat(np.arange(3), p)[keep]
+    pair = np.tile(np.arange(p), 3)[keep]
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(3 * p, pairs.m * pairs.m, 1)))
+    out = np.empty((n_boot, pairs.m))
+    from tqdm.auto import tqdm
+
+    hess_inv = np.linalg.inv(_hessian(pairs, theta_hat, pairs.wins_i + pairs.wins_j + pairs.ties))
+    show = (n_boot > chunk) if progress is None else bool(progress)
+    with tqdm(total=n_boot, desc="leaderboard: bootstrap", unit="resample", disable=not show, leave=False) as bar:
+        done = 0
+        while done < n_boot:
+            k = min(chunk, n_boot - done)
+            draws = rng.multinomial(n, cells / n, size=k).astype(float)
+            wi = np.zeros((k, p))
+            wj = np.zeros((k, p))
+            for kd, targets in ((0, ((wi, 1.0),)), (1, ((wj, 1.0),)), (2, ((wi, 0.5), (wj, 0.5)))):
+                sel = kind == kd  # each pair appears at most once per outcome
+                for target, share in targets:
+                    target[:, pair[sel]] += share * draws[:, sel]
+            out[done:done + k] = _ratings(_fit_bt_chord(pairs, wi, wj, theta_hat, hess_inv))
+            done += k
+            bar.update(k)
+    return out
+
+
+def _rank_intervals(rating: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Rank 1 = best; best and worst plausible ranks from the intervals, as Chatbot Arena does."""
+    rank = 1 + (rating[None, :] > rating[:, None]).sum(axis=1)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        return rank, np.full(len(rating), -1), np.full(len(rating), -1)
+    better = low[None, :] > high[:, None]  # [i, j]: j is surely better than i
+    worse = high[None, :] < low[:, None]  # [i, j]: j is surely worse than i
+    return rank, 1 + better.sum(axis=1), len(rating) - worse.sum(axis=1)
+
+
+def _board(pairs: _Pairs, *, confidence: float, n_boot: int, seed: int | None,
+           progress: bool | None) -> pd.DataFrame:
+    wi = (pairs.wins_i + 0.5 * pairs.ties)[None, :]
+    wj = (pairs.wins_j + 0.5 * pairs.ties)[None, :]
+    theta = _fit_bt(pairs, wi, wj)[0]
+    rating = _ratings(theta)
+    if n_boot > 0:
+        boot = _bootstrap_bt(pairs, theta, n_boot, seed, progress)
+        tail = (1.0 - confidence) / 2.0
+        low, high = np.quantile(boot, [tail, 1.0 - tail], axis=0)
+    else:
+        low = high = np.full(pairs.m, math.nan)
+    rank, rank_low, rank_high = _rank_intervals(rating, low, high)
+    n = np.bincount(pairs.i, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=pairs.m) + \
+        np.bincount(pairs.j, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=pairs.m)
+    won = np.bincount(pairs.i, weights=pairs.wins_i + 0.5 * pairs.ties, minlength=pairs.m) + \
+        np.bincount(pairs.j, weights=pairs.wins_j + 0.5 * pairs.ties, minlength=pairs.m)
+    frame = pd.DataFrame({
+        "model": pairs.models, "rating": rating, "rating_low": low, "rating_high": high, "rank": rank,
+        "rank_low": rank_low, "rank_high": rank_high, "n": n.astype(np.int64), "win_rate": won / n,
+    })
+    if n_boot == 0:  # no intervals, no rank ranges
+        frame["rank_low"] = pd.array([pd.NA] * pairs.m, dtype="Int64")
+        frame["rank_high"] = pd.array([pd.NA] * pairs.m, dtype="Int64")
+    return frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
+
+
+def _prepare(data: Any, model_a: str, model_b: str, winner: str, codes: Any,
+             extra: Sequence[str] = ()) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    frame = _frame(data)
+    _need_columns(frame, [model_a, model_b, winner, *extra])
+    a = _names(frame[model_a], model_a)
+    b = _names(frame[model_b], model_b)
+    outcome = _outcomes(frame[winner], winner, codes)
+    same = np.asarray(a == b, dtype=bool)
+    labelled = pd.notna(outcome).astype(bool)
+    notes = {"n_rows": len(frame), "n_unlabelled": int((~labelled).sum()), "n_self": int((same & labelled).sum())}
+    return frame, a, b, outcome, notes
+
+
+def _one_board(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, *, where: str, confidence: float, n_boot: int,
+               seed: int | None, progress: bool | None) -> pd.DataFrame:
+    keep = pd.notna(outcome).astype(bool) & np.asarray(a != b, dtype=bool)
+    all_models = pd.unique(np.concatenate([a, b])).tolist()
+    if not keep.any():
+        raise ValidationError(f"{where}no comparison with a winner between two different models")
+    pairs = _aggregate(a[keep], b[keep], outcome[keep], all_models)
+    _check_graph(pairs, pd.unique(np.concatenate([a[keep], b[keep]])).tolist(), where)
+    return _board(pairs, confidence=confidence, n_boot=n_boot, seed=seed, progress=progress)
+
+
+def leaderboard(
+    data: Any,
+    *,
+    model_a: str = "model_a",
+    model_b: str = "model_b",
+    winner: str = "winner",
+    by: str | Sequence[str] | None = None,
+    confidence: float = 0.95,
+    n_boot: int = 1000,
+    seed: int | None = 0,
+    method: str = "bradley-terry",
+    codes: str | Mapping[str, Any] | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """Bradley-Terry ratings of the models compared in ``data``, with bootstrap intervals and ranks.
+
+    ``data``: a DataFrame (or mappings), one row per comparison; ``model_a``/``model_b``: the columns
+    naming the two models; ``winner``: the column saying which won, ``"a"``, ``"b"`` or ``"tie"``
+    (a tie counts half to each side; the Chatbot Arena words ``model_a``, ``model_b``,
+    ``tie (bothbad)`` are read too, numeric codes need ``codes=``, e.g. ``"a=1,b=2,tie=0"``). A
+    blank winner (an unlabelled or unscored pair) and a model compared with itself are left out
+    and counted in ``attrs``. ``by``: column(s) giving one leaderboard per group, the group
+    columns first. ``confidence``: the interval level; ``n_boot``: bootstrap resamples (0: no
+    intervals); ``seed``: the resampling seed; ``method``: ``"bradley-terry"`` (the only one);
+    ``progress``: a ``tqdm`` bar over the resamples (default: when they take several chunks).
+
+    Returns a DataFrame sorted best first, one row per model: ``model``, ``rating`` (Elo scale,
+    ``400 * log10`` odds, mean 1000), ``rating_low``/``rating_high`` (percentile bootstrap over
+    comparisons), ``rank`` (1 = best), ``rank_low``/``rank_high`` (best and worst plausible rank
+    from the intervals, as Chatbot Arena ranks), ``n`` (comparisons of the model), ``win_rate``
+    (ties half). ``attrs`` holds the settings and counts (``method``, ``confidence``, ``n_boot``,
+    ``seed``, ``n_comparisons``, ``n_unlabelled``, ``n_self``).
+
+    Raises :class:`~llm_connect.errors.ValidationError` for a missing column, a winner that is
+    not a preference (listing the values), a row without a model name, a model never compared,
+    or comparisons that fall into groups never compared with each other (naming the groups).
+
+    References: Bradley & Terry (1952); Hunter (2004), "MM algorithms for generalized
+    Bradley-Terry models"; Chiang et al. (2024), "Chatbot Arena", arXiv:2403.04132, and FastChat's
+    ``elo_analysis.py`` (see the module docstring).
+    """
+    conf, n_boot = _check_settings(confidence, n_boot, method)
+    by_cols = _by_list(by)
+    frame, a, b, outcome, notes = _prepare(data, model_a, model_b, winner, codes, by_cols)
+    settings = {"method": method, "confidence": conf, "n_boot": n_boot, "seed": seed, **notes}
+    if not by_cols:
+        out = _one_board(a, b, outcome, where="", confidence=conf, n_boot=n_boot, seed=seed, progress=progress)
+        out.attrs.update(settings, n_comparisons=int(out["n"].sum() // 2))
+        return out
+    parts = []
+    grouped = frame.reset_index(drop=True).groupby(by_cols, sort=True, dropna=False, observed=True)
+    for key, rows in grouped.indices.items():
+        values = key if isinstance(key, tuple) else (key,)
+        where = "group " + ", ".join(f"{c}={v!r}" for c, v in zip(by_cols, values, strict=True)) + ": "
+        part = _one_board(a[rows], b[rows], outcome[rows], where=where, confidence=conf, n_boot=n_boot, seed=seed,
+                          progress=progress)
+        for c, v in reversed(list(zip(by_cols, values, strict=True))):
+            part.insert(0, c, v)
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs.update(settings, by=by_cols, n_comparisons=int(out["n"].sum() // 2))
+    return out
+
+
+
+# -- human and judge side by side (prediction-powered) ---------------------------------------------
+
+
+def _design(pairs_i: np.ndarray, pairs_j: np.ndarray, m: int) -> np.ndarray:
+    """(P, M-1) rows ``e_i - e_j`` with model 0 as the reference (its strength fixed at 0)."""
+    x = np.zeros((len(pairs_i), m))
+    x[np.arange(len(pairs_i)), pairs_i] = 1.0
+    x[np.arange(len(pairs_i)), pairs_j] = -1.0
+    return x[:, 1:]
+
+
+@dataclass
+class _Sums:
+    """Per pair (oriented i < j; y = 1 when i won): counts and sums of the people's ``y`` and the
+    judge's ``yhat`` on the labelled rows, and of ``yhat`` on the unlabelled rows."""
+
+    n: np.ndarray
+    y: np.ndarray
+    yh: np.ndarray
+    yy: np.ndarray
+    hh: np.ndarray
+    yh_cross: np.ndarray
+    n_u: np.ndarray
+    yh_u: np.ndarray
+    hh_u: np.ndarray
+
+
+def _ppi_objective_fit(x: np.ndarray, s: _Sums, lam: float, theta0: np.ndarray, *, tol: float = 1e-12,
+                       max_iter: int = 200) -> np.ndarray:
+    """Minimise ``L_n(y) + lam * (L_N(yhat_unlabelled) - L_n(yhat))`` (mean logistic losses) by
+    Newton's method; for ``lam`` in [0, 1] the objective is convex."""
+    n, big_n = s.n.sum(), s.n_u.sum()
+    theta = theta0.copy()
+    for _ in range(max_iter):
+        sig = _expit(x @ theta)
+        coef = ((1.0 - lam) * s.n * sig + lam * s.yh - s.y) / n
+        if big_n > 0 and lam:
+            coef = coef + lam * (s.n_u * sig - s.yh_u) / big_n
+        grad = x.T @ coef
+        w = ((1.0 - lam) * s.n / n + (lam * s.n_u / big_n if big_n > 0 else 0.0)) * sig * (1.0 - sig)
+        hess = x.T @ (w[:, None] * x)
+        step = np.linalg.solve(hess + 1e-12 * np.eye(len(theta)), grad)
+        biggest = float(np.abs(step).max()) if len(step) else 0.0
+        if biggest > 4.0:
+            step *= 4.0 / biggest
+        theta = theta - step
+        if biggest < tol:
+            break
+    return theta
+
+
+def _ppi_stats(x: np.ndarray, s: _Sums, theta: np.ndarray, use_unlabelled: bool) -> dict[str, np.ndarray]:
+    """What PPI++ needs at ``theta`` (Angelopoulos, Duchi & Zrnic 2023, as ``ppi_py``'s
+    ``_logistic_get_stats``), from the per-pair sums: the Hessian over all rows, and the means,
+    covariances and cross-covariance of the per-row gradients ``x (sigma - y)`` and ``x (sigma - yhat)``."""
+    n, big_n = s.n.sum(), s.n_u.sum()
+    sig = _expit(x @ theta)
+    v = sig * (1.0 - sig)
+    if use_unlabelled:
+        hess = x.T @ (((s.n + s.n_u) * v)[:, None] * x) / (n + big_n)
+    else:
+        hess = x.T @ ((s.n * v)[:, None] * x) / n
+
+    def outer(weights: np.ndarray) -> np.ndarray:
+        return x.T @ (weights[:, None] * x)
+
+    g_mean = x.T @ (s.n * sig - s.y) / n
+    h_mean = x.T @ (s.n * sig - s.yh) / n
+    u_mean = x.T @ (s.n_u * sig - s.yh_u) / big_n if big_n else np.zeros(x.shape[1])
+    gg = outer(s.n * sig**2 - 2 * sig * s.y + s.yy)  # sum over rows of g g^T
+    hh = outer(s.n * sig**2 - 2 * sig * s.yh + s.hh)
+    gh = outer(s.n * sig**2 - sig * (s.y + s.yh) + s.yh_cross)
+    uu = outer(s.n_u * sig**2 - 2 * sig * s.yh_u + s.hh_u)
+    return {"hess": hess, "n": np.asarray(n), "N": np.asarray(big_n), "g_mean": g_mean, "h_mean": h_mean,
+            "u_mean": u_mean, "gg": gg, "hh": hh, "gh": gh, "uu": uu}
+
+
+def _ppi_lambda(st: dict[str, Any]) -> float:
+    """The PPI++ power-tuning parameter (``ppi_py._calc_lhat_glm``, clipped to [0, 1])."""
+    n, big_n = float(st["n"]), float(st["N"])
+    inv = np.linalg.inv(st["hess"])
+    g, h, u = st["g_mean"], st["h_mean"], st["u_mean"]
+    cross = (st["gh"] - n * np.outer(g, h)) / n
+    cov = cross + cross.T
+    total = n + big_n
+    pooled_mean = (n * h + big_n * u) / total
+    var_hat = (st["hh"] + st["uu"] - total * np.outer(pooled_mean, pooled_mean)) / (total - 1)
+    num = np.trace(inv @ cov @ inv)
+    den = 2.0 * (1.0 + n / big_n) * np.trace(inv @ var_hat @ inv)
+    return float(np.clip(num / den, 0.0, 1.0)) if den > 0 else 0.0
+
+
+def _ppi_covariance(st: dict[str, Any], lam: float) -> np.ndarray:
+    """``Sigma / n`` of the PPI++ estimate (``ppi_py.ppi_logistic_ci``): sandwich with the
+    labelled rectifier ``g - lam * ghat`` and the unlabelled ``lam * ghat``."""
+    n, big_n = float(st["n"]), float(st["N"])
+    inv = np.linalg.inv(st["hess"])
+    g, h, u = st["g_mean"], st["h_mean"], st["u_mean"]
+    d_mean = g - lam * h
+    d_second = st["gg"] - lam * (st["gh"] + st["gh"].T) + lam**2 * st["hh"]
+    var = (d_second - n * np.outer(d_mean, d_mean)) / (n - 1)
+    var_u = lam**2 * (st["uu"] - big_n * np.outer(u, u)) / (big_n - 1) if big_n > 1 else np.zeros_like(var)
+    sigma = inv @ (n / big_n * var_u + var) @ inv if big_n > 0 else inv @ var @ inv
+    return sigma / n
+
+
+def _ppi_sums(lab_i: np.ndarray, lab_j: np.ndarray, y: np.ndarray, yh: np.ndarray, unl_i: np.ndarray,
+              unl_j: np.ndarray, yh_u: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, _Sums]:
+    """Aggregate oriented rows into per-pair sums over the pairs seen in either set."""
+    key_l = lab_i * m + lab_j
+    key_u = unl_i * m + unl_j
+    cells = np.unique(np.concatenate([key_l, key_u]))
+    pos_l = np.searchsorted(cells, key_l)
+    pos_u = np.searchsorted(cells, key_u)
+    p = len(cells)
+
+    def total(pos: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(pos, weights=w, minlength=p).astype(float)
+
+    sums = _Sums(n=total(pos_l), y=total(pos_l, y), yh=total(pos_l, yh), yy=total(pos_l, y * y),
+                 hh=total(pos_l, yh * yh), yh_cross=total(pos_l, y * yh), n_u=total(pos_u), yh_u=total(pos_u, yh_u),
+                 hh_u=total(pos_u, yh_u * yh_u))
+    return cells // m, cells % m, sums
+
+
+def ppi_bradley_terry(
+    lab_i: np.ndarray, lab_j: np.ndarray, y: np.ndarray, yhat: np.ndarray, unl_i: np.ndarray, unl_j: np.ndarray,
+    yhat_unlabelled: np.ndarray, m: int, *, lam: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Prediction-powered Bradley-Terry (Boyeau et al. 2024, "AutoEval Done Right",
+    arXiv:2403.07008; PPI++ for M-estimators, Angelopoulos, Duchi & Zrnic 2023, arXiv:2311.01453).
+
+    Rows are comparisons of models ``i`` and ``j`` (indices below ``m``), ``y`` the people's
+    outcome (1: i won, 0: j won, 0.5: tie) on the labelled rows, ``yhat`` the judge's on the same
+    rows, ``yhat_unlabelled`` the judge's on rows people did not label. Minimises
+    ``L_labelled(y) + lam * (L_unlabelled(yhat) - L_labelled(yhat))`` over log-strengths with
+    model 0 fixed at 0; ``lam=None`` tunes it as PPI++ does (clipped to [0, 1]). Returns the
+    ``m - 1`` log-strengths of models ``1..m-1``, their covariance (sandwich) and ``lam``.
+    """
+    pi, pj, s = _ppi_sums(lab_i, lab_j, y, yhat, unl_i, unl_j, yhat_unlabelled, m)
+    x = _design(pi, pj, m)
+    use_u = s.n_u.sum() > 0
+    start = _ppi_objective_fit(x, s, 0.0, np.zeros(m - 1))  # the people-only fit, to start from
+    if lam is None:
+        if use_u:
+            theta1 = _ppi_objective_fit(x, s, 1.0, start)
+            lam = _ppi_lambda(_ppi_stats(x, s, theta1, True))
+        else:
+            lam = 0.0
+    theta = _ppi_objective_fit(x, s, lam, start)
+    cov = _ppi_covariance(_ppi_stats(x, s, theta, use_u and lam != 0), lam)
+    return theta, cov, float(lam)
+
+
+def _oriented(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, index: Mapping[Any, int]) -> tuple[np.ndarray, ...]:
+    ia = np.fromiter((index[v] for v in a), dtype=np.int64, count=len(a))
+    ib = np.fromiter((index[v] for v in b), dtype=np.int64, count=len(b))
+    ya = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[o] for o in outcome], dtype=float) if len(outcome) else \
+        np.zeros(0)
+    flip = ia > ib
+    return np.where(flip, ib, ia), np.where(flip, ia, ib), np.where(flip, 1.0 - ya, ya), flip
+
+
+def _ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray, *,
+               confidence: float) -> tuple[pd.DataFrame, float]:
+    """Human-anchored ratings: PPI++ Bradley-Terry with the judge's winners on every row and the
+    people's on the rows they labelled; Wald intervals from the sandwich covariance."""
+    from scipy.stats import norm
+
+    has_j = np.array([o is not None for o in judge], dtype=bool)
+    has_h = np.array([o is not None for o in human], dtype=bool)
+    differ = np.asarray(a != b, dtype=bool)
+    lab = has_j & has_h & differ
+    unl = has_j & ~has_h & differ
+    models = sorted(set(a[lab | unl].tolist()) | set(b[lab | unl].tolist()), key=_sort_key)
+    index = {mname: k for k, mname in enumerate(models)}
+    li, lj, y, _ = _oriented(a[lab], b[lab], human[lab], index)
+    _, _, yh, _ = _oriented(a[lab], b[lab], judge[lab], index)
+    ui, uj, yu, _ = _oriented(a[unl], b[unl], judge[unl], index)
+    m = len(models)
+    theta_r, cov_r, lam = ppi_bradley_terry(li, lj, y, yh, ui, uj, yu, m)
+    embed = np.zeros((m, m - 1))
+    embed[1:, :] = np.eye(m - 1)
+    centre = np.eye(m) - 1.0 / m
+    a_map = _ELO * centre @ embed
+    rating = MEAN + a_map @ theta_r
+    se = np.sqrt(np.clip(np.diag(a_map @ cov_r @ a_map.T), 0.0, None))
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    low, high = rating - z * se, rating + z * se
+    rank, rank_low, rank_high = _rank_intervals(rating, low, high)
+    pairs = _aggregate(a[lab], b[lab], human[lab], models)
+    n = np.bincount(pairs.i, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=m) + \
+        np.bincount(pairs.j, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=m)
+    won = np.bincount(pairs.i, weights=pairs.wins_i + 0.5 * pairs.ties, minlength=m) + \
+        np.bincount(pairs.j, weights=pairs.wins_j + 0.5 * pairs.ties, minlength=m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        win_rate = won / n
+    frame = pd.DataFrame({"model": models, "rating": rating, "rating_low": low, "rating_high": high, "rank": rank,
+                          "rank_low": rank_low.astype(np.int64), "rank_high": rank_high.astype(np.int64),
+                          "n": n.astype(np.int64), "win_rate": win_rate})
+    frame = frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
+    frame.attrs.update(method="ppi++ bradley-terry", confidence=confidence, lam=lam,
+                       n_labelled=int(lab.sum()), n_unlabelled=int(unl.sum()))
+    return frame, lam
+
+
+
+# -- comparing two leaderboards ---------------------------------------------------------------------
+
+
+def _correlation_row(first: pd.DataFrame, second: pd.DataFrame, name_a: str, name_b: str) -> dict[str, Any]:
+    from scipy.stats import kendalltau, spearmanr
+
+    merged = first[["model", "rating"]].merge(second[["model", "rating"]], on="model", suffixes=("_a", "_b"))
+    row: dict[str, Any] = {"a": name_a, "b": name_b, "n_models": len(merged)}
+    constant = len(merged) < 2 or merged["rating_a"].nunique() < 2 or merged["rating_b"].nunique() < 2
+    if not constant:
+        tau = kendalltau(merged["rating_a"], merged["rating_b"])
+        rho = spearmanr(merged["rating_a"], merged["rating_b"])
+        row.update(kendall_tau=float(tau.statistic), kendall_p=float(tau.pvalue),
+                   spearman_rho=float(rho.statistic), spearman_p=float(rho.pvalue))
+    else:
+        row.update(kendall_tau=math.nan, kendall_p=math.nan, spearman_rho=math.nan, spearman_p=math.nan)
+    return row
+
+
+def _pair_agreement(a: np.ndarray, b: np.ndarray, judge: np.ndarray, human: np.ndarray) -> pd.DataFrame:
+    both = np.array([j is not None and h is not None for j, h in zip(judge, human, strict=True)], dtype=bool)
+    worth = {"a": 1.0, "b": 0.0, "tie": 0.5}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for x, y, j, h in zip(a[both], b[both], judge[both], human[both], strict=True):
+        if x == y:
+            continue
+        first, second = sorted((x, y), key=_sort_key)
+        flip = x != first
+        r = rows.setdefault((first, second), {"model_1": first, "model_2": second, "n": 0, "agree": 0,
+                                              "judge_won": 0.0, "human_won": 0.0})
+        r["n"] += 1
+        r["agree"] += int(j == h)
+        jw, hw = worth[j], worth[h]
+        r["judge_won"] += 1.0 - jw if flip else jw
+        r["human_won"] += 1.0 - hw if flip else hw
+    out = [{"model_1": r["model_1"], "model_2": r["model_2"], "n": r["n"], "agreement": r["agree"] / r["n"],
+            "judge_win_rate_1": r["judge_won"] / r["n"], "human_win_rate_1": r["human_won"] / r["n"]}
+           for r in rows.values()]
+    return pd.DataFrame(out, columns=["model_1", "model_2", "n", "agreement", "judge_win_rate_1",
+                                      "human_win_rate_1"])
+

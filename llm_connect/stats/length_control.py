@@ -1,0 +1,194 @@
+"""AlpacaEval 2's length-controlled win rate: how often a model beats a baseline once the judge's
+taste for longer answers is regressed out.
+
+Dubois, Galambosi, Liang & Hashimoto (2024), "Length-Controlled AlpacaEval: A Simple Way to Debias
+Automatic Evaluators", arXiv:2404.04475, and ``alpaca_eval/metrics/glm_winrate.py``: per (model,
+baseline), the GLM ``logit P(model wins) = theta + phi * tanh(delta / sd(delta)) + psi * gamma_x``
+is fitted by maximum likelihood (ties as half a win), and the length-controlled win rate is the
+mean predicted win rate with the length term set to zero. Intervals are a percentile bootstrap over
+the model's comparisons, every resample fitted at once by Newton's method.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from .bradley_terry import _check_settings, _expit, _frame, _names, _need_columns, _outcomes
+
+__all__ = ["LENGTH_CONTROLLED_COLUMNS", "length_controlled_win_rate"]
+
+#: The columns of :func:`length_controlled_win_rate`'s frame.
+LENGTH_CONTROLLED_COLUMNS: tuple[str, ...] = (
+    "model", "baseline", "n", "win_rate", "win_rate_low", "win_rate_high", "lc_win_rate", "lc_win_rate_low",
+    "lc_win_rate_high", "length_coef",
+)
+
+
+def _numbers(values: pd.Series, column: str) -> np.ndarray:
+    out = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        rows = np.flatnonzero(bad)[:5].tolist()
+        raise ValidationError(f"column {column!r} has {int(bad.sum())} value(s) that are not numbers (rows {rows}); "
+                              "give each answer's length (characters or tokens)")
+    return out
+
+
+def _fit_glm(x: np.ndarray, y: np.ndarray, w: np.ndarray, beta0: np.ndarray | None = None, *,
+             tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+    """Logistic regression with fractional targets ``y`` in [0, 1] and row weights ``w`` ``(B, n)``,
+    no intercept beyond ``x``'s columns, by Newton's method on every row of ``w`` at once; ``(B, k)``."""
+    b, k = w.shape[0], x.shape[1]
+    beta = np.zeros((b, k)) if beta0 is None else np.array(np.broadcast_to(beta0, (b, k)), dtype=float)
+    active = np.arange(b)
+    ridge = 1e-8 * np.eye(k)
+    for _ in range(max_iter):
+        if not len(active):
+            break
+        bt = beta[active]
+        mu = _expit(bt @ x.T)
+        ww = w[active]
+        grad = (ww * (y[None, :] - mu)) @ x
+        hess = np.einsum("bn,ni,nj->bij", ww * mu * (1.0 - mu), x, x) + ridge
+        step = np.linalg.solve(hess, grad[..., None])[..., 0]
+        big = np.abs(step).max(axis=1)
+        step *= np.where(big > 4.0, 4.0 / np.maximum(big, 1e-300), 1.0)[:, None]
+        beta[active] = bt + step
+        active = active[big > tol]
+    return beta
+
+
+def _difficulty(frame: pd.DataFrame, model: str, instruction: str, y: np.ndarray) -> np.ndarray:
+    """Per row, the instruction's difficulty ``gamma_x``: the instruction's effect in a logistic
+    regression of the preference on model and instruction indicators over every model (sum-zero
+    instruction effects, a small ridge for instructions every model won or lost), as AlpacaEval's
+    shared ``instruction_difficulty``, higher = harder for the models."""
+    models, mi = np.unique(frame[model].astype(str).to_numpy(), return_inverse=True)
+    instr, ii = np.unique(frame[instruction].astype(str).to_numpy(), return_inverse=True)
+    n, k_m, k_i = len(y), len(models), len(instr)
+    x = np.zeros((n, k_m + k_i))
+    x[np.arange(n), mi] = 1.0
+    x[np.arange(n), k_m + ii] = 1.0
+    beta = np.zeros(k_m + k_i)
+    penalty = np.zeros(k_m + k_i)
+    penalty[k_m:] = 1e-3
+    for _ in range(100):
+        mu = _expit(x @ beta)
+        grad = x.T @ (y - mu) - penalty * beta
+        hess = x.T @ ((mu * (1.0 - mu))[:, None] * x) + np.diag(penalty) + 1e-10 * np.eye(k_m + k_i)
+        step = np.linalg.solve(hess, grad)
+        biggest = float(np.abs(step).max())
+        if biggest > 4.0:
+            step *= 4.0 / biggest
+        beta += step
+        if biggest < 1e-10:
+            break
+    effect = beta[k_m:] - beta[k_m:].mean()
+    return -effect[ii]
+
+
+def length_controlled_win_rate(
+    data: Any,
+    *,
+    model: str = "model",
+    baseline_model: str = "baseline_model",
+    winner: str = "winner",
+    length_a: str = "length_a",
+    length_b: str = "length_b",
+    instruction: str | None = None,
+    difficulty: str | None = None,
+    confidence: float = 0.95,
+    n_boot: int = 1000,
+    seed: int | None = 0,
+    codes: str | Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Raw and length-controlled win rates of models against a baseline, as AlpacaEval 2 computes
+    them (Dubois et al. 2024, "Length-Controlled AlpacaEval: A Simple Way to Debias Automatic
+    Evaluators", arXiv:2404.04475; ``alpaca_eval/metrics/glm_winrate.py``).
+
+    ``data``: one row per comparison of a model's answer (side a) with the baseline's (side b):
+    ``model`` and ``baseline_model`` name the columns holding the two models' names, ``winner``
+    the column saying which won (``"a"``: the model, ``"b"``: the baseline, ``"tie"``: half),
+    ``length_a``/``length_b`` the columns of the two answers' lengths. ``instruction``: a column
+    naming the instruction (prompt); with several models on the same instructions their
+    difficulty ``gamma_x`` is estimated jointly (a logistic regression on model and instruction
+    indicators) and enters each model's fit; ``difficulty``: a column of given difficulties
+    instead (AlpacaEval ships them for its 805 instructions).
+
+    For each (model, baseline) the GLM
+    ``logit P(model wins) = theta + phi * tanh(delta / sd(delta)) + psi * gamma_x``, with
+    ``delta = length_a - length_b``, is fitted by maximum likelihood (ties as half a win;
+    AlpacaEval's formula, without its L1 cross-validation and regularisation toward its gamed
+    baselines, which need its leaderboard data). The length-controlled win rate is the model's
+    mean predicted win rate with the length term set to zero, ``mean_x sigma(theta + psi *
+    gamma_x)``. Intervals: percentile bootstrap over the model's comparisons (the length scale
+    ``sd(delta)`` and the difficulties held fixed).
+
+    Returns a DataFrame, one row per (model, baseline): :data:`LENGTH_CONTROLLED_COLUMNS`
+    (``length_coef`` is ``phi``: positive when the judge favours the longer answer).
+    """
+    conf, n_boot = _check_settings(confidence, n_boot)
+    frame = _frame(data).reset_index(drop=True)
+    _need_columns(frame, [model, baseline_model, winner, length_a, length_b,
+                          *([instruction] if instruction else []), *([difficulty] if difficulty else [])])
+    _names(frame[model], model)
+    _names(frame[baseline_model], baseline_model)
+    outcome = _outcomes(frame[winner], winner, codes)
+    keep = pd.notna(outcome).astype(bool)
+    if not keep.any():
+        raise ValidationError(f"column {winner!r} has no winner: nothing to compute a win rate from")
+    frame = frame[keep].reset_index(drop=True)
+    y = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[o] for o in outcome[keep]], dtype=float)
+    delta = _numbers(frame[length_a], length_a) - _numbers(frame[length_b], length_b)
+    if difficulty is not None:
+        gamma: np.ndarray | None = _numbers(frame[difficulty], difficulty)
+    elif instruction is not None:
+        gamma = _difficulty(frame, model, instruction, y)
+    else:
+        gamma = None
+    tail = (1.0 - conf) / 2.0
+    rng = np.random.default_rng(seed)
+    rows = []
+    groups = frame.groupby([model, baseline_model], sort=True, dropna=False, observed=True).indices
+    for key, idx in groups.items():
+        mname, bname = key if isinstance(key, tuple) else (key, None)
+        yy, dd = y[idx], delta[idx]
+        sd = float(np.std(dd, ddof=1)) if len(dd) > 1 else 0.0
+        length_term = np.tanh(dd / sd) if sd > 0 else np.zeros(len(dd))
+        columns = [np.ones(len(idx)), length_term]
+        if gamma is not None:
+            columns.append(gamma[idx])
+        x = np.column_stack(columns)
+        x0 = x.copy()
+        x0[:, 1] = 0.0
+        beta = _fit_glm(x, yy, np.ones((1, len(idx))))[0]
+        lc = float(_expit(x0 @ beta).mean())
+        raw = float(yy.mean())
+        lo_r = hi_r = lo_lc = hi_lc = math.nan
+        if n_boot > 0 and len(idx) > 1:
+            chunk = max(1, min(n_boot, 2_000_000 // len(idx)))
+            raws, lcs = [], []
+            done = 0
+            while done < n_boot:
+                k = min(chunk, n_boot - done)
+                w = rng.multinomial(len(idx), np.full(len(idx), 1.0 / len(idx)), size=k).astype(float)
+                betas = _fit_glm(x, yy, w, beta)
+                raws.append(w @ yy / len(idx))
+                lcs.append(_expit(betas @ x0.T).mean(axis=1))
+                done += k
+            r_all, l_all = np.concatenate(raws), np.concatenate(lcs)
+            lo_r, hi_r = (float(v) for v in np.quantile(r_all, [tail, 1 - tail]))
+            lo_lc, hi_lc = (float(v) for v in np.quantile(l_all, [tail, 1 - tail]))
+        rows.append({"model": mname, "baseline": bname, "n": len(idx), "win_rate": raw, "win_rate_low": lo_r,
+                     "win_rate_high": hi_r, "lc_win_rate": lc, "lc_win_rate_low": lo_lc, "lc_win_rate_high": hi_lc,
+                     "length_coef": float(beta[1])})
+    out = pd.DataFrame(rows, columns=list(LENGTH_CONTROLLED_COLUMNS))
+    out.attrs.update(method="alpacaeval-2 glm", confidence=conf, n_boot=n_boot, seed=seed,
+                     difficulty="given" if difficulty else ("estimated" if instruction else "none"))
+    return out
