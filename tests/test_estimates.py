@@ -21,9 +21,9 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure
 
+from llm_connect.errors import ValidationError
 from llm_connect.stats.estimates import estimate_quality, labels_needed
 from llm_connect.views import plot_estimates
-from llm_connect.errors import ValidationError
 
 ALL = ("ppi++", "ppi", "human", "judge")
 
@@ -461,7 +461,7 @@ def test_bad_values_say_what_to_do():
 
 
 def test_module_is_light_to_import():
-    code = ("import sys, llm_connect.calibration._estimates;"
+    code = ("import sys, llm_connect.stats.estimates;"
             "print(sorted(m for m in ('matplotlib', 'scipy', 'ppi_py') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

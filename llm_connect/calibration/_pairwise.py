@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._display import view
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ..core import RunConfig
 from ..errors import ValidationError
@@ -345,26 +346,8 @@ class PairwiseReport(CalibrationReport):
         return self.html(plots=False)
 
     def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
-        head = [html_format("<h2>{}</h2>", title),
-                html_format("<p>{} pairs; judges: {}; people: {}; no threshold (pairwise).</p>", len(self.scores),
-                            ", ".join(self.judges) or "—", ", ".join(self.labels) or "—")]
-        cards = self.judge_cards()
-        if cards:
-            head.append(html_format("<h3>Verdicts</h3><ul class='llm-connect-verdicts'>{}</ul>",
-                                    join(html_format("<li>{}</li>", c.verdict) for c in cards)))
-        usage = self.meta.usage
-        if usage:
-            head.append(frame_html(pd.DataFrame([{"judge": k, **v} for k, v in usage.items()]),
-                                   caption="Judge runs (unscored pairs have no winner, never a tie)"))
-        body = [self.section_html()]
-        boards = self.leaderboards()
-        if boards:
-            from .._display import view
-
-            body.append(view("leaderboard_section")(boards, confidence=self.confidence, plots=plots))
-        if self.bias is not None and self.bias.results:
-            body.append(Markup(self.bias._repr_html_()))
-        return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+        """The pairwise report as an HTML fragment; drawn by :func:`llm_connect.views.pairwise_report_html`."""
+        return Markup(view("pairwise_report_html")(self, plots=plots, title=title))
 
     def widget(self) -> Any:
         raise ValidationError("the widget compares scored judges at a threshold; a pairwise report has none: "

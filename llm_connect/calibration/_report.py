@@ -26,7 +26,14 @@ from ._diagnostics import (
 )
 from ._runner import ScoredItems
 
-__all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "PLOTS_BY_KIND", "CalibrationReport", "parquet_ready", "score_kind"]
+__all__ = [
+    "AGREEMENT_CSV_COLUMNS",
+    "BIAS_CSV_COLUMNS",
+    "PLOTS_BY_KIND",
+    "CalibrationReport",
+    "parquet_ready",
+    "score_kind",
+]
 
 AGREEMENT_CSV_COLUMNS = ("judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
                          "alpha_interval", "spearman")

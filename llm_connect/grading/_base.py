@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .._html import kv_table
 from .._runtime import to_thread
 from ..batch import plain_item_id
 from ..core import LLMAdapter, LLMResponse, RunConfig
@@ -89,8 +90,6 @@ class GradingResult:
                 raise ValidationError(f"{name} must be an LLMResponse")
 
     def _repr_html_(self) -> str:
-        from .._html import kv_table
-
         return kv_table([
             ("grader_id", self.grader_id),
             ("quality_score", f"{self.quality_score:.4g}"),

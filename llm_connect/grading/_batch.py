@@ -55,6 +55,7 @@ from ._epochs import (
     reducer_of,
     reseed,
 )
+from ._judges import LLMJudge
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -173,8 +174,6 @@ def _prompt_sent(judge: Any, baseline: LLMResponse, candidate: LLMResponse, prom
                  run_config: RunConfig) -> str | None:
     """The prompt an ``LLMJudge`` sent for a reply it could not use (the error does not carry it): its
     prompt is a pure function of the texts (``build_prompt``) and its system message of the run config."""
-    from ._judges import LLMJudge
-
     if not isinstance(judge, LLMJudge):
         return None
     system = judge.judge_config(run_config).system_prompt

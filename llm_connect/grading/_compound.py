@@ -19,14 +19,15 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from .._html import kv_table
 from .._runtime import acall_complete, on_background, run_sync
 from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, JudgeBase, acall_judge, validate_grader_id, validate_score
 from ._batch import judge_many
-from .._html import kv_table
+from ._epochs import _alpha
 from ._judges import _hash
 from ._parse import Found, UntrustedText, find_json_objects, json_key, quote
 from ._verdicts import PAIRWISE_ORDERS, PAIRWISE_SCORES, combine_orders, majority_vote, offered_label, verdict_for
@@ -498,23 +499,6 @@ class PanelJudge(_DetailedBatch):
             n_items=len(details),
             members=tuple(self.members),
         )
-
-
-def _alpha(matrix: list[list[float]], level: Literal["nominal", "interval"]) -> float:
-    """Krippendorff's alpha, NaN when it is undefined (no pairable values, or a single value in the data)."""
-    import numpy as np
-
-    data = np.array(matrix, dtype=float)
-    if data.size == 0:
-        return math.nan
-    pairable = np.sum(~np.isnan(data), axis=0) >= 2
-    values = data[:, pairable]
-    finite = values[~np.isnan(values)]
-    if finite.size == 0 or np.unique(finite).size < 2:
-        return math.nan
-    import krippendorff
-
-    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._html import kv_table
 from ..core import RunConfig
 from ..errors import ValidationError
-from .._html import kv_table
+from ._base import validate_score
 
 __all__ = [
     "EPOCH_COLUMNS",
@@ -263,6 +264,26 @@ def _epoch_matrix(data: Any) -> list[list[float]]:
     return rows
 
 
+def _alpha(matrix: list[list[float]], level: Literal["nominal", "interval"]) -> float:
+    """Krippendorff's alpha, NaN when it is undefined (no pairable values, or a single value in the data).
+
+    Shared by :func:`epoch_reliability` (the epochs as coders) and ``PanelJudge.agreement`` (the members as
+    coders); computed by the ``krippendorff`` package (Krippendorff 2004, *Content Analysis*, ch. 11)."""
+    import numpy as np
+
+    data = np.array(matrix, dtype=float)
+    if data.size == 0:
+        return math.nan
+    pairable = np.sum(~np.isnan(data), axis=0) >= 2
+    values = data[:, pairable]
+    finite = values[~np.isnan(values)]
+    if finite.size == 0 or np.unique(finite).size < 2:
+        return math.nan
+    import krippendorff
+
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
+
+
 def epoch_reliability(
     data: Any, *, labels: Labels = "auto", threshold: float = 0.5, reducer: str | None = None
 ) -> EpochReliability:
@@ -275,8 +296,6 @@ def epoch_reliability(
     (default: the frame's ``attrs["epochs"]["reducer"]``). Krippendorff's alpha comes from the
     ``krippendorff`` package, the epochs as coders (rows) and the items as units (columns).
     """
-    from ._base import validate_score
-
     if labels not in ("auto", "exact", "threshold"):
         raise ValidationError(f"labels must be 'auto', 'exact' or 'threshold', got {labels!r}")
     threshold = validate_score(threshold, what="threshold")
@@ -305,8 +324,6 @@ def epoch_reliability(
         shares.append(same / (m * (m - 1) / 2))
         unanimous += len(set(seen)) == 1
     n = len(shares)
-    from ._compound import _alpha
-
     by_epoch_labels = [list(col) for col in zip(*labelled, strict=True)] if labelled else []
     by_epoch_scores = [list(col) for col in zip(*matrix, strict=True)] if matrix else []
     nominal = _alpha(by_epoch_labels, "nominal")

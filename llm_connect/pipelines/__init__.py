@@ -25,11 +25,10 @@ connections in ``_pipeline``; limits in ``_config``.
 
 from ._config import UNIT_TYPES, from_config
 from ._llm_units import JudgeUnit, LLMUnit, PairwiseUnit, VerifyUnit
-from ._pipeline import CONNECTIONS, PIPELINE_COLUMNS, Layer, Pipeline, PipelineJudge
+from ._pipeline import CONNECTIONS, PIPELINE_COLUMNS, Layer, Pipeline, PipelineJudge, Unit
 from ._pools import MajorityPool, MaxPool, MeanPool, MedianPool, PoolUnit, WeightedMeanPool
 from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale, Scale
 from ._trace import PipelineResult, Trace, TraceRecord, UnitOutput
-from ._unit_base import Unit
 
 __all__ = [
     "CONNECTIONS",

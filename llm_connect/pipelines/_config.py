@@ -48,11 +48,10 @@ from typing import Any
 from ..errors import ConfigError
 from ..grading._parse import brief_repr
 from ._llm_units import MAX_RETRIES, JudgeUnit, PairwiseUnit, VerifyUnit
-from ._pipeline import CONNECTIONS, INNER, MAX_REPEAT, Layer, Pipeline
+from ._pipeline import CONNECTIONS, INNER, MAX_REPEAT, Layer, Pipeline, Unit
 from ._pools import MajorityPool, MeanPool, MedianPool, WeightedMeanPool
 from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale, finite_number
 from ._template import MAX_FORMAT_WIDTH
-from ._unit_base import Unit
 
 __all__ = [
     "MAX_CONFIG_BYTES",

@@ -26,13 +26,13 @@ from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import ConfigError, JudgeReplyError, LogprobsUnavailableError
 from ..grading._parse import Found, UntrustedText, brief_repr, expected_label_value, quote
 from ..grading._verdicts import PAIRWISE_ORDERS, pairwise_labels, verdict_for
+from ._pipeline import Unit
 from ._scales import BooleanScale, CategoricalScale, Scale, clean_verdict, finite_number
 from ._template import field_paths, render
 from ._trace import PreviousView, TraceRecord, UnitOutput
 from ._unit_base import (
     _CORRECTION,
     NodeContext,
-    Unit,
     _after_marker,
     _brief,
     _check_int,
@@ -100,6 +100,11 @@ class LLMUnit(Unit):
         if max_tokens is not None:
             _check_int(f"unit {name!r}: max_tokens", max_tokens, 1)
         self.max_tokens = max_tokens
+
+    def describe_call(self) -> list[str]:
+        """The prompt and call settings, as :meth:`~llm_connect.pipelines.Pipeline.describe` shows (and hashes) them."""
+        return [f"  prompt: {self.prompt!r}",
+                f"  temperature={self.temperature} retries={self.retries} seed={self.seed}"]
 
     # what subclasses define
     def instruction(self, ctx: NodeContext) -> str:
@@ -452,6 +457,7 @@ class VerifyUnit(LLMUnit):
     """
 
     kind = "verify"
+    checks_one_verdict = True
 
     def __init__(self, prompt: str = VERIFY_PROMPT, *, name: str = "verify", **options: Any) -> None:
         super().__init__(prompt, name=name, **options)

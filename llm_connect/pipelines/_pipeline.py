@@ -26,6 +26,13 @@ input is a :class:`ConfigError`. A judge after several outputs stays ``dense``
 
 A pipeline must end in exactly one output (end an ensemble with a pool).
 Every item runs its independent units concurrently.
+
+The base class :class:`Unit` lives here, beside :class:`Pipeline`, because
+``unit >> unit`` makes a pipeline. The LLM units and pools derive from it in
+modules above this one; the pipeline asks a unit what it is through the class
+attributes it declares (``calls_llm``, ``checks_one_verdict``) and its methods,
+never through its class, so it imports none of them. :meth:`Pipeline.draw` is
+drawn by :func:`llm_connect.views.plot_pipeline`, found by name at call time.
 """
 
 from __future__ import annotations
@@ -35,8 +42,10 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from .._display import view
+from .._html import html_format, html_table
 from .._runtime import on_background, run_sync
 from ..batch import (
     PIPELINE_COLUMNS,
@@ -56,18 +65,15 @@ from ..grading._base import GradingResult, validate_grader_id, validate_score
 from ..grading._batch import reduce_item
 from ..grading._compound import WrapperJudge
 from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
-from .._html import html_format, html_table
 from ..grading._parse import brief_repr
-from ._llm_units import LLMUnit, VerifyUnit
 from ._scales import Scale
 from ._trace import PipelineResult, Trace, UnitOutput
-from ._unit_base import NodeContext, Unit
+from ._unit_base import NodeContext, _check_name
 
 if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.axes import Axes
 
-__all__ = ["CONNECTIONS", "MAX_REPEAT", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge"]
+__all__ = ["CONNECTIONS", "MAX_REPEAT", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge", "Unit"]
 
 #: The largest ``repeat`` of a :class:`Layer` (each copy is at least one more call per item), enforced by
 #: ``Layer(...)`` and by :func:`~llm_connect.pipelines.from_config` alike.
@@ -77,6 +83,52 @@ CONNECTIONS = ("dense", "broadcast", "cumulative", "last")
 # item fields holding the reference answer: blank is an error, as a missing field is
 _REFERENCE_FIELDS = frozenset({"baseline", "reference"})
 INNER = ("independent", "chain")
+
+
+class Unit:
+    """A step of a pipeline. Join steps with ``>>``.
+
+    A subclass declares what it is as class attributes, which the pipeline reads
+    (never the subclass itself): ``kind`` (its name in traces and configs),
+    ``calls_llm`` (an LLM unit: it has an ``adapter``, ``None`` for the
+    pipeline's), and ``checks_one_verdict`` (a verify unit: a lone one after
+    ``n`` outputs is copied ``n`` times, connected ``broadcast``; see the module
+    docs).
+    """
+
+    kind: ClassVar[str] = "unit"
+    calls_llm: ClassVar[bool] = False
+    checks_one_verdict: ClassVar[bool] = False
+
+    def __init__(self, name: str, origin: str | None = None) -> None:
+        self.name = _check_name(name)
+        self.origin = origin  # where a config defined it, for error messages
+
+    def __rshift__(self, other: Any) -> Pipeline:
+        return Pipeline([self]) >> other
+
+    def where(self, node: str) -> str:
+        return f"{self.origin} ({node})" if self.origin else node
+
+    def describe(self) -> str:
+        return self.kind
+
+    def describe_call(self) -> list[str]:
+        """The lines :meth:`Pipeline.describe` writes under this unit's (hashed into the rubric hash): none here;
+        an LLM unit's prompt and call settings."""
+        return []
+
+    def output_scale(self, input_scales: Sequence[Scale | None], where: str) -> Scale | None:
+        raise NotImplementedError
+
+    def check_inputs(self, inputs: Sequence[tuple[str, Unit]], where: str) -> None:
+        """Refuse, at build time, inputs this unit cannot use."""
+
+    async def execute(self, ctx: NodeContext) -> UnitOutput:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
 
 
 class Layer:
@@ -183,8 +235,9 @@ class _Builder:
         unit.check_inputs([(i, self.nodes[i].unit) for i in inputs], where)
         scale = unit.output_scale([self.nodes[i].scale for i in inputs], where)
         adapter = None
-        if isinstance(unit, LLMUnit):
-            adapter = unit.adapter if unit.adapter is not None else self.default_adapter
+        if unit.calls_llm:
+            own = getattr(unit, "adapter", None)  # an LLM unit's own adapter (None: the pipeline's)
+            adapter = own if own is not None else self.default_adapter
             if adapter is None:
                 raise ConfigError(
                     f"{where}: no adapter; give the unit adapter=... or the pipeline one "
@@ -205,7 +258,7 @@ class _Builder:
     def layer(self, layer: Layer, incoming: list[str], connect: str | None, *, first: bool) -> list[str]:
         elements = layer.elements
         where = layer.origin or f"layer of {', '.join(_label(e) for e in layer.base)}"
-        all_verify = all(isinstance(e, VerifyUnit) for e in elements)
+        all_verify = all(isinstance(e, Unit) and e.checks_one_verdict for e in elements)
         if first:
             connect = "dense"  # the entry inputs feed every element
         elif all_verify and len(incoming) > 1 and connect in (None, "broadcast"):
@@ -341,7 +394,7 @@ class Pipeline:
     @property
     def llm_units(self) -> int:
         """How many LLM calls one item makes when every reply parses first time."""
-        return sum(1 for n in self._compiled().nodes.values() if isinstance(n.unit, LLMUnit))
+        return sum(1 for n in self._compiled().nodes.values() if n.unit.calls_llm)
 
     @property
     def item_fields(self) -> frozenset[str]:
@@ -354,9 +407,7 @@ class Pipeline:
         for node in self._compiled().nodes.values():
             u = node.unit
             lines.append(f"{node.id} <- {', '.join(node.inputs) or 'item'}: {u.describe()}")
-            if isinstance(u, LLMUnit):
-                lines.append(f"  prompt: {u.prompt!r}")
-                lines.append(f"  temperature={u.temperature} retries={u.retries} seed={u.seed}")
+            lines.extend(u.describe_call())
         lines.append(f"threshold: {self.threshold}")
         return "\n".join(lines)
 
@@ -374,7 +425,7 @@ class Pipeline:
         lines = [f"digraph {q(self.name)} {{", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];',
                  '  item [shape=ellipse, label="item"];']
         for node in g.nodes.values():
-            shape = "box" if isinstance(node.unit, LLMUnit) else "hexagon"
+            shape = "box" if node.unit.calls_llm else "hexagon"
             label = f"{node.id}\\n{node.unit.describe()}"
             label = label.replace('"', "'")
             lines.append(f'  {q(node.id)} [shape={shape}, label="{label}"];')
@@ -387,38 +438,11 @@ class Pipeline:
         lines.append("}")
         return "\n".join(lines)
 
-    def draw(self, ax: Any = None, **kwargs: Any) -> Axes:
-        """Draw the graph with matplotlib (layers left to right); returns the Axes."""
-        import matplotlib.pyplot as plt
+    def draw(self, ax: Any = None, **kwargs: Any) -> Any:
+        """Draw the graph with matplotlib (layers left to right); returns the Axes.
 
-        g = self._compiled()
-        if ax is None:
-            depth = max(n.depth for n in g.nodes.values())
-            width = max(sum(1 for n in g.nodes.values() if n.depth == d) for d in range(1, depth + 1))
-            _, ax = plt.subplots(figsize=(2.4 * (depth + 1), 1.0 + 0.9 * width))
-        columns: dict[int, list[str]] = {0: ["item"]}
-        for node in g.nodes.values():
-            columns.setdefault(node.depth, []).append(node.id)
-        pos: dict[str, tuple[float, float]] = {}
-        for d, ids in columns.items():
-            for k, nid in enumerate(ids):
-                pos[nid] = (float(d), (len(ids) - 1) / 2.0 - k)
-        for node in g.nodes.values():
-            for src in node.inputs or ("item",):
-                ax.annotate("", xy=pos[node.id], xytext=pos[src],
-                            arrowprops={"arrowstyle": "->", "color": "0.5", "shrinkA": 22, "shrinkB": 22})
-        box = {"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.3"}
-        ax.text(*pos["item"], "item", ha="center", va="center", bbox={**box, "boxstyle": "circle,pad=0.3"}, **kwargs)
-        for node in g.nodes.values():
-            style = box if isinstance(node.unit, LLMUnit) else {**box, "facecolor": "0.92"}
-            ax.text(*pos[node.id], node.id, ha="center", va="center", bbox=style, **kwargs)
-        xs = [p[0] for p in pos.values()]
-        ys = [p[1] for p in pos.values()]
-        ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
-        ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
-        ax.set_axis_off()
-        ax.set_title(self.name)
-        return ax
+        The drawing is :func:`llm_connect.views.plot_pipeline` (``kwargs`` go to its box labels)."""
+        return view("plot_pipeline")(self, ax=ax, **kwargs)
 
     def _repr_html_(self) -> str:
         try:

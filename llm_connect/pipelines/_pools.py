@@ -24,9 +24,10 @@ from typing import Any
 from ..errors import ConfigError, JudgeReplyError
 from ..grading._parse import brief_repr
 from ..grading._verdicts import TIE_BREAKS, majority_vote
+from ._pipeline import Unit
 from ._scales import ContinuousScale, Scale, finite_number
 from ._trace import TraceRecord, UnitOutput
-from ._unit_base import NodeContext, Unit, _check_int
+from ._unit_base import NodeContext, _check_int
 
 __all__ = ["MajorityPool", "MaxPool", "MeanPool", "MedianPool", "PoolUnit", "WeightedMeanPool"]
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._html import html_format, html_table
+from ..errors import ConfigError
 from ._scales import Scale
 from ._template import TemplateView, ViewList
 
@@ -80,8 +81,6 @@ class PreviousView(TemplateView):
         return (*self._single, "all", *self.names)
 
     def template_attr(self, name: str) -> Any:
-        from ..errors import ConfigError
-
         if name in self._single:
             if len(self.inputs) != 1:
                 raise ConfigError(

@@ -1,11 +1,13 @@
-"""The unit base class, and how a unit reads its judge's reply.
+"""What every unit shares below the pipeline, and how a unit reads its judge's reply.
 
-Every step of a pipeline is a :class:`Unit`: an LLM unit
+Every step of a pipeline is a :class:`~llm_connect.pipelines.Unit`: an LLM unit
 (:mod:`~llm_connect.pipelines._llm_units`) or a pool
-(:mod:`~llm_connect.pipelines._pools`). This module holds what they share:
-the base class, the per-item :class:`NodeContext`, argument checks, and the
-reading of a reply (its verdict, its explanation, the verdicts it copied from
-the text it was shown).
+(:mod:`~llm_connect.pipelines._pools`). The base class lives with
+:class:`~llm_connect.pipelines.Pipeline` in :mod:`~llm_connect.pipelines._pipeline`
+(``unit >> unit`` makes a pipeline); this module holds the rest of what the units
+share: the per-item :class:`NodeContext`, argument checks, and the reading of a
+reply (its verdict, its explanation, the verdicts it copied from the text it was
+shown).
 
 Reply format, pinned. An LLM unit appends to its rendered prompt an
 instruction to reply as::
@@ -63,7 +65,7 @@ import re
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from ..core import RunConfig, TokenLogprob
 from ..errors import ConfigError, JudgeReplyError
@@ -71,10 +73,7 @@ from ..grading._parse import Found, UntrustedText, brief_repr, find_json_objects
 from ._scales import Scale, clean_verdict
 from ._trace import Trace, UnitOutput
 
-if TYPE_CHECKING:
-    from ._pipeline import Pipeline
-
-__all__ = ["NodeContext", "Unit"]
+__all__ = ["NodeContext"]
 
 _RESERVED = frozenset({"verdict", "explanation", "score", "value", "agrees", "all", "unit", "node", "previous"})
 _MARKER = r"[ \t*_`]*[:=：][ \t]*"
@@ -124,40 +123,6 @@ class NodeContext:
     def seed_offset(self) -> int:
         """What a seeded unit adds to its ``seed``: ``epoch * replicas + replica``."""
         return self.epoch * self.replicas + self.replica
-
-
-class Unit:
-    """A step of a pipeline. Join steps with ``>>``."""
-
-    kind: ClassVar[str] = "unit"
-    calls_llm: ClassVar[bool] = False
-
-    def __init__(self, name: str, origin: str | None = None) -> None:
-        self.name = _check_name(name)
-        self.origin = origin  # where a config defined it, for error messages
-
-    def __rshift__(self, other: Any) -> Pipeline:
-        from ._pipeline import Pipeline
-
-        return Pipeline([self]) >> other
-
-    def where(self, node: str) -> str:
-        return f"{self.origin} ({node})" if self.origin else node
-
-    def describe(self) -> str:
-        return self.kind
-
-    def output_scale(self, input_scales: Sequence[Scale | None], where: str) -> Scale | None:
-        raise NotImplementedError
-
-    def check_inputs(self, inputs: Sequence[tuple[str, Unit]], where: str) -> None:
-        """Refuse, at build time, inputs this unit cannot use."""
-
-    async def execute(self, ctx: NodeContext) -> UnitOutput:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r})"
 
 
 # -- reply parsing -----------------------------------------------------------------

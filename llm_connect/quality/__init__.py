@@ -55,8 +55,9 @@ Layout
 - ``_base``: :class:`BaseLedger`, what every ledger offers (code that reads a
   ledger checks ``isinstance(x, BaseLedger)``), the queries written once
   (``read_all``, ``by_task_type``, ``recent``, ``mean_quality``), and
-  :func:`open_ledger` (a URI or a directory is a ``ParquetLedger``, anything
-  else a ``QualityLedger``).
+  ``is_parquet_location`` (a URI or an existing directory).
+- ``_open``: :func:`open_ledger` (a URI or a directory is a ``ParquetLedger``,
+  anything else a ``QualityLedger``), above both classes.
 - ``_parquet``: :class:`ParquetLedger`, the same queries over a directory or
   object-store prefix of Parquet files partitioned by task type and date, which
   any number of writers on any number of hosts extend without a lock;
@@ -77,10 +78,11 @@ Public names
 =========================  =====================================================
 """
 
-from ._base import BaseLedger, open_ledger
+from ._base import BaseLedger
 from ._ledger import QualityLedger
 from ._ledger_io import MAX_LINE_BYTES
 from ._observation import QualityObservation, is_stale
+from ._open import open_ledger
 from ._parquet import DEDUPE_TAGS, ParquetLedger
 
 __all__ = [

@@ -23,12 +23,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from numbers import Integral
 from pathlib import Path
-from typing import Any
 
 from ..errors import ValidationError
 from ._observation import QualityObservation, as_utc, is_stale, utc_now
 
-__all__ = ["BaseLedger", "is_parquet_location", "open_ledger"]
+__all__ = ["BaseLedger", "is_parquet_location"]
 
 
 class BaseLedger(ABC):
@@ -130,15 +129,3 @@ def is_parquet_location(location: str | os.PathLike[str]) -> bool:
         raise ValidationError("a ledger location must be text, not bytes")
     return "://" in text or Path(text).is_dir()
 
-
-def open_ledger(location: str | os.PathLike[str], **kwargs: Any) -> BaseLedger:
-    """The ledger at ``location``: a :class:`ParquetLedger` for a URI (``s3://...``, ``file://...``) or a
-    directory, a :class:`QualityLedger` for anything else (a JSON Lines file, existing or not).
-    ``kwargs`` go to the class's constructor."""
-    if is_parquet_location(location):
-        from ._parquet import ParquetLedger
-
-        return ParquetLedger(location, **kwargs)
-    from ._ledger import QualityLedger
-
-    return QualityLedger(location, **kwargs)

@@ -24,7 +24,7 @@ from .plots import (
     plot_score_vs_length,
     plot_threshold_sweep,
 )
-from .report import report_figures, report_html, report_widget, save_report_html
+from .report import pairwise_report_html, report_figures, report_html, report_widget, save_report_html
 from .viewer import JudgmentViewer, content_security_policy, viewer_html
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "labeller_widget",
     "leaderboard_section",
     "length_profile",
+    "pairwise_report_html",
     "plot_agreement_heatmap",
     "plot_bias_forest",
     "plot_estimates",

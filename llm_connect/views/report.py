@@ -17,6 +17,7 @@ import pandas as pd
 from .._html import Markup, fmt, frame_html, html_format, join
 from ._figures import new_figure, png_bytes, png_data_uri
 from .groups import group_breakdown_html
+from .leaderboard import leaderboard_section
 from .plots import (
     _text,
     plot_agreement_heatmap,
@@ -28,7 +29,7 @@ from .plots import (
     plot_threshold_sweep,
 )
 
-__all__ = ["report_figures", "report_html", "report_widget", "save_report_html"]
+__all__ = ["pairwise_report_html", "report_figures", "report_html", "report_widget", "save_report_html"]
 
 
 def report_figures(report: Any) -> dict[str, Any]:
@@ -171,7 +172,8 @@ def report_widget(report: Any) -> Any:
     if len(names) < 2:
         raise ValueError("the widget needs at least two judges or labels")
     first = report.judges[0] if report.judges else names[0]
-    second = report.reference if report.reference and report.reference != first else next(n for n in names if n != first)
+    second = (report.reference if report.reference and report.reference != first
+              else next(n for n in names if n != first))
     judge_a = w.Dropdown(options=names, value=first, description="judge")
     judge_b = w.Dropdown(options=names, value=second, description="against")
     threshold = w.FloatSlider(value=report.threshold, min=0.05, max=0.95, step=0.05, description="threshold",
@@ -233,3 +235,25 @@ def report_widget(report: Any) -> Any:
     box.controls = SimpleNamespace(judge_a=judge_a, judge_b=judge_b, threshold=threshold, summary=summary,
                                    scatter=scatter, sweep=sweep, disagreements=table, bias_tabs=tabs, top=top)
     return box
+
+
+def pairwise_report_html(report: Any, *, plots: bool = True, title: str = "Calibration report") -> Markup:
+    """A pairwise report as an HTML fragment: verdicts, runs, the pairwise section, leaderboards, probes."""
+    head = [html_format("<h2>{}</h2>", title),
+            html_format("<p>{} pairs; judges: {}; people: {}; no threshold (pairwise).</p>", len(report.scores),
+                        ", ".join(report.judges) or "—", ", ".join(report.labels) or "—")]
+    cards = report.judge_cards()
+    if cards:
+        head.append(html_format("<h3>Verdicts</h3><ul class='llm-connect-verdicts'>{}</ul>",
+                                join(html_format("<li>{}</li>", c.verdict) for c in cards)))
+    usage = report.meta.usage
+    if usage:
+        head.append(frame_html(pd.DataFrame([{"judge": k, **v} for k, v in usage.items()]),
+                               caption="Judge runs (unscored pairs have no winner, never a tie)"))
+    body = [report.section_html()]
+    boards = report.leaderboards()
+    if boards:
+        body.append(leaderboard_section(boards, confidence=report.confidence, plots=plots))
+    if report.bias is not None and report.bias.results:
+        body.append(Markup(report.bias._repr_html_()))
+    return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
