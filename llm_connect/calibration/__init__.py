@@ -1,44 +1,45 @@
-"""Calibrate judges against each other and against people, and measure their biases.
+"""Run judges against references and people: runs, probes, pairwise runs, groups, cards, reports.
+
+This floor runs judges (:mod:`llm_connect.grading`) over a dataset and keeps what
+comes out as data: scores frames, agreement tables, bias reports, judge cards and
+their registry, the calibration report. The statistics it applies are pure
+functions in :mod:`llm_connect.stats`; every picture and page of its results is
+drawn in :mod:`llm_connect.views` (the ``plot_*`` names and ``JudgmentViewer`` are
+still importable from here, loaded from ``views`` on first use).
 
 =================================  ==========================================================
 what                               functions and classes
 =================================  ==========================================================
-run judges over a dataset          :func:`score_items`, :func:`load_items`, :func:`parse_labels`
+run judges over a dataset          :func:`score_items`, :func:`judge_items`, :func:`load_items`,
+                                   :func:`parse_labels`
 agreement (with bootstrap CIs)     :func:`pair_agreement`, :func:`agreement_table`,
-                                   :func:`threshold_sweep`
+                                   :func:`threshold_sweep` (kernels: ``stats.agreement``)
 bias probes                        :func:`run_probes`, :func:`probe_judge`, :func:`paired_shift`,
                                    :func:`perturb_items`
 observational diagnostics          :func:`length_effect`, :func:`length_controlled_scores`,
                                    :func:`self_preference`, :func:`reliability_table`,
                                    :func:`disagreements`
 features                           :func:`model_family`, :func:`text_features`
-plots (matplotlib, seaborn-shaped) ``plot_judge_scatter``, ``plot_agreement_heatmap``,
-                                   ``plot_reliability``, ``plot_threshold_sweep``,
-                                   ``plot_bias_forest``, ``plot_score_vs_length``
-quality estimates (PPI++,          :func:`estimate_quality`, :func:`labels_needed`,
-active inference)                  :func:`plot_estimates`
+quality estimates (PPI++,          :func:`estimate_quality`, :func:`labels_needed`
+active inference)                  (from ``stats.estimates``)
 verdicts and judge cards           :func:`judge_verdict`, :class:`JudgeCard`,
                                    :class:`JudgeCardRegistry`, :func:`card_from_scores`
 pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`PairwiseReport`,
                                    :func:`parse_preferences`, :func:`battles`
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
                                    (``_repr_html_``, ``.widget()``, ``.to_html(path)``, ``.view()``)
-leaderboards (Bradley-Terry,       :func:`leaderboard`, :func:`plot_leaderboard`,
-bootstrap CIs, Arena ranks)        :func:`compare_leaderboards` -> :class:`LeaderboardComparison`
-                                   (judge beside people, PPI++ anchored),
-                                   :func:`length_controlled_win_rate` (AlpacaEval 2 GLM);
-                                   battles from :func:`~llm_connect.grading.tournament`
+leaderboards                       :func:`leaderboard`, :func:`length_controlled_win_rate`
+                                   (from ``stats``), :func:`compare_leaderboards` ->
+                                   :class:`LeaderboardComparison`
 run-to-run reliability             ``calibrate(..., epochs=k)``, :meth:`JudgeCard.with_reliability`
-                                   (epochs, agreement, Krippendorff's alpha in the card)
-every judgment, one page           :func:`judgment_records`, :func:`write_judgments`,
-                                   :func:`read_judgments`, :class:`JudgmentViewer`
-label in the notebook              :class:`Labeller` (``.widget()``, strategies ``random``,
-                                   ``stratified``, ``active``, ``overlap``; ``.estimate()``)
+every judgment as records          :func:`judgment_records`, :func:`write_judgments`,
+                                   :func:`read_judgments` (the page: ``views.JudgmentViewer``)
+label in the notebook              :class:`Labeller` (designs: ``stats.sampling``; widget:
+                                   ``views.labeller_widget``)
 =================================  ==========================================================
 
-The pictures and pages (``plot_*``, the report's widget and page, the viewer, the Labeller
-widget) live in :mod:`llm_connect.views`, the floor above this one; the ``plot_*`` names are
-still importable from here (loaded from ``views`` on first use, so this module never imports it),
+A report's ``widget()``, ``html()`` and ``to_html()`` reach their views through
+:mod:`llm_connect._display` at call time, so this floor never imports ``views``
 and matplotlib and ipywidgets are imported only when a plot or a widget is made.
 """
 

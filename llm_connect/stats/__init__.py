@@ -8,17 +8,67 @@ objects that run judges and people through these functions live in
 :mod:`llm_connect.calibration`, and their pictures in :mod:`llm_connect.views`.
 Bad input raises :class:`~llm_connect.errors.ValidationError` (a ``ValueError``).
 
-=========================  ======================================================
-module                     what
-=========================  ======================================================
-``stats.estimates``        mean quality from judge scores and a few labels: PPI,
-                           PPI++, IPW (active inference), ``labels_needed``
-=========================  ======================================================
+==========================  =============================================================
+module                      what
+==========================  =============================================================
+``stats.agreement``         percent agreement, Cohen's kappa (weighted on a scale),
+                            Krippendorff's alpha, Spearman, Kendall, their seeded
+                            bootstrap intervals; threshold sweep and cross-validated
+                            threshold choice; system- and document-level correlations
+``stats.estimates``         mean quality from judge scores and a few labels: PPI, PPI++,
+                            IPW (active inference); ``labels_needed``
+``stats.sampling``          the Labeller's sampling designs: seeded orders, stratified,
+                            overlap, active (inclusion probabilities, the residual walk)
+``stats.bradley_terry``     Bradley–Terry leaderboards with bootstrap intervals and Arena
+                            rank ranges; PPI++ Bradley–Terry
+``stats.length_control``    AlpacaEval 2's length-controlled win rate (the GLM)
+``stats.preferences``       a / b / tie preferences: coding, three-way agreement, position
+                            bias
+``stats.shift``             paired shifts (bootstrap interval, Wilcoxon signed-rank)
+``stats.regression``        ordinary least squares with classical errors
+==========================  =============================================================
 
 A new statistic goes here, in the module of its kind, with its paper cited in
-the docstring and a test against a well-kept reference implementation.
+the docstring and a test against a well-kept reference implementation
+(scikit-learn, scipy, krippendorff, ppi-python, statsmodels, choix).
 """
 
+from .agreement import (
+    STATISTICS,
+    Estimate,
+    bootstrap_ci,
+    choose_threshold,
+    grouped_correlation,
+    threshold_sweep,
+)
+from .bradley_terry import leaderboard, ppi_bradley_terry
 from .estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
+from .length_control import length_controlled_win_rate
+from .preferences import parse_preferences, position_bias, preference_agreement
+from .regression import OLSResult, ols
+from .sampling import SamplingPlan, make_plan
+from .shift import ShiftStats, paired_shift
 
-__all__ = ["ESTIMATE_METHODS", "estimate_quality", "labels_needed"]
+__all__ = [
+    "ESTIMATE_METHODS",
+    "STATISTICS",
+    "Estimate",
+    "OLSResult",
+    "SamplingPlan",
+    "ShiftStats",
+    "bootstrap_ci",
+    "choose_threshold",
+    "estimate_quality",
+    "grouped_correlation",
+    "labels_needed",
+    "leaderboard",
+    "length_controlled_win_rate",
+    "make_plan",
+    "ols",
+    "paired_shift",
+    "parse_preferences",
+    "position_bias",
+    "ppi_bradley_terry",
+    "preference_agreement",
+    "threshold_sweep",
+]
