@@ -68,14 +68,14 @@ import pandas as pd
 
 from ..errors import ValidationError
 
-__all__ = ["ESTIMATE_METHODS", "RESULT_COLUMNS", "estimate_quality", "labels_needed"]
+__all__ = ["ESTIMATE_METHODS", "RESULT_COLUMNS", "equal_labels_interval", "estimate_quality", "labels_needed"]
 
 ESTIMATE_METHODS: tuple[str, ...] = ("ppi++", "ppi", "human", "judge")
 _DEFAULT_METHODS: tuple[str, ...] = ("ppi++", "human", "judge")
 # columns of estimate_quality's frame after the group columns
 RESULT_COLUMNS: tuple[str, ...] = (
     "method", "estimate", "ci_low", "ci_high", "se", "n_labelled", "n_total", "n_judge_missing",
-    "lambda", "ess_gain", "confidence", "reason",
+    "lambda", "ess_gain", "confidence", "reason", "interval",
 )
 _PLANNING_COLUMNS: tuple[str, ...] = (
     "method", "width", "labels_needed", "more_labels", "n_labelled_pilot", "n_total", "achievable", "reason",
@@ -227,7 +227,15 @@ class _Sums:
     syf: np.ndarray
     tf: np.ndarray  # unlabelled sums
     tff: np.ndarray
+    y_min: np.ndarray  # the smallest and largest label of the labelled rows (NaN: none)
+    y_max: np.ndarray
     ipw: dict[str, np.ndarray] | None = None
+
+    @property
+    def labels_equal(self) -> np.ndarray:
+        """Groups whose labels (two or more) are all the same value, found exactly (min == max), not
+        from a variance that floating point leaves at 1e-17 instead of 0."""
+        return (self.n >= 2) & (self.y_min == self.y_max)
 
 
 def _sums(codes: np.ndarray, n_groups: int, y: np.ndarray, f: np.ndarray, pi: np.ndarray | None) -> _Sums:
@@ -244,10 +252,15 @@ def _sums(codes: np.ndarray, n_groups: int, y: np.ndarray, f: np.ndarray, pi: np
     yl = np.where(lab, y, 0.0)
     fl = np.where(lab, f, 0.0)
     fu = np.where(unl, f, 0.0)
+    y_min = np.full(n_groups, np.inf)
+    y_max = np.full(n_groups, -np.inf)
+    np.minimum.at(y_min, codes[lab], y[lab])
+    np.maximum.at(y_max, codes[lab], y[lab])
     sums = _Sums(
         n=count(lab), N=count(unl), labelled_any=count(has_y), judge_missing=count(~has_f),
         sy=total(yl), sf=total(fl), syy=total(yl * yl), sff=total(fl * fl), syf=total(yl * fl),
         tf=total(fu), tff=total(fu * fu),
+        y_min=np.where(np.isfinite(y_min), y_min, np.nan), y_max=np.where(np.isfinite(y_max), y_max, np.nan),
     )
     if pi is not None:
         w = np.zeros_like(y)
@@ -292,11 +305,12 @@ def _moments(s: _Sums) -> _Moments:
     ybar, fbar_l, fbar_u = _div(s.sy, n), _div(s.sf, n), _div(s.tf, big_n)
     fbar_all = _div(s.sf + s.tf, m)
     ss_all = s.sff + s.tff - m * fbar_all**2
+    equal = s.y_min == s.y_max  # one value among the labels: var(Y) and cov(Y, f) are exactly 0
     return _Moments(
-        ybar=ybar, fbar_l=fbar_l,
-        vy=np.maximum(_div(s.syy, n) - ybar**2, 0.0),
+        ybar=np.where(equal, s.y_min, ybar), fbar_l=fbar_l,
+        vy=np.where(equal, 0.0, np.maximum(_div(s.syy, n) - ybar**2, 0.0)),
         vf_l=np.maximum(_div(s.sff, n) - fbar_l**2, 0.0),
-        cyf=_div(s.syf, n) - ybar * fbar_l,
+        cyf=np.where(equal, 0.0, _div(s.syf, n) - ybar * fbar_l),
         fbar_u=fbar_u,
         vf_u=np.maximum(_div(s.tff, big_n) - fbar_u**2, 0.0),
         fbar_all=fbar_all,
@@ -443,10 +457,14 @@ def estimate_quality(
     - ``ess_gain``: ``var(human-only) / var(method)``, the factor by which the
       method multiplies the effective number of labels (NaN for ``"judge"``, whose
       interval is not valid);
-    - ``reason``: None, or why the estimate is NaN (e.g. a group with no labels).
+    - ``reason``: None, or why the estimate is NaN (e.g. a group with no labels);
+    - ``interval``: how ``ci_low``/``ci_high`` were made: ``"normal"`` (CLT), or, for a
+      label-based method in a group whose labels are all equal (where the normal
+      interval has width 0), ``"exact: all labels equal"`` (Clopper–Pearson for 0/1
+      labels) or ``"hoeffding: all labels equal"`` (see :func:`equal_labels_interval`).
 
-    Intervals are normal (CLT) intervals; with fewer than ~30 labels in a group,
-    or all labels equal, read them with care.
+    Intervals are normal (CLT) intervals, clipped to 0..1 (the scores' range); with
+    fewer than ~30 labels in a group read them with care.
 
     >>> df = pd.DataFrame({"judge": [0.9, 0.8, 0.4, 1.0, 0.7], "human": [1, 1, 0, None, None]})
     >>> estimate_quality(df, judge="judge", human="human")[["method", "estimate", "n_labelled"]]
@@ -492,14 +510,58 @@ def estimate_quality(
         columns["ess_gain"].append(np.where(invalid, np.nan, gain))
         columns["confidence"].append(np.full(n_groups, conf))
         columns["reason"].append(reason)
+        low, high, how = _honest_bounds(s, method, est - z * se, est + z * se, conf)
+        columns["ci_low"][-1], columns["ci_high"][-1] = low, high
+        columns["interval"].append(how)
     # group-major order: all methods of group 0, then group 1, ...
     k = len(chosen)
     order = np.arange(n_groups * k).reshape(k, n_groups).T.ravel()
     out = keys.iloc[np.repeat(np.arange(n_groups), k)].reset_index(drop=True)
     for name, parts in columns.items():
         values = np.concatenate(parts)[order]
-        out[name] = pd.Series(values, dtype=object) if name == "reason" else values
+        out[name] = pd.Series(values, dtype=object) if name in ("reason", "interval") else values
     return out
+
+
+#: How an interval was made (the ``interval`` column of :func:`estimate_quality`).
+NORMAL = "normal"
+EXACT_EQUAL = "exact: all labels equal"
+HOEFFDING_EQUAL = "hoeffding: all labels equal"
+
+
+def equal_labels_interval(value: float, n: int, confidence: float) -> tuple[float, float, str]:
+    """An honest interval for the mean of ``n`` labels in 0..1 that all equal ``value``.
+
+    Their sample variance is 0, so a normal interval has width 0 however few they are (two labels
+    of 1 would "prove" a quality of 1 with certainty). For 0/1 labels this is the exact
+    Clopper–Pearson interval (Clopper & Pearson 1934): ``n`` successes of ``n`` give
+    ``[(α/2)^(1/n), 1]``, none give ``[0, 1 − (α/2)^(1/n)]``. For another value shared by every label
+    nothing bounds the spread but the 0..1 range, so Hoeffding's bound (Hoeffding 1963) gives
+    ``value ± sqrt(ln(2/α) / (2n))``, clipped to 0..1.
+    """
+    alpha = 1.0 - confidence
+    if value == 1.0:
+        return (alpha / 2) ** (1.0 / n), 1.0, EXACT_EQUAL
+    if value == 0.0:
+        return 0.0, 1.0 - (alpha / 2) ** (1.0 / n), EXACT_EQUAL
+    half = math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+    return max(0.0, value - half), min(1.0, value + half), HOEFFDING_EQUAL
+
+
+def _honest_bounds(s: _Sums, method: str, low: np.ndarray, high: np.ndarray,
+                   confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The interval bounds as reported: clipped to 0..1 (the scores' range; clipping a valid interval to
+    the parameter's range keeps its coverage), and, for the label-based methods in a group whose labels
+    are all equal, widened to contain :func:`equal_labels_interval` (a zero-width normal interval from
+    equal labels is not confidence)."""
+    low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+    how = np.full(len(low), NORMAL, dtype=object)
+    if method == "judge":
+        return low, high, how
+    for g in np.flatnonzero(s.labels_equal & np.isfinite(low) & np.isfinite(high)):
+        lo, hi, how[g] = equal_labels_interval(float(s.y_min[g]), int(s.n[g]), confidence)
+        low[g], high[g] = min(low[g], lo), max(high[g], hi)
+    return low, high, how
 
 
 def _ess(human_var: np.ndarray, var: np.ndarray) -> np.ndarray:
@@ -561,7 +623,7 @@ def labels_needed(
     mo = _moments(s)
     m = (s.n + s.N).astype(float)
     base = _label_reasons(s)
-    flat = (base == None) & (mo.vy == 0)  # noqa: E711
+    flat = (base == None) & s.labels_equal  # noqa: E711 (exact: min == max, not a variance of 1e-17)
     base[flat] = ("all human labels in the pilot are equal, so their variance cannot be estimated; "
                   "label a larger pilot (at least ~30 items)")
     vy, c, vf = mo.vy, mo.cyf, mo.vf_all0
