@@ -101,3 +101,108 @@ def test_route_does_not_meet_a_threshold_on_two_labels(tmp_path):
 def test_route_meets_a_threshold_when_many_labels_agree(tmp_path):
     decision = route(_ledger(tmp_path, 40, n_items=400), "qa", threshold=0.9, human="human", min_observations=10)
     assert decision.adapter_id == "cheap"  # 40 of 40: Clopper-Pearson lower bound 0.912
+
+
+# -- leaderboards ------------------------------------------------------------------------------------------
+
+
+def _battles(seed=0, n=300, unlabelled_model="e"):
+    """Five models; 'a' wins every comparison it is in; people never compare ``unlabelled_model``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(n):
+        x, y = rng.choice(list("abcde"), 2, replace=False)
+        w = ("a" if x == "a" else "b") if "a" in (x, y) else rng.choice(["a", "b"])
+        human = w if k % 3 == 0 and unlabelled_model not in (x, y) else None
+        rows.append({"model_a": x, "model_b": y, "judge": w, "human": human})
+    return pd.DataFrame(rows)
+
+
+def test_a_model_that_wins_everything_is_flagged_on_every_board():
+    from llm_connect import compare_leaderboards, leaderboard
+
+    df = _battles()
+    assert leaderboard(df, winner="judge", n_boot=20).attrs["separated"] == ["a"]
+    out = compare_leaderboards(df, judge_winner="judge", human_winner="human", n_boot=20)
+    anchored = out.anchored.set_index("model")
+    assert np.isfinite(anchored["rating"]).all()  # the ridge keeps it finite: no LinAlgError, no 1e7
+    assert anchored.loc["a", "note"].startswith("separated") and math.isnan(anchored.loc["a", "rating_low"])
+    assert any("won or lost every comparison" in note for note in out.notes)
+
+
+def test_a_model_no_person_compared_is_judge_only_without_an_interval():
+    from llm_connect import compare_leaderboards
+
+    out = compare_leaderboards(_battles(), judge_winner="judge", human_winner="human", n_boot=20)
+    anchored = out.anchored.set_index("model")
+    assert bool(anchored.loc["e", "judge_only"]) and anchored.loc["e", "note"].startswith("judge-only")
+    assert math.isnan(anchored.loc["e", "rating_low"]) and math.isnan(anchored.loc["e", "rating_high"])
+    assert (anchored.loc["e", "rank_low"], anchored.loc["e", "rank_high"]) == (1, 5)
+    checked = anchored[~anchored["judge_only"] & (anchored["note"] == "")]
+    assert (checked["rating_high"] - checked["rating_low"] > 0).all()
+    assert any("no person compared e" in note for note in out.notes)
+
+
+def test_the_anchored_fit_without_separation_is_unchanged_in_substance():
+    """Away from separation the ridge (1e-6) moves nothing a user would see."""
+    from llm_connect import compare_leaderboards
+    from llm_connect.stats.bradley_terry import ppi_bradley_terry
+
+    rng = np.random.default_rng(5)
+    strength = {"a": 0.8, "b": 0.2, "c": -0.3, "d": -0.7}
+    rows = []
+    for k in range(600):
+        x, y = rng.choice(list(strength), 2, replace=False)
+        w = "a" if rng.random() < 1 / (1 + np.exp(strength[y] - strength[x])) else "b"
+        rows.append({"model_a": x, "model_b": y, "judge": w, "human": w if k % 2 == 0 else None})
+    out = compare_leaderboards(pd.DataFrame(rows), judge_winner="judge", human_winner="human", n_boot=20)
+    assert out.anchored["note"].eq("").all() and not out.anchored["judge_only"].any()
+    assert ppi_bradley_terry is not None
+    people = out.human.set_index("model")["rating"]
+    anchored = out.anchored.set_index("model")["rating"]
+    assert (anchored - people.reindex(anchored.index)).abs().max() < 60  # same board, judge and people agree
+
+
+# -- length-controlled win rate ----------------------------------------------------------------------------
+
+
+def _separated_lc(n=24, seed=3):
+    rng = np.random.default_rng(seed)
+    len_b = rng.normal(900, 200, n)
+    len_a = len_b + rng.choice([-300.0, 300.0], n) + rng.normal(0, 20, n)
+    winner = np.where(len_a > len_b, "a", "b")  # the model wins exactly when it is longer
+    return pd.DataFrame({"model": "m", "baseline_model": "base", "winner": winner, "length_a": len_a,
+                         "length_b": len_b})
+
+
+def test_length_control_says_when_the_glm_has_no_fit_and_penalises_it():
+    from sklearn.linear_model import LogisticRegression
+
+    from llm_connect import length_controlled_win_rate
+    from llm_connect.stats.length_control import SEPARATION_PENALTY
+
+    df = _separated_lc()
+    with pytest.warns(RuntimeWarning, match="no maximum-likelihood fit"):
+        out = length_controlled_win_rate(df, n_boot=50, seed=0)
+    row = out.iloc[0]
+    assert row["fit"].startswith("l2 penalty") and "separation" in row["fit"]
+    # an independent penalised fit: scikit-learn's L2 logistic regression, C = 1 / penalty, no intercept
+    delta = (df["length_a"] - df["length_b"]).to_numpy()
+    x = np.column_stack([np.ones(len(df)), np.tanh(delta / delta.std(ddof=1))])
+    y = (df["winner"] == "a").to_numpy(int)
+    ref = LogisticRegression(C=1 / SEPARATION_PENALTY, fit_intercept=False, tol=1e-12, max_iter=10_000).fit(x, y)
+    assert row["length_coef"] == pytest.approx(ref.coef_[0][1], abs=1e-5)
+    expected = (1 / (1 + np.exp(-ref.coef_[0][0]))).mean()
+    assert row["lc_win_rate"] == pytest.approx(expected, abs=1e-6)
+    assert 0.05 < row["lc_win_rate"] < 0.95  # not the 0.000 the unpenalised fit drifted to
+
+
+def test_length_control_keeps_the_mle_when_it_exists():
+    from llm_connect import length_controlled_win_rate
+
+    rng = np.random.default_rng(8)
+    df = _separated_lc(n=200)
+    flip = rng.random(len(df)) < 0.2
+    df.loc[flip, "winner"] = np.where(df.loc[flip, "winner"] == "a", "b", "a")
+    out = length_controlled_win_rate(df, n_boot=0)
+    assert out.iloc[0]["fit"] == "mle"

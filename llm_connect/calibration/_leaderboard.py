@@ -160,6 +160,14 @@ def compare_leaderboards(
     if (has_h & ~has_j).any():
         notes.append(f"{int((has_h & ~has_j).sum())} comparison(s) labelled by people but not decided by the judge "
                      "are in people's leaderboard, not in the anchored one")
+    for name, board in (("judge's", judge_board), ("people's", human_board), ("anchored", anchored)):
+        shown = [str(mm) for mm in (board.attrs.get("separated", []) if board is not None else [])]
+        if shown:
+            notes.append(f"on the {name} board {', '.join(shown)} won or lost every comparison: the rating is "
+                         "not identified (only the ridge keeps it finite); read it as 'above (below) the rest'")
+    if anchored is not None and anchored.attrs.get("judge_only"):
+        notes.append(f"no person compared {', '.join(map(str, anchored.attrs['judge_only']))}: on the anchored "
+                     "board they are rated by the judge alone (judge_only), without an interval")
     rows = []
     if human_board is not None:
         rows.append(_correlation_row(judge_board, human_board, "judge", "human"))

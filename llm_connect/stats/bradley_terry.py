@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from ._validate import by_columns, check_confidence
 from .preferences import parse_preferences
 
 __all__ = [
@@ -87,25 +88,12 @@ def _need_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
 
 
 def _check_settings(confidence: Any, n_boot: Any, method: str = "bradley-terry") -> tuple[float, int]:
-    try:
-        conf = float(confidence)
-    except (TypeError, ValueError):
-        conf = math.nan
-    if not 0.0 < conf < 1.0:
-        raise ValidationError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    conf = check_confidence(confidence)
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or not 0 <= n_boot <= N_BOOT_MAX:
         raise ValidationError(f"n_boot must be a whole number from 0 to {N_BOOT_MAX}, got {n_boot!r}")
     if method not in METHODS:
         raise ValidationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     return conf, int(n_boot)
-
-
-def _by_list(by: str | Sequence[str] | None) -> list[str]:
-    if by is None:
-        return []
-    if isinstance(by, str):
-        return [by]
-    return [str(b) for b in by]
 
 
 def _outcomes(values: Any, column: str, codes: Any) -> np.ndarray:
@@ -357,6 +345,30 @@ def _rank_intervals(rating: np.ndarray, low: np.ndarray, high: np.ndarray) -> tu
     return rank, 1 + better.sum(axis=1), len(rating) - worse.sum(axis=1)
 
 
+def not_identified(pairs: _Pairs) -> np.ndarray:
+    """Models whose Bradley–Terry strength has no maximum-likelihood estimate, as a boolean mask.
+
+    The MLE exists exactly when the directed graph "i beat j at least once" (a tie counts both ways)
+    is strongly connected (Zermelo 1929; Ford 1957). Otherwise a group of models won (or lost) every
+    comparison with the rest: their strengths run off to infinity and only the ridge keeps them
+    finite, so their ratings and intervals say nothing. Flagged: every model outside the largest
+    strongly connected component, and every model with no comparison."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    m = pairs.m
+    beat_ij = (pairs.wins_i + pairs.ties) > 0
+    beat_ji = (pairs.wins_j + pairs.ties) > 0
+    rows = np.concatenate([pairs.i[beat_ij], pairs.j[beat_ji]])
+    cols = np.concatenate([pairs.j[beat_ij], pairs.i[beat_ji]])
+    graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, m))
+    _, label = connected_components(graph, directed=True, connection="strong")
+    compared = np.bincount(np.concatenate([pairs.i, pairs.j]), minlength=m) > 0
+    sizes = np.bincount(label[compared], minlength=label.max() + 1) if compared.any() else np.zeros(1)
+    largest = int(np.argmax(sizes))
+    return ~compared | (label != largest)
+
+
 def _board(pairs: _Pairs, *, confidence: float, n_boot: int, seed: int | None,
            progress: bool | None) -> pd.DataFrame:
     wi = (pairs.wins_i + 0.5 * pairs.ties)[None, :]
@@ -381,7 +393,11 @@ def _board(pairs: _Pairs, *, confidence: float, n_boot: int, seed: int | None,
     if n_boot == 0:  # no intervals, no rank ranges
         frame["rank_low"] = pd.array([pd.NA] * pairs.m, dtype="Int64")
         frame["rank_high"] = pd.array([pd.NA] * pairs.m, dtype="Int64")
-    return frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
+    out = frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
+    # models that won or lost everything: their ratings are the ridge's, not the data's (attrs, as the
+    # board's columns are fixed; compare_leaderboards and the CLI say so in words)
+    out.attrs["separated"] = [mm for mm, bad in zip(pairs.models, not_identified(pairs), strict=True) if bad]
+    return out
 
 
 def _prepare(data: Any, model_a: str, model_b: str, winner: str, codes: Any,
@@ -450,7 +466,7 @@ def leaderboard(
     ``elo_analysis.py`` (see the module docstring).
     """
     conf, n_boot = _check_settings(confidence, n_boot, method)
-    by_cols = _by_list(by)
+    by_cols = by_columns(by, reserved=LEADERBOARD_COLUMNS, what="leaderboard")
     frame, a, b, outcome, notes = _prepare(data, model_a, model_b, winner, codes, by_cols)
     settings = {"method": method, "confidence": conf, "n_boot": n_boot, "seed": seed, **notes}
     if not by_cols:
@@ -502,19 +518,22 @@ class _Sums:
 
 def _ppi_objective_fit(x: np.ndarray, s: _Sums, lam: float, theta0: np.ndarray, *, tol: float = 1e-12,
                        max_iter: int = 200) -> np.ndarray:
-    """Minimise ``L_n(y) + lam * (L_N(yhat_unlabelled) - L_n(yhat))`` (mean logistic losses) by
-    Newton's method; for ``lam`` in [0, 1] the objective is convex."""
+    """Minimise ``L_n(y) + lam * (L_N(yhat_unlabelled) - L_n(yhat)) + RIDGE/(2n) |theta|^2`` (mean
+    logistic losses) by Newton's method; for ``lam`` in [0, 1] the objective is convex. The ridge is
+    :func:`leaderboard`'s (:data:`RIDGE` on the summed likelihood), so a model that won every labelled
+    comparison gets a finite strength, as on the other boards, instead of a singular Hessian."""
     n, big_n = s.n.sum(), s.n_u.sum()
+    ridge = RIDGE / max(float(n), 1.0)
     theta = theta0.copy()
     for _ in range(max_iter):
         sig = _expit(x @ theta)
         coef = ((1.0 - lam) * s.n * sig + lam * s.yh - s.y) / n
         if big_n > 0 and lam:
             coef = coef + lam * (s.n_u * sig - s.yh_u) / big_n
-        grad = x.T @ coef
+        grad = x.T @ coef + ridge * theta
         w = ((1.0 - lam) * s.n / n + (lam * s.n_u / big_n if big_n > 0 else 0.0)) * sig * (1.0 - sig)
         hess = x.T @ (w[:, None] * x)
-        step = np.linalg.solve(hess + 1e-12 * np.eye(len(theta)), grad)
+        step = np.linalg.solve(hess + (ridge + 1e-12) * np.eye(len(theta)), grad)
         biggest = float(np.abs(step).max()) if len(step) else 0.0
         if biggest > 4.0:
             step *= 4.0 / biggest
@@ -535,6 +554,7 @@ def _ppi_stats(x: np.ndarray, s: _Sums, theta: np.ndarray, use_unlabelled: bool)
         hess = x.T @ (((s.n + s.n_u) * v)[:, None] * x) / (n + big_n)
     else:
         hess = x.T @ ((s.n * v)[:, None] * x) / n
+    hess = hess + RIDGE / max(float(n), 1.0) * np.eye(x.shape[1])  # the fit's ridge: never singular
 
     def outer(weights: np.ndarray) -> np.ndarray:
         return x.T @ (weights[:, None] * x)
@@ -662,8 +682,23 @@ def _ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarra
     se = np.sqrt(np.clip(np.diag(a_map @ cov_r @ a_map.T), 0.0, None))
     z = float(norm.ppf(0.5 + confidence / 2.0))
     low, high = rating - z * se, rating + z * se
-    rank, rank_low, rank_high = _rank_intervals(rating, low, high)
     pairs = _aggregate(a[lab], b[lab], human[lab], models)
+    people_n = np.bincount(np.concatenate([pairs.i, pairs.j]),
+                           weights=np.tile(pairs.wins_i + pairs.wins_j + pairs.ties, 2), minlength=m)
+    judge_only = people_n == 0
+    separated = not_identified(pairs) & ~judge_only
+    note = np.where(judge_only, "judge-only: no person compared this model, so people's labels cannot correct "
+                    "the judge here; no interval", "")
+    note = np.where(separated, "separated: in people's comparisons this model won (or lost) every time, so its "
+                    "strength is not identified; no interval", note)
+    flagged = judge_only | separated
+    low, high = np.where(flagged, np.nan, low), np.where(flagged, np.nan, high)
+    rank = 1 + (rating[None, :] > rating[:, None]).sum(axis=1)
+    ok = ~flagged  # rank ranges among the models with intervals; a flagged model could be anywhere
+    better = (low[None, :] > high[:, None]) & ok[None, :] & ok[:, None]
+    worse = (high[None, :] < low[:, None]) & ok[None, :] & ok[:, None]
+    rank_low = np.where(flagged, 1, 1 + better.sum(axis=1))
+    rank_high = np.where(flagged, m, m - worse.sum(axis=1))
     n = np.bincount(pairs.i, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=m) + \
         np.bincount(pairs.j, weights=pairs.wins_i + pairs.wins_j + pairs.ties, minlength=m)
     won = np.bincount(pairs.i, weights=pairs.wins_i + 0.5 * pairs.ties, minlength=m) + \
@@ -672,10 +707,13 @@ def _ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarra
         win_rate = won / n
     frame = pd.DataFrame({"model": models, "rating": rating, "rating_low": low, "rating_high": high, "rank": rank,
                           "rank_low": rank_low.astype(np.int64), "rank_high": rank_high.astype(np.int64),
-                          "n": n.astype(np.int64), "win_rate": win_rate})
+                          "n": n.astype(np.int64), "win_rate": win_rate, "judge_only": judge_only,
+                          "note": note})
     frame = frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
     frame.attrs.update(method="ppi++ bradley-terry", confidence=confidence, lam=lam,
-                       n_labelled=int(lab.sum()), n_unlabelled=int(unl.sum()))
+                       n_labelled=int(lab.sum()), n_unlabelled=int(unl.sum()),
+                       separated=[mm for mm, bad in zip(models, separated, strict=True) if bad],
+                       judge_only=[mm for mm, bad in zip(models, judge_only, strict=True) if bad])
     return frame, lam
 
 
