@@ -3,33 +3,22 @@
 Grade a candidate's answers against a baseline by exact match, embedding
 similarity, an LLM judge or a compound judge; record every outcome in a
 quality ledger; calibrate the LLM judge against other judges and humans, and
-measure its biases. Heavy dependencies (HTTP clients, llama.cpp, torch,
-matplotlib, ipywidgets) are imported only where they are used.
+measure its biases.
+
+``import llm_connect`` is light: the exception tree and the core types load at
+once, every other name on first use (PEP 562), so a script that only needs
+``QualityLedger`` never pays for pandas, the judges or the calibration floor, and
+heavy dependencies (HTTP clients, llama.cpp, torch, matplotlib, ipywidgets) load
+only where they are used. Type checkers and IDEs see every name through the
+``TYPE_CHECKING`` imports below.
 """
 
-from .adapters import (
-    AnthropicAdapter,
-    LlamaCppAdapter,
-    OpenAICompatibleAdapter,
-    OpenAICompatibleEmbedder,
-    SentenceTransformerEmbedder,
-)
-from .calibration import (
-    CalibrationReport,
-    JudgeCard,
-    JudgeCardRegistry,
-    Labeller,
-    agreement_table,
-    calibrate,
-    compare_leaderboards,
-    estimate_quality,
-    labels_needed,
-    leaderboard,
-    length_controlled_win_rate,
-    plot_estimates,
-    run_probes,
-    score_items,
-)
+from __future__ import annotations
+
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from .core import (
     AsyncEmbeddingAdapter,
     AsyncLLMAdapter,
@@ -50,36 +39,138 @@ from .errors import (
     MissingDependencyError,
     ValidationError,
 )
-from .frames import ledger_frame, observations_from_frame, paired_frame, record_labels, results_frame
-from .grading import (
-    LLM_JUDGE_RUBRIC_HASH,
-    LOCAL_JUDGE_RUBRIC_HASH,
-    BaselineGrader,
-    CascadeJudge,
-    ContainsJudge,
-    EmbeddingSimilarityJudge,
-    EpochReliability,
-    ExactMatchJudge,
-    FunctionJudge,
-    GradingResult,
-    Judge,
-    LLMJudge,
-    PairedGrader,
-    PairwiseJudge,
-    PanelJudge,
-    TokenF1Judge,
-    ajudge_many,
-    epoch_reliability,
-    grade_many,
-    judge_many,
-    schedule_battles,
-    tournament,
-)
-from .pipelines import Pipeline, from_config
-from .quality import ParquetLedger, QualityLedger, QualityObservation, is_stale
-from .routing import RoutingDecision, evidence_table, route
+
+if _TYPE_CHECKING:
+    from .adapters import (
+        AnthropicAdapter,
+        LlamaCppAdapter,
+        OpenAICompatibleAdapter,
+        OpenAICompatibleEmbedder,
+        SentenceTransformerEmbedder,
+    )
+    from .calibration import (
+        CalibrationReport,
+        JudgeCard,
+        JudgeCardRegistry,
+        Labeller,
+        agreement_table,
+        calibrate,
+        compare_leaderboards,
+        estimate_quality,
+        labels_needed,
+        leaderboard,
+        length_controlled_win_rate,
+        plot_estimates,
+        run_probes,
+        score_items,
+    )
+    from .frames import (
+        ledger_frame,
+        observations_from_frame,
+        paired_frame,
+        record_labels,
+        results_frame,
+    )
+    from .grading import (
+        LLM_JUDGE_RUBRIC_HASH,
+        LOCAL_JUDGE_RUBRIC_HASH,
+        BaselineGrader,
+        CascadeJudge,
+        ContainsJudge,
+        EmbeddingSimilarityJudge,
+        EpochReliability,
+        ExactMatchJudge,
+        FunctionJudge,
+        GradingResult,
+        Judge,
+        LLMJudge,
+        PairedGrader,
+        PairwiseJudge,
+        PanelJudge,
+        TokenF1Judge,
+        ajudge_many,
+        epoch_reliability,
+        grade_many,
+        judge_many,
+        schedule_battles,
+        tournament,
+    )
+    from .pipelines import (
+        Pipeline,
+        from_config,
+    )
+    from .quality import (
+        ParquetLedger,
+        QualityLedger,
+        QualityObservation,
+        is_stale,
+    )
+    from .routing import (
+        RoutingDecision,
+        evidence_table,
+        route,
+    )
 
 __version__ = "0.1.0"
+
+# Where each lazily loaded name lives (the module is imported on first access).
+_LAZY: dict[str, str] = {
+    "AnthropicAdapter": ".adapters",
+    "LlamaCppAdapter": ".adapters",
+    "OpenAICompatibleAdapter": ".adapters",
+    "OpenAICompatibleEmbedder": ".adapters",
+    "SentenceTransformerEmbedder": ".adapters",
+    "CalibrationReport": ".calibration",
+    "JudgeCard": ".calibration",
+    "JudgeCardRegistry": ".calibration",
+    "Labeller": ".calibration",
+    "agreement_table": ".calibration",
+    "calibrate": ".calibration",
+    "compare_leaderboards": ".calibration",
+    "estimate_quality": ".calibration",
+    "labels_needed": ".calibration",
+    "leaderboard": ".calibration",
+    "length_controlled_win_rate": ".calibration",
+    "plot_estimates": ".calibration",
+    "run_probes": ".calibration",
+    "score_items": ".calibration",
+    "ledger_frame": ".frames",
+    "observations_from_frame": ".frames",
+    "paired_frame": ".frames",
+    "record_labels": ".frames",
+    "results_frame": ".frames",
+    "BaselineGrader": ".grading",
+    "CascadeJudge": ".grading",
+    "ContainsJudge": ".grading",
+    "EmbeddingSimilarityJudge": ".grading",
+    "EpochReliability": ".grading",
+    "ExactMatchJudge": ".grading",
+    "FunctionJudge": ".grading",
+    "GradingResult": ".grading",
+    "Judge": ".grading",
+    "LLMJudge": ".grading",
+    "LLM_JUDGE_RUBRIC_HASH": ".grading",
+    "LOCAL_JUDGE_RUBRIC_HASH": ".grading",
+    "PairedGrader": ".grading",
+    "PairwiseJudge": ".grading",
+    "PanelJudge": ".grading",
+    "TokenF1Judge": ".grading",
+    "ajudge_many": ".grading",
+    "epoch_reliability": ".grading",
+    "grade_many": ".grading",
+    "judge_many": ".grading",
+    "schedule_battles": ".grading",
+    "tournament": ".grading",
+    "Pipeline": ".pipelines",
+    "from_config": ".pipelines",
+    "ParquetLedger": ".quality",
+    "QualityLedger": ".quality",
+    "QualityObservation": ".quality",
+    "is_stale": ".quality",
+    "RoutingDecision": ".routing",
+    "evidence_table": ".routing",
+    "route": ".routing",
+}
 
 __all__ = [
     "LLM_JUDGE_RUBRIC_HASH",
@@ -154,3 +245,17 @@ __all__ = [
     "score_items",
     "tournament",
 ]
+
+
+
+def __getattr__(name: str) -> _Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm_connect' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value  # the next access is a plain attribute lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

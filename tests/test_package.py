@@ -19,6 +19,8 @@ PKG = Path(llm_connect.__file__).resolve().parent
 
 
 def test_all_is_in_step_with_the_public_names():
+    for name in llm_connect.__all__:  # names load on first access (PEP 562): resolve them all first
+        getattr(llm_connect, name)
     public = {
         name
         for name, value in vars(llm_connect).items()
@@ -39,6 +41,21 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_import_loads_only_the_core_until_a_name_is_used():
+    """``import llm_connect`` loads the exception tree and the core types; pandas, the judges and the
+    calibration floor load when a name that needs them is first used (benchmarks/import_time.py times it)."""
+    code = (
+        "import sys, json, llm_connect;"
+        "before = sorted(m for m in ('pandas', 'numpy', 'llm_connect.grading', 'llm_connect.calibration',"
+        " 'llm_connect.stats', 'llm_connect.views') if m in sys.modules);"
+        "llm_connect.ExactMatchJudge;"
+        "after = 'llm_connect.grading' in sys.modules and 'llm_connect.views' not in sys.modules;"
+        "print(json.dumps([before, after, sorted(dir(llm_connect)) == sorted(set(dir(llm_connect)))]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [[], True, True]
 
 
 def test_import_creates_no_files(tmp_path):
