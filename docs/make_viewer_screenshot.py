@@ -44,7 +44,7 @@ def scripted_records() -> list[dict]:
     judges = [ExactMatchJudge(normalizer="squad", reference_sep="|"),
               EmbeddingSimilarityJudge(DeterministicEmbedder(), reference_sep="|"),
               LLMJudge(ScriptedAdapter(reply, model_id="scripted-judge"), seed=0)]
-    report = calibrate(items, judges, human="human", reference_sep="|", probes="length,injection", probe_limit=10,
+    report = calibrate(judges, items, human="human", reference_sep="|", probes="length,injection", probe_limit=10,
                        n_boot=100, progress=False)
     return judgment_records(report, title="Judgments: 40 QA items (scripted LLM judge)")
 

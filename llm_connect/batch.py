@@ -30,6 +30,13 @@ Recording to a ledger is the caller's: the engine only offers
 :func:`record_row`, which appends what a ``make()`` callable builds and reports a
 failure in the row's ``ledger_error`` column (the judgment stands).
 
+Item identity is one rule, kept here: an item's id is converted once (:func:`canonical_item_id`: a whole
+float is an int, numpy scalars are plain Python, NaN/None/NA is missing) and matched on its text
+(:func:`item_id_text`); an item without an id is keyed by its texts (:func:`content_item_id`,
+``"row:<sha256>"``), never by its row position; with its candidate, an item's key is :func:`item_key`.
+``judge_many`` and ``grade_many`` record these ids, ``record_labels`` and the Labeller write them,
+``paired_frame`` joins on them and ``grade_dataset`` resumes by them.
+
 Every column tuple of a result frame lives here: :data:`RESULT_COLUMNS` (a
 judge's result), :data:`GRADE_COLUMNS` (``grade_many``) and
 :data:`PIPELINE_EXTRA_COLUMNS` (what a pipeline adds to a judge's result; :data:`PIPELINE_COLUMNS`
@@ -40,13 +47,15 @@ frame (``cost_usd`` in a ledger frame is the candidate's).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._runtime import on_background, run_sync, to_thread
 from .core import BudgetTracker, LLMResponse, RunConfig, as_budget, budget_scope
@@ -55,8 +64,11 @@ from .errors import BudgetExceededError, JudgeReplyError, ValidationError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .quality import QualityObservation
+
 __all__ = [
     "BUDGET_EXHAUSTED",
+    "CONTENT_KEY_PREFIX",
     "GRADE_COLUMNS",
     "INTERRUPTED",
     "ITEM_COLUMNS",
@@ -66,22 +78,32 @@ __all__ = [
     "RESULT_COLUMNS",
     "RESULT_FRAME_COLUMNS",
     "BatchPlan",
+    "LedgerSink",
     "arun_batch",
     "arun_rows",
     "attach_rows",
     "batch_budget",
+    "candidate_names",
+    "canonical_item_id",
     "check_ledger",
     "column_values",
+    "content_item_id",
     "describe_error",
+    "is_judge",
     "is_missing",
+    "item_id_text",
+    "item_ids",
+    "item_key",
     "item_text",
     "items_frame",
+    "judge_and_items",
     "ledger_columns",
     "note_budget",
     "plain_item_id",
     "progress_bar",
     "record_row",
     "reference_text",
+    "renamed_keyword",
     "row_for_exception",
     "row_item_id",
     "run_batch",
@@ -92,7 +114,9 @@ log = logging.getLogger("llm_connect")
 
 #: The columns of one judgment, in every result frame (``judge_many``, ``grade_many``,
 #: ``Pipeline.run_many``). ``judge_cost_usd`` is what the judging itself cost (every call
-#: the judge made); a candidate's own cost is ``candidate_cost_usd`` (``grade_many``).
+#: the judge made) and ``judge_tokens_in`` / ``judge_tokens_out`` the tokens those calls used
+#: (``tokens_in`` / ``tokens_out``, the same numbers under their older names); a candidate's own
+#: cost is ``candidate_cost_usd`` (``grade_many``).
 RESULT_COLUMNS = (
     "quality_score",
     "notes",
@@ -102,6 +126,8 @@ RESULT_COLUMNS = (
     "latency_ms",
     "tokens_in",
     "tokens_out",
+    "judge_tokens_in",
+    "judge_tokens_out",
     "judge_cost_usd",
 )
 #: ``grade_many``: the generated texts, the judge's result, then the candidate's own usage.
@@ -140,6 +166,8 @@ RESULT_FRAME_COLUMNS = (
     "candidate_latency_ms",
     "tokens_in",
     "tokens_out",
+    "judge_tokens_in",
+    "judge_tokens_out",
     "judge_cost_usd",
     "latency_ms",
 )
@@ -153,7 +181,10 @@ Row = dict[str, Any]
 Work = Callable[[int], Awaitable[Row]]
 
 _FLOAT_COLUMNS = ("quality_score", "latency_ms", "judge_cost_usd")
-_INT_COLUMNS = ("tokens_in", "tokens_out", "calls")
+_INT_COLUMNS = ("tokens_in", "tokens_out", "judge_tokens_in", "judge_tokens_out", "calls")
+#: The judge's usage under the names beside ``judge_cost_usd``: a row that does not set them
+#: itself has its ``tokens_in`` / ``tokens_out`` there (see :func:`attach_rows`).
+_JUDGE_TOKENS = {"judge_tokens_in": "tokens_in", "judge_tokens_out": "tokens_out"}
 
 
 # -- rows of failures ----------------------------------------------------------------
@@ -369,6 +400,68 @@ async def arun_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool =
 # -- items ---------------------------------------------------------------------------
 
 
+def is_judge(value: Any) -> bool:
+    """A judge: an object with a callable ``judge`` method (the :class:`~llm_connect.grading.Judge` protocol)."""
+    return callable(getattr(value, "judge", None)) and not isinstance(value, (str, bytes, Mapping))
+
+
+def _are_judges(value: Any) -> bool:
+    """One judge, a non-empty mapping of names to judges, or a non-empty list or tuple of judges."""
+    if is_judge(value):
+        return True
+    if isinstance(value, Mapping):
+        return bool(value) and all(is_judge(j) for j in value.values())
+    return isinstance(value, (list, tuple)) and bool(value) and all(is_judge(j) for j in value)
+
+
+def _are_items(value: Any) -> bool:
+    """Items: a DataFrame, a path (``str`` or ``os.PathLike``) or a non-empty list or tuple of mappings."""
+    import os
+
+    import pandas as pd
+
+    if isinstance(value, (str, os.PathLike, pd.DataFrame)):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(r, Mapping) for r in value)
+
+
+def judge_and_items(judge: Any, items: Any, *, func: str, names: tuple[str, str] = ("judges", "items")) -> tuple[
+        Any, Any]:
+    """The ``(judge, items)`` a public entry point was called with, in that order (``judge_many``'s).
+
+    The one place where the older order ``func(items, judges)`` of the calibration entry points is
+    recognised: when the first argument is items (a DataFrame, a path, or a list of mappings) and the
+    second judges (a judge, a mapping of names to judges, or a list of judges), they are swapped and
+    a :class:`DeprecationWarning` says the new order. Anything else is returned as given (the
+    callee reports what is wrong). ``names``: how ``func``'s two parameters are called, for the
+    warning.
+    """
+    if _are_items(judge) and _are_judges(items):
+        import warnings
+
+        first, second = names
+        warnings.warn(f"{func}({second}, {first}) is deprecated: pass the {first} first, {func}({first}, {second}) "
+                      "(as judge_many(judge, items)); the old order will stop working in a future release",
+                      DeprecationWarning, stacklevel=3)
+        return items, judge
+    return judge, items
+
+
+def renamed_keyword(new: Any, old: Any, *, func: str, new_name: str, old_name: str) -> Any:
+    """The value of a keyword renamed from ``old_name`` to ``new_name``: ``new`` (``None`` when not
+    given), else ``old`` with a :class:`DeprecationWarning` saying the new name; both given is a
+    :class:`~llm_connect.errors.ValidationError`."""
+    if old is None:
+        return new
+    if new is not None:
+        raise ValidationError(f"{func}() got both {new_name}= and its old name {old_name}=; pass {new_name}= only")
+    import warnings
+
+    warnings.warn(f"{func}({old_name}=...) is deprecated: use {func}({new_name}=...); the old name will stop "
+                  "working in a future release", DeprecationWarning, stacklevel=3)
+    return old
+
+
 def items_frame(items: Any, required: Iterable[str], *, aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """``items`` (a DataFrame, copied, or an iterable of mappings) as a DataFrame holding ``required``.
 
@@ -446,7 +539,8 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
     """The input frame plus the result columns (an input column of the same name becomes ``<name>_input``).
 
     Scores, latencies and costs are floats (NaN when absent), token counts ints;
-    ``attrs["interrupted"]`` and ``attrs["counts"]`` (rows per status) are set.
+    ``judge_tokens_in`` / ``judge_tokens_out`` are the row's ``tokens_in`` / ``tokens_out`` unless
+    it sets them; ``attrs["interrupted"]`` and ``attrs["counts"]`` (rows per status) are set.
     """
     import pandas as pd
 
@@ -455,7 +549,8 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
     clashes = {c: f"{c}_input" for c in columns if c in out.columns}
     if clashes:
         out = out.rename(columns=clashes)
-    data = {c: [r.get(c) for r in rows] for c in columns}
+    data = {c: [r.get(c, r.get(_JUDGE_TOKENS[c])) if c in _JUDGE_TOKENS else r.get(c) for r in rows]
+            for c in columns}
     for c in _FLOAT_COLUMNS:
         if c in data:
             data[c] = [math.nan if v is None else float(v) for v in data[c]]
@@ -490,9 +585,25 @@ def note_budget(out: Any, budget: BudgetTracker | None) -> pd.DataFrame:
 # -- ledger --------------------------------------------------------------------------
 
 
-def plain_item_id(value: Any) -> str | int | float | bool | None:
-    """An item id a ledger can store: ``None`` when missing (None/NaN/NA), numpy/pandas scalars as
-    plain Python (a whole float as an int: pandas turns ids 1, 2, NaN into 1.0, 2.0, NaN), other objects as text."""
+# Item identity: one rule everywhere. An item's id is converted once (canonical_item_id) and matched on its
+# text (item_id_text); an item without an id is keyed by its texts (content_item_id), never by its row position
+# (which is another item's id); with the candidate, an item's key is item_key. judge_many / grade_many record
+# these ids, record_labels and the Labeller write them, paired_frame joins on them and grade_dataset resumes by
+# them.
+
+#: The prefix of the key of an item without an id (``"row:"`` and 24 hex digits of a SHA-256 of its texts,
+#: see :func:`content_item_id`). Ids of this form are reserved: give your own ids another form.
+CONTENT_KEY_PREFIX = "row:"
+_CONTENT_DIGITS = 24  # 96 bits: two different texts share a key with probability ~2**-96 per pair
+
+
+def canonical_item_id(value: Any) -> str | int | float | bool | None:
+    """The one conversion of an item id, as every ledger record stores it.
+
+    ``None`` when missing (None, NaN, NaT, pd.NA); numpy / pandas scalars as plain Python; a whole
+    float as an int (pandas turns ids 1, 2, NaN into 1.0, 2.0, NaN, so ``1.0`` is item ``1``); a
+    non-finite float and any other object (not str, int, float or bool) as its text. Strings are
+    kept as they are (``"1"`` stays text; ids are matched on their text, :func:`item_id_text`)."""
     if is_missing(value):
         return None
     item = getattr(value, "item", None)  # numpy / pandas scalars
@@ -510,13 +621,89 @@ def plain_item_id(value: Any) -> str | int | float | bool | None:
     return str(value)
 
 
-def row_item_id(ids: list[Any], i: int) -> str | int | float | bool:
-    """The item id recorded for row ``i``: its ``id`` as plain JSON, the row's position when it has none."""
-    item_id = plain_item_id(ids[i])
-    return i if item_id is None else item_id
+#: The former name of :func:`canonical_item_id` (kept: it is public).
+plain_item_id = canonical_item_id
 
 
-def check_ledger(ledger: Any, task_type: str | None) -> None:
+def item_id_text(value: Any) -> str | None:
+    """The text an item id is matched on everywhere (``paired_frame``'s join, the Labeller, ``grade_dataset``'s
+    resume): ``str`` of :func:`canonical_item_id`, ``None`` when missing. So ``1``, ``1.0``, ``np.int64(1)``
+    and ``"1"`` are one item, as they are once written to a CSV and read back."""
+    item_id = canonical_item_id(value)
+    return None if item_id is None else str(item_id)
+
+
+def _content_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    return None if is_missing(value) else str(value)
+
+
+def content_item_id(*texts: Any) -> str:
+    """The key of an item without an id: :data:`CONTENT_KEY_PREFIX` and 24 hex digits of a SHA-256 of its
+    texts (``prompt``, ``baseline``, ``candidate``; a missing text counts as absent).
+
+    It depends on the item alone, never on its row position, so it cannot be another item's id: the same
+    texts are the same item in every run and every ordering (judged twice, they are averaged as one item, as
+    they should be), different texts are different items."""
+    payload = json.dumps([_content_text(t) for t in texts], ensure_ascii=True, separators=(",", ":"))
+    digest = hashlib.sha256(payload.encode("ascii")).hexdigest()
+    return CONTENT_KEY_PREFIX + digest[:_CONTENT_DIGITS]
+
+
+def row_item_id(ids: list[Any], i: int, texts: Iterable[Any] | None = None) -> str | int | float | bool:
+    """The item id recorded for row ``i``: its ``id`` (:func:`canonical_item_id`); for a row without one, the
+    key of its ``texts`` (:func:`content_item_id`). An id-less row without ``texts`` is a
+    :class:`ValidationError`: a row's position is never its id (it is another item's)."""
+    item_id = canonical_item_id(ids[i])
+    if item_id is not None:
+        return item_id
+    if texts is None:
+        raise ValidationError(f"row {i} has no item id (its 'id' is missing) and no texts to key it by: "
+                              "give every item an id, or pass its texts (prompt, baseline, candidate)")
+    return content_item_id(*texts)
+
+
+def item_ids(frame: Any, texts: Iterable[str] = ITEM_COLUMNS) -> list[str | int | float | bool]:
+    """The item id of every row of ``frame``, as :func:`judge_many` records it: the row's ``id``
+    (:func:`canonical_item_id`), or for a row without one (no ``id`` column, or a missing value in it) the
+    key of its ``texts`` columns (:func:`content_item_id`)."""
+    ids = column_values(frame, "id")
+    columns = [column_values(frame, c) for c in texts]
+    return [row_item_id(ids, i, [col[i] for col in columns]) for i in range(len(ids))]
+
+
+def candidate_names(candidate_model: Any, candidate_adapter: Any = None) -> tuple[str, str]:
+    """``(adapter_id, model_id)`` of an item's candidate, as :func:`~llm_connect.grading.judge_many` records
+    them: ``candidate_model`` names its model (``"unknown"`` when absent or blank), ``candidate_adapter`` its
+    adapter (else the model)."""
+    model = candidate_model if isinstance(candidate_model, str) and candidate_model.strip() else "unknown"
+    adapter = candidate_adapter if isinstance(candidate_adapter, str) and candidate_adapter.strip() else model
+    return adapter, model
+
+
+def item_key(item_id: Any, candidate_model: Any = None, candidate_adapter: Any = None) -> tuple[str, str, str]:
+    """The one canonical key of a judged item: ``(id text, adapter_id, model_id)`` -- its id as matched
+    everywhere (:func:`item_id_text`) and its candidate (:func:`candidate_names`), so the same question
+    answered by two models is two items. For a ledger observation pass ``tags["item_id"]``, ``model_id``
+    and ``adapter_id``; for an item, its recorded id (:func:`item_ids`), ``candidate_model`` and
+    ``candidate_adapter``. A missing id is a :class:`ValidationError` (key an id-less item by
+    :func:`item_ids` first)."""
+    text = item_id_text(item_id)
+    if text is None:
+        raise ValidationError("an item without an id has no key: give it an id, or key it by its texts (item_ids)")
+    adapter, model = candidate_names(candidate_model, candidate_adapter)
+    return text, adapter, model
+
+
+class LedgerSink(Protocol):
+    """What a batch records to: a :class:`~llm_connect.quality.BaseLedger`, or any object with
+    ``append(observation)`` (:func:`record_row` writes a group at once through its ``extend`` when it has one)."""
+
+    def append(self, observation: QualityObservation, /) -> None: ...
+
+
+def check_ledger(ledger: LedgerSink | None, task_type: str | None) -> None:
     """A ledger needs a task type (observations are routed on it)."""
     if ledger is not None and not (isinstance(task_type, str) and task_type.strip()):
         raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
@@ -585,7 +772,7 @@ class _GroupCommit:
 _GROUPS: dict[tuple[int, int], _GroupCommit] = {}  # (id(loop), id(ledger)) -> its writer, while it writes
 
 
-async def record_row(ledger: Any, make: Callable[[], Any], row: Row) -> None:
+async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> None:
     """Append ``make()`` to the ledger, setting ``row["ledger_error"]``. The judgment stands whatever
     happens: a failure to build or append the observation is reported there, never in the row's status or score.
 
@@ -606,6 +793,6 @@ async def record_row(ledger: Any, make: Callable[[], Any], row: Row) -> None:
         log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))
 
 
-def ledger_columns(ledger: Any) -> tuple[str, ...]:
+def ledger_columns(ledger: LedgerSink | None) -> tuple[str, ...]:
     """``("ledger_error",)`` when a batch records to a ledger, else nothing."""
     return (LEDGER_ERROR,) if ledger is not None else ()

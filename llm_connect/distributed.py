@@ -27,14 +27,19 @@ One rate limit for the cluster
 ``rate_limit=RateLimit(requests_per_minute=R, tokens_per_minute=T)`` (or the
 same as a dict) is enforced across all actors by one small Ray actor, the
 *limiter*. It hands out time on a single schedule (GCRA, a virtual-time token
-bucket): each request is a slot of ``max(1/r, tokens/t)`` seconds (``r``, ``t``
-the per-second rates), and slots never overlap whichever actor holds them. An
-actor asks for a *block* of slots at once (``block`` requests, 8 by default) and
-spends them locally, so the limiter costs one round trip per ``block``
-requests, not per call. A request waits for its slot's start; a slot left
-unused for longer than its block's span is dropped, never saved up, so a late
-actor cannot burst. In any window of ``W`` seconds the endpoint sees at most
-``W*r + block + 1`` requests (measured on the loopback server in
+bucket): each item is a slot of ``max(k/r, tokens/t)`` seconds (``r``, ``t``
+the per-second rates, ``k`` the item's ``requests_per_item``), and slots never
+overlap whichever actor holds them (an actor uses only the part of a granted
+span that is granted however long the round trip took). An actor asks for a
+*block* of the schedule at once (``block`` requests' worth, 8 by default) and
+spends it locally, so the limiter costs one round trip per ``block`` requests,
+not per call. An item waits for its slot's start; a slot not used within
+``(block + 1 - k)/r`` seconds of its start is dropped, never saved up, so a
+late actor cannot burst. So in any window of ``W`` seconds the items released
+make at most ``W*r + block + 1`` requests (``W*r + k + 1`` when one item makes
+more calls than a block holds), whatever the number of actors and however
+late their loops run (checked against the limiter's grants in
+``tests/test_reliability_round2.py``, and on the loopback server in
 ``tests/test_distributed.py``), which is within 5% of ``R`` in any minute once
 ``R >= 20 * (block + 1)``; for smaller limits the block shrinks so that it holds.
 Tokens are estimated before a call (the item's text at 4 characters a token,
@@ -54,11 +59,16 @@ With ``ledger=`` (a :class:`~llm_connect.quality.QualityLedger`, or a
 recorded (tags ``grader_id``, ``rubric_hash``, ``item_id`` and the job's
 ``run_id``; a batch's observations are written together when the batch ends),
 and a job run again with the same ledger skips the items that the same grader
-and rubric already scored (keyed by item id, grader id, rubric hash): their rows
+and rubric already scored (keyed by grader id, rubric hash and the item's key,
+:func:`~llm_connect.batch.item_key`: its id and its candidate's adapter and model,
+so one question answered by two models is two items; an id is matched on its text,
+``1.0`` is ``1``, and a row whose id is missing is keyed by its texts, never by its
+position): their rows
 come back from the ledger with ``status="scored"`` and ``resumed=True`` (the
 judge's notes, latency and token counts are not in the ledger: ``None``, NaN
 and 0), so a crashed job restarts where it stopped, losing at most the batches
-that were in flight. The items need an ``id`` column, unique per item. Each
+that were in flight. The items need an ``id`` column, unique per item (one id
+may repeat across candidate models: ``candidate_model`` / ``candidate_adapter``). Each
 actor reads the ledger once, when it starts: keep one job per ledger and
 task type at a time.
 """
@@ -66,7 +76,9 @@ task type at a time.
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import itertools
+import logging
 import math
 import time
 import uuid
@@ -80,18 +92,25 @@ from .batch import (
     RESULT_COLUMNS,
     attach_rows,
     check_ledger,
+    column_values,
     describe_error,
-    plain_item_id,
+    item_id_text,
+    item_ids,
+    item_key,
     run_batch,
 )
-from .errors import MissingDependencyError, ValidationError
-from .grading._base import judge_abilities
+from .core import BudgetReservation, BudgetTracker, _check_non_negative, as_budget
+from .errors import BudgetExceededError, MissingDependencyError, ValidationError
+from .grading._base import Judge, judge_abilities
 from .grading._batch import judge_plan
+from .quality import BaseLedger
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RESUMED", "RateLimit", "grade_dataset"]
+__all__ = ["RESUMED", "RateLimit", "SharedBudget", "grade_dataset"]
+
+logger = logging.getLogger("llm_connect.distributed")
 
 #: The column :func:`grade_dataset` adds when it records to a ledger: True for a row read back from it.
 RESUMED = "resumed"
@@ -173,6 +192,27 @@ class RateLimit:
             return self.block
         return max(1, min(self.block, int(self.requests_per_minute / 20.0) - 1))
 
+    def burst_requests(self) -> int:
+        """``B`` in the burst bound: in any ``W`` seconds the permits let at most ``W*r + B + 1`` requests go
+        (``r`` requests a second). :meth:`block_requests`, or ``requests_per_item`` when an item makes more
+        calls than a block holds (its calls go together)."""
+        return max(self.block_requests(), self.requests_per_item)
+
+    def block_seconds(self) -> float:
+        """The span of the schedule an actor takes per round trip: ``block_requests()`` requests' worth (at
+        least one item's); with a token limit only, a second's worth."""
+        if self.requests_per_minute is None:
+            return 1.0
+        return self.burst_requests() * 60.0 / self.requests_per_minute
+
+    def late_seconds(self) -> float:
+        """How late an item's slot may still be used (else it is dropped): the time of
+        ``B + 1 - requests_per_item`` requests, so that a slot used late and the next ones used on time
+        stay within the burst bound (see the module docs); with a token limit only, a second."""
+        if self.requests_per_minute is None:
+            return 1.0
+        return (self.burst_requests() + 1 - self.requests_per_item) * 60.0 / self.requests_per_minute
+
 
 class _Schedule:
     """The shared limiter's state (a Ray actor holds one): the time at which the schedule is next free.
@@ -199,14 +239,24 @@ class _Schedule:
 
 
 class _Permits:
-    """One actor's side of the shared limit: a span of the schedule, spent one item's slot at a time."""
+    """One actor's side of the shared limit: a span of the schedule, spent one item's slot at a time.
+
+    Every slot lies inside a span the limiter granted: the limiter's answer is an offset from the moment it
+    read its clock, somewhere within the round trip, so the actor takes the part of the span that is granted
+    whenever that moment was (its start at the end of the round trip, its end as if the round trip took no
+    time) and asks for the round trip's length more next time. Slots of all actors therefore never overlap
+    in time (the machines' monotonic clocks need not agree). An item's slot is used from its start until
+    ``late_seconds()`` after it, or dropped.
+    """
 
     def __init__(self, limiter: Any, limit: RateLimit) -> None:
         self.limiter = limiter
         self.limit = limit
-        self.block_s = limit.block_requests() * limit.slot_seconds(0.0) or 1.0  # tokens only: a second's worth
+        self.block_s = limit.block_seconds()  # the schedule taken per round trip
+        self.late_s = limit.late_seconds()  # how late a slot may still be used
         self.cur = 0.0
         self.end = 0.0
+        self.rtt = 0.0  # the last round trip to the limiter: asked for on top of a span, as it is lost
         self.debt = 0.0  # seconds this actor owes: calls that used more tokens than estimated
         self._lock: asyncio.Lock | None = None
         self.dropped = 0  # slots found late and not used
@@ -219,12 +269,13 @@ class _Permits:
             self._warm_lock = asyncio.Lock()
         return self._warm_lock
 
-    async def acquire(self, tokens: float) -> None:
-        """Wait for this item's slot on the shared schedule; return when it may be sent.
+    async def acquire(self, tokens: float) -> float:
+        """Wait for this item's slot on the shared schedule; return when it may be sent (the monotonic time
+        at which it was released).
 
-        A slot is used within ``block_s`` of its start or not at all: one found late (the process
-        was starved, the loop held up) is dropped and another taken, so requests held up together
-        are never sent together.
+        A slot is used within ``late_s`` of its start or not at all: one found late (the process was
+        starved, the loop held up) is dropped and another taken, so requests held up together are never
+        sent together.
         """
         if self._lock is None:
             self._lock = asyncio.Lock()
@@ -233,25 +284,238 @@ class _Permits:
         while True:
             async with self._lock:
                 now = time.monotonic()
-                self.cur = max(self.cur, now - self.block_s)  # time left unused is dropped, never saved up
-                if self.cur + need > self.end:
-                    span = max(self.block_s, need)
+                self.cur = max(self.cur, now - self.late_s)  # time left unused is dropped, never saved up
+                while self.cur + need > self.end:
+                    span = max(self.block_s, need) + self.rtt
+                    sent = time.monotonic()
                     offset = await self.limiter.grant.remote(span)
-                    self.cur = time.monotonic() + offset  # the round trip only makes it later
-                    self.end = self.cur + span
+                    back = time.monotonic()
+                    self.rtt = back - sent
+                    self.cur = back + offset  # never before the granted span's start...
+                    self.end = sent + offset + span  # ...nor past its end, whenever the limiter read its clock
                 start = self.cur
                 self.cur += need
-            delay = start - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if time.monotonic() - start <= self.block_s:
-                return
+            while (now := time.monotonic()) < start:
+                await asyncio.sleep(start - now)
+            if now - start <= self.late_s:
+                return now
             self.dropped += 1
 
     def settle(self, estimated: float, used: float) -> None:
         """A call used ``used`` tokens where ``estimated`` were reserved: owe the difference, if more."""
         if self.limit.tokens_per_minute is not None and used > estimated:
             self.debt += (used - estimated) * 60.0 / self.limit.tokens_per_minute
+
+
+# -- the shared budget -----------------------------------------------------------------
+
+
+class _BudgetBook:
+    """The shared budget's state (a Ray actor holds one): a :class:`BudgetTracker` and its open reservations
+    by number. Calls are served one at a time (a sync Ray actor)."""
+
+    def __init__(self, limit_usd: float | None, spent_usd: float = 0.0) -> None:
+        self.tracker = BudgetTracker(limit_usd)
+        if spent_usd:
+            with contextlib.suppress(BudgetExceededError):
+                self.tracker.charge(spent_usd)
+        self.open: dict[int, BudgetReservation] = {}
+        self.numbers = itertools.count()
+
+    def try_reserve(self, estimated_usd: float) -> tuple[str, Any]:
+        """``("ok", number)``, ``("wait", None)`` (only calls in flight stand in the way) or
+        ``("refused", (spent, limit, reserved))``."""
+        try:
+            reservation = self.tracker.try_reserve(estimated_usd)
+        except BudgetExceededError as exc:
+            return "refused", (exc.spent_usd, exc.limit_usd, getattr(exc, "reserved_usd", 0.0))
+        if reservation is None:
+            return "wait", None
+        number = next(self.numbers)
+        self.open[number] = reservation
+        return "ok", number
+
+    def finish(self, number: int, cost_usd: float, paid: bool) -> None:
+        reservation = self.open.pop(number, None)
+        if reservation is not None:
+            if paid:
+                reservation.settle(cost_usd)
+            else:
+                reservation.release()
+
+    def charge(self, cost_usd: float) -> tuple[float, float | None]:
+        with contextlib.suppress(BudgetExceededError):
+            self.tracker.charge(cost_usd)
+        return self.tracker.spent_usd, self.tracker.limit_usd
+
+    def snapshot(self) -> dict[str, Any]:
+        out = self.tracker.snapshot()
+        out["in_flight"] = self.tracker.in_flight
+        return out
+
+
+class _SharedReservation(BudgetReservation):
+    """A reservation held on a :class:`SharedBudget` (its number in the shared book)."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, tracker: BudgetTracker, amount_usd: float, number: int) -> None:
+        super().__init__(tracker, amount_usd)
+        self.number = number
+
+
+class SharedBudget(BudgetTracker):
+    """One budget for every actor of a :func:`grade_dataset` job: a :class:`~llm_connect.core.BudgetTracker`
+    whose money is kept by one small Ray actor, as the rate limit is.
+
+    It is a ``BudgetTracker`` in every way that counts (reservations before each call, settled after it;
+    ``spent_usd``, ``exhausted``, ``snapshot()``...), read from and charged to that actor, so each actor's
+    calls are refused once the whole job's spend reaches ``limit_usd``: the job overshoots it by no more
+    than the calls in flight, and rows not attempted are ``error`` rows saying "budget exhausted", as in
+    ``judge_many``. Read ``spent_usd`` here after the dataset is consumed to see what the job spent.
+    ``spent_usd=``: money already spent (e.g. by an earlier job) counted against the limit.
+
+    The actor is started on first use (Ray must be running) and lives as long as this object's handle;
+    each call is a round trip to it (a millisecond or so on one host, next to a model call's seconds).
+    Pass it as ``grade_dataset(..., budget=...)`` or in ``run_config.budget_tracker``; a plain
+    ``BudgetTracker`` or a number given there becomes one (with that limit and spend).
+    """
+
+    def __init__(self, limit_usd: float | None = None, *, spent_usd: float = 0.0) -> None:
+        super().__init__(limit_usd)
+        if isinstance(spent_usd, bool) or not isinstance(spent_usd, (int, float)) or not spent_usd >= 0:
+            raise ValidationError(f"SharedBudget: spent_usd must be a number >= 0, got {spent_usd!r}")
+        self._initial_spent = float(spent_usd)
+        self._book: Any = None
+
+    def _actor(self) -> Any:
+        if self._book is None:
+            ray = _ray()
+            # never restarted: a new book would have forgotten the money spent
+            self._book = ray.remote(num_cpus=0, max_restarts=0)(_BudgetBook).remote(
+                self.limit_usd, self._initial_spent)
+        return self._book
+
+    def _call(self, method: str, *args: Any) -> Any:
+        ray = _ray()
+        return ray.get(getattr(self._actor(), method).remote(*args))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"limit_usd": self.limit_usd, "spent_usd": self._initial_spent, "book": self._actor()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        BudgetTracker.__init__(self, state["limit_usd"])
+        self._initial_spent = state["spent_usd"]
+        self._book = state["book"]
+
+    # -- what BudgetTracker offers, kept by the shared book --
+
+    def snapshot(self) -> dict[str, Any]:
+        out = dict(self._call("snapshot"))
+        out.pop("in_flight", None)
+        return out
+
+    @property
+    def spent_usd(self) -> float:
+        return float(self._call("snapshot")["spent_usd"])
+
+    @property
+    def calls(self) -> int:
+        return int(self._call("snapshot")["calls"])
+
+    @property
+    def reserved_usd(self) -> float:
+        return float(self._call("snapshot")["reserved_usd"])
+
+    @property
+    def in_flight(self) -> int:
+        return int(self._call("snapshot")["in_flight"])
+
+    @property
+    def remaining_usd(self) -> float | None:
+        if self.limit_usd is None:
+            return None
+        return max(0.0, self.limit_usd - self.spent_usd)
+
+    @property
+    def exhausted(self) -> bool:
+        if self.limit_usd is None:
+            return False
+        return bool(self._call("snapshot")["exhausted"])
+
+    def charge(self, cost_usd: float) -> None:
+        _check_non_negative("cost_usd", cost_usd)
+        spent, limit = self._call("charge", float(cost_usd))
+        if limit is not None and spent > limit:
+            raise BudgetExceededError(spent, limit)
+
+    def check(self) -> None:
+        if self.limit_usd is None:
+            return
+        spent = self.spent_usd
+        if spent >= self.limit_usd:
+            raise BudgetExceededError(spent, self.limit_usd)
+
+    def try_reserve(self, estimated_usd: float = 0.0) -> BudgetReservation | None:
+        _check_non_negative("estimated_usd", estimated_usd)
+        state, value = self._call("try_reserve", float(estimated_usd))
+        if state == "ok":
+            return _SharedReservation(self, float(estimated_usd), value)
+        if state == "wait":
+            return None
+        spent, limit, reserved = value
+        exc = BudgetExceededError(spent, limit)
+        exc.reserved_usd = reserved  # type: ignore[attr-defined]
+        raise exc
+
+    def reserve(
+        self, estimated_usd: float = 0.0, *, wait: bool = False, timeout_s: float | None = None
+    ) -> BudgetReservation:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        pause = 0.001
+        while True:
+            reservation = self.try_reserve(estimated_usd)
+            if reservation is not None:
+                return reservation
+            if not wait or (deadline is not None and time.monotonic() >= deadline):
+                snap = self.snapshot()
+                exc = BudgetExceededError(snap["spent_usd"], snap["limit_usd"])
+                exc.reserved_usd = snap["reserved_usd"]  # type: ignore[attr-defined]
+                raise exc
+            time.sleep(pause)
+            pause = min(0.02, pause * 2)
+
+    def _finish(self, reservation: BudgetReservation, cost_usd: float, *, paid: bool) -> None:
+        if reservation._done:
+            return
+        reservation._done = True
+        number = getattr(reservation, "number", None)
+        if number is None:
+            return
+        cost = float(cost_usd) if paid and isinstance(cost_usd, (int, float)) and cost_usd > 0 else 0.0
+        try:  # settle() never raises: a reply that was paid for is kept
+            self._call("finish", number, cost, paid)
+        except Exception as exc:  # the shared book is gone (Ray shut down)
+            logger.warning("llm_connect: could not settle a call on the shared budget: %s", type(exc).__name__)
+
+    def __repr__(self) -> str:
+        try:
+            spent = f"{self.spent_usd:.6f}"
+        except Exception:  # a repr never raises (Ray may be down)
+            spent = "?"
+        return f"SharedBudget(limit_usd={self.limit_usd!r}, spent_usd={spent})"
+
+
+def _shared_budget(value: Any, where: str) -> SharedBudget | None:
+    """``value`` (a tracker, a limit in USD or ``None``) as the job's :class:`SharedBudget`."""
+    if value is None or isinstance(value, SharedBudget):
+        return value
+    if isinstance(value, BudgetTracker):
+        # A BudgetTracker lives in one process (a lock): the cluster gets one budget with its limit and spend
+        return SharedBudget(value.limit_usd, spent_usd=value.spent_usd)
+    tracker = as_budget(value, what=where)
+    assert tracker is not None
+    return SharedBudget(tracker.limit_usd)
 
 
 def _estimated_tokens(frame: Any, limit: RateLimit) -> list[float]:
@@ -267,19 +531,28 @@ def _estimated_tokens(frame: Any, limit: RateLimit) -> list[float]:
 # -- the ledger: what is done, and recording a batch at once ---------------------------------
 
 
-def _id_key(value: Any) -> str:
-    return json.dumps(plain_item_id(value), sort_keys=True, default=str)
+ItemKey = tuple[str, str, str]  # (id text, adapter_id, model_id): batch.item_key
 
 
-def _done_items(ledger: Any, task_type: str, grader_id: str, rubric_hash: str | None) -> dict[str, Any]:
-    """The observations of ``ledger`` this grader and rubric already recorded for ``task_type``, by item id."""
-    done: dict[str, Any] = {}
+def _row_keys(batch: pd.DataFrame) -> list[ItemKey]:
+    """The key of each row of ``batch``, as ``judge_many`` records it: its id (or, without one, the key of its
+    texts; :func:`~llm_connect.batch.item_ids`) and its candidate (``candidate_model``, ``candidate_adapter``)."""
+    ids = item_ids(batch)
+    models, adapters = column_values(batch, "candidate_model"), column_values(batch, "candidate_adapter")
+    return [item_key(i, m, a) for i, m, a in zip(ids, models, adapters, strict=True)]
+
+
+def _done_items(ledger: Any, task_type: str, grader_id: str, rubric_hash: str | None) -> dict[ItemKey, Any]:
+    """The observations of ``ledger`` this grader and rubric already recorded for ``task_type``, by item key
+    (:func:`~llm_connect.batch.item_key`: the item id and the candidate's adapter and model, so one question
+    answered by two models is two items)."""
+    done: dict[ItemKey, Any] = {}
     for obs in ledger.by_task_type(task_type):
         tags = obs.tags
         if tags.get("grader_id") != grader_id or tags.get("rubric_hash") != rubric_hash:
             continue
-        if "item_id" in tags and tags["item_id"] is not None:
-            done.setdefault(_id_key(tags["item_id"]), obs)
+        if item_id_text(tags.get("item_id")) is not None:
+            done.setdefault(item_key(tags["item_id"], obs.model_id, obs.adapter_id), obs)
     return done
 
 
@@ -322,7 +595,9 @@ class _GradingActor:
         limiter: Any,
         run_config: Any,
         run_id: str,
+        budget: Any = None,
     ) -> None:
+        self.budget = budget  # a SharedBudget (charged besides run_config's), or None
         self.judge = judge_factory()
         if not (isinstance(getattr(self.judge, "grader_id", None), str) and self.judge.grader_id.strip()):
             raise ValidationError(f"judge_factory() returned {type(self.judge).__name__}, which has no grader_id; "
@@ -334,7 +609,7 @@ class _GradingActor:
         self.permits = _Permits(limiter, rate_limit) if rate_limit is not None and limiter is not None else None
         self.run_config = run_config
         self.run_id = run_id
-        self.done: dict[str, Any] = {}
+        self.done: dict[ItemKey, Any] = {}
         if ledger is not None:
             rubric = judge_abilities(self.judge).rubric_hash
             self.done = _done_items(ledger, str(task_type), self.judge.grader_id, rubric)
@@ -344,13 +619,15 @@ class _GradingActor:
 
         batch = batch.reset_index(drop=True)
         if self.ledger is not None:
-            resumed_mask = batch["id"].map(lambda v: _id_key(v) in self.done).astype(bool)
+            keys = _row_keys(batch)
+            resumed_mask = pd.Series([k in self.done for k in keys], index=batch.index, dtype=bool)
         else:
+            keys = []
             resumed_mask = pd.Series(False, index=batch.index)
         todo = batch[~resumed_mask]
         recorder = _BatchRecorder(self.run_id) if self.ledger is not None else None
         plan = judge_plan(self.judge, todo, run_config=self.run_config, ledger=recorder, task_type=self.task_type,
-                          desc=f"ray: {self.judge.grader_id}")
+                          budget=self.budget, desc=f"ray: {self.judge.grader_id}")
         if self.permits is not None and self.rate_limit is not None:
             plan.work = _gated(plan.work, self.permits, _estimated_tokens(todo, self.rate_limit))
         out = run_batch(plan, concurrency=self.concurrency, progress=False)
@@ -362,15 +639,17 @@ class _GradingActor:
                 out.loc[recorded, LEDGER_ERROR] = failed
             out[RESUMED] = False
             if resumed_mask.any():
-                out = pd.concat([out, self._resumed_rows(batch[resumed_mask])])
+                resumed = [k for k, done in zip(keys, resumed_mask, strict=True) if done]
+                out = pd.concat([out, self._resumed_rows(batch[resumed_mask], resumed)])
         return out.sort_index().reset_index(drop=True)
 
-    def _resumed_rows(self, items: pd.DataFrame) -> pd.DataFrame:
-        """The rows of items this grader and rubric already scored, read back from the ledger."""
+    def _resumed_rows(self, items: pd.DataFrame, keys: list[ItemKey]) -> pd.DataFrame:
+        """The rows of items this grader and rubric already scored (``keys``: each item's key), read back from
+        the ledger."""
         columns = (*RESULT_COLUMNS, *judge_abilities(self.judge).extra_columns, LEDGER_ERROR)
         rows = []
-        for value in items["id"]:
-            obs = self.done[_id_key(value)]
+        for key in keys:
+            obs = self.done[key]
             rows.append({
                 "quality_score": float(obs.quality_score),
                 "grader_id": self.judge.grader_id,
@@ -420,15 +699,16 @@ def _positive_int(name: str, value: Any) -> int:
 
 def grade_dataset(
     ds: Any,
-    judge_factory: Callable[[], Any],
+    judge_factory: Callable[[], Judge],
     *,
     concurrency: int = 16,
     num_actors: int = 2,
     batch_size: int = 512,
-    ledger: Any = None,
+    ledger: BaseLedger | None = None,
     task_type: str | None = None,
     rate_limit: RateLimit | Mapping[str, Any] | None = None,
     run_config: Any = None,
+    budget: BudgetTracker | float | None = None,
     num_cpus: float = 0.25,
     ray_remote_args: Mapping[str, Any] | None = None,
 ) -> Any:
@@ -449,6 +729,12 @@ def grade_dataset(
     shared limiter (see the module docs). ``ledger`` and ``task_type``: record each scored row and skip,
     on a rerun, the items the same grader and rubric already scored (needs an ``id`` column; adds the
     ``ledger_error`` and ``resumed`` columns). ``run_config``: passed to the judge as in ``judge_many``.
+    ``budget`` (a limit in USD, a ``BudgetTracker`` or a :class:`SharedBudget`; and a tracker in
+    ``run_config.budget_tracker``): one budget for the whole job, kept by a Ray actor as the rate limit
+    is, so every actor's paid calls count against it and, once it is spent, the rows not attempted are
+    ``error`` rows saying "budget exhausted" (as ``judge_many``'s budget). A ``BudgetTracker`` lives in
+    one process, so its limit and spend so far become a ``SharedBudget`` and the tracker itself is not
+    charged: pass a ``SharedBudget`` to read the job's spend (``.spent_usd``) afterwards.
 
     Returns the lazy Ray Dataset (``.to_pandas()``, ``.write_parquet(...)``, ...): the input columns
     plus ``quality_score``, ``notes``, ``grader_id``, ``status``, ``error``, ``latency_ms``,
@@ -476,6 +762,18 @@ def grade_dataset(
         raise ValidationError(f"num_cpus must be a number >= 0, got {num_cpus!r}")
     check_ledger(ledger, task_type)
     limit = RateLimit.of(rate_limit)
+    # Money: a tracker cannot travel to the actors (it holds a lock) and would be one copy per actor: the job
+    # gets one shared budget instead, kept by an actor
+    shared = _shared_budget(budget, "budget")
+    config_tracker = getattr(run_config, "budget_tracker", None)
+    if config_tracker is not None:
+        if config_tracker is budget:
+            run_config, shared = replace(run_config, budget_tracker=shared), None
+        else:
+            run_config = replace(run_config, budget_tracker=_shared_budget(config_tracker, "budget_tracker"))
+    for tracker in (shared, getattr(run_config, "budget_tracker", None)):
+        if isinstance(tracker, SharedBudget):
+            tracker._actor()  # started here, before the actors that share it
     schema = ds.schema(fetch_if_missing=False)
     names = list(schema.names) if schema is not None else None
     if names is not None:
@@ -509,6 +807,7 @@ def grade_dataset(
             "limiter": limiter,
             "run_config": run_config,
             "run_id": uuid.uuid4().hex,
+            "budget": shared,
         },
         compute=ray.data.ActorPoolStrategy(size=num_actors),
         batch_size=batch_size,

@@ -28,18 +28,22 @@ is below ``min_kappa`` on the lower end of its interval.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .errors import UncalibratedJudgeError, ValidationError
-from .frames import SKIP_GRADER_ID, UNDO_GRADER_ID
 from ._html import html_format, html_table
+from .errors import UncalibratedJudgeError, ValidationError
+from .frames import HOLD_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
 from .quality import BaseLedger, QualityObservation, is_stale, open_ledger
+from .stats._validate import check_confidence
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .calibration import JudgeCard, JudgeCardRegistry
 
 __all__ = ["EVIDENCE_COLUMNS", "RoutingDecision", "RoutingPolicy", "evidence_table", "grader_keys", "route"]
 
@@ -94,8 +98,7 @@ class RoutingPolicy:
     def __post_init__(self) -> None:
         if not (isinstance(self.threshold, (int, float)) and 0.0 <= self.threshold <= 1.0):
             raise ValidationError(f"threshold must be in 0..1, got {self.threshold!r}")
-        if not (isinstance(self.confidence, float) and 0.0 < self.confidence < 1.0):
-            raise ValidationError(f"confidence must be a float in (0, 1), got {self.confidence!r}")
+        check_confidence(self.confidence)
         if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
             raise ValidationError(f"min_observations must be a positive integer, got {self.min_observations!r}")
         if self.min_observations <= 0:
@@ -161,14 +164,14 @@ def _grader_key(o: QualityObservation) -> GraderKey:
     return (g if isinstance(g, str) else None, r if isinstance(r, str) else None)
 
 
-_MARKERS = frozenset({SKIP_GRADER_ID, UNDO_GRADER_ID})  # the Labeller's skip and undo markers
+_MARKERS = frozenset({SKIP_GRADER_ID, UNDO_GRADER_ID, HOLD_GRADER_ID})  # the Labeller's skip, undo and hold markers
 
 
 def _people(human: str | None) -> frozenset[str]:
-    """Grader ids that are never a judge: the labeller's skip and undo markers (``human-skip``,
-    ``human-undo``; see :class:`~llm_connect.calibration.Labeller`) always, and with ``human`` given, that
-    grader's labels and markers (``human``, ``human-skip``, ``human-undo``)."""
-    return _MARKERS if human is None else _MARKERS | {human, f"{human}-skip", f"{human}-undo"}
+    """Grader ids that are never a judge: the labeller's skip, undo and hold markers (``human-skip``,
+    ``human-undo``, ``human-hold``; see :class:`~llm_connect.calibration.Labeller`) always, and with ``human``
+    given, that grader's labels and markers (``human``, ``human-skip``, ``human-undo``, ``human-hold``)."""
+    return _MARKERS if human is None else _MARKERS | {human, f"{human}-skip", f"{human}-undo", f"{human}-hold"}
 
 
 def _undone(observations: Iterable[QualityObservation], human: str | None) -> set[Any]:
@@ -176,7 +179,18 @@ def _undone(observations: Iterable[QualityObservation], human: str | None) -> se
     if human is None:
         return set()
     marker = f"{human}-undo"
-    return {o.tags.get("undoes") for o in observations if o.tags.get("grader_id") == marker} - {None}
+    return {
+        value for o in observations
+        if o.tags.get("grader_id") == marker and isinstance(value := o.tags.get("undoes"), _LABEL_ID_TYPES)
+    }
+
+
+_LABEL_ID_TYPES = (str, int, float)  # a label_id / undoes tag of another JSON type (a list...) names no label
+
+
+def _taken_back(label_id: Any, undone: set[Any]) -> bool:
+    """Whether a label whose ``label_id`` tag is ``label_id`` was taken back by an undo marker (see :func:`_undone`)."""
+    return isinstance(label_id, _LABEL_ID_TYPES) and label_id in undone
 
 
 def _describe_grader(key: GraderKey) -> str:
@@ -308,7 +322,7 @@ def _observations(source: BaseLedger | str | Any) -> Iterable[QualityObservation
 
 
 def evidence_table(
-    ledger: BaseLedger | str | Any,
+    ledger: BaseLedger | str | os.PathLike[str] | Iterable[QualityObservation],
     task_type: str | None = None,
     *,
     policy: RoutingPolicy | None = None,
@@ -343,7 +357,7 @@ def evidence_table(
         key = _grader_key(o)
         if key[0] in people:  # a label (unless taken back), or a skip / undo marker: never a judge's score
             item = o.tags.get("item_id")
-            if key[0] == human and item is not None and o.tags.get("label_id", None) not in undone:
+            if key[0] == human and item is not None and not _taken_back(o.tags.get("label_id"), undone):
                 labels.setdefault((o.task_type, str(item), o.adapter_id), []).append(o.quality_score)
             continue
         if grader_id is not None and key[0] != grader_id:
@@ -473,7 +487,7 @@ def _cell(value: Any) -> str:
 
 
 def route(
-    ledger: BaseLedger | str | Any,
+    ledger: BaseLedger | str | os.PathLike[str] | Iterable[QualityObservation],
     task_type: str,
     *,
     threshold: float = 0.8,
@@ -489,7 +503,7 @@ def route(
     human: str | None = None,
     require_calibrated: bool | None = None,
     min_kappa: float | None = None,
-    cards: Any = None,
+    cards: JudgeCardRegistry | str | os.PathLike[str] | Iterable[JudgeCard] | None = None,
 ) -> RoutingDecision:
     """The cheapest adapter for ``task_type`` whose quality meets ``threshold`` with confidence.
 

@@ -89,8 +89,9 @@ LAYERS = [
 
 
 def test_readme_what_is_inside_lists_the_layers_in_order():
-    """README's "What is inside" table names the layering test's modules, in its order (the shim aside)."""
-    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
+    """The architecture page's "What is inside" table names the layering test's modules, in its order (the
+    shim aside)."""
+    readme = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     table = readme.split("## What is inside", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| `llm_connect\.(\w+)` \|", table, flags=re.M)
     assert listed == [layer for layer in LAYERS if layer != "loopback"]

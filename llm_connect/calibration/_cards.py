@@ -59,9 +59,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
-from ..quality._ledger_io import temp_file_beside
 from .._html import Markup, fmt, frame_html, html_format, join, kv_table, p_text, with_interval
+from ..errors import ValidationError
+from ..quality import BaseLedger
+from ..quality._ledger_io import temp_file_beside
 
 __all__ = [
     "BIAS_ALPHA",
@@ -256,7 +257,9 @@ def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, 
     return "; ".join(reasons)
 
 
-def mean_difference(judge: Any, human: Any, *, confidence: float = 0.95) -> tuple[float, float, float, int]:
+def mean_difference(
+    judge: Iterable[float | None], human: Iterable[float | None], *, confidence: float = 0.95
+) -> tuple[float, float, float, int]:
     """Mean of ``judge - human`` over the pairs where both are present, with a t interval.
 
     Returns ``(mean, low, high, n)``; NaN bounds when fewer than two pairs.
@@ -468,8 +471,8 @@ def _interval(value: float, low: float, high: float) -> str:
 
 
 def card_from_scores(
-    judge: Any,
-    reference: Any,
+    judge: Iterable[float | None],
+    reference: Iterable[float | None],
     *,
     grader_id: str,
     rubric_hash: str | None = None,
@@ -559,7 +562,7 @@ def reliability_entry(reliability: Any) -> dict[str, Any] | None:
 # -- the registry -----------------------------------------------------------------------------
 
 
-def registry_path(ledger: Any) -> Path:
+def registry_path(ledger: BaseLedger | str | os.PathLike[str]) -> Path:
     """Where the card registry of a ledger lives: ``<ledger path>.cards.json``."""
     path = getattr(ledger, "path", ledger)
     if not isinstance(path, (str, os.PathLike)):
@@ -581,7 +584,7 @@ class JudgeCardRegistry:
         self._path = Path(path)
 
     @classmethod
-    def for_ledger(cls, ledger: Any) -> JudgeCardRegistry:
+    def for_ledger(cls, ledger: BaseLedger | str | os.PathLike[str]) -> JudgeCardRegistry:
         return cls(registry_path(ledger))
 
     @property

@@ -22,7 +22,18 @@ joins labels with the judge's observations on (``item_id``, ``adapter_id``):
 - a **skip**: grader ``human-skip`` (score 0, never read as a label), the same tags;
 - an **undo**: grader ``human-undo`` (score 0) with tag ``undoes=<label_id>``. The ledger stays
   append-only; :func:`~llm_connect.frames.paired_frame` and the labeller leave an undone label
-  (or skip) out.
+  (or skip) out;
+- a **hold**: grader ``human-hold`` (score 0), tags ``item_id``, ``annotator``, ``hold_id``,
+  ``hold_seconds`` and ``plan``, written when an item is shown (:attr:`Labeller.current`), so other
+  annotators pass it over (see below).
+
+Skip, undo and hold markers are people's records, never a judge's score nor a label: routing,
+``llm-connect ledger stats`` and :func:`~llm_connect.frames.paired_frame` leave them out.
+
+Item ids are converted as :func:`~llm_connect.grading.judge_many` records them
+(:func:`~llm_connect.batch.canonical_item_id`: numpy integers are plain ints, a whole float such as
+``1.0`` is ``1``) and matched on their text (:func:`~llm_connect.batch.item_id_text`), so labels pair
+with the judge's scores whatever the ids' dtype.
 
 A restarted kernel (a new ``Labeller`` with the same items, ledger, task type, annotator,
 strategy and seed) rebuilds the same seeded order and shows the first item that annotator has
@@ -31,6 +42,18 @@ undone. Several annotators may label at once from separate processes: each actio
 ``append`` under the ledger's file lock, and before choosing the next item the labeller re-reads
 the ledger, so an item another annotator has already labelled is passed over (except the
 ``"overlap"`` share, which everyone labels).
+
+Annotators labelling at the same time get different items: the item shown to an annotator is *held*
+(a ``human-hold`` marker appended when :attr:`Labeller.current` first shows it), and every other
+annotator's labeller passes over items held by someone else, giving each annotator the next item nobody
+holds. Two annotators who take the same item at the same moment both append a hold and read the ledger
+again: the first hold in the ledger's order keeps the item and the other moves on (for a
+:class:`~llm_connect.quality.QualityLedger`, whose appends are serialised by its file lock, the order
+is the order of the appends). An annotator holds one item at a time (that of their latest hold). A
+hold ends when its annotator labels or skips the item or takes another, or expires ``hold_seconds``
+(default 900) after it was written, so an annotator who walked away does not keep items from the
+others; it is renewed once half that time has passed while the item is still shown.
+The ``"overlap"`` share is never held: everyone labels it.
 
 Which items to show (``strategy``)
 ----------------------------------
@@ -66,9 +89,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -76,9 +100,11 @@ import pandas as pd
 
 from .._display import view
 from .._html import escape, kv_table, with_interval
+from ..batch import canonical_item_id, item_id_text, renamed_keyword
 from ..errors import ValidationError
-from ..frames import HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
-from ..quality import QualityObservation
+from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
+from ..quality import BaseLedger, QualityObservation
+from ..stats._validate import check_confidence
 from ..stats.estimates import estimate_quality, labels_needed
 from ..stats.sampling import (
     STRATEGIES,
@@ -94,6 +120,7 @@ __all__ = ["STRATEGIES", "Labeller"]
 _ID_COLUMNS = ("item_id", "id")
 _REFERENCE_COLUMNS = ("references", "reference", "baseline")
 _MIN_LABELS_FOR_WIDTH = 10  # below this the progress text gives no width (the normal interval is not yet one)
+_MAX_TAKES = 100  # items lost in a row to annotators who took them at the same moment before showing one anyway
 
 
 # -- items ---------------------------------------------------------------------------------------
@@ -103,14 +130,6 @@ def _text(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return None
     return value if isinstance(value, str) else str(value)
-
-
-def _plain_id(value: Any) -> str | int:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        return str(value)
-    return value
 
 
 def _items_frame(items: Any) -> pd.DataFrame:
@@ -130,6 +149,17 @@ def _items_frame(items: Any) -> pd.DataFrame:
     if not len(frame):
         raise ValidationError("items is empty: pass the answers to label (a DataFrame or a list of dicts)")
     return frame
+
+
+def _values(part: pd.DataFrame, name: str) -> list[Any]:
+    """Column ``name`` of ``part`` as Python objects (``None`` for each row when there is no such column)."""
+    return part[name].astype(object).tolist() if name in part.columns else [None] * len(part)
+
+
+def _is_seconds(value: Any) -> bool:
+    """Whether a ``hold_seconds`` tag is a usable span (a finite number of seconds > 0)."""
+    return (isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+            and math.isfinite(float(value)) and float(value) > 0)
 
 
 def _column(frame: pd.DataFrame, candidates: Sequence[str]) -> str | None:
@@ -159,6 +189,8 @@ class _State:
     last_action: tuple[str, tuple[str, str]] | None  # (label_id, key) of this annotator's last action
     labels: pd.DataFrame  # this plan's labels, not undone: key, annotator, score
     n_mine: int
+    held_by_others: set[tuple[str, str]] = field(default_factory=set)  # whose first live hold is another's
+    my_holds: dict[tuple[str, str], float] = field(default_factory=dict)  # the item I hold: my latest hold's time
 
 
 class Labeller:
@@ -173,8 +205,9 @@ class Labeller:
 
     ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
     scores may come from); ``task_type``: the task type of the judge's observations;
-    ``annotator``: who labels (a name); ``judge``: the judge's grader id (its scores drive
-    ``"active"`` and the estimates; ``None``: human-only intervals); ``strategy``: ``"random"``,
+    ``annotator``: who labels (a name); ``grader_id``: the judge's grader id (its scores drive
+    ``"active"`` and the estimates; ``None``: human-only intervals; ``judge=``, its older name, is
+    still accepted with a :class:`DeprecationWarning`); ``strategy``: ``"random"``,
     ``"stratified"``, ``"active"`` or ``"overlap"``; ``seed``: the order's seed.
 
     Keyword options: ``group`` (the stratifying column; default ``candidate_model``),
@@ -186,7 +219,9 @@ class Labeller:
     (labels taken uniformly before it learns, default 20), ``bins``
     (judge-score bins of the learned rule, default 5), ``reference_sep``, ``show_judge`` (reveal
     the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
-    (the interval width progress plans for, default 0.05), ``confidence`` (0.95).
+    (the interval width progress plans for, default 0.05), ``confidence`` (0.95), ``hold_seconds``
+    (how long an item shown to this annotator is held from the others, default 900 s, renewed while
+    it is shown; 0 takes no holds; see the module docstring).
 
     The programmatic API (the widget's buttons call it): :attr:`current`, :meth:`label`,
     :meth:`skip`, :meth:`undo`, :meth:`progress`, :attr:`n_labelled`; and for the results
@@ -198,10 +233,10 @@ class Labeller:
         self,
         items: Any,
         *,
-        ledger: Any,
+        ledger: BaseLedger,
         task_type: str,
         annotator: str,
-        judge: str | None = None,
+        grader_id: str | None = None,
         strategy: str = "random",
         seed: int = 0,
         group: str | None = None,
@@ -214,7 +249,10 @@ class Labeller:
         show_judge: bool = False,
         target_width: float = 0.05,
         confidence: float = 0.95,
+        hold_seconds: float = 900.0,
+        judge: str | None = None,
     ) -> None:
+        judge = renamed_keyword(grader_id, judge, func="Labeller", new_name="grader_id", old_name="judge")
         if strategy not in STRATEGIES:
             raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
         for name, value in (("task_type", task_type), ("annotator", annotator)):
@@ -222,7 +260,7 @@ class Labeller:
                 raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
         if judge is not None and (not isinstance(judge, str) or not judge.strip()):
             raise ValidationError(f"judge must be the judge's grader id (a string) or None, got {judge!r}")
-        if judge in (HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID):
+        if judge in (HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, HOLD_GRADER_ID):
             raise ValidationError(f"judge={judge!r} names the human labels; pass the machine judge's grader id")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise ValidationError(f"seed must be an integer, got {seed!r}")
@@ -232,6 +270,11 @@ class Labeller:
         if not (isinstance(target_width, (int, float)) and not isinstance(target_width, bool)
                 and 0 < target_width < 1):
             raise ValidationError(f"target_width must be a number in (0, 1), e.g. 0.05; got {target_width!r}")
+        if (isinstance(hold_seconds, bool) or not isinstance(hold_seconds, (int, float))
+                or not math.isfinite(hold_seconds) or hold_seconds < 0):
+            raise ValidationError(f"hold_seconds must be a number of seconds >= 0 (0: take no holds), e.g. 900; "
+                                  f"got {hold_seconds!r}")
+        self.hold_seconds = float(hold_seconds)
         self.group: str | None = None
         self.judge_source: str | None = None
         self.ledger = ledger
@@ -242,7 +285,7 @@ class Labeller:
         self.seed = int(seed)
         self.show_judge = bool(show_judge)
         self.target_width = float(target_width)
-        self.confidence = float(confidence)
+        self.confidence = check_confidence(confidence)
         self._build_items(_items_frame(items), group=group, reference_sep=reference_sep, uncertainty=uncertainty)
         probs = None
         self.floor, self.burn_in, self.bins = floor, burn_in, bins
@@ -251,7 +294,7 @@ class Labeller:
             u = self._items["uncertainty"] if uncertainty not in (None, "judge") else None
             if u is None and self._items["judge_score"].isna().all():
                 raise ValidationError(
-                    "strategy='active' needs the judge's scores: pass judge='GRADER_ID' with a score column "
+                    "strategy='active' needs the judge's scores: pass grader_id='GRADER_ID' with a score column "
                     "(GRADER_ID or score_GRADER_ID) in items or its observations in the ledger, or uncertainty="
                     "'COLUMN'"
                 )
@@ -287,8 +330,8 @@ class Labeller:
         if missing:
             raise ValidationError(f"items lack {', '.join(missing)}; their columns are {list(frame.columns)[:20]}")
         assert id_col is not None
-        ids = [_plain_id(v) for v in frame[id_col].tolist()]
-        if any(_text(v) is None for v in frame[id_col].tolist()):
+        ids = [canonical_item_id(v) for v in frame[id_col].tolist()]  # the one conversion (1.0 is 1), as judged
+        if any(v is None for v in ids):
             raise ValidationError(f"every item needs an id; column {id_col!r} has missing values")
         adapter_col = _column(frame, ("adapter_id", "candidate_adapter", "candidate_model"))
         model_col = _column(frame, ("model_id", "candidate_model"))
@@ -300,7 +343,7 @@ class Labeller:
 
         models = [m or "unknown" for m in names(model_col)]
         adapters = [a or m for a, m in zip(names(adapter_col), models, strict=True)]
-        keys = [(str(i), a) for i, a in zip(ids, adapters, strict=True)]
+        keys = [(str(item_id_text(i)), a) for i, a in zip(ids, adapters, strict=True)]
         seen: dict[tuple[str, str], int] = {}
         for k in keys:
             seen[k] = seen.get(k, 0) + 1
@@ -314,7 +357,7 @@ class Labeller:
         ref_col = _column(frame, _REFERENCE_COLUMNS)
         refs = [_references(v, reference_sep) for v in frame[ref_col].tolist()] if ref_col else [[]] * len(frame)
         data = pd.DataFrame({
-            "item_id": ids,
+            "item_id": pd.Series(ids, dtype=object),  # plain Python ids (numpy int64 is no JSON tag)
             "key_text": [f"{i}\x1f{a}" for i, a in keys],
             "adapter_id": adapters,
             "model_id": models,
@@ -322,6 +365,7 @@ class Labeller:
             "candidate": [_text(v) or "" for v in frame["candidate"].tolist()],
             "references": refs,
         })
+        self._ids = ids
         self._keys = keys
         self._index = {k: i for i, k in enumerate(keys)}
         if self.strategy == "stratified" or group is not None:
@@ -368,7 +412,7 @@ class Labeller:
         if not len(mine):
             return out
         means = pd.DataFrame({
-            "item": mine["tag.item_id"].astype(object).map(str).to_numpy(),
+            "item": mine["tag.item_id"].astype(object).map(item_id_text).to_numpy(),
             "adapter": mine["adapter_id"].astype(str).to_numpy(),
             "score": mine["quality_score"].to_numpy(dtype=float),
         }).groupby(["item", "adapter"])["score"].mean()
@@ -409,18 +453,21 @@ class Labeller:
         last: tuple[str, tuple[str, str]] | None = None
         n_mine = 0
         recorded: dict[tuple[str, str], float] = {}
+        done_by: dict[tuple[str, str], set[str]] = {}  # who labelled or skipped each item (not undone)
         for item, adapter, who, lid, g, plan, score, prob in zip(
             col(human, "tag.item_id"), human["adapter_id"].astype(str).tolist(), col(human, "tag.annotator"),
             col(human, "tag.label_id"), human["tag.grader_id"].tolist(), col(human, "tag.plan"),
             human["quality_score"].tolist(), col(human, "tag.sampling_probability"), strict=True,
         ):
-            if item is None or item is pd.NA or (lid is not None and lid is not pd.NA and lid in undone):
+            text = item_id_text(item)
+            if text is None or (lid is not None and lid is not pd.NA and lid in undone):
                 continue
-            key = (str(item), adapter)
+            key = (text, adapter)
             if key not in self._index:
                 continue
             who_s = str(who) if who is not None and who is not pd.NA else "anonymous"
             is_label = g == HUMAN_GRADER_ID
+            done_by.setdefault(key, set()).add(who_s)
             if who_s == self.annotator:
                 mine.add(key)
                 n_mine += int(is_label)
@@ -436,8 +483,44 @@ class Labeller:
                     rows.append((key, who_s, float(score)))
         labels = pd.DataFrame(rows, columns=["key", "annotator", "score"]) if rows else empty
         self._state = _State(mine, others, plan_done, last, labels, n_mine)
+        self._read_holds(df[(grader == HOLD_GRADER_ID).to_numpy(dtype=bool)], done_by)
         self._replay(recorded)
         self._choose()
+
+    def _read_holds(self, holds: pd.DataFrame, done_by: Mapping[tuple[str, str], set[str]]) -> None:
+        """Which items are held, from the hold markers in the ledger's order.
+
+        An annotator holds at most one item: the one of their latest hold. Their hold on it runs from the
+        first of their consecutive holds on it (renewals continue it while it has not expired) and is live
+        until ``hold_seconds`` after the latest, unless they have labelled or skipped the item. An item
+        belongs to the live hold that began first; every other annotator passes it over."""
+        if not len(holds):
+            return
+        now = time.time()
+        at = ((holds["recorded_at"] - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).tolist()
+        streak: dict[str, tuple[tuple[str, str], int, float, float]] = {}  # annotator -> key, start, time, span
+        for pos, (item, adapter, who, since, span) in enumerate(zip(
+            _values(holds, "tag.item_id"), holds["adapter_id"].astype(str).tolist(), _values(holds, "tag.annotator"),
+            at, _values(holds, "tag.hold_seconds"), strict=True,
+        )):
+            text = item_id_text(item)
+            if text is None or not isinstance(who, str) or not _is_seconds(span):
+                continue
+            key, before = (text, adapter), streak.get(who)
+            start = before[1] if before is not None and before[0] == key and since <= before[2] + before[3] else pos
+            streak[who] = (key, start, since, float(span))
+        owner: dict[tuple[str, str], tuple[int, str]] = {}  # key -> (start, annotator) of its first live hold
+        mine: dict[tuple[str, str], float] = {}
+        for who, (key, start, since, span) in streak.items():
+            if key not in self._index or who in done_by.get(key, ()) or since + span <= now:
+                continue
+            if key not in owner or start < owner[key][0]:
+                owner[key] = (start, who)
+            if who == self.annotator:
+                mine[key] = since
+        st = self._state
+        st.held_by_others = {k for k, (_, who) in owner.items() if who != self.annotator}
+        st.my_holds = {k: t for k, t in mine.items() if owner[k][1] == self.annotator}
 
     def _replay(self, recorded: Mapping[tuple[str, str], float]) -> None:
         """Rebuild the learned ``"active"`` plan from this plan's labels and recorded probabilities."""
@@ -465,23 +548,58 @@ class Labeller:
             self._current = self._pinned
             return
         self._pinned = None
-        overlap = self.plan.overlap
+        current = self._current
+        if current is not None and self._keys[current] in st.my_holds and self._free(current):
+            return  # the item this annotator holds stays shown until it is labelled or skipped
         for i in self._queue:
-            key = self._keys[i]
-            if key in st.mine:
-                continue
-            if key in st.labelled_by_others and not (len(overlap) and overlap[i]):
-                continue
-            self._current = int(i)
-            return
+            if self._free(int(i)):
+                self._current = int(i)
+                return
         self._current = None
+
+    def _shared(self, i: int) -> bool:
+        """Whether item ``i`` is in the ``"overlap"`` share every annotator labels."""
+        overlap = self.plan.overlap
+        return bool(len(overlap) and overlap[i])
+
+    def _free(self, i: int) -> bool:
+        """Whether item ``i`` may be shown to this annotator: not done by them and, outside the overlap share,
+        neither labelled by another annotator nor held by one."""
+        st, key = self._state, self._keys[i]
+        if key in st.mine:
+            return False
+        return self._shared(i) or (key not in st.labelled_by_others and key not in st.held_by_others)
+
+    def _take(self) -> None:
+        """Hold the current item for this annotator (a ``human-hold`` marker), so other annotators pass it over.
+
+        The hold is appended, then the ledger is read again: when another annotator held the item first (in
+        the ledger's order: both took it at the same moment), this annotator moves on to the next free item
+        and holds that. A hold is renewed once half of ``hold_seconds`` has passed while the item is shown.
+        Items of the overlap share are never held; neither is an item brought back by undo that another
+        annotator holds by now (it is shown, not contested)."""
+        if self.hold_seconds <= 0:
+            return
+        for _ in range(_MAX_TAKES):
+            i = self._current
+            if i is None or self._shared(i):
+                return
+            key = self._keys[i]
+            if key in self._state.held_by_others:
+                return
+            since = self._state.my_holds.get(key)
+            if since is not None and time.time() - since < self.hold_seconds / 2:
+                return
+            self.ledger.append(self._observation(i, HOLD_GRADER_ID, 0.0, {
+                "hold_id": uuid.uuid4().hex, "hold_seconds": self.hold_seconds, "plan": self.plan_id}))
+            self._refresh()
 
     def _observation(self, index: int, grader: str, score: float, tags: dict[str, Any]) -> QualityObservation:
         row = self._items.iloc[index]
         return QualityObservation(
             task_type=self.task_type, adapter_id=str(row["adapter_id"]), model_id=str(row["model_id"]),
             cost_usd=0.0, quality_score=float(score), latency_ms=0.0, tokens_in=0, tokens_out=0,
-            tags={"grader_id": grader, "item_id": row["item_id"], "annotator": self.annotator, **tags},
+            tags={"grader_id": grader, "item_id": self._ids[index], "annotator": self.annotator, **tags},
         )
 
     def _record(self, grader: str, score: float, note: str) -> str:
@@ -510,13 +628,19 @@ class Labeller:
     def current(self) -> dict[str, Any] | None:
         """The item shown now, as a dict (``item_id``, ``adapter_id``, ``model_id``, ``prompt``,
         ``references``, ``candidate``, ``judge_score``, ``judge_reply``, ``sampling_probability``),
-        or None when every item is done."""
+        or None when every item is done. ``item_id`` is the plain Python id (a numpy integer id is an int).
+
+        Showing an item holds it for this annotator (a ``human-hold`` marker, renewed while it is shown):
+        other annotators' labellers pass it over until it is labelled, skipped or the hold expires
+        (``hold_seconds``); an item another annotator took at the same moment is left to them and the
+        next free one is shown."""
+        self._take()
         if self._current is None:
             return None
         row = self._items.iloc[self._current]
         score = float(row["judge_score"])
         return {
-            "item_id": row["item_id"], "adapter_id": row["adapter_id"], "model_id": row["model_id"],
+            "item_id": self._ids[self._current], "adapter_id": row["adapter_id"], "model_id": row["model_id"],
             "prompt": row["prompt"], "references": list(row["references"]), "candidate": row["candidate"],
             "judge_score": None if math.isnan(score) else score, "judge_reply": row["judge_reply"],
             "sampling_probability": float(self.plan.prob[self._current]),
@@ -666,7 +790,7 @@ class Labeller:
         judge = items["judge_score"].to_numpy(dtype=float) if self.judge is not None else np.zeros(len(items))
         prediction = calibrated_scores(judge, human, bins=self.bins)[0] if self._learned else judge
         out = pd.DataFrame({
-            "item_id": items["item_id"].map(str), "adapter_id": items["adapter_id"],
+            "item_id": items["item_id"].map(item_id_text), "adapter_id": items["adapter_id"],
             "model_id": items["model_id"], "group": items["group"],
             "stratum": [self.plan.stratum_names[s] for s in self.plan.stratum],
             "judge": judge, "prediction": prediction, "human": human, "n_labels": n_labels,

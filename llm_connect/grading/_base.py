@@ -14,7 +14,7 @@ import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from .._html import kv_table
 from .._runtime import to_thread
@@ -104,7 +104,8 @@ class GradingResult:
 class Judge(Protocol):
     """Compares a candidate response with a baseline response."""
 
-    grader_id: str
+    @property
+    def grader_id(self) -> str: ...  # read-only to callers: a plain attribute or a property satisfies it
 
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
@@ -201,13 +202,13 @@ def _declared(judge: Any, name: str, default: Any) -> Any:
     return getattr(judge, name, default)  # the one place an optional ability is read
 
 
-def supports_async(judge: Any) -> bool:
+def supports_async(judge: Judge) -> TypeGuard[AsyncJudge]:
     """True when ``judge`` declares an ``async def ajudge(...)``: the one rule for awaiting vs a thread."""
     ajudge = _declared(judge, "ajudge", None)
     return ajudge is not None and inspect.iscoroutinefunction(ajudge)
 
 
-def judge_abilities(judge: Any) -> JudgeAbilities:
+def judge_abilities(judge: Judge) -> JudgeAbilities:
     """The abilities ``judge`` declares, with :class:`JudgeBase`'s defaults for those it does not."""
     rubric_hash = _declared(judge, "rubric_hash", None)
     sep = _declared(judge, "reference_sep", None)
@@ -228,14 +229,14 @@ def judge_abilities(judge: Any) -> JudgeAbilities:
     )
 
 
-def judge_result_columns(judge: Any, result: GradingResult) -> dict[str, Any]:
+def judge_result_columns(judge: Judge, result: GradingResult) -> dict[str, Any]:
     """The judge's own batch columns for ``result`` (empty for a judge that declares none)."""
     columns = _declared(judge, "result_columns", None)
     return dict(columns(result)) if columns is not None else {}
 
 
 async def acall_judge(
-    judge: Any, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    judge: Judge, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
 ) -> GradingResult:
     """Judge one pair, awaiting ``ajudge`` when the judge declares it, else ``judge`` in a worker thread.
 
@@ -256,7 +257,7 @@ def observation_for(
     result: GradingResult,
     *,
     task_type: str,
-    judge: Any = None,
+    judge: Judge | None = None,
     item_id: Any = None,
     extra_tags: Mapping[str, Any] | None = None,
 ) -> QualityObservation:

@@ -23,14 +23,16 @@ from ..batch import (
     LEDGER_ERROR,
     RESULT_COLUMNS,
     BatchPlan,
+    LedgerSink,
     Row,
     arun_batch,
     arun_rows,
     attach_rows,
     batch_budget,
+    candidate_names,
     check_ledger,
-    column_values,
     describe_error,
+    item_ids,
     item_text,
     items_frame,
     ledger_columns,
@@ -43,7 +45,8 @@ from ..batch import (
 )
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
-from ._base import GradingResult, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
+from ..quality import BaseLedger
+from ._base import GradingResult, Judge, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
 from ._epochs import (
     EPOCH_COLUMNS,
     Reducer,
@@ -76,14 +79,11 @@ __all__ = [
 
 def candidate_response(row: Mapping[str, Any], text: str) -> LLMResponse:
     """The candidate as a response: ``candidate_model`` names its model, ``candidate_adapter`` its adapter."""
-    model = row.get("candidate_model")
-    model = model if isinstance(model, str) and model.strip() else "unknown"
-    adapter = row.get("candidate_adapter")
-    adapter = adapter if isinstance(adapter, str) and adapter.strip() else model
+    adapter, model = candidate_names(row.get("candidate_model"), row.get("candidate_adapter"))
     return LLMResponse(content=text, adapter_id=adapter, model_id=model)
 
 
-def result_row(judge: Any, result: GradingResult) -> Row:
+def result_row(judge: Judge, result: GradingResult) -> Row:
     """A judgment's result columns, with the judge's own (its declared ``extra_columns``)."""
     return {
         "quality_score": result.quality_score,
@@ -95,13 +95,13 @@ def result_row(judge: Any, result: GradingResult) -> Row:
     }
 
 
-async def record_result(ledger: Any, row: Row, result: GradingResult, *, judge: Any, task_type: str,
+async def record_result(ledger: LedgerSink, row: Row, result: GradingResult, *, judge: Judge, task_type: str,
                         item_id: Any) -> None:
     """Record a scored row's judgment in ``ledger`` (a failure goes to ``ledger_error``)."""
     await record_row(ledger, lambda: observation_for(result, task_type=task_type, judge=judge, item_id=item_id), row)
 
 
-def finish_rows(judge: Any, frame: Any, columns: tuple[str, ...],
+def finish_rows(judge: Judge, frame: Any, columns: tuple[str, ...],
                 replies: Mapping[int, str] | None = None, prompts: Mapping[int, str] | None = None) -> Any:
     """The ``finish`` step of a judge's batch: its ``grader_id`` on every row, the rows attached to ``frame``
     (with ``replies`` and ``prompts``: the raw reply and the judge's prompt of each unscored row, by
@@ -205,11 +205,11 @@ def _reply_of_error(exc: JudgeReplyError) -> str | None:
 
 
 def judge_plan(
-    judge: Any,
+    judge: Judge,
     items: Any,
     *,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: LedgerSink | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     replies: bool = False,
@@ -240,7 +240,7 @@ def judge_plan(
     rc = run_config or RunConfig()
     records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
     n = len(records)
-    ids = column_values(frame, "id")
+    ids = item_ids(frame)  # each row's recorded id: its own, else its texts' key (never its position)
     unusable: dict[int, str] = {}  # work position -> the reply of a judgment that comes out unscored
     unusable_prompts: dict[int, str] = {}  # work position -> the prompt sent for it
     label = desc or str(judge.grader_id)
@@ -406,8 +406,8 @@ def _finite_or_zero(value: Any) -> float:
     return v if math.isfinite(v) else 0.0
 
 
-def record_reduced(ledger: Any, row: Row, results: Mapping[tuple[int, int], GradingResult], i: int, *,
-                   judge: Any, task_type: str, item_id: Any, reducer_name: str) -> None:
+def record_reduced(ledger: LedgerSink, row: Row, results: Mapping[tuple[int, int], GradingResult], i: int, *,
+                   judge: Judge, task_type: str, item_id: Any, reducer_name: str) -> None:
     """Record a reduced, scored row in ``ledger``: one observation per item (see :func:`judge_many`)."""
     row[LEDGER_ERROR] = None
     if row.get("status") != "scored":
@@ -428,13 +428,13 @@ def record_reduced(ledger: Any, row: Row, results: Mapping[tuple[int, int], Grad
 
 
 def judge_many(
-    judge: Any,
+    judge: Judge,
     items: Any,
     *,
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,
@@ -455,8 +455,10 @@ def judge_many(
     is an answer and is scored.
 
     With ``ledger`` and ``task_type``, each scored row is appended to the
-    ledger with its item id (the ``id``, as plain JSON; the row's position when
-    it has none) and a ``ledger_error`` column is added: a row whose
+    ledger with its item id (the ``id`` as :func:`~llm_connect.batch.canonical_item_id` converts it: a
+    whole float is an int; a row without one -- no ``id`` column, or NaN/None in it -- is keyed by its
+    texts, ``"row:<sha256>"`` (:func:`~llm_connect.batch.content_item_id`), never by its position, which
+    is another item's id) and a ``ledger_error`` column is added: a row whose
     observation could not be recorded keeps its status and score, and says why there.
 
     Spend, and how to cap the judge's: every paid call made for a row is
@@ -502,13 +504,13 @@ def judge_many(
 
 
 async def ajudge_many(
-    judge: Any,
+    judge: Judge,
     items: Any,
     *,
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,

@@ -19,18 +19,22 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._html import kv_table
 from .._runtime import acall_complete, on_background, run_sync
-from ..core import LLMResponse, RunConfig
+from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
-from ._base import GradingResult, JudgeBase, acall_judge, validate_grader_id, validate_score
+from ..quality import BaseLedger
+from ._base import GradingResult, Judge, JudgeBase, acall_judge, validate_grader_id, validate_score
 from ._batch import judge_many
-from ._epochs import _alpha
+from ._epochs import Reducer, _alpha
 from ._judges import _hash
 from ._parse import Found, UntrustedText, find_json_objects, json_key, quote
 from ._verdicts import PAIRWISE_ORDERS, PAIRWISE_SCORES, combine_orders, majority_vote, offered_label, verdict_for
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "PAIRWISE_RUBRIC",
@@ -140,11 +144,11 @@ class WrapperJudge(JudgeBase):
         concurrency: int = 16,
         progress: bool = True,
         run_config: RunConfig | None = None,
-        ledger: Any = None,
+        ledger: BaseLedger | None = None,
         task_type: str | None = None,
         epochs: int = 1,
-        reducer: Any = "mean",
-    ) -> Any:
+        reducer: str | Reducer = "mean",
+    ) -> pd.DataFrame:
         """:func:`llm_connect.grading.judge_many` of this judge (its own columns included)."""
         return judge_many(self, items, concurrency=concurrency, progress=progress, run_config=run_config,
                           ledger=ledger, task_type=task_type, epochs=epochs, reducer=reducer)
@@ -207,7 +211,7 @@ class PairwiseJudge(_DetailedBatch):
     makes the judgment *unscored*; a verdict planted in an answer is ignored.
     """
 
-    adapter: Any
+    adapter: LLMAdapter
     grader_id: str = "pairwise"
     both_orders: bool = True
     allow_tie: bool = False
@@ -392,7 +396,7 @@ class PanelJudge(_DetailedBatch):
     a batch (interval for mean/median, nominal votes for majority).
     """
 
-    judges: Sequence[Any]
+    judges: Sequence[Judge]
     aggregate: str = "mean"
     grader_id: str = "panel"
     threshold: float = 0.5
@@ -533,8 +537,8 @@ class CascadeJudge(_DetailedBatch):
     share escalated and the cost saved over a batch.
     """
 
-    cheap: Any
-    dear: Any
+    cheap: Judge
+    dear: Judge
     band: tuple[float, float] = (0.3, 0.7)
     grader_id: str = "cascade"
 

@@ -34,12 +34,12 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .._html import kv_table
 from ..core import RunConfig
 from ..errors import ValidationError
-from ._base import validate_score
+from ._base import Judge, validate_score
 
 __all__ = [
     "EPOCH_COLUMNS",
@@ -119,12 +119,14 @@ def reduce_scores(scores: Iterable[float], reducer: str | Reducer = "mean") -> f
 
 # -- a judge per epoch ---------------------------------------------------------------------------
 
+JudgeT = TypeVar("JudgeT", bound=Judge)  # reseed returns a judge of the type it was given
+
 
 def _is_judge(value: Any) -> bool:
     return not isinstance(value, type) and callable(getattr(value, "judge", None)) and hasattr(value, "grader_id")
 
 
-def reseed(judge: Any, offset: int) -> Any:
+def reseed(judge: JudgeT, offset: int) -> JudgeT:
     """The judge of epoch ``offset`` (see the module docstring): the judge itself for 0; else a copy
     whose ``seed`` (when set) is ``seed + offset``, with its member judges reseeded likewise. A
     judge with a ``with_seed_offset(offset)`` method is asked; one with nothing to reseed is

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._runtime import acall_complete, acall_embed, to_thread
-from ..core import LLMAdapter, LLMResponse, RunConfig
+from ..core import EmbeddingAdapter, LLMAdapter, LLMResponse, RunConfig
 from ..errors import EmbeddingShapeError, JudgeReplyError, ValidationError
 from ._base import GradingResult, InlineJudge, JudgeBase, validate_grader_id
 from ._parse import UntrustedText, expected_label_value, parse_score_reply
@@ -171,7 +171,7 @@ class EmbeddingSimilarityJudge(JudgeBase):
     :meth:`aprepare_batch`): the same scores, statuses and errors as row by row.
     """
 
-    embedder: Any
+    embedder: EmbeddingAdapter
     grader_id: str = "embedding-similarity"
     reference_sep: str | None = None
     chunk_size: int = EMBED_CHUNK
@@ -217,7 +217,7 @@ class EmbeddingSimilarityJudge(JudgeBase):
             details={"cosine": raw},
         )
 
-    def _cached(self, texts: list[str]) -> list[list[float]] | None:
+    def _cached(self, texts: list[str]) -> Sequence[Sequence[float]] | None:
         """The prepared vectors of ``texts`` (as the Python floats ``embed`` would give), or ``None``
         unless every one was prepared (the row is then embedded on its own, as without preparation)."""
         if not self._vectors:

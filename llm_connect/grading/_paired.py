@@ -30,7 +30,8 @@ from ..batch import (
 )
 from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ValidationError
-from ._base import GradingResult, acall_judge, judge_abilities, observation_for
+from ..quality import BaseLedger
+from ._base import GradingResult, Judge, acall_judge, judge_abilities, observation_for
 from ._batch import finish_rows, record_result, result_row
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ class PairedGrader:
     grader id, rubric hash and item id in ``tags``.
     """
 
-    judge: Any
-    ledger: Any = None
+    judge: Judge
+    ledger: BaseLedger | None = None
     task_type: str | None = None
 
     def __post_init__(self) -> None:
@@ -98,15 +99,15 @@ class PairedGrader:
 
 
 def grade_many(
-    grader: Any,
-    baseline_adapter: Any,
-    candidate_adapter: Any,
+    grader: PairedGrader | Judge,
+    baseline_adapter: LLMAdapter,
+    candidate_adapter: LLMAdapter,
     items: Any,
     *,
     run_config: RunConfig | None = None,
     concurrency: int = 16,
     progress: bool = True,
-    ledger: Any = None,
+    ledger: BaseLedger | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
 ) -> pd.DataFrame:
@@ -123,8 +124,9 @@ def grade_many(
     kept; a blank baseline is not judged). With ``ledger`` (or the grader's)
     and ``task_type``, each scored row is appended as a
     :class:`QualityObservation` with the rubric hash, grader id and item id in
-    ``tags``, and a ``ledger_error`` column says when that failed (the row
-    stays scored).
+    ``tags`` (the item's ``id``; without one, the key of the prompt and the two
+    answers, ``"row:<sha256>"``, see :func:`~llm_connect.batch.content_item_id`),
+    and a ``ledger_error`` column says when that failed (the row stays scored).
 
     Spend, and how to cap the judge's: the batch budget is ``budget`` (a
     tracker, or a limit in USD), else ``run_config.budget_tracker``; every
@@ -190,7 +192,7 @@ def grade_many(
         row.update(result_row(judge, result))
         if ledger is not None:
             await record_result(ledger, row, result, judge=judge, task_type=str(task_type),
-                                item_id=row_item_id(ids, i))
+                                item_id=row_item_id(ids, i, (prompt, baseline.content, candidate.content)))
         return row
 
     columns = (*GRADE_COLUMNS, *ledger_columns(ledger))

@@ -16,10 +16,11 @@ import math
 import random
 from typing import TYPE_CHECKING, Any
 
-from ..batch import is_missing, items_frame
+from ..batch import is_missing, items_frame, judge_and_items
 from ..core import BudgetTracker, RunConfig
 from ..errors import ValidationError
-from ._base import judge_abilities
+from ..quality import BaseLedger
+from ._base import Judge, judge_abilities
 from ._batch import judge_many
 from ._epochs import Reducer
 
@@ -121,8 +122,8 @@ def schedule_battles(
 
 
 def tournament(
+    judge: Judge,
     answers: Any,
-    judge: Any,
     *,
     prompt: str = "prompt",
     model: str = "model",
@@ -133,7 +134,7 @@ def tournament(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,
@@ -171,7 +172,11 @@ def tournament(
     decided battles only, or straight to ``leaderboard(df, model_a="model_a", model_b="model_b",
     winner="winner")``. ``df.attrs`` also keeps ``judge_many``'s (``budget``, ``reliability``
     with epochs...).
+
+    The order ``tournament(answers, judge)`` of earlier releases still works, with a
+    :class:`DeprecationWarning` (the judge comes first, as in ``judge_many(judge, items)``).
     """
+    judge, answers = judge_and_items(judge, answers, func="tournament", names=("judge", "answers"))
     if not judge_abilities(judge).pairwise:
         reason = getattr(judge, "not_pairwise_reason", None)  # a PipelineJudge says why it is not
         raise ValidationError("a tournament needs a pairwise judge (one that compares two answers, such as "

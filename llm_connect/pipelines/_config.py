@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core import LLMAdapter
 from ..errors import ConfigError
 from ..grading._parse import brief_repr
 from ._llm_units import MAX_RETRIES, JudgeUnit, PairwiseUnit, VerifyUnit
@@ -385,8 +386,8 @@ def _load(config: Any) -> Mapping[str, Any]:
 def from_config(
     config: Mapping[str, Any] | str | os.PathLike[str],
     *,
-    adapter: Any = None,
-    adapters: Mapping[str, Any] | None = None,
+    adapter: LLMAdapter | None = None,
+    adapters: Mapping[str, LLMAdapter] | None = None,
 ) -> Pipeline:
     """A validated :class:`Pipeline` from a dict or a YAML file path.
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._runtime import acall_complete
-from ..core import LLMResponse, RunConfig, TokenLogprob
+from ..core import LLMAdapter, LLMResponse, RunConfig, TokenLogprob
 from ..errors import ConfigError, JudgeReplyError, LogprobsUnavailableError
 from ..grading._parse import Found, UntrustedText, brief_repr, expected_label_value, quote
 from ..grading._verdicts import PAIRWISE_ORDERS, pairwise_labels, verdict_for
@@ -72,7 +72,7 @@ class LLMUnit(Unit):
         *,
         name: str,
         explanation: bool = False,
-        adapter: Any = None,
+        adapter: LLMAdapter | None = None,
         retries: int = 2,
         temperature: float = 0.0,
         seed: int | None = None,

@@ -59,7 +59,7 @@ from ..batch import (
     reference_text,
     run_batch,
 )
-from ..core import BudgetTracker, LLMResponse, RunConfig
+from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
 from ..grading._base import GradingResult, validate_grader_id, validate_score
 from ..grading._batch import reduce_item
@@ -206,7 +206,7 @@ class _Node:
     replica: int
     depth: int
     scale: Scale | None
-    adapter: Any
+    adapter: LLMAdapter | None
     where: str
     replicas: int = 1  # how many copies of its unit the graph holds (set once built)
 
@@ -219,7 +219,7 @@ class _Graph:
 
 
 class _Builder:
-    def __init__(self, default_adapter: Any) -> None:
+    def __init__(self, default_adapter: LLMAdapter | None) -> None:
         self.nodes: dict[str, _Node] = {}
         self.name_counts: dict[str, int] = {}
         self.replicas: dict[int, int] = {}
@@ -314,7 +314,7 @@ class Pipeline:
         stages: Any = (),
         *,
         threshold: float | None = None,
-        adapter: Any = None,
+        adapter: LLMAdapter | None = None,
         name: str = "pipeline",
     ) -> None:
         if isinstance(stages, (Pipeline, Layer, Unit)):
@@ -345,7 +345,9 @@ class Pipeline:
             adapter = adapter if adapter is not None else other.adapter
         return Pipeline([*self.stages, *_stages_of(other)], threshold=threshold, adapter=adapter, name=self.name)
 
-    def with_options(self, *, adapter: Any = None, threshold: float | None = None, name: str | None = None) -> Pipeline:
+    def with_options(
+        self, *, adapter: LLMAdapter | None = None, threshold: float | None = None, name: str | None = None
+    ) -> Pipeline:
         """A copy with a default adapter, threshold or name set (the others kept)."""
         return Pipeline(
             self.stages,

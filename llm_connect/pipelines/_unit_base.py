@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..core import RunConfig, TokenLogprob
+from ..core import LLMAdapter, RunConfig, TokenLogprob
 from ..errors import ConfigError, JudgeReplyError
 from ..grading._parse import Found, UntrustedText, brief_repr, find_json_objects, json_key, quote, top_level
 from ._scales import Scale, clean_verdict
@@ -111,7 +111,7 @@ class NodeContext:
     node: str
     inputs: list[UnitOutput]
     item: Mapping[str, Any]
-    adapter: Any
+    adapter: LLMAdapter | None
     run_config: RunConfig
     trace: Trace
     replica: int
