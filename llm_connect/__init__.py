@@ -13,7 +13,6 @@ only where they are used. Type checkers and IDEs see every name through the
 ``TYPE_CHECKING`` imports below.
 """
 
-from __future__ import annotations
 
 import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -64,6 +63,7 @@ if _TYPE_CHECKING:
         run_probes,
         score_items,
     )
+    from .distributed import SharedBudget
     from .frames import (
         ledger_frame,
         observations_from_frame,
@@ -115,6 +115,7 @@ __version__ = "0.1.0"
 
 # Where each lazily loaded name lives (the module is imported on first access).
 _LAZY: dict[str, str] = {
+    "SharedBudget": ".distributed",
     "AnthropicAdapter": ".adapters",
     "LlamaCppAdapter": ".adapters",
     "OpenAICompatibleAdapter": ".adapters",
@@ -216,6 +217,7 @@ __all__ = [
     "RoutingDecision",
     "RunConfig",
     "SentenceTransformerEmbedder",
+    "SharedBudget",
     "TokenF1Judge",
     "TokenLogprob",
     "ValidationError",

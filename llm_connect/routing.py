@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._html import html_format, html_table
+from .batch import item_id_text
 from .errors import UncalibratedJudgeError, ValidationError
 from .frames import HOLD_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
 from .quality import BaseLedger, QualityObservation, is_stale, open_ledger
@@ -297,7 +298,7 @@ def _ppi_interval(
         if item is None:
             unkeyed.append(o.quality_score)
         else:
-            per_item.setdefault(str(item), []).append(o.quality_score)
+            per_item.setdefault(str(item_id_text(item)), []).append(o.quality_score)  # 1.0 is item 1
     adapter = judged[0].adapter_id
     rows_judge, rows_human = [], []
     for item, scores in per_item.items():
@@ -358,7 +359,7 @@ def evidence_table(
         if key[0] in people:  # a label (unless taken back), or a skip / undo marker: never a judge's score
             item = o.tags.get("item_id")
             if key[0] == human and item is not None and not _taken_back(o.tags.get("label_id"), undone):
-                labels.setdefault((o.task_type, str(item), o.adapter_id), []).append(o.quality_score)
+                labels.setdefault((o.task_type, str(item_id_text(item)), o.adapter_id), []).append(o.quality_score)
             continue
         if grader_id is not None and key[0] != grader_id:
             continue

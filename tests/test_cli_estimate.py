@@ -155,7 +155,8 @@ def test_ledger_stats_decides_per_judge_and_gates_on_cards(tmp_path, capsys):
     ledger.extend(obs)
     assert main(["ledger", "stats", str(ledger.path), "--threshold", "0.6", "--max-age-days", "0"]) == 0
     out = capsys.readouterr().out
-    assert "[judge exact-match]" in out and "[judge llm-judge]" in out and "[judge human]" in out
+    # human labels are counted as labels, never as a judge of their own (issue 28)
+    assert "[judge exact-match]" in out and "[judge llm-judge]" in out and "[judge human]" not in out
     assert main(["ledger", "stats", str(ledger.path), "--human", "human", "--grader-id", "llm-judge",
                  "--max-age-days", "0", "--threshold", "0.6"]) == 0
     out = capsys.readouterr().out

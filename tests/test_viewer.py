@@ -36,9 +36,9 @@ from llm_connect.calibration._judgments import (
 )
 from llm_connect.cli import main
 from llm_connect.errors import ValidationError
-from llm_connect.views.viewer import JudgmentViewer, viewer_html
 from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
 from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
+from llm_connect.views.viewer import JudgmentViewer, viewer_html
 
 HOSTILE_IMG = "<img src=x onerror=\"window.__pwned=1;alert(1)\">"
 HOSTILE_ID = "q7</script><script>window.__pwned=2</script>"
@@ -78,7 +78,7 @@ def reply(prompt: str, run_config) -> str:
 def run():
     adapter = ScriptedAdapter(reply, model_id="scripted-judge")
     judges = [ExactMatchJudge(), EmbeddingSimilarityJudge(DeterministicEmbedder()), LLMJudge(adapter, seed=0)]
-    report = calibrate(ROWS, judges, human="human", probes="length,injection", n_boot=50, progress=False)
+    report = calibrate(judges, ROWS, human="human", probes="length,injection", n_boot=50, progress=False)
     return report, adapter
 
 
@@ -263,14 +263,14 @@ def test_view_serves_only_the_page_on_localhost(run, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
-        m = re.match(r"serving (http://127\.0\.0\.1:\d+/) ", line)
+        m = re.match(r"serving (http://127\.0\.0\.1:\d+/)(\?token=[\w-]+) ", line)
         assert m, line + proc.stderr.read()
-        with urllib.request.urlopen(m[1], timeout=10) as response:
+        with urllib.request.urlopen(m[1] + m[2], timeout=10) as response:
             body = response.read().decode("utf-8")
             assert "default-src 'none'" in response.headers["Content-Security-Policy"]
         assert body == viewer_html(read_judgments(tmp_path / JUDGMENTS_FILE))
         with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(m[1] + JUDGMENTS_FILE, timeout=10)
+            urllib.request.urlopen(m[1] + JUDGMENTS_FILE + m[2], timeout=10)
         assert info.value.code == 404
         info.value.close()
     finally:

@@ -15,13 +15,14 @@ entry that is not JSON of the expected shape is a miss too, never an error.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
 import math
 import os
 import threading
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +32,9 @@ from ..core import LLMResponse, RunConfig, TokenLogprob
 __all__ = ["ResponseCache", "cache_key", "open_cache"]
 
 _SCHEMA = 1
+#: Decoded embedding vectors a :class:`ResponseCache` keeps in memory, counted in floats (8 bytes each: 8 MiB):
+#: the most recently read, so a text embedded again is not decoded again; released by ``close()``.
+_MEMO_FLOATS = 1 << 20
 
 logger = logging.getLogger("llm_connect.adapters")
 T = TypeVar("T")
@@ -134,7 +138,6 @@ def _decode(text: Any, *, adapter_id: str, model_id: str, latency_ms: float) -> 
     )
 
 
-@functools.cache
 def _decode_vector(text: Any) -> list[float]:
     """The vector of an embedding entry written by :meth:`ResponseCache.put_vector` (else a ``ValueError``)."""
     entry = json.loads(text)
@@ -196,7 +199,9 @@ class ResponseCache:
     the disk it may use (bytes; least recently stored entries are evicted).
     Entries are JSON text; one that cannot be read back as a reply (a pickle,
     other JSON, a file outside the directory) is a miss and is logged, never
-    an error and never code run.
+    an error and never code run. The embedding vectors read last are kept
+    decoded in memory, at most ``_MEMO_FLOATS`` floats (8 MiB) per cache, and
+    released by :meth:`close` and :meth:`clear`; each read returns a new list.
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, size_limit: int = 2**30) -> None:
@@ -212,6 +217,9 @@ class ResponseCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        # cache key -> (hash of the entry's text, its vector): the vectors read last, _MEMO_FLOATS at most
+        self._memo: OrderedDict[str, tuple[int, array[float]]] = OrderedDict()
+        self._memo_floats = 0
 
     def get(self, key: str, *, adapter_id: str, model_id: str, latency_ms: float = 0.0) -> LLMResponse | None:
         """The stored reply, or ``None`` (a miss) when there is none or it is not a reply we wrote."""
@@ -243,15 +251,45 @@ class ResponseCache:
     def get_vector(self, key: str) -> list[float] | None:
         """A stored embedding (see :func:`embedding_key`), or ``None`` (a miss) when there is none or it is
         not a list of finite numbers we wrote."""
-        return self._lookup(key, _decode_vector, "embedding-cache")
+        return self._lookup(key, lambda text: self._vector(key, text), "embedding-cache")
+
+    def _vector(self, key: str, text: Any) -> list[float]:
+        """The vector stored as ``text`` (a new list), decoded once while it stays among the last read."""
+        fingerprint = hash(text)  # the entry read now: an entry rewritten on disk is decoded again
+        with self._lock:
+            held = self._memo.get(key)
+            if held is not None and held[0] == fingerprint:
+                self._memo.move_to_end(key)
+                return list(held[1])
+        vector = _decode_vector(text)
+        packed = array("d", vector)
+        if len(packed) <= _MEMO_FLOATS:
+            with self._lock:
+                old = self._memo.pop(key, None)
+                if old is not None:
+                    self._memo_floats -= len(old[1])
+                self._memo[key] = (fingerprint, packed)
+                self._memo_floats += len(packed)
+                while self._memo_floats > _MEMO_FLOATS:
+                    _, (_, dropped) = self._memo.popitem(last=False)
+                    self._memo_floats -= len(dropped)
+        return vector
+
+    def _forget_vectors(self) -> None:
+        with self._lock:
+            self._memo.clear()
+            self._memo_floats = 0
 
     def put_vector(self, key: str, vector: Sequence[float]) -> None:
         self._cache.set(key, json.dumps({"embedding": [float(x) for x in vector]}))
 
     def clear(self) -> None:
+        self._forget_vectors()
         self._cache.clear()
 
     def close(self) -> None:
+        """Close the cache's files and release the vectors held in memory."""
+        self._forget_vectors()
         self._cache.close()
 
     def __len__(self) -> int:

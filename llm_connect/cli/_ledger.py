@@ -58,7 +58,13 @@ def _add_ledger(subparsers: Any) -> None:
     s.add_argument(
         "--human",
         metavar="ID",
-        help="grader id of human labels (e.g. human): decide on each adapter's PPI++ interval from them",
+        help="grader id of human labels (default: human). Labels are counted as labels, never as a judge; "
+        "where a task type holds some, each adapter's decision rests on its PPI++ interval from them",
+    )
+    s.add_argument(
+        "--no-human",
+        action="store_true",
+        help="decide on each judge's raw scores alone, ignoring the human labels (they are still no judge)",
     )
     s.add_argument(
         "--require-calibrated",
@@ -79,40 +85,60 @@ def _add_ledger(subparsers: Any) -> None:
     c.add_argument("source", metavar="SOURCE", help="the ledger to read")
     c.add_argument("target", metavar="TARGET", help="the ledger to write (created if missing)")
     c.add_argument("--append", action="store_true", help="add to a TARGET that already holds observations")
+    c.add_argument(
+        "--skip", type=int, default=0, metavar="N",
+        help="leave out the first N observations of SOURCE (to go on, with --append, after a conversion that "
+        "stopped: it prints the command)",
+    )
     c.set_defaults(func=_run_ledger_convert, _parser=c)
 
 
 def _safe_decision(decision: Any) -> str:
-    """``str(decision)`` with every id and reason from the ledger rendered without control characters."""
+    """``str(decision)`` with every field from the ledger (task type, grader id, rubric hash, adapter and
+    model ids, reasons, every text cell of the evidence) rendered without control characters, so no value
+    can start a line of its own (a forged decision) or drive the terminal."""
     from dataclasses import replace
 
     evidence = decision.evidence
     if evidence is not None and len(evidence):
         evidence = evidence.copy()
-        for column in ("adapter_id", "model_id", "reason"):
-            if column in evidence.columns:
-                evidence[column] = evidence[column].map(lambda v: safe_text(v, limit=80))
-    shown = replace(
+        for column in evidence.columns:
+            if evidence[column].dtype == object or str(evidence[column].dtype) in ("string", "str", "category"):
+                evidence[column] = evidence[column].astype(object).map(
+                    lambda v: v if v is None or not isinstance(v, str) else safe_text(v, limit=80)
+                )
+
+    def shown(value: Any, limit: int = 200) -> Any:
+        return None if value is None else safe_text(value, limit=limit)
+
+    safe = replace(
         decision,
-        adapter_id=None if decision.adapter_id is None else safe_text(decision.adapter_id),
+        task_type=shown(decision.task_type),
+        adapter_id=shown(decision.adapter_id),
+        model_id=shown(decision.model_id),
+        grader_id=shown(decision.grader_id),
+        rubric_hash=shown(decision.rubric_hash),
         reason=safe_text(decision.reason, limit=2000),
         evidence=evidence,
     )
     # every field is one line now; escape anything left per line (the table's own newlines stay)
-    return "\n".join(safe_text(line) for line in str(shown).split("\n"))
+    return "\n".join(safe_text(line) for line in str(safe).split("\n"))
 
 
 def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from datetime import timedelta
 
+    from ..frames import HUMAN_GRADER_ID
     from ..quality import QualityLedger
-    from ..routing import RoutingPolicy, route
+    from ..routing import RoutingPolicy, _grader_key, _people, _taken_back, _undone, route
 
     days = args.max_age_days
     if not math.isfinite(days) or days > MAX_AGE_DAYS_MAX:
         raise UsageError(
             f"--max-age-days must be a number of days up to {MAX_AGE_DAYS_MAX} (0 or less: any age), got {days}"
         )
+    if args.human is not None and not args.human.strip():
+        raise UsageError("--human must name the grader id of human labels (e.g. human)")
     ledger = _open_for_reading(args.ledger)
     path = args.ledger
     policy = RoutingPolicy(
@@ -130,22 +156,42 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
         print("no observations")
     from ..calibration import JudgeCardRegistry
     from ..errors import UncalibratedJudgeError
-    from ..routing import grader_keys
 
+    # Human labels (and the Labeller's skip and undo markers) are never a judge: they are counted as labels
+    # and, where a task type holds some, correct each judge's scores (PPI++) unless --no-human.
+    labels_id = args.human or HUMAN_GRADER_ID
+    people = _people(labels_id)
     cards = JudgeCardRegistry.for_ledger(ledger) if args.require_calibrated else None
     refused = 0
     for task in tasks:
-        keys = grader_keys(observations, task, human=args.human)
+        mine = [o for o in observations if o.task_type == task]
+        by_key: dict[Any, list[Any]] = {}
+        of_people = []
+        for o in mine:
+            key = _grader_key(o)
+            if key[0] in people:
+                of_people.append(o)
+            else:
+                by_key.setdefault(key, []).append(o)
+        undone = _undone(of_people, labels_id)  # labels the Labeller's undo took back
+        n_labels = sum(1 for o in of_people
+                       if o.tags.get("grader_id") == labels_id and not _taken_back(o.tags.get("label_id"), undone))
+        human = None if args.no_human or not (n_labels or args.human) else labels_id
+        if n_labels:
+            use = "not used (--no-human)" if human is None else "each judge's interval is PPI++ from them"
+            print(f"\ntask type {safe_text(task)!r}: {n_labels} human labels (grader id {safe_text(labels_id)}), "
+                  f"counted as labels, not as a judge; {use}")
+        keys = sorted(by_key, key=lambda k: (k[0] or "", k[1] or ""))
         if args.grader_id is not None:
             keys = [k for k in keys if k[0] == args.grader_id]
             if not keys:
-                print(f"\nno observations of grader {safe_text(args.grader_id)} for task type {safe_text(task)}")
+                what = " (the grader id of human labels, not a judge)" if args.grader_id in people else ""
+                print(f"\nno observations of grader {safe_text(args.grader_id)}{what} for task type {safe_text(task)}")
         for key in keys:  # one decision per judge: scores of different judges are never pooled
-            chosen = [o for o in observations if o.task_type == task
-                      and (grader_keys([o], task)[0] == key or (args.human and o.tags.get("grader_id") == args.human))]
+            chosen = by_key[key] + (of_people if human is not None else [])
             print()
             try:
-                decision = route(chosen, task, policy=policy, human=args.human,
+                decision = route(chosen, task, policy=policy, human=human,
                                  require_calibrated=args.require_calibrated, min_kappa=args.min_kappa, cards=cards)
             except UncalibratedJudgeError as exc:
                 refused += 1
@@ -243,11 +289,22 @@ def _kind(ledger: Any) -> str:
 
 
 def _run_ledger_convert(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.skip < 0:
+        raise UsageError(f"--skip must be >= 0, got {args.skip}")
     source = _open_for_reading(args.source)
     target = _open_target(args.target)
     src_name, dst_name = _shown(source, args.source), _shown(target, args.target)
     if _same_place(args.source, args.target):
         raise UsageError(f"SOURCE and TARGET are the same ledger ({safe_text(src_name)}); give another TARGET")
+    # a Parquet ledger reads every .parquet file under its root: a copy inside it would be read as part of it
+    for inner, outer, names in ((args.target, args.source, ("TARGET", dst_name, "SOURCE", src_name)),
+                                (args.source, args.target, ("SOURCE", src_name, "TARGET", dst_name))):
+        if _inside(inner, outer):
+            raise UsageError(
+                f"{names[0]} {safe_text(names[1])} is inside {names[2]} {safe_text(names[3])}: a Parquet ledger "
+                "reads every file under its root, so it would hold the other's observations as well; give a "
+                f"{names[0]} outside {names[2]}"
+            )
     if not args.append and _holds_anything(target):
         raise UsageError(
             f"the target ledger {safe_text(dst_name)} already holds observations; pass --append to add to it, "
@@ -255,6 +312,7 @@ def _run_ledger_convert(args: argparse.Namespace, parser: argparse.ArgumentParse
         )
     from itertools import islice
 
+    from ..errors import LLMConnectError
     from ..quality import ParquetLedger
 
     if isinstance(source, ParquetLedger):  # one snapshot
@@ -262,25 +320,91 @@ def _run_ledger_convert(args: argparse.Namespace, parser: argparse.ArgumentParse
         stream = iter(observations)
     else:  # a JSON Lines file streams, a batch at a time
         stream, malformed = source.iter_observations(), None
+    if args.skip:
+        stream = islice(stream, args.skip, None)
+    done = args.skip  # observations of SOURCE (in its order) that are in TARGET or were skipped
     converted = 0
+    batch: list[Any] = []
     try:
         while batch := list(islice(stream, _CONVERT_BATCH)):
             target.extend(batch)
             converted += len(batch)
+            done += len(batch)
         if malformed is None:
             malformed = source.malformed_count()
-    except OSError as exc:
-        what = exc.strerror or exc
-        raise UsageError(f"cannot convert {safe_text(src_name)} to {safe_text(dst_name)}: {what}") from None
+    except (LLMConnectError, OSError, ValueError) as exc:
+        raise UsageError(_stopped(args, source, target, exc, batch, converted, done)) from None
     print(
         f"converted {converted} observations from {safe_text(src_name)} ({_kind(source)}) "
         f"to {safe_text(dst_name)} ({_kind(target)}); {malformed} malformed "
         f"{'lines' if _kind(source) == 'JSON Lines' else 'files or rows'} skipped"
+        + (f"; the first {args.skip} observations of the source were left out (--skip)" if args.skip else "")
     )
     return 0
 
 
+def _stopped(args: argparse.Namespace, source: Any, target: Any, exc: BaseException, batch: list[Any],
+             converted: int, done: int) -> str:
+    """What a conversion that failed part-way wrote, why it stopped, and the command that goes on."""
+    from ..errors import ValidationError
+    from ..quality import ParquetLedger
+    from ..quality._parquet import unstorable
+
+    src, dst = safe_text(_shown(source, args.source)), safe_text(_shown(target, args.target))
+    wrote = (f"wrote {converted} observations to {dst}: those numbered {args.skip + 1} to {done} of {src} "
+             "(in its order)" if converted else f"wrote nothing to {dst}")
+    span = f"{done + 1} to {done + len(batch)}" if batch else f"after {done}"
+    if isinstance(exc, ValidationError):  # refused before any of the batch was written
+        why = _describe(exc)
+        if isinstance(target, ParquetLedger):
+            for k, o in enumerate(batch):
+                reason = unstorable(o)
+                if reason is not None:
+                    why = f"observation {done + k + 1} of {src} has {reason}"
+                    break
+        again = f"llm-connect ledger convert {_quoted(args.source)} {_quoted(args.target)} --append --skip {done}"
+        return (f"{wrote}, then stopped: none of observations {span} was written, because {why}. To go on, fix "
+                f"or remove that observation in the source, then run: {again}" + (
+                    " (or remove the target and convert again)" if converted else ""))
+    return (f"{wrote}, then failed at observations {span} (reading the source or writing the target; some of "
+            f"them may be in the target too): {_describe(exc)}. To go on, remove the target and convert again")
+
+
+def _describe(exc: BaseException) -> str:
+    from ._common import _describe_error
+
+    return safe_text(_describe_error(exc), limit=600)
+
+
+def _quoted(location: str) -> str:
+    """A location as a shell word for a command we print (credentials redacted, no control characters)."""
+    import shlex
+
+    return shlex.quote(safe_text(location))
+
+
 def _same_place(a: str, b: str) -> bool:
     if "://" in a or "://" in b:
-        return a.rstrip("/") == b.rstrip("/")
+        return _local_or_uri(a) == _local_or_uri(b)
     return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _local_or_uri(location: str) -> str:
+    """A ``file://`` URI as its absolute path (resolved), a local path resolved, any other URI as given
+    (without a trailing ``/``)."""
+    if location.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return os.path.realpath(unquote(urlsplit(location).path))
+    if "://" in location:
+        return location.rstrip("/")
+    return os.path.realpath(location)
+
+
+def _inside(inner: str, outer: str) -> bool:
+    """Whether ``inner`` lies strictly under ``outer`` (paths resolved; URIs compared as text)."""
+    a, b = _local_or_uri(inner), _local_or_uri(outer)
+    if ("://" in a) != ("://" in b):
+        return False
+    sep = "/" if "://" in a else os.sep
+    return a.startswith(b.rstrip(sep) + sep)

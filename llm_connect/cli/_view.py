@@ -20,7 +20,8 @@ raw reply. OUT_DIR is the --out directory of 'llm-connect calibrate' or
 
 The page is one self-contained HTML file (no network; every text escaped).
 By default it is written to OUT_DIR/viewer.html; --serve serves it on
-127.0.0.1 instead (only this page) until Ctrl-C.
+127.0.0.1 instead (only this page) until Ctrl-C, at a URL holding a random
+token (printed; a request without it, or naming another host, gets 403).
 """
 
 DEFAULT_PORT = 8765
@@ -44,7 +45,8 @@ def _add_view(subparsers: Any) -> None:
 
 
 def _page(out_dir: Path) -> str:
-    from ..calibration._viewer import JUDGMENTS_FILE, read_judgments, viewer_html
+    from ..calibration._judgments import JUDGMENTS_FILE, read_judgments
+    from ..views.viewer import viewer_html
 
     if not out_dir.is_dir():
         raise UsageError(f"{str(out_dir)!r} is not a directory; give the --out directory of "
@@ -56,17 +58,49 @@ def _page(out_dir: Path) -> str:
     return viewer_html(read_judgments(path))
 
 
-def _serve(page: str, port: int) -> None:
-    """Serve ``page`` at ``/`` on 127.0.0.1 (nothing else: no directory listing, no other file) until Ctrl-C."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+#: The Host headers the server answers (with or without its port), as Jupyter allows: a page elsewhere that
+#: points its own name at 127.0.0.1 (DNS rebinding) sends its own name, and is refused.
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
-    from ..calibration._viewer import content_security_policy
+
+def _host_allowed(host: str | None, port: int) -> bool:
+    """Whether a request's ``Host`` header names this server on the loopback interface."""
+    if not host:
+        return False
+    host = host.strip().lower()
+    return any(host in (name, f"{name}:{port}") for name in LOCAL_HOSTS)
+
+
+def _serve(page: str, port: int) -> None:
+    """Serve ``page`` at ``/?token=...`` on 127.0.0.1 (nothing else: no directory listing, no other file)
+    until Ctrl-C.
+
+    The page holds every judgment, so the server answers only a request that names it as a local host
+    (``Host`` is ``127.0.0.1``, ``localhost`` or ``[::1]``, with or without the port: anything else is a
+    403, which defeats DNS rebinding) and carries the random token printed with the URL (else a 403).
+    """
+    import hmac
+    import secrets
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlsplit
+
+    from ..views.viewer import content_security_policy
 
     body = page.encode("utf-8")
+    token = secrets.token_urlsafe(32)
+    bound = {"port": port}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # the http.server API names it so
-            if self.path.split("?", 1)[0] not in ("/", "/index.html", "/viewer.html"):
+            if not _host_allowed(self.headers.get("Host"), bound["port"]):
+                self.send_error(403, "Forbidden", "this server answers only http://127.0.0.1 or localhost")
+                return
+            parts = urlsplit(self.path)
+            given = parse_qs(parts.query).get("token", [""])[-1]
+            if not hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("ascii")):
+                self.send_error(403, "Forbidden", "a missing or wrong token: open the URL llm-connect view printed")
+                return
+            if parts.path not in ("/", "/index.html", "/viewer.html"):
                 self.send_error(404)
                 return
             self.send_response(200)
@@ -74,6 +108,7 @@ def _serve(page: str, port: int) -> None:
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Content-Security-Policy", content_security_policy())
             self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Referrer-Policy", "no-referrer")  # the URL holds the token
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(body)
@@ -85,8 +120,9 @@ def _serve(page: str, port: int) -> None:
         server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     except OSError as exc:
         raise UsageError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; choose another --port") from None
+    bound["port"] = server.server_address[1]
     with server:
-        print(f"serving http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)", flush=True)
+        print(f"serving http://127.0.0.1:{bound['port']}/?token={token} (Ctrl-C to stop)", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -94,7 +130,7 @@ def _serve(page: str, port: int) -> None:
 
 
 def _run_view(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..calibration._viewer import JUDGMENTS_FILE
+    from ..calibration._judgments import JUDGMENTS_FILE
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be from 0 to 65535, got {args.port}")

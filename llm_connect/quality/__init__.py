@@ -81,13 +81,14 @@ Public names
 from ._base import BaseLedger
 from ._ledger import QualityLedger
 from ._ledger_io import MAX_LINE_BYTES
-from ._observation import QualityObservation, is_stale
+from ._observation import TAGS_MAX_DEPTH, QualityObservation, is_stale
 from ._open import open_ledger
 from ._parquet import DEDUPE_TAGS, ParquetLedger
 
 __all__ = [
     "DEDUPE_TAGS",
     "MAX_LINE_BYTES",
+    "TAGS_MAX_DEPTH",
     "BaseLedger",
     "ParquetLedger",
     "QualityLedger",

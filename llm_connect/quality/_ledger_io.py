@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._observation import QualityObservation, has_lone_surrogate
+from ._observation import TAGS_MAX_DEPTH, QualityObservation, has_lone_surrogate
 
 __all__ = [
     "FLOAT_FIELDS",
@@ -140,15 +140,16 @@ _raw_decode = json.JSONDecoder().raw_decode
 _new = object.__new__
 
 
-def _finite_json(value: Any) -> bool:
-    """True when no float inside ``value`` (parsed JSON) is NaN or infinite."""
+def _finite_json(value: Any, level: int = 1) -> bool:
+    """True when no float inside ``value`` (parsed JSON, at nesting ``level``) is NaN or infinite and no
+    object or list nests deeper than :data:`TAGS_MAX_DEPTH` (which ``from_dict`` refuses)."""
     t = type(value)
     if t is float:
         return value - value == 0.0
     if t is dict:
-        return all(_finite_json(v) for v in value.values())
+        return level <= TAGS_MAX_DEPTH and all(_finite_json(v, level + 1) for v in value.values())
     if t is list:
-        return all(_finite_json(v) for v in value)
+        return level <= TAGS_MAX_DEPTH and all(_finite_json(v, level + 1) for v in value)
     return True
 
 

@@ -18,7 +18,13 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["QualityObservation", "as_utc", "has_lone_surrogate", "is_stale", "utc_now"]
+__all__ = ["TAGS_MAX_DEPTH", "QualityObservation", "as_utc", "has_lone_surrogate", "is_stale", "tags_depth",
+           "utc_now"]
+
+#: How deeply an observation's tags may nest: the tags object is level 1, an object or list inside it level 2,
+#: and so on. Deeper tags are a ``ValidationError`` (they could be written but not read back: JSON readers and
+#: writers recurse once per level), and a ledger line or row holding them is malformed.
+TAGS_MAX_DEPTH = 32
 
 _REQUIRED = (
     "task_type",
@@ -79,6 +85,27 @@ def _find_surrogate(value: Any, where: str) -> tuple[str, str] | None:
     return None
 
 
+def tags_depth(value: Any, *, stop: int = TAGS_MAX_DEPTH + 1) -> int:
+    """How many levels of objects (mappings) and lists ``value`` nests (a scalar: 0), counted without
+    recursion; the count stops at ``stop``, so a deep value costs no more than a shallow one."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if level > deepest:
+            deepest = level
+            if deepest >= stop:
+                return deepest
+        stack.extend((child, level + 1) for child in children if isinstance(child, (Mapping, list, tuple)))
+    return deepest
+
+
 def _non_empty_str(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
@@ -124,7 +151,11 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True)
 class QualityObservation:
-    """One observed outcome: how good, how costly and how slow a call was for a task type."""
+    """One observed outcome: how good, how costly and how slow a call was for a task type.
+
+    ``tags``: a dict of JSON values (string keys; no NaN or infinity), nested at most
+    :data:`TAGS_MAX_DEPTH` (32) levels deep, else a ``ValidationError`` naming the cap.
+    """
 
     task_type: str
     adapter_id: str
@@ -159,6 +190,12 @@ class QualityObservation:
         if self.tags:
             if not all(isinstance(k, str) for k in self.tags):
                 raise ValidationError("tags keys must be strings")
+            if tags_depth(self.tags) > TAGS_MAX_DEPTH:
+                raise ValidationError(
+                    f"tags are nested more than TAGS_MAX_DEPTH = {TAGS_MAX_DEPTH} levels deep (the tags object is "
+                    "level 1, each object or list inside adds one): flatten them, or store the deep part as one "
+                    "JSON string"
+                )
             try:
                 text = json.dumps(dict(self.tags), allow_nan=False, ensure_ascii=False)
             except (TypeError, ValueError) as exc:

@@ -46,9 +46,11 @@ Reading
 Every reader lists the files once, reads them all (pyarrow), validates every
 row as :meth:`QualityObservation.from_dict` would, and returns the valid
 observations ordered by ``recorded_at`` (ties: by file name, then row). A file
-that cannot be read as a ledger file (not Parquet, a missing or mistyped
-column) counts once in :meth:`~ParquetLedger.malformed_count`; a row that is
-not a valid observation counts once. A file removed by a concurrent compaction
+that cannot be read as a ledger file (not Parquet, a missing, mistyped or
+duplicated column, a ``compact-*`` file whose list of the files it replaces is
+not a JSON list of names) counts once in
+:meth:`~ParquetLedger.malformed_count` and is never deleted by a compaction; a
+row that is not a valid observation counts once. A file removed by a concurrent compaction
 while being read makes the reader list again, as does a compaction finishing
 during the read (the reader lists the files a second time at the end to see),
 so a reader sees the ledger before or after a compaction, never half of it. A
@@ -110,8 +112,17 @@ from urllib.parse import quote
 from .._textsafe import redact_urls
 from ..errors import MissingDependencyError, ValidationError
 from ._base import BaseLedger
-from ._ledger_io import FLOAT_FIELDS, INT_FIELDS, TEXT_FIELDS, ColumnBlock, TagLayout, fsync_dir
-from ._observation import QualityObservation, as_utc, has_lone_surrogate
+from ._ledger_io import (
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    TEXT_FIELDS,
+    ColumnBlock,
+    TagLayout,
+    _strip_ok,
+    _valid_numbers,
+    fsync_dir,
+)
+from ._observation import TAGS_MAX_DEPTH, QualityObservation, as_utc, has_lone_surrogate, tags_depth
 
 __all__ = ["DEDUPE_TAGS", "ParquetLedger"]
 
@@ -320,23 +331,28 @@ class ParquetLedger(BaseLedger):
             base = self._root.rstrip("/") or "/"
             resolved = (fs, base, fs.type_name == "local")
         else:
+            arrow_says = None
             try:
                 fs, base = pafs.FileSystem.from_uri(self._root)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as arrow_exc:
-                fs, base = self._fsspec_fs(arrow_exc)
+                arrow_says = redact_urls(str(arrow_exc))  # it quotes the URI as given, credentials and all
+            except OSError as exc:  # e.g. hdfs:// without libhdfs: its message may quote the URI
+                raise self._error(exc, "open") from None
+            if arrow_says is not None:
+                fs, base = self._fsspec_fs(arrow_says)
             local = fs.type_name == "local"
             resolved = (fs, base.rstrip("/") or "/", local)
         self._resolved = resolved
         return resolved
 
-    def _fsspec_fs(self, arrow_exc: BaseException) -> tuple[Any, str]:
+    def _fsspec_fs(self, arrow_says: str) -> tuple[Any, str]:
         import pyarrow.fs as pafs
 
         try:
             import fsspec
         except ImportError:
             raise MissingDependencyError(
-                "fsspec", "ray", f"the ledger root {self.root!r}, which pyarrow cannot open ({arrow_exc}) "
+                "fsspec", "ray", f"the ledger root {self.root!r}, which pyarrow cannot open ({arrow_says}) "
                 "(install also the URI's fsspec backend, e.g. s3fs, gcsfs, adlfs)"
             ) from None
         try:
@@ -346,6 +362,8 @@ class ParquetLedger(BaseLedger):
                 f"cannot open the ledger root {self.root!r}: {redact_urls(str(exc))}; give a local directory or a "
                 "URI that pyarrow or fsspec can open (s3://bucket/prefix, gs://..., file:///abs/path)"
             ) from None
+        except OSError as exc:
+            raise self._error(exc, "open") from None
         return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), base
 
     def _error(self, exc: OSError, action: str) -> OSError:
@@ -401,13 +419,10 @@ class ParquetLedger(BaseLedger):
 
     def _write_observations(self, items: list[QualityObservation], caller: str) -> None:
         for i, o in enumerate(items):
-            for name in INT_FIELDS:
-                if getattr(o, name) > _INT64_MAX:
-                    which = "the observation" if len(items) == 1 else f"observation {i} of {caller}"
-                    raise ValidationError(
-                        f"{which} has {name}={getattr(o, name)}, beyond the 64-bit integers a ParquetLedger "
-                        f"stores (at most {_INT64_MAX}); nothing was written"
-                    )
+            why = unstorable(o)
+            if why is not None:
+                which = "the observation" if len(items) == 1 else f"observation {i} of {caller}"
+                raise ValidationError(f"{which} has {why}; nothing was written")
         groups: dict[tuple[str, str], list[QualityObservation]] = {}
         for o in items:
             groups.setdefault((o.task_type, o.recorded_at.date().isoformat()), []).append(o)
@@ -507,11 +522,15 @@ class ParquetLedger(BaseLedger):
         replaces = None
         meta = table.schema.metadata or {}
         if _REPLACES_KEY in meta:
+            # a compacted file names the files it replaces as a JSON list of names: anything else (not JSON,
+            # JSON that is not a list of strings) makes it a file that cannot be read as a ledger file
             try:
                 names = json.loads(meta[_REPLACES_KEY])
-                replaces = [n for n in names if isinstance(n, str)]
-            except ValueError:
-                replaces = None
+            except (ValueError, RecursionError):
+                return None, None
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return None, None
+            replaces = names
         return _conform(table), replaces
 
     def _snapshot(self, task_type: str | None = None, *, with_table: bool = False) -> _Snapshot:
@@ -735,6 +754,16 @@ class ParquetLedger(BaseLedger):
 # -- rows <-> observations ----------------------------------------------------------------------
 
 
+def unstorable(o: QualityObservation) -> str | None:
+    """Why a ParquetLedger cannot store the valid observation ``o`` (a token count beyond 64-bit integers),
+    or ``None`` when it can."""
+    for name in INT_FIELDS:
+        if getattr(o, name) > _INT64_MAX:
+            return (f"{name}={getattr(o, name)}, beyond the 64-bit integers a ParquetLedger stores "
+                    f"(at most {_INT64_MAX})")
+    return None
+
+
 def _micros(moment: datetime) -> int:
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
@@ -764,8 +793,11 @@ def _conform(table: Any) -> Any | None:
     schema = _schema()
     arrays = []
     n = table.num_rows
+    names = table.column_names
+    if any(names.count(f.name) > 1 for f in schema):  # a ledger column twice: which one is meant is unknown
+        return None
     for f in schema:
-        if f.name not in table.column_names:
+        if f.name not in names:
             if f.name in ("baseline_adapter_id", "tags"):
                 arrays.append(pa.nulls(n, f.type))
                 continue
@@ -806,8 +838,6 @@ def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from ._ledger_io import _strip_ok, _valid_numbers
 
     n = table.num_rows
     ok = _valid_numbers(table)
@@ -861,6 +891,9 @@ def _build(order: Any, cols: list[list[Any]], micros: Any, ok: Any, kept: Any, t
                 continue
             if type(tags) is not dict:
                 ok[row] = False
+                continue
+            if raw.count("{") + raw.count("[") > TAGS_MAX_DEPTH and tags_depth(tags) > TAGS_MAX_DEPTH:
+                ok[row] = False  # nested deeper than QualityObservation accepts
                 continue
         o = new(QualityObservation)
         o.__dict__.update(

@@ -62,11 +62,12 @@ _LABEL_CHARS = 32
 def _text(value: Any, limit: int = _LABEL_CHARS) -> str:
     """``value`` as literal matplotlib text, at most ``limit`` characters (a longer judge name or
     group is cut with an ellipsis, so the axes keep their room; tables show it whole). A ``$`` is
-    a dollar sign, never the start of mathtext (which could fail to parse and stop the report)."""
-    text = str(value)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.replace("$", r"\$")
+    a dollar sign, never the start of mathtext (which could fail to parse and stop the report).
+    Control characters from data (ESC, BEL, newlines, bidi overrides) are shown as escapes
+    (``\\x1b``), so they reach neither the figure nor the terminal through matplotlib's warnings."""
+    from .._textsafe import safe_text
+
+    return safe_text(value, limit=limit).replace("$", r"\$")
 
 
 def _label(name: str) -> str:
