@@ -62,6 +62,7 @@ if _TYPE_CHECKING:
         plot_estimates,
         run_probes,
         score_items,
+        style_effects,
     )
     from .distributed import SharedBudget
     from .frames import (
@@ -115,6 +116,7 @@ __version__ = "0.1.0"
 
 # Where each lazily loaded name lives (the module is imported on first access).
 _LAZY: dict[str, str] = {
+    "style_effects": ".calibration",
     "SharedBudget": ".distributed",
     "AnthropicAdapter": ".adapters",
     "LlamaCppAdapter": ".adapters",
@@ -245,6 +247,7 @@ __all__ = [
     "run_probes",
     "schedule_battles",
     "score_items",
+    "style_effects",
     "tournament",
 ]
 

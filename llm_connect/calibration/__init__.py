@@ -26,9 +26,12 @@ verdicts and judge cards           :func:`judge_verdict`, :class:`JudgeCard`,
                                    :class:`JudgeCardRegistry`, :func:`card_from_scores`
 pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`PairwiseReport`,
                                    :func:`parse_preferences`, :func:`battles`
+align a judge to people           :func:`align` -> :class:`Alignment` (held-out proof; rubrics:
+                                   ``grading.Rubric``)
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
                                    (``_repr_html_``, ``.widget()``, ``.to_html(path)``, ``.view()``)
-leaderboards                       :func:`leaderboard`, :func:`length_controlled_win_rate`
+leaderboards                       :func:`leaderboard` (``style=``: style control),
+                                   :func:`style_effects`, :func:`length_controlled_win_rate`
                                    (from ``stats``), :func:`compare_leaderboards` ->
                                    :class:`LeaderboardComparison`
 run-to-run reliability             ``calibrate(..., epochs=k)``, :meth:`JudgeCard.with_reliability`
@@ -54,6 +57,7 @@ from ._agreement import (
     pair_agreement,
     threshold_sweep,
 )
+from ._align import Alignment, align
 from ._bias import PROBES, BiasReport, ProbeResult, paired_shift, perturb_items, probe_judge, run_probes
 from ._calibrate import calibrate
 from ._cards import JudgeCard, JudgeCardRegistry, ProbeEffect, card_from_scores, judge_verdict, registry_path
@@ -76,6 +80,7 @@ from ._leaderboard import (
     compare_leaderboards,
     leaderboard,
     length_controlled_win_rate,
+    style_effects,
 )
 from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_preferences, preference_codes
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
@@ -88,6 +93,7 @@ __all__ = [
     "PROBES",
     "STATISTICS",
     "AgreementTable",
+    "Alignment",
     "BiasReport",
     "CalibrationReport",
     "Estimate",
@@ -105,6 +111,7 @@ __all__ = [
     "ScoredItems",
     "SelfPreference",
     "agreement_table",
+    "align",
     "battles",
     "bootstrap_ci",
     "calibrate",
@@ -149,6 +156,7 @@ __all__ = [
     "score_items",
     "score_judges",
     "self_preference",
+    "style_effects",
     "text_features",
     "threshold_sweep",
     "to_markdown",

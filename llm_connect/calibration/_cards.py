@@ -84,6 +84,8 @@ __all__ = [
     "registry_path",
     "reliability_entry",
     "report_estimates",
+    "selective_line",
+    "style_entry",
     "weak_judge_reasons",
 ]
 
@@ -118,12 +120,19 @@ CARD_COLUMNS = (
     "epoch_agreement",
     "epoch_alpha",
     "verdict",
+    "rewards",
+    "selective_coverage",
+    "selective_cutoff",
 )
 """The columns of a table of judge cards (:meth:`JudgeCard.row`, :func:`cards_frame`, ``cards.csv`` of
 ``llm-connect calibrate``). ``epochs``, ``epoch_agreement``, ``epoch_alpha``: the run-to-run reliability
 of repeated judging (``calibrate(..., epochs=k)``; :attr:`JudgeCard.reliability`): the epochs, their
 percent agreement and Krippendorff's alpha (nominal for verdicts, interval for continuous scores);
-blank when the judge was run once."""
+blank when the judge was run once. ``rewards``: for a pairwise judge, what it pays for style beside
+what people pay (:attr:`JudgeCard.style`'s line); blank otherwise. ``selective_coverage``,
+``selective_cutoff``: with ``calibrate(..., selective=...)`` (:attr:`JudgeCard.selective`), the share of
+the labelled items the judge judges as a selective judge and its confidence cut-off (blank: it abstains
+on every item, or was not calibrated so)."""
 
 _BANDS = ((0.2, "slight"), (0.4, "fair"), (0.6, "moderate"), (0.8, "substantial"), (math.inf, "almost perfect"))
 _PROBE_WORDS = {
@@ -330,6 +339,22 @@ class JudgeCard:
     #: ``unanimous``, ``alpha`` with its ``level``, ``alpha_nominal``, ``alpha_interval``, ``labels``,
     #: ``threshold``, ``reducer``); ``None`` when the judge was run once. See :meth:`with_reliability`.
     reliability: dict[str, Any] | None = field(default=None, compare=False)
+    #: What a pairwise judge rewards besides quality (:func:`style_entry`): ``{"line": "this judge pays
+    #: +40 Elo for bold text (...); people pay +5 (...)", "features": [{"feature", "coefficient", "low",
+    #: "high", "people", "people_low", "people_high"}, ...], "models": whether model strength was held
+    #: fixed, "confidence"}``, the style coefficients (Chatbot Arena's style control) of the judge's own
+    #: preferences beside people's; ``None`` for other judges or without the answers' texts.
+    style: dict[str, Any] | None = field(default=None, compare=False)
+    #: Where the judge's rubric came from, when :func:`~llm_connect.calibration.align` made it:
+    #: ``{"kind": "align", "parent_rubric_hash", "labels": {"n", "pass", "fail"}, "split": {"selection",
+    #: "heldout", "folds", ...}, "heldout": {"original": {...}, "aligned": {...}}, "difference", "candidate",
+    #: "examples", "accepted", ...}``; ``None`` otherwise. The parent's card stays in the registry beside it.
+    provenance: dict[str, Any] | None = field(default=None, compare=False)
+    #: The judge as a selective judge (``calibrate(..., selective=(alpha, delta))``; Jung, Brahman & Choi,
+    #: ICLR 2025): :meth:`~llm_connect.grading.SelectiveJudge.summary` (``source``, ``alpha``, ``delta``,
+    #: ``cutoff``, ``coverage``, ``agreement``, ``guaranteed_agreement``, ``confidence_level``, ``note``,
+    #: ``verdict``); its line is also a clause of :attr:`verdict`. ``None`` otherwise.
+    selective: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.grader_id, str) or not self.grader_id.strip():
@@ -377,7 +402,8 @@ class JudgeCard:
         known = {f for f in cls.__dataclass_fields__}
         kw = {k: v for k, v in data.items() if k in known}
         for k, v in list(kw.items()):
-            if v is None and k not in ("rubric_hash", "position_consistency", "by_group", "reliability"):
+            if v is None and k not in ("rubric_hash", "position_consistency", "by_group", "reliability", "style",
+                                       "provenance", "selective"):
                 kw[k] = math.nan
         probes = []
         for p in data.get("probes") or ():
@@ -417,6 +443,9 @@ class JudgeCard:
             "epoch_agreement": _num(r.get("agreement")),
             "epoch_alpha": _num(r.get("alpha")),
             "verdict": self.verdict,
+            "rewards": (self.style or {}).get("line", ""),
+            "selective_coverage": _num((self.selective or {}).get("coverage")),
+            "selective_cutoff": _num((self.selective or {}).get("cutoff")),
         }
 
     def with_reliability(self, reliability: Any) -> JudgeCard:
@@ -448,6 +477,16 @@ class JudgeCard:
             rows.append(("run-to-run reliability", f"{r.get('epochs')} epochs, {r.get('n_items')} items: agreement "
                          f"{fmt(_num(r.get('agreement')))}, Krippendorff's alpha ({r.get('level')}) "
                          f"{fmt(_num(r.get('alpha')))}"))
+        if self.style and self.style.get("line"):
+            rows.append(("rewards besides quality", self.style["line"]))
+        if self.selective:
+            rows.append((f"selective (alpha={self.selective.get('alpha')}, delta={self.selective.get('delta')})",
+                         selective_line(self.selective)))
+        if self.provenance and self.provenance.get("parent_rubric_hash"):
+            p = self.provenance
+            split = p.get("split") or {}
+            rows.append(("aligned from", f"rubric {p.get('parent_rubric_hash')} ({p.get('candidate')}; "
+                         f"{split.get('selection')} selection / {split.get('heldout')} held-out labels)"))
         if self.by_group:
             rows.append((f"Cohen's kappa by {self.by_group.get('by')}", "; ".join(
                 f"{g.get('group')}: {_interval(*(_num(g.get(k)) for k in ('kappa', 'kappa_low', 'kappa_high')))}"
@@ -466,8 +505,74 @@ class JudgeCard:
         )
 
 
+def selective_line(entry: Mapping[str, Any]) -> str:
+    """A selective judge's verdict clause from its summary (:attr:`JudgeCard.selective`): "judges 62% of items
+    with at least 90% agreement with people, guaranteed at 90% confidence; abstains on 38%", or why it
+    abstains on every item."""
+    coverage = _num(entry.get("coverage"))
+    if entry.get("cutoff") is None or not math.isfinite(coverage) or coverage <= 0:
+        note = entry.get("note") or "no cut-off passed the guarantee"
+        return f"abstains on every item ({note})"
+    level, conf = _num(entry.get("guaranteed_agreement")), _num(entry.get("confidence_level"))
+    return (f"judges {coverage:.0%} of items with at least {level:.0%} agreement with people, guaranteed at "
+            f"{conf:.0%} confidence; abstains on {1 - coverage:.0%}")
+
+
 def _interval(value: float, low: float, high: float) -> str:
     return with_interval(value, low, high)  # no-break spaces: an interval never wraps
+
+
+# -- what a pairwise judge rewards besides quality (style control) -----------------------------------
+
+
+def _elo(value: Any) -> str:
+    v = _num(value)
+    return "—" if not math.isfinite(v) else f"{v:+.0f}"
+
+
+def _paid(feature: Any, coef: Any, low: Any, high: Any) -> str:
+    from ..stats.style import FEATURE_WORDS
+
+    words = FEATURE_WORDS.get(str(feature), str(feature))
+    span = f" ({_elo(low)} to {_elo(high)})" if _finite(low) and _finite(high) else ""
+    return f"{_elo(coef)} Elo for {words}{span}"
+
+
+def style_entry(judge: Any, people: Any = None, *, models: bool = True,
+                confidence: float = 0.95) -> dict[str, Any] | None:
+    """A judge card's :attr:`JudgeCard.style`: the style coefficients of the judge's own preferences
+    (``judge``: a :func:`~llm_connect.calibration.style_effects` frame) beside people's (``people``: the
+    same for people's preferences, on the pairs they labelled; ``None`` or a reason when there are
+    none), and the card's one line, e.g. ``"this judge pays +40 Elo for bold text (+10 to +70); people pay
+    +5 Elo for bold text (-20 to +30)"``: Elo per unit of each feature (for the Arena features, from
+    both answers alike to only one answer having it), with the intervals. ``None`` when the judge's
+    preferences gave no coefficient."""
+    if not isinstance(judge, pd.DataFrame) or not len(judge):
+        return None
+    own = judge.set_index("feature")
+    theirs = people.set_index("feature") if isinstance(people, pd.DataFrame) and len(people) else None
+    order = own["coefficient"].abs().sort_values(ascending=False).index
+    features = []
+    for f in order:
+        row: dict[str, Any] = {"feature": f, "coefficient": _num(own.at[f, "coefficient"]),
+                               "low": _num(own.at[f, "low"]), "high": _num(own.at[f, "high"])}
+        if theirs is not None and f in theirs.index:
+            row.update(people=_num(theirs.at[f, "coefficient"]), people_low=_num(theirs.at[f, "low"]),
+                       people_high=_num(theirs.at[f, "high"]))
+        else:
+            row.update(people=math.nan, people_low=math.nan, people_high=math.nan)
+        features.append(row)
+    line = "this judge pays " + ", ".join(_paid(r["feature"], r["coefficient"], r["low"], r["high"])
+                                          for r in features)
+    with_people = [r for r in features if _finite(r["people"])]
+    if with_people:
+        line += "; people pay " + ", ".join(_paid(r["feature"], r["people"], r["people_low"], r["people_high"])
+                                            for r in with_people)
+    elif theirs is None:
+        line += "; no people's preferences to compare"
+    if not models:
+        line += " (model strength not held fixed: the pairs do not name their models)"
+    return {"line": line, "features": features, "models": models, "confidence": confidence}
 
 
 def card_from_scores(
@@ -633,6 +738,11 @@ class JudgeCardRegistry:
             return None
         return max(found, key=lambda c: c.created_at)
 
+    def versions(self, grader_id: str) -> list[JudgeCard]:
+        """Every card of ``grader_id``, one per rubric, oldest first (an aligned rubric's card names its
+        parent in ``provenance["parent_rubric_hash"]``)."""
+        return sorted((c for c in self._read() if c.grader_id == grader_id), key=lambda c: c.created_at)
+
     def save(self, cards: JudgeCard | Sequence[JudgeCard]) -> None:
         """Add or replace cards (matched on ``(grader_id, rubric_hash)``)."""
         new = [cards] if isinstance(cards, JudgeCard) else list(cards)
@@ -762,6 +872,10 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
         )
         if card.grader_id != judge:  # the verdict names the judge as the report does
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])
+        chosen = (getattr(report, "selective", None) or {}).get(judge)
+        if chosen is not None and chosen.calibration is not None:  # calibrate(..., selective=...)
+            entry = chosen.summary()
+            card = replace(card, selective=entry, verdict=f"{card.verdict}; selective: {selective_line(entry)}")
         if getattr(report, "by_group", None) is not None and ref is not None:  # kappa per group
             card = replace(card, by_group=report.by_group.card_entry(judge, ref))
         cards.append(card)

@@ -4,7 +4,8 @@ labelled a subset), and a pairwise report's leaderboards (:func:`report_leaderbo
 :func:`leaderboards_frame`).
 
 The statistics live in :mod:`llm_connect.stats`: the Bradley-Terry fit, its bootstrap and rank
-intervals (:func:`~llm_connect.stats.bradley_terry.leaderboard`), the PPI++ Bradley-Terry
+intervals (:func:`~llm_connect.stats.bradley_terry.leaderboard`), its style control
+(:func:`~llm_connect.stats.bradley_terry.style_effects`), the PPI++ Bradley-Terry
 (:func:`~llm_connect.stats.bradley_terry.ppi_bradley_terry`) and AlpacaEval 2's length-controlled
 win rate (:func:`~llm_connect.stats.length_control.length_controlled_win_rate`); they are
 importable from here as before. The picture and the report's section are in
@@ -25,6 +26,8 @@ from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ..errors import ValidationError
 from ..stats.bradley_terry import (
     LEADERBOARD_COLUMNS,
+    STYLE_COLUMNS,
+    TEXT_COLUMNS,
     _check_settings,
     _correlation_row,
     _outcomes,
@@ -33,12 +36,15 @@ from ..stats.bradley_terry import (
     _prepare,
     leaderboard,
     ppi_bradley_terry,
+    style_effects,
 )
 from ..stats.length_control import LENGTH_CONTROLLED_COLUMNS, length_controlled_win_rate
 
 __all__ = [
     "LEADERBOARD_COLUMNS",
     "LENGTH_CONTROLLED_COLUMNS",
+    "SIDE_BY_SIDE_COLUMNS",
+    "STYLE_COLUMNS",
     "LeaderboardComparison",
     "compare_leaderboards",
     "leaderboard",
@@ -46,6 +52,10 @@ __all__ = [
     "length_controlled_win_rate",
     "ppi_bradley_terry",
     "report_leaderboards",
+    "report_style_effects",
+    "report_style_leaderboards",
+    "side_by_side",
+    "style_effects",
 ]
 
 
@@ -127,10 +137,13 @@ def compare_leaderboards(
 
     ``data``: one row per comparison with the two model columns, the judge's winner
     (``judge_winner``) and people's (``human_winner``; blank where people did not label the
-    comparison), each ``"a"``, ``"b"`` or ``"tie"``. Both leaderboards are :func:`leaderboard`
-    fits. When people labelled only some of the comparisons the judge decided, the
-    human-anchored ratings use prediction-powered inference for Bradley-Terry (Boyeau et al.
-    2024, "AutoEval Done Right", arXiv:2403.07008): the judge's winners on every comparison,
+    comparison), each ``"a"``, ``"b"`` or ``"tie"``, or the probability that answer A is preferred
+    (e.g. the judge's, from its logprobs; fitted by expected counts, see :func:`leaderboard`; in
+    ``pairs`` a probability agrees with a label by the chance that a draw from it gives that label,
+    a tie counting as an even chance). Both leaderboards are :func:`leaderboard` fits. When people
+    labelled only some of the comparisons the judge decided, the human-anchored ratings use
+    prediction-powered inference for Bradley-Terry (Boyeau et al. 2024, "AutoEval Done Right",
+    arXiv:2403.07008): the judge's winners on every comparison,
     corrected by the judge's errors on the labelled ones, weighted by the PPI++ ``lambda``
     (Angelopoulos, Duchi & Zrnic 2023), with sandwich (Wald) intervals. Their rank correlation is
     Kendall's tau and Spearman's rho (``scipy.stats``).
@@ -212,3 +225,102 @@ def leaderboards_frame(boards: Mapping[str, Any]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=["rater", *LEADERBOARD_COLUMNS])
     return pd.concat(parts, ignore_index=True)
+
+
+# -- raw and style-controlled boards side by side --------------------------------------------------
+
+#: The columns of :func:`side_by_side` (after the ``by`` columns).
+SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = (
+    "model", "rating", "rating_low", "rating_high", "rank", "style_rating", "style_rating_low", "style_rating_high",
+    "style_rank", "rank_change", "n",
+)
+
+
+def side_by_side(raw: pd.DataFrame, controlled: pd.DataFrame) -> pd.DataFrame:
+    """A raw leaderboard and its style-controlled twin (``leaderboard(..., style=...)`` on the same
+    comparisons) in one frame, ordered by the style-controlled rating: per model the raw ``rating``,
+    its interval and ``rank``, the ``style_rating``/``style_rating_low``/``style_rating_high`` and
+    ``style_rank``, and ``rank_change`` = raw rank - style-controlled rank (positive: the model climbs
+    once style is held equal; negative: its raw rank was bought with style). Group (``by``) columns
+    come first and models are matched within their group."""
+    by = [c for c in raw.attrs.get("by", []) if c in raw.columns and c in controlled.columns]
+    keys = [*by, "model"]
+    left = raw[[*keys, "rating", "rating_low", "rating_high", "rank", "n"]]
+    right = controlled[[*keys, "rating", "rating_low", "rating_high", "rank"]].rename(
+        columns={"rating": "style_rating", "rating_low": "style_rating_low", "rating_high": "style_rating_high",
+                 "rank": "style_rank"})
+    merged = left.merge(right, on=keys, how="outer")
+    merged["rank_change"] = merged["rank"] - merged["style_rank"]
+    merged = merged.sort_values([*by, "style_rating", "model"], ascending=[*([True] * len(by)), False, True])
+    out = merged[[*by, *SIDE_BY_SIDE_COLUMNS]].reset_index(drop=True)
+    out.attrs = {"by": by, "confidence": raw.attrs.get("confidence"), "style_notes": list(
+        controlled.attrs.get("style_notes", [])), "style_fit": controlled.attrs.get("style_fit")}
+    return out
+
+
+def _report_texts(scores: pd.DataFrame) -> tuple[str, str] | None:
+    for first, second in TEXT_COLUMNS:
+        if first in scores.columns and second in scores.columns:
+            return first, second
+    return None
+
+
+def _quietly(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(...)`` with its warnings (features dropped, a separated fit) kept out of the way: a report
+    says them in its notes (the boards' ``style_notes``) instead."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return func(*args, **kwargs)
+
+
+def report_style_leaderboards(report: Any) -> dict[str, Any]:
+    """For a pairwise report whose pairs name their models and hold both answers' texts: the
+    style-controlled :func:`leaderboard` per rater (Chatbot Arena's four style features computed from
+    ``candidate_a``/``candidate_b``), keyed as :func:`report_leaderboards`; a rater whose comparisons
+    cannot be rated maps to the reason. Empty without model names or texts."""
+    scores = report.scores
+    texts = _report_texts(scores)
+    if texts is None or not {"model_a", "model_b"} <= set(map(str, scores.columns)):
+        return {}
+    out: dict[str, Any] = {}
+    for name in [*(["human"] if "human" in report.labels else []), *report.judges]:
+        column = f"winner_{name}"
+        if column not in scores.columns:
+            continue
+        try:
+            out[name] = _quietly(leaderboard, scores, model_a="model_a", model_b="model_b", winner=column,
+                                 confidence=report.confidence, n_boot=report.n_boot, seed=report.seed,
+                                 progress=False, style=True, text_a=texts[0], text_b=texts[1])
+        except (ValidationError, np.linalg.LinAlgError) as exc:
+            out[name] = str(exc)
+    return out
+
+
+def report_style_effects(report: Any, boards: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What each rater of a pairwise report pays for style: the style coefficients
+    (:func:`style_effects`: ``feature``, ``coefficient`` in Elo per unit, ``low``, ``high``) of its
+    winners, people's first. With model names they come from the style-controlled boards (``boards``,
+    from :func:`report_style_leaderboards`, or fitted here); without, from the style features alone.
+    A rater whose preferences cannot be fitted maps to the reason. Empty without the answers' texts."""
+    scores = report.scores
+    texts = _report_texts(scores)
+    if texts is None:
+        return {}
+    named = {"model_a", "model_b"} <= set(map(str, scores.columns))
+    if named:
+        boards = report_style_leaderboards(report) if boards is None else boards
+        return {k: (b.attrs["style"] if isinstance(b, pd.DataFrame) else b) for k, b in boards.items()}
+    out: dict[str, Any] = {}
+    for name in [*(["human"] if "human" in report.labels else []), *report.judges]:
+        column = f"winner_{name}"
+        if column not in scores.columns:
+            continue
+        try:
+            out[name] = _quietly(style_effects, scores, model_a=None, model_b=None, winner=column,
+                                 text_a=texts[0], text_b=texts[1], confidence=report.confidence,
+                                 n_boot=report.n_boot, seed=report.seed, progress=False)
+        except (ValidationError, np.linalg.LinAlgError) as exc:
+            out[name] = str(exc)
+    return out

@@ -37,18 +37,22 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from .._display import view
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
-from ..core import RunConfig
+from ..batch import judge_and_items
+from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..stats._validate import check_confidence
+from ..stats.bradley_terry import _probability_column, _real
 from ..stats.preferences import (
     PREFERENCES,
     majority_preference,
@@ -60,7 +64,20 @@ from ..stats.preferences import (
 from ._agreement import AgreementTable
 from ._bias import BiasReport, ProbeResult, is_pairwise, paired_shift
 from ._report import CalibrationReport
-from ._runner import ScoredItems, _named_judges, _passthrough_names, judge_items, judge_name
+from ._runner import (
+    ItemsLike,
+    ScoredItems,
+    _named_judges,
+    _passthrough_names,
+    judge_items,
+    judge_name,
+    load_items,
+    open_ledger_of,
+)
+
+if TYPE_CHECKING:
+    from ..grading import Judge
+    from ..quality import BaseLedger
 
 __all__ = [
     "PAIRWISE_AGREEMENT_COLUMNS",
@@ -112,9 +129,12 @@ def is_pairwise_input(items: Any) -> bool:
     return all(c in columns for c in PAIRWISE_COLUMNS)
 
 
-def pairwise_table(items: Any) -> pd.DataFrame:
+def pairwise_table(items: ItemsLike) -> pd.DataFrame:
     """The pairs as a frame indexed 0..n-1; a missing ``prompt``, ``candidate_a`` or ``candidate_b``
-    column is a :class:`~llm_connect.errors.ValidationError` naming it."""
+    column is a :class:`~llm_connect.errors.ValidationError` naming it. A path is read with
+    :func:`~llm_connect.calibration.load_items`."""
+    if isinstance(items, (str, os.PathLike)):
+        items = load_items(items, items=False)
     if isinstance(items, pd.DataFrame):
         frame = items.reset_index(drop=True).copy()
     else:
@@ -259,11 +279,41 @@ class PairwiseReport(CalibrationReport):
 
         return report_leaderboards(self)
 
+    def _cached(self, key: str, make: Any) -> Any:
+        cache = self.__dict__.setdefault("_style_cache", {})
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    def style_leaderboards(self) -> dict[str, Any]:
+        """The style-controlled twins of :meth:`leaderboards` (Chatbot Arena's style control: the four
+        style features of ``candidate_a``/``candidate_b`` held equal; see
+        :func:`~llm_connect.calibration.leaderboard` with ``style=True``), per rater, when the pairs name
+        their models; a rater whose comparisons cannot be rated maps to the reason; else empty. Each
+        board's ``attrs["style"]`` holds what the rater pays for style. Computed once per report."""
+        from ._leaderboard import report_style_leaderboards
+
+        return self._cached("boards", lambda: report_style_leaderboards(self))
+
+    def style_effects(self) -> dict[str, Any]:
+        """What each rater (people first, then each judge) pays for style: ``feature``,
+        ``coefficient`` (Elo per unit of the feature), ``low``, ``high``, from the style-controlled
+        boards when the pairs name their models, else from the style features alone (see
+        :func:`~llm_connect.calibration.style_effects`); a rater that cannot be fitted maps to the
+        reason. Computed once per report."""
+        from ._leaderboard import report_style_effects
+
+        return self._cached("effects", lambda: report_style_effects(self, self.style_leaderboards()))
+
     def judge_cards(self) -> list[Any]:
         """A :class:`~llm_connect.calibration.JudgeCard` per judge: three-way kappa against people,
-        position consistency, the position bias as its probe; the verdict by the cards' rule."""
-        from ._cards import JudgeCard, ProbeEffect, judge_verdict
+        position consistency, the position bias as its probe; the verdict by the cards' rule; and what
+        the judge rewards besides quality (``card.style``: the style coefficients of its own
+        preferences beside people's, :meth:`style_effects`)."""
+        from ._cards import JudgeCard, ProbeEffect, judge_verdict, style_entry
 
+        effects = self.style_effects()  # what each judge (and people) pays for style, when the pairs have texts
+        named = {"model_a", "model_b"} <= set(map(str, self.scores.columns))
         cards = []
         for j in self.judges:
             row = self.pairwise[self.pairwise["judge"] == j]
@@ -301,6 +351,8 @@ class PairwiseReport(CalibrationReport):
                 unscored_rate=unscored, n_items=len(self.scores), verdict=verdict, probes=tuple(probes),
                 position_consistency=consistency if math.isfinite(consistency) else None,
                 confidence=self.confidence, threshold=math.nan,
+                style=style_entry(effects.get(j), effects.get("human") if people else None, models=named,
+                                  confidence=self.confidence),
             ))
         return cards
 
@@ -369,9 +421,10 @@ def battles(
     winner: str | None = None,
     baseline_model: str = "baseline_model",
     candidate_model: str = "candidate_model",
+    texts: bool = False,
 ) -> pd.DataFrame:
-    """The pairs as leaderboards read them: ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``),
-    one row per pair with a winner.
+    """The pairs as leaderboards read them: ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``,
+    or the probability that answer A is preferred), one row per pair with a winner.
 
     Reads, without reshaping:
 
@@ -386,6 +439,12 @@ def battles(
       models in ``baseline_model`` and ``candidate_model`` columns: ``model_a`` is the baseline's
       model, ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie``
       is the winner ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
+
+    A ``winner`` column of probabilities that A is preferred (continuous preferences: numbers from
+    0 to 1, not all 0, 0.5 and 1) is kept as it is; :func:`leaderboard` fits it by expected counts.
+    ``texts=True`` adds the two answers' texts as ``response_a``/``response_b`` (from
+    ``candidate_a``/``candidate_b``, ``answer_a``/``answer_b`` or a judge_many frame's
+    ``baseline``/``candidate``), for ``leaderboard(..., style=True)``.
 
     Rows without a winner (unscored or error judgments, unlabelled pairs) are dropped and
     counted in ``df.attrs["dropped"]``. A verdict that is not pairwise is a
@@ -419,15 +478,28 @@ def battles(
                                   f"verdict, {baseline_model} and {candidate_model}); "
                                   f"it has {', '.join(map(str, frame.columns))}")
         out = pd.DataFrame({"model_a": frame["model_a"], "model_b": frame["model_b"], "winner": frame[column]})
-    keep = out["winner"].isin(PREFERENCES) & out["model_a"].notna() & out["model_b"].notna()
+    if texts:
+        sources = [("response_a", "response_b"), ("candidate_a", "candidate_b"), ("answer_a", "answer_b"),
+                   *([("baseline", "candidate")] if judged else [])]
+        found = next(((x, y) for x, y in sources if x in frame.columns and y in frame.columns), None)
+        if found is None:
+            raise ValidationError("texts=True needs the two answers' texts: columns candidate_a/candidate_b, "
+                                  "answer_a/answer_b or response_a/response_b; it has "
+                                  f"{', '.join(map(str, frame.columns))}")
+        out["response_a"], out["response_b"] = frame[found[0]].to_numpy(), frame[found[1]].to_numpy()
+    winners = out["winner"]
+    decided = winners.isin(PREFERENCES)
+    if _probability_column(pd.unique(winners.dropna().to_numpy(dtype=object)).tolist()):
+        decided |= winners.map(lambda v: (f := _real(v)) is not None and 0.0 <= f <= 1.0).astype(bool)
+    keep = decided & out["model_a"].notna() & out["model_b"].notna()
     result = out[keep.to_numpy(dtype=bool)].reset_index(drop=True)
     result.attrs["dropped"] = int((~keep).sum())
     return result
 
 
 def calibrate_pairwise(
-    items: Any,
-    judges: Mapping[str, Any] | Sequence[Any],
+    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
+    items: ItemsLike,
     *,
     human: str | None = None,
     annotators: Sequence[str] = (),
@@ -440,8 +512,9 @@ def calibrate_pairwise(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
+    budget: BudgetTracker | float | None = None,
 ) -> PairwiseReport:
     """Run pairwise judges over pairs and measure them against people (see the module docstring).
 
@@ -454,7 +527,17 @@ def calibrate_pairwise(
     (free with both orders; a one-order judge is run once more with the answers swapped, on a
     seeded sample of ``probe_limit`` pairs), ``None`` for none; other probes do not apply to
     pairs.
+
+    ``budget``: one budget for every judge's calls (and the position probe's), as
+    ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a limit in
+    USD (by default ``run_config.budget_tracker``). Once it is spent no call starts, and the pairs
+    not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a winner.
+
+    The order ``calibrate_pairwise(items, judges)`` of earlier releases still works, with a
+    :class:`DeprecationWarning`.
     """
+    judges, items = judge_and_items(judges, items, func="calibrate_pairwise")
+    check_confidence(confidence)
     pairs = pairwise_table(items)
     named = _named_judges(judges)
     not_pairwise = [k for k, j in named.items() if not is_pairwise(j)]
@@ -501,7 +584,9 @@ def calibrate_pairwise(
     for name, values in labels.items():
         out[f"winner_{name}"] = values
 
-    kwargs: dict[str, Any] = {"concurrency": concurrency, "progress": progress, "run_config": run_config}
+    kwargs: dict[str, Any] = {"concurrency": concurrency, "progress": progress, "run_config": run_config,
+                              "budget": as_budget(budget)}  # one tracker for every judge and the probe
+    ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
     usage: dict[str, dict[str, Any]] = {}
     for name, judge in named.items():
         batch = _judge_pairs(judge, pairs, ledger=ledger, task_type=task_type, **kwargs)
@@ -528,6 +613,8 @@ def calibrate_pairwise(
             "error": int((np.asarray(status) == "error").sum()),
             "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
             "tokens_in": int(batch["tokens_in"].sum()), "tokens_out": int(batch["tokens_out"].sum()),
+            "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
+            "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }
     if "human" in labels:
         out["winner"] = out["winner_human"]

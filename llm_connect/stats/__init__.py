@@ -6,7 +6,9 @@ dataclasses). The floor imports nothing from the package but
 :mod:`llm_connect.errors`, and never matplotlib, ipywidgets or IPython; the
 objects that run judges and people through these functions live in
 :mod:`llm_connect.calibration`, and their pictures in :mod:`llm_connect.views`.
-Bad input raises :class:`~llm_connect.errors.ValidationError` (a ``ValueError``).
+Bad input raises :class:`~llm_connect.errors.ValidationError` (a ``ValueError``); a
+``confidence=`` is checked, and a ``by=`` read, by one function each, for the whole package
+(:func:`llm_connect.stats._validate.check_confidence`, :func:`~llm_connect.stats._validate.by_columns`).
 
 ==========================  =============================================================
 module                      what
@@ -20,11 +22,17 @@ module                      what
 ``stats.sampling``          the Labeller's sampling designs: seeded orders, stratified,
                             overlap, active (inclusion probabilities, the residual walk)
 ``stats.bradley_terry``     Bradley–Terry leaderboards with bootstrap intervals and Arena
-                            rank ranges; PPI++ Bradley–Terry
+                            rank ranges; style control (``style=``, ``style_effects``);
+                            continuous preferences; PPI++ Bradley–Terry
+``stats.style``             Chatbot Arena's style features of an answer (length, headers,
+                            lists, bold) and their normalised differences
 ``stats.length_control``    AlpacaEval 2's length-controlled win rate (the GLM)
 ``stats.preferences``       a / b / tie preferences: coding, three-way agreement, position
                             bias
 ``stats.shift``             paired shifts (bootstrap interval, Wilcoxon signed-rank)
+``stats.selective``         selective judging with a guaranteed agreement with people:
+                            exact (Clopper-Pearson) bounds, fixed-sequence testing of the
+                            cut-off, risk-coverage curves, cascades (Jung et al. 2025)
 ``stats.regression``        ordinary least squares with classical errors
 ==========================  =============================================================
 
@@ -41,12 +49,13 @@ from .agreement import (
     grouped_correlation,
     threshold_sweep,
 )
-from .bradley_terry import leaderboard, ppi_bradley_terry
+from .bradley_terry import leaderboard, ppi_bradley_terry, style_effects
 from .estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
 from .length_control import length_controlled_win_rate
 from .preferences import parse_preferences, position_bias, preference_agreement
 from .regression import OLSResult, ols
 from .sampling import SamplingPlan, make_plan
+from .selective import SelectiveCutoff, fixed_sequence_cutoff, risk_coverage
 from .shift import ShiftStats, paired_shift
 
 __all__ = [
@@ -55,10 +64,12 @@ __all__ = [
     "Estimate",
     "OLSResult",
     "SamplingPlan",
+    "SelectiveCutoff",
     "ShiftStats",
     "bootstrap_ci",
     "choose_threshold",
     "estimate_quality",
+    "fixed_sequence_cutoff",
     "grouped_correlation",
     "labels_needed",
     "leaderboard",
@@ -70,5 +81,7 @@ __all__ = [
     "position_bias",
     "ppi_bradley_terry",
     "preference_agreement",
+    "risk_coverage",
+    "style_effects",
     "threshold_sweep",
 ]

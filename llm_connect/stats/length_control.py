@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from .bradley_terry import _check_settings, _expit, _frame, _names, _need_columns, _outcomes
+from .bradley_terry import _check_settings, _expit, _frame, _names, _need_columns, _outcomes, _worth
 
 __all__ = ["LENGTH_CONTROLLED_COLUMNS", "SEPARATION_PENALTY", "length_controlled_win_rate"]
 
@@ -143,8 +143,13 @@ def length_controlled_win_rate(
 
     ``data``: one row per comparison of a model's answer (side a) with the baseline's (side b):
     ``model`` and ``baseline_model`` name the columns holding the two models' names, ``winner``
-    the column saying which won (``"a"``: the model, ``"b"``: the baseline, ``"tie"``: half),
-    ``length_a``/``length_b`` the columns of the two answers' lengths. ``instruction``: a column
+    the column saying which won (``"a"``: the model, ``"b"``: the baseline, ``"tie"``: half) or the
+    probability that the model's answer is preferred (continuous preferences, as AlpacaEval's
+    weighted annotators give them: AlpacaEval's ``preference`` in [1, 2] is ``1 + p``; numbers from 0
+    to 1 not all 0, 0.5 and 1 are read as probabilities, or any with ``codes="probability"``; each
+    comparison then counts ``p`` of a win, so ``win_rate`` is AlpacaEval's continuous win rate, the
+    mean of ``preference - 1``, ``alpaca_eval.metrics.get_winrate``), ``length_a``/``length_b`` the
+    columns of the two answers' lengths. ``instruction``: a column
     naming the instruction (prompt); with several models on the same instructions their
     difficulty ``gamma_x`` is estimated jointly (a logistic regression on model and instruction
     indicators) and enters each model's fit; ``difficulty``: a column of given difficulties
@@ -188,7 +193,7 @@ def length_controlled_win_rate(
     if not keep.any():
         raise ValidationError(f"column {winner!r} has no winner: nothing to compute a win rate from")
     frame = frame[keep].reset_index(drop=True)
-    y = np.array([{"a": 1.0, "b": 0.0, "tie": 0.5}[o] for o in outcome[keep]], dtype=float)
+    y = _worth(outcome[keep])  # 1 / 0 / 0.5, or the probability that the model's answer is preferred
     delta = _numbers(frame[length_a], length_a) - _numbers(frame[length_b], length_b)
     if difficulty is not None:
         gamma: np.ndarray | None = _numbers(frame[difficulty], difficulty)

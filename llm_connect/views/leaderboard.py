@@ -1,6 +1,7 @@
 """The leaderboard's pictures and page: ratings with their intervals drawn
-(:func:`plot_leaderboard`), and the leaderboard section of a pairwise calibration report
-(:func:`leaderboard_section`). The ratings come from :func:`llm_connect.stats.bradley_terry.leaderboard`."""
+(:func:`plot_leaderboard`), the leaderboard section of a pairwise calibration report
+(:func:`leaderboard_section`), and the raw and style-controlled boards side by side
+(:func:`style_section`). The ratings come from :func:`llm_connect.stats.bradley_terry.leaderboard`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .._html import Markup, frame_html, html_format, join
-from ..calibration._leaderboard import _shown_board
+from .._html import Markup, frame_html, html_format, join, with_interval
+from ..calibration._leaderboard import _shown_board, side_by_side
 from ..errors import ValidationError
 from ..stats.bradley_terry import MEAN, _need_columns
 from ._figures import new_figure, png_data_uri
@@ -20,7 +21,7 @@ from .plots import _axes, _text
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["leaderboard_section", "plot_leaderboard"]
+__all__ = ["leaderboard_section", "plot_leaderboard", "style_section"]
 
 
 def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
@@ -56,9 +57,11 @@ def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Ax
     return ax
 
 
-def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: bool) -> Markup:
+def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: bool,
+                        style_boards: Mapping[str, Any] | None = None) -> Markup:
     """The report's section: each rater's board (rank, model, rating with its interval, rank range,
-    comparisons, win rate) and, with ``plots``, the first board drawn by :func:`plot_leaderboard`."""
+    comparisons, win rate) and, with ``plots``, the first board drawn by :func:`plot_leaderboard`;
+    with ``style_boards`` (the style-controlled twins), :func:`style_section` after them."""
     if not boards:
         return Markup("")
     parts = [html_format("<h3>Leaderboards (Bradley-Terry)</h3><p>{}</p>",
@@ -79,4 +82,66 @@ def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: 
                                      "<figcaption>{}</figcaption></figure>", png_data_uri(fig),
                                      f"leaderboard ({name})", f"Leaderboard from {name}'s winners"))
             drawn = True
+    if style_boards:
+        parts.append(style_section(boards, style_boards, confidence=confidence))
+    return join(parts)
+
+
+def _rank_change(value: Any) -> str:
+    if value is None or pd.isna(value):
+        return "—"
+    v = int(value)
+    return f"+{v} \N{UPWARDS ARROW}" if v > 0 else (f"{v} \N{DOWNWARDS ARROW}".replace("-", "\N{MINUS SIGN}")
+                                                   if v < 0 else "0")
+
+
+def shown_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`~llm_connect.calibration._leaderboard.side_by_side` frame as a page shows it."""
+    by = [c for c in frame.attrs.get("by", []) if c in frame.columns]
+    return pd.DataFrame({
+        **{c: frame[c] for c in by},
+        "model": frame["model"],
+        "raw rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
+                       zip(frame["rating"], frame["rating_low"], frame["rating_high"], strict=True)],
+        "raw rank": frame["rank"],
+        "style-controlled rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
+                                    zip(frame["style_rating"], frame["style_rating_low"],
+                                        frame["style_rating_high"], strict=True)],
+        "style-controlled rank": frame["style_rank"],
+        "rank change": [_rank_change(v) for v in frame["rank_change"]],
+    })
+
+
+def style_section(boards: Mapping[str, Any], style_boards: Mapping[str, Any], *, confidence: float) -> Markup:
+    """Each rater's raw board beside its style-controlled one (Chatbot Arena's style control: the
+    ratings with the answers' length, headers, list items and bold text held equal), with each model's
+    change in rank, and what the rater pays for style (Elo per unit of each feature)."""
+    parts = [html_format(
+        "<h3>Style-controlled leaderboards</h3><p>{}</p>",
+        "Chatbot Arena's style control: the Bradley-Terry fit with four style features of the two answers "
+        "(length, markdown headers, list items, bold text; each the normalised difference (a - b) / (a + b + 1)) "
+        "beside the models, the ratings read with style held equal. Rank change: raw rank minus "
+        f"style-controlled rank (positive: the model climbs once style is discounted); {confidence:.0%} "
+        "bootstrap intervals. Style coefficient: the rating points a comparison moves toward the answer that "
+        "alone has the feature.")]
+    for name, controlled in style_boards.items():
+        raw = boards.get(name)
+        if not isinstance(controlled, pd.DataFrame) or not isinstance(raw, pd.DataFrame):
+            reason = controlled if not isinstance(controlled, pd.DataFrame) else raw
+            parts.append(html_format("<p>No style-controlled leaderboard from {}: {}</p>", name, reason))
+            continue
+        parts.append(frame_html(shown_side_by_side(side_by_side(raw, controlled)),
+                                caption=f"{name}: raw beside style-controlled"))
+        effects = controlled.attrs.get("style")
+        if isinstance(effects, pd.DataFrame) and len(effects):
+            shown = pd.DataFrame({"feature": effects["feature"],
+                                  "Elo per unit": [with_interval(c, lo, hi, 4) for c, lo, hi in
+                                                   zip(effects["coefficient"], effects["low"], effects["high"],
+                                                       strict=True)]})
+            parts.append(frame_html(shown, caption=f"What {name} pays for style"))
+        for note in controlled.attrs.get("style_notes", []):
+            parts.append(html_format("<p class='llm-connect-note'>{}</p>", note))
+        fit = controlled.attrs.get("style_fit")
+        if fit not in (None, "mle", "none"):
+            parts.append(html_format("<p class='llm-connect-note'>fit: {}</p>", fit))
     return join(parts)

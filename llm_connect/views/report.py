@@ -28,6 +28,7 @@ from .plots import (
     plot_score_vs_length,
     plot_threshold_sweep,
 )
+from .selective import plot_risk_coverage
 
 __all__ = ["pairwise_report_html", "report_figures", "report_html", "report_widget", "save_report_html"]
 
@@ -65,6 +66,11 @@ def report_figures(report: Any) -> dict[str, Any]:
             hue = ref if ref and ref != j else None
             plot_score_vs_length(report.scores, judge=j, hue=hue, ax=ax)
             figs[f"{j} score vs length"] = fig
+    for j, chosen in (getattr(report, "selective", None) or {}).items():  # calibrate(..., selective=...)
+        if chosen.calibration is not None:
+            fig, ax = new_figure()
+            plot_risk_coverage(chosen, ax=ax, title=_text(f"risk-coverage of {j}"))
+            figs[f"risk-coverage of {j} (selective)"] = fig
     if report.bias is not None and report.bias.results:
         fig, ax = new_figure(6, 1.2 + 0.35 * len(report.bias.results))
         plot_bias_forest(report.bias, ax=ax)
@@ -104,6 +110,8 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
     body = [frame_html(report.summary(), caption="Summary"), report.agreement._repr_html_()]
     if cards:
         body.append(html_format("<h3>Judge cards</h3>{}", join(Markup(c._repr_html_()) for c in cards)))
+    if getattr(report, "selective", None):
+        body.append(_selective_html(report))
     body.append(_estimates_html(report, plots=plots))
     if report.bias is not None:
         body.append(report.bias._repr_html_())
@@ -119,6 +127,26 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
         )
         body.append(html_format("<div>{}</div>", imgs))
     return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+
+def _selective_html(report: Any) -> Markup:
+    """The "Selective judges" section (``calibrate(..., selective=...)``): what each judge judges above its
+    cut-off, with the guarantee; the risk-coverage curves are among the figures."""
+    frame = report.selective_frame()
+    if frame.empty:
+        return Markup("")
+    shown = frame[["judge_a", "confidence_source", "cutoff", "n_judged", "n", "coverage", "percent_agreement",
+                   "guaranteed_agreement", "confidence_level", "note"]].rename(columns={"judge_a": "judge"})
+    return join([
+        Markup("<h3>Selective judges</h3>"),
+        html_format("<p>Each judge judges only the items it is confident of, with a cut-off chosen on the labelled "
+                    "items by fixed-sequence testing with exact binomial bounds (Jung, Brahman &amp; Choi, ICLR 2025) "
+                    "so that it agrees with people on at least {} of the items it judges, with probability {}; "
+                    "it abstains on the rest (left for a stronger judge or for people).</p>",
+                    f"{float(frame['guaranteed_agreement'].iloc[0]):.0%}",
+                    f"{float(frame['confidence_level'].iloc[0]):.0%}"),
+        frame_html(shown, caption="Selective judges (calibration items)"),
+    ])
+
 
 def _estimates_html(report: Any, *, plots: bool) -> Markup:
     """The "Estimates" section: when the data names the candidates' models and has human labels."""
@@ -246,6 +274,14 @@ def pairwise_report_html(report: Any, *, plots: bool = True, title: str = "Calib
     if cards:
         head.append(html_format("<h3>Verdicts</h3><ul class='llm-connect-verdicts'>{}</ul>",
                                 join(html_format("<li>{}</li>", c.verdict) for c in cards)))
+        rewards = [(c.grader_id, c.style["line"]) for c in cards if c.style and c.style.get("line")]
+        if rewards:
+            head.append(html_format(
+                "<h3>What the judges reward besides quality</h3><p>{}</p><ul class='llm-connect-rewards'>{}</ul>",
+                "Style coefficients of each judge's own preferences beside people's (Chatbot Arena's style "
+                "control): the rating points a comparison moves toward the answer that alone has the feature; "
+                f"{report.confidence:.0%} bootstrap intervals.",
+                join(html_format("<li><b>{}</b>: {}</li>", g, line) for g, line in rewards)))
     usage = report.meta.usage
     if usage:
         head.append(frame_html(pd.DataFrame([{"judge": k, **v} for k, v in usage.items()]),
@@ -253,7 +289,9 @@ def pairwise_report_html(report: Any, *, plots: bool = True, title: str = "Calib
     body = [report.section_html()]
     boards = report.leaderboards()
     if boards:
-        body.append(leaderboard_section(boards, confidence=report.confidence, plots=plots))
+        style_boards = report.style_leaderboards() if hasattr(report, "style_leaderboards") else {}
+        body.append(leaderboard_section(boards, confidence=report.confidence, plots=plots,
+                                        style_boards=style_boards))
     if report.bias is not None and report.bias.results:
         body.append(Markup(report.bias._repr_html_()))
     return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
