@@ -129,7 +129,7 @@ def main() -> None:
     judges = {"exact": ExactMatchJudge(normalizer="squad", reference_sep="|"), "embedding": embedding}
 
     def run_calibrate() -> Any:
-        return calibrate(rows, judges, human="human", reference_sep="|", probes=None, n_boot=args.n_boot,
+        return calibrate(judges, rows, human="human", reference_sep="|", probes=None, n_boot=args.n_boot,
                          progress=False)
 
     before, _ = timed("plain encode of the distinct texts (before)", encode)

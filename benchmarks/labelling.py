@@ -137,7 +137,7 @@ def per_label_seconds(df: pd.DataFrame, n_labels: int = 30) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         led = QualityLedger(Path(tmp) / "ledger.jsonl")
         judge_many(TokenF1Judge(reference_sep="|"), df, ledger=led, task_type="qa", progress=False)
-        lab = Labeller(df, ledger=led, task_type="qa", annotator="bench", judge="token-f1", strategy="active")
+        lab = Labeller(df, ledger=led, task_type="qa", annotator="bench", grader_id="token-f1", strategy="active")
         start = time.perf_counter()
         for k in range(n_labels):
             lab.label(float(k % 2))

@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         t_ledger, df = best_of(args.repeat, lambda: ledger_frame(path))
         print(f"ledger_frame:               {t_ledger:7.2f}s  ({len(df):,} rows)")
         del df
-        t_paired, paired = best_of(args.repeat, lambda: paired_frame(path, "qa", judge="llm-judge"))
+        t_paired, paired = best_of(args.repeat, lambda: paired_frame(path, "qa", grader_id="llm-judge"))
         labelled = int(paired["human"].notna().sum())
-        print(f"paired_frame(judge=llm-judge): {t_paired:7.2f}s  ({len(paired):,} rows, {labelled:,} labelled)")
+        print(f"paired_frame(grader_id=llm-judge): {t_paired:7.2f}s  ({len(paired):,} rows, {labelled:,} labelled)")
         print(f"ratio paired_frame / ledger_frame: {t_paired / t_ledger:.2f}  (target <= 2)")
     return 0
 

@@ -10,7 +10,10 @@ path, so the sync and async twins of a batch return the same columns.
 
 Every item becomes exactly one row, in input order: ``scored``, ``unscored``
 (the judge's reply held no usable verdict: the reason is kept, the score is
-NaN, never 0) or ``error`` (the call failed: the error is kept). Work runs on
+NaN, never 0), ``error`` (the call failed: the error is kept) or, for a
+selective judge (:class:`~llm_connect.grading.SelectiveJudge`, a cascade),
+``abstained`` (its confidence was below its calibrated cut-off: no score, NaN,
+never 0; its confidence in the row; never recorded in a ledger). Work runs on
 the package's background event loop (so the sync API works inside Jupyter),
 ``concurrency`` workers pulling items. Ctrl-C stops a sync run: rows that
 finished are kept, the others are ``error`` rows saying they were interrupted,
@@ -59,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ._runtime import on_background, run_sync, to_thread
 from .core import BudgetTracker, LLMResponse, RunConfig, as_budget, budget_scope
-from .errors import BudgetExceededError, JudgeReplyError, ValidationError
+from .errors import BudgetExceededError, JudgeAbstained, JudgeReplyError, ValidationError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -213,7 +216,12 @@ def _not_attempted(budget: BudgetTracker) -> Row:
 
 
 def row_for_exception(exc: Exception) -> Row:
-    """The ``unscored`` or ``error`` row an exception of a row's work makes (with the usage it reports)."""
+    """The ``abstained``, ``unscored`` or ``error`` row an exception of a row's work makes (with the usage it
+    reports). A :class:`~llm_connect.errors.JudgeAbstained` is an ``abstained`` row: no score (NaN, never 0),
+    no error, its reason in ``notes``, its ``confidence`` and the judge's own columns it carries."""
+    if isinstance(exc, JudgeAbstained):
+        return {**exc.columns, "status": "abstained", "error": None, "notes": str(exc), "confidence": exc.confidence,
+                **_usage_from_exception(exc)}
     if isinstance(exc, JudgeReplyError):
         reason = str(exc)
         return {"status": "unscored", "error": reason, "notes": reason, **_usage_from_exception(exc)}
@@ -519,9 +527,13 @@ def item_text(value: Any, column: str) -> str:
     return str(value)
 
 
-def reference_text(value: Any, *, sep: str | None = None, column: str = "baseline") -> str:
+def reference_text(value: Any, *, sep: str | None = None, column: str = "baseline", required: bool = True) -> str:
     """The baseline's text; missing or blank (nothing to compare with) is an error, as is a baseline
-    with no non-empty reference when split on ``sep`` (a judge's declared reference separator)."""
+    with no non-empty reference when split on ``sep`` (a judge's declared reference separator).
+    ``required=False`` (a judge shown no reference, e.g. a rubric with ``reference=False``): any
+    baseline is fine, a missing one is ``""``."""
+    if not required:
+        return "" if is_missing(value) else item_text(value, column)
     text = item_text(value, column)
     if not text.strip():
         raise ValidationError(f"{column} is blank (empty or whitespace only): there is no reference to compare with")
@@ -561,6 +573,9 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
     out = pd.concat([out, result], axis=1)
     out.attrs["interrupted"] = interrupted
     out.attrs["counts"] = {s: sum(1 for r in rows if r.get("status") == s) for s in ("scored", "unscored", "error")}
+    abstained = sum(1 for r in rows if r.get("status") == "abstained")
+    if abstained:  # a selective judge's rows (its batch plan adds the count even when it is 0)
+        out.attrs["counts"]["abstained"] = abstained
     return out
 
 

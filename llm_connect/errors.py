@@ -10,7 +10,8 @@ Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
     │   ├── ConfigError                         a pipeline / CLI config is wrong (names the key)
     │   ├── EmbeddingShapeError                 embedder gave other than two usable vectors
     │   ├── JudgeReplyError                     a judge reply holds no usable verdict
-    │   │   └── LogprobsUnavailableError        logprob scoring asked, adapter gave none
+    │   │   ├── LogprobsUnavailableError        logprob scoring asked, adapter gave none
+    │   │   └── JudgeAbstained                  a selective judge is not sure enough: the item goes on
     │   └── UncalibratedJudgeError              a judge without a (good enough) card was asked to decide
     ├── BudgetExceededError                     the run's budget is spent
     ├── MissingDependencyError (ImportError)    an optional extra is not installed
@@ -37,6 +38,7 @@ __all__ = [
     "BudgetExceededError",
     "ConfigError",
     "EmbeddingShapeError",
+    "JudgeAbstained",
     "JudgeReplyError",
     "LLMConnectError",
     "LogprobsUnavailableError",
@@ -76,6 +78,28 @@ class JudgeReplyError(ValidationError):
 
 class LogprobsUnavailableError(JudgeReplyError):
     """Logprob scoring was asked for but the adapter returned no token probabilities."""
+
+
+class JudgeAbstained(JudgeReplyError):
+    """A selective judge's confidence is below its calibrated cut-off: it gives no verdict on this item.
+
+    In a batch the row's status is *abstained* (no score, never 0; its ``confidence`` in the row),
+    and a cascade passes the item to its next judge or to people. A subclass of
+    :class:`JudgeReplyError`, so code written for unusable replies (a panel member that gives
+    none, the fixed-band ``CascadeJudge`` escalating) treats an abstention as one. ``confidence``:
+    the judge's confidence on the item; ``cutoff``: its cut-off; ``result``: the withheld judgment
+    (a ``GradingResult``, for audit, never a score), when there is one; ``columns``: the judge's own
+    columns of the batch row (``decided_by``, ``stage``...); ``response``: what the abstaining
+    judgment cost, as for any unusable reply.
+    """
+
+    def __init__(self, message: str, *, confidence: float | None = None, cutoff: float | None = None,
+                 result: object | None = None, columns: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.confidence = confidence
+        self.cutoff = cutoff
+        self.result = result
+        self.columns: dict[str, object] = dict(columns or {})
 
 
 class UncalibratedJudgeError(ValidationError):

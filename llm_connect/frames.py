@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .batch import RESULT_FRAME_COLUMNS
+from .batch import RESULT_FRAME_COLUMNS, canonical_item_id, item_id_text, renamed_keyword
 from .errors import ValidationError
 from .quality import MAX_LINE_BYTES, BaseLedger, ParquetLedger, QualityLedger, QualityObservation
 from .quality._base import is_parquet_location
@@ -48,6 +48,7 @@ from .quality._ledger_io import (
 )
 
 __all__ = [
+    "HOLD_GRADER_ID",
     "HUMAN_GRADER_ID",
     "LEDGER_COLUMNS",
     "PAIRED_COLUMNS",
@@ -398,7 +399,8 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     ``candidate`` texts, each side's adapter and model ids (categoricals), the
     candidate's own usage (``candidate_tokens_in``, ``candidate_tokens_out``,
     ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
-    (``tokens_in``, ``tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names as
+    (``tokens_in``, ``tokens_out``, ``judge_tokens_in``, ``judge_tokens_out`` (the same counts
+    beside the cost), ``judge_cost_usd``, ``latency_ms``): the same names as
     the judge's columns of :func:`~llm_connect.grading.judge_many` (see
     :data:`llm_connect.batch.RESULT_FRAME_COLUMNS`).
     """
@@ -425,6 +427,8 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 float(cand.latency_ms),
                 int(getattr(r, "tokens_in", 0)),
                 int(getattr(r, "tokens_out", 0)),
+                int(getattr(r, "tokens_in", 0)),
+                int(getattr(r, "tokens_out", 0)),
                 float(getattr(r, "cost_usd", 0.0)),
                 float(getattr(r, "latency_ms", 0.0)),
             )
@@ -432,7 +436,8 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
-    for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out"):
+    for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out", "judge_tokens_in",
+              "judge_tokens_out"):
         frame[c] = frame[c].astype("int64")
     for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "judge_cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
@@ -446,6 +451,10 @@ HUMAN_GRADER_ID = "human"
 SKIP_GRADER_ID = "human-skip"
 #: The grader id of an undo marker: tag ``undoes`` names the ``label_id`` of the label (or skip) taken back.
 UNDO_GRADER_ID = "human-undo"
+#: The grader id of a hold: an annotator of :class:`~llm_connect.calibration.Labeller` took the item (tags
+#: ``item_id``, ``annotator``, ``hold_seconds``), so other annotators pass it over until the hold expires
+#: (never read as a label or a judge's score).
+HOLD_GRADER_ID = "human-hold"
 PAIRED_COLUMNS = (
     "task_type",
     "item_id",
@@ -505,7 +514,10 @@ def record_labels(
     columns (default: ``item_id`` or ``id``; ``adapter_id``, ``candidate_adapter``
     or ``candidate_model``; ``model_id`` or ``candidate_model``, else the adapter).
     ``annotator``: a column naming who labelled each row; without one the tag
-    is ``"anonymous"``. Every row is validated before anything is written, and
+    is ``"anonymous"``. Ids are converted as ``judge_many`` records them
+    (:func:`~llm_connect.batch.canonical_item_id`: a whole float such as ``1.0``
+    is ``1``, numpy scalars are plain Python); a labelled row without an id is an
+    error. Every row is validated before anything is written, and
     all are written under one lock. Returns how many labels were written.
     """
     if not isinstance(frame, pd.DataFrame):
@@ -531,10 +543,10 @@ def record_labels(
         value = _label_value(labels[k], idx)
         if value is None:
             continue
-        item = _plain(items[k])
+        item = canonical_item_id(items[k])  # the one conversion: 1.0 is 1, as judge_many records it
         if item is None:
             raise ValidationError(f"row {idx!r} has a label but no item id in column {item_col!r}")
-        tags = {"grader_id": grader_id, "item_id": item if isinstance(item, (str, int)) else str(item),
+        tags = {"grader_id": grader_id, "item_id": item,
                 "annotator": str(_plain(who[k]) or "anonymous")}
         try:
             observations.append(QualityObservation(
@@ -552,18 +564,20 @@ def paired_frame(
     ledger: BaseLedger | str | os.PathLike[str] | Iterable[QualityObservation],
     task_type: str,
     *,
-    judge: str,
+    grader_id: str | None = None,
     human: str = HUMAN_GRADER_ID,
     rubric_hash: str | None = None,
     threshold: float = 0.5,
+    judge: str | None = None,
 ) -> pd.DataFrame:
     """One row per judged (item, adapter): the judge's score beside the human label, for :func:`estimate_quality`.
 
     Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]``
-    is ``judge`` (the judge's scores) or ``human`` (the labels written by
-    :func:`record_labels`) and joins them on ``tags["item_id"]`` and
-    ``adapter_id``. Columns: ``task_type``, ``item_id`` (text), ``adapter_id``,
-    ``model_id`` (the candidate's model), a column named ``judge`` (the judge's
+    is ``grader_id`` (the judge's scores) or ``human`` (the labels written by
+    :func:`record_labels`) and joins them on ``tags["item_id"]`` (matched on its
+    text, :func:`~llm_connect.batch.item_id_text`: ``1``, ``1.0`` and ``"1"`` are
+    one item) and ``adapter_id``. Columns: ``task_type``, ``item_id`` (text), ``adapter_id``,
+    ``model_id`` (the candidate's model), a column named ``grader_id`` (the judge's
     score; the mean when it judged the item more than once) and one named
     ``human`` (the annotators' mean label, NaN where the item is unlabelled) —
     plus ``judge``/``human`` aliases under those literal names when the grader
@@ -578,12 +592,18 @@ def paired_frame(
 
     Observations of one grader under several rubrics are never pooled: pass
     ``rubric_hash=`` to choose one, or the call raises naming them.
+
+    ``judge=`` is the older name of ``grader_id=``: still accepted, with a :class:`DeprecationWarning`.
     """
-    for name, value in (("judge", judge), ("human", human)):
+    judge = renamed_keyword(grader_id, judge, func="paired_frame", new_name="grader_id", old_name="judge")
+    if judge is None:
+        raise ValidationError("paired_frame() needs grader_id=: the grader id of the judge whose scores to pair "
+                              "with the human labels (e.g. grader_id='llm-judge')")
+    for name, value in (("grader_id", judge), ("human", human)):
         if not isinstance(value, str) or not value.strip():
             raise ValidationError(f"{name} must be a grader id (a non-empty string), got {value!r}")
     if judge == human:
-        raise ValidationError(f"judge and human must be different grader ids, both are {judge!r}")
+        raise ValidationError(f"grader_id and human must be different grader ids, both are {judge!r}")
     df = ledger_frame(ledger, tags="expand")
     df = df[(df["task_type"] == task_type).to_numpy(dtype=bool)] if len(df) else df
     if "tag.grader_id" not in df.columns or "tag.item_id" not in df.columns or not len(df):
@@ -622,7 +642,7 @@ def paired_frame(
         ids = part["tag.item_id"].astype(object)
         present = ids.notna()
         text = pd.Series(None, index=part.index, dtype=object)
-        text[present] = ids[present].astype(str)  # str(v) of each id, as record_labels writes it
+        text[present] = ids[present].map(item_id_text)  # one rule: 1, 1.0 and "1" are item "1"
         out = pd.DataFrame({
             "item_id": text,
             "adapter_id": part["adapter_id"].astype(object),

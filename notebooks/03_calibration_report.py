@@ -82,7 +82,7 @@ llm = LLMJudge(LlamaCppAdapter(), seed=0)      # SmolLM2-135M, loaded once, on f
 # %%
 from llm_connect.calibration import calibrate
 
-report = calibrate(qa, {"exact": exact, "embedding": embedding}, human="human", annotators=["human_2"],
+report = calibrate({"exact": exact, "embedding": embedding}, qa, human="human", annotators=["human_2"],
                    reference_sep="|", probe_limit=100, seed=0)
 report.summary().round(3)
 
@@ -140,7 +140,7 @@ plt.show()
 
 # %%
 sample = qa.sample(24, random_state=0)
-llm_report = calibrate(sample, {"exact": exact, "embedding": embedding, "llm": llm}, human="human",
+llm_report = calibrate({"exact": exact, "embedding": embedding, "llm": llm}, sample, human="human",
                        annotators=["human_2"], reference_sep="|", probes=None, seed=0)
 llm_report.summary().round(3)
 

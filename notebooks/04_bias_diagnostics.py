@@ -93,7 +93,7 @@ for probe in ["length", "format", "injection"]:
 # %%
 from llm_connect.calibration import calibrate
 
-report = calibrate(sample, judges, human="human", reference_sep="|", probes=["length", "format", "injection"],
+report = calibrate(judges, sample, human="human", reference_sep="|", probes=["length", "format", "injection"],
                    probe_limit=6, seed=0)
 report.bias
 
@@ -278,7 +278,7 @@ pw_items = pd.DataFrame({
 one_order = PairwiseJudge(smol, both_orders=False, grader_id="one-order", seed=0)
 
 # %%
-pair_report = calibrate(pw_items, {"one_order": one_order}, human="b_better", probes=["position"], seed=0,
+pair_report = calibrate({"one_order": one_order}, pw_items, human="b_better", probes=["position"], seed=0,
                         run_config=pair_config)
 position = pair_report.bias.result("one_order", "position")
 s = position.stats

@@ -94,7 +94,7 @@ record_labels(ledger, labels, task_type="qa", annotator="annotator")
 # score, the human label (NaN where nobody looked) and the candidate's model.
 
 # %%
-pairs = paired_frame(ledger, "qa", judge=judge.grader_id, human="human")
+pairs = paired_frame(ledger, "qa", grader_id=judge.grader_id, human="human")
 pairs.head()
 
 # %%

@@ -69,18 +69,18 @@ graded["status"].value_counts()
 # %% [markdown]
 # ## 2 · The labeller
 #
-# `Labeller(items, ledger=..., task_type=..., annotator=..., judge=...,
+# `Labeller(items, ledger=..., task_type=..., annotator=..., grader_id=...,
 # strategy="random", seed=0)` walks the items in a seeded order. `"random"` keeps
 # the labelled answers a simple random sample, so the estimates need no weights;
 # `"stratified"` (round-robin over the candidate models), `"active"` (answers the
 # judge is unsure of are shown more often, with their probabilities recorded so
 # the estimates stay unbiased; Zrnic & Candès 2024) and `"overlap"` (a share every
 # annotator labels, for inter-annotator agreement) are the other strategies.
-# `judge=` names the judge's grader id: the labeller reads its scores from the
+# `grader_id=` names the judge's grader id: the labeller reads its scores from the
 # ledger (to reveal on request, and for the estimates).
 
 # %%
-labeller = Labeller(qa, ledger=ledger, task_type="qa", annotator="ana", judge=judge.grader_id, seed=0,
+labeller = Labeller(qa, ledger=ledger, task_type="qa", annotator="ana", grader_id=judge.grader_id, seed=0,
                     reference_sep="|")
 labeller
 
@@ -148,7 +148,7 @@ print(labeller.n_labelled, "labelled;", len(ledger.read_all()), "observations in
 # %%
 # NBVAL_CHECK_OUTPUT
 resumed = Labeller(qa, ledger=QualityLedger(workdir / "ledger.jsonl"), task_type="qa", annotator="ana",
-                   judge=judge.grader_id, seed=0, reference_sep="|")
+                   grader_id=judge.grader_id, seed=0, reference_sep="|")
 print(resumed.n_labelled, "labelled; resumes at", resumed.current["item_id"])
 
 # %% [markdown]

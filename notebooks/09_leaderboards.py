@@ -188,7 +188,7 @@ print(answers[answers["model"] == "smollm2-135m (here)"]["answer"].str.slice(0, 
 # %%
 from llm_connect.grading import tournament
 
-games = tournament(answers, judge, seed=0, progress=False)
+games = tournament(judge, answers, seed=0, progress=False)
 games[["prompt", "model_a", "model_b", "winner", "status"]]
 
 # %% [markdown]

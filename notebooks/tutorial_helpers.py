@@ -19,6 +19,9 @@ note...), so rewording a rubric or a template does not break them.
 - :func:`simulated_judge`: a hosted LLM judge with planted biases, deciding by
   :func:`overlap_verdict` from the texts it is shown (notebook 7, which needs an
   informative judge of known bias; the embedded 135M model is no better than chance);
+- :func:`yes_no_judge`: an LLM judge answering yes or no with the token probabilities of both, sure of
+  clear cases and unsure of the others, deciding by :func:`overlap_verdict` from the texts it is shown
+  (notebook 11, whose selective judges read its probabilities);
 - :func:`stable_unit`: the seeded draw all of them use.
 """
 
@@ -46,6 +49,8 @@ __all__ = [
     "reference_model",
     "simulated_judge",
     "stable_unit",
+    "yes_no_judge",
+    "yes_probability",
 ]
 
 Row = Mapping[str, Any]
@@ -286,5 +291,65 @@ def reference_model(qa: pd.DataFrame) -> Reply:
 
     def reply(prompt: str, run_config: Any) -> str:
         return references[prompt]
+
+    return reply
+
+
+# -- notebook 11: an LLM judge that says how sure it is (yes / no with token probabilities) -------
+
+HEDGES = re.compile(r"\b(maybe|perhaps|probably|i think|not sure|i believe|possibly|around|about|roughly)\b",
+                    re.IGNORECASE)
+
+
+def yes_probability(candidate: str, baseline: str) -> float:
+    """How sure the stand-in of :func:`yes_no_judge` is that ``candidate`` answers as ``baseline`` does: P(yes).
+
+    From the two texts alone, never a label: the verdict is :func:`overlap_verdict`'s, and the judge is
+    sure of it when the case looks clear (a short answer holding every content word of a reference; a
+    fluent sentence sharing no word with any reference) and unsure when it does not (a hedge, markdown, a
+    long answer that may only mention the reference as a distractor, a short answer that shares no word
+    with the references and may be an alias or another format, one that shares some words but not all),
+    with a seeded jitter of +-0.02.
+    """
+    refs = [r.strip() for r in baseline.split("|") if r.strip()] or [baseline]
+    words = content_words(candidate)
+    n_words = len(candidate.split())
+    shared = any(words & content_words(r) for r in refs)
+    if overlap_verdict(candidate, baseline):
+        if HEDGES.search(candidate):
+            p = 0.65
+        elif MARKDOWN.search(candidate):
+            p = 0.8
+        elif n_words > 15:
+            p = 0.75
+        else:
+            p = 0.97
+    elif shared:
+        p = 0.35
+    elif n_words <= 5:
+        p = 0.3
+    else:
+        p = 0.04
+    return min(0.995, max(0.005, p + 0.04 * (stable_unit("yes-no", candidate) - 0.5)))
+
+
+def yes_no_judge(qa: pd.DataFrame) -> Reply:
+    """A reply function for ``LLMJudge(..., scoring="yes-no")`` prompts about the QA set: one token, ``yes``
+    or ``no``, with the top log-probabilities of both (:func:`yes_probability`), as a hosted model's
+    logprobs would give them. It finds the item the prompt shows (:class:`AnswerIndex`) and reads only its
+    question, references and answer, never the labels."""
+    from llm_connect import LLMResponse, TokenLogprob
+
+    answers = AnswerIndex(qa)
+
+    def reply(prompt: str, run_config: Any) -> Any:
+        found = answers.find(prompt)
+        if found is None:
+            return "I cannot tell which answer I am asked to grade."  # no label token: an *unscored* row
+        p = yes_probability(found.text, str(found.row["baseline"]))
+        token = "yes" if p >= 0.5 else "no"
+        top = (("yes", math.log(p)), ("no", math.log(1.0 - p)))
+        return LLMResponse(content=token, adapter_id="stand-in", model_id="stand-in",
+                           logprobs=(TokenLogprob(token, dict(top)[token], top),))
 
     return reply

@@ -1,12 +1,33 @@
-"""Shared fixtures. Tests use real fakes from ``llm_connect.testing``, never mocks of our own code.
+"""Shared fixtures, and the markers that split the fast loop from the full suite.
 
-Fixtures only: builders and Hypothesis strategies live in ``strategies.py``
-(``from strategies import ...``), never imported from here.
+Tests use real fakes from ``llm_connect.testing``, never mocks of our own code. Fixtures only:
+builders and Hypothesis strategies live in ``strategies.py`` (``from strategies import ...``) and
+the child processes a test stops with Ctrl-C in ``interruptible.py``, never imported from here.
+
+The fast loop is ``python -m pytest -m "not slow"``; the full suite is ``python -m pytest``.
+:func:`pytest_collection_modifyitems` marks, at collection, so that nobody has to remember to:
+
+- ``ray``: every test of ``test_distributed.py``, and any test whose code or fixtures import or
+  start Ray (``import ray``, ``ray.init(``, ``importorskip("ray")``);
+- ``browser``: every test of ``test_labeller_browser.py``, and any test whose code or fixtures
+  drive a browser (``selenium``, ``webdriver``);
+- ``local_models``: any test whose code or fixtures build a bundled model (``LlamaCppAdapter()``,
+  ``SentenceTransformerEmbedder()``, keywords allowed, no path), beside those marked by hand;
+- ``notebooks``: every cell nbval runs from ``notebooks/``;
+
+and adds ``slow`` to all of these. Code is read as tokens, without strings, docstrings and
+comments, so a test that only names Ray or a model in a message is not caught. A test that takes more
+than about five seconds for another reason carries ``@pytest.mark.slow`` itself.
 """
 
 from __future__ import annotations
 
+import inspect
+import io
 import os
+import re
+import textwrap
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -31,3 +52,82 @@ def make_obs():
     from strategies import make_observation  # here, not at the top: llm_connect loads after the settings above
 
     return make_observation
+
+
+# -- the fast loop: markers added at collection ------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+NOTEBOOKS = REPO / "notebooks"
+# Whole modules of one kind: test_distributed.py is Ray's (its Ray-free test runs a fresh interpreter,
+# a few seconds too); test_labeller_browser.py drives JupyterLab in Chromium through helpers.
+KIND_OF_MODULE = {"test_distributed.py": "ray", "test_labeller_browser.py": "browser"}
+# What the code of a test or of one of its fixtures says (read as tokens: strings, docstrings and
+# comments left out, but for the module named to importorskip) when it starts Ray, drives a browser
+# or loads an embedded model.
+KIND_OF_CODE = {
+    "ray": re.compile(r"\bimport ray\b|\bfrom ray\b|\bray \. init \(|\bimportorskip \( ['\"]ray['\"]"),
+    "browser": re.compile(r"\bselenium\b|\bwebdriver\b"),
+    # the bundled model: no path given (LlamaCppAdapter(), LlamaCppAdapter(logits_all=True)); a made-up path is fast
+    "local_models": re.compile(r"\b(LlamaCppAdapter|SentenceTransformerEmbedder) \( (\)|\w+ =)"),
+}
+SLOW_KINDS = ("local_models", "ray", "browser", "notebooks")
+_code_cache: dict[int, str] = {}
+
+
+def _code(source: str) -> str:
+    """``source`` as its tokens joined by spaces, without comments and strings (but importorskip's)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(textwrap.dedent(source)).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    kept: list[str] = []
+    for tok in tokens:
+        if tok.type == tokenize.STRING and kept[-2:] != ["importorskip", "("]:
+            continue
+        if tok.type in (tokenize.NAME, tokenize.OP, tokenize.NUMBER, tokenize.STRING):
+            kept.append(tok.string)
+    return " ".join(kept)
+
+
+def _code_of_function(func) -> str:
+    """The code of a test or fixture function defined under ``tests/`` ('' for pytest's own)."""
+    func = inspect.unwrap(getattr(func, "_get_wrapped_function", lambda: func)())
+    key = id(func)
+    if key not in _code_cache:
+        try:
+            in_tests = Path(inspect.getsourcefile(func) or "").resolve().is_relative_to(TESTS)
+            _code_cache[key] = _code(inspect.getsource(func)) if in_tests else ""
+        except (OSError, TypeError):
+            _code_cache[key] = ""
+    return _code_cache[key]
+
+
+def _code_of(item: pytest.Item) -> str:
+    """The code of the test function and of every fixture it uses, directly or not."""
+    parts = [_code_of_function(item.obj)] if isinstance(item, pytest.Function) else []
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in getattr(info, "name2fixturedefs", {}).values():
+        parts.extend(_code_of_function(d.func) for d in defs)
+    return "\n".join(parts)
+
+
+def _kinds(item: pytest.Item) -> set[str]:
+    path = Path(item.path).resolve()
+    if path.is_relative_to(NOTEBOOKS):
+        return {"notebooks"}
+    kinds = {KIND_OF_MODULE[path.name]} if path.name in KIND_OF_MODULE else set()
+    code = _code_of(item)
+    kinds.update(kind for kind, pattern in KIND_OF_CODE.items() if pattern.search(code))
+    kinds.update(kind for kind in SLOW_KINDS if item.get_closest_marker(kind) is not None)
+    return kinds
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark Ray, browser, local-model and notebook tests as such, and each of them ``slow``."""
+    for item in items:
+        kinds = _kinds(item)
+        for kind in sorted(kinds):
+            if item.get_closest_marker(kind) is None:
+                item.add_marker(kind)
+        if kinds and item.get_closest_marker("slow") is None:
+            item.add_marker("slow")

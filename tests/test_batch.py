@@ -7,12 +7,12 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 
 import pandas as pd
 import pytest
+from interruptible import python_argv
 
 from llm_connect import (
     ExactMatchJudge,
@@ -23,12 +23,13 @@ from llm_connect import (
     RunConfig,
     judge_many,
 )
+from llm_connect.batch import content_item_id
 from llm_connect.errors import ServerError
 from llm_connect.grading import LLM_JUDGE_RUBRIC_HASH, ajudge_many, grade_many
 from llm_connect.testing import ScriptedAdapter
 
 RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "tokens_in", "tokens_out",
-          "judge_cost_usd"]
+          "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
 
 
 def items(n: int, **extra):
@@ -175,7 +176,10 @@ def test_grade_many_generates_grades_and_records(tmp_path):
     obs = ledger.read_all()
     assert len(obs) == 6
     assert {o.adapter_id for o in obs} == {"cand"} and {o.baseline_adapter_id for o in obs} == {"base"}
-    assert sorted(o.tags["item_id"] for o in obs) == list(range(6))
+    # no ids: each item is keyed by its texts (never by its row position, which would be another item's id)
+    assert {o.tags["item_id"] for o in obs} == {content_item_id(p, b, c) for p, b, c in
+                                                zip(df["prompt"], df["baseline"], df["candidate"], strict=True)}
+    assert len({o.tags["item_id"] for o in obs}) == 6
     assert all(o.cost_usd == 0.01 and o.tags["grader_id"] == "exact-match" for o in obs)
 
 
@@ -201,6 +205,7 @@ def test_a_judge_raising_a_bad_score_is_unscored_or_error_not_dropped():
     assert "quality_score" in df.loc[1, "error"]
 
 
+@pytest.mark.slow  # 3 s measured on 2 busy cores: out of the fast loop
 def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path):
     script = textwrap.dedent(
         """
@@ -219,8 +224,8 @@ def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path):
     )
     ledger_path = tmp_path / "l.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(ledger_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        python_argv("-c", script, str(ledger_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )  # python_argv: the child takes Ctrl-C even when this runner ignores SIGINT (nohup)
     assert proc.stdout.readline().strip() == "started"
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
@@ -252,8 +257,10 @@ def test_item_ids_of_any_kind_are_recorded_and_never_unscore_a_row(tmp_path):
     assert list(df["status"]) == ["scored"] * len(ids) and list(df["quality_score"]) == [1.0] * len(ids)
     assert df["ledger_error"].isna().all()
     recorded = [o.tags["item_id"] for o in ledger.read_all()]
-    # a missing id is the row's position; numpy scalars are plain Python; other objects are their text
-    assert sorted(map(str, recorded)) == sorted(map(str, [0, 1, 5, "x", "opaque-7", 5, 2, 3.5]))
+    # a missing id is the key of the item's texts (never the row's position: NA at row 5 is not item 5);
+    # numpy scalars are plain Python; other objects are their text
+    key = content_item_id("q", "a", "a")
+    assert sorted(map(str, recorded)) == sorted(map(str, [key, key, 5, "x", "opaque-7", key, 2, 3.5]))
     assert {type(v) for v in recorded} <= {int, float, str}
 
 
@@ -275,13 +282,14 @@ def test_a_failing_ledger_is_reported_in_its_own_column_and_the_row_stays_scored
     assert "ledger append failed" in graded.loc[0, "ledger_error"]
 
 
-def test_grade_many_records_a_missing_id_as_the_row_position(tmp_path):
+def test_grade_many_records_a_missing_id_as_the_key_of_its_texts(tmp_path):
     ledger = QualityLedger(tmp_path / "l.jsonl")
     base = ScriptedAdapter(["b"], cycle=True)
     frame = pd.DataFrame({"prompt": ["p0", "p1"], "id": [math.nan, 7.0]})
     graded = grade_many(ExactMatchJudge(), base, base, frame, ledger=ledger, task_type="qa", progress=False)
     assert list(graded["status"]) == ["scored", "scored"] and graded["ledger_error"].isna().all()
-    assert sorted(o.tags["item_id"] for o in ledger.read_all()) == [0, 7]
+    assert sorted(map(str, (o.tags["item_id"] for o in ledger.read_all()))) == sorted(
+        ["7", content_item_id("p0", "b", "b")])  # 7.0 is 7; the id-less row is keyed by its texts, not by 0
 
 
 # -- missing text is not a match -------------------------------------------------------------------
@@ -430,7 +438,7 @@ def test_ajudge_many_takes_the_path_of_judge_many():
     sync = judge_many(judge, items(3), progress=False)
     awaited = asyncio.run(ajudge_many(judge, items(3), progress=False))
     assert list(awaited.columns) == list(sync.columns)
-    assert [*RESULT, "verdict", "consistent", "details"] == list(sync.columns)[-12:]
+    assert [*RESULT, "verdict", "consistent", "details"] == list(sync.columns)[-(len(RESULT) + 3):]
     assert awaited["judge_cost_usd"].tolist() == sync["judge_cost_usd"].tolist() == pytest.approx([0.02] * 3)
 
 

@@ -53,7 +53,7 @@ def percent_agreement(matrix: np.ndarray) -> float:
 
 def test_calibrate_in_epochs_fills_the_judge_cards_reliability():
     adapter = ScriptedAdapter(seeded_reply)
-    report = calibrate(items(), {"exact": ExactMatchJudge(), "llm": LLMJudge(adapter)}, human="human",
+    report = calibrate({"exact": ExactMatchJudge(), "llm": LLMJudge(adapter)}, items(), human="human",
                        probes=None, n_boot=50, epochs=3, reducer="mode", progress=False)
     assert len(adapter.calls) == 3 * N  # every item, every epoch
     expected = [statistics.mode(VERDICTS[:, i]) for i in range(N)]
@@ -78,23 +78,24 @@ def test_calibrate_in_epochs_fills_the_judge_cards_reliability():
 
 def test_a_single_run_leaves_the_reliability_blank_and_bad_epochs_are_refused():
     adapter = ScriptedAdapter(seeded_reply)
-    report = calibrate(items(), {"llm": LLMJudge(adapter)}, human="human", probes=None, n_boot=20, progress=False)
+    report = calibrate({"llm": LLMJudge(adapter)}, items(), human="human", probes=None, n_boot=20, progress=False)
     (card,) = report.judge_cards()
     assert card.reliability is None and report.meta.reliability == {}
     row = card.row()
     assert row["epochs"] is None and math.isnan(row["epoch_agreement"]) and math.isnan(row["epoch_alpha"])
     calls = len(adapter.calls)
     with pytest.raises(ValidationError, match="epochs must be a positive integer"):
-        calibrate(items(), {"llm": LLMJudge(adapter)}, human="human", probes=None, epochs=0, progress=False)
+        calibrate({"llm": LLMJudge(adapter)}, items(), human="human", probes=None, epochs=0, progress=False)
     with pytest.raises(ValidationError, match="reducer must be one of"):
-        calibrate(items(), {"llm": LLMJudge(adapter)}, human="human", probes=None, epochs=2, reducer="avg",
+        calibrate({"llm": LLMJudge(adapter)}, items(), human="human", probes=None, epochs=2, reducer="avg",
                   progress=False)
     pairs = [{"prompt": "q", "candidate_a": "x", "candidate_b": "y", "human": "a"}]
     with pytest.raises(ValidationError, match="epochs= is not available for pairwise data"):
-        calibrate(pairs, {"llm": LLMJudge(adapter)}, human="human", epochs=2, progress=False)
+        calibrate({"llm": LLMJudge(adapter)}, pairs, human="human", epochs=2, progress=False)
     assert len(adapter.calls) == calls  # refused before any judge ran
 
 
+@pytest.mark.slow  # 6 s measured on 2 busy cores: out of the fast loop
 def test_cli_calibrate_epochs_writes_the_reliability_into_cards_csv(tmp_path, capsys):
     calls: Counter = Counter()
 

@@ -30,8 +30,8 @@ from llm_connect.calibration._groups import (
 )
 from llm_connect.cli import main
 from llm_connect.errors import ValidationError
-from llm_connect.views import plot_group_kappa
 from llm_connect.grading import FunctionJudge
+from llm_connect.views import plot_group_kappa
 
 
 def _exact(b: str, c: str) -> float:
@@ -68,7 +68,7 @@ JUDGE = {"exact-fn": FunctionJudge(_exact, grader_id="exact-fn")}
 def run(data, **kwargs):
     kwargs.setdefault("n_boot", 200)
     kwargs.setdefault("probes", None)
-    return calibrate(pd.DataFrame(data), JUDGE, human="human", progress=False, **kwargs)
+    return calibrate(JUDGE, pd.DataFrame(data), human="human", progress=False, **kwargs)
 
 
 def verdicts(scores: pd.DataFrame, name: str) -> np.ndarray:
@@ -124,7 +124,7 @@ def test_bias_per_group_is_the_paired_shift_of_each_groups_probed_items():
 
     judges = {"likes-length": FunctionJudge(long_is_good, grader_id="likes-length")}
     data = pd.DataFrame(rows())
-    report = calibrate(data, judges, human="human", by="candidate_model", probes="length", probe_limit=50,
+    report = calibrate(judges, data, human="human", by="candidate_model", probes="length", probe_limit=50,
                        n_boot=200, progress=False)
     bias = report.by_group.bias
     result = report.bias.result("likes-length", "length")
@@ -165,10 +165,10 @@ def test_a_missing_column_is_an_error_before_any_judge_runs():
         return 1.0
 
     with pytest.raises(ValidationError, match=r"no column 'modle' to group by; the data has .*candidate_model"):
-        calibrate(pd.DataFrame(rows()), {"j": FunctionJudge(counting, grader_id="j")}, human="human", by="modle",
+        calibrate({"j": FunctionJudge(counting, grader_id="j")}, pd.DataFrame(rows()), human="human", by="modle",
                   progress=False)
     with pytest.raises(ValidationError, match="label column"):
-        calibrate(pd.DataFrame(rows()), {"j": FunctionJudge(counting, grader_id="j")}, human="human", by="human",
+        calibrate({"j": FunctionJudge(counting, grader_id="j")}, pd.DataFrame(rows()), human="human", by="human",
                   progress=False)
     assert calls == []
     with pytest.raises(ValidationError, match="pooled row"):
@@ -232,6 +232,7 @@ def write_jsonl(path, data):
     return path
 
 
+@pytest.mark.slow  # 6 s measured on 2 busy cores: out of the fast loop
 def test_cli_by_candidate_model(tmp_path, capsys):
     data = write_jsonl(tmp_path / "items.jsonl", rows(tiny=4))
     out = tmp_path / "out"

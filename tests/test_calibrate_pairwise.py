@@ -173,7 +173,7 @@ def test_calibrate_detects_pairs_and_measures_three_ways(servers):
     judges = {"knows": judge(servers["knows"], "knows", allow_tie=True),
               "first": judge(servers["first"], "first"),
               "tie": judge(servers["tie"], "tie", allow_tie=True)}
-    report = calibrate(data, judges, annotators=["r1", "r2", "r3"], n_boot=200, progress=False)
+    report = calibrate(judges, data, annotators=["r1", "r2", "r3"], n_boot=200, progress=False)
     assert isinstance(report, PairwiseReport)
     s = report.scores_table()
     assert s["winner_human"].tolist() == [("a", "b", "tie")[i % 3] for i in range(30)]
@@ -215,7 +215,7 @@ def test_calibrate_detects_pairs_and_measures_three_ways(servers):
 
 def test_majority_of_annotators_is_the_reference_without_a_human_column(servers):
     data = pd.DataFrame(pairs(12)).drop(columns=["human"])
-    report = calibrate(data, [judge(servers["knows"], "knows", allow_tie=True)], annotators=["r1", "r2", "r3"],
+    report = calibrate([judge(servers["knows"], "knows", allow_tie=True)], data, annotators=["r1", "r2", "r3"],
                        pairwise=True, n_boot=0, progress=False, probes=None)
     # r3 is always right; where r1 or r2 dissent, the other two still make the majority
     assert report.scores["winner_human"].tolist() == [("a", "b", "tie")[i % 3] for i in range(12)]
@@ -242,7 +242,7 @@ def test_a_judge_deciding_one_pair_in_30_is_not_reported_at_63_percent(servers):
         rows.append({"id": i, "prompt": f"Capital of {country}? (capital: {right})", "candidate_a": a,
                      "candidate_b": b, "pref": 2 if b_better else 1})
     with LoopbackServer(reply=stubborn) as server:
-        report = calibrate(rows, [judge(server, "stubborn")], human="pref", preference_codes="a=1,b=2,tie=0",
+        report = calibrate([judge(server, "stubborn")], rows, human="pref", preference_codes="a=1,b=2,tie=0",
                            n_boot=200, progress=False)
     p = report.pairwise.iloc[0]
     assert p["n"] == 30 and p["n_non_tie"] == 30
@@ -255,7 +255,7 @@ def test_a_judge_deciding_one_pair_in_30_is_not_reported_at_63_percent(servers):
 
 def test_one_order_judge_gets_the_swapped_order_from_the_position_probe(servers):
     data = pairs(9)
-    report = calibrate(data, [judge(servers["first"], "first", both_orders=False)], n_boot=0, progress=False,
+    report = calibrate([judge(servers["first"], "first", both_orders=False)], data, n_boot=0, progress=False,
                        probes="position", probe_limit=5)
     s = report.scores
     assert (s["winner_first"] == "a").all()  # one order: A shown first always wins
@@ -268,21 +268,21 @@ def test_pairwise_errors_are_clear(servers):
     from llm_connect.grading import ExactMatchJudge
 
     with pytest.raises(ValidationError, match="not pairwise"):
-        calibrate(pairs(3), [ExactMatchJudge()], progress=False)
+        calibrate([ExactMatchJudge()], pairs(3), progress=False)
     with pytest.raises(ValidationError, match="position probe only"):
-        calibrate(pairs(3), [judge(servers["knows"], "k")], probes="length", progress=False)
+        calibrate([judge(servers["knows"], "k")], pairs(3), probes="length", progress=False)
     with pytest.raises(ValidationError, match="needs the column"):
-        calibrate([{"prompt": "q", "candidate_a": "x"}], [judge(servers["knows"], "k")], pairwise=True,
+        calibrate([judge(servers["knows"], "k")], [{"prompt": "q", "candidate_a": "x"}], pairwise=True,
                   progress=False)
     with pytest.raises(ValidationError, match="do not apply to pairwise"):
-        calibrate(pairs(3), [judge(servers["knows"], "k")], by="topic", progress=False)
+        calibrate([judge(servers["knows"], "k")], pairs(3), by="topic", progress=False)
 
 
 def test_report_html_escapes_untrusted_names(servers, tmp_path):
     data = pairs(6)
     for r in data:
         r["<b>evil</b>"] = "=cmd()"
-    report = calibrate(data, {"<i>j</i>": judge(servers["knows"], "x", allow_tie=True)}, n_boot=0,
+    report = calibrate({"<i>j</i>": judge(servers["knows"], "x", allow_tie=True)}, data, n_boot=0,
                        progress=False)
     html = report.to_html(tmp_path / "r.html").read_text()
     assert "<i>j</i>" not in html and "&lt;i&gt;j&lt;/i&gt;" in html

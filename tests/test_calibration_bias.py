@@ -227,7 +227,7 @@ def test_progress_bars_name_the_phase_and_the_judge(capsys):
     """Grading and each probe say what they are doing, for which judge ("probe: length — fair")."""
     from llm_connect.calibration import calibrate
 
-    calibrate(make_items(12), {"fair": UNBIASED}, probes="length,format", progress=True, n_boot=200)
+    calibrate({"fair": UNBIASED}, make_items(12), probes="length,format", progress=True, n_boot=200)
     err = capsys.readouterr().err
     assert "grading: fair" in err
     assert "probe: length \N{EM DASH} fair" in err and "probe: format \N{EM DASH} fair" in err

@@ -95,6 +95,7 @@ def exact_human_row(out: Path) -> pd.Series:
     return agreement[(agreement["judge_a"] == "exact-match") & (agreement["judge_b"] == "human")].iloc[0]
 
 
+@pytest.mark.slow  # 7 s measured on 2 busy cores: out of the fast loop
 def test_exact_match_against_humans_in_process(nq301_jsonl, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(exact_args(nq301_jsonl, out)) == 0
@@ -121,6 +122,7 @@ def test_exact_match_against_humans_in_process(nq301_jsonl, tmp_path, capsys):
     assert "exact-match" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # 11 s measured on 2 busy cores: out of the fast loop
 def test_exact_match_against_humans_as_a_subprocess(nq301_jsonl, tmp_path):
     out = tmp_path / "sub"
     exe = Path(sys.executable).with_name("llm-connect")

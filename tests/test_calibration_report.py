@@ -60,7 +60,7 @@ def judges():
 
 @pytest.fixture(scope="module")
 def report() -> CalibrationReport:
-    return calibrate(dataset(), judges(), human="verdict", annotators=["rater1", "rater2"], reference_sep="|",
+    return calibrate(judges(), dataset(), human="verdict", annotators=["rater1", "rater2"], reference_sep="|",
                      n_boot=200, progress=False)
 
 
@@ -108,7 +108,7 @@ def test_exact_judge_uses_any_reference(report):
 
 def test_llm_judge_sees_references_one_per_line():
     adapter = ScriptedAdapter(llm_reply)
-    score_items(dataset(2), {"llm": LLMJudge(adapter)}, reference_sep="|", progress=False)
+    score_items({"llm": LLMJudge(adapter)}, dataset(2), reference_sep="|", progress=False)
     assert "Paris 0\nthe city of Paris 0" in adapter.prompts[0]
 
 
@@ -144,6 +144,7 @@ def test_summary_and_diagnostics(report):
     assert report.disagreements("llm", "exact", top=3)["gap"].is_monotonic_decreasing
 
 
+@pytest.mark.slow  # 15 s measured on 2 busy cores: out of the fast loop
 def test_html_and_file(report, tmp_path):
     html = report._repr_html_()
     assert "Agreement at threshold" in html and "Bias probes" in html
@@ -166,6 +167,7 @@ def test_html_and_file(report, tmp_path):
     assert len(pd.read_csv(paths["bias"])) == 9
 
 
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
 def test_widget_builds_and_reacts(report):
     box = report.widget()
     c = box.controls
@@ -183,32 +185,32 @@ def test_widget_builds_and_reacts(report):
 
 def test_score_items_validates_inputs():
     with pytest.raises(ValueError, match="candidate"):
-        score_items([{"prompt": "p", "baseline": "b"}], {"f": FunctionJudge(lambda b, c: 1.0)}, progress=False)
+        score_items({"f": FunctionJudge(lambda b, c: 1.0)}, [{"prompt": "p", "baseline": "b"}], progress=False)
     with pytest.raises(ValueError, match="no label column"):
-        score_items(dataset(2), {"f": FunctionJudge(lambda b, c: 1.0)}, human="nope", progress=False)
+        score_items({"f": FunctionJudge(lambda b, c: 1.0)}, dataset(2), human="nope", progress=False)
     with pytest.raises(ValueError, match="not a label"):
-        score_items([{**dataset(1)[0], "verdict": "perhaps"}], {"f": FunctionJudge(lambda b, c: 1.0)},
+        score_items({"f": FunctionJudge(lambda b, c: 1.0)}, [{**dataset(1)[0], "verdict": "perhaps"}],
                     human="verdict", progress=False)
-    named = score_items(dataset(2), [FunctionJudge(lambda b, c: 0.5, grader_id="half-score")], progress=False)
+    named = score_items([FunctionJudge(lambda b, c: 0.5, grader_id="half-score")], dataset(2), progress=False)
     assert named["score_half-score"].tolist() == [0.5, 0.5]  # score_<grader_id>, verbatim
     renamed = [{"prompt": "p", "reference": "Paris", "candidate": "paris"}]
-    assert score_items(renamed, {"exact": ExactMatchJudge(normalizer="lower")}, progress=False)[
+    assert score_items({"exact": ExactMatchJudge(normalizer="lower")}, renamed, progress=False)[
         "score_exact"].tolist() == [1.0]
 
 
 def test_calibrate_without_probes_or_labels():
-    rep = calibrate(dataset(8), {"exact": ExactMatchJudge(), "f": FunctionJudge(lambda b, c: 0.5)}, probes=None,
+    rep = calibrate({"exact": ExactMatchJudge(), "f": FunctionJudge(lambda b, c: 0.5)}, dataset(8), probes=None,
                     n_boot=50, progress=False)
     assert rep.bias is None and rep.reference == "exact"
     assert rep.bias_frame().empty and "<table" in rep._repr_html_()
-    limited = calibrate(dataset(12), {"f": FunctionJudge(lambda b, c: min(1.0, len(c) / 80))}, probes="length",
+    limited = calibrate({"f": FunctionJudge(lambda b, c: min(1.0, len(c) / 80))}, dataset(12), probes="length",
                         probe_limit=5, n_boot=50, progress=False)
     assert limited.bias.result("f", "length").stats.n == 5
 
 
 def test_report_of_a_judge_that_never_scores():
     refusing = LLMJudge(ScriptedAdapter(lambda p, rc: "no"))
-    rep = calibrate(dataset(6), {"llm": refusing, "exact": ExactMatchJudge()}, human="verdict", n_boot=20,
+    rep = calibrate({"llm": refusing, "exact": ExactMatchJudge()}, dataset(6), human="verdict", n_boot=20,
                     progress=False)
     assert rep.scores["score_llm"].isna().all()
     assert rep.agreement.pair("llm", "human").n == 0
@@ -225,7 +227,7 @@ def test_scores_table_carries_texts_groups_statuses_notes_and_raw_replies(tmp_pa
     for i, r in enumerate(rows):
         r["topic"] = ["geo", "=HYPERLINK(1)"][i % 2]  # a group column, once hostile
         r["score_old"] = i / 10  # the data's own column that looks like a judge's
-    rep = calibrate(rows, judges(), human="verdict", annotators=["rater1", "rater2"], reference_sep="|",
+    rep = calibrate(judges(), rows, human="verdict", annotators=["rater1", "rater2"], reference_sep="|",
                     probes=None, n_boot=20, progress=False)
     table = rep.scores_table()
     assert list(table.columns[:7]) == ["id", "prompt", "baseline", "candidate", "candidate_model", "topic",
@@ -256,7 +258,7 @@ def test_scores_table_carries_texts_groups_statuses_notes_and_raw_replies(tmp_pa
 def test_parquet_writes_a_column_of_mixed_kinds_as_text(tmp_path):
     rows = dataset(3)
     rows[0]["extra"], rows[1]["extra"], rows[2]["extra"] = 7, "seven", None
-    rep = calibrate(rows, {"exact": ExactMatchJudge()}, probes=None, n_boot=0, progress=False)
+    rep = calibrate({"exact": ExactMatchJudge()}, rows, probes=None, n_boot=0, progress=False)
     back = pd.read_parquet(rep.to_parquet(tmp_path / "s.parquet"))
     assert back["extra"].tolist()[:2] == ["7", "seven"] and back["extra"].isna().tolist()[2]
     assert back["score_exact"].dtype == "float64"
@@ -276,9 +278,8 @@ def test_score_kind_and_the_plots_each_judge_gets(report):
     assert {"reliability of exact against human", "exact score vs length"} <= set(figs)
     for j in ("embedding", "llm"):
         assert {f"{j} vs human", f"threshold sweep of {j}", f"reliability of {j} against human"} <= set(figs)
-    refusing = calibrate(dataset(6), {"llm": LLMJudge(ScriptedAdapter(lambda p, rc: "no")),
-                                      "exact": ExactMatchJudge()}, human="verdict", probes=None, n_boot=0,
-                         progress=False)
+    refusing = calibrate({"llm": LLMJudge(ScriptedAdapter(lambda p, rc: "no")), "exact": ExactMatchJudge()},
+                         dataset(6), human="verdict", probes=None, n_boot=0, progress=False)
     assert refusing.plots_for("llm") == () and not any("llm" in name for name in refusing.figures())
 
 
@@ -320,7 +321,7 @@ def test_a_pairwise_judge_keeps_the_reply_of_each_order():
         first = prompt.split("Answer A:\n", 1)[1].split("Answer B:", 1)[0]
         return f'{{"notes": "n", "winner": "{"A" if "Paris" in first else "B"}"}}'
 
-    rep = calibrate(dataset(4), {"pair": PairwiseJudge(ScriptedAdapter(reply))}, probes=None, n_boot=0,
+    rep = calibrate({"pair": PairwiseJudge(ScriptedAdapter(reply))}, dataset(4), probes=None, n_boot=0,
                     progress=False)
     replies = rep.scores_table()["reply_pair"].tolist()
     assert all(r.startswith("[baseline-first] {") and "\n[candidate-first] {" in r for r in replies)

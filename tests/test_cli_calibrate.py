@@ -205,6 +205,7 @@ def test_reference_sep_given_or_none_silences_the_warning(tmp_path, capsys, sep,
     assert pd.read_csv(tmp_path / "o" / "scores.csv")["score_exact-match"][0] == first
 
 
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
 def test_no_warning_without_a_separator_in_the_baselines(tmp_path, capsys):
     data = write_jsonl(tmp_path / "items.jsonl", [{**r, "baseline": r["baseline"].split("|")[0]} for r in ROWS])
     assert main(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact", "--probes", "none",

@@ -74,6 +74,7 @@ def test_estimate_gate_passes_and_fails_with_one_line_each(tmp_path, capsys):
     assert "weak:estimate>=0.9" in err[1]
 
 
+@pytest.mark.slow  # 10 s measured on 2 busy cores: out of the fast loop
 def test_estimate_user_errors_exit_2_without_traceback(tmp_path):
     data = tmp_path / "graded.jsonl"
     _data(data, n=20, labels=10)

@@ -18,7 +18,6 @@ import re
 import signal
 import string
 import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -28,6 +27,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+from interruptible import python_argv
 from strategies import paris_judge
 
 from llm_connect import ContainsJudge, TokenF1Judge
@@ -165,6 +165,7 @@ def run(argv):
     return main([*argv, "--n-boot", "0", "--no-progress"])
 
 
+@pytest.mark.slow  # 7 s measured on 2 busy cores: out of the fast loop
 def test_contains_and_token_f1_in_calibrate(tmp_path, capsys):
     data = write_jsonl(tmp_path / "items.jsonl", ROWS)
     out = tmp_path / "o"
@@ -229,6 +230,7 @@ def test_a_wide_file_becomes_one_row_per_model(tmp_path, capsys):
     assert "rows: used 8 of 8 (--wide: the file's 4 rows x 2 models)" in printed
 
 
+@pytest.mark.slow  # 22 s measured on 2 busy cores: out of the fast loop
 def test_where_limit_and_sample_pick_rows_in_input_order(tmp_path, capsys):
     data = tmp_path / "wide.csv"
     data.write_text(WIDE_CSV, encoding="utf-8")
@@ -331,6 +333,7 @@ def llm_args(server, data, out, *extra):
             "--base-url", server.base_url, *extra]
 
 
+@pytest.mark.slow  # 8 s measured on 2 busy cores: out of the fast loop
 def test_a_repeated_run_makes_no_request(tmp_path, judge_server, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-0123456789")
     data = write_jsonl(tmp_path / "items.jsonl", PARIS_ROWS)
@@ -353,6 +356,7 @@ def test_a_repeated_run_makes_no_request(tmp_path, judge_server, capsys, monkeyp
     assert not (tmp_path / "n" / "cache").exists() and (tmp_path / "n" / "run.json").is_file()
 
 
+@pytest.mark.slow  # 5 s measured on 2 busy cores: out of the fast loop
 def test_resume_after_limit_requests_only_the_remaining_rows(tmp_path, judge_server, capsys):
     data = write_jsonl(tmp_path / "items.jsonl", PARIS_ROWS)
     out = tmp_path / "o"
@@ -387,6 +391,7 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path, judge_server, capsys):
     assert chats(judge_server) == 2
 
 
+@pytest.mark.slow  # 15 s measured on 2 busy cores: out of the fast loop
 def test_an_interrupted_run_resumes_without_paying_twice(tmp_path):
     """A real ``llm-connect calibrate`` process, stopped with SIGINT after a few replies, then resumed."""
     rows = PARIS_ROWS * 2
@@ -397,7 +402,8 @@ def test_an_interrupted_run_resumes_without_paying_twice(tmp_path):
         argv = [*llm_args(server, data, out, "--probes", "none", "--concurrency", "1"), "--n-boot", "0",
                 "--no-progress"]
         env = {**os.environ, "LLM_CONNECT_DEBUG": ""}
-        proc = subprocess.Popen([sys.executable, "-m", "llm_connect.cli", *argv], env=env,
+        # python_argv: the child takes Ctrl-C even when this runner ignores SIGINT (nohup)
+        proc = subprocess.Popen(python_argv("-m", "llm_connect.cli", *argv), env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 120
@@ -429,6 +435,7 @@ def test_an_interrupted_run_resumes_without_paying_twice(tmp_path):
     assert scores["id"].tolist() == [r["id"] for r in rows] and scores["status_llm-judge"].eq("scored").all()
 
 
+@pytest.mark.slow  # 13 s measured on 2 busy cores: out of the fast loop
 def test_an_endpoints_embeddings_are_cached_text_by_text(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-0123456789")
     data = write_jsonl(tmp_path / "items.jsonl", PARIS_ROWS)

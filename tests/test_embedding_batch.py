@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from llm_connect import EmbeddingSimilarityJudge, ajudge_many, judge_many
-from llm_connect.calibration import score_judges
+from llm_connect.calibration import ScoredItems, score_items
 from llm_connect.errors import ValidationError
 from llm_connect.testing import DeterministicEmbedder
 
@@ -167,8 +167,8 @@ def test_an_embedder_with_embed_array_is_called_for_arrays_with_the_same_scores(
 def test_calibration_scores_come_from_the_batch_path(capsys: pytest.CaptureFixture[str]) -> None:
     items = [r for r in rows() if r["id"] not in ("blank", "missing", "seps-only")]
     embedder = DeterministicEmbedder()
-    scored = score_judges(items, {"embedding": EmbeddingSimilarityJudge(embedder, reference_sep="|")},
-                          reference_sep="|", progress=True)
+    scored = ScoredItems.from_frame(score_items({"embedding": EmbeddingSimilarityJudge(embedder, reference_sep="|")},
+                                                items, reference_sep="|", progress=True))
     slow = judge_many(RowByRowJudge(DeterministicEmbedder(), reference_sep="|"), items, progress=False)
     np.testing.assert_array_equal(scored.frame["score_embedding"].to_numpy(),
                                   np.where(slow["status"] == "scored", slow["quality_score"], np.nan))

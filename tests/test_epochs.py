@@ -278,7 +278,7 @@ def test_the_ledger_gets_one_reduced_observation_per_item_and_paired_frame_reads
     labels = pd.DataFrame({"id": [f"i{i}" for i in range(5)], "candidate_model": "cand-model",
                            "human": [i % 2 for i in range(5)]})
     assert record_labels(ledger, labels, task_type="qa") == 5
-    paired = paired_frame(ledger, "qa", judge="llm-judge")
+    paired = paired_frame(ledger, "qa", grader_id="llm-judge")
     assert paired.set_index("item_id").loc[[f"i{i}" for i in range(5)], "judge"].tolist() == pytest.approx(
         df["quality_score"].tolist())
     assert paired["n_judge"].tolist() == [1] * 5

@@ -133,6 +133,7 @@ def test_malformed_and_odd_lines_match_the_ledger(tmp_path):
     assert ledger.malformed_count() == len(MALFORMED_LINES) + 7
 
 
+@pytest.mark.slow  # 11 s measured on 2 busy cores: out of the fast loop
 def test_big_ledger_with_scattered_malformed_lines(tmp_path):
     """More lines than one block, malformed lines in several blocks, heterogeneous tags."""
     path = tmp_path / "big.jsonl"
@@ -192,6 +193,7 @@ def test_tags_and_unknown_keys_that_change_type_between_rows(tmp_path, mode):
 _settings = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow  # 5 s measured on 2 busy cores: out of the fast loop
 @_settings
 @given(st.lists(observations(tags=flat_tags()), min_size=1, max_size=12))
 def test_roundtrip_expand(tmp_path_factory, originals):
@@ -200,6 +202,7 @@ def test_roundtrip_expand(tmp_path_factory, originals):
     assert frame_observations(ledger_frame(path)) == originals
 
 
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
 @_settings
 @given(st.lists(observations(tags=flat_tags(nulls=True)), min_size=1, max_size=12))
 def test_roundtrip_dict_with_null_tags(tmp_path_factory, originals):
@@ -212,6 +215,7 @@ def test_roundtrip_dict_with_null_tags(tmp_path_factory, originals):
     assert frame_observations(ledger_frame(path)) == expected
 
 
+@pytest.mark.slow  # 5 s measured on 2 busy cores: out of the fast loop
 @_settings
 @given(st.lists(ledger_lines, min_size=1, max_size=60))
 def test_arbitrary_lines_match_the_ledger(tmp_path_factory, lines):

@@ -161,6 +161,7 @@ def _save_many(path: str, start: int) -> None:
         reg.save(card_from_scores(judge, human, grader_id=f"g{k}", n_boot=100))
 
 
+@pytest.mark.slow  # 19 s measured on 2 busy cores: out of the fast loop
 def test_registry_keeps_every_card_saved_by_concurrent_processes(tmp_path):
     path = str(tmp_path / "cards.json")
     ctx = mp.get_context("spawn")
@@ -190,7 +191,7 @@ def test_cards_from_a_calibration_report_name_each_judge_and_its_biases():
     from llm_connect.calibration._cards import cards_from_report
 
     likes_length = FunctionJudge(lambda b, c: min(1.0, len(c.split()) / 10), grader_id="likes-length")
-    report = calibrate(_qa_items(), [ExactMatchJudge(), likes_length], human="human", probes=["length"],
+    report = calibrate([ExactMatchJudge(), likes_length], _qa_items(), human="human", probes=["length"],
                        n_boot=200, progress=False)
     cards = {c.grader_id: c for c in cards_from_report(report)}
     assert set(cards) == {"exact-match", "likes-length"}
@@ -209,7 +210,7 @@ def test_cards_without_labels_check_against_exact_match():
 
     items = [{k: v for k, v in r.items() if k != "human"} for r in _qa_items()]
     coin = FunctionJudge(lambda b, c: float(len(c) % 2), grader_id="coin")
-    report = calibrate(items, [ExactMatchJudge(), coin], probes=None, n_boot=200, progress=False)
+    report = calibrate([ExactMatchJudge(), coin], items, probes=None, n_boot=200, progress=False)
     (card,) = cards_from_report(report)
     assert card.grader_id == "coin" and card.reference == "exact-match" and not card.people
     assert "against exact-match (no human labels)" in card.verdict

@@ -61,7 +61,7 @@ def _humans(led, grader="human"):
 
 def test_each_label_is_appended_at_once_and_pairs_with_the_judge(judged):
     led, items = judged
-    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", judge="exact-match", seed=3)
+    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", grader_id="exact-match", seed=3)
     assert lab.n_labelled == 0 and lab.n_total == 12
     first = lab.current
     assert first is not None and first["judge_score"] in (0.0, 1.0)
@@ -76,7 +76,7 @@ def test_each_label_is_appended_at_once_and_pairs_with_the_judge(judged):
     assert lab.current["item_id"] != first["item_id"]
     lab.label(0.0)
     lab.label(0.4)  # partial
-    pf = paired_frame(led, "qa", judge="exact-match").set_index(["item_id", "adapter_id"])
+    pf = paired_frame(led, "qa", grader_id="exact-match").set_index(["item_id", "adapter_id"])
     assert pf["human"].notna().sum() == 3
     assert pf.loc[(first["item_id"], first["adapter_id"]), "human"] == 1.0
     assert lab.n_labelled == 3
@@ -114,7 +114,7 @@ def test_resume_continues_in_the_same_order_and_never_repeats(judged):
 
 def test_undo_appends_a_marker_and_brings_the_item_back(judged):
     led, items = judged
-    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", judge="exact-match")
+    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", grader_id="exact-match")
     a = lab.current
     lab.label(1.0)
     b = lab.current
@@ -124,15 +124,15 @@ def test_undo_appends_a_marker_and_brings_the_item_back(judged):
     assert lab.n_labelled == 1
     marks = _humans(led, "human-undo")
     assert len(marks) == 1 and len(_humans(led)) == 2  # nothing deleted
-    pf = paired_frame(led, "qa", judge="exact-match").set_index(["item_id", "adapter_id"])
+    pf = paired_frame(led, "qa", grader_id="exact-match").set_index(["item_id", "adapter_id"])
     assert pf["human"].notna().sum() == 1 and pf.loc[(a["item_id"], a["adapter_id"]), "human"] == 1.0
     # undo twice walks further back; a restart sees the same state
     lab.undo()
     assert lab.current["item_id"] == a["item_id"] and lab.n_labelled == 0
-    again = Labeller(items, ledger=led, task_type="qa", annotator="ann", judge="exact-match")
+    again = Labeller(items, ledger=led, task_type="qa", annotator="ann", grader_id="exact-match")
     assert again.n_labelled == 0 and again.current["item_id"] == a["item_id"]
     lab.label(0.5)
-    assert paired_frame(led, "qa", judge="exact-match")["human"].notna().sum() == 1
+    assert paired_frame(led, "qa", grader_id="exact-match")["human"].notna().sum() == 1
     fresh = Labeller(items, ledger=QualityLedger(led.path.parent / "x.jsonl"), task_type="qa", annotator="z")
     assert fresh.undo() is None
 
@@ -183,7 +183,7 @@ def test_everything_shown_is_escaped(tmp_path):
     led = QualityLedger(tmp_path / "l.jsonl")
     items = [{"id": EVIL, "prompt": EVIL, "references": [EVIL, "ok"], "candidate": EVIL,
               "candidate_model": EVIL, "score_j": 0.5, "reply_j": EVIL}]
-    lab = Labeller(items, ledger=led, task_type="qa", annotator=EVIL, judge="j", show_judge=True)
+    lab = Labeller(items, ledger=led, task_type="qa", annotator=EVIL, grader_id="j", show_judge=True)
     page = lab.item_html()
     assert "<script>" not in page and "<img" not in page
     assert '<span class="llmc-item-id">&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=&quot;' in page
@@ -195,17 +195,18 @@ def test_everything_shown_is_escaped(tmp_path):
 
 def test_judge_hidden_until_revealed_and_read_from_the_ledger(judged):
     led, items = judged
-    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", judge="exact-match")
+    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", grader_id="exact-match")
     assert lab.judge_source == "ledger"
     assert "llmc-judge" not in lab.item_html()
     lab.show_judge = True
     assert "llmc-judge" in lab.item_html() and "Judge exact-match" in lab.item_html()
 
 
+@pytest.mark.slow  # 3 s measured on 2 busy cores: out of the fast loop
 def test_widget_buttons_write_the_ledger(judged):
     pytest.importorskip("ipywidgets")
     led, items = judged
-    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", judge="exact-match", seed=1)
+    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", grader_id="exact-match", seed=1)
     box = lab.widget()
     c = box.controls
     assert "llmc-labeller" in box._dom_classes
@@ -241,7 +242,7 @@ def test_widget_buttons_write_the_ledger(judged):
 
 def test_progress_text_and_repr(judged):
     led, items = judged
-    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", judge="exact-match", target_width=0.05)
+    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", grader_id="exact-match", target_width=0.05)
     assert "0 labelled" in lab.progress()["text"]
     for _ in range(6):
         lab.label(float(lab.current["judge_score"] or 0.0) if lab.n_labelled % 2 else 1.0)
@@ -256,6 +257,7 @@ def test_progress_text_and_repr(judged):
     assert list(est["method"]) == ["human"]
 
 
+@pytest.mark.slow  # 6 s measured on 2 busy cores: out of the fast loop
 def test_progress_says_when_the_target_width_is_out_of_reach(tmp_path):
     rng = np.random.default_rng(4)
     n = 40
@@ -265,7 +267,7 @@ def test_progress_says_when_the_target_width_is_out_of_reach(tmp_path):
     truth = {f"q{i}": v for i, v in enumerate(y)}
     for strategy in ("random", "active"):
         lab = Labeller(items, ledger=QualityLedger(tmp_path / f"{strategy}.jsonl"), task_type="qa", annotator="a",
-                       judge="j", strategy=strategy, target_width=0.05, burn_in=5)
+                       grader_id="j", strategy=strategy, target_width=0.05, burn_in=5)
         for _ in range(9):
             lab.label(truth[lab.current["item_id"]])
         p = lab.progress()
@@ -283,7 +285,7 @@ def test_progress_says_when_the_target_width_is_out_of_reach(tmp_path):
         assert "more for" not in p["text"]
     # a reachable target still gets the count
     wide = Labeller(items, ledger=QualityLedger(tmp_path / "random.jsonl"), task_type="qa", annotator="a",
-                    judge="j", target_width=0.6)
+                    grader_id="j", target_width=0.6)
     p = wide.progress()
     assert p["reachable"] is True and ("narrower than 0.60" in p["text"] or f"about {p['more']} more for 0.60" in
                                        p["text"])
@@ -304,6 +306,7 @@ def _annotate(path: str, annotator: str, n: int, strategy: str) -> list[str]:
     return got
 
 
+@pytest.mark.slow  # 17 s measured on 2 busy cores: out of the fast loop
 def test_annotators_in_separate_processes_lose_nothing(tmp_path):
     path = str(tmp_path / "shared.jsonl")
     ctx = mp.get_context("spawn")
@@ -434,6 +437,7 @@ def _simulate(strategy: str, kind: str, *, runs: int, n: int, labels: np.ndarray
     return est
 
 
+@pytest.mark.slow  # 3 s a case measured on 2 busy cores: out of the fast loop
 @pytest.mark.parametrize("kind", ["informative", "confidently-wrong"])
 @pytest.mark.parametrize(("low", "high"), [(30, 60), (60, 240)])
 def test_active_intervals_cover_the_truth_with_early_stopping(kind, low, high):
@@ -472,6 +476,7 @@ def _labels_ratio(kind: str, strategy: str = "active") -> float:
     return float(np.mean((widths[strategy] / widths["random"]) ** 2))
 
 
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
 def test_active_needs_fewer_labels_than_random_for_the_same_width():
     ratio = _labels_ratio("informative")
     assert ratio <= 0.75, ratio  # about 30% fewer labels with a judge whose uncertainty is informative
@@ -500,7 +505,7 @@ def test_labeller_with_judge_uncertainty_follows_the_fixed_plan(tmp_path):
     n = 200
     s = np.where(rng.random(n) < 0.7, rng.choice([0.01, 0.99], n), rng.uniform(0.2, 0.8, n))
     items = [{"id": f"k{i}", "prompt": "p", "candidate": "c", "score_j": float(v)} for i, v in enumerate(s)]
-    lab = Labeller(items, ledger=QualityLedger(tmp_path / "l.jsonl"), task_type="qa", annotator="a", judge="j",
+    lab = Labeller(items, ledger=QualityLedger(tmp_path / "l.jsonl"), task_type="qa", annotator="a", grader_id="j",
                    strategy="active", uncertainty="judge", seed=2)
     pi = active_probabilities(s)
     assert np.allclose(lab.plan.prob, pi) and pi.min() == pytest.approx(0.1 + 0.9 * np.sqrt(0.0099) / np.sqrt(
@@ -517,20 +522,22 @@ def test_labeller_with_judge_uncertainty_follows_the_fixed_plan(tmp_path):
     assert np.allclose(frame["inclusion_probability"], walk_inclusion(order[None], pi[None], selected[None],
                                                                       used[None])[0])
     assert np.allclose(frame["prediction"], s)  # the raw scores in the estimates
-    learned = Labeller(items, ledger=lab.ledger, task_type="qa", annotator="b", judge="j", strategy="active")
+    learned = Labeller(items, ledger=lab.ledger, task_type="qa", annotator="b", grader_id="j", strategy="active")
     assert learned.plan_id != lab.plan_id
     with pytest.raises(ValidationError, match="judge's scores"):
         Labeller(items, ledger=lab.ledger, task_type="qa", annotator="a", strategy="active", uncertainty="judge")
     with pytest.raises(ValidationError, match="not a column"):
-        Labeller(items, ledger=lab.ledger, task_type="qa", annotator="a", judge="j", strategy="active",
+        Labeller(items, ledger=lab.ledger, task_type="qa", annotator="a", grader_id="j", strategy="active",
                  uncertainty="nope")
 
 
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
 def test_active_does_not_cost_labels_with_a_confidently_wrong_judge():
     ratio = _labels_ratio("confidently-wrong")
     assert ratio <= 1.05, ratio  # the learned rule finds the judge's blind spot instead of trusting its 0s
 
 
+@pytest.mark.slow  # 9 s measured on 2 busy cores: out of the fast loop
 def test_learned_plan_is_the_walk_and_the_labeller_replays_it(tmp_path):
     rng = np.random.default_rng(0)
     n = 300
@@ -552,7 +559,7 @@ def test_learned_plan_is_the_walk_and_the_labeller_replays_it(tmp_path):
     # the Labeller: same plan from its ledger, recorded probabilities, a restart resumes it
     items = [{"id": k, "prompt": "p", "candidate": "c", "score_j": float(v)} for k, v in zip(keys, s, strict=True)]
     led = QualityLedger(tmp_path / "l.jsonl")
-    kw = {"ledger": led, "task_type": "qa", "annotator": "ann", "judge": "j", "strategy": "active", "seed": 9,
+    kw = {"ledger": led, "task_type": "qa", "annotator": "ann", "grader_id": "j", "strategy": "active", "seed": 9,
           "burn_in": 10}
     lab = Labeller(items, **kw)
     truth = dict(zip(keys, y, strict=True))
@@ -594,3 +601,141 @@ def test_calibrated_scores_leave_the_own_label_out():
         0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, -1]
     with pytest.raises(ValidationError, match="burn_in"):
         residual_walk([0.5], [[0.1]], [[0]], [1.0], burn_in=-1)
+
+
+# -- issue 25: integer ids, and annotators at the same time get different items -----------------------
+
+
+def test_integer_and_whole_float_ids_can_be_labelled_skipped_and_undone(tmp_path):
+    """numpy int64 ids (a DataFrame's id column) could be neither labelled nor skipped (tags refused them)."""
+    led = QualityLedger(tmp_path / "l.jsonl")
+    items = pd.DataFrame({"id": [1, 2, 3], "prompt": ["p1", "p2", "p3"], "baseline": ["a", "a", "a"],
+                          "candidate": ["a", "b", "a"], "candidate_model": "m"})
+    judge_many(ExactMatchJudge(), items, ledger=led, task_type="qa", progress=False)
+    lab = Labeller(items, ledger=led, task_type="qa", annotator="ann", grader_id="exact-match")
+    first = lab.current["item_id"]
+    assert type(first) is int and first in (1, 2, 3)
+    lab.label(1.0)
+    lab.skip()
+    assert lab.undo()["item_id"] != first
+    while lab.current is not None:
+        lab.label(0.5)
+    humans = _humans(led)
+    assert sorted(humans["tag.item_id"].tolist()) == [1, 2, 3]
+    pf = paired_frame(led, "qa", grader_id="exact-match")
+    assert len(pf) == 3 and pf["human"].notna().all() and pf["exact-match"].notna().all()
+    # the same items with ids 1.0, 2.0, 3.0 are the same items: nothing is left to label
+    floats = Labeller(items.assign(id=items["id"].astype(float)), ledger=led, task_type="qa", annotator="ann")
+    assert floats.current is None and floats.n_labelled == 3
+    assert floats.frame()["item_id"].tolist() == ["1", "2", "3"]
+
+
+def _two_annotators(tmp_path, **kw):
+    led = QualityLedger(tmp_path / "l.jsonl")
+    items = _items(12)
+    return led, items, [Labeller(items, ledger=led, task_type="qa", annotator=a, seed=1, **kw) for a in ("ann", "bob")]
+
+
+def test_two_annotators_at_once_get_different_items(tmp_path):
+    """Both labellers walked the same seeded order, so every label of the slower one duplicated the faster's."""
+    led, _, (ann, bob) = _two_annotators(tmp_path)
+    a, b = ann.current, bob.current  # bob's labeller chose before ann's hold: it moves on when it sees it
+    assert (a["item_id"], a["adapter_id"]) != (b["item_id"], b["adapter_id"])
+    seen = []
+    for _ in range(5):  # interleaved, the way two people click
+        for lab in (ann, bob):
+            seen.append((lab.current["item_id"], lab.current["adapter_id"]))
+            lab.label(1.0)
+    assert len(set(seen)) == 10  # no item labelled twice
+    humans = _humans(led)
+    assert len(humans) == 10 and not humans.duplicated(["tag.item_id", "adapter_id"]).any()
+    # holds are people's records: never a label, never a judge
+    holds = _humans(led, "human-hold")
+    assert len(holds) >= 10 and set(holds["tag.annotator"]) == {"ann", "bob"}
+    assert holds["tag.hold_seconds"].eq(900.0).all() and holds["quality_score"].eq(0.0).all()
+    assert ann.n_labelled == bob.n_labelled == 5
+    # the rest: each takes the next item nobody holds, until all are done
+    while ann.current is not None or bob.current is not None:
+        for lab in (ann, bob):
+            if lab.current is not None:
+                lab.label(0.0)
+    assert len(_humans(led)) == 12 and not _humans(led).duplicated(["tag.item_id", "adapter_id"]).any()
+
+
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
+def test_a_hold_ends_with_a_skip_or_when_it_expires(tmp_path):
+    import time
+
+    led, items, (ann, bob) = _two_annotators(tmp_path)
+    held_by_ann, held_by_bob = ann.current["item_id"], bob.current["item_id"]
+    assert held_by_ann != held_by_bob
+    # a third annotator gets neither
+    cat = Labeller(items, ledger=led, task_type="qa", annotator="cat", seed=1)
+    assert cat.current["item_id"] not in (held_by_ann, held_by_bob)
+    # ann skips: her hold ends (the item may go to someone else); a restarted bob keeps his own item
+    ann.skip()
+    dan = Labeller(items, ledger=led, task_type="qa", annotator="dan", seed=1)
+    assert dan.current["item_id"] == held_by_ann
+    again = Labeller(items, ledger=led, task_type="qa", annotator="bob", seed=1)
+    assert again.current["item_id"] == held_by_bob
+    # an annotator who walked away: once the hold expires, the item goes to the next annotator
+    other = QualityLedger(tmp_path / "other.jsonl")
+    gone = Labeller(items, ledger=other, task_type="qa", annotator="gone", seed=1, hold_seconds=3)
+    left = gone.current["item_id"]
+    assert Labeller(items, ledger=other, task_type="qa", annotator="fay", seed=1).current["item_id"] != left
+    time.sleep(3.5)
+    assert Labeller(items, ledger=other, task_type="qa", annotator="gus", seed=1).current["item_id"] == left
+    with pytest.raises(ValidationError, match="hold_seconds"):
+        Labeller(items, ledger=other, task_type="qa", annotator="x", hold_seconds=-1)
+    off = Labeller(items, ledger=QualityLedger(tmp_path / "off.jsonl"), task_type="qa", annotator="x", hold_seconds=0)
+    assert off.current is not None and not (tmp_path / "off.jsonl").exists()  # 0: no holds taken
+
+
+@pytest.mark.slow  # 3 s measured on 2 busy cores: out of the fast loop
+def test_holds_are_never_a_judge_nor_a_label(tmp_path, capsys):
+    from llm_connect.cli import main
+    from llm_connect.routing import evidence_table, grader_keys
+
+    led = QualityLedger(tmp_path / "l.jsonl")
+    items = _items(30)
+    judge_many(ExactMatchJudge(), items, ledger=led, task_type="qa", progress=False)
+    labs = [Labeller(items, ledger=led, task_type="qa", annotator=a, grader_id="exact-match") for a in ("ann", "bob")]
+    for _ in range(6):
+        for lab in labs:
+            assert lab.current is not None  # shown (and so held), then labelled
+            lab.label(1.0)
+    for lab in labs:
+        assert lab.current is not None  # each holds its next item now
+    assert len(_humans(led, "human-hold")) >= 14
+    assert grader_keys(led.read_all(), "qa", human="human") == [("exact-match", None)]
+    assert grader_keys(led.read_all(), "qa") == [("exact-match", None), ("human", None)]
+    table = evidence_table(led, "qa", human="human")
+    assert set(table["grader_id"]) == {"exact-match"} and table["n_labelled"].sum() == 12
+    pf = paired_frame(led, "qa", grader_id="exact-match")
+    assert pf["n_judge"].eq(1).all() and pf["human"].notna().sum() == 12
+    assert main(["ledger", "stats", str(led.path), "--max-age-days", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "human-hold" not in out and "12 human labels" in out
+
+
+def test_overlap_items_are_never_held(tmp_path):
+    led, items = QualityLedger(tmp_path / "l.jsonl"), _items(12)
+    ann, bob = (Labeller(items, ledger=led, task_type="qa", annotator=a, strategy="overlap", overlap=0.5, seed=2)
+                for a in ("ann", "bob"))
+    a, b = ann.current, bob.current
+    assert (a["item_id"], a["adapter_id"]) == (b["item_id"], b["adapter_id"])  # the shared share, for everyone
+    assert ann.plan.overlap[ann._index[(a["item_id"], a["adapter_id"])]]
+    assert not led.path.exists()  # nothing held
+
+
+@pytest.mark.slow  # 20 s measured on 2 busy cores: out of the fast loop
+def test_annotators_in_separate_processes_never_label_the_same_item(tmp_path):
+    path = str(tmp_path / "shared.jsonl")
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(3) as pool:
+        results = pool.starmap(_annotate, [(path, f"a{k}", 10, "random") for k in range(3)])
+    led = QualityLedger(path)
+    assert led.malformed_count() == 0
+    humans = _humans(led)
+    assert len(humans) == 30 and sorted(humans["tag.item_id"]) == sorted(i for got in results for i in got)
+    assert humans["tag.item_id"].is_unique  # each item went to one annotator

@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from interruptible import python_argv
 
 from llm_connect.adapters import OpenAICompatibleAdapter
 from llm_connect.core import RunConfig
@@ -178,10 +179,10 @@ def test_run_as_a_program_it_prints_its_base_url_serves_without_a_key_and_stops_
     import re
     import signal
     import subprocess
-    import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0"], stdout=subprocess.PIPE,
+    # python_argv: the child takes Ctrl-C even when this runner ignores SIGINT (nohup)
+    proc = subprocess.Popen(python_argv("-m", module, "--port", "0"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None

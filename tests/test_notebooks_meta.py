@@ -41,6 +41,7 @@ NAMES = [
     "07_trustworthy_estimates.ipynb",
     "08_labelling.ipynb",
     "09_leaderboards.ipynb",
+    "10_align_a_judge.ipynb",
 ]
 
 
@@ -240,6 +241,7 @@ def test_simulated_judge_ignores_the_wording(helpers, qa):
     assert json.loads(reply(_reworded(injected), None))["quality_score"] == 1.0  # the planted bias still works
 
 
+@pytest.mark.slow  # 3 s measured on 2 busy cores: out of the fast loop
 def test_simulated_judge_reads_no_labels(helpers, qa):
     reply = helpers.simulated_judge(qa, seed=0)
     blind = helpers.simulated_judge(_flipped_labels(qa), seed=0)

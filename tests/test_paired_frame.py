@@ -43,7 +43,7 @@ def test_labels_are_observations_paired_on_item_and_adapter(ledger):
     assert set(humans["tag.annotator"]) == {"ann", "bob"}
     assert (humans["cost_usd"] == 0).all()
 
-    pf = paired_frame(ledger, "qa", judge="exact-match", human="human")
+    pf = paired_frame(ledger, "qa", grader_id="exact-match", human="human")
     pf = pf.set_index(["item_id", "adapter_id"]).sort_index()
     assert len(pf) == 5  # every judged (item, adapter), labelled or not
     assert pf.loc[("q1", "m1"), "exact-match"] == 1.0 and pf.loc[("q1", "m1"), "human"] == 1.0
@@ -64,7 +64,7 @@ def test_several_annotators_give_their_mean_and_agreement(ledger):
         "annotator": ["a", "b", "c", "a", "b"],
     })
     record_labels(ledger, labels, task_type="qa", label="label", annotator="annotator")
-    pf = paired_frame(ledger, "qa", judge="exact-match").set_index(["item_id", "adapter_id"])
+    pf = paired_frame(ledger, "qa", grader_id="exact-match").set_index(["item_id", "adapter_id"])
     assert pf.loc[("q1", "m1"), "human"] == pytest.approx(2 / 3)
     assert pf.loc[("q1", "m1"), "n_annotators"] == 3
     assert pf.loc[("q1", "m1"), "annotator_agreement"] == pytest.approx(1 / 3)  # one pair of three agrees
@@ -91,10 +91,10 @@ def test_paired_frame_never_pools_rubrics_and_names_the_graders(ledger, tmp_path
         ledger.append(QualityObservation("qa", "m1", "m1", 0.0, 1.0, 1.0, 1, 1,
                                          tags={"grader_id": "llm-judge", "rubric_hash": rubric, "item_id": "q1"}))
     with pytest.raises(ValidationError, match="rubric"):
-        paired_frame(ledger, "qa", judge="llm-judge")
-    assert len(paired_frame(ledger, "qa", judge="llm-judge", rubric_hash="r1")) == 1
+        paired_frame(ledger, "qa", grader_id="llm-judge")
+    assert len(paired_frame(ledger, "qa", grader_id="llm-judge", rubric_hash="r1")) == 1
     with pytest.raises(ValidationError, match="graders present"):
-        paired_frame(ledger, "qa", judge="nobody")
+        paired_frame(ledger, "qa", grader_id="nobody")
 
 
 def test_paired_frame_feeds_estimate_quality(ledger):
@@ -103,7 +103,7 @@ def test_paired_frame_feeds_estimate_quality(ledger):
     labels = pd.DataFrame({"item_id": ["q1", "q2", "q3", "q1", "q2"], "adapter_id": ["m1", "m1", "m1", "m2", "m2"],
                            "human": [1, 0, 1, 0, 1]})
     record_labels(ledger, labels, task_type="qa")
-    pf = paired_frame(ledger, "qa", judge="exact-match")
+    pf = paired_frame(ledger, "qa", grader_id="exact-match")
     est = estimate_quality(pf, judge="exact-match", human="human", by="model_id", methods=("human", "judge"))
     human = est[est["method"] == "human"].set_index("model_id")["estimate"]
     assert human["m1"] == pytest.approx(2 / 3) and human["m2"] == pytest.approx(0.5)

@@ -66,6 +66,7 @@ def test_round_trip_keeps_every_field_and_tag_exactly(tmp_path):
 _int64 = st.integers(0, 2**63 - 1)
 
 
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_hypothesis_round_trip_matches_the_json_lines_ledger(tmp_path_factory, data):
@@ -493,8 +494,8 @@ def test_ledger_frame_route_evidence_and_paired_frame_accept_a_parquet_ledger(tm
     labels = pd.DataFrame({"item_id": list(range(10)), "adapter_id": "cheap", "human": [1.0] * 9 + [0.0]})
     assert record_labels(pql, labels, task_type="qa", label="human") == 10
     record_labels(jsonl, labels, task_type="qa", label="human")
-    a = paired_frame(pql, "qa", judge="llm-judge").sort_values(["item_id", "adapter_id"]).reset_index(drop=True)
-    b = paired_frame(jsonl, "qa", judge="llm-judge").sort_values(["item_id", "adapter_id"]).reset_index(drop=True)
+    a = paired_frame(pql, "qa", grader_id="llm-judge").sort_values(["item_id", "adapter_id"]).reset_index(drop=True)
+    b = paired_frame(jsonl, "qa", grader_id="llm-judge").sort_values(["item_id", "adapter_id"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(a, b)
     with pytest.raises(ValueError, match="QualityLedger or a ParquetLedger"):
         record_labels("not a ledger", labels, task_type="qa")  # type: ignore[arg-type]

@@ -152,7 +152,7 @@ def test_a_pipeline_with_a_pairwise_final_verdict_runs_a_tournament():
     pipeline = Pipeline(both_orders() >> MajorityPool(), adapter=ScriptedAdapter(better_of_two), name="pair")
     judge = pipeline.as_judge()
     assert judge.pairwise and judge.not_pairwise_reason is None
-    df = tournament(answers(3), judge, prompt_id="prompt_id", progress=False)
+    df = tournament(judge, answers(3), prompt_id="prompt_id", progress=False)
     assert len(df) == 3 * 6 and df["winner"].notna().all()
     better = ["a" if int(a[1]) > int(b[1]) else "b" for a, b in zip(df["model_a"], df["model_b"], strict=True)]
     assert df["winner"].tolist() == better
@@ -165,7 +165,7 @@ def test_a_pipeline_with_a_pairwise_final_verdict_runs_a_tournament():
                         adapter=ScriptedAdapter(lambda p, rc: "Verdict: yes"))
     assert verified.as_judge().pairwise
     tied = Pipeline(PairwiseUnit(name="ab", allow_tie=True), adapter=ScriptedAdapter(lambda p, rc: "Verdict: tie"))
-    ties = tournament(answers(1), tied.as_judge(), progress=False)
+    ties = tournament(tied.as_judge(), answers(1), progress=False)
     assert ties["winner"].tolist() == ["tie"] * 6
 
 
@@ -177,7 +177,7 @@ def test_a_pairwise_pipeline_in_epochs_reads_its_verdict_from_the_reduced_score(
         return right
 
     pipeline = Pipeline(PairwiseUnit(name="ab"), adapter=ScriptedAdapter(flaky), name="one-order")
-    df = tournament(answers(2), pipeline.as_judge(), prompt_id="prompt_id", progress=False, epochs=3, reducer="mode")
+    df = tournament(pipeline.as_judge(), answers(2), prompt_id="prompt_id", progress=False, epochs=3, reducer="mode")
     better = ["a" if int(a[1]) > int(b[1]) else "b" for a, b in zip(df["model_a"], df["model_b"], strict=True)]
     assert df["winner"].tolist() == better
     assert df["verdict"].tolist() == ["baseline" if w == "a" else "candidate" for w in better]
@@ -191,7 +191,7 @@ def test_a_pipeline_without_a_pairwise_final_verdict_is_refused_with_the_reason(
     judge = graded.as_judge()
     assert not judge.pairwise and "grade[0]" in judge.not_pairwise_reason
     with pytest.raises(ValidationError, match=r"pipeline 'grader' ends in grade\[0\].*not in a pairwise verdict"):
-        tournament(answers(1), judge, progress=False)
+        tournament(judge, answers(1), progress=False)
     averaged = Pipeline(both_orders() >> MeanPool(), adapter=ScriptedAdapter(better_of_two), name="avg")
     with pytest.raises(ValidationError, match=r"ends in mean\[0\].*MajorityPool of pairwise units"):
-        tournament(answers(1), averaged.as_judge(), progress=False)
+        tournament(averaged.as_judge(), answers(1), progress=False)

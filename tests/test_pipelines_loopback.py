@@ -47,6 +47,7 @@ def test_verbatim_config_makes_six_http_calls_per_item():
     assert frame.attrs["totals"]["calls"] == 120
 
 
+@pytest.mark.slow  # 23 s measured on 2 busy cores: out of the fast loop
 def test_thousand_items_with_five_percent_failing_calls_lose_no_row():
     # 5% of calls answer 500 and the adapter does not retry, so the failures persist and must show as rows
     with LoopbackServer(reply=fact_checker, faults={"500": 0.05}, seed=11, latency_s=0.002) as server:

@@ -191,6 +191,7 @@ def _append_worker(path: str, worker: int, n: int) -> None:
         )
 
 
+@pytest.mark.slow  # 8 s measured on 2 busy cores: out of the fast loop
 def test_invariant_6_four_processes_appending_at_once_lose_no_line(ledger_path):
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_append_worker, args=(str(ledger_path), w, 500)) for w in range(4)]
@@ -360,6 +361,7 @@ def test_hypothesis_round_trip_through_to_dict_json_from_dict(o):
     assert back.to_dict() == o.to_dict()
 
 
+@pytest.mark.slow  # 7 s measured on 2 busy cores: out of the fast loop
 @given(st.lists(ledger_lines, max_size=12), st.integers(0, 5))
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_hypothesis_garbage_lines_are_skipped_and_counted_never_raised(tmp_path, garbage, n_valid):

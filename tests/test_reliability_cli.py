@@ -350,6 +350,7 @@ def test_a_judge_without_its_extra_exits_2_before_judging(tmp_path, blocked, jud
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # 6 s measured on 2 busy cores: out of the fast loop
 def test_a_judge_that_scores_no_item_exits_1_naming_it(tmp_path, server):
     rows = [{**r, "prompt": "refuse: " + r["prompt"]} for r in OK]
     data = write_jsonl(tmp_path / "items.jsonl", rows)
@@ -470,6 +471,7 @@ def test_ledger_stats_never_prints_control_characters(tmp_path, capsys):
     assert "evil\\x1b[2J" in out and "\\u202e" in out
 
 
+@pytest.mark.slow  # 3 s measured on 2 busy cores: out of the fast loop
 def test_calibrate_output_has_no_control_characters_from_ids(tmp_path, capsys):
     rows = [{**OK[0], "id": f"x{ESC}[2J"}, {**OK[1], "id": f"x{ESC}[2J"}]
     data = write_jsonl(tmp_path / "items.jsonl", rows)
@@ -516,6 +518,7 @@ def test_credentials_in_base_url_are_never_printed(tmp_path, capsys):
         assert "hunter2" not in line and "base-url" in line
 
 
+@pytest.mark.slow  # 7 s measured on 2 busy cores: out of the fast loop
 def test_a_terminal_that_cannot_encode_the_summary_still_gets_it(tmp_path):
     data = write_jsonl(tmp_path / "items.jsonl", OK)
     proc = run_cli(

@@ -325,11 +325,12 @@ def hostile_report():
         LLMJudge(ScriptedAdapter(_llm_reply, adapter_id=evil("judge adapter"), model_id="gpt-4o-mini"),
                  grader_id=evil("llm grader")),
     ]
-    report = calibrate(_items(), judges, human="verdict", probes="length", n_boot=20, progress=False)
+    report = calibrate(judges, _items(), human="verdict", probes="length", n_boot=20, progress=False)
     assert report.judges == [evil("exact grader"), evil("llm grader")]
     return report
 
 
+@pytest.mark.slow  # 6 s measured on 2 busy cores: out of the fast loop
 def test_calibration_report_html_and_file_escape_ids_and_answers(hostile_report, tmp_path):
     shown = ["exact grader", "llm grader"]
     assert_clean(hostile_report.html(plots=True, title=evil("title")), REPORT, [*shown, "title"])

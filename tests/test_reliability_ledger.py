@@ -131,6 +131,7 @@ def test_a_ledger_used_before_fork_still_appends_in_forked_children(ledger_path)
     )
 
 
+@pytest.mark.slow  # 3 s measured on 2 busy cores: out of the fast loop
 def test_a_ledger_pickles_to_spawned_workers(ledger_path):
     ledger = QualityLedger(ledger_path, fsync=True)
     ledger.append(obs())  # its locks exist now; the pickle carries only path and options
@@ -440,6 +441,7 @@ def test_an_unencodable_observation_raises_before_anything_is_written(ledger_pat
 # -- fuzzing: from_dict and the line reader -----------------------------------------------------------
 
 
+@pytest.mark.slow  # 8 s measured on 2 busy cores: out of the fast loop
 @given(json_values | near_valid_records)
 @settings(max_examples=400, deadline=None)
 def test_hypothesis_from_dict_on_arbitrary_json_raises_only_value_or_type_error(data):
@@ -462,6 +464,7 @@ def _render(data, style: int) -> bytes:
     return b"\xef\xbb\xbf" + raw if style == 3 else raw
 
 
+@pytest.mark.slow  # 7 s measured on 2 busy cores: out of the fast loop
 @given(st.lists(st.tuples(json_values | near_valid_records, st.integers(0, 3)), min_size=1, max_size=6))
 @settings(max_examples=300, deadline=None)
 def test_hypothesis_the_ledger_reads_exactly_what_from_dict_accepts(entries):
@@ -481,6 +484,7 @@ def test_hypothesis_the_ledger_reads_exactly_what_from_dict_accepts(entries):
     st.lists(st.tuples(st.sampled_from(["qa", "sum"]), st.integers(-3, 3), st.floats(0, 1)), max_size=6),
     st.integers(0, 4),
 )
+@pytest.mark.slow  # 6 s measured on 2 busy cores: out of the fast loop
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_hypothesis_every_reader_survives_arbitrary_lines_and_agrees(garbage, valid, limit):
     with tempfile.TemporaryDirectory() as d:
@@ -1010,6 +1014,7 @@ line_kinds = st.one_of(
 )
 
 
+@pytest.mark.slow  # 4 s measured on 2 busy cores: out of the fast loop
 @given(st.lists(line_kinds, max_size=40), st.booleans())
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_hypothesis_the_ledger_and_ledger_frame_agree_on_long_blank_and_surrogate_lines(lines, final_newline):

@@ -145,7 +145,7 @@ def test_labelling_in_the_widget_leaves_routing_one_judge_and_honours_undo(ledge
     fill_biased(ledger, n=60, labels=0)
     items = [{"id": f"{a}-{i}", "prompt": "q", "baseline": "ref", "candidate": "ans", "candidate_model": a}
              for a in ("cheap", "dear") for i in range(60)]
-    lab = Labeller(items, ledger=ledger, task_type="qa", annotator="ann", judge="llm-judge")
+    lab = Labeller(items, ledger=ledger, task_type="qa", annotator="ann", grader_id="llm-judge")
     labelled = []
     for _ in range(12):
         labelled.append(lab.current["item_id"] if "item_id" in lab.current else lab.current["id"])

@@ -99,7 +99,7 @@ def test_a_missing_or_blank_answer_sits_that_prompt_out():
 
 def test_tournament_judges_every_battle_and_names_the_winner():
     adapter = ScriptedAdapter(fair_judge)
-    df = tournament(answers(5, p1="m2"), PairwiseJudge(adapter), prompt_id="prompt_id", seed=3, progress=False)
+    df = tournament(PairwiseJudge(adapter), answers(5, p1="m2"), prompt_id="prompt_id", seed=3, progress=False)
     assert list(df.columns[:7]) == list(TOURNAMENT_COLUMNS)
     assert len(df) == 6 * 4 + 3 and len(adapter.calls) == 2 * len(df)  # both orders
     assert df.attrs["missing"] == [("p1", "m2")]
@@ -124,19 +124,19 @@ def test_tournament_judges_every_battle_and_names_the_winner():
 
 def test_position_bias_in_one_order_is_a_coin_not_a_model_advantage():
     always_a = ScriptedAdapter(lambda p, rc: '{"winner": "A"}')
-    df = tournament(answers(20), PairwiseJudge(always_a, both_orders=False), prompt_id="prompt_id",
+    df = tournament(PairwiseJudge(always_a, both_orders=False), answers(20), prompt_id="prompt_id",
                     progress=False, seed=0)
     assert set(df["winner"]) == {"a"}
     shown_first = df["model_a"].value_counts()
     assert shown_first.min() >= 15 and shown_first.max() <= 45  # 120 battles, about 30 each, not all for one
-    both = tournament(answers(3), PairwiseJudge(always_a), prompt_id="prompt_id", progress=False)
+    both = tournament(PairwiseJudge(always_a), answers(3), prompt_id="prompt_id", progress=False)
     assert set(both["winner"]) == {"tie"}  # in both orders the bias cancels into ties
 
 
 def test_tournament_with_epochs_and_a_ledger(tmp_path):
     ledger = QualityLedger(tmp_path / "ledger.jsonl")
     adapter = ScriptedAdapter(fair_judge)
-    df = tournament(answers(2), PairwiseJudge(adapter), prompt_id="prompt_id", progress=False, epochs=2,
+    df = tournament(PairwiseJudge(adapter), answers(2), prompt_id="prompt_id", progress=False, epochs=2,
                     ledger=ledger, task_type="arena")
     assert len(adapter.calls) == 2 * 2 * 12
     assert df["epoch_scores"].map(len).tolist() == [2] * 12
@@ -150,23 +150,23 @@ def test_tournament_with_epochs_and_a_ledger(tmp_path):
 
 def test_tournament_refuses_what_it_cannot_run():
     with pytest.raises(ValidationError, match="pairwise judge"):
-        tournament(answers(1), LLMJudge(ScriptedAdapter(["{}"])), progress=False)
+        tournament(LLMJudge(ScriptedAdapter(["{}"])), answers(1), progress=False)
     with pytest.raises(ValidationError, match="pairwise judge"):
-        tournament(answers(1), ExactMatchJudge(), progress=False)
+        tournament(ExactMatchJudge(), answers(1), progress=False)
     judge = PairwiseJudge(ScriptedAdapter(fair_judge))
     twice = pd.concat([answers(1), answers(1)])
     with pytest.raises(ValidationError, match="several answers to one prompt"):
-        tournament(twice, judge, progress=False)
+        tournament(judge, twice, progress=False)
     with pytest.raises(ValidationError, match="pairs must be"):
-        tournament(answers(1), judge, pairs=0, progress=False)
+        tournament(judge, answers(1), pairs=0, progress=False)
     with pytest.raises(ValidationError, match="pairs must be"):
-        tournament(answers(1), judge, pairs="some", progress=False)
+        tournament(judge, answers(1), pairs="some", progress=False)
     with pytest.raises(ValidationError, match="lack the column"):
-        tournament(answers(1).rename(columns={"answer": "response"}), judge, progress=False)
+        tournament(judge, answers(1).rename(columns={"answer": "response"}), progress=False)
     mixed = answers(1)
     mixed.loc[0, "prompt"] = "another question"
     with pytest.raises(ValidationError, match="several different texts"):
-        tournament(mixed, judge, prompt_id="prompt_id", progress=False)
+        tournament(judge, mixed, prompt_id="prompt_id", progress=False)
 
 
 def test_winner_of_reads_the_reduced_score():
@@ -222,7 +222,7 @@ def test_battles_read_a_pipeline_of_pairwise_units():
 
 
 def test_a_tournament_frame_feeds_leaderboard_as_it_is():
-    df = tournament(answers(6), PairwiseJudge(ScriptedAdapter(fair_judge)), prompt_id="prompt_id", seed=1,
+    df = tournament(PairwiseJudge(ScriptedAdapter(fair_judge)), answers(6), prompt_id="prompt_id", seed=1,
                     progress=False)
     assert df["winner"].isna().sum() == 3  # the unscored battles of question 3
     board = leaderboard(df, n_boot=50, seed=0)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from . import pricing
 from ._anthropic import AnthropicAdapter
+from ._batches import BatchOptions, BatchRequestError, resubmit_expired
 from ._cache import ResponseCache
 from ._http import ChatHTTPAdapter, HTTPAdapter, is_loopback_url, parse_retry_after
 from ._local import LlamaCppAdapter, SentenceTransformerEmbedder, default_embedding_model_path, default_gguf_path
@@ -29,6 +30,8 @@ from .pricing import Price, register_price
 
 __all__ = [
     "AnthropicAdapter",
+    "BatchOptions",
+    "BatchRequestError",
     "ChatHTTPAdapter",
     "HTTPAdapter",
     "LlamaCppAdapter",
@@ -43,4 +46,5 @@ __all__ = [
     "parse_retry_after",
     "pricing",
     "register_price",
+    "resubmit_expired",
 ]

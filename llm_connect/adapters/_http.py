@@ -535,7 +535,8 @@ class HTTPAdapter:
         """Whether ``cost_usd`` reflects a real price (always true for a server on this machine)."""
         return self.price is not None or self._loopback
 
-    def _cost(self, tokens_in: int, tokens_out: int) -> float:
+    def _cost(self, tokens_in: int, tokens_out: int, *, batch: bool = False) -> float:
+        """The list price of the tokens (``batch=True``: the Batch API's discounted price)."""
         version = pricing.table_version()
         if self._price_cache is None or self._price_cache[0] != version:
             self._price_cache = (version, self.price)
@@ -544,7 +545,7 @@ class HTTPAdapter:
             if not self._loopback:
                 _warn_unknown_price(self.model_id)
             return 0.0
-        return price.cost(tokens_in, tokens_out)
+        return price.cost(tokens_in, tokens_out, batch=batch)
 
     # -- session on the background loop -------------------------------------------
 
@@ -652,10 +653,6 @@ class HTTPAdapter:
 
     async def _post(self, path: str, payload: Mapping[str, Any], *, timeout_s: float, tokens: int) -> tuple[Any, float]:
         """POST ``payload`` as JSON to ``base_url + path``; the decoded body and the attempt's latency (ms)."""
-        import tenacity
-
-        state = await self._state()
-        url = self.base_url + path
         try:
             data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         except (TypeError, ValueError) as exc:
@@ -663,6 +660,29 @@ class HTTPAdapter:
                 f"{self.adapter_id}: the request cannot be sent as JSON ({exc}); "
                 "RunConfig.model_params values must be JSON-serialisable"
             ) from exc
+        return await self._send("POST", path, data, timeout_s=timeout_s, tokens=tokens)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        *,
+        timeout_s: float,
+        tokens: int = 0,
+        headers: Mapping[str, str] | None = None,
+        as_bytes: bool = False,
+    ) -> tuple[Any, float]:
+        """One request to ``base_url + path`` with the adapter's limits, retries and error translation.
+
+        ``(the decoded JSON body, or the raw bytes when as_bytes=True; the attempt's latency in ms)``.
+        ``headers`` are sent with this request only (e.g. a multipart ``Content-Type``); the Batch APIs
+        (:mod:`._batches`) upload, poll and download through here.
+        """
+        import tenacity
+
+        state = await self._state()
+        url = self.base_url + path
         started = time.monotonic()
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_retries + 1) | tenacity.stop_before_delay(self.max_retry_time_s),
@@ -673,7 +693,7 @@ class HTTPAdapter:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await self._attempt(state, url, data, timeout_s, tokens)
+                    return await self._attempt(state, url, data, timeout_s, tokens, method, headers, as_bytes)
         except tenacity.RetryError as gave_up:
             last = gave_up.last_attempt.exception()
             assert isinstance(last, AdapterError)
@@ -691,7 +711,8 @@ class HTTPAdapter:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempt(
-        self, state: _LoopState, url: str, data: bytes, timeout_s: float, tokens: int
+        self, state: _LoopState, url: str, data: bytes | None, timeout_s: float, tokens: int,
+        method: str = "POST", headers: Mapping[str, str] | None = None, as_bytes: bool = False,
     ) -> tuple[Any, float]:
         import aiohttp
 
@@ -704,7 +725,7 @@ class HTTPAdapter:
             timeout = state.timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s)
         async with state.semaphore:
             t0 = time.perf_counter()
-            body, error = await self._exchange(state.session, url, data, timeout, timeout_s)
+            body, error = await self._exchange(state.session, url, data, timeout, timeout_s, method, headers, as_bytes)
             latency_ms = (time.perf_counter() - t0) * 1000.0
         if error is not None:
             # raised here, not where it was made: the frame that held the raw body and the response is gone
@@ -712,7 +733,8 @@ class HTTPAdapter:
         return body, latency_ms
 
     async def _exchange(
-        self, session: aiohttp.ClientSession, url: str, data: bytes, timeout: aiohttp.ClientTimeout, timeout_s: float
+        self, session: aiohttp.ClientSession, url: str, data: bytes | None, timeout: aiohttp.ClientTimeout,
+        timeout_s: float, method: str = "POST", headers: Mapping[str, str] | None = None, as_bytes: bool = False,
     ) -> tuple[Any, AdapterError | None]:
         """One POST: ``(the decoded JSON body, None)`` or ``(None, the error to raise)``; never raises an error.
 
@@ -726,7 +748,7 @@ class HTTPAdapter:
         shown = self._shown(url)
         cap = self.max_response_bytes
         try:
-            async with session.post(url, data=data, timeout=timeout) as resp:
+            async with session.request(method, url, data=data, timeout=timeout, headers=headers) as resp:
                 status = resp.status
                 if status >= 400:
                     try:
@@ -771,6 +793,8 @@ class HTTPAdapter:
                 status=status,
                 adapter_id=self.adapter_id,
             )
+        if as_bytes:
+            return raw, None
         try:
             return json.loads(raw), None
         except ValueError as exc:  # not chained: a JSONDecodeError holds the whole body (.doc)
@@ -933,11 +957,17 @@ class ChatHTTPAdapter(HTTPAdapter):
                 raw=body,
             )
 
+        estimate_usd = self._cost(tokens_in_estimate, tokens_out_cap)
+        from ._batches import active_collector
+
+        collector = active_collector()
+        if collector is not None:  # a run with batch=True: the reply comes through the provider's Batch API
+            invoke, estimate_usd = await collector.route(self, prompt, run_config, invoke, estimate_usd)
         return await acall_paid(
             invoke,
             run_config,
             # the price of the estimated prompt plus the output cap (0.0 when the price is unknown)
-            estimate_usd=self._cost(tokens_in_estimate, tokens_out_cap),
+            estimate_usd=estimate_usd,
             cache=self.cache,
             cache_key=lambda: cache_key(type(self).__qualname__, self.base_url, self.model_id, prompt, run_config),
             adapter_id=self.adapter_id,

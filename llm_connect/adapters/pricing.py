@@ -19,7 +19,19 @@ from dataclasses import dataclass
 
 from ..errors import ValidationError
 
-__all__ = ["DEFAULT_PRICES", "Price", "cost_usd", "price_for", "register_price", "registered_prices"]
+__all__ = [
+    "BATCH_DISCOUNT",
+    "DEFAULT_PRICES",
+    "Price",
+    "cost_usd",
+    "price_for",
+    "register_price",
+    "registered_prices",
+]
+
+#: The share of the list price a request sent through a provider's Batch API costs: OpenAI's Batch API and
+#: Anthropic's Message Batches both bill batched requests at 50% of the list price.
+BATCH_DISCOUNT = 0.5
 
 
 @dataclass(frozen=True)
@@ -35,8 +47,10 @@ class Price:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
                 raise ValidationError(f"Price.{name} must be a number >= 0, got {value!r}")
 
-    def cost(self, tokens_in: int, tokens_out: int) -> float:
-        return (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / 1_000_000
+    def cost(self, tokens_in: int, tokens_out: int, *, batch: bool = False) -> float:
+        """USD for the tokens; ``batch=True`` applies :data:`BATCH_DISCOUNT` (a Batch API request)."""
+        full = (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / 1_000_000
+        return full * BATCH_DISCOUNT if batch else full
 
 
 # Examples, as published by the providers at the time of writing; may be outdated.
@@ -125,7 +139,10 @@ def cost_usd(
     tokens_in: int,
     tokens_out: int,
     prices: Mapping[str, Price | tuple[float, float]] | None = None,
+    *,
+    batch: bool = False,
 ) -> float:
-    """What a call cost, in USD; 0.0 for a model with no known price."""
+    """What a call cost, in USD; 0.0 for a model with no known price. ``batch=True``: sent through a
+    provider's Batch API, at :data:`BATCH_DISCOUNT` of the list price."""
     price = price_for(model, prices)
-    return 0.0 if price is None else price.cost(tokens_in, tokens_out)
+    return 0.0 if price is None else price.cost(tokens_in, tokens_out, batch=batch)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .._html import Markup, fmt, frame_html, join, with_interval
+from ..stats._validate import check_confidence
 from ..stats.agreement import (
     _STAT_FUNCS,
     BEST,
@@ -214,8 +215,7 @@ def pair_agreement(
     per item) replaces ``a >= threshold`` as ``judge_a``'s verdicts (out-of-fold verdicts of a
     threshold chosen by cross-validation; see :func:`choose_threshold`).
     """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    confidence = check_confidence(confidence)
     unknown = set(statistics) - set(STATISTICS)
     if unknown:
         raise ValueError(f"unknown statistics {sorted(unknown)}; choose from {list(STATISTICS)}")

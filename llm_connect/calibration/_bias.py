@@ -24,17 +24,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from .._html import frame_html, html_format, p_text, with_interval
-from ..core import RunConfig
+from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..stats._validate import check_confidence
 from ..stats.shift import ShiftStats, _empty_shift, paired_shift
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
-from ._runner import is_pairwise, items_table, judge_items
+from ._runner import ItemsLike, _named_judges, is_pairwise, items_table, judge_items
+
+if TYPE_CHECKING:
+    from ..grading import Judge
 
 __all__ = [
     "PROBES",
@@ -151,8 +155,8 @@ def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> Pr
 
 
 def probe_judge(
-    judge: Any,
-    items: pd.DataFrame,
+    judge: Judge,
+    items: ItemsLike,
     probe: str,
     *,
     name: str | None = None,
@@ -166,21 +170,28 @@ def probe_judge(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
+    budget: BudgetTracker | float | None = None,
 ) -> ProbeResult:
     """Run one probe on one judge.
 
     ``original_scores`` (one per item, NaN for unscored) saves judging the
     originals again when you already have them, e.g. from
     :func:`~llm_connect.calibration.score_items`.
+
+    ``budget``: one budget for the probe's calls (the originals, when judged, and the perturbed
+    items), as ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a
+    limit in USD (by default ``run_config.budget_tracker``). Once it is spent no call starts; the
+    items not judged are left out of the shift (they have no pair).
     """
     name = name or str(getattr(judge, "grader_id", "judge"))
+    check_confidence(confidence)
     if probe not in PROBES:
         raise ValidationError(f"unknown probe {probe!r}; choose from {', '.join(PROBES)}")
     if probe == "position" and not is_pairwise(judge):
         return _not_applicable(name, probe, "position applies only to pairwise judges", threshold)
     items = items_table(items)
     kwargs: dict[str, Any] = {"reference_sep": reference_sep, "concurrency": concurrency, "progress": progress,
-                              "run_config": run_config}
+                              "run_config": run_config, "budget": as_budget(budget)}
     if original_scores is None:
         original = _scores(judge_items(judge, items, **kwargs))
     else:
@@ -224,8 +235,8 @@ def _resolve_probes(probes: str | Sequence[str] | None) -> tuple[list[str], bool
 
 
 def run_probes(
-    judges: Mapping[str, Any],
-    items: pd.DataFrame,
+    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
+    items: ItemsLike,
     *,
     probes: str | Sequence[str] | None = "auto",
     original_scores: Mapping[str, Any] | None = None,
@@ -240,14 +251,25 @@ def run_probes(
     progress: bool = True,
     run_config: RunConfig | None = None,
     on_result: Callable[[ProbeResult], None] | None = None,
+    budget: BudgetTracker | float | None = None,
 ) -> BiasReport:
     """Every probe on every judge. ``probes="auto"`` runs those that apply to each judge
     (``position`` only for pairwise judges); naming ``position`` for a judge that is not
-    pairwise gives a row saying so."""
+    pairwise gives a row saying so.
+
+    ``judges``: a judge, ``{name: judge}`` or judges (named by ``grader_id``).
+    ``budget``: one budget for every probe of every judge, as ``judge_many(..., budget=...)``
+    takes it (a :class:`~llm_connect.BudgetTracker` or a limit in USD; by default
+    ``run_config.budget_tracker``): once it is spent no call starts, and the probes left have
+    no pairs (``n`` 0)."""
     names, auto = _resolve_probes(probes)
+    check_confidence(confidence)
+    named = dict(judges) if isinstance(judges, Mapping) else _named_judges(judges)
+    items = items_table(items)  # read once (a path, mappings), for every probe
+    tracker = as_budget(budget)  # one tracker for every probe (a limit in USD becomes one tracker)
     per = dict(thresholds or {})
     results = []
-    for judge_name, judge in judges.items():
+    for judge_name, judge in named.items():
         for probe in names:
             if auto and probe == "position" and not is_pairwise(judge):
                 continue
@@ -256,7 +278,7 @@ def run_probes(
                 judge, items, probe, name=judge_name, original_scores=original,
                 threshold=per.get(judge_name, threshold), n_boot=n_boot, confidence=confidence, seed=seed,
                 reference_sep=reference_sep, injection=injection, concurrency=concurrency, progress=progress,
-                run_config=run_config,
+                run_config=run_config, budget=tracker,
             )
             results.append(result)
             if on_result is not None:

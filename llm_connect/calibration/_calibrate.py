@@ -9,21 +9,30 @@ report classes, so neither imports the other's module.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from ..core import RunConfig
+from ..batch import judge_and_items
+from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..stats._validate import by_columns, check_confidence
 from ._agreement import agreement_table
 from ._bias import run_probes
+from ._cards import card_reference
 from ._groups import group_breakdown, group_column
 from ._pairwise import calibrate_pairwise, is_pairwise_input
 from ._report import CalibrationReport
-from ._runner import _named_judges, items_table, score_judges
+from ._runner import ItemsLike, _named_judges, _score_items, items_table, load_items, parse_labels
+from ._selective import parse_selective, selective_judges, selective_results
+
+if TYPE_CHECKING:
+    from ..grading import Judge
+    from ..quality import BaseLedger
 
 __all__ = ["calibrate", "default_groups"]
 
@@ -39,9 +48,33 @@ def default_groups(scores: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: Sequence[str],
+                     levels: tuple[float, float], thresholds: Mapping[str, Any] | None,
+                     threshold: float) -> dict[str, Any]:
+    """The selective judges of ``calibrate(..., selective=...)``, after checking there are enough human labels
+    (before any judge runs)."""
+    from ..stats.selective import min_items
+
+    alpha, delta = levels
+    columns = [human] if isinstance(human, str) else list(human or [])
+    columns = columns or list(annotators)
+    if not columns:
+        raise ValidationError("selective= needs human labels to calibrate against: pass human=COLUMN")
+    frame = items_table(items)
+    if columns[0] not in frame.columns:
+        raise ValidationError(f"no label column {columns[0]!r} in the data")
+    labelled = int(np.isfinite(parse_labels(frame[columns[0]].tolist(), column=str(columns[0]))).sum())
+    need = min_items(alpha, delta)
+    if labelled < need:
+        raise ValidationError(f"selective: too few labelled items: {labelled}; the guarantee at alpha={alpha:g}, "
+                              f"delta={delta:g} needs at least {need} (with fewer, even no disagreement at all cannot "
+                              "pass the exact binomial bound); label more items or raise alpha or delta")
+    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold)
+
+
 def calibrate(
-    items: Any,
-    judges: Mapping[str, Any] | Sequence[Any],
+    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
+    items: ItemsLike,
     *,
     human: str | Sequence[str] | None = None,
     annotators: Sequence[str] = (),
@@ -56,7 +89,7 @@ def calibrate(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
     by: str | None = None,
     pairwise: bool | None = None,
@@ -65,9 +98,16 @@ def calibrate(
     groups: Mapping[str, str] | None = None,
     epochs: int = 1,
     reducer: Any = "mean",
+    budget: BudgetTracker | float | None = None,
+    selective: Any = None,
 ) -> CalibrationReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
+
+    ``judges``: a judge, ``{name: judge}`` or judges (named by ``grader_id``); ``items``: a
+    DataFrame, mappings or the path of a JSON Lines / CSV / TSV file (see :func:`score_items`).
+    The order ``calibrate(items, judges)`` of earlier releases still works, with a
+    :class:`DeprecationWarning`.
 
     With ``ledger`` and ``task_type``, every scored judgment is recorded as
     ``judge_many(..., ledger=...)`` records it (see :func:`score_items`).
@@ -104,7 +144,28 @@ def calibrate(
     judge's card then carries its run-to-run reliability (epochs, percent agreement,
     Krippendorff's alpha: :attr:`~llm_connect.calibration.JudgeCard.reliability`). The bias
     probes judge the perturbed items once. Not for pairwise data (a :class:`ValidationError`).
+
+    ``budget``: one budget for the whole run (every judge, every epoch, every probe), as
+    ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a limit in
+    USD (by default ``run_config.budget_tracker``). Each paid call is reserved on it before it
+    starts; once it is spent no call starts, and the rows not attempted are ``error`` rows saying
+    "budget exhausted" (NaN scores, left out of agreement; probes on them have no pairs).
+
+    ``selective=(alpha, delta)`` (or ``True`` for 0.1 and 0.1, ``{"alpha": ..., "delta": ...}``, or
+    ``"alpha=0.1,delta=0.1"``): every judge is also calibrated as a selective judge (Jung, Brahman &
+    Choi, ICLR 2025, arXiv:2407.18370; :class:`~llm_connect.grading.SelectiveJudge`, its confidence
+    ``"auto"``): its confidence per item is ``confidence_<judge>`` in the scores, its cut-off is chosen
+    on the labelled items so that it agrees with people on at least ``1 − alpha`` of the items it
+    judges, with probability ``1 − delta``; :attr:`CalibrationReport.selective` holds the calibrated
+    judges (ready for fresh items), and the agreement table, the judge cards (their verdict lines) and
+    the report (each judge's risk-coverage curve) show them. Needs human labels, at least
+    :func:`~llm_connect.stats.selective.min_items` of them (an error names how many).
     """
+    judges, items = judge_and_items(judges, items, func="calibrate")
+    check_confidence(confidence)
+    if isinstance(items, (str, os.PathLike)):  # read once: graded or pairwise, the columns say which
+        items = load_items(items, items=False)
+    tracker = as_budget(budget)  # one tracker for every stage (a limit in USD becomes one tracker)
 
     if pairwise or (pairwise is None and is_pairwise_input(items)):
         if by is not None or reference_sep is not None or thresholds:
@@ -118,19 +179,28 @@ def calibrate(
             if len(list(human)) != 1:
                     raise ValidationError("pairwise data takes one human preference column, not several")
             human = next(iter(human))
-        return calibrate_pairwise(items, judges, human=human, annotators=annotators, codes=preference_codes,
+        return calibrate_pairwise(judges, items, human=human, annotators=annotators, codes=preference_codes,
                                   probes=probes, probe_limit=probe_limit, n_boot=n_boot, confidence=confidence,
                                   seed=seed, concurrency=concurrency, progress=progress, run_config=run_config,
-                                  ledger=ledger, task_type=task_type)
+                                  ledger=ledger, task_type=task_type, budget=tracker)
     named = _named_judges(judges)
+    levels = parse_selective(selective)
+    specs: dict[str, Any] = {}
+    if levels is not None:  # each judge run as a selective judge's scorer: its confidence beside its score
+        specs = _selective_specs(named, items, human, annotators, levels, thresholds, threshold)
+        named = {name: spec.scorer for name, spec in specs.items()}
     group_col = None
     if by is not None:  # checked before any judge runs
+        (by_one, *more) = by_columns(by) or [""]  # the package's one reading of by=
+        if more:
+            raise ValidationError(f"calibrate groups by one column, got {by!r}; pass by='COLUMN'")
         items = items_table(items)
         humans = [human] if isinstance(human, str) else list(human or [])
-        group_col = group_column(items.columns, by, labels=[*humans, *annotators])
-    scored = score_judges(items, named, human=human, annotators=annotators, reference_sep=reference_sep,
+        group_col = group_column(items.columns, by_one, labels=[*humans, *annotators])
+        by = by_one
+    scored = _score_items(named, items, human=human, annotators=annotators, reference_sep=reference_sep,
                           concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
-                          task_type=task_type, scale=scale, epochs=epochs, reducer=reducer)
+                          task_type=task_type, scale=scale, epochs=epochs, reducer=reducer, budget=tracker)
     scores = scored.to_frame()  # users read the attrs mirror; the stages below get ``scored``
     ann = scored.annotators
     if groups is None and scale is not None:
@@ -153,10 +223,15 @@ def calibrate(
             original_scores={k: sample[f"score_{k}"].to_numpy(dtype=float) for k in named},
             threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
             reference_sep=reference_sep, concurrency=concurrency, progress=progress, run_config=run_config,
+            budget=tracker,
         )
     report = CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
                                thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed,
                                scored=replace(scored, frame=scores))
+    if specs:
+        ref, people = card_reference(report)
+        if people and ref is not None:
+            report.selective = selective_results(scores, specs, reference=ref, threshold_of=report.threshold_of)
     if by is not None and group_col is not None:
         report.by_group = group_breakdown(
             scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows, judges=report.judges,

@@ -15,7 +15,8 @@ The file is JSON Lines, ASCII only (every other character as a ``\\uXXXX`` escap
 - an ``item`` record per item, in input order: ``row``, ``id``, ``prompt``, ``baseline``,
   ``candidate``, ``candidate_model``, ``fields``, ``labels`` (label -> score in 0..1 or ``null``),
   ``people`` (that label's score) and ``judges``: per judge ``score`` (``null`` when unscored, never
-  0), ``status`` (``scored`` / ``unscored`` / ``error``), ``notes`` (the error or the reason when not
+  0), ``status`` (``scored`` / ``unscored`` / ``abstained`` (a selective judge below its cut-off) /
+  ``error``), ``confidence`` (a selective judge's, else ``null``), ``notes`` (the error or the reason when not
   scored), ``raw_reply`` and ``judge_prompt`` (the exact prompt the judge saw; ``null`` for a judge
   that calls no model, or when the run did not keep it), ``verdict`` (score >= threshold),
   ``disagrees`` (verdict differs from people's; ``null`` when either is missing) and ``gap``
@@ -62,7 +63,7 @@ _ITEM_TEXT = ("id", "prompt", "baseline", "candidate", "candidate_model")
 _FEATURES = ("model_family", "candidate_chars", "candidate_words", "baseline_chars", "baseline_words",
              "length_ratio", "has_header", "has_list", "has_bold", "has_code", "markdown_features")
 _JUDGE_PREFIXES = ("score_", "status_", "notes_", RAW_REPLY_PREFIX, JUDGE_PROMPT_PREFIX)
-_STATUSES = ("scored", "unscored", "error")
+_STATUSES = ("scored", "unscored", "abstained", "error")
 
 
 # -- values as plain JSON --------------------------------------------------------------------------
@@ -210,6 +211,7 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
             "notes": [_text(v) for v in column(f"notes_{j}")],
             "raw_reply": [_text(v) for v in column(f"{RAW_REPLY_PREFIX}{j}")],
             "judge_prompt": [_text(v) for v in column(f"{JUDGE_PROMPT_PREFIX}{j}")],
+            "confidence": [_score(v) for v in column(f"confidence_{j}")],
         }
         for j in judges
     }
@@ -230,7 +232,8 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
             verdict, disagrees, gap = _verdicts(score, people_scores[i], thresholds[j], people_t)
             judged[j] = {"score": score, "status": d["status"][i], "notes": d["notes"][i],
                          "raw_reply": d["raw_reply"][i], "judge_prompt": d["judge_prompt"][i],
-                         "verdict": verdict, "disagrees": disagrees, "gap": gap}
+                         "verdict": verdict, "disagrees": disagrees, "gap": gap,
+                         "confidence": d["confidence"][i]}
         records.append({
             "kind": "item", "row": i, "id": ids[i], "prompt": texts["prompt"][i], "baseline": texts["baseline"][i],
             "candidate": texts["candidate"][i], "candidate_model": texts["candidate_model"][i],

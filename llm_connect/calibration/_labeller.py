@@ -61,8 +61,11 @@ Which items to show (``strategy``)
 ``group=``, default the candidate model column), ``"active"`` (active statistical inference,
 Zrnic & Candès 2024, *Active Statistical Inference*, ICML, arXiv:2403.03208: more labels where
 the judge, calibrated on the labels so far, is unsure; with ``uncertainty="judge"`` or
-``"COLUMN"`` a fixed rule instead) or ``"overlap"`` (a seeded share every annotator labels first;
-:meth:`Labeller.agreement`). The designs are statistics on arrays, in
+``"COLUMN"`` a fixed rule instead), ``"overlap"`` (a seeded share every annotator labels first;
+:meth:`Labeller.agreement`) or ``"abstained"`` (only the items a selective judge or a cascade
+abstained on, most uncertain first: ``items`` is the frame of ``judge_many(selective_judge, ...)``,
+whose ``status`` says ``abstained`` (or ``decided_by`` says ``human``) and whose ``confidence`` orders
+them; Jung, Brahman & Choi 2025, *Trust or Escalate*). The designs are statistics on arrays, in
 :mod:`llm_connect.stats.sampling`: what each does, its inclusion probabilities, and when
 ``"active"`` pays and which of its rules to pick are explained there. Each item's key is its id
 and adapter; the learned ``"active"`` plan is replayed from the ledger (a shown item keeps the
@@ -151,6 +154,25 @@ def _items_frame(items: Any) -> pd.DataFrame:
     return frame
 
 
+def _abstained_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows a selective judge or a cascade abstained on (``status == "abstained"``, or ``decided_by ==
+    "human"``) and their confidences (NaN where none), for ``strategy="abstained"``."""
+    if "status" in frame.columns:
+        mask = (frame["status"].astype(object) == "abstained").to_numpy(dtype=bool)
+    elif "decided_by" in frame.columns:
+        mask = (frame["decided_by"].astype(object) == "human").to_numpy(dtype=bool)
+    else:
+        raise ValidationError("strategy='abstained' takes the frame of judge_many(selective_judge, items) (or of a "
+                              "cascade): items need a 'status' column (abstained rows) or a 'decided_by' column")
+    if not mask.any():
+        raise ValidationError(f"strategy='abstained': none of the {len(frame)} rows was abstained on; there is "
+                              "nothing left for people")
+    part = frame[mask].reset_index(drop=True)
+    confidence = (pd.to_numeric(part["confidence"], errors="coerce").to_numpy(dtype=float)
+                  if "confidence" in part.columns else np.full(len(part), np.nan))
+    return part, confidence
+
+
 def _values(part: pd.DataFrame, name: str) -> list[Any]:
     """Column ``name`` of ``part`` as Python objects (``None`` for each row when there is no such column)."""
     return part[name].astype(object).tolist() if name in part.columns else [None] * len(part)
@@ -208,7 +230,8 @@ class Labeller:
     ``annotator``: who labels (a name); ``grader_id``: the judge's grader id (its scores drive
     ``"active"`` and the estimates; ``None``: human-only intervals; ``judge=``, its older name, is
     still accepted with a :class:`DeprecationWarning`); ``strategy``: ``"random"``,
-    ``"stratified"``, ``"active"`` or ``"overlap"``; ``seed``: the order's seed.
+    ``"stratified"``, ``"active"``, ``"overlap"`` or ``"abstained"`` (the rows of a selective judge's or
+    cascade's ``judge_many`` frame it abstained on, most uncertain first); ``seed``: the order's seed.
 
     Keyword options: ``group`` (the stratifying column; default ``candidate_model``),
     ``overlap`` (share every annotator labels, default 0.2), ``floor`` (the uniform share of
@@ -286,7 +309,11 @@ class Labeller:
         self.show_judge = bool(show_judge)
         self.target_width = float(target_width)
         self.confidence = check_confidence(confidence)
-        self._build_items(_items_frame(items), group=group, reference_sep=reference_sep, uncertainty=uncertainty)
+        frame = _items_frame(items)
+        priority = None
+        if strategy == "abstained":  # only the rows a selective judge or cascade abstained on
+            frame, priority = _abstained_rows(frame)
+        self._build_items(frame, group=group, reference_sep=reference_sep, uncertainty=uncertainty)
         probs = None
         self.floor, self.burn_in, self.bins = floor, burn_in, bins
         self._learned = strategy == "active" and uncertainty is None
@@ -307,7 +334,7 @@ class Labeller:
         self.plan = make_plan(list(self._items["key_text"]), strategy=strategy, seed=self.seed,
                               probabilities=probs if not self._learned else np.ones(len(self._items)),
                               groups=self._items["group"] if strategy == "stratified" else None,
-                              overlap=overlap)
+                              overlap=overlap, priority=priority)
         plan_key: tuple[Any, ...] = (strategy, self.seed, overlap if strategy == "overlap" else None,
                                      floor if strategy == "active" else None, group)
         if strategy == "active":

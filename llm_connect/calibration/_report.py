@@ -107,6 +107,10 @@ class CalibrationReport:
     #: Agreement and bias per group (``calibrate(..., by=COLUMN)``): a
     #: :class:`~llm_connect.calibration._groups.GroupBreakdown`, or ``None`` without ``by``.
     by_group: Any = field(default=None, repr=False)
+    #: The judges calibrated as selective judges (``calibrate(..., selective=(alpha, delta))``), by name:
+    #: :class:`~llm_connect.grading.SelectiveJudge` objects with their cut-offs, ready to judge fresh items
+    #: (see :mod:`llm_connect.calibration._selective`); empty without ``selective``.
+    selective: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.scored is None:
@@ -242,13 +246,27 @@ class CalibrationReport:
         cols += [c for c in self.meta.passthrough if c in s.columns]
         cols += [f"score_{n}" for n in self.names]
         for j in self.judges:
-            cols += [c for c in (f"status_{j}", f"notes_{j}", f"reply_{j}") if c in s.columns]
+            cols += [c for c in (f"status_{j}", f"notes_{j}", f"reply_{j}", f"confidence_{j}") if c in s.columns]
         return s[list(dict.fromkeys(cols))].copy()
 
     def agreement_frame(self) -> pd.DataFrame:
+        """``agreement.csv``: one row per pair of judges; with ``selective``, a selective row per judge after
+        them (its ``selective`` column says ``alpha=...,delta=...``; see
+        :data:`~llm_connect.calibration._selective.SELECTIVE_COLUMNS`)."""
         frame = self.agreement.frame
         first = [c for c in AGREEMENT_CSV_COLUMNS if c in frame.columns]
-        return frame[first + [c for c in frame.columns if c not in first]]
+        frame = frame[first + [c for c in frame.columns if c not in first]]
+        rows = self.selective_frame()
+        if len(rows):
+            frame = pd.concat([frame.assign(selective=""), rows], ignore_index=True)
+        return frame
+
+    def selective_frame(self) -> pd.DataFrame:
+        """The selective row of each judge (``calibrate(..., selective=...)``): coverage, agreement on the judged
+        items, cut-off and the guarantee (:func:`~llm_connect.calibration._selective.selective_frame`)."""
+        from ._selective import selective_frame
+
+        return selective_frame(self.selective, self.reference)
 
     def bias_frame(self) -> pd.DataFrame:
         if self.bias is None:

@@ -12,23 +12,30 @@ and format features, and the candidate's model family.
 from __future__ import annotations
 
 import math
+import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
 
-from ..batch import ITEM_COLUMNS, items_frame
-from ..core import RunConfig
+from ..batch import ITEM_COLUMNS, batch_budget, is_judge, items_frame, judge_and_items
+from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats.agreement import parse_scale
 from ._features import model_family, text_features
 
+if TYPE_CHECKING:
+    from ..grading import Judge
+    from ..quality import BaseLedger
+
 __all__ = [
     "REQUIRED_COLUMNS",
+    "ItemsLike",
     "ScoredItems",
     "items_table",
     "judge_family",
@@ -43,16 +50,22 @@ __all__ = [
 
 REQUIRED_COLUMNS = ITEM_COLUMNS
 
+#: What a calibration entry point takes as its items: a DataFrame, a path to a JSON Lines / CSV / TSV file
+#: (:func:`load_items`), or mappings (one per item).
+ItemsLike: TypeAlias = "pd.DataFrame | str | os.PathLike[str] | Iterable[Mapping[str, Any]]"
+
 _YES = {"yes", "y", "true", "t", "correct", "acceptable", "accept", "right", "pass", "good", "1", "1.0"}
 _NO = {"no", "n", "false", "f", "incorrect", "unacceptable", "reject", "wrong", "fail", "bad", "0", "0.0"}
 _BLANK = {"", "na", "n/a", "nan", "none", "null", "-", "?"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 #: A judge named ``N`` has one column per prefix: ``score_N`` (NaN unless scored), ``status_N``
-#: (``scored``/``unscored``/``error``), ``notes_N`` (the judge's notes, or why the row is not
-#: scored), ``reply_N`` (the judge's raw reply; empty for a judge that makes no LLM call) and
-#: ``judge_prompt_N`` (the exact prompt it sent; empty likewise; not written to scores.csv).
-JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_", "judge_prompt_")
+#: (``scored``/``unscored``/``error``, or ``abstained`` for a selective judge), ``notes_N`` (the judge's
+#: notes, or why the row is not scored), ``reply_N`` (the judge's raw reply; empty for a judge that makes
+#: no LLM call) and ``judge_prompt_N`` (the exact prompt it sent; empty likewise; not written to
+#: scores.csv); a judge that reports a confidence (a selective judge's scorer, ``calibrate(...,
+#: selective=...)``) also ``confidence_N``.
+JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_", "judge_prompt_", "confidence_")
 #: The item columns a calibration run reads itself; the input's other columns are carried through.
 ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
 
@@ -210,17 +223,20 @@ def lacks_text(items: pd.DataFrame) -> pd.Series:
 COLUMN_ALIASES = {"reference": "baseline"}
 
 
-def items_table(items: Any) -> pd.DataFrame:
+def items_table(items: ItemsLike) -> pd.DataFrame:
     """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
 
     The batch engine's item-frame builder (:func:`llm_connect.batch.items_frame`) with
     :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
-    :class:`~llm_connect.errors.ValidationError` naming it.
+    :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
+    is read with :func:`load_items`.
     """
+    if isinstance(items, (str, os.PathLike)):
+        return load_items(items)
     return items_frame(items, REQUIRED_COLUMNS, aliases=COLUMN_ALIASES).reset_index(drop=True)
 
 
-def load_items(path: str | Path, *, items: bool = True) -> pd.DataFrame:
+def load_items(path: str | os.PathLike[str], *, items: bool = True) -> pd.DataFrame:
     """Read a JSON Lines (``.jsonl``/``.ndjson``/``.json``), CSV or TSV file of items.
 
     ``items=False`` reads any table (e.g. graded rows for ``estimate_quality``)
@@ -344,18 +360,19 @@ def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -
 
 
 def judge_items(
-    judge: Any,
+    judge: Judge,
     items: pd.DataFrame,
     *,
     reference_sep: str | None = None,
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
     desc: str | None = None,
     epochs: int = 1,
     reducer: Any = "mean",
+    budget: BudgetTracker | float | None = None,
 ) -> pd.DataFrame:
     """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
@@ -365,6 +382,11 @@ def judge_items(
 
     With ``ledger`` and ``task_type`` every scored row is recorded as
     ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
+
+    ``budget``: the batch budget, as ``judge_many(..., budget=...)`` takes it (a
+    :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``):
+    every paid call of the judge is reserved on it, and once it is spent the rows not attempted are
+    ``error`` rows saying "budget exhausted". Pass one tracker to several calls to share one limit.
 
     A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
     as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
@@ -380,9 +402,20 @@ def judge_items(
     for c in ("prompt", "baseline", "candidate"):
         batch[c] = batch[c].map(_text_or_none).astype(object)
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
-    plan = judge_plan(judge, batch, run_config=run_config, ledger=ledger, task_type=task_type, replies=True,
-                      desc=label, epochs=epochs, reducer=reducer)
+    plan = judge_plan(judge, batch, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
+                      replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget)
     return run_batch(plan, concurrency=concurrency, progress=progress)
+
+
+def open_ledger_of(ledger: BaseLedger | str | os.PathLike[str] | None) -> BaseLedger | None:
+    """``ledger`` as a ledger: a path (``str`` or ``os.PathLike``) opened with
+    :func:`~llm_connect.quality.open_ledger` (a JSON Lines file, or a Parquet directory / URI), a ledger
+    (or ``None``) as it is."""
+    if isinstance(ledger, (str, os.PathLike)):
+        from ..quality import open_ledger
+
+        return open_ledger(ledger)
+    return ledger
 
 
 def _rubric_hash(judge: Any) -> str | None:
@@ -391,10 +424,14 @@ def _rubric_hash(judge: Any) -> str | None:
     return judge_abilities(judge).rubric_hash
 
 
-def _named_judges(judges: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict[str, Any]:
+    """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``)."""
     if isinstance(judges, Mapping):
         named = {judge_name(k): j for k, j in judges.items()}
+    elif is_judge(judges):  # one judge
+        return _named_judges([cast("Judge", judges)])
     else:
+        judges = cast("Sequence[Judge]", judges)
         named = {}
         for j in judges:
             gid = getattr(j, "grader_id", None)
@@ -411,9 +448,10 @@ def _named_judges(judges: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
 
 @dataclass
 class ScoredItems:
-    """What :func:`score_judges` hands to the next stages (agreement, probes, cards, report): the
-    frame of :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
-    (which many pandas operations drop).
+    """What scoring hands to the next stages (agreement, probes, cards, report): the frame of
+    :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
+    (which many pandas operations drop). ``ScoredItems.from_frame(score_items(judges, items))``
+    builds it from a scored frame (the replacement of the deprecated :func:`score_judges`).
 
     ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
     ``passthrough``: the input's other columns, carried into the frame (a name that would clash
@@ -422,6 +460,9 @@ class ScoredItems:
     rows scored / unscored / error, ``judge_cost_usd``, tokens) are keyed by judge name;
     ``reliability`` too, for a run in epochs (``epochs > 1``): each judge's run-to-run reliability
     (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
+    ``budget``: the batch budget's state once every judge had run (``limit_usd``, ``spent_usd``,
+    ``calls``...: :meth:`~llm_connect.BudgetTracker.snapshot`, as ``judge_many``'s ``attrs["budget"]``),
+    ``None`` when the run had no budget.
     """
 
     frame: pd.DataFrame
@@ -438,6 +479,7 @@ class ScoredItems:
     reference_sep: str | None = None
     epochs: int = 1
     reliability: dict[str, dict[str, Any]] = field(default_factory=dict)
+    budget: dict[str, Any] | None = None
 
     def metadata(self) -> dict[str, Any]:
         """Every field but the frame, as a dict (what :func:`score_items` also mirrors in ``attrs``)."""
@@ -461,35 +503,42 @@ class ScoredItems:
             labels = set(meta.get("labels") or ())
             meta["judges"] = [c[len("score_"):] for c in frame.columns
                               if isinstance(c, str) and c.startswith("score_") and c[len("score_"):] not in labels]
-        optional = ("human", "reference_sep")  # the fields that may be None
+        optional = ("human", "reference_sep", "budget")  # the fields that may be None
         return cls(frame=frame, **{k: v for k, v in meta.items() if v is not None or k in optional})
 
 
 def score_items(
-    items: Any,
-    judges: Mapping[str, Any] | Sequence[Any],
+    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
+    items: ItemsLike,
     *,
-    human: str | None = None,
+    human: str | Sequence[str] | None = None,
     annotators: Sequence[str] = (),
     reference_sep: str | None = None,
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
+    scale: Any = None,
     epochs: int = 1,
     reducer: Any = "mean",
+    budget: BudgetTracker | float | None = None,
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
-    ``items``: a DataFrame or mappings with ``prompt``, ``baseline`` (the
+    ``judges``: a judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
+    ``items``: a DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file
+    (:func:`load_items`) with ``prompt``, ``baseline`` (the
     reference; several separated by ``reference_sep``; a ``reference`` column is
     taken when there is no ``baseline``) and ``candidate``;
-    optional ``id``, ``candidate_model`` and label columns. ``judges``: a mapping
-    ``{name: judge}`` or judges (named by ``grader_id``). ``human``: the column
+    optional ``id``, ``candidate_model`` and label columns. ``human``: the column
     holding the human verdict (booleans, yes/no or 0..1), scored as judge
     ``human``; ``annotators``: columns of individual annotators, scored as judges
     of the same name, whose agreement with each other is the ceiling.
+    ``human`` may name several columns (rating dimensions such as ``["coherence", "relevance"]``):
+    each is a label scored under its own name, a separate target (not an annotator); one column is
+    scored as ``human``. ``scale=(low, high)``: the label columns hold ratings on that scale
+    (:func:`parse_labels`).
 
     Columns: ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``,
     ``model_family``, the input's other columns (e.g. a group such as ``topic``; not the
@@ -501,8 +550,8 @@ def score_items(
     ``score_<annotator>``, and the features of
     :func:`~llm_connect.calibration.text_features`. ``attrs`` mirrors, for reading
     by hand, the judge names, each judge's ``grader_id``, rubric hash and model family,
-    and each judge's usage (the package itself passes them as :class:`ScoredItems`,
-    from :func:`score_judges`).
+    and each judge's usage; :meth:`ScoredItems.from_frame` reads them back as a
+    :class:`ScoredItems` (what :func:`~llm_connect.calibration.calibrate` hands to its stages).
     With ``ledger`` and ``task_type``, every scored judgment is recorded in the
     ledger through :func:`~llm_connect.grading.judge_many` (the candidate's
     model as its adapter, the item's ``id`` as ``tags["item_id"]``).
@@ -510,17 +559,27 @@ def score_items(
     ``epochs=k`` judges each item ``k`` times (``judge_many(..., epochs=k, reducer=...)``): each
     ``score_<judge>`` is the reduced score, and ``attrs["reliability"]`` holds each judge's
     run-to-run reliability (percent agreement and Krippendorff's alpha across the epochs).
+
+    ``budget``: one budget for every judge's calls, as ``judge_many(..., budget=...)`` takes it (a
+    :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``).
+    Each paid call is reserved on it before it starts; once it is spent no call starts, and the
+    rows not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", their
+    scores NaN. ``attrs["budget"]`` holds its state at the end (as ``judge_many``'s).
+
+    The order ``score_items(items, judges)`` of earlier releases still works, with a
+    :class:`DeprecationWarning`.
     """
-    return score_judges(
-        items, judges, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
-        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, epochs=epochs,
-        reducer=reducer,
+    judges, items = judge_and_items(judges, items, func="score_items")
+    return _score_items(
+        judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
+        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
+        reducer=reducer, budget=budget,
     ).to_frame()
 
 
 def score_judges(
-    items: Any,
-    judges: Mapping[str, Any] | Sequence[Any],
+    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
+    items: ItemsLike,
     *,
     human: str | Sequence[str] | None = None,
     annotators: Sequence[str] = (),
@@ -528,19 +587,48 @@ def score_judges(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: Any = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
     scale: Any = None,
     epochs: int = 1,
     reducer: Any = "mean",
+    budget: BudgetTracker | float | None = None,
+) -> ScoredItems:
+    """Deprecated: use :func:`score_items` (the frame) and :meth:`ScoredItems.from_frame` (its fields).
+
+    :func:`score_items` as :class:`ScoredItems`, with the same arguments; it warns with a
+    :class:`DeprecationWarning` naming the replacement, then does what it did.
+    """
+    warnings.warn("score_judges() is deprecated: use score_items(judges, items, ...), which returns the same "
+                  "frame, and ScoredItems.from_frame(frame) for its fields", DeprecationWarning, stacklevel=2)
+    judges, items = judge_and_items(judges, items, func="score_judges")
+    return _score_items(
+        judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
+        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
+        reducer=reducer, budget=budget,
+    )
+
+
+def _score_items(
+    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
+    items: ItemsLike,
+    *,
+    human: str | Sequence[str] | None = None,
+    annotators: Sequence[str] = (),
+    reference_sep: str | None = None,
+    concurrency: int = 16,
+    progress: bool = True,
+    run_config: RunConfig | None = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
+    task_type: str | None = None,
+    scale: Any = None,
+    epochs: int = 1,
+    reducer: Any = "mean",
+    budget: BudgetTracker | float | None = None,
 ) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
-    :func:`~llm_connect.calibration.calibrate` passes on). Same arguments as :func:`score_items`, and:
-    ``human`` may name several columns (rating dimensions such as ``["coherence", "relevance"]``):
-    each is a label scored under its own name, a separate target (not an annotator); one column is
-    scored as ``human``. ``scale=(low, high)``: the label columns hold ratings on that scale
-    (:func:`parse_labels`). ``epochs``/``reducer``: each judge judges each item ``epochs`` times
-    (see :func:`score_items`); ``reliability`` holds each judge's run-to-run reliability."""
+    :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both.
+    ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``)."""
     from ..grading._epochs import check_epochs, reducer_of
 
     k = check_epochs(epochs)
@@ -578,10 +666,12 @@ def score_judges(
 
     usage: dict[str, dict[str, Any]] = {}
     reliability: dict[str, dict[str, Any]] = {}
+    tracker = as_budget(budget)  # one budget for every judge (a limit in USD becomes one tracker)
+    ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
     for name, judge in named.items():
         batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
-                            epochs=k, reducer=reducer)
+                            epochs=k, reducer=reducer, budget=tracker)
         if k > 1:
             reliability[name] = dict(batch.attrs["reliability"])
         scores = pd.to_numeric(batch["quality_score"], errors="coerce").to_numpy(dtype=float)
@@ -594,16 +684,22 @@ def score_judges(
         ]
         out[f"reply_{name}"] = batch["raw_reply"].tolist()
         out[f"judge_prompt_{name}"] = batch["judge_prompt"].tolist()  # the exact prompt it sent (the viewer's)
+        if "confidence" in batch.columns:  # a selective judge's confidence (calibrate(..., selective=...))
+            out[f"confidence_{name}"] = pd.to_numeric(batch["confidence"], errors="coerce").to_numpy(dtype=float)
         usage[name] = {
             "scored": int((np.asarray(status) == "scored").sum()),
             "unscored": int((np.asarray(status) == "unscored").sum()),
+            "abstained": int((np.asarray(status) == "abstained").sum()),
             "error": int((np.asarray(status) == "error").sum()),
             "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
             "tokens_in": int(batch["tokens_in"].sum()),
             "tokens_out": int(batch["tokens_out"].sum()),
+            "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
+            "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }
     for name in label_names:
         out[f"score_{name}"] = labels[name]
+    spent = batch_budget(tracker, run_config)  # the budget every judge's batch ran on, if any
 
     features = text_features(out["candidate"], out["baseline"])
     out = pd.concat([out, features], axis=1)
@@ -622,4 +718,5 @@ def score_judges(
         reference_sep=reference_sep,
         epochs=k,
         reliability=reliability,
+        budget=spent.snapshot() if spent is not None else None,
     )

@@ -1,7 +1,7 @@
 """The ``llm-connect`` command.
 
-Subcommands live one per module (``_calibrate``, ``_estimate``, ``_leaderboard``, ``_demo``, ``_ledger``, ``_view``; the
-``--judges`` options in ``_judges``, exit-status helpers and ``--require`` gates in ``_common``),
+Subcommands live one per module (``_calibrate``, ``_estimate``, ``_leaderboard``, ``_demo``, ``_ledger``, ``_view``,
+``_align``; the ``--judges`` options in ``_judges``, exit-status helpers and ``--require`` gates in ``_common``),
 each added by its ``_add_<name>(subparsers)`` function listed in :func:`build_parser`; each sets
 the defaults ``func`` (called with the parsed arguments and its own parser, returning the exit
 code) and ``_parser`` (itself).
@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import LLMConnectError
+from ._align import _add_align
 from ._calibrate import _add_calibrate
 from ._common import (
     CALIBRATE_STATS,
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_leaderboard(subparsers)
     _add_ledger(subparsers)
     _add_view(subparsers)
+    _add_align(subparsers)
     return parser
 
 

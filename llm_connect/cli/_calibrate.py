@@ -69,7 +69,8 @@ spreadsheet does not run them as formulas):
                  a judge could not score the row (never 0); then per judge
                  status_<judge> (scored, unscored, error), notes_<judge> (its
                  notes or why the row is not scored) and reply_<judge> (its raw
-                 reply)
+                 reply); with --selective also confidence_<judge> (its
+                 confidence in its verdict)
   scores.parquet the same table with its types (not neutralised: it is read
                  by code, not opened by a spreadsheet)
   agreement.csv  one row per pair of judges, read from judge_a's side against
@@ -91,7 +92,13 @@ spreadsheet does not run them as formulas):
                  n_documents (correlation within each document, averaged);
                  with --threshold JUDGE=best: threshold (chosen on all
                  labelled rows), threshold_selection, fold_thresholds, and
-                 the row against people out of fold
+                 the row against people out of fold; with --selective, a
+                 selective row per judge (column selective, e.g.
+                 alpha=0.1,delta=0.1): n (labelled items it scored),
+                 n_judged (above its confidence cutoff), percent_agreement
+                 there, coverage, abstained, cutoff, guaranteed_agreement
+                 (1 - alpha, held with probability confidence_level, 1 -
+                 delta), risk_upper, confidence_source, note, verdict
   bias.csv       one row per judge and probe: n, mean_shift (shift_low,
                  shift_high), p_value (Wilcoxon), flip_rate, and more
   agreement_by_group.csv, bias_by_group.csv
@@ -105,7 +112,8 @@ spreadsheet does not run them as formulas):
                  unscored_rate, position_consistency, yes_rate, weak; with
                  --epochs K: epochs, epoch_agreement, epoch_alpha (run-to-run
                  reliability: percent agreement and Krippendorff's alpha of
-                 the K epochs); verdict
+                 the K epochs); verdict; rewards; with --selective:
+                 selective_coverage, selective_cutoff
   report.html    everything above with plots, in one self-contained file
   judgments.jsonl every judgment (texts, labels, each judge's score, status,
                  notes, raw reply and prompt; probe results): see llm-connect view
@@ -246,6 +254,15 @@ def _add_calibrate(subparsers: Any) -> None:
         choices=sorted(REDUCERS),
         help="with --epochs: how the epochs' scores become one (default: mean)",
     )
+    p.add_argument(
+        "--selective",
+        metavar="alpha=A,delta=D",
+        default=None,
+        help="also calibrate every judge as a selective judge (Jung et al., ICLR 2025): it judges only the items "
+        "it is confident of, so that it agrees with people on at least 1-A of them with probability 1-D, and "
+        "abstains on the rest; adds a selective row per judge to agreement.csv, the card and the verdict line, "
+        "and its risk-coverage curve to report.html (needs --human labels; e.g. alpha=0.1,delta=0.1)",
+    )
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
     p.add_argument(
         "--ledger",
@@ -292,8 +309,10 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
         )
     for name, u in usage.items():
         cost = f", ${u['judge_cost_usd']:.4f}" if u["judge_cost_usd"] else ""
+        abstained = f", {u['abstained']} abstained" if u.get("abstained") else ""
         print(
-            f"  {safe_text(name)}: {u['scored']} scored, {u['unscored']} unscored, {u['error']} errors{cost}", file=out
+            f"  {safe_text(name)}: {u['scored']} scored, {u['unscored']} unscored, {u['error']} errors{abstained}"
+            f"{cost}", file=out
         )
         if u["error"] or u["unscored"]:
             status = report.scores[f"status_{name}"]
@@ -349,6 +368,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
             )
         _table(rows, out, "bias probes")
     _print_groups(report, out)
+    _print_selective(report, out)
     print("wrote " + ", ".join(safe_text(p) for p in paths.values()), file=out)
 
 
@@ -372,6 +392,54 @@ def _print_groups(report: Any, out: Any) -> None:
     _table(rows, out, f"agreement by {groups.by}")
 
 
+
+
+def _selective_option(value: str | None) -> tuple[float, float] | None:
+    """``--selective alpha=A,delta=D`` as ``(alpha, delta)``; a bad value is a usage error (exit 2)."""
+    if value is None:
+        return None
+    from ..calibration._selective import parse_selective
+    from ..errors import ValidationError
+
+    try:
+        return parse_selective(value if value.strip() else True)
+    except ValidationError as exc:
+        raise UsageError(f"--selective: {exc}") from None
+
+
+def _check_selective(items: Any, humans: Sequence[str], levels: tuple[float, float]) -> None:
+    """--selective needs a human label column and enough labelled items for alpha and delta."""
+    from ..calibration import parse_labels
+    from ..stats.selective import min_items
+
+    if not humans:
+        raise UsageError("--selective needs human labels to calibrate against: --human COLUMN")
+    labelled = int(sum(1 for v in parse_labels(items[humans[0]].tolist(), column=humans[0]) if v == v))
+    need = min_items(*levels)
+    if labelled < need:
+        raise UsageError(f"--selective alpha={levels[0]:g},delta={levels[1]:g} needs at least {need} labelled items "
+                         f"(with fewer, even no disagreement at all cannot pass the exact binomial bound); "
+                         f"{humans[0]!r} labels {labelled}; label more items or raise alpha or delta")
+
+
+def _print_selective(report: Any, out: Any) -> None:
+    """With --selective: per judge its confidence, cut-off, coverage and agreement above the cut-off."""
+    frame = report.selective_frame() if getattr(report, "selective", None) else None
+    if frame is None or frame.empty:
+        return
+
+    def f(x: Any, spec: str = ".3f") -> str:
+        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+    rows: list[tuple[Any, ...]] = [("judge", "confidence", "cutoff", "judges", "agree", "guaranteed", "abstains")]
+    for r in frame.to_dict("records"):
+        rows.append((r["judge_a"], r["confidence_source"], f(r["cutoff"], ".4g"),
+                     f"{int(r['n_judged'])}/{int(r['n'])}", f(r["percent_agreement"]),
+                     f">= {r['guaranteed_agreement']:.0%} at {r['confidence_level']:.0%}", f(r["abstained"], ".0%")))
+    _table(rows, out, f"selective judges ({frame['selective'].iloc[0]})")
+    for r in frame.to_dict("records"):
+        if r["note"]:
+            print(f"  {safe_text(r['judge_a'])}: {safe_text(r['note'], limit=300)}", file=out)
 
 
 def _no_row_scored(parser: argparse.ArgumentParser, report: Any) -> int:
@@ -514,6 +582,9 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         raise UsageError(f"--epochs must be from 1 to {MAX_EPOCHS}, got {args.epochs}")
     if args.epochs > 1 and (args.pairwise or looks_pairwise(Path(args.data))):
         raise UsageError("--epochs is not available for pairwise data yet; drop it")
+    selective = _selective_option(args.selective)
+    if selective is not None and (args.pairwise or looks_pairwise(Path(args.data))):
+        raise UsageError("--selective is for graded data (a verdict per answer), not pairs; drop it")
     if args.pairwise or looks_pairwise(Path(args.data)):  # pairs: a/b/tie, no threshold (cli/_pairwise.py)
         return run_pairwise(args, parser)
     probes: Any = args.probes.strip().lower()
@@ -573,14 +644,16 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             group_column(items.columns, args.by, labels=columns)
         except ValidationError as exc:
             raise UsageError(f"--by: {exc}") from None
+    if selective is not None:  # too few labels: exit 2 now, before --out is made and any judge runs
+        _check_selective(items, humans, selective)
     lacking = _check_items(parser, items)
     paths = _prepare_out(Path(args.out), CALIBRATE_OUTPUTS, inputs=[data])
     cache = open_run(args, Path(args.out), data, selection)  # run.json; the response cache (None: --no-cache)
     judges = _build_judges(spec, cache)
     _warn_reference_sep(parser, items, sep_given)  # once the run is sure to go ahead
     report = calibrate(
-        items,
         judges,
+        items,
         human=human,
         annotators=_split(args.annotators),
         reference_sep=args.reference_sep,
@@ -597,6 +670,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         by=args.by,
         epochs=args.epochs,
         reducer=args.reducer,
+        selective=selective,
     )
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
     from ..calibration._cards import cards_frame, cards_from_report

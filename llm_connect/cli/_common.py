@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .._textsafe import one_line, safe_text
-from ..errors import ConfigError, LLMConnectError
+from ..errors import ConfigError, LLMConnectError, ValidationError
+from ..stats._validate import check_confidence
 
 JUDGES = ("exact", "contains", "token-f1", "embedding", "llm")
 DEFAULT_JUDGES = "exact,embedding,llm"
@@ -35,6 +36,14 @@ CALIBRATE_GROUP_OUTPUTS = ("agreement_by_group", "bias_by_group")
 
 class UsageError(ConfigError):
     """A problem with the command line or its inputs: reported in one line, exit status 2."""
+
+
+def confidence_option(value: float) -> float:
+    """``--confidence`` through the package's one check of a confidence level (a :class:`UsageError`)."""
+    try:
+        return check_confidence(value, name="--confidence")
+    except ValidationError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _fail(parser: argparse.ArgumentParser, message: str) -> NoReturn:

@@ -203,8 +203,8 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     ledger = QualityLedger(paths["ledger"])
     before = sum(1 for _ in ledger.iter_observations()) if ledger.path.exists() else 0
     report = calibrate(
-        items,
         judges,
+        items,
         human=None,
         annotators=["human", "human_2"],
         reference_sep="|",

@@ -18,6 +18,7 @@ from ._common import (
     _prepare_out,
     _requirements,
     _table,
+    confidence_option,
     parse_requirement,
 )
 from ._judges import _split
@@ -80,8 +81,7 @@ def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     if not methods or unknown:
         raise UsageError(f"--method: unknown {', '.join(unknown) or '(none given)'}; choose from "
                          f"{', '.join(ESTIMATE_METHODS)}")
-    if not 0.0 < args.confidence < 1.0:
-        raise UsageError(f"--confidence must be between 0 and 1 (e.g. 0.95), got {args.confidence}")
+    confidence_option(args.confidence)
     for text in args.require:
         parse_requirement(text, ESTIMATE_STATS)  # syntax first, before reading anything
     data = Path(args.data)

@@ -151,7 +151,7 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
     judge = PairwiseJudge(_build_llm(args.llm, args.base_url, cache), both_orders=not args.one_order,
                           allow_tie=args.allow_tie, seed=args.seed)
-    report: Any = calibrate(items, {"pairwise": judge}, human=human, annotators=annotators, pairwise=True,
+    report: Any = calibrate({"pairwise": judge}, items, human=human, annotators=annotators, pairwise=True,
                             preference_codes=args.preference_codes, probes=probes, probe_limit=args.probe_limit,
                             n_boot=args.n_boot, seed=args.seed, concurrency=args.concurrency,
                             progress=not args.no_progress)

@@ -5,11 +5,15 @@ what                               functions and classes
 =================================  ==========================================================
 the contract                       :class:`Judge`, :class:`AsyncJudge`, :class:`JudgeBase`,
                                    :class:`GradingResult`, :func:`judge_abilities`
+rubrics as data                    :class:`Rubric`, :class:`Example` (criteria, scale, worked examples)
 plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJudge`,
                                    :class:`TokenF1Judge`, :class:`EmbeddingSimilarityJudge`,
                                    :class:`LLMJudge`, :class:`FunctionJudge`
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
                                    :class:`CascadeJudge`, :func:`consistency_rate`
+selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
+agreement with people)             :func:`cascade` -> :class:`SelectiveCascade`,
+                                   :class:`SelectiveCascadeSummary`, :class:`ConfidenceJudge`
 many items at once                 :func:`judge_many`, :func:`ajudge_many`, :func:`grade_many`,
                                    :class:`PairedGrader`, :class:`BaselineGrader`
 repeated judging (epochs)          ``judge_many(..., epochs=k, reducer=...)``, :data:`REDUCERS`,
@@ -66,9 +70,20 @@ from ._judges import (
 from ._lexical import ContainsJudge, TokenF1Judge, token_f1
 from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
+from ._rubric import Example, Rubric
+from ._selective import (
+    CONFIDENCE_SOURCES,
+    ConfidenceJudge,
+    SelectiveCascade,
+    SelectiveCascadeSummary,
+    SelectiveJudge,
+    cascade,
+    confidence_sources,
+)
 from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
 
 __all__ = [
+    "CONFIDENCE_SOURCES",
     "EPOCH_COLUMNS",
     "GRADE_COLUMNS",
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -87,10 +102,12 @@ __all__ = [
     "BaselineGrader",
     "CascadeJudge",
     "CascadeSummary",
+    "ConfidenceJudge",
     "ContainsJudge",
     "EmbeddingSimilarityJudge",
     "EpochReliability",
     "ExactMatchJudge",
+    "Example",
     "FunctionJudge",
     "GradingResult",
     "Judge",
@@ -102,8 +119,14 @@ __all__ = [
     "PairwiseSummary",
     "PanelAgreement",
     "PanelJudge",
+    "Rubric",
+    "SelectiveCascade",
+    "SelectiveCascadeSummary",
+    "SelectiveJudge",
     "TokenF1Judge",
     "ajudge_many",
+    "cascade",
+    "confidence_sources",
     "consistency_rate",
     "epoch_reliability",
     "expected_label_value",

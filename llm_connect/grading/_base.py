@@ -196,6 +196,8 @@ class JudgeAbilities:
     splits_references: bool = False
     extra_columns: tuple[str, ...] = ()
     model_id: str | None = None
+    #: False for a judge shown no reference (``needs_reference = False``): a blank baseline is then no error.
+    needs_reference: bool = True
 
 
 def _declared(judge: Any, name: str, default: Any) -> Any:
@@ -226,6 +228,7 @@ def judge_abilities(judge: Judge) -> JudgeAbilities:
         splits_references=bool(splits),
         extra_columns=tuple(_declared(judge, "extra_columns", ())),
         model_id=model if isinstance(model, str) and model else None,
+        needs_reference=_declared(judge, "needs_reference", True) is not False,
     )
 
 

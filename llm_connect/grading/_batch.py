@@ -47,6 +47,7 @@ from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ..quality import BaseLedger
 from ._base import GradingResult, Judge, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
+from ._batch_api import provider_batch_plan
 from ._epochs import (
     EPOCH_COLUMNS,
     Reducer,
@@ -104,18 +105,22 @@ async def record_result(ledger: LedgerSink, row: Row, result: GradingResult, *, 
 def finish_rows(judge: Judge, frame: Any, columns: tuple[str, ...],
                 replies: Mapping[int, str] | None = None, prompts: Mapping[int, str] | None = None) -> Any:
     """The ``finish`` step of a judge's batch: its ``grader_id`` on every row, the rows attached to ``frame``
-    (with ``replies`` and ``prompts``: the raw reply and the judge's prompt of each unscored row, by
-    position, in its ``raw_reply`` and ``judge_prompt``)."""
+    (with ``replies`` and ``prompts``: the raw reply and the judge's prompt of each unscored or abstained
+    row, by position, in its ``raw_reply`` and ``judge_prompt``). A judge that may abstain (it declares
+    ``abstains``: a selective judge, a cascade) has ``attrs["counts"]["abstained"]`` even when it is 0."""
 
     def finish(rows: list[Row], interrupted: bool) -> Any:
         for i, r in enumerate(rows):
             r["grader_id"] = judge.grader_id
-            if r.get("status") == "unscored":
+            if r.get("status") in ("unscored", "abstained"):
                 if replies is not None and i in replies:
                     r.setdefault(RAW_REPLY, replies[i])
                 if prompts is not None and i in prompts:
                     r.setdefault(JUDGE_PROMPT, prompts[i])
-        return attach_rows(frame, rows, columns, interrupted)
+        out = attach_rows(frame, rows, columns, interrupted)
+        if _declared(judge, "abstains", False):
+            out.attrs["counts"].setdefault("abstained", 0)
+        return out
 
     return finish
 
@@ -254,7 +259,8 @@ def judge_plan(
         for rec in records:  # the texts each row's work will hand the judge; rows that will fail are left out
             try:
                 item_text(rec["prompt"], "prompt")
-                pairs.append((reference_text(rec["baseline"], sep=abilities.reference_sep),
+                pairs.append((reference_text(rec["baseline"], sep=abilities.reference_sep,
+                                             required=abilities.needs_reference),
                               item_text(rec["candidate"], "candidate")))
             except ValidationError:
                 continue
@@ -273,7 +279,8 @@ def judge_plan(
     async def judge_item(i: int, epoch: int, pos: int) -> Row:
         rec = records[i]
         prompt = item_text(rec["prompt"], "prompt")
-        reference = reference_text(rec["baseline"], sep=abilities.reference_sep)
+        reference = reference_text(rec["baseline"], sep=abilities.reference_sep,
+                                   required=abilities.needs_reference)
         baseline = LLMResponse(content=reference, adapter_id="baseline", model_id="reference")
         candidate = candidate_response(rec, item_text(rec["candidate"], "candidate"))
         this, config = judge_of(epoch), epoch_run_config(rc, epoch)
@@ -439,6 +446,7 @@ def judge_many(
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,
     reducer: str | Reducer = "mean",
+    batch: Any = False,
 ) -> pd.DataFrame:
     """Judge many (prompt, baseline, candidate) items; one row per item, in input order, never fewer.
 
@@ -497,9 +505,19 @@ def judge_many(
     repeated observations of an item, reads the reduced score: one observation per run);
     the records are written when the epochs are done. ``epochs=1`` (the default) is the
     single judgment, unchanged.
+
+    Provider batches: ``batch=True`` sends every call the judge makes to an OpenAI-compatible or
+    Anthropic adapter through the provider's Batch API (half the price, no per-minute rate limits),
+    one batch per round (a compound judge whose later calls depend on earlier replies takes several
+    rounds); the rows, statuses, columns and ledger records are those of the run without ``batch``.
+    With ``ledger``, the batch state lives beside it (``<ledger>.batches/``) and the same call
+    resumes a run that was killed: submitted batches are collected, never submitted again.
+    ``batch`` may also be a folder for the state or :class:`~llm_connect.adapters.BatchOptions`
+    (poll interval, limits, resubmitting expired requests); see :mod:`llm_connect.adapters._batches`.
     """
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency)
     return run_batch(plan, concurrency=concurrency, progress=progress)
 
 
@@ -515,6 +533,7 @@ async def ajudge_many(
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,
     reducer: str | Reducer = "mean",
+    batch: Any = False,
 ) -> pd.DataFrame:
     """The awaitable twin of :func:`judge_many` (for code already inside an event loop): the same rows and columns.
 
@@ -522,8 +541,10 @@ async def ajudge_many(
     default ``run_config.budget_tracker``): every paid call of a row, the
     judge's included, is charged to it, and once it is spent the rows not
     attempted are ``error`` rows saying "budget exhausted" (see :func:`judge_many`).
-    ``epochs``/``reducer``: repeated judging, as :func:`judge_many`.
+    ``epochs``/``reducer``: repeated judging, as :func:`judge_many`. ``batch``: provider Batch APIs,
+    as :func:`judge_many`.
     """
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency)
     return await arun_batch(plan, concurrency=concurrency, progress=progress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import inspect
 import logging
@@ -17,7 +18,20 @@ from .._runtime import acall_complete, acall_embed, to_thread
 from ..core import EmbeddingAdapter, LLMAdapter, LLMResponse, RunConfig
 from ..errors import EmbeddingShapeError, JudgeReplyError, ValidationError
 from ._base import GradingResult, InlineJudge, JudgeBase, validate_grader_id
-from ._parse import UntrustedText, expected_label_value, parse_score_reply
+from ._parse import UntrustedText, defang, expected_label_value, parse_score_reply
+from ._rubric import (
+    Example,
+    Rubric,
+    builtin_kind,
+    builtin_rubric,
+    example_texts,
+    examples_fence,
+    local_instructions,
+    local_template,
+    prompt_template,
+    register_builtin,
+    word_reply_format,
+)
 
 __all__ = [
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -423,6 +437,29 @@ LOCAL_JUDGE_RUBRIC_HASH = _hash(LOCAL_JUDGE_INSTRUCTIONS + "\n\n" + LOCAL_JUDGE_
 _YES_NO = {"yes": 1.0, "no": 0.0}
 _LOCAL_JSON_MAX_TOKENS = 96  # the JSON verdict is short; a small model held to the schema rambles in its notes
 
+# The three rubrics above as Rubric values (criteria, scale, worked examples): a judge given one of them
+# renders exactly the template above and records its hash (see _rubric.register_builtin).
+register_builtin("json", Rubric(
+    "Grade how well the candidate answers the question, using the reference as the\n"
+    "standard of correctness. 1.0 means fully correct and complete, 0.0 means wrong\n"
+    "or unresponsive; use values in between for partially correct answers. Do not\n"
+    "reward length, formatting or confidence for their own sake.",
+    scale="0-1", name="correctness"), LLM_JUDGE_RUBRIC_HASH)
+register_builtin("logprob", Rubric(
+    "Rate the candidate from 1 (wrong) to 5 (fully correct), using the reference as\n"
+    "the standard of correctness.",
+    scale=(1, 5), name="correctness"), LLM_JUDGE_LOGPROB_RUBRIC_HASH)
+register_builtin("yes-no", Rubric(
+    "Say yes when the candidate gives the same answer as the reference (extra correct detail is fine). Say no "
+    "when it is wrong, gives a different answer, or does not answer. Do not reward length, formatting or "
+    "confidence.",
+    scale="binary", name="correctness", examples=(
+        Example("What is the largest planet?", "Jupiter", "The largest planet is Saturn, famous for its rings.", 0),
+        Example("Who wrote Hamlet?", "William Shakespeare", "Shakespeare wrote it.", 1),
+        Example("What is the boiling point of water at sea level in Celsius?", "100", "90 degrees", 0),
+        Example("What is the chemical symbol for gold?", "Au", "**Au**, from the Latin aurum.", 1),
+    )), LOCAL_JUDGE_RUBRIC_HASH)
+
 
 
 
@@ -459,6 +496,17 @@ class LLMJudge(JudgeBase):
     adapter asked for ``"json"`` is held to :data:`VERDICT_JSON_SCHEMA` by its
     grammar and to 96 tokens, unless the caller's run config says otherwise.
 
+    ``rubric``: what to judge (a :class:`~llm_connect.grading.Rubric`: criteria, a scale, worked
+    examples; see :mod:`llm_connect.grading._rubric`). With none the judge keeps the correctness
+    rubric of its scoring, with exactly the prompts and ``rubric_hash`` it always had
+    (:attr:`current_rubric` is that rubric as a value). With one, the prompt is built from it: its
+    worked examples come before the item, fenced like the item (their texts are scanned for planted
+    verdicts too); ``reference=False`` shows no reference (a blank baseline is then no error); a
+    Likert reply ``s`` on ``(lo, hi)`` scores ``(s - lo) / (hi - lo)`` (probability-weighted over the
+    digits with ``"logprob"`` and ``"yes-no"`` scoring); ``rubric_hash`` is ``rubric.hash``. The local
+    judge (``"yes-no"``) puts the rubric's criteria and examples in its system message, the same
+    for every item, so an in-process model decodes them once per rubric.
+
     Every result's ``details`` hold the exact text sent (``judge_prompt``, and
     ``judge_system_prompt`` when there is one) and the reply (``raw_reply``).
     """
@@ -468,6 +516,7 @@ class LLMJudge(JudgeBase):
     seed: int | None = None
     scoring: Literal["json", "logprob", "yes-no"] | None = None
     top_logprobs: int = 10
+    rubric: Rubric | None = None
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)
@@ -477,6 +526,12 @@ class LLMJudge(JudgeBase):
             self.scoring = "yes-no" if self.is_local else "json"
         if self.scoring not in ("json", "logprob", "yes-no"):
             raise ValidationError(f"scoring must be 'json', 'logprob' or 'yes-no', got {self.scoring!r}")
+        if self.rubric is not None:
+            if not isinstance(self.rubric, Rubric):
+                raise ValidationError(f"rubric must be a Rubric (llm_connect.Rubric(criteria, ...)), "
+                                      f"got {type(self.rubric).__name__}")
+            if self.scoring != "json":
+                word_reply_format(self.rubric, self.scoring)  # a scale this scoring cannot read fails here
 
     @property
     def is_local(self) -> bool:
@@ -484,43 +539,101 @@ class LLMJudge(JudgeBase):
         return getattr(self.adapter, "is_local", False) is True
 
     @property
-    def rubric(self) -> str:
-        """The per-item prompt template (for ``"yes-no"``, the system message is :data:`LOCAL_JUDGE_INSTRUCTIONS`)."""
-        return {"json": LLM_JUDGE_RUBRIC, "logprob": LLM_JUDGE_LOGPROB_RUBRIC, "yes-no": LOCAL_JUDGE_RUBRIC}[
-            self._scoring
-        ]
+    def current_rubric(self) -> Rubric:
+        """The rubric the judge uses: its own, else the built-in correctness rubric of its scoring."""
+        return self.rubric if self.rubric is not None else builtin_rubric(self._scoring)
+
+    def with_rubric(self, rubric: Rubric | None) -> LLMJudge:
+        """A copy of this judge (same adapter, grader id, scoring, seed) judging with ``rubric``."""
+        return dataclasses.replace(self, rubric=rubric)
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether the judge is shown the baseline as a reference (a blank baseline is then an error row)."""
+        return self.rubric is None or self.rubric.reference
+
+    @property
+    def _legacy(self) -> bool:
+        """Whether the prompt is the built-in one of the judge's scoring (no rubric, or that rubric's content)."""
+        return self.rubric is None or builtin_kind(self.rubric, prompt_only=True) == self._scoring
+
+    @property
+    def rubric_template(self) -> str:
+        """The per-item prompt template (``str.format`` fields ``prompt``, ``baseline``, ``candidate``, ``fence``;
+        for ``"yes-no"`` the system message is :attr:`system_prompt`)."""
+        if self._legacy:
+            return {"json": LLM_JUDGE_RUBRIC, "logprob": LLM_JUDGE_LOGPROB_RUBRIC, "yes-no": LOCAL_JUDGE_RUBRIC}[
+                self._scoring
+            ]
+        rubric = self.current_rubric
+        return local_template(rubric) if self._scoring == "yes-no" else prompt_template(rubric, self._scoring)
 
     @property
     def rubric_hash(self) -> str:
-        """A stable hash of the rubric template, recorded in ledgers beside the score."""
-        return {
-            "json": LLM_JUDGE_RUBRIC_HASH,
-            "logprob": LLM_JUDGE_LOGPROB_RUBRIC_HASH,
-            "yes-no": LOCAL_JUDGE_RUBRIC_HASH,
-        }[self._scoring]
+        """A stable hash of the rubric, recorded in ledgers beside the score: ``rubric.hash`` when the judge
+        has a rubric, else the built-in rubric's (:data:`LLM_JUDGE_RUBRIC_HASH` ...)."""
+        if self.rubric is None:
+            return {
+                "json": LLM_JUDGE_RUBRIC_HASH,
+                "logprob": LLM_JUDGE_LOGPROB_RUBRIC_HASH,
+                "yes-no": LOCAL_JUDGE_RUBRIC_HASH,
+            }[self._scoring]
+        kind = builtin_kind(self.rubric)
+        if kind is not None and kind != self._scoring:  # another scoring's built-in, rendered for this one
+            return _hash(f"{self.rubric.hash}:{self._scoring}")
+        return self.rubric.hash
 
     @property
     def system_prompt(self) -> str | None:
         """The system message the judge sends (the local rubric's instructions), or ``None``."""
-        return LOCAL_JUDGE_INSTRUCTIONS if self._scoring == "yes-no" else None
+        if self._scoring != "yes-no":
+            return None
+        return LOCAL_JUDGE_INSTRUCTIONS if self._legacy else self._local_instructions()
+
+    def _local_instructions(self) -> str:
+        cached = self.__dict__.get("_system_cache")
+        rubric = self.current_rubric
+        if cached is None or cached[0] is not rubric:
+            cached = (rubric, local_instructions(rubric))
+            self.__dict__["_system_cache"] = cached
+        return cached[1]
 
     @property
     def _scoring(self) -> str:
         return self.scoring or "json"
 
     def untrusted(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> UntrustedText:
-        """The item's texts, which the judge is shown but must not obey (their hash makes the fence)."""
+        """The texts the judge is shown but must not obey: the item's (their hash makes the fence), then
+        the rubric's worked examples (scanned for planted verdicts too)."""
         texts = (prompt, baseline.content, candidate.content)
         if self._scoring == "yes-no":
             return UntrustedText(texts, tags=True)
-        return UntrustedText(texts)
+        if self._legacy or not self.current_rubric.examples:
+            return UntrustedText(texts)
+        return UntrustedText((*texts, *example_texts(self.current_rubric)), fence=UntrustedText(texts).fence)
 
     def build_prompt(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> str:
         untrusted = self.untrusted(baseline, candidate, prompt)
-        return self.rubric.format(
-            prompt=untrusted.defang(prompt) if self._scoring == "yes-no" else prompt,
-            baseline=untrusted.defang(baseline.content),
-            candidate=untrusted.defang(candidate.content),
+        if self._scoring == "yes-no":
+            return self.rubric_template.format(
+                prompt=untrusted.defang(prompt),
+                baseline=untrusted.defang(baseline.content),
+                candidate=untrusted.defang(candidate.content),
+                fence=untrusted.fence,
+            )
+        rubric = self.current_rubric
+        if self._legacy or not rubric.examples:
+            clean = untrusted.defang
+        else:  # an item's text can close neither its own fence nor the worked examples'
+            shown = examples_fence(rubric)
+
+            def clean(text: str) -> str:
+                return defang(untrusted.defang(text), shown)
+
+        return self.rubric_template.format(
+            prompt=prompt if self._legacy else clean(prompt),
+            baseline=clean(baseline.content),
+            candidate=clean(candidate.content),
             fence=untrusted.fence,
         )
 
@@ -539,7 +652,7 @@ class LLMJudge(JudgeBase):
         elif self._scoring == "yes-no":
             changes["top_logprobs"] = self.top_logprobs
             changes["max_tokens"] = 1  # the verdict is the next token
-            changes["system_prompt"] = LOCAL_JUDGE_INSTRUCTIONS
+            changes["system_prompt"] = self.system_prompt
             changes["json_output"] = False  # the verdict is a word: a JSON grammar would forbid it
             changes["model_params"] = {k: v for k, v in params.items() if k != "response_format"}
         elif self.is_local:
@@ -566,19 +679,39 @@ class LLMJudge(JudgeBase):
         }
         if config.system_prompt is not None:
             details["judge_system_prompt"] = config.system_prompt
+        if self.rubric is not None:
+            details["rubric_name"] = self.rubric.name
         try:
-            if self._scoring == "logprob":
+            if self._legacy and self._scoring == "logprob":
                 score, probs = expected_label_value(reply.logprobs, _LIKERT_5, adapter_id=repr(reply.adapter_id))
                 notes = "logprob-weighted 1-5 rating: " + ", ".join(f"{k}={v:.2f}" for k, v in sorted(probs.items()))
                 details["label_probs"] = probs
-            elif self._scoring == "yes-no":
+            elif self._legacy and self._scoring == "yes-no":
                 score, probs = expected_label_value(reply.logprobs, _YES_NO, adapter_id=repr(reply.adapter_id))
                 notes = f"P(yes)={probs.get('yes', 0.0):.2f}"
                 details["label_probs"] = probs
-            else:
+            elif self._scoring in ("logprob", "yes-no"):
+                rubric = self.current_rubric
+                score, probs = expected_label_value(reply.logprobs, rubric.labels(), adapter_id=repr(reply.adapter_id))
+                if rubric.likert is not None:
+                    lo, hi = rubric.likert
+                    notes = f"logprob-weighted {lo}-{hi} rating: " + ", ".join(
+                        f"{k}={v:.2f}" for k, v in sorted(probs.items()))
+                else:
+                    notes = f"P(yes)={probs.get('yes', 0.0):.2f}"
+                details["label_probs"] = probs
+            elif self._legacy:
                 score, notes, obj = parse_score_reply(
                     reply.content, untrusted=self.untrusted(baseline, candidate, prompt)
                 )
+                details["verdict"] = obj
+            else:
+                rubric = self.current_rubric
+                lo, hi = rubric.likert or (0, 1)
+                raw, notes, obj = parse_score_reply(
+                    reply.content, untrusted=self.untrusted(baseline, candidate, prompt), bounds=(lo, hi)
+                )
+                score = rubric.to_unit(raw)
                 details["verdict"] = obj
         except JudgeReplyError as exc:
             exc.response = reply  # the call was made and paid for: the batch runtime reports its usage

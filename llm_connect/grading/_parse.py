@@ -401,6 +401,7 @@ def parse_score_reply(
     key: str = "quality_score",
     ignore_texts: Iterable[str] = (),
     untrusted: UntrustedText | None = None,
+    bounds: tuple[float, float] = (0.0, 1.0),
 ) -> tuple[float, str, dict[str, Any]]:
     """Take ``(score, notes, object)`` from the judge's own verdict in ``reply``.
 
@@ -410,8 +411,9 @@ def parse_score_reply(
     candidate, the reference, the question) or inside a copy of its fenced
     blocks. Of the rest, an outermost object wins over one nested in another
     (a verdict that quotes a verdict is judged by its own score), and among
-    those the last one counts. The score must be a JSON number in 0..1 (a
-    string, boolean, NaN or out-of-range score is rejected, never clamped).
+    those the last one counts. The score must be a JSON number in 0..1 (``bounds``: in
+    ``lo..hi``, e.g. a rubric's Likert scale; a string, boolean, NaN or out-of-range score is
+    rejected, never clamped).
     Raises :class:`JudgeReplyError` (a ``ValueError``) naming what was wrong
     and quoting the reply.
     """
@@ -447,8 +449,10 @@ def parse_score_reply(
         score = math.inf if value > 0 else -math.inf
     if math.isnan(score):
         raise JudgeReplyError(f"{key} is NaN: {quote(reply)}", reply=reply)
-    if not 0.0 <= score <= 1.0:
-        raise JudgeReplyError(f"{key} {score!r} is outside 0.0..1.0 (not clamped): {quote(reply)}", reply=reply)
+    lo, hi = bounds
+    if not lo <= score <= hi:
+        span = "0.0..1.0" if (lo, hi) == (0.0, 1.0) else f"{lo}..{hi}"
+        raise JudgeReplyError(f"{key} {score!r} is outside {span} (not clamped): {quote(reply)}", reply=reply)
     notes = obj.get("notes", "")
     if notes is None:
         notes = ""

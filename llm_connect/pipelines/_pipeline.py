@@ -612,6 +612,7 @@ class Pipeline:
         budget: BudgetTracker | float | None = None,
         epochs: int = 1,
         reducer: str | Reducer = "mean",
+        batch: Any = False,
     ) -> pd.DataFrame:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
@@ -646,9 +647,18 @@ class Pipeline:
         cache serves no repeat. ``calls``, tokens, cost and latency are summed over the epochs;
         ``passed`` is the reduced score at ``threshold``; ``verdict`` and ``trace`` are the first
         scored epoch's (a pairwise pipeline's ``verdict`` is read from the reduced score).
+
+        Provider batches: ``batch=True`` (or a state folder, or
+        :class:`~llm_connect.adapters.BatchOptions`) sends every unit's calls to an OpenAI-compatible or
+        Anthropic adapter through the provider's Batch API at half the price, one batch per round (a
+        unit that reads an earlier unit's reply waits for the next round), with the same rows as
+        without it; see :func:`~llm_connect.grading.judge_many`.
         """
-        return run_batch(self._plan(items, run_config, budget, epochs, reducer), concurrency=concurrency,
-                         progress=progress)
+        from ..grading._batch_api import provider_batch_plan
+
+        plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
+                                                concurrency=concurrency)
+        return run_batch(plan, concurrency=concurrency, progress=progress)
 
     async def arun_many(
         self,
@@ -660,11 +670,15 @@ class Pipeline:
         budget: BudgetTracker | float | None = None,
         epochs: int = 1,
         reducer: str | Reducer = "mean",
+        batch: Any = False,
     ) -> pd.DataFrame:
         """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, repeat with ``epochs=``,
-        as there)."""
-        return await arun_batch(self._plan(items, run_config, budget, epochs, reducer), concurrency=concurrency,
-                                progress=progress)
+        use the providers' Batch APIs with ``batch=``, as there)."""
+        from ..grading._batch_api import provider_batch_plan
+
+        plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
+                                                concurrency=concurrency)
+        return await arun_batch(plan, concurrency=concurrency, progress=progress)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
         """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""

@@ -34,6 +34,9 @@ module                      what
                             exact (Clopper-Pearson) bounds, fixed-sequence testing of the
                             cut-off, risk-coverage curves, cascades (Jung et al. 2025)
 ``stats.regression``        ordinary least squares with classical errors
+``stats.alignment``         what ``align()`` decides on: stratified held-out split and folds,
+                            kappa of pass/fail verdicts, the paired bootstrap of a kappa
+                            difference
 ==========================  =============================================================
 
 A new statistic goes here, in the module of its kind, with its paper cited in

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ._format import fmt, with_interval
+from ._validate import check_confidence
 
 __all__ = [
     "BEST",
@@ -96,7 +97,7 @@ def _as_float_array(values: Any, name: str) -> np.ndarray:
         values = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise ValidationError(f"{name} must be one-dimensional, got shape {arr.shape}")
     return arr
 
 
@@ -105,7 +106,7 @@ def paired(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, int]:
     x = _as_float_array(a, "a")
     y = _as_float_array(b, "b")
     if len(x) != len(y):
-        raise ValueError(f"the two score arrays differ in length ({len(x)} vs {len(y)})")
+        raise ValidationError(f"the two score arrays differ in length ({len(x)} vs {len(y)})")
     keep = np.isfinite(x) & np.isfinite(y)
     return x[keep], y[keep], int((~keep).sum())
 
@@ -362,6 +363,7 @@ def bootstrap_ci(
     ``(k,)`` or ``(k, m)`` values. Returns ``(low, high)`` arrays (NaN where no
     resample gave a finite value). Resampling is done in chunks to bound memory.
     """
+    confidence = check_confidence(confidence)
     n = len(arrays[0])
     if n == 0 or n_boot <= 0:
         return np.array(math.nan), np.array(math.nan)
@@ -479,7 +481,7 @@ def _column(frame: pd.DataFrame, name: str) -> pd.Series:
         return frame[name]
     if f"score_{name}" in frame.columns:
         return frame[f"score_{name}"]
-    raise ValueError(f"no column {name!r} (nor score_{name}) in the frame; it has {list(frame.columns)}")
+    raise ValidationError(f"no column {name!r} (nor score_{name}) in the frame; it has {list(frame.columns)}")
 
 
 def grouped_correlation(
@@ -505,11 +507,11 @@ def grouped_correlation(
     ``method``: ``kendall`` (tau-b), ``spearman`` or ``pearson``, as scipy computes them.
     """
     if level not in CORRELATION_LEVELS:
-        raise ValueError(f"level must be one of {CORRELATION_LEVELS}, got {level!r}")
+        raise ValidationError(f"level must be one of {CORRELATION_LEVELS}, got {level!r}")
     if method not in CORRELATION_METHODS:
-        raise ValueError(f"method must be one of {CORRELATION_METHODS}, got {method!r}")
+        raise ValidationError(f"method must be one of {CORRELATION_METHODS}, got {method!r}")
     if group not in frame.columns:
-        raise ValueError(f"no group column {group!r} in the frame; it has {list(frame.columns)}")
+        raise ValidationError(f"no group column {group!r} in the frame; it has {list(frame.columns)}")
     data = pd.DataFrame({
         "g": frame[group].to_numpy(),
         "j": pd.to_numeric(_column(frame, judge), errors="coerce").to_numpy(dtype=float),
@@ -604,11 +606,11 @@ def choose_threshold(
     labelled rows: no choice is made (``reason`` says why) and ``fallback`` is kept.
     """
     if folds < 2:
-        raise ValueError(f"folds must be at least 2, got {folds}")
+        raise ValidationError(f"folds must be at least 2, got {folds}")
     a = _as_float_array(judge, "judge")
     b = _as_float_array(reference, "reference")
     if a.shape != b.shape:
-        raise ValueError(f"the two score arrays differ in length ({len(a)} vs {len(b)})")
+        raise ValidationError(f"the two score arrays differ in length ({len(a)} vs {len(b)})")
     keep = np.flatnonzero(np.isfinite(a) & np.isfinite(b))
     n = len(keep)
     if n < 2 * folds or len(set(b[keep] >= reference_threshold)) < 2:

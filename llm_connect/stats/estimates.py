@@ -67,6 +67,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from ._validate import by_columns, check_confidence, group_codes
 
 __all__ = ["ESTIMATE_METHODS", "RESULT_COLUMNS", "equal_labels_interval", "estimate_quality", "labels_needed"]
 
@@ -86,19 +87,6 @@ _HINT = "label at least ~30 items"
 # --- validation --------------------------------------------------------------------------------
 
 
-def _by_list(by: str | Sequence[str] | None) -> list[str]:
-    if by is None:
-        return []
-    if isinstance(by, str):
-        return [by]
-    cols = list(by)
-    if not all(isinstance(c, str) for c in cols):
-        raise ValidationError(f"by must be a column name or a list of column names, got {by!r}")
-    if len(set(cols)) != len(cols):
-        raise ValidationError(f"by names a column twice: {cols}")
-    return cols
-
-
 def _check_frame(data: Any, needed: dict[str, str]) -> None:
     if not isinstance(data, pd.DataFrame):
         raise ValidationError(
@@ -108,16 +96,6 @@ def _check_frame(data: Any, needed: dict[str, str]) -> None:
     if missing:
         have = ", ".join(map(repr, list(data.columns)[:20]))
         raise ValidationError(f"no column for {', '.join(missing)} in the data; its columns are: {have}")
-
-
-def _check_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)):
-        raise ValidationError(f"confidence must be a number between 0 and 1 (e.g. 0.95), got {confidence!r}")
-    conf = float(confidence)
-    if not 0.0 < conf < 1.0:
-        hint = f"; did you mean {conf / 100:g}?" if 1 < conf < 100 else ""
-        raise ValidationError(f"confidence must be strictly between 0 and 1 (e.g. 0.95), got {confidence!r}{hint}")
-    return conf
 
 
 def _z(confidence: float) -> float:
@@ -178,38 +156,6 @@ def _probabilities(data: pd.DataFrame, column: str, labelled: np.ndarray) -> np.
 
 
 # --- grouping and sufficient statistics --------------------------------------------------------
-
-
-def _groups(data: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
-    """Group codes 0..G-1 per row and the keys, sorted by key (missing keys last, kept as a group).
-
-    Each key column is factorised and the combinations present are numbered in
-    sorted order: linear in the rows (pandas' ``ngroup`` is several times slower).
-    """
-    if not by:
-        return np.zeros(len(data), dtype=np.intp), pd.DataFrame(index=range(1))
-    codes: list[np.ndarray] = []
-    uniques: list[Any] = []
-    for col in by:
-        try:
-            c, u = pd.factorize(data[col], sort=True, use_na_sentinel=False)
-        except TypeError:  # keys of mixed types cannot be sorted: keep them in order of appearance
-            c, u = pd.factorize(data[col], sort=False, use_na_sentinel=False)
-        codes.append(c.astype(np.int64))
-        uniques.append(u)
-    dims = tuple(max(len(u), 1) for u in uniques)
-    combined = np.ravel_multi_index(tuple(codes), dims) if len(data) else np.zeros(0, dtype=np.int64)
-    size = math.prod(dims)
-    if size <= max(4 * len(data), 1 << 20):
-        present = np.bincount(combined, minlength=size) > 0
-        slots = np.flatnonzero(present)
-        numbering = np.cumsum(present) - 1
-        group = numbering[combined]
-    else:
-        slots, group = np.unique(combined, return_inverse=True)
-    key_codes = np.unravel_index(slots, dims)
-    keys = pd.DataFrame({col: u.take(kc) for col, u, kc in zip(by, uniques, key_codes, strict=True)})
-    return group.astype(np.intp), keys
 
 
 @dataclass
@@ -473,7 +419,7 @@ def estimate_quality(
     1  human  0.666667           3
     2  judge  0.760000           3
     """
-    by_cols = _by_list(by)
+    by_cols = by_columns(by, reserved=RESULT_COLUMNS, what="estimate_quality")
     needed = {"judge": judge, "human": human, **{f"by[{i}]": c for i, c in enumerate(by_cols)}}
     if weights is not None:
         needed["weights"] = weights
@@ -481,12 +427,12 @@ def estimate_quality(
     if judge == human:
         raise ValidationError(f"judge and human name the same column {judge!r}; pass two different columns")
     chosen = _check_methods(methods)
-    conf = _check_confidence(confidence)
+    conf = check_confidence(confidence)
     z = _z(conf)
     f = _scores(data, judge, "judge")
     y = _scores(data, human, "human")
     pi = _probabilities(data, weights, ~np.isnan(y)) if weights is not None else None
-    codes, keys = _groups(data, by_cols)
+    codes, keys = group_codes(data, by_cols)
     s = _sums(codes, len(keys), y, f, pi)
     n_groups = len(keys)
 
@@ -606,9 +552,9 @@ def labels_needed(
     30 or more labels and round up; below ~30 labels the normal interval itself is
     unreliable.
     """
-    by_cols = _by_list(by)
+    by_cols = by_columns(by, reserved=_PLANNING_COLUMNS, what="labels_needed")
     _check_frame(data, {"judge": judge, "human": human, **{f"by[{i}]": c for i, c in enumerate(by_cols)}})
-    conf = _check_confidence(confidence)
+    conf = check_confidence(confidence)
     widths = [width] if isinstance(width, (int, float, np.number)) else list(width)
     if not widths or any(isinstance(w, bool) or not isinstance(w, (int, float, np.number)) or not (
             math.isfinite(w) and w > 0) for w in widths):
@@ -618,7 +564,7 @@ def labels_needed(
     z = _z(conf)
     f = _scores(data, judge, "judge")
     y = _scores(data, human, "human")
-    codes, keys = _groups(data, by_cols)
+    codes, keys = group_codes(data, by_cols)
     s = _sums(codes, len(keys), y, f, None)
     mo = _moments(s)
     m = (s.n + s.N).astype(float)

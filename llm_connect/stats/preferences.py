@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
+from ._validate import check_confidence
 from .agreement import bootstrap_ci
 
 __all__ = [
@@ -230,6 +231,7 @@ def preference_agreement(
     (``n_non_tie``, ``accuracy_non_tie``: the judge's tie counts as not correct;
     ``decided_non_tie``: how many of them the judge decided), both tie rates, and the 3x3
     confusion as ``judge_<x>_human_<y>`` counts (the judge said x, the reference y)."""
+    confidence = check_confidence(confidence)
     x_all, y_all = _encode(judge), _encode(reference)
     if len(x_all) != len(y_all):
         raise ValidationError(f"the two preference columns differ in length ({len(x_all)} vs {len(y_all)})")
@@ -272,6 +274,7 @@ def position_bias(first_wins: int, n: int, *, confidence: float = 0.95) -> dict[
     ``first_shown_win_rate``, ``position_bias`` (the rate minus 0.5) with its exact
     Clopper-Pearson interval (``position_low``, ``position_high``), and the two-sided binomial
     test of a 50% rate (``position_p_value``, ``scipy.stats.binomtest``)."""
+    confidence = check_confidence(confidence)
     if n <= 0:
         return {"n_position": 0, "first_shown_win_rate": math.nan, "position_bias": math.nan,
                 "position_low": math.nan, "position_high": math.nan, "position_p_value": math.nan}

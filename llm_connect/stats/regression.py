@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._validate import check_confidence
+
 __all__ = ["OLSResult", "ols"]
 
 
@@ -49,6 +51,7 @@ def ols(y: Any, X: Any, names: Sequence[str], *, confidence: float = 0.95) -> OL
     """
     from scipy import stats
 
+    confidence = check_confidence(confidence)
     y = np.asarray(y, dtype=float)
     X = np.asarray(X, dtype=float)
     n, k = X.shape

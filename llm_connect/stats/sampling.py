@@ -73,6 +73,14 @@ Which items to show (``strategy``, :func:`make_plan`)
     every annotator first, then the rest in random order, each to one annotator.
     :meth:`~llm_connect.calibration.Labeller.agreement` gives percent agreement and
     Krippendorff's alpha over the items labelled by several annotators.
+``"abstained"``
+    the items a selective judge or a cascade abstained on (Jung, Brahman & Choi 2025, *Trust
+    or Escalate*, arXiv:2407.18370: what no judge is sure enough of goes to people), and only
+    them, most uncertain first: in increasing order of the judge's confidence (an item without
+    one first), ties in seeded order (``priority=``, the confidences, to :func:`make_plan`).
+    Every abstained item is shown (``π = 1``) and the judged ones never, so the labels describe
+    the abstained items; the order is by confidence, not random, so read an estimate of their
+    quality once all of them are labelled.
 
 Inclusion probabilities
 -----------------------
@@ -110,7 +118,7 @@ __all__ = [
     "walk_inclusion",
 ]
 
-STRATEGIES: tuple[str, ...] = ("random", "stratified", "active", "overlap")
+STRATEGIES: tuple[str, ...] = ("random", "stratified", "active", "overlap", "abstained")
 _CLAIM_FLOOR = 0.02  # keeps a judge's claim of certainty (a score of 0 or 1) from zeroing an item's sd
 
 
@@ -215,11 +223,13 @@ def make_plan(
     probabilities: Any = None,
     groups: Any = None,
     overlap: float = 0.2,
+    priority: Any = None,
 ) -> SamplingPlan:
     """The seeded plan for items named by ``keys`` (see the module docstring for each strategy).
 
     ``probabilities``: ``π_i`` for ``"active"`` (see :func:`active_probabilities`); ``groups``:
-    one group label per item for ``"stratified"``; ``overlap``: the share shown to everyone.
+    one group label per item for ``"stratified"``; ``overlap``: the share shown to everyone;
+    ``priority``: for ``"abstained"``, each item's confidence (shown lowest first; NaN first).
     """
     if strategy not in STRATEGIES:
         raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
@@ -242,6 +252,14 @@ def make_plan(
         codes, uniques = pd.factorize(pd.Series(list(groups), dtype=object).astype(str), sort=True)
         stratum = codes.astype(np.intp)
         names = tuple(str(g) for g in uniques)
+    elif strategy == "abstained":
+        if priority is None:
+            raise ValidationError("strategy='abstained' needs each item's confidence (priority=; NaN for none)")
+        confidence = np.asarray(pd.to_numeric(pd.Series(list(priority), dtype=object), errors="coerce"),
+                                dtype=float)
+        if confidence.shape != (n,):
+            raise ValidationError("strategy='abstained' needs one confidence per item")
+        names = ("abstained",)
     elif strategy == "overlap":
         if not (isinstance(overlap, (int, float)) and not isinstance(overlap, bool) and 0.0 < overlap <= 1.0):
             raise ValidationError(f"overlap must be the share of items every annotator labels, in (0, 1]; got "
@@ -256,7 +274,10 @@ def make_plan(
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     rank[by] = np.arange(n) - starts[stratum[by]]
     size = counts[stratum]
-    if strategy == "stratified":
+    if strategy == "abstained":  # the most uncertain first (no confidence before the lowest), ties seeded
+        order = np.lexsort((r, np.where(np.isfinite(confidence), confidence, -np.inf)))
+        rank[order] = np.arange(n)
+    elif strategy == "stratified":
         order = np.lexsort((stratum, rank))  # round-robin: every group's first, then every group's second...
     elif strategy == "overlap":
         order = by  # the overlap share first, then the rest

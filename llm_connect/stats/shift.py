@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ._validate import check_confidence
 from .agreement import bootstrap_ci
 
 __all__ = ["ShiftStats", "paired_shift"]
@@ -55,6 +56,7 @@ def paired_shift(
     the Wilcoxon signed-rank p-value, and how many verdicts flipped at ``threshold``."""
     from scipy.stats import wilcoxon
 
+    confidence = check_confidence(confidence)
     a = np.asarray(original, dtype=float)
     b = np.asarray(perturbed, dtype=float)
     keep = np.isfinite(a) & np.isfinite(b)

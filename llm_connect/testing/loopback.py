@@ -49,6 +49,7 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -163,6 +164,9 @@ class _Core:
         self.require_api_key = config.get("require_api_key")
         self.reply = reply
         self.log = log
+        from ._batch_api import BatchAPI  # the Batch APIs (files, batches; Anthropic's message batches)
+
+        self.batch_api = BatchAPI(self, config.get("batch"))
         self.requests: list[RecordedRequest] = []
         self.max_logged = int(config.get("max_logged", 100_000))
         self._lock = threading.Lock()
@@ -416,6 +420,7 @@ class _Core:
             app.router.add_get(f"{prefix}/models", models)
         app.router.add_get("/_stats", stats)
         app.router.add_post("/_reset", reset)
+        self.batch_api.mount(app)
         return app
 
 
@@ -449,6 +454,8 @@ class LoopbackServer:
         embedding_dim: length of the embedding vectors.
         port: 0 (default) picks a free port.
         max_lifetime_s: a subprocess server exits after this long regardless.
+        batch: the Batch APIs' behaviour (``polls``, ``hold``, ``fail_every``, ``expire_after``,
+            ``validation_error``, ``max_requests``; see :mod:`llm_connect.testing._batch_api`).
     """
 
     def __init__(
@@ -469,6 +476,7 @@ class LoopbackServer:
         embedding_dim: int = 16,
         port: int = 0,
         max_lifetime_s: float = 3600.0,
+        batch: Mapping[str, Any] | None = None,
     ) -> None:
         if mode not in ("thread", "process"):
             raise ValueError(f"LoopbackServer: mode must be 'thread' or 'process', got {mode!r}")
@@ -490,6 +498,7 @@ class LoopbackServer:
             "require_api_key": require_api_key,
             "embedding_dim": embedding_dim,
             "reply": reply if isinstance(reply, str) else None,
+            "batch": dict(batch or {}),
         }
         self._reply = reply
         # validate now, in the caller's thread
@@ -710,12 +719,20 @@ def _serve(config: dict[str, Any]) -> None:
     if config.get("watch_stdin"):
         threading.Thread(target=watch_stdin, daemon=True).start()
     loop.call_later(float(config.get("max_lifetime_s", 3600.0)), loop.stop)
+    # Ctrl-C stops the loop between callbacks (as asyncio.run does), never as a KeyboardInterrupt raised
+    # inside a request handler, which the cleanup below would raise again as a traceback.
+    on_ctrl_c = (sys.platform != "win32" and threading.current_thread() is threading.main_thread()
+                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if on_ctrl_c:
+        loop.add_signal_handler(signal.SIGINT, loop.stop)
     try:
         loop.run_forever()
     except KeyboardInterrupt:  # Ctrl-C in a shell: stop quietly
         pass
     finally:
         loop.run_until_complete(runner.cleanup())
+        if on_ctrl_c:
+            loop.remove_signal_handler(signal.SIGINT)
         loop.close()
 
 

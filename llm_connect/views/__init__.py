@@ -10,6 +10,7 @@ Every value goes into HTML through the one escaping helper,
 :mod:`llm_connect._html`.
 """
 
+from .alignment import alignment_html
 from .groups import group_breakdown_figure, group_breakdown_html, plot_group_kappa
 from .labeller import labeller_widget
 from .leaderboard import leaderboard_section, plot_leaderboard
@@ -25,10 +26,12 @@ from .plots import (
     plot_threshold_sweep,
 )
 from .report import pairwise_report_html, report_figures, report_html, report_widget, save_report_html
+from .selective import plot_risk_coverage
 from .viewer import JudgmentViewer, content_security_policy, viewer_html
 
 __all__ = [
     "JudgmentViewer",
+    "alignment_html",
     "content_security_policy",
     "group_breakdown_figure",
     "group_breakdown_html",
@@ -44,6 +47,7 @@ __all__ = [
     "plot_leaderboard",
     "plot_pipeline",
     "plot_reliability",
+    "plot_risk_coverage",
     "plot_score_vs_length",
     "plot_threshold_sweep",
     "report_figures",

@@ -148,6 +148,7 @@ main.detail-open #items td.clip{max-width:9em}
 main.detail-open #items td.id,main.detail-open #items td.baseline{max-width:6em}
 #items td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .status-unscored{color:var(--warn)}
+.status-abstained{color:var(--warn);font-style:italic}
 .status-error{color:var(--bad)}
 .disagrees{background:#fef3f2;outline:1px solid #fda29b}
 .tag{display:inline-block;font-size:11px;padding:0 4px;border-radius:3px;border:1px solid var(--bd);margin-left:3px}
@@ -202,7 +203,7 @@ _SCRIPT = r"""
   option(fj, "", "every judge");
   judges.forEach(function (j) { option(fj, j, j); });
   option(fs, "", "any");
-  ["scored", "unscored", "error"].forEach(function (s) { option(fs, s, s); });
+  ["scored", "unscored", "abstained", "error"].forEach(function (s) { option(fs, s, s); });
   option(fp, "", "any");
   if (people) {
     option(fp, "disagree", "judge disagrees with people");
@@ -278,7 +279,8 @@ _SCRIPT = r"""
     if (result.status === "scored") td.textContent = num(result.score);
     else {
       td.textContent = result.status || "\u2014";
-      td.classList.add("status-" + (result.status === "error" ? "error" : "unscored"));
+      td.classList.add("status-" + (result.status === "error" ? "error"
+        : result.status === "abstained" ? "abstained" : "unscored"));
     }
     td.dataset.status = result.status || "";
     if (result.disagrees === true) {
@@ -360,6 +362,7 @@ _SCRIPT = r"""
       sec.dataset.judge = j;
       sec.appendChild(el("h3", null, j));
       var line = r.status === "scored" ? "score " + num(r.score) : r.status;
+      if (r.confidence !== undefined && r.confidence !== null) line += " (confidence " + num(r.confidence) + ")";
       if (r.disagrees === true) line += " \u2014 disagrees with people";
       else if (r.disagrees === false) line += " \u2014 agrees with people";
       sec.appendChild(el("p", "status-" + r.status, line));
