@@ -1,0 +1,797 @@
+"""Provider Batch APIs: every adapter call of a run sent as one batch (per round), at half the price.
+
+OpenAI's Batch API (``POST /v1/files`` uploads a JSONL of requests, ``POST /v1/batches`` starts it,
+``GET /v1/batches/{id}`` polls it, ``GET /v1/files/{id}/content`` downloads the output and error files)
+and Anthropic's Message Batches (``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}`` and
+its ``results``) both bill a batched request at 50% of the list price
+(:data:`~llm_connect.adapters.pricing.BATCH_DISCOUNT`) and are not bound by per-minute rate limits.
+
+How a run goes through them (``judge_many(judge, items, batch=True)``):
+
+1. every row runs as it would without ``batch``, but inside a :class:`BatchCollector`'s scope. When a
+   row's judge calls an :class:`~llm_connect.adapters.OpenAICompatibleAdapter` or
+   :class:`~llm_connect.adapters.AnthropicAdapter` (whose ``_acomplete`` asks :func:`active_collector`),
+   the request body is built by the adapter's own ``_payload`` and the call *waits* instead of being sent;
+2. once every row is either finished or waiting, the waiting requests are one *round*: they are
+   written to the state file (batch entries, ``custom_id`` -> cache key and rows) **before** they are
+   submitted, split by the provider's limits (requests and bytes per batch), their estimated cost
+   reserved on the run's budgets, and submitted;
+3. the batches are polled (the interval backs off), with a progress bar showing the provider's counts;
+4. each reply is parsed by the adapter's own ``_read_reply`` and priced at the batch discount, so a
+   row gets the same :class:`~llm_connect.core.LLMResponse` a direct call would give (content, tokens,
+   logprobs); the call then goes through the adapter's one paid path (budget charge, response cache),
+   so the row, its status and its ledger record are exactly those of a run without ``batch``;
+5. a compound judge whose later calls depend on earlier replies makes those calls now: they wait,
+   and form the next round (one batch per round).
+
+A process killed while it polls is resumed by the same call: the state file (beside the ledger, or
+in the folder given) names the submitted batches and the requests in them, so the rerun polls and
+collects them instead of submitting again. Collected replies are kept in the state folder (and go
+into the adapter's response cache, when it has one) until the run finishes. Per-request errors,
+expired and cancelled batches come back as :class:`BatchRequestError` (an ``error`` row) with the
+provider's reason; :func:`resubmit_expired` (or ``BatchOptions(resubmit_expired=True)``) sends an
+expired or cancelled batch's unfinished requests again on the next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..core import BudgetReservation, LLMResponse, RunConfig
+from ..errors import AdapterError, BudgetExceededError, ValidationError
+from .pricing import BATCH_DISCOUNT
+
+__all__ = [
+    "BatchCollector",
+    "BatchOptions",
+    "BatchRequestError",
+    "active_collector",
+    "batch_options",
+    "resubmit_expired",
+]
+
+logger = logging.getLogger("llm_connect.adapters")
+
+#: the collector of the run in progress (``None``: calls go out one by one, as usual)
+_ACTIVE: contextvars.ContextVar[BatchCollector | None] = contextvars.ContextVar("llm_connect_batch", default=None)
+#: the row (work position) the current call is made for
+_ROW: contextvars.ContextVar[int | None] = contextvars.ContextVar("llm_connect_batch_row", default=None)
+
+_STATE_FILE = "state.json"
+_STATE_VERSION = 1
+#: terminal states of a batch (OpenAI's and Anthropic's)
+_OPENAI_DONE = frozenset({"completed", "failed", "expired", "cancelled"})
+#: kinds of per-request outcome that :func:`resubmit_expired` sends again
+_UNFINISHED = frozenset({"expired", "cancelled"})
+
+
+def active_collector() -> BatchCollector | None:
+    """The batch collector whose scope this call runs in, or ``None``."""
+    return _ACTIVE.get()
+
+
+class BatchRequestError(AdapterError):
+    """A request of a provider batch did not produce a reply: the provider's reason is in the message.
+
+    ``kind`` is ``"error"`` (the request failed: the provider's error), ``"expired"`` (the batch
+    expired before it ran), ``"cancelled"`` (the batch was cancelled) or ``"failed"`` (the whole batch
+    was rejected, e.g. at validation). ``batch_id`` and ``custom_id`` name it at the provider.
+    """
+
+    def __init__(self, message: str, *, kind: str, batch_id: str | None = None, custom_id: str | None = None,
+                 status: int | None = None, provider_message: str | None = None,
+                 adapter_id: str | None = None) -> None:
+        super().__init__(message, status=status, provider_message=provider_message, adapter_id=adapter_id)
+        self.kind = kind
+        self.batch_id = batch_id
+        self.custom_id = custom_id
+
+
+@dataclass
+class BatchOptions:
+    """How a run uses the Batch APIs (``batch=BatchOptions(...)``; ``batch=True`` takes the defaults).
+
+    ``state_dir``: where the state file and collected replies live (default: beside the ledger,
+    ``<ledger>.batches/``; without a ledger, a temporary folder: no resume). ``poll_interval_s`` is
+    the first wait between polls; each wait is ``poll_backoff`` times the last, at most
+    ``poll_max_interval_s`` (``$LLM_CONNECT_BATCH_POLL_S`` sets the first wait and the cap when
+    both are left as they are, e.g. for tests). ``max_wait_s``: give up polling after this long
+    (the batches stay submitted; the same call later collects them). ``max_requests`` /
+    ``max_bytes`` per batch default to the provider's limits (OpenAI 50,000 requests and 200 MB;
+    Anthropic 100,000 and 256 MB). ``resubmit_expired``: requests of an expired or cancelled batch
+    recorded in the state are sent again instead of coming back as errors. ``keep_state``: keep
+    the state folder after a run that finished (by default it is removed, unless some requests
+    expired or were cancelled, so they can be resubmitted).
+    """
+
+    state_dir: str | os.PathLike[str] | None = None
+    poll_interval_s: float | None = None
+    poll_max_interval_s: float | None = None
+    poll_backoff: float = 1.5
+    max_wait_s: float | None = None
+    max_requests: int | None = None
+    max_bytes: int | None = None
+    completion_window: str = "24h"
+    progress: bool = True
+    resubmit_expired: bool = False
+    keep_state: bool = False
+    #: how long the rows must stay still (all finished or waiting) before a round is sent
+    settle_s: float = 0.005
+
+    def intervals(self) -> tuple[float, float]:
+        env = os.environ.get("LLM_CONNECT_BATCH_POLL_S")
+        first = self.poll_interval_s if self.poll_interval_s is not None else float(env) if env else 1.0
+        cap = self.poll_max_interval_s if self.poll_max_interval_s is not None else float(env) if env else 60.0
+        return max(0.0, first), max(first, cap)
+
+
+def batch_options(batch: Any, ledger: Any = None) -> BatchOptions | None:
+    """``judge_many``'s ``batch=`` as options: ``False``/``None`` is off; ``True`` the defaults, with the
+    state beside ``ledger`` (``<ledger path>.batches``); a path is the state folder; a
+    :class:`BatchOptions` is taken as is (its ``state_dir`` defaulting to the ledger's)."""
+    if batch is None or batch is False:
+        return None
+    if batch is True:
+        options = BatchOptions()
+    elif isinstance(batch, BatchOptions):
+        options = batch
+    elif isinstance(batch, (str, os.PathLike)):
+        options = BatchOptions(state_dir=batch)
+    else:
+        raise ValidationError(f"batch must be True, False, a folder or BatchOptions, got {batch!r}")
+    if options.state_dir is None:
+        path = getattr(ledger, "path", None)
+        if isinstance(path, (str, os.PathLike)) and "://" not in str(path):
+            options = BatchOptions(**{**options.__dict__, "state_dir": Path(f"{os.fspath(path)}.batches")})
+    return options
+
+
+# -- the state file -------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a crash leaves the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class BatchState:
+    """The batches of a run, on disk: each entry its provider ids, its requests (``custom_id`` -> cache
+    key and rows) and, once collected, its outcomes in ``<local_id>.results.jsonl``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / _STATE_FILE
+        self.batches: list[dict[str, Any]] = []
+        if self.path.exists():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                if isinstance(data, dict) and data.get("version") == _STATE_VERSION:
+                    self.batches = [b for b in data.get("batches", []) if isinstance(b, dict)]
+            except (OSError, ValueError) as exc:
+                logger.warning("llm_connect: ignoring an unreadable batch state file %s (%s)", self.path, exc)
+        self._results: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def save(self) -> None:
+        _write_atomic(self.path, json.dumps({"version": _STATE_VERSION, "batches": self.batches}, indent=1))
+
+    def where(self) -> dict[str, tuple[dict[str, Any], str]]:
+        """cache key -> (its batch entry, its custom_id)."""
+        out: dict[str, tuple[dict[str, Any], str]] = {}
+        for entry in self.batches:
+            for custom_id, request in entry.get("requests", {}).items():
+                out[request["key"]] = (entry, custom_id)
+        return out
+
+    def results(self, entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        local = entry["local_id"]
+        if local not in self._results:
+            found: dict[str, dict[str, Any]] = {}
+            path = self.directory / f"{local}.results.jsonl"
+            if path.exists():
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    if line.strip():
+                        item = json.loads(line)
+                        found[item["custom_id"]] = item
+            self._results[local] = found
+        return self._results[local]
+
+    def store_results(self, entry: dict[str, Any], outcomes: dict[str, dict[str, Any]]) -> None:
+        text = "".join(json.dumps({"custom_id": cid, **o}, ensure_ascii=False) + "\n" for cid, o in outcomes.items())
+        _write_atomic(self.directory / f"{entry['local_id']}.results.jsonl", text)
+        self._results[entry["local_id"]] = outcomes
+        entry["status"] = "collected"
+        self.save()
+
+    def unfinished(self) -> int:
+        return sum(1 for e in self.batches for o in self.results(e).values() if o.get("kind") in _UNFINISHED)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def resubmit_expired(state_dir: str | os.PathLike[str]) -> int:
+    """Make the next run send again every request of an expired or cancelled batch that never ran.
+
+    ``state_dir``: the run's batch folder (``<ledger>.batches``, or the one given as ``batch=``). The
+    outcomes of those requests are forgotten, so the same ``judge_many(..., batch=True)`` call submits
+    them in a new batch (the replies that came back are kept). Returns how many will be resubmitted.
+    """
+    state = BatchState(Path(state_dir))
+    count = 0
+    for entry in state.batches:
+        outcomes = state.results(entry)
+        drop = [cid for cid, o in outcomes.items() if o.get("kind") in _UNFINISHED]
+        if not drop:
+            continue
+        for cid in drop:
+            outcomes.pop(cid)
+            entry["requests"].pop(cid, None)
+        count += len(drop)
+        state.store_results(entry, outcomes)
+    state.save()
+    return count
+
+
+# -- providers -------------------------------------------------------------------------
+
+
+class _Driver:
+    """One provider's Batch API, spoken through an adapter's HTTP machinery (auth, retries, redaction)."""
+
+    max_requests = 50_000
+    max_bytes = 200 * 1024 * 1024
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+
+    async def _json(self, method: str, path: str, payload: Any = None) -> Any:
+        data = None if payload is None else json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        body, _ = await self.adapter._send(method, path, data, timeout_s=self.adapter.timeout_s)
+        return body
+
+    def line(self, custom_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def submit(self, entry: dict[str, Any], lines: list[dict[str, Any]], save: Callable[[], None],
+                     window: str) -> None:
+        raise NotImplementedError
+
+    async def poll(self, entry: dict[str, Any]) -> tuple[bool, dict[str, int], Any]:
+        """``(finished, counts by validating/in_progress/completed/failed, the provider's batch object)``."""
+        raise NotImplementedError
+
+    async def collect(self, entry: dict[str, Any], info: Any) -> dict[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    async def cancel(self, entry: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def _error_text(error: Any) -> str:
+    """The provider's words from an error object (``{"message", "code"/"type"}``, nested or not)."""
+    if isinstance(error, Mapping):
+        inner = error.get("error")
+        if isinstance(inner, Mapping):
+            return _error_text(inner)
+        message = error.get("message")
+        kind = error.get("code") or error.get("type")
+        if isinstance(message, str):
+            return f"{kind}: {message}" if isinstance(kind, str) and kind else message
+    return str(error)
+
+
+class _OpenAIDriver(_Driver):
+    max_requests = 50_000
+    max_bytes = 200 * 1024 * 1024
+
+    def _endpoint(self) -> str:
+        return urlsplit(self.adapter.base_url).path.rstrip("/") + self.adapter.chat_path
+
+    def line(self, custom_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        return {"custom_id": custom_id, "method": "POST", "url": self._endpoint(), "body": dict(payload)}
+
+    async def submit(self, entry: dict[str, Any], lines: list[dict[str, Any]], save: Callable[[], None],
+                     window: str) -> None:
+        if not entry.get("file_id"):
+            jsonl = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
+            boundary = f"llmconnect{uuid.uuid4().hex}"
+            head = (f'--{boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{entry["local_id"]}.jsonl"'
+                    "\r\nContent-Type: application/jsonl\r\n\r\n").encode()
+            body = head + jsonl + f"\r\n--{boundary}--\r\n".encode()
+            uploaded, _ = await self.adapter._send(
+                "POST", "/files", body, timeout_s=max(self.adapter.timeout_s, 300.0),
+                headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+            entry["file_id"] = uploaded["id"]
+            save()
+        else:  # a run killed after the upload: the batch may have been created before the kill
+            found = await self._find(entry["file_id"])
+            if found is not None:
+                entry["batch_id"] = found
+                entry["status"] = "submitted"
+                save()
+                return
+        created = await self._json("POST", "/batches", {
+            "input_file_id": entry["file_id"], "endpoint": self._endpoint(), "completion_window": window,
+            "metadata": {"llm_connect_batch": entry["local_id"]}})
+        entry["batch_id"] = created["id"]
+        entry["status"] = "submitted"
+        save()
+
+    async def _find(self, file_id: str) -> str | None:
+        try:
+            listing = await self._json("GET", "/batches?limit=100")
+        except AdapterError:
+            return None
+        for batch in listing.get("data", []) if isinstance(listing, Mapping) else []:
+            if isinstance(batch, Mapping) and batch.get("input_file_id") == file_id:
+                return str(batch["id"])
+        return None
+
+    async def poll(self, entry: dict[str, Any]) -> tuple[bool, dict[str, int], Any]:
+        info = await self._json("GET", f"/batches/{entry['batch_id']}")
+        status = str(info.get("status"))
+        counts = info.get("request_counts") or {}
+        total = int(counts.get("total") or len(entry["requests"]))
+        done, failed = int(counts.get("completed") or 0), int(counts.get("failed") or 0)
+        shown = {"validating": total if status == "validating" else 0,
+                 "in_progress": max(0, total - done - failed) if status not in ("validating", *_OPENAI_DONE) else 0,
+                 "completed": done, "failed": failed}
+        entry["provider_status"] = status
+        return status in _OPENAI_DONE, shown, info
+
+    async def _lines(self, file_id: Any) -> list[dict[str, Any]]:
+        if not file_id:
+            return []
+        raw, _ = await self.adapter._send("GET", f"/files/{file_id}/content", None,
+                                          timeout_s=max(self.adapter.timeout_s, 300.0), as_bytes=True)
+        out = []
+        for line in raw.decode("utf-8").splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+        return out
+
+    async def collect(self, entry: dict[str, Any], info: Any) -> dict[str, dict[str, Any]]:
+        status = str(info.get("status"))
+        outcomes: dict[str, dict[str, Any]] = {}
+        for item in await self._lines(info.get("output_file_id")) + await self._lines(info.get("error_file_id")):
+            cid = item.get("custom_id")
+            if not isinstance(cid, str):
+                continue
+            response = item.get("response") or {}
+            code = response.get("status_code") if isinstance(response, Mapping) else None
+            if item.get("error") is None and code == 200:
+                outcomes[cid] = {"ok": True, "body": response.get("body")}
+            else:
+                reason = _error_text(item.get("error") or (response.get("body") if isinstance(response, Mapping)
+                                                           else None))
+                kind = "expired" if "expired" in reason else "cancelled" if "cancel" in reason else "error"
+                outcomes[cid] = {"ok": False, "kind": kind, "error": reason, "status": code}
+        errors = info.get("errors") or {}
+        why = "; ".join(_error_text(e) for e in (errors.get("data") or [])) if isinstance(errors, Mapping) else ""
+        for cid in entry["requests"]:
+            if cid not in outcomes:
+                kind = {"expired": "expired", "cancelled": "cancelled"}.get(status, "failed")
+                outcomes[cid] = {"ok": False, "kind": kind,
+                                 "error": f"the batch {status} before this request ran" + (f": {why}" if why else "")}
+        return outcomes
+
+    async def cancel(self, entry: Mapping[str, Any]) -> None:
+        await self._json("POST", f"/batches/{entry['batch_id']}/cancel", {})
+
+
+class _AnthropicDriver(_Driver):
+    max_requests = 100_000
+    max_bytes = 256 * 1024 * 1024
+    path = "/v1/messages/batches"
+
+    def line(self, custom_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        return {"custom_id": custom_id, "params": dict(payload)}
+
+    async def submit(self, entry: dict[str, Any], lines: list[dict[str, Any]], save: Callable[[], None],
+                     window: str) -> None:
+        created = await self._json("POST", self.path, {"requests": lines})
+        entry["batch_id"] = created["id"]
+        entry["status"] = "submitted"
+        save()
+
+    async def poll(self, entry: dict[str, Any]) -> tuple[bool, dict[str, int], Any]:
+        info = await self._json("GET", f"{self.path}/{entry['batch_id']}")
+        counts = info.get("request_counts") or {}
+        status = str(info.get("processing_status"))
+        entry["provider_status"] = status
+        shown = {"validating": 0, "in_progress": int(counts.get("processing") or 0),
+                 "completed": int(counts.get("succeeded") or 0),
+                 "failed": sum(int(counts.get(k) or 0) for k in ("errored", "canceled", "expired"))}
+        return status == "ended", shown, info
+
+    async def collect(self, entry: dict[str, Any], info: Any) -> dict[str, dict[str, Any]]:
+        url = info.get("results_url") or ""
+        base = self.adapter.base_url
+        path = url[len(base):] if isinstance(url, str) and url.startswith(base) else \
+            f"{self.path}/{entry['batch_id']}/results"
+        raw, _ = await self.adapter._send("GET", path, None, timeout_s=max(self.adapter.timeout_s, 300.0),
+                                          as_bytes=True)
+        outcomes: dict[str, dict[str, Any]] = {}
+        for line in raw.decode("utf-8").splitlines():
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            cid, result = item.get("custom_id"), item.get("result") or {}
+            kind = result.get("type")
+            if kind == "succeeded":
+                outcomes[cid] = {"ok": True, "body": result.get("message")}
+            elif kind == "errored":
+                outcomes[cid] = {"ok": False, "kind": "error", "error": _error_text(result.get("error"))}
+            else:
+                name = "cancelled" if kind == "canceled" else str(kind)
+                outcomes[cid] = {"ok": False, "kind": name, "error": f"the batch request was {name} before it ran"}
+        for cid in entry["requests"]:
+            outcomes.setdefault(cid, {"ok": False, "kind": "failed", "error": "no result for this request"})
+        return outcomes
+
+    async def cancel(self, entry: Mapping[str, Any]) -> None:
+        await self._json("POST", f"{self.path}/{entry['batch_id']}/cancel", {})
+
+
+def driver_for(adapter: Any) -> _Driver | None:
+    """The Batch API of ``adapter`` (OpenAI-compatible or Anthropic), or ``None`` when it has none."""
+    provider = getattr(adapter, "provider", None)
+    if not hasattr(adapter, "_payload") or not hasattr(adapter, "_send"):
+        return None
+    if provider == "openai":
+        return _OpenAIDriver(adapter)
+    if provider == "anthropic":
+        return _AnthropicDriver(adapter)
+    return None
+
+
+# -- the collector ---------------------------------------------------------------------
+
+
+@dataclass
+class _Request:
+    """A call waiting for its round: one per distinct cache key (rows asking the same share it)."""
+
+    adapter: Any
+    driver: _Driver
+    key: str
+    payload: dict[str, Any]
+    run_config: RunConfig
+    estimate_usd: float
+    rows: set[int] = field(default_factory=set)
+    future: asyncio.Future[dict[str, Any]] | None = None
+    where: tuple[str | None, str | None] = (None, None)  # (batch id, custom id)
+
+
+class BatchCollector:
+    """One run's batches: gathers the calls its rows make into rounds, submits, polls, hands the replies back.
+
+    Wrap a run's row work with :meth:`wrap` (``judge_many(..., batch=True)`` does) and run every row
+    at once; see the module docs.
+    """
+
+    def __init__(self, total: int, options: BatchOptions, *, desc: str = "batch") -> None:
+        self.options = options
+        self.total = total
+        self.desc = desc
+        self._temporary = options.state_dir is None
+        directory = Path(options.state_dir) if options.state_dir is not None else Path(
+            tempfile.mkdtemp(prefix="llm_connect-batch-"))
+        self.state = BatchState(directory)
+        self.entered = 0
+        self.finished = 0
+        self.waiting: dict[int, int] = {}
+        self.pending: dict[str, _Request] = {}
+        self.flusher: asyncio.Task[None] | None = None
+        self.rounds = 0
+        self.submitted: list[str] = []  # provider batch ids this run submitted
+        self.collected: list[str] = []  # provider batch ids this run collected
+
+    # -- rows ---------------------------------------------------------------------------
+
+    def wrap(self, work: Callable[[int], Awaitable[Any]]) -> Callable[[int], Awaitable[Any]]:
+        """``work`` run in this collector's scope, with the row counted (entered / finished)."""
+
+        async def batched(pos: int) -> Any:
+            active, row = _ACTIVE.set(self), _ROW.set(pos)
+            self.entered += 1
+            try:
+                return await work(pos)
+            finally:
+                self.finished += 1
+                _ROW.reset(row)
+                _ACTIVE.reset(active)
+
+        return batched
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def route(self, adapter: Any, prompt: str, run_config: RunConfig, invoke: Callable[[], Awaitable[Any]],
+                    estimate_usd: float) -> tuple[Callable[[], Awaitable[Any]], float]:
+        """``(the call to make, its cost estimate)`` for an adapter call made in this run: a call with a
+        cached reply, from outside a row or to an adapter without a Batch API goes as it is; any other
+        waits for its round and returns the batch's reply (priced at the batch discount)."""
+        from ._cache import cache_key
+
+        row = _ROW.get()
+        driver = driver_for(adapter)
+        if row is None or driver is None:
+            return invoke, estimate_usd
+        key = cache_key(type(adapter).__qualname__, adapter.base_url, adapter.model_id, prompt, run_config)
+        cache = getattr(adapter, "cache", None)
+        if cache is not None and key in cache._cache:
+            return invoke, estimate_usd
+        outcome, where = await self._wait(adapter, driver, key, prompt, run_config, estimate_usd * BATCH_DISCOUNT, row)
+        if not outcome.get("ok"):
+            kind = str(outcome.get("kind", "error"))
+            reason = str(outcome.get("error"))
+            error = BatchRequestError(
+                f"{adapter.adapter_id}: the provider's Batch API returned no reply for this request ({kind}): "
+                f"{adapter._scrub(reason)} (batch {where[0]}, custom_id {where[1]})"
+                + ("; resubmit with llm_connect.adapters.resubmit_expired(state_dir) and run again"
+                   if kind in _UNFINISHED else ""),
+                kind=kind, batch_id=where[0], custom_id=where[1], status=outcome.get("status"),
+                provider_message=adapter._scrub(reason), adapter_id=adapter.adapter_id)
+
+            async def failed() -> Any:
+                raise error
+
+            return failed, 0.0
+        content, tokens_in, tokens_out, finish_reason, logprobs = adapter._parse(outcome["body"])
+        response = LLMResponse(
+            content=content, adapter_id=adapter.adapter_id, model_id=adapter.model_id, tokens_in=tokens_in,
+            tokens_out=tokens_out, cost_usd=adapter._cost(tokens_in, tokens_out, batch=True), latency_ms=0.0,
+            logprobs=logprobs, finish_reason=finish_reason, raw=outcome["body"])
+
+        async def replied() -> Any:
+            return response
+
+        return replied, response.cost_usd
+
+    async def _wait(self, adapter: Any, driver: _Driver, key: str, prompt: str, run_config: RunConfig,
+                    estimate_usd: float, row: int) -> tuple[dict[str, Any], tuple[str | None, str | None]]:
+        request = self.pending.get(key)
+        if request is None:
+            request = self.pending[key] = _Request(adapter, driver, key, adapter._payload(prompt, run_config),
+                                                   run_config, estimate_usd)
+            request.future = asyncio.get_running_loop().create_future()
+        request.rows.add(row)
+        assert request.future is not None
+        self.waiting[row] = self.waiting.get(row, 0) + 1
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.ensure_future(self._flush())
+        try:
+            outcome = await asyncio.shield(request.future)
+        finally:
+            self.waiting[row] -= 1
+        return outcome, request.where
+
+    # -- rounds -------------------------------------------------------------------------
+
+    async def _flush(self) -> None:
+        """Wait until every row is finished or waiting (and stays so), then send the waiting calls."""
+        last = None
+        while True:
+            await asyncio.sleep(self.options.settle_s)
+            blocked = sum(1 for n in self.waiting.values() if n > 0)
+            now = (self.entered, self.finished, blocked, len(self.pending))
+            if blocked + self.finished >= self.entered and now == last:
+                break
+            last = now
+        requests, self.pending = self.pending, {}
+        if not requests:
+            return
+        self.rounds += 1
+        try:
+            outcomes = await self._round(list(requests.values()))
+        except BaseException as exc:
+            for request in requests.values():
+                if request.future is not None and not request.future.done():
+                    request.future.set_exception(exc if isinstance(exc, Exception) else AdapterError(
+                        f"the batch round was stopped ({type(exc).__name__})"))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for request in requests.values():
+            if request.future is not None and not request.future.done():
+                outcome = outcomes.get(request.key)
+                if isinstance(outcome, BaseException):
+                    request.future.set_exception(outcome)
+                else:
+                    request.future.set_result(outcome or {"ok": False, "kind": "failed", "error": "no outcome"})
+
+    async def _round(self, requests: list[_Request]) -> dict[str, Any]:
+        """Submit (or find in the state) every request's batch, poll them all, return key -> outcome."""
+        where = self.state.where()
+        outcomes: dict[str, Any] = {}
+        polls: dict[str, tuple[dict[str, Any], _Driver]] = {}
+        new: list[_Request] = []
+        for request in requests:
+            found = where.get(request.key)
+            if found is not None:
+                entry, cid = found
+                request.where = (entry.get("batch_id"), cid)
+                if entry.get("status") == "collected":
+                    outcome = self.state.results(entry).get(cid)
+                    if outcome is not None and not (self.options.resubmit_expired
+                                                    and outcome.get("kind") in _UNFINISHED):
+                        outcomes[request.key] = outcome
+                        continue
+                    entry["requests"].pop(cid, None)  # sent again below
+                elif entry.get("batch_id") or entry.get("file_id"):
+                    polls[entry["local_id"]] = (entry, request.driver)
+                    continue
+                else:  # written, never submitted: plan it again
+                    entry["requests"].pop(cid, None)
+            new.append(request)
+        self.state.batches = [e for e in self.state.batches if e.get("requests")]
+        held = self._reserve(new, outcomes)
+        try:
+            for entry, driver, lines in self._plan([r for r in new if r.key not in outcomes]):
+                polls[entry["local_id"]] = (entry, driver)
+                await driver.submit(entry, lines, self.state.save, self.options.completion_window)
+                self.submitted.append(str(entry["batch_id"]))
+            for entry, driver in list(polls.values()):
+                if not entry.get("batch_id"):  # an upload whose batch was not created before a kill
+                    await driver.submit(entry, [], self.state.save, self.options.completion_window)
+            collected = await self._poll(polls)
+        finally:
+            for reservation in held:
+                reservation.release()
+        by_key = {r.key: r for r in requests}
+        for local_id, results in collected.items():
+            entry = polls[local_id][0]
+            for cid, request in entry["requests"].items():
+                if request["key"] in by_key:
+                    by_key[request["key"]].where = (entry.get("batch_id"), cid)
+                    outcomes.setdefault(request["key"], results.get(cid))
+        return outcomes
+
+    def _reserve(self, new: list[_Request], outcomes: dict[str, Any]) -> list[BudgetReservation]:
+        """Reserve each new request's estimated (batch) cost on the budgets it is charged to, before
+        submission; a request the budget cannot cover is not submitted (its row says "budget exhausted")."""
+        from ._call import _try_reserve, paying_trackers
+
+        held: list[BudgetReservation] = []
+        for request in new:
+            trackers = paying_trackers(request.run_config)
+            try:
+                got = _try_reserve(trackers, request.estimate_usd)
+            except BudgetExceededError as exc:
+                outcomes[request.key] = exc
+                continue
+            if got is None:
+                full = next(t for t in trackers if t.limit_usd is not None)
+                outcomes[request.key] = BudgetExceededError(full.spent_usd, float(full.limit_usd or 0.0))
+                continue
+            held += got
+        return held
+
+    def _plan(self, requests: list[_Request]) -> Iterator[tuple[dict[str, Any], _Driver, list[dict[str, Any]]]]:
+        """New batch entries (written to the state before they are yielded for submission), split by
+        endpoint and by the limits on requests and bytes per batch."""
+        groups: dict[tuple[int, str, str], list[_Request]] = {}
+        for request in requests:
+            adapter = request.adapter
+            groups.setdefault((id(adapter), adapter.base_url, adapter.model_id), []).append(request)
+        for members in groups.values():
+            driver = members[0].driver
+            max_requests = self.options.max_requests or driver.max_requests
+            max_bytes = self.options.max_bytes or driver.max_bytes
+            chunk: list[tuple[_Request, dict[str, Any]]] = []
+            size = 0
+            for request in members:
+                line = driver.line(f"r{len(chunk)}", request.payload)
+                n = len(json.dumps(line, ensure_ascii=False).encode("utf-8")) + 1
+                if chunk and (len(chunk) >= max_requests or size + n > max_bytes):
+                    yield self._entry(driver, chunk)
+                    chunk, size = [], 0
+                    line = driver.line("r0", request.payload)
+                chunk.append((request, line))
+                size += n
+            if chunk:
+                yield self._entry(driver, chunk)
+
+    def _entry(self, driver: _Driver, chunk: list[tuple[_Request, dict[str, Any]]]
+               ) -> tuple[dict[str, Any], _Driver, list[dict[str, Any]]]:
+        adapter = driver.adapter
+        entry: dict[str, Any] = {
+            "local_id": f"b{int(time.time())}-{uuid.uuid4().hex[:8]}", "provider": adapter.provider,
+            "endpoint": adapter._shown(adapter.base_url), "model": adapter.model_id, "adapter_id": adapter.adapter_id,
+            "status": "prepared", "file_id": None, "batch_id": None, "round": self.rounds,
+            "requests": {}}
+        lines = []
+        for i, (request, line) in enumerate(chunk):
+            cid = f"r{i}"
+            line["custom_id"] = cid
+            entry["requests"][cid] = {"key": request.key, "rows": sorted(request.rows)}
+            lines.append(line)
+        self.state.batches.append(entry)
+        self.state.save()  # before submission: a kill from here on resumes this entry
+        return entry, driver, lines
+
+    async def _poll(self, polls: Mapping[str, tuple[dict[str, Any], _Driver]]) -> dict[str, dict[str, dict[str, Any]]]:
+        """Poll every batch until it ends (backing off), collect and store its outcomes: local id -> outcomes."""
+        if not polls:
+            return {}
+        first, cap = self.options.intervals()
+        total = sum(len(entry["requests"]) for entry, _ in polls.values())
+        bar = None
+        if self.options.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, desc=f"{self.desc}: batch round {self.rounds}", unit="request",
+                       dynamic_ncols=True)
+        counts: dict[str, dict[str, int]] = {}
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        todo = dict(polls)
+        wait = first
+        started = time.monotonic()
+        try:
+            while todo:
+                for local_id, (entry, driver) in list(todo.items()):
+                    finished, shown, info = await driver.poll(entry)
+                    counts[local_id] = shown
+                    if finished:
+                        results = await driver.collect(entry, info)
+                        self.state.store_results(entry, results)
+                        self.collected.append(str(entry["batch_id"]))
+                        out[local_id] = results
+                        del todo[local_id]
+                if bar is not None:
+                    sums = {k: sum(c.get(k, 0) for c in counts.values())
+                            for k in ("validating", "in_progress", "completed", "failed")}
+                    bar.n = min(total, sums["completed"] + sums["failed"])
+                    bar.set_postfix(sums, refresh=True)
+                if not todo:
+                    break
+                if self.options.max_wait_s is not None and time.monotonic() - started > self.options.max_wait_s:
+                    ids = ", ".join(str(e.get("batch_id")) for e, _ in todo.values())
+                    raise AdapterError(f"the batches ({ids}) did not end within max_wait_s="
+                                       f"{self.options.max_wait_s:g}s; they stay submitted: run the same call "
+                                       f"again later to collect them (state in {self.state.directory})")
+                await asyncio.sleep(wait)
+                wait = min(cap, wait * self.options.poll_backoff if wait else cap)
+        finally:
+            if bar is not None:
+                bar.close()
+        return out
+
+    # -- end ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """The run is over: remove the state (unless asked to keep it, or some requests can be resubmitted)."""
+        if self._temporary or (not self.options.keep_state and not self.state.unfinished()):
+            self.state.remove()
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """``{"rounds", "submitted", "collected", "state_dir"}``: what this run did at the provider."""
+        return {"rounds": self.rounds, "submitted": list(self.submitted), "collected": list(self.collected),
+                "state_dir": None if self._temporary else str(self.state.directory)}

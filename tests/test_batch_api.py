@@ -1,0 +1,302 @@
+"""Provider Batch APIs (issue 30): judge_many(..., batch=True) against the loopback server's OpenAI and
+Anthropic Batch APIs, driven through the real adapters; including a kill-and-resume in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+
+import pandas as pd
+import pytest
+
+from llm_connect import QualityLedger, RunConfig
+from llm_connect.adapters import (
+    AnthropicAdapter,
+    BatchOptions,
+    OpenAICompatibleAdapter,
+    ResponseCache,
+    pricing,
+    resubmit_expired,
+)
+from llm_connect.core import LLMResponse
+from llm_connect.grading import GradingResult, LLMJudge, ajudge_many, judge_many
+from llm_connect.testing import LoopbackServer
+from llm_connect.testing._batch_api import batch_stats, release_batches
+
+COLUMNS = ["prompt", "baseline", "candidate", "id", "quality_score", "notes", "grader_id", "status", "error",
+           "tokens_in", "tokens_out"]
+FAST = {"poll_interval_s": 0.0, "poll_max_interval_s": 0.01, "progress": False}
+
+
+def items(n: int) -> list[dict]:
+    return [{"prompt": f"question {i}?", "baseline": f"answer {i}", "candidate": f"reply {i % 7}", "id": i}
+            for i in range(n)]
+
+
+def openai(server: LoopbackServer, **kw) -> OpenAICompatibleAdapter:
+    return OpenAICompatibleAdapter("gpt-4o-mini", base_url=server.base_url, max_retries=0, **kw)
+
+
+def anthropic(server: LoopbackServer, **kw) -> AnthropicAdapter:
+    return AnthropicAdapter("claude-3-haiku", base_url=server.anthropic_base_url, max_retries=0, **kw)
+
+
+def same_rows(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(a[COLUMNS].reset_index(drop=True), b[COLUMNS].reset_index(drop=True))
+    assert list(a.columns) == list(b.columns)
+
+
+@pytest.mark.parametrize("make", [openai, anthropic], ids=["openai", "anthropic"])
+def test_batched_rows_equal_direct_rows_at_half_the_cost(make, tmp_path):
+    with LoopbackServer(batch={"polls": 3}) as server:
+        judge = LLMJudge(make(server))
+        direct = judge_many(judge, items(25), progress=False)
+        before = batch_stats(server).get("submissions", 0)
+        calls_before = server.stats()["total"]
+        batched = judge_many(judge, items(25), progress=False, batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+        assert stats["submissions"] - before == 1  # one batch for the whole run
+        assert server.stats()["total"] == calls_before  # no direct chat call was made
+    same_rows(direct, batched)
+    assert (batched["status"] == "scored").all()
+    assert batched["judge_cost_usd"].sum() == pytest.approx(direct["judge_cost_usd"].sum() * pricing.BATCH_DISCOUNT)
+    assert batched.attrs["batch"]["rounds"] == 1
+    assert batched.attrs["batch"]["collected"] == batched.attrs["batch"]["submitted"]
+
+
+def test_async_twin_and_logprobs_and_cache(tmp_path):
+    with LoopbackServer() as server:
+        cache = ResponseCache(tmp_path / "cache")
+        adapter = openai(server, cache=cache)
+        rc = RunConfig(top_logprobs=3)
+        direct = openai(server).complete("hello there", rc)
+
+        from llm_connect.adapters._batches import BatchCollector
+
+        collector = BatchCollector(1, BatchOptions(**FAST))
+
+        async def one(_: int):
+            return await adapter.acomplete("hello there", rc)
+
+        import asyncio
+
+        from llm_connect._runtime import run_sync
+
+        async def run():
+            return await asyncio.gather(collector.wrap(one)(0))
+
+        (batched,) = run_sync(run())
+        assert batched.content == direct.content and batched.logprobs == direct.logprobs
+        assert (batched.tokens_in, batched.tokens_out) == (direct.tokens_in, direct.tokens_out)
+        assert batched.cost_usd == pytest.approx(direct.cost_usd / 2)
+        assert len(cache) == 1  # the collected reply went into the response cache: the normal path serves it
+        assert adapter.complete("hello there", rc).cached
+
+        judge = LLMJudge(openai(server))
+        direct_rows = judge_many(judge, items(6), progress=False)
+        rows = run_sync(ajudge_many(judge, items(6), progress=False, batch=BatchOptions(**FAST)))
+        same_rows(direct_rows, rows)
+
+
+def test_ledger_records_equal_and_state_beside_the_ledger(tmp_path):
+    with LoopbackServer() as server:
+        judge = LLMJudge(openai(server))
+        plain = QualityLedger(tmp_path / "plain.jsonl")
+        batched = QualityLedger(tmp_path / "batched.jsonl")
+        a = judge_many(judge, items(10), ledger=plain, task_type="qa", progress=False)
+        b = judge_many(judge, items(10), ledger=batched, task_type="qa", progress=False, batch=BatchOptions(**FAST))
+    same_rows(a, b)
+
+    def records(ledger):
+        out = []
+        for o in ledger.recent(100):
+            tags = dict(o.tags)
+            cost = tags.pop("judge_cost_usd")
+            out.append((json.dumps(tags, sort_keys=True, default=str), o.quality_score, o.task_type, round(cost, 12)))
+        return sorted(out)
+
+    assert [r[:3] for r in records(plain)] == [r[:3] for r in records(batched)]
+    assert [r[3] / 2 for r in records(plain)] == pytest.approx([r[3] for r in records(batched)])  # the discount
+    assert not (tmp_path / "batched.jsonl.batches").exists()  # a finished run leaves no state
+
+
+def test_per_request_errors_carry_the_providers_reason():
+    with LoopbackServer(batch={"fail_every": 4}) as server:
+        for make in (openai, anthropic):
+            rows = judge_many(LLMJudge(make(server)), items(12), progress=False, batch=BatchOptions(**FAST))
+            failed = rows[rows["status"] == "error"]
+            assert list(failed.index) == [3, 7, 11]
+            assert failed["error"].str.contains("BatchRequestError").all()
+            assert failed["error"].str.contains("max_tokens is too large").all()
+            assert (rows.drop(failed.index)["status"] == "scored").all()
+
+
+def test_limits_split_a_run_into_several_batches():
+    with LoopbackServer(batch={"max_requests": 5}) as server:
+        rows = judge_many(LLMJudge(openai(server)), items(12), progress=False,
+                          batch=BatchOptions(max_requests=5, **FAST))
+        stats = batch_stats(server)
+    assert (rows["status"] == "scored").all()
+    assert stats["submissions"] == 3
+    assert sorted(stats["requests_per_batch"].values()) == [2, 5, 5]
+
+
+def test_byte_limit_splits_too():
+    with LoopbackServer() as server:
+        rows = judge_many(LLMJudge(anthropic(server)), items(8), progress=False,
+                          batch=BatchOptions(max_bytes=4000, **FAST))
+        stats = batch_stats(server)
+    assert (rows["status"] == "scored").all()
+    assert stats["submissions"] > 1
+
+
+def test_expired_batch_errors_then_resubmit_with_one_call(tmp_path):
+    state = tmp_path / "state"
+    with LoopbackServer(batch={"expire_after": 4}) as server:
+        judge = LLMJudge(openai(server))
+        direct = judge_many(judge, items(10), progress=False)
+        rows = judge_many(judge, items(10), progress=False, batch=BatchOptions(state_dir=state, **FAST))
+        assert (rows["status"].iloc[:4] == "scored").all()
+        assert (rows["status"].iloc[4:] == "error").all()
+        assert rows["error"].iloc[4:].str.contains("expired").all()
+        assert (state / "state.json").exists()  # kept: the unfinished requests can be resubmitted
+        assert resubmit_expired(state) == 6
+        server._core.batch_api.expire_after = None
+        again = judge_many(judge, items(10), progress=False, batch=BatchOptions(state_dir=state, **FAST))
+        stats = batch_stats(server)
+    assert stats["requests_submitted"] == 10 + 6  # only the expired requests were sent again
+    same_rows(direct, again)
+    assert not state.exists()
+
+
+def test_cancelled_batch_becomes_error_rows():
+    with LoopbackServer(batch={"hold": True}) as server:
+        out: dict = {}
+        judge = LLMJudge(anthropic(server))
+        thread = threading.Thread(target=lambda: out.setdefault("rows", judge_many(
+            judge, items(5), progress=False, batch=BatchOptions(**FAST))))
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not batch_stats(server).get("batch_ids") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (batch_id,) = batch_stats(server)["batch_ids"]
+        request = urllib.request.Request(f"{server.url}/v1/messages/batches/{batch_id}/cancel", data=b"{}",
+                                         method="POST")
+        urllib.request.urlopen(request, timeout=10).read()
+        thread.join(30)
+    rows = out["rows"]
+    assert (rows["status"] == "error").all()
+    assert rows["error"].str.contains("cancelled").all()
+
+
+def test_validation_failure_gives_the_providers_reason():
+    with LoopbackServer(batch={"validation_error": "the model does not support batches"}) as server:
+        rows = judge_many(LLMJudge(openai(server)), items(3), progress=False, batch=BatchOptions(**FAST))
+    assert (rows["status"] == "error").all()
+    assert rows["error"].str.contains("does not support batches").all()
+
+
+class TwoStepJudge:
+    """A compound judge whose second call depends on the first reply: two rounds."""
+
+    grader_id = "two-step"
+
+    def __init__(self, adapter):
+        self.adapter = adapter
+
+    def judge(self, baseline, candidate, *, prompt, run_config):
+        first = self.adapter.complete(f"summarise: {candidate.content}", run_config)
+        second = self.adapter.complete(f"grade {first.content[:40]} against {baseline.content}", run_config)
+        score = json.loads(second.content)["quality_score"]
+        return GradingResult(quality_score=score, grader_id=self.grader_id, notes="two steps",
+                             tokens_in=first.tokens_in + second.tokens_in,
+                             tokens_out=first.tokens_out + second.tokens_out,
+                             cost_usd=first.cost_usd + second.cost_usd)
+
+
+def test_compound_judge_runs_as_rounds():
+    with LoopbackServer() as server:
+        judge = TwoStepJudge(openai(server))
+        direct = judge_many(judge, items(8), progress=False)
+        rows = judge_many(judge, items(8), progress=False, batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    same_rows(direct, rows)
+    assert rows.attrs["batch"]["rounds"] == 2
+    assert stats["submissions"] == 2
+
+
+def test_budget_is_reserved_before_submission():
+    pricing.register_price("budget-model", 1000.0, 1000.0)
+    with LoopbackServer() as server:
+        adapter = OpenAICompatibleAdapter("budget-model", base_url=server.base_url, max_retries=0)
+        one = adapter._cost(50, 256, batch=True)  # about one request's reservation
+        rows = judge_many(LLMJudge(adapter), items(10), progress=False, budget=one * 3.5,
+                          batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    assert stats["requests_submitted"] < 10  # what the budget cannot cover is never submitted
+    assert rows["error"].fillna("").str.contains("budget exhausted").sum() == 10 - stats["requests_submitted"]
+    assert rows.attrs["budget"]["spent_usd"] <= one * 3.5
+
+
+def _probe(server: LoopbackServer) -> dict:
+    return batch_stats(server)
+
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    from llm_connect import QualityLedger
+    from llm_connect.adapters import OpenAICompatibleAdapter
+    from llm_connect.grading import LLMJudge, judge_many
+    base_url, ledger, out = sys.argv[1:4]
+    items = [{"prompt": f"question {i}?", "baseline": f"answer {i}", "candidate": f"reply {i % 7}", "id": i}
+             for i in range(30)]
+    judge = LLMJudge(OpenAICompatibleAdapter("gpt-4o-mini", base_url=base_url, max_retries=0))
+    rows = judge_many(judge, items, ledger=QualityLedger(ledger), task_type="qa", progress=False, batch=True)
+    rows[["quality_score", "status", "error", "tokens_in", "tokens_out", "notes"]].to_json(out)
+""")
+
+
+def test_killed_mid_poll_resumes_the_same_batch(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    ledger = tmp_path / "ledger.jsonl"
+    env = {**os.environ, "LLM_CONNECT_BATCH_POLL_S": "0.02"}
+    with LoopbackServer(batch={"hold": True}) as server:
+        direct = judge_many(LLMJudge(openai(server)), items(30), progress=False)
+        child = subprocess.Popen([sys.executable, str(script), server.base_url, str(ledger), str(tmp_path / "a")],
+                                 env=env)
+        deadline = time.monotonic() + 60
+        while _probe(server).get("polls", 0) < 3 and time.monotonic() < deadline:
+            assert child.poll() is None
+            time.sleep(0.02)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        first = batch_stats(server)
+        assert first["submissions"] == 1
+        assert (tmp_path / "ledger.jsonl.batches" / "state.json").exists()
+        saved = json.loads((tmp_path / "ledger.jsonl.batches" / "state.json").read_text())
+        assert [b["batch_id"] for b in saved["batches"]] == first["batch_ids"]
+        release_batches(server)
+        rerun = subprocess.run([sys.executable, str(script), server.base_url, str(ledger), str(tmp_path / "b")],
+                               env=env, timeout=120)
+        assert rerun.returncode == 0
+        second = batch_stats(server)
+    assert second["submissions"] == 1  # collected, never submitted again
+    assert second["batch_ids"] == first["batch_ids"]
+    resumed = pd.read_json(tmp_path / "b")
+    cols = ["quality_score", "status", "tokens_in", "tokens_out", "notes"]
+    pd.testing.assert_frame_equal(resumed[cols].reset_index(drop=True), direct[cols].reset_index(drop=True),
+                                  check_dtype=False)
+    assert len(QualityLedger(ledger).recent(100)) == 30
+    assert not (tmp_path / "ledger.jsonl.batches").exists()
+
+
+def test_response_type_unchanged():
+    assert LLMResponse  # the batched reply is an LLMResponse (see test_async_twin_and_logprobs_and_cache)
