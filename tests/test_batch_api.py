@@ -300,3 +300,24 @@ def test_killed_mid_poll_resumes_the_same_batch(tmp_path):
 
 def test_response_type_unchanged():
     assert LLMResponse  # the batched reply is an LLMResponse (see test_async_twin_and_logprobs_and_cache)
+
+
+def test_calibrate_and_score_items_pass_batch_through(tmp_path):
+    """calibrate(..., batch=...) sends every judge's calls through the Batch API, one state folder per judge,
+    and its agreement figures are those of the run without batch."""
+    from llm_connect.calibration import calibrate, score_items
+    from llm_connect.grading import ExactMatchJudge
+
+    rows = [{**row, "human": i % 2 == 0} for i, row in enumerate(items(12))]
+    with LoopbackServer(batch={"polls": 2}) as server:
+        judges = {"llm": LLMJudge(openai(server)), "exact": ExactMatchJudge()}
+        direct = calibrate(judges, rows, human="human", probes=None, n_boot=50, progress=False)
+        before = batch_stats(server).get("submissions", 0)
+        state = tmp_path / "state"
+        batched = calibrate(judges, rows, human="human", probes=None, n_boot=50, progress=False,
+                            batch=BatchOptions(state_dir=state, keep_state=True, **FAST))
+        assert batch_stats(server)["submissions"] - before == 1  # the LLM judge's one batch; exact match pays nothing
+        frame = score_items(judges, rows, human="human", progress=False, batch=BatchOptions(**FAST))
+    pd.testing.assert_frame_equal(direct.agreement.frame, batched.agreement.frame)
+    assert (state / "llm").is_dir()  # the judge's own state folder
+    assert frame["score_llm"].tolist() == direct.scores["score_llm"].tolist()

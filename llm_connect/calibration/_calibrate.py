@@ -100,6 +100,7 @@ def calibrate(
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
     selective: Any = None,
+    batch: Any = False,
 ) -> CalibrationReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
@@ -110,7 +111,8 @@ def calibrate(
     :class:`DeprecationWarning`.
 
     With ``ledger`` and ``task_type``, every scored judgment is recorded as
-    ``judge_many(..., ledger=...)`` records it (see :func:`score_items`).
+    ``judge_many(..., ledger=...)`` records it (see :func:`score_items`). ``batch``: the judges' calls go
+    through the providers' Batch APIs, as :func:`score_items` sends them (half the price; resumable).
 
     ``probes``: ``"auto"`` (those that apply to each judge), a list or comma-separated
     names, or ``None``/``[]`` for none. ``probe_limit`` probes a seeded sample of at
@@ -200,7 +202,8 @@ def calibrate(
         by = by_one
     scored = _score_items(named, items, human=human, annotators=annotators, reference_sep=reference_sep,
                           concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
-                          task_type=task_type, scale=scale, epochs=epochs, reducer=reducer, budget=tracker)
+                          task_type=task_type, scale=scale, epochs=epochs, reducer=reducer, budget=tracker,
+                          batch=batch)
     scores = scored.to_frame()  # users read the attrs mirror; the stages below get ``scored``
     ann = scored.annotators
     if groups is None and scale is not None:

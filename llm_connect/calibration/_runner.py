@@ -373,6 +373,7 @@ def judge_items(
     epochs: int = 1,
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
+    provider_batch: Any = False,
 ) -> pd.DataFrame:
     """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
@@ -388,6 +389,10 @@ def judge_items(
     every paid call of the judge is reserved on it, and once it is spent the rows not attempted are
     ``error`` rows saying "budget exhausted". Pass one tracker to several calls to share one limit.
 
+    ``provider_batch``: ``judge_many``'s ``batch=`` (the provider Batch APIs; see
+    :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or
+    :class:`~llm_connect.adapters.BatchOptions`.
+
     A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
     as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
     saying which text is missing, as it does for a blank baseline (an empty answer
@@ -395,6 +400,7 @@ def judge_items(
     """
     from ..batch import run_batch
     from ..grading._batch import judge_plan
+    from ..grading._batch_api import provider_batch_plan
 
     columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id") if c in items.columns]
     batch = items[columns].copy()
@@ -404,7 +410,21 @@ def judge_items(
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
     plan = judge_plan(judge, batch, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
                       replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget)
+    plan, concurrency = provider_batch_plan(plan, provider_batch, ledger=open_ledger_of(ledger),
+                                            concurrency=concurrency)
     return run_batch(plan, concurrency=concurrency, progress=progress)
+
+
+def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
+    """One judge's ``batch=`` within a run of several judges: each judge keeps its own state folder
+    (``<state>/<judge name>``), so a killed run resumes every judge's submitted batches, none twice."""
+    from ..adapters._batches import BatchOptions, batch_options
+
+    options = batch_options(batch, ledger)
+    if options is None or options.state_dir is None:
+        return options if options is not None else False
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name) or "judge"
+    return BatchOptions(**{**options.__dict__, "state_dir": Path(options.state_dir) / safe})
 
 
 def open_ledger_of(ledger: BaseLedger | str | os.PathLike[str] | None) -> BaseLedger | None:
@@ -523,6 +543,7 @@ def score_items(
     epochs: int = 1,
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
+    batch: Any = False,
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
@@ -566,6 +587,11 @@ def score_items(
     rows not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", their
     scores NaN. ``attrs["budget"]`` holds its state at the end (as ``judge_many``'s).
 
+    ``batch``: send every judge's calls through the provider's Batch API, as
+    ``judge_many(..., batch=...)`` does (``True``: state beside ``ledger``; a folder; or
+    :class:`~llm_connect.adapters.BatchOptions`); each judge keeps its own state folder, so the same
+    call resumes a killed run without submitting anything twice.
+
     The order ``score_items(items, judges)`` of earlier releases still works, with a
     :class:`DeprecationWarning`.
     """
@@ -573,7 +599,7 @@ def score_items(
     return _score_items(
         judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
         progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
-        reducer=reducer, budget=budget,
+        reducer=reducer, budget=budget, batch=batch,
     ).to_frame()
 
 
@@ -625,6 +651,7 @@ def _score_items(
     epochs: int = 1,
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
+    batch: Any = False,
 ) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
     :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both.
@@ -668,10 +695,12 @@ def _score_items(
     reliability: dict[str, dict[str, Any]] = {}
     tracker = as_budget(budget)  # one budget for every judge (a limit in USD becomes one tracker)
     ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
+    provider = batch  # the Batch API switch (the loop below names each judge's frame ``batch``)
     for name, judge in named.items():
         batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
-                            epochs=k, reducer=reducer, budget=tracker)
+                            epochs=k, reducer=reducer, budget=tracker,
+                            provider_batch=judge_batch_state(provider, ledger, name))
         if k > 1:
             reliability[name] = dict(batch.attrs["reliability"])
         scores = pd.to_numeric(batch["quality_score"], errors="coerce").to_numpy(dtype=float)
