@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ._html import html_format, html_table
+from ._html import fmt, html_format, html_table
 from .batch import item_id_text
 from .errors import UncalibratedJudgeError, ValidationError
 from .frames import HOLD_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
@@ -465,7 +465,7 @@ class RoutingDecision:
             "stale",
             "eligible",
         ]
-        return head + "\n" + self.evidence[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+        return head + "\n" + self.evidence[cols].to_string(index=False, float_format=lambda v: fmt(v, 4))
 
     def _repr_html_(self) -> str:
         head = html_format(
