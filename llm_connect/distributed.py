@@ -1,6 +1,6 @@
 """Grading a Ray Dataset past one machine: :func:`grade_dataset`, one rate limit for the whole cluster.
 
-Optional extra: ``pip install 'llm-connect[ray]'``. ``import llm_connect`` never
+Optional extra: ``pip install -e '.[ray]'`` in a clone. ``import llm_connect`` never
 imports Ray; this module imports it when :func:`grade_dataset` is called, and a
 missing Ray is a :class:`~llm_connect.errors.MissingDependencyError` naming the
 extra.
@@ -742,7 +742,7 @@ def grade_dataset(
     row (not in input order unless the dataset's ``preserve_order`` execution option is set).
 
     Errors: :class:`~llm_connect.errors.MissingDependencyError` without Ray
-    (``pip install 'llm-connect[ray]'``); :class:`~llm_connect.errors.ValidationError` for a bad
+    (``pip install -e '.[ray]'``); :class:`~llm_connect.errors.ValidationError` for a bad
     argument, a ledger without ``task_type`` or ``id`` column, or items lacking a text column.
     """
     ray = _ray()

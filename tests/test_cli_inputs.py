@@ -465,3 +465,76 @@ def test_an_endpoints_embeddings_are_cached_text_by_text(tmp_path, monkeypatch, 
                                    scores4["score_embedding-similarity"])
     for path in out.rglob("*"):
         assert not path.is_file() or b"sk-test-secret" not in path.read_bytes(), path
+
+
+# -- mistakes get the command line's own fix ----------------------------------------------------------
+
+LABELLED = [{"prompt": f"Capital of France? ({k})", "baseline": "Paris", "candidate": "Paris" if k % 2 else "Lyon",
+             "label": bool(k % 2)} for k in range(6)]
+
+
+def calibrate_exact(data, out, *extra):
+    return run(["calibrate", str(data), "--out", str(out), "--judges", "exact", "--probes", "none", *extra])
+
+
+def test_a_label_column_is_named_not_ignored(tmp_path, capsys):
+    data = tmp_path / "labelled.csv"
+    pd.DataFrame(LABELLED).to_csv(data, index=False)
+    assert calibrate_exact(data, tmp_path / "o") == 0
+    err = capsys.readouterr().err
+    assert "no human label column found" in err and "--human label" in err
+    assert calibrate_exact(data, tmp_path / "o2", "--human", "label") == 0
+    assert "no human label column" not in capsys.readouterr().err
+
+
+def test_wrong_column_names_suggest_columns(tmp_path, capsys):
+    data = tmp_path / "q.csv"
+    pd.DataFrame([{"question": "q", "golden_answer": "a", "response": "a"}]).to_csv(data, index=False)
+    with pytest.raises(SystemExit) as exc:
+        calibrate_exact(data, tmp_path / "o")
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "--columns prompt=question,baseline=golden_answer,candidate=response" in err and "df.rename" not in err
+
+
+@pytest.mark.parametrize("sep", [";", "\t"])
+def test_a_semicolon_or_tab_separated_csv_is_sniffed(tmp_path, capsys, sep):
+    data = tmp_path / "items.csv"
+    pd.DataFrame(LABELLED).to_csv(data, index=False, sep=sep)
+    assert calibrate_exact(data, tmp_path / "o", "--human", "label") == 0
+    assert pd.read_csv(tmp_path / "o" / "scores.csv")["score_exact-match"].tolist() == [0, 1, 0, 1, 0, 1]
+
+
+def test_an_unsniffable_separator_names_sep(tmp_path, capsys):
+    data = tmp_path / "items.csv"
+    data.write_text("prompt;baseline;candidate\n\"a, b\";\"c, d\";\"e, f\"\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        calibrate_exact(data, tmp_path / "o", "--sep", ",")
+    assert "--sep ';'" in capsys.readouterr().err
+    assert calibrate_exact(data, tmp_path / "o", "--sep", ";") == 0
+
+
+def test_judges_take_grader_ids_and_say_did_you_mean(tmp_path, capsys):
+    data = tmp_path / "items.csv"
+    pd.DataFrame(LABELLED).to_csv(data, index=False)
+    assert run(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact-match,token-f1",
+                "--probes", "none", "--human", "label"]) == 0
+    assert "score_exact-match" in pd.read_csv(tmp_path / "o" / "scores.csv").columns
+    with pytest.raises(SystemExit) as exc:
+        run(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact,tokenf1"])
+    assert exc.value.code == 2
+    assert "did you mean token-f1?" in capsys.readouterr().err
+
+
+def test_a_full_chat_completions_url_is_normalised_before_the_first_request(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    data = write_jsonl(tmp_path / "items.jsonl", PARIS_ROWS[:3])
+    with LoopbackServer(reply=paris_judge()) as server:
+        base = server.base_url.rstrip("/")
+        url = base + "/chat/completions"
+        assert main(["grade", str(data), "--judge", "llm-judge", "--llm", "openai:judge-1", "--base-url", url,
+                     "--ledger", str(tmp_path / "l.jsonl"), "--task-type", "qa", "--no-progress"]) == 0
+        stats = server.stats()
+    assert stats["by_path"] == {CHAT: 3}  # one request a row, each to the right path
+    err = capsys.readouterr().err
+    assert "names an endpoint" in err and f"using {base} " in err

@@ -224,4 +224,6 @@ def test_error_tree_subclasses_the_builtins_the_contracts_name():
     assert issubclass(errors.AdapterTimeoutError, TimeoutError)
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.LLMConnectError)
-    assert "pip install 'llm-connect[local]'" in str(errors.MissingDependencyError("llama_cpp", "local"))
+    hint = str(errors.MissingDependencyError("llama_cpp", "local"))  # this project's install, never PyPI's llm-connect
+    assert "pip install -e '.[local]'" in hint and "llm-connect-judges[local]" in hint
+    assert "'llm-connect[" not in hint

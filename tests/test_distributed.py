@@ -85,7 +85,7 @@ def test_a_missing_ray_names_the_extra():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("MissingDependencyError")
-    assert "pip install 'llm-connect[ray]'" in proc.stdout
+    assert "pip install -e '.[ray]'" in proc.stdout and "'llm-connect[" not in proc.stdout
     assert issubclass(MissingDependencyError, ImportError)
 
 

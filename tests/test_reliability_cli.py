@@ -346,7 +346,7 @@ def test_a_judge_without_its_extra_exits_2_before_judging(tmp_path, blocked, jud
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = one_error_line(proc.stderr)
-    assert package in line and "pip install 'llm-connect[local]'" in line
+    assert package in line and "pip install -e '.[local]'" in line and "'llm-connect[" not in line
     assert not (tmp_path / "o").exists()
 
 

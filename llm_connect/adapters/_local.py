@@ -1,6 +1,6 @@
 """In-process local models: a GGUF LLM through llama-cpp-python, embeddings through sentence-transformers.
 
-Both are optional (``pip install 'llm-connect[local]'``): the heavy library is
+Both are optional (``pip install -e '.[local]'`` in a clone): the heavy library is
 imported, and the model loaded, on the first call; a missing library raises
 :class:`~llm_connect.errors.MissingDependencyError`. Calls into one instance
 are serialised with a lock (neither library is safe to call from several

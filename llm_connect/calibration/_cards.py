@@ -154,6 +154,18 @@ def _num(value: Any) -> float:
     return out
 
 
+#: The places kappas, biases and their bounds are shown at in verdicts and weak-judge reasons. The
+#: rules decide on the figure so rounded -- the one the user reads -- so a bound of ``9.84e-17`` (floating
+#: point's zero) is ``0.00`` and decides as 0 does, never otherwise than its printed value suggests.
+SHOWN_DIGITS = 2
+
+
+def _shown(value: Any) -> float:
+    """:func:`_num` rounded to :data:`SHOWN_DIGITS` places (no negative zero): the figure a verdict prints."""
+    x = _num(value)
+    return round(x, SHOWN_DIGITS) + 0.0 if math.isfinite(x) else x
+
+
 def _finite(value: Any) -> bool:
     return math.isfinite(_num(value))
 
@@ -223,7 +235,7 @@ def judge_verdict(
     against = "against people" if people else f"against {reference} (no human labels)"
     ci = f"{confidence:.0%} CI"
     parts: list[str] = []
-    k, lo, hi = _num(kappa), _num(kappa_low), _num(kappa_high)
+    k, lo, hi = _shown(kappa), _shown(kappa_low), _shown(kappa_high)  # decided as printed
     if n < MIN_LABELLED or not math.isfinite(k):
         parts.append(
             f"not enough evidence {against} (n={n}; at least {MIN_LABELLED} paired items needed); "
@@ -241,7 +253,7 @@ def judge_verdict(
     for b in biases:
         if b.significant:
             parts.append(b.words())
-    mb, ml, mh = _num(mean_bias), _num(bias_low), _num(bias_high)
+    mb, ml, mh = _shown(mean_bias), _shown(bias_low), _shown(bias_high)
     significant = math.isfinite(ml) and math.isfinite(mh) and (ml > 0 or mh < 0)
     if people and math.isfinite(mb) and abs(mb) >= MIN_MEAN_BIAS and significant:
         side = "higher" if mb > 0 else "lower"
@@ -255,9 +267,10 @@ def judge_verdict(
 def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, people: bool = True,
                        confidence: float = 0.95) -> str:
     """Why a judge is weak, or ``""``: its kappa interval against people includes 0, or its "yes" rate
-    is above :data:`MAX_YES_RATE` (see the module docstring)."""
+    is above :data:`MAX_YES_RATE` (see the module docstring). The interval is taken as printed, at
+    :data:`SHOWN_DIGITS` places: a bound of ``9.84e-17`` is ``0.00``, so it includes 0."""
     reasons = []
-    lo, hi = _num(kappa_low), _num(kappa_high)
+    lo, hi = _shown(kappa_low), _shown(kappa_high)  # decided on the figures printed
     if people and math.isfinite(lo) and math.isfinite(hi) and lo <= 0 <= hi:
         reasons.append(f"its kappa interval against people includes 0 ({confidence:.0%} CI {lo:.2f}..{hi:.2f})")
     rate = _num(yes_rate)

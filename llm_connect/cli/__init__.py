@@ -1,7 +1,8 @@
 """The ``llm-connect`` command.
 
 Subcommands live one per module (``_calibrate``, ``_estimate``, ``_leaderboard``, ``_demo``, ``_ledger``, ``_view``,
-``_align``; the ``--judges`` options in ``_judges``, exit-status helpers and ``--require`` gates in ``_common``),
+``_align``, ``_grade``, ``_route``; the ``--judges`` options in ``_judges``, exit-status helpers and
+``--require`` gates in ``_common``),
 each added by its ``_add_<name>(subparsers)`` function listed in :func:`build_parser`; each sets
 the defaults ``func`` (called with the parsed arguments and its own parser, returning the exit
 code) and ``_parser`` (itself).
@@ -42,8 +43,10 @@ from ._common import (
 )
 from ._demo import _add_demo
 from ._estimate import _add_estimate
+from ._grade import _add_grade
 from ._leaderboard import _add_leaderboard
 from ._ledger import _add_ledger
+from ._route import _add_route
 from ._view import _add_view
 
 __all__ = [
@@ -61,10 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_demo(subparsers)
+    _add_grade(subparsers)
     _add_calibrate(subparsers)
     _add_estimate(subparsers)
     _add_leaderboard(subparsers)
     _add_ledger(subparsers)
+    _add_route(subparsers)
     _add_view(subparsers)
     _add_align(subparsers)
     return parser

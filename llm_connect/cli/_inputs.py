@@ -90,6 +90,8 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
         help="keep the rows where this pandas expression (your own, on your file) holds, e.g. \"improper == False\"",
     )
     g.add_argument("--limit", metavar="N", help="use only the first N rows (after --where)")
+    g.add_argument("--sep", metavar="SEP", default=None,
+                   help="the column separator of a CSV file (default: sniffed from the file: , ; tab or |)")
     g.add_argument("--sample", metavar="N", help="use a seeded random sample of N rows (--seed), kept in input order")
     c = p.add_argument_group("big runs")
     c.add_argument(
@@ -323,7 +325,6 @@ def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) 
     reads them (``--wide`` does not apply: a pair already holds two models' answers)."""
     import numpy as np
 
-    from ..calibration import load_items
     from ..calibration._runner import items_table
 
     if pairs:
@@ -342,9 +343,12 @@ def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) 
         if getattr(args, option) is not None and not str(getattr(args, option)).strip():
             raise UsageError(f"--{option} is empty")
     if not any(getattr(args, o) is not None for o in ("columns", "wide", "where")) and limit is sample is None:
-        items = table(load_items(data, items=False)) if pairs else load_items(data)
+        frame = read_frame(data, getattr(args, "sep", None))
+        if not pairs:
+            check_item_columns(frame, data)
+        items = table(frame)
         return items, Selection(read=len(items), rows=len(items), used=len(items))
-    frame = load_items(data, items=False)
+    frame = read_frame(data, getattr(args, "sep", None))
     selection = Selection(read=len(frame), rows=len(frame))
     if args.columns is not None:
         frame = rename_columns(frame, args.columns)
@@ -369,9 +373,173 @@ def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) 
             keep = np.sort(np.random.default_rng(args.seed).choice(len(frame), size=sample, replace=False))
             frame = frame.iloc[keep]
             selection.steps.append(f"--sample {sample} --seed {args.seed}: a random {sample}, in input order")
+    if not pairs:
+        check_item_columns(frame, data, renamed=args.columns is not None)
     items = table(frame.reset_index(drop=True))
     selection.used = len(items)
     return items, selection
+
+
+# -- reading the file: its separator, its columns, its human labels -------------------------------------
+
+_TEXT_SUFFIXES = (".csv", ".tsv", ".tab", ".txt")
+_SEPARATORS = ",;\t|"
+_SEP_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+def _sep_option(sep: str) -> str:
+    named = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+    sep = named.get(sep.strip().lower(), sep) if sep.strip() else sep
+    if len(sep) != 1 or sep in "\"\n\r":
+        raise UsageError(f"--sep {sep!r} is not one separator character; give e.g. --sep ';' or --sep tab")
+    return sep
+
+
+def read_frame(data: Path, sep: str | None = None) -> Any:
+    """DATA as a table, as :func:`~llm_connect.calibration.load_items` reads it (``items=False``), but a
+    CSV file's separator is ``sep`` (``--sep``) or sniffed (:class:`csv.Sniffer`, among ``, ; tab |``):
+    a semicolon- or tab-separated ``.csv`` is read as such. A file that still reads as one column whose
+    name holds a separator is a :class:`UsageError` naming ``--sep``."""
+    import csv
+
+    import pandas as pd
+
+    from ..calibration import load_items
+
+    suffix = data.suffix.lower()
+    default = "\t" if suffix in (".tsv", ".tab") else ","
+    if suffix not in _TEXT_SUFFIXES or not data.is_file():
+        return load_items(data, items=False)
+    if sep is None:
+        try:
+            with open(data, encoding="utf-8-sig", newline="") as f:
+                sample = f.read(64 * 1024)
+            sep = csv.Sniffer().sniff(sample.split("\n", 1)[0] or sample, delimiters=_SEPARATORS).delimiter
+        except (csv.Error, OSError, UnicodeDecodeError):
+            sep = default
+    else:
+        sep = _sep_option(sep)
+    if sep == default:
+        frame = load_items(data, items=False)
+    else:
+        options: dict[str, Any] = {"sep": sep, "dtype": str, "keep_default_na": False, "na_values": [],
+                                   "encoding": "utf-8-sig"}
+        try:
+            header = pd.read_csv(data, header=None, nrows=1, **options)
+            names = [str(c) for c in header.iloc[0].tolist()] if len(header) else []
+            twice = sorted({c for c in names if names.count(c) > 1})
+            if twice:
+                raise UsageError(f"{data.name}: the header names the column(s) {', '.join(map(repr, twice))} more "
+                                 "than once; rename them so each column has its own name")
+            frame = pd.read_csv(data, **options)
+        except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+            if isinstance(exc, UsageError):
+                raise
+            raise UsageError(f"cannot read {data.name} with --sep {sep!r}: {exc}") from None
+        if not len(frame):
+            raise UsageError(f"{data.name} has no items (no rows after the header)")
+    if len(frame.columns) == 1:
+        name = str(frame.columns[0])
+        held = [s for s in _SEPARATORS if s in name and s != sep]
+        if held:
+            raise UsageError(
+                f"{data.name} reads as one column {safe_text(name, limit=60)!r}: its separator looks like a "
+                f"{_SEP_NAMES[held[0]]}; pass --sep {held[0]!r}" + (" (or --sep tab)" if held[0] == "\t" else "")
+            )
+    return frame
+
+
+#: Names people give the columns calibrate and grade read, for the ``--columns`` hint.
+_COLUMN_SYNONYMS = {
+    "prompt": ("question", "query", "input", "instruction", "prompt_text", "q", "context"),
+    "baseline": ("reference", "golden_answer", "gold_answer", "answer", "answers", "expected", "expected_answer",
+                 "target", "ground_truth", "gold", "reference_answer", "label_text"),
+    "candidate": ("response", "output", "prediction", "predicted", "model_answer", "generated", "completion",
+                  "model_output", "candidate_answer", "pred"),
+}
+
+
+def check_item_columns(frame: Any, data: Path, *, renamed: bool = False) -> None:
+    """A :class:`UsageError` when ``frame`` lacks the prompt, baseline or candidate column, suggesting
+    the ``--columns prompt=question,...`` that would name them (from common names, else a placeholder)."""
+    import difflib
+
+    from ..calibration._runner import COLUMN_ALIASES, REQUIRED_COLUMNS
+
+    present = [str(c) for c in frame.columns]
+    have = set(present) | {new for old, new in COLUMN_ALIASES.items() if old in present}
+    missing = [c for c in REQUIRED_COLUMNS if c not in have]
+    if not missing:
+        return
+    used = set(REQUIRED_COLUMNS) | {"id", "human", "candidate_model"}
+    pairs = []
+    for column in missing:
+        lower = {c.lower(): c for c in present if c not in used}
+        guess = next((lower[s] for s in _COLUMN_SYNONYMS[column] if s in lower), None)
+        if guess is None:
+            close = difflib.get_close_matches(column, [c for c in present if c not in used], n=1, cutoff=0.6)
+            guess = close[0] if close else None
+        if guess is not None:
+            used.add(guess)
+        pairs.append(f"{column}={guess if guess is not None else 'YOUR_COLUMN'}")
+    shown = ", ".join(safe_text(c, limit=40) for c in present[:20]) + (", ..." if len(present) > 20 else "")
+    after = " after --columns" if renamed else ""
+    raise UsageError(
+        f"{data.name} has no {', '.join(missing)} column{'s' if len(missing) > 1 else ''}{after} (it has: {shown}); "
+        f"name the file's columns with --columns {safe_text(','.join(pairs), limit=200)}"
+    )
+
+
+#: Column names that often hold the human verdict.
+HUMAN_CANDIDATES = ("label", "labels", "gold_label", "human_label", "human_labels", "gold", "correct", "is_correct",
+                    "iscorrect", "correctness", "verdict", "judgment", "judgement", "annotation", "rating", "score",
+                    "accepted", "is_accepted", "acceptable", "y", "target")
+
+
+def human_candidates(items: Any) -> list[str]:
+    """The columns of ``items`` named like a human verdict (:data:`HUMAN_CANDIDATES`, any case) whose
+    values read as labels (booleans, yes/no, 0..1)."""
+    from ..calibration import parse_labels
+
+    out = []
+    for column in items.columns:
+        if str(column).strip().lower() not in HUMAN_CANDIDATES:
+            continue
+        try:
+            parse_labels(items[column].tolist(), column=str(column))
+        except (ValueError, TypeError):
+            continue
+        out.append(str(column))
+    return out
+
+
+def find_human(parser: argparse.ArgumentParser, items: Any, given: str | None, data: Path) -> str | None:
+    """The human label column: ``given`` (``--human``; a missing one is a :class:`UsageError`), else
+    ``human`` when the file has it, else None -- and then, when columns look like labels, a warning that
+    names them (``--human label``), so a label column is never silently ignored."""
+    if given is not None:
+        if given not in items.columns:
+            raise UsageError(f"--human: no column {given!r} in {data.name}; it has "
+                             f"{', '.join(safe_text(c, limit=40) for c in items.columns)}")
+        return given
+    if "human" in items.columns:
+        return "human"
+    warn_no_human(parser, items)
+    return None
+
+
+def warn_no_human(parser: argparse.ArgumentParser, items: Any) -> None:
+    """One warning line when no human column was named or found but some column looks like one."""
+    import sys
+
+    found = human_candidates(items)
+    if found:
+        print(
+            f"{parser.prog}: warning: no human label column found (looked for 'human'); "
+            f"{', '.join(repr(c) for c in found)} look{'s' if len(found) == 1 else ''} like labels: pass "
+            f"--human {found[0]} to compare with them",
+            file=sys.stderr,
+        )
 
 
 # -- the response cache, run.json and --resume -------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import safe_text
-from ._common import DEFAULT_JUDGES, JUDGES, UsageError
+from ._common import DEFAULT_JUDGES, GRADER_IDS, JUDGES, UsageError
 
 
 def _limit(text: str) -> int | None:
@@ -26,6 +26,56 @@ def _limit(text: str) -> int | None:
 
 def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+#: Each judge by every name the command line takes: its ``--judges`` word and its grader id.
+_JUDGE_NAMES = {**{word: word for word in JUDGES}, **{gid: word for word, gid in GRADER_IDS.items()}}
+
+
+def judge_word(name: str, *, option: str = "--judges") -> str:
+    """The ``--judges`` word of a judge named by that word or by its grader id (``exact-match`` is
+    ``exact``); an unknown name is a :class:`UsageError` that says "did you mean" for a near miss."""
+    import difflib
+
+    key = name.strip()
+    word = _JUDGE_NAMES.get(key) or _JUDGE_NAMES.get(key.lower().replace("_", "-"))
+    if word is not None:
+        return word
+    close = difflib.get_close_matches(key.lower(), list(_JUDGE_NAMES), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise UsageError(
+        f"{option}: unknown judge {safe_text(key, limit=60)!r}; {hint}choose from "
+        + ", ".join(f"{w} ({GRADER_IDS[w]})" if GRADER_IDS[w] != w else w for w in JUDGES)
+    )
+
+
+def judges_option(text: str) -> str:
+    """``--judges``: the comma-separated names as ``--judges`` words (grader ids accepted), in order, once each."""
+    return ",".join(dict.fromkeys(judge_word(n) for n in _split(text)))
+
+
+#: The paths an OpenAI-compatible client adds to its base URL: a base URL ending in one was copied whole.
+_ENDPOINT_PATHS = ("/chat/completions", "/completions", "/embeddings")
+
+
+def normalise_base_url(url: str | None) -> str | None:
+    """``--base-url`` as the adapters take it: without a trailing ``/chat/completions`` (or
+    ``/completions``, ``/embeddings``) or ``/``, which the adapter adds itself. Said once on stderr."""
+    import sys
+
+    if not url:
+        return url
+    stripped = url.strip().split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    changed = False
+    for path in _ENDPOINT_PATHS:
+        if stripped.lower().endswith(path):
+            stripped = stripped[: -len(path)].rstrip("/")
+            changed = True
+            break
+    if changed:
+        print(f"llm-connect: note: --base-url {_shown_url(url)} names an endpoint, not the API's base; using "
+              f"{_shown_url(stripped)} (the client adds /chat/completions or /embeddings itself)", file=sys.stderr)
+    return stripped if changed else url
 
 
 def _model_spec(spec: str, what: str) -> tuple[str, str | None]:
@@ -88,12 +138,9 @@ def _check_judges(args: JudgeSpec) -> list[str]:
     """
     from ..errors import MissingDependencyError
 
-    names = list(dict.fromkeys(_split(args.judges)))
+    names = list(dict.fromkeys(judge_word(n) for n in _split(args.judges)))  # grader ids name them too
     if not names:
         raise UsageError("--judges is empty; choose from " + ", ".join(JUDGES))
-    unknown = [n for n in names if n not in JUDGES]
-    if unknown:
-        raise UsageError(f"unknown judge(s) {', '.join(unknown)}; choose from {', '.join(JUDGES)}")
     if args.base_url:
         from urllib.parse import urlsplit
 
@@ -163,6 +210,10 @@ def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
     )
 
     names = _check_judges(args)
+    if args.base_url:  # .../v1/chat/completions copied whole: the base, before the first request
+        from dataclasses import replace
+
+        args = replace(args, base_url=normalise_base_url(args.base_url))
     local = ("llm" in names and _model_spec(args.llm, "llm")[0] == "local") or (
         "embedding" in names and _model_spec(args.embedder, "embedder")[0] == "local"
     )

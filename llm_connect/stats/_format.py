@@ -27,8 +27,13 @@ def _is_missing(value: Any) -> bool:
         return False
 
 
+#: Below this magnitude a float is floating point's rounding residue (``9.84e-17`` for an exact 0), shown as 0.
+ZERO_TOLERANCE = 1e-12
+
+
 def fmt(value: Any, digits: int = 3) -> str:
-    """A number as text: ``nan`` shown as an em dash, floats with ``digits`` significant places."""
+    """A number as text: ``nan`` shown as an em dash, floats with ``digits`` significant places; a float
+    within :data:`ZERO_TOLERANCE` of 0 is ``0`` (never ``9.84e-17``)."""
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -36,6 +41,8 @@ def fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return "—"
+        if abs(value) < ZERO_TOLERANCE:
+            value = 0.0
         return f"{value:.{digits}g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.2e}"
     if _is_missing(value):
         return "—"

@@ -1,0 +1,154 @@
+"""``llm-connect grade``: judge a file with one judge and record every judgment (and the human labels) in a
+ledger, through the path :func:`~llm_connect.grading.judge_many` (``ledger=``) and
+:func:`~llm_connect.frames.record_labels` take, so ``llm-connect route`` and ``ledger stats`` read them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._textsafe import safe_text
+from ._common import GRADER_IDS, JUDGES, UsageError, _warn
+from ._inputs import find_human, prepare_items
+from ._judges import JudgeSpec, _build_judges, _check_judges, judge_word
+
+_GRADE_HELP = """\
+Judge every row of DATA (a .jsonl or .csv/.tsv file with the columns prompt,
+baseline -- the reference answer -- and candidate; optionally id,
+candidate_model and a human label column) with one judge, and append each
+scored judgment to LEDGER under --task-type, as judge_many(..., ledger=)
+records it (grader id, rubric hash, item id). With --human COLUMN the labels
+in that column are recorded too (grader id "human", paired with the
+judgments by item id and candidate_model), as record_labels does; routing
+then corrects the judge with them (PPI++).
+
+Prints one line: how many rows were scored, unscored, errors (and abstained),
+and how many labels were recorded. Next: llm-connect route LEDGER TASK
+--threshold X.
+
+Exit status: 0 done; 1 the judge scored no row (stderr names its first
+error); 2 a user error (one line on stderr).
+"""
+
+
+def _add_grade(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "grade",
+        help="judge a file with one judge and record every judgment (and human labels) in a ledger",
+        description=_GRADE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file of items")
+    p.add_argument(
+        "--judge", required=True, metavar="GRADER_ID",
+        help=f"the judge: a grader id ({', '.join(GRADER_IDS.values())}) or its short name ({', '.join(JUDGES)})",
+    )
+    p.add_argument("--ledger", required=True, metavar="LEDGER",
+                   help="the quality ledger to append to: a JSON Lines file, or a Parquet ledger's root "
+                   "(a directory or a URI); created if missing")
+    p.add_argument("--task-type", required=True, metavar="T", help="the task type the judgments are recorded under")
+    p.add_argument("--human", metavar="COLUMN",
+                   help="column with the human verdict (booleans, yes/no or a 0-1 score), recorded as labels "
+                   "(default: a column named 'human', if any)")
+    p.add_argument("--llm", default="local", metavar="SPEC",
+                   help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
+    p.add_argument("--embedder", default="local", metavar="SPEC",
+                   help="the embedding model: local, local:PATH or openai:MODEL (default: local)")
+    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    p.add_argument("--normalize", metavar="NAME", default=None,
+                   help="normalisation for the exact judge: squad, lower, strip, whitespace (default: none)")
+    p.add_argument("--reference-sep", metavar="SEP", default=None,
+                   help="separator of several acceptable references in baseline (e.g. '|')")
+    p.add_argument("--columns", metavar="NEW=OLD,...",
+                   help="rename the file's columns to those grade reads, e.g. prompt=question,baseline=golden_answer")
+    p.add_argument("--sep", metavar="SEP", default=None,
+                   help="the column separator of a CSV file (default: sniffed from the file: , ; tab or |)")
+    p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge (default: 0)")
+    p.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+    p.set_defaults(func=_run_grade, _parser=p, wide=None, where=None, limit=None, sample=None)
+
+
+def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, scale: Any = None) -> int:
+    """Record the labels of ``items[column]`` in ``ledger`` as :func:`~llm_connect.frames.record_labels`
+    does, keyed as :func:`~llm_connect.grading.judge_many` keys the judgments of the same rows (item id:
+    the row's ``id`` or its texts' key; adapter and model from ``candidate_model``/``candidate_adapter``).
+    Returns how many labels were written (blank ones are unlabelled rows)."""
+    import pandas as pd
+
+    from ..batch import candidate_names, item_ids
+    from ..calibration import parse_labels
+    from ..frames import record_labels
+
+    models = items["candidate_model"].tolist() if "candidate_model" in items.columns else [None] * len(items)
+    adapters = items["candidate_adapter"].tolist() if "candidate_adapter" in items.columns else [None] * len(items)
+    names = [candidate_names(m, a) for m, a in zip(models, adapters, strict=True)]
+    frame = pd.DataFrame({
+        "item_id": item_ids(items),
+        "adapter_id": [a for a, _ in names],
+        "model_id": [m for _, m in names],
+        "label": parse_labels(items[column].tolist(), column=str(column), scale=scale),
+    })
+    return record_labels(ledger, frame, task_type=task_type, label="label", item_id="item_id",
+                         adapter_id="adapter_id", model_id="model_id")
+
+
+def _counts(frame: Any) -> dict[str, int]:
+    counts = {status: int((frame["status"] == status).sum()) for status in ("scored", "unscored", "error")}
+    abstained = int((frame["status"] == "abstained").sum())
+    if abstained or "abstained" in (frame.attrs.get("counts") or {}):
+        counts["abstained"] = abstained
+    return counts
+
+
+def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..grading import judge_many
+    from ..quality import open_ledger
+
+    if not args.task_type.strip():
+        raise UsageError("--task-type is empty; name the task the judgments are for (e.g. qa)")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be >= 1, got {args.concurrency}")
+    word = judge_word(args.judge, option="--judge")
+    spec = JudgeSpec(judges=word, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
+                     normalize=args.normalize,
+                     reference_sep=None if args.reference_sep in (None, "none") else args.reference_sep,
+                     seed=args.seed)
+    _check_judges(spec)  # a missing extra, a bad spec or URL: before reading anything
+    data = Path(args.data)
+    items, _ = prepare_items(args, data)
+    human = find_human(parser, items, args.human, data)
+    if human is not None:  # a label that is not one: exit 2 now, before any judge runs or anything is written
+        from ..calibration import parse_labels
+
+        parse_labels(items[human].tolist(), column=str(human))
+    if not str(args.ledger).strip():
+        raise UsageError("--ledger is empty; give a ledger file such as ledger.jsonl")
+    ledger = open_ledger(args.ledger)
+    (judge,) = _build_judges(spec).values()
+    frame = judge_many(judge, items, ledger=ledger, task_type=args.task_type, concurrency=args.concurrency,
+                       progress=not args.no_progress)
+    labels = record_item_labels(ledger, items, human, task_type=args.task_type) if human is not None else 0
+    counts = _counts(frame)
+    not_recorded = int(frame["ledger_error"].notna().sum()) if "ledger_error" in frame.columns else 0
+    parts = ", ".join(f"{n} {'errors' if status == 'error' else status}" for status, n in counts.items())
+    extra = f"; {not_recorded} not recorded (see ledger_error)" if not_recorded else ""
+    print(
+        f"{safe_text(judge.grader_id)}: {len(frame)} rows, {parts}; recorded {counts['scored'] - not_recorded} "
+        f"judgment(s) and {labels} human label(s) in {safe_text(args.ledger)} under task type "
+        f"{safe_text(args.task_type)!r}{extra}"
+    )
+    if not counts["scored"]:
+        errors = frame.loc[frame["status"] != "scored", "error"].dropna().astype(str)
+        notes = frame.loc[frame["status"] != "scored", "notes"].dropna().astype(str)
+        first = errors.iloc[0] if len(errors) else (notes.iloc[0] if len(notes) else "no reason given")
+        print(f"{parser.prog}: {safe_text(judge.grader_id)} scored no row; first error: {safe_text(first, limit=300)}",
+              file=sys.stderr)
+        return 1
+    if not_recorded:
+        _warn(parser, f"{not_recorded} scored row(s) were not recorded in the ledger: "
+              f"{safe_text(frame['ledger_error'].dropna().iloc[0], limit=300)}")
+        return 1
+    return 0

@@ -1,0 +1,142 @@
+"""The whole loop from the command line: ``llm-connect grade`` puts judgments (and human labels) into a
+ledger as ``judge_many(ledger=...)`` and ``record_labels`` do, ``calibrate --ledger`` records what it
+judged, and ``llm-connect route`` prints the decision with its evidence (method, n, n_labelled, interval)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from llm_connect import ExactMatchJudge, QualityLedger, judge_many
+from llm_connect.cli import main
+from llm_connect.frames import paired_frame, record_labels
+
+ROWS = [
+    {"id": f"q{k}", "prompt": f"question {k}", "baseline": "Paris",
+     "candidate": "Paris" if k % 4 else "Lyon", "candidate_model": "m1" if k % 2 else "m2",
+     "label": "yes" if k % 4 else "no"}
+    for k in range(24)
+]
+
+
+def write_csv(path, rows, sep=","):
+    pd.DataFrame(rows).to_csv(path, index=False, sep=sep)
+    return path
+
+
+def grade(data, ledger, *extra):
+    return main(["grade", str(data), "--judge", "exact-match", "--ledger", str(ledger), "--task-type", "qa",
+                 "--no-progress", *extra])
+
+
+def test_grade_records_judgments_and_labels_as_the_library_does(tmp_path, capsys):
+    data = write_csv(tmp_path / "qa.csv", ROWS)
+    ledger = tmp_path / "cli.jsonl"
+    assert grade(data, ledger, "--human", "label") == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1
+    assert "exact-match: 24 rows, 24 scored, 0 unscored, 0 errors" in out[0]
+    assert "recorded 24 judgment(s) and 24 human label(s)" in out[0]
+    # the same records as judge_many(ledger=...) + record_labels, the timestamps aside
+    lib = QualityLedger(tmp_path / "lib.jsonl")
+    items = pd.DataFrame(ROWS)
+    judge_many(ExactMatchJudge(), items, ledger=lib, task_type="qa", progress=False)
+    record_labels(lib, items.assign(item_id=items["id"], label=[1.0 if v == "yes" else 0.0 for v in items["label"]]),
+                  task_type="qa", label="label")
+
+    def plain(path):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        return sorted(json.dumps({k: v for k, v in r.items() if k != "recorded_at"}, sort_keys=True) for r in rows)
+
+    assert plain(ledger) == plain(lib.path)
+    paired = paired_frame(ledger, "qa", grader_id="exact-match")
+    assert len(paired) == 24 and paired["human"].notna().all()
+    assert (paired["exact-match"] == paired["human"]).all()
+
+
+def test_grade_without_labels_warns_and_exits_1_when_nothing_scored(tmp_path, capsys):
+    data = write_csv(tmp_path / "qa.csv", ROWS)
+    assert grade(data, tmp_path / "l.jsonl") == 0
+    captured = capsys.readouterr()
+    assert "0 human label(s)" in captured.out
+    assert "no human label column found" in captured.err and "--human label" in captured.err
+    blank = [dict(r, baseline="") for r in ROWS[:3]]
+    assert grade(write_csv(tmp_path / "blank.csv", blank), tmp_path / "l.jsonl", "--human", "label") == 1
+    captured = capsys.readouterr()
+    assert "0 scored" in captured.out and "3 errors" in captured.out
+    assert "scored no row" in captured.err
+
+
+def test_grade_user_errors_exit_2(tmp_path, capsys):
+    data = write_csv(tmp_path / "qa.csv", ROWS)
+    with pytest.raises(SystemExit) as exc:
+        grade(data, tmp_path / "l.jsonl", "--human", "nope")
+    assert exc.value.code == 2
+    assert "--human: no column 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["grade", str(data), "--judge", "exact-mach", "--ledger", str(tmp_path / "l.jsonl"), "--task-type", "qa"])
+    assert exc.value.code == 2
+    assert "did you mean exact-match?" in capsys.readouterr().err
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_route_prints_the_decision_with_its_evidence(tmp_path, capsys):
+    data = write_csv(tmp_path / "qa.csv", ROWS)
+    ledger = tmp_path / "l.jsonl"
+    assert grade(data, ledger, "--human", "label") == 0
+    capsys.readouterr()
+    assert main(["route", str(ledger), "qa", "--threshold", "0.5", "--min-observations", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("route 'qa' [judge exact-match] -> ")
+    assert "PPI++ with 24 human label(s)" in out
+    lines = out.splitlines()
+    header = next(line for line in lines if "n_labelled" in line)
+    for word in ("method", "n", "n_labelled", "95% interval"):
+        assert word in header
+    rows = [line.split() for line in lines if line.strip().startswith(("m1", "m2"))]
+    assert len(rows) == 2 and all(r[1] == "ppi++" and r[2] == "12" and r[3] == "12" for r in rows)
+    for line in lines:  # every interval in 0..1, at three places, on its line
+        if line.strip().startswith(("m1", "m2")):
+            low, high = line.split("[", 1)[1].split("]", 1)[0].split(", ")
+            assert 0.0 <= float(low) <= float(high) <= 1.0 and len(low.split(".")[1]) == 3
+    # --no-human: the judge's raw scores, Wilson for 0/1 scores
+    assert main(["route", str(ledger), "qa", "--threshold", "0.5", "--min-observations", "5", "--no-human"]) == 0
+    out = capsys.readouterr().out
+    assert "wilson" in out and "24 human label(s) not used" in out
+    # no adapter is still a decision: exit 0 (unless --require-adapter)
+    assert main(["route", str(ledger), "qa", "--threshold", "1.0", "--min-observations", "5"]) == 0
+    assert "-> no adapter" in capsys.readouterr().out
+    assert main(["route", str(ledger), "qa", "--threshold", "1.0", "--min-observations", "5",
+                 "--require-adapter"]) == 1
+
+
+def test_route_user_errors_and_escaping(tmp_path, capsys):
+    data = write_csv(tmp_path / "qa.csv", [dict(r, candidate_model="m\x1b[31m") for r in ROWS])
+    ledger = tmp_path / "l.jsonl"
+    assert grade(data, ledger) == 0
+    capsys.readouterr()
+    assert main(["route", str(ledger), "qa", "--threshold", "0.1", "--min-observations", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "m\\x1b[31m" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["route", str(ledger), "other", "--threshold", "0.5"])
+    assert exc.value.code == 2 and "its task types: 'qa'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["route", str(ledger), "qa", "--threshold", "1.5"])
+    assert exc.value.code == 2 and "--threshold must be a quality in 0..1" in capsys.readouterr().err
+
+
+def test_calibrate_ledger_records_judgments_and_labels(tmp_path, capsys):
+    data = write_csv(tmp_path / "qa.csv", [dict(r, human=r.pop("label")) for r in map(dict, ROWS)])
+    ledger = tmp_path / "l.jsonl"
+    assert main(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact-match", "--probes", "none",
+                 "--n-boot", "200", "--no-progress", "--ledger", str(ledger), "--task-type", "qa"]) == 0
+    out = capsys.readouterr().out
+    assert "recorded 24 judgment(s) and 24 human label(s)" in out and "saved 1 judge card(s)" in out
+    paired = paired_frame(ledger, "qa", grader_id="exact-match")
+    assert len(paired) == 24 and paired["human"].notna().all()
+    assert main(["route", str(ledger), "qa", "--threshold", "0.5", "--min-observations", "5",
+                 "--require-calibrated", "--min-kappa", "0.0"]) == 0
+    assert "ppi++" in capsys.readouterr().out
