@@ -107,6 +107,10 @@ class CalibrationReport:
     #: Agreement and bias per group (``calibrate(..., by=COLUMN)``): a
     #: :class:`~llm_connect.calibration._groups.GroupBreakdown`, or ``None`` without ``by``.
     by_group: Any = field(default=None, repr=False)
+    #: The label design of the estimates: a boolean mask of the rows whose human labels the quality
+    #: estimates may use (e.g. the random sample the demo pretends people labelled), so the report's
+    #: estimates, the command line's and ``estimates.csv`` are the same figures; ``None``: every label.
+    label_design: Any = field(default=None, repr=False)
     #: The judges calibrated as selective judges (``calibrate(..., selective=(alpha, delta))``), by name:
     #: :class:`~llm_connect.grading.SelectiveJudge` objects with their cut-offs, ready to judge fresh items
     #: (see :mod:`llm_connect.calibration._selective`); empty without ``selective``.
@@ -221,7 +225,7 @@ class CalibrationReport:
         judge-only estimates (``estimate_quality``); ``None`` without human labels."""
         from ._cards import report_estimates
 
-        return report_estimates(self, judge=judge, by=by)
+        return report_estimates(self, judge=judge, by=by, labelled=self.label_design)
 
     def disagreements(self, judge_a: str, judge_b: str, *, top: int = 20) -> pd.DataFrame:
         return disagreements(self.scores, judge_a, judge_b, top=top)
@@ -319,6 +323,9 @@ class CalibrationReport:
             row: dict[str, Any] = {"judge": j, "scored": int(score.notna().sum()),
                                    "mean_score": float(score.mean()), "threshold": self.threshold_of(j),
                                    "yes_rate": float(said.mean()) if len(said) else float("nan")}
+            abstained = (self.meta.usage.get(j) or {}).get("abstained", 0)
+            if abstained:  # a selective judge run as itself: the items it abstained on have no score
+                row["abstained"] = int(abstained)
             if j in chosen:
                 row["threshold_selection"] = chosen[j].describe()
             kappa_low = kappa_high = float("nan")

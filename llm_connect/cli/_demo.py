@@ -96,18 +96,24 @@ def _record_demo_labels(ledger: Any, items: Any) -> int:
 DEMO_LABELLED_SHARE = 0.4  # the demo pretends people labelled this share of the items, to show what PPI++ buys
 
 
-def _demo_estimates(report: Any, *, seed: int, share: float) -> Any:
-    """Each judge's estimate of the answers' mean quality, alone and corrected by a seeded labelled sample."""
+def _demo_label_design(n: int, *, seed: int, share: float) -> Any:
+    """The seeded sample of rows the demo pretends people labelled (a boolean mask)."""
     import numpy as np
+
+    rng = np.random.default_rng(seed)
+    labelled = np.zeros(n, dtype=bool)
+    labelled[rng.choice(n, size=max(2, round(share * n)), replace=False)] = True
+    return labelled
+
+
+def _demo_estimates(report: Any) -> Any:
+    """Each judge's estimate of the answers' mean quality, alone and corrected by the report's labelled
+    sample (``report.label_design``, the same one its HTML page uses)."""
     import pandas as pd
 
     from ..calibration._cards import report_estimates
 
-    n = len(report.scores)
-    rng = np.random.default_rng(seed)
-    labelled = np.zeros(n, dtype=bool)
-    labelled[rng.choice(n, size=max(2, round(share * n)), replace=False)] = True
-    parts = [report_estimates(report, judge=j, by=None, labelled=labelled) for j in report.judges]
+    parts = [report_estimates(report, judge=j, by=None, labelled=report.label_design) for j in report.judges]
     parts = [p for p in parts if p is not None]
     return pd.concat(parts, ignore_index=True) if parts else None
 
@@ -274,10 +280,12 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     cards = cards_from_report(report)
     JudgeCardRegistry.for_ledger(ledger).save(cards)
     recorded = sum(1 for _ in ledger.iter_observations()) - before
+    # one label design for the printed estimates, estimates.csv and the report's estimates section
+    report.label_design = _demo_label_design(len(report.scores), seed=args.seed, share=DEMO_LABELLED_SHARE)
     written = _write_csvs(report, paths)
     written["report"] = report.to_html(paths["report"])
     written["judgments"] = write_judgments(report, paths["judgments"])  # what llm-connect view shows
-    estimates = _demo_estimates(report, seed=args.seed, share=DEMO_LABELLED_SHARE)
+    estimates = _demo_estimates(report)
     if estimates is not None:
         csv_safe_frame(estimates).to_csv(paths["estimates"], index=False)
         written["estimates"] = paths["estimates"]

@@ -59,7 +59,6 @@ def report_figures(report: Any) -> dict[str, Any]:
         if "threshold sweep" in plots and ref is not None:
             fig, ax = new_figure()
             plot_threshold_sweep(report.sweep(j, ref), ax=ax)
-            ax.set_title(_text(f"{j} threshold vs {ref}"))
             figs[f"threshold sweep of {j}"] = fig
         if "length" in plots:
             fig, ax = new_figure()
@@ -75,7 +74,50 @@ def report_figures(report: Any) -> dict[str, Any]:
         fig, ax = new_figure(6, 1.2 + 0.35 * len(report.bias.results))
         plot_bias_forest(report.bias, ax=ax)
         figs["bias probes"] = fig
+    for fig in figs.values():
+        _fit_titles(fig)
     return figs
+
+
+def _fit_titles(fig: Any) -> None:
+    """Wrap each axes title that is wider than its axes (about 0.6 em a character), so none is cut off."""
+    import textwrap
+
+    for ax in fig.axes:
+        title = ax.get_title()
+        width_in = ax.get_position().width * fig.get_figwidth()
+        chars = max(16, int(width_in * 72 / (0.6 * 12)))  # 12 pt titles
+        if title and len(title) > chars:
+            ax.set_title("\n".join(textwrap.wrap(title, chars)))
+
+
+#: The "how to read this" line that heads each section of the report, by section.
+HOW_TO_READ = {
+    "Verdicts": "one line per judge, from its agreement with people (Cohen's kappa and its interval): "
+                "\"no better than chance\" means do not use its scores; biases found by the probes follow.",
+    "Judge runs": "how many items each judge scored; unscored rows are left out of every figure, never "
+                  "counted as 0.",
+    "Summary": "each judge's agreement with the reference at the threshold: higher is better; compare with "
+               "the second annotator's, the ceiling.",
+    "Agreement": "every pair of raters: kappa 0 is chance, 1 perfect; an interval reaching 0 means no "
+                 "evidence of agreement.",
+    "Judge cards": "what is saved for routing: the verdict with the numbers behind it.",
+    "Selective judges": "coverage is the share of items a judge keeps; the guarantee holds on those.",
+    "Estimates": "the judge alone can be biased; the PPI++ interval, corrected by the human labels, is "
+                 "the one to quote.",
+    "Bias probes": "each probe perturbs answers and re-judges them: a score change whose p-value is "
+                   "small means the judge rewards that feature, not quality.",
+    "Length effect": "how much the score moves per unit of answer length with quality held fixed; an "
+                     "interval away from 0 is a length bias.",
+    "Figures": "each plot is named below it and titled inside; a judge's scores are drawn against the "
+               "reference labels, and the dotted line marks its best threshold.",
+}
+
+
+def _section(name: str, *parts: Any) -> Markup:
+    """A report section: its heading, its "how to read this" line, then its parts."""
+    return join([html_format("<h3>{}</h3><p class='llm-connect-howto'><b>How to read this:</b> {}</p>",
+                             name, HOW_TO_READ[name]), *parts])
 
 
 def _diagnostics_html(report: Any) -> Markup:
@@ -87,7 +129,8 @@ def _diagnostics_html(report: Any) -> Markup:
                      "length coef": eff.coef, "low": eff.low, "high": eff.high, "p": eff.p_value, "n": eff.n,
                      "note": eff.note})
     if rows:
-        parts.append(frame_html(pd.DataFrame(rows), caption="Length effect (OLS; score change per unit)"))
+        parts.append(_section("Length effect",
+                              frame_html(pd.DataFrame(rows), caption="Length effect (OLS; score change per unit)")))
     for j in report.judges:
         fam = report.meta.judge_families.get(j)
         if fam and report.scores["model_family"].notna().any():
@@ -102,19 +145,20 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
                         ", ".join(report.judges) or "—", ", ".join(report.labels) or "—", fmt(report.threshold))]
     cards = report.judge_cards()
     if cards:
-        head.append(html_format("<h3>Verdicts</h3><ul class='llm-connect-verdicts'>{}</ul>",
-                                join(html_format("<li>{}</li>", c.verdict) for c in cards)))
+        head.append(_section("Verdicts", html_format("<ul class='llm-connect-verdicts'>{}</ul>",
+                                                     join(html_format("<li>{}</li>", c.verdict) for c in cards))))
     if usage:
         udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
-        head.append(frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)"))
-    body = [frame_html(report.summary(), caption="Summary"), report.agreement._repr_html_()]
+        head.append(_section("Judge runs", frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)")))
+    body = [_section("Summary", frame_html(report.summary(), caption="Summary")),
+            _section("Agreement", Markup(report.agreement._repr_html_()))]
     if cards:
-        body.append(html_format("<h3>Judge cards</h3>{}", join(Markup(c._repr_html_()) for c in cards)))
+        body.append(_section("Judge cards", join(Markup(c._repr_html_()) for c in cards)))
     if getattr(report, "selective", None):
         body.append(_selective_html(report))
     body.append(_estimates_html(report, plots=plots))
     if report.bias is not None:
-        body.append(report.bias._repr_html_())
+        body.append(_section("Bias probes", Markup(report.bias._repr_html_())))
     body.append(_diagnostics_html(report))
     if report.by_group is not None:
         body.append(group_breakdown_html(report.by_group, plots=plots))
@@ -125,7 +169,7 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
                         "<figcaption>{}</figcaption></figure>", png_data_uri(fig), name, name)
             for name, fig in figs.items()
         )
-        body.append(html_format("<div>{}</div>", imgs))
+        body.append(_section("Figures", html_format("<div>{}</div>", imgs)))
     return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
 
 def _selective_html(report: Any) -> Markup:
@@ -137,7 +181,7 @@ def _selective_html(report: Any) -> Markup:
     shown = frame[["judge_a", "confidence_source", "cutoff", "n_judged", "n", "coverage", "percent_agreement",
                    "guaranteed_agreement", "confidence_level", "note"]].rename(columns={"judge_a": "judge"})
     return join([
-        Markup("<h3>Selective judges</h3>"),
+        _section("Selective judges"),
         html_format("<p>Each judge judges only the items it is confident of, with a cut-off chosen on the labelled "
                     "items by fixed-sequence testing with exact binomial bounds (Jung, Brahman &amp; Choi, ICLR 2025) "
                     "so that it agrees with people on at least {} of the items it judges, with probability {}; "
@@ -157,11 +201,17 @@ def _estimates_html(report: Any, *, plots: bool) -> Markup:
         return Markup("")
     shown = est[["judge", "candidate_model", "method", "estimate", "ci_low", "ci_high", "n_labelled", "n_total",
                  "reason"]]
-    parts = [Markup("<h3>Estimates</h3>"),
+    parts = [_section("Estimates"),
              html_format("<p>Mean quality of each model's answers: as judge {} alone would claim it, from the "
                          "human labels alone, and both combined by prediction-powered inference (PPI++), whose "
                          "interval stays valid however biased the judge is.</p>", str(est["judge"].iloc[0])),
              frame_html(shown, caption="Estimates per model", max_rows=200)]
+    design = getattr(report, "label_design", None)
+    if design is not None:
+        parts.insert(2, html_format(
+            "<p>Human labels used: a random sample of {} of the {} items (the others count as unlabelled), "
+            "the same sample as the command line's estimates and estimates.csv.</p>",
+            int(sum(bool(v) for v in design)), len(design)))
     if plots:
         fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
         plot_estimates(est.drop(columns=["judge"]), ax=ax)
@@ -174,7 +224,11 @@ def save_report_html(report: Any, path: str | Path, *, title: str = "Calibration
     p.parent.mkdir(parents=True, exist_ok=True)
     style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
              "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 6px;"
-             "text-align:right}table.llm-connect{margin:1em 0}caption{margin-bottom:4px}")
+             "text-align:right}table.llm-connect{margin:1em 0}caption{margin-bottom:4px}"
+             # a wide table scrolls inside its own box instead of widening the page
+             ".llm-connect-report table{display:block;max-width:100%;overflow-x:auto}"
+             ".llm-connect-report img{max-width:100%;height:auto}"
+             ".llm-connect-howto{color:#4b5563;margin:0 0 6px;font-size:0.92em}")
     doc = html_format("<!DOCTYPE html><html><head><meta charset='utf-8'><title>{}</title>"
                       "<style>{}</style></head><body>{}</body></html>",
                       title, Markup(style), report.html(plots=True, title=title))
