@@ -30,6 +30,11 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
     assert re.search(r"the LLM judge takes about \d+\.\d\d s per item .* \(17 judgments\) will take about \d+ s",
                      proc.stdout)
     assert proc.stdout.index("will take about") < proc.stdout.index("verdicts:")
+    # the estimate is measured on the run's first items, and the demo ends on the next step
+    assert "measured on 4 item(s)" in proc.stdout and "estimated " in proc.stdout
+    from llm_connect.cli._demo import NEXT_STEP_COMMAND
+
+    assert proc.stdout.rstrip().splitlines()[-2].strip() == NEXT_STEP_COMMAND
     # every phase is labelled in its progress bar (stderr)
     for label in ("grading: llm-judge", "grading: embedding-similarity", "probe: length \N{EM DASH} llm-judge"):
         assert label in proc.stderr, label
@@ -112,3 +117,32 @@ def test_demo_help_says_what_it_does(capsys):
 
     lines = _data_file("qa_calibration.jsonl").read_text(encoding="utf-8").splitlines()
     assert len([json.loads(line) for line in lines if line.strip()]) >= 200
+
+
+def test_the_demo_ends_on_the_next_step_when_the_embedded_judge_is_weak():
+    import io
+    from types import SimpleNamespace
+
+    from llm_connect.cli._demo import NEXT_STEP_COMMAND, _print_next_step
+    from llm_connect.cli._judges import _model_spec
+
+    chance = SimpleNamespace(grader_id="llm-judge", weak="",
+                             verdict="llm-judge: no better than chance against people (kappa 0.02, 95% CI -0.10..0.14)")
+    out = io.StringIO()
+    _print_next_step([chance], "local", out)
+    text = out.getvalue()
+    assert "SmolLM2-135M" in text and "135M-parameter" in text  # why
+    assert text.strip().splitlines()[-2].strip() == NEXT_STEP_COMMAND  # the one command, on its own line
+    # the command is the CLI's own judge spec: --llm openai:MODEL (with --base-url) parses as a model spec
+    assert NEXT_STEP_COMMAND.split()[:2] == ["llm-connect", "demo"]
+    assert _model_spec(NEXT_STEP_COMMAND.split("--llm ")[1].split()[0], "llm") == ("openai", "MODEL")
+    assert "--base-url http://" in NEXT_STEP_COMMAND
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--llm", "openai:MODEL", "--base-url", "http://HOST:1/v1", "--help"])
+    assert exit_.value.code == 0  # demo takes these options
+    # a judge that did well, or one that is not the embedded model, gets no such advice
+    good = SimpleNamespace(grader_id="llm-judge", weak="", verdict="llm-judge: substantial agreement (kappa 0.70)")
+    for card, llm in ((good, "local"), (chance, "openai:gpt-4o-mini")):
+        out = io.StringIO()
+        _print_next_step([card], llm, out)
+        assert out.getvalue() == ""

@@ -42,6 +42,7 @@ NAMES = [
     "08_labelling.ipynb",
     "09_leaderboards.ipynb",
     "10_align_a_judge.ipynb",
+    "11_trust_or_escalate.ipynb",
 ]
 
 
