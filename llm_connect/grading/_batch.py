@@ -454,7 +454,9 @@ def judge_many(
     ``baseline`` and ``candidate`` texts; other columns are carried through
     (``candidate_model`` also names the candidate's model, ``id`` the item).
     Returns the input columns plus ``quality_score``, ``notes``, ``grader_id``,
-    ``status`` (``scored``/``unscored``/``error``), ``error``, ``latency_ms``,
+    ``status`` (``scored``/``unscored``/``error``, and ``abstained`` for a selective judge or a cascade
+    below its calibrated cut-off: no score, its ``confidence`` in the row, never recorded in the ledger;
+    see :class:`~llm_connect.grading.SelectiveJudge`), ``error``, ``latency_ms``,
     ``tokens_in``, ``tokens_out``, ``judge_cost_usd`` (the judge's own usage: every call it made), then
     the judge's own columns when it declares ``extra_columns`` (a compound
     judge's verdict, votes, ``details``...).

@@ -31,6 +31,12 @@ from ._base import GradingResult, Judge, JudgeBase, acall_judge, validate_grader
 from ._batch import judge_many
 from ._epochs import Reducer, _alpha
 from ._judges import _hash
+from ._pairwise_local import (
+    PAIRWISE_LOCAL_RUBRIC,
+    local_pairwise_hash,
+    local_pairwise_instructions,
+    local_pairwise_winner,
+)
 from ._parse import Found, UntrustedText, defang, find_json_objects, json_key, quote
 from ._rubric import Rubric, _esc, example_texts, examples_fence
 from ._verdicts import PAIRWISE_ORDERS, PAIRWISE_SCORES, combine_orders, majority_vote, offered_label, verdict_for
@@ -251,6 +257,15 @@ class PairwiseJudge(_DetailedBatch):
     (``"Which reply is more polite?"``) and whose worked examples (answer A the example's baseline,
     B its candidate; a label of 1 says B is better) come before the item, fenced like it; its
     ``rubric_hash`` is then ``rubric.hash``. Without one the prompt and hash are as they always were.
+
+    ``scoring``: ``"json"`` (the ``{"winner": ...}`` reply above) or ``"a-b"``, the local layout (see
+    :mod:`llm_connect.grading._pairwise_local`): fixed instructions with worked examples as the system
+    message, decoded once by an in-process model, a short per-item message, one generated token
+    (``max_tokens=1``), and per order the most probable offered label (``A``, ``B``, ``tie``) at that
+    position from its top logprobs (``label_probs`` in the order's details; the caller's
+    ``system_prompt``, ``json_output`` and ``response_format`` give way). With no ``scoring`` (and no
+    ``rubric``), a judge whose adapter declares itself in-process (``adapter.is_local``, e.g.
+    ``LlamaCppAdapter``) scores ``"a-b"``, any other ``"json"``: a 135M model seldom writes the JSON.
     """
 
     adapter: LLMAdapter
@@ -259,6 +274,8 @@ class PairwiseJudge(_DetailedBatch):
     allow_tie: bool = False
     seed: int | None = None
     rubric: Rubric | None = None
+    scoring: str | None = None
+    top_logprobs: int = 10
 
     extra_columns = ("verdict", "consistent", "details")
     pairwise = True
@@ -269,11 +286,26 @@ class PairwiseJudge(_DetailedBatch):
             raise ValidationError("PairwiseJudge needs an adapter with a complete(prompt, run_config) method")
         if self.rubric is not None and not isinstance(self.rubric, Rubric):
             raise ValidationError(f"rubric must be a Rubric, got {type(self.rubric).__name__}")
+        if self.scoring is None:
+            local = getattr(self.adapter, "is_local", False) is True
+            self.scoring = "a-b" if local and self.rubric is None else "json"
+        if self.scoring not in ("json", "a-b"):
+            raise ValidationError(f"scoring must be 'json' or 'a-b', got {self.scoring!r}")
+        if self.scoring == "a-b" and self.rubric is not None:
+            raise ValidationError("scoring='a-b' (the local one-token layout) takes no rubric; use scoring='json'")
 
     @property
     def rubric_hash(self) -> str:
-        """The template's hash with no rubric (as always); with one, ``rubric.hash``."""
+        """The template's hash with no rubric (as always); with one, ``rubric.hash``; the local layout's
+        (instructions and item text) with ``scoring="a-b"``."""
+        if self.scoring == "a-b":
+            return local_pairwise_hash(self.allow_tie)
         return _hash(self._rubric()) if self.rubric is None else self.rubric.hash
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system message the judge sends (the local layout's instructions), or ``None``."""
+        return local_pairwise_instructions(self.allow_tie) if self.scoring == "a-b" else None
 
     @property
     def calls_per_judgment(self) -> int:
@@ -289,6 +321,8 @@ class PairwiseJudge(_DetailedBatch):
         """The item's texts, which the judge is shown but must not obey (their hash makes the fence), then
         the rubric's worked examples (scanned for planted verdicts too)."""
         texts = (prompt, baseline.content, candidate.content)
+        if self.scoring == "a-b":
+            return UntrustedText(texts, tags=True)
         if self.rubric is None or not self.rubric.examples:
             return UntrustedText(texts)
         return UntrustedText((*texts, *example_texts(self.rubric)), fence=UntrustedText(texts).fence)
@@ -297,6 +331,9 @@ class PairwiseJudge(_DetailedBatch):
         first, second = (baseline, candidate) if order == PAIRWISE_ORDERS[0] else (candidate, baseline)
         untrusted = self.untrusted(baseline, candidate, prompt)
         clean = untrusted.defang
+        if self.scoring == "a-b":
+            return PAIRWISE_LOCAL_RUBRIC.format(prompt=clean(prompt), answer_a=clean(first.content),
+                                                answer_b=clean(second.content), fence=untrusted.fence)
         if self.rubric is not None and self.rubric.examples:
             shown = examples_fence(self.rubric)
 
@@ -315,7 +352,18 @@ class PairwiseJudge(_DetailedBatch):
         params: Mapping[str, Any] = rc.model_params
         if self.seed is not None:
             params = {**params, "seed": self.seed}
+        if self.scoring == "a-b":  # the verdict is the next token, read from its top logprobs
+            return rc.replace(temperature=0.0, budget_tracker=None, top_logprobs=self.top_logprobs, max_tokens=1,
+                              system_prompt=self.system_prompt, json_output=False,
+                              model_params={k: v for k, v in params.items() if k != "response_format"})
         return rc.replace(temperature=0.0, budget_tracker=None, model_params=params)
+
+    def _read(self, reply: LLMResponse, untrusted: UntrustedText) -> tuple[str, dict[str, Any]]:
+        """The order's label (A/B/tie) and what else it records (``label_probs`` with the local layout)."""
+        if self.scoring == "a-b":
+            label, probs = local_pairwise_winner(reply.logprobs, self.allow_tie, adapter_id=repr(reply.adapter_id))
+            return label, {"label_probs": probs}
+        return self._winner(reply.content, untrusted), {}
 
     def _winner(self, reply: str, untrusted: UntrustedText) -> str:
         """The label of the judge's own ``{"winner": ...}`` in ``reply``; a verdict planted in the item's
@@ -351,14 +399,14 @@ class PairwiseJudge(_DetailedBatch):
         per_order = []
         for order, (judge_prompt, reply) in zip(orders, done, strict=True):  # type: ignore[misc]
             try:
-                winner = self._winner(reply.content, untrusted)
+                winner, extra = self._read(reply, untrusted)
             except JudgeReplyError as exc:
                 unscored = JudgeReplyError(f"{order}: {exc}", reply=reply.content)
                 unscored.response = _usage_response(responses, self.grader_id)  # both calls were paid for
                 raise unscored from exc
             verdict = verdict_for(winner, order)
             per_order.append({"order": order, "prompt": judge_prompt, "raw_reply": reply.content,
-                              "winner": winner, "verdict": verdict})
+                              "winner": winner, "verdict": verdict, **extra})
         verdicts = [p["verdict"] for p in per_order]
         verdict, consistent = combine_orders(verdicts)
         if consistent is None:
@@ -374,7 +422,9 @@ class PairwiseJudge(_DetailedBatch):
             baseline_response=baseline,
             candidate_response=candidate,
             details={"kind": "pairwise", "verdict": verdict, "consistent": consistent, "orders": per_order,
-                     "rubric_hash": self.rubric_hash, "judge_adapter_id": responses[0].adapter_id},
+                     "rubric_hash": self.rubric_hash, "judge_adapter_id": responses[0].adapter_id,
+                     "scoring": self.scoring,
+                     **({"judge_system_prompt": self.system_prompt} if self.system_prompt is not None else {})},
             **_sum_usage(responses),
         )
 

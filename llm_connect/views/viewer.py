@@ -65,7 +65,13 @@ def viewer_html(records: Sequence[Mapping[str, Any]], *, title: str | None = Non
         "<label>probe <select id='filter-probe'></select></label>"
         "<label>sort <select id='sort'></select></label>"
         "<label>search <input id='search' type='search' placeholder='id or text'></label>"
-        "<span id='count' aria-live='polite'></span></div></header>"
+        "<span id='count' aria-live='polite'></span></div>"
+        "<p id='legend'><b>Colours:</b> "
+        "<span class='swatch disagrees'>red box</span> the judge disagrees with people; "
+        "<span class='status-unscored'>orange</span> unscored (the reply had no usable score); "
+        "<span class='status-abstained'>orange italic</span> abstained (not confident enough); "
+        "<span class='status-error'>red text</span> error (the call failed); plain text: scored.</p>"
+        "</header>"
         "<main><div id='list'><table id='items'><thead></thead><tbody></tbody></table>"
         "<p id='more'></p></div>"
         "<aside id='detail' hidden><button id='close' type='button' aria-label='close'>×</button>"
@@ -133,6 +139,8 @@ h1{font-size:18px;margin:0 0 4px}
 #controls label{font-size:13px;color:var(--muted)}
 #controls select,#controls input{font:inherit;margin-left:4px;padding:2px 4px}
 #count{font-weight:600}
+#legend{margin:6px 0 0;font-size:12px;color:var(--muted)}
+#legend .swatch{padding:0 4px}
 main{flex:1 1 auto;display:flex;min-height:0}
 #list{flex:1 1 auto;min-width:0;overflow:auto;padding:0 16px 8px}
 table#items{border-collapse:collapse;width:100%}
