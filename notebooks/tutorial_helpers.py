@@ -297,8 +297,8 @@ def reference_model(qa: pd.DataFrame) -> Reply:
 
 # -- notebook 11: an LLM judge that says how sure it is (yes / no with token probabilities) -------
 
-HEDGES = re.compile(r"\b(maybe|perhaps|probably|i think|not sure|i believe|possibly|around|about|roughly)\b",
-                    re.IGNORECASE)
+HEDGES = re.compile(r"\b(maybe|perhaps|probably|i think|not sure|i believe|possibly|around|about|roughly|"
+                    r"can't say|cannot say|not certain|uncertain)\b|\bor\b", re.IGNORECASE)
 
 
 def yes_probability(candidate: str, baseline: str) -> float:

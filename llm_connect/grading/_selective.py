@@ -839,9 +839,9 @@ class SelectiveCascade(WrapperJudge):
     item is ``abstained`` with ``decided_by="human"``. Every stage keeps the items it judges at least
     ``1 − alpha`` in agreement with people, so all judged items together do too (the paper's
     guarantee; read strictly, the stages' ``delta`` add up, see :mod:`llm_connect.stats.selective`).
-    Calls per item: each stage asked, until one decides. Batch columns: ``decided_by``, ``stage`` (its index; the number of stages for people),
-    ``confidence`` (the deciding stage's, or the last stage's) and ``details`` (``stage_costs``,
-    ``stage_confidences``). :meth:`summary` reads a batch.
+    Calls per item: each stage asked, until one decides. Batch columns: ``decided_by``, ``stage``
+    (its index; the number of stages for people), ``confidence`` (the deciding stage's, or the last
+    stage's) and ``details`` (``stage_costs``, ``stage_confidences``). :meth:`summary` reads a batch.
     """
 
     judges: Sequence[Judge]

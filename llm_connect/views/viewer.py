@@ -66,7 +66,7 @@ def viewer_html(records: Sequence[Mapping[str, Any]], *, title: str | None = Non
         "<label>sort <select id='sort'></select></label>"
         "<label>search <input id='search' type='search' placeholder='id or text'></label>"
         "<span id='count' aria-live='polite'></span></div>"
-        "<p id='legend'><b>Colours:</b> "
+        "<p id='legend'><span class='legend-head'>Colours:</span> "
         "<span class='swatch disagrees'>red box</span> the judge disagrees with people; "
         "<span class='status-unscored'>orange</span> unscored (the reply had no usable score); "
         "<span class='status-abstained'>orange italic</span> abstained (not confident enough); "
@@ -141,6 +141,7 @@ h1{font-size:18px;margin:0 0 4px}
 #count{font-weight:600}
 #legend{margin:6px 0 0;font-size:12px;color:var(--muted)}
 #legend .swatch{padding:0 4px}
+#legend .legend-head{font-weight:600}
 main{flex:1 1 auto;display:flex;min-height:0}
 #list{flex:1 1 auto;min-width:0;overflow:auto;padding:0 16px 8px}
 table#items{border-collapse:collapse;width:100%}
