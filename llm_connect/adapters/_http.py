@@ -48,7 +48,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -960,11 +960,12 @@ class ChatHTTPAdapter(HTTPAdapter):
         estimate_usd = self._cost(tokens_in_estimate, tokens_out_cap)
         from ._batches import active_collector
 
+        call: Callable[[], Awaitable[Any]] = invoke
         collector = active_collector()
         if collector is not None:  # a run with batch=True: the reply comes through the provider's Batch API
-            invoke, estimate_usd = await collector.route(self, prompt, run_config, invoke, estimate_usd)
+            call, estimate_usd = await collector.route(self, prompt, run_config, invoke, estimate_usd)
         return await acall_paid(
-            invoke,
+            call,
             run_config,
             # the price of the estimated prompt plus the output cap (0.0 when the price is unknown)
             estimate_usd=estimate_usd,

@@ -80,6 +80,7 @@ from ._leaderboard import (
     compare_leaderboards,
     leaderboard,
     length_controlled_win_rate,
+    side_by_side,
     style_effects,
 )
 from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_preferences, preference_codes
@@ -156,6 +157,7 @@ __all__ = [
     "score_items",
     "score_judges",
     "self_preference",
+    "side_by_side",
     "style_effects",
     "text_features",
     "threshold_sweep",
