@@ -321,3 +321,24 @@ def test_calibrate_and_score_items_pass_batch_through(tmp_path):
     pd.testing.assert_frame_equal(direct.agreement.frame, batched.agreement.frame)
     assert (state / "llm").is_dir()  # the judge's own state folder
     assert frame["score_llm"].tolist() == direct.scores["score_llm"].tolist()
+
+
+def test_cli_calibrate_batch_goes_through_the_batch_api(tmp_path, monkeypatch):
+    """``llm-connect calibrate --batch``: the LLM judge's calls go out as one batch, state under OUT/batches."""
+    from llm_connect.cli import main
+
+    monkeypatch.setenv("LLM_CONNECT_BATCH_POLL_S", "0.01")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps({**row, "human": i % 2 == 0}) + "\n" for i, row in enumerate(items(8))),
+                    encoding="utf-8")
+    with LoopbackServer(batch={"polls": 1}) as server:
+        out = tmp_path / "out"
+        code = main(["calibrate", str(data), "--out", str(out), "--judges", "llm", "--llm", "openai:gpt-4o-mini",
+                     "--base-url", server.base_url, "--probes", "none", "--n-boot", "50", "--no-progress",
+                     "--no-cache", "--batch"])
+        assert code == 0
+        assert batch_stats(server)["submissions"] == 1
+        assert server.stats()["total"] == 0  # no direct chat call: every reply came from the batch
+    scores = pd.read_csv(out / "scores.csv")
+    assert (scores["status_llm-judge"] == "scored").all()

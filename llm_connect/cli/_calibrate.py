@@ -265,6 +265,14 @@ def _add_calibrate(subparsers: Any) -> None:
         "abstains on the rest; adds a selective row per judge to agreement.csv, the card and the verdict line, "
         "and its risk-coverage curve to report.html (needs --human labels; e.g. alpha=0.1,delta=0.1)",
     )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the judges' calls through the providers' Batch APIs (OpenAI-compatible /v1/batches, Anthropic "
+        "message batches): half the price, no per-minute limits, replies within the provider's window. The "
+        "batches' state lives in OUT/batches, so the same command resumes a run that was stopped: submitted "
+        "batches are collected, never submitted again",
+    )
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
     p.add_argument(
         "--ledger",
@@ -575,6 +583,17 @@ def _parse_thresholds(values: Sequence[str] | None) -> tuple[float, dict[str, fl
     return default, per
 
 
+def _batch_state(args: argparse.Namespace) -> Any:
+    """``--batch``: the Batch APIs with their state in the run's output folder (``OUT/batches``), where the
+    same command finds a stopped run's submitted batches (removed once every batch is collected); off
+    without the flag."""
+    if not getattr(args, "batch", False):
+        return False
+    from ..adapters import BatchOptions
+
+    return BatchOptions(state_dir=Path(args.out) / "batches", progress=not args.no_progress)
+
+
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..calibration import PROBES, calibrate
     from ..calibration._judgments import write_judgments
@@ -688,6 +707,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         selective=selective,
         ledger=ledger,
         task_type=task_type,
+        batch=_batch_state(args),
     )
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
     from ..calibration._cards import cards_frame, cards_from_report
