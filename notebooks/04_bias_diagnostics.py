@@ -275,7 +275,7 @@ pw_items = pd.DataFrame({
     "id": pw["id"], "prompt": pw["prompt"], "baseline": pw["answer_a"], "candidate": pw["answer_b"],
     "b_better": (pw["better"] == "b").map({True: "yes", False: "no"}), "category": pw["category"],
 })
-one_order = PairwiseJudge(smol, both_orders=False, grader_id="one-order", seed=0)
+one_order = PairwiseJudge(smol, both_orders=False, grader_id="one-order", seed=0, scoring="json")  # the JSON verdict under the schema
 
 # %%
 pair_report = calibrate({"one_order": one_order}, pw_items, human="b_better", probes=["position"], seed=0,

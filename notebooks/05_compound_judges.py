@@ -192,7 +192,7 @@ pw_items = pd.DataFrame({
 })
 
 # %%
-both = PairwiseJudge(smol, seed=0)
+both = PairwiseJudge(smol, seed=0, scoring="json")  # the JSON verdict, held to the schema above
 pairs = both.judge_many(pw_items, run_config=pair_config, progress=False)
 pairs[["id", "category", "b_better", "verdict", "consistent", "quality_score", "status"]]
 
