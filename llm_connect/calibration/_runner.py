@@ -27,6 +27,7 @@ from ..batch import ITEM_COLUMNS, batch_budget, is_judge, items_frame, judge_and
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats.agreement import parse_scale
+from ..stats.labels import parse_labels
 from ._features import model_family, text_features
 
 if TYPE_CHECKING:
@@ -54,9 +55,6 @@ REQUIRED_COLUMNS = ITEM_COLUMNS
 #: (:func:`load_items`), or mappings (one per item).
 ItemsLike: TypeAlias = "pd.DataFrame | str | os.PathLike[str] | Iterable[Mapping[str, Any]]"
 
-_YES = {"yes", "y", "true", "t", "correct", "acceptable", "accept", "right", "pass", "good", "1", "1.0"}
-_NO = {"no", "n", "false", "f", "incorrect", "unacceptable", "reject", "wrong", "fail", "bad", "0", "0.0"}
-_BLANK = {"", "na", "n/a", "nan", "none", "null", "-", "?"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 #: A judge named ``N`` has one column per prefix: ``score_N`` (NaN unless scored), ``status_N``
@@ -68,94 +66,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 JUDGE_COLUMN_PREFIXES = ("score_", "status_", "notes_", "reply_", "judge_prompt_", "confidence_")
 #: The item columns a calibration run reads itself; the input's other columns are carried through.
 ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
-
-
-def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = None) -> np.ndarray:
-    """Human labels as scores in 0..1: booleans, yes/no words, or numbers in 0..1.
-
-    With ``scale=(low, high)`` (or ``"1-5"``; see :func:`parse_scale`) the labels are
-    ratings on that scale (numbers from ``low`` to ``high``, e.g. 1..5 Likert
-    ratings) and come back as ``(rating - low) / (high - low)``, so that 0..1 holds
-    for every score of a run; the agreement statistics on the labels' own scale
-    (:data:`~llm_connect.calibration._agreement.GRADED_STATISTICS`) map them back.
-
-    Blank, ``None`` and NaN become NaN (an unlabelled item). Anything else
-    raises ``ValueError`` naming the column and a few of the values it could
-    not read (and, for whole numbers beyond 1, the ``scale`` to declare).
-    """
-    bounds = parse_scale(scale)
-    out = []
-    bad: list[Any] = []
-    for v in values:
-        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-            out.append(math.nan)
-            continue
-        if bounds is not None:
-            f = _number(v)
-            if isinstance(v, str) and v.strip().lower() in _BLANK:
-                out.append(math.nan)
-            elif math.isfinite(f) and bounds[0] <= f <= bounds[1]:
-                out.append((f - bounds[0]) / (bounds[1] - bounds[0]))
-            else:
-                out.append(math.nan)
-                bad.append(v)
-        elif isinstance(v, (bool, np.bool_)):
-            out.append(1.0 if v else 0.0)
-        elif isinstance(v, (int, float, np.integer, np.floating)):
-            f = float(v)
-            if 0.0 <= f <= 1.0:
-                out.append(f)
-            else:
-                out.append(math.nan)
-                bad.append(v)
-        else:
-            text = str(v).strip().lower()
-            if text in _BLANK:
-                out.append(math.nan)
-            elif text in _YES:
-                out.append(1.0)
-            elif text in _NO:
-                out.append(0.0)
-            else:
-                try:
-                    f = float(text)
-                except ValueError:
-                    f = math.nan
-                if 0.0 <= f <= 1.0:
-                    out.append(f)
-                else:
-                    out.append(math.nan)
-                    bad.append(v)
-    if bad:
-        shown = ", ".join(repr(b) for b in list(dict.fromkeys(map(str, bad)))[:5])
-        if bounds is not None:
-            raise ValidationError(
-                f"column {column!r} holds {len(bad)} value(s) outside the scale {bounds[0]}-{bounds[1]}: {shown}; "
-                "use numbers on the scale (blank for unlabelled), or declare the scale the ratings use"
-            )
-        numbers = [f for f in (_number(b) for b in bad) if math.isfinite(f)]
-        if numbers and len(numbers) == len(bad) and all(f == int(f) for f in numbers):
-            low = int(min(0.0, *numbers)) if min(numbers) < 1 else 1
-            raise ValidationError(
-                f"column {column!r} holds ratings such as {shown}, not 0-1 labels; declare their scale: "
-                f"--scale {low}-{int(max(numbers))} (calibrate(..., scale=({low}, {int(max(numbers))})))"
-            )
-        raise ValidationError(
-            f"column {column!r} holds {len(bad)} value(s) that are not a label: {shown}; "
-            "use booleans, yes/no or a score from 0 to 1 (blank for unlabelled), or ratings on a declared "
-            "scale (--scale 1-5)"
-        )
-    return np.asarray(out, dtype=float)
-
-
-def _number(value: Any) -> float:
-    """A number read from a value (a number, or text holding one); NaN when it holds none (booleans too)."""
-    if isinstance(value, (bool, np.bool_)):
-        return math.nan
-    try:
-        return float(str(value).strip()) if isinstance(value, str) else float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def judge_name(name: str) -> str:

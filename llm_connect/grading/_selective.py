@@ -95,6 +95,7 @@ from ..batch import ITEM_COLUMNS, candidate_names, item_id_text, item_ids, items
 from ..core import LLMResponse, RunConfig
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
 from ..quality import BaseLedger
+from ..stats.labels import parse_labels
 from ..stats.selective import SelectiveCutoff, check_level, fixed_sequence_cutoff, min_items
 from ._base import (
     GradingResult,
@@ -128,9 +129,6 @@ CONFIDENCE_SOURCES = ("logprob", "panel", "epochs", "margin")
 HUMAN = "human"
 _DEFAULT_LABEL_VALUES = {"yes": 1.0, "no": 0.0, "1": 0.0, "2": 0.25, "3": 0.5, "4": 0.75, "5": 1.0}
 _BINARY_JUDGES = ("ExactMatchJudge", "ContainsJudge")
-_YES = {"yes", "y", "true", "t", "correct", "acceptable", "accept", "right", "pass", "good", "1", "1.0"}
-_NO = {"no", "n", "false", "f", "incorrect", "unacceptable", "reject", "wrong", "fail", "bad", "0", "0.0"}
-_BLANK = {"", "na", "n/a", "nan", "none", "null", "-", "?"}
 
 
 # -- which confidence a judge has ------------------------------------------------------------
@@ -214,51 +212,9 @@ def _usage_response(parts: Sequence[Any], adapter_id: str, reply: str | None) ->
 
 
 def _labels(values: Sequence[Any], column: str) -> list[float]:
-    """Human labels as numbers in 0..1 (NaN when blank): booleans, yes/no words or 0..1 numbers."""
-    out: list[float] = []
-    bad: list[Any] = []
-    for v in values:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            out.append(math.nan)
-            continue
-        if isinstance(v, bool) or type(v).__name__ == "bool_":
-            out.append(1.0 if v else 0.0)
-            continue
-        if isinstance(v, (int, float)) or hasattr(v, "dtype"):
-            try:
-                f = float(v)
-            except (TypeError, ValueError):
-                f = math.nan
-            if math.isnan(f):
-                out.append(math.nan)
-            elif 0.0 <= f <= 1.0:
-                out.append(f)
-            else:
-                out.append(math.nan)
-                bad.append(v)
-            continue
-        text = str(v).strip().lower()
-        if text in _BLANK:
-            out.append(math.nan)
-        elif text in _YES:
-            out.append(1.0)
-        elif text in _NO:
-            out.append(0.0)
-        else:
-            try:
-                f = float(text)
-            except ValueError:
-                f = math.nan
-            if 0.0 <= f <= 1.0:
-                out.append(f)
-            else:
-                out.append(math.nan)
-                bad.append(v)
-    if bad:
-        shown = ", ".join(repr(b) for b in list(dict.fromkeys(map(str, bad)))[:5])
-        raise ValidationError(f"column {column!r} holds {len(bad)} value(s) that are not a label: {shown}; use "
-                              "booleans, yes/no or a score from 0 to 1 (blank for unlabelled)")
-    return out
+    """Human labels as numbers in 0..1 (NaN when blank): booleans, yes/no words or 0..1 numbers, read as
+    everywhere else (:func:`llm_connect.stats.labels.parse_labels`)."""
+    return [float(v) for v in parse_labels(values, column=column)]
 
 
 def _read_items(data: Any) -> pd.DataFrame:
