@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -299,3 +300,34 @@ def test_a_token_limit_paces_two_holders_and_settles_what_a_call_used(ray_cluste
     assert holder.debt == 0.5
     holder.settle(100, 50)  # less than reserved: nothing is given back
     assert holder.debt == 0.5
+
+
+def _selective_token_f1(data: pd.DataFrame):
+    """A token-F1 judge calibrated as a selective judge on ``data`` (deterministic: the same in every actor)."""
+    from llm_connect.grading import SelectiveJudge, TokenF1Judge
+
+    return SelectiveJudge(TokenF1Judge(), alpha=0.2, delta=0.2).calibrate(data, human="human", progress=False)
+
+
+def test_grade_dataset_takes_a_selective_judge_unchanged(ray_cluster):
+    """grade_dataset runs a calibrated SelectiveJudge as judge_many does: the same statuses (abstained rows
+    without a score) and the same scores, row for row (issue 27)."""
+    from llm_connect import judge_many
+    from llm_connect.distributed import grade_dataset
+
+    rng = np.random.default_rng(3)
+    n = 240
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    base = [" ".join(rng.choice(words, 4)) for _ in range(n)]
+    cand = [b if rng.random() < 0.5 else " ".join(rng.choice(words, 4)) for b in base]
+    df = pd.DataFrame({"id": range(n), "prompt": [f"q{i}" for i in range(n)], "baseline": base, "candidate": cand,
+                       "human": [c == b for b, c in zip(base, cand, strict=True)]})
+    calib, fresh_items = df.iloc[:160], df.iloc[160:].drop(columns="human").reset_index(drop=True)
+    judge = _selective_token_f1(calib)
+    local = judge_many(judge, fresh_items, progress=False)
+    out = grade_dataset(ray_cluster.data.from_pandas(fresh_items), functools.partial(_selective_token_f1, calib),
+                        num_actors=2, concurrency=4, batch_size=40).to_pandas().sort_values("id")
+    assert out["status"].tolist() == local["status"].tolist()
+    assert set(local["status"]) <= {"scored", "abstained"} and (local["status"] == "abstained").any()
+    assert out["quality_score"].fillna(-1).tolist() == local["quality_score"].fillna(-1).tolist()
+    assert out.loc[out["status"] == "abstained", "quality_score"].isna().all()  # never a score
