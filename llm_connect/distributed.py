@@ -596,8 +596,10 @@ class _GradingActor:
         run_config: Any,
         run_id: str,
         budget: Any = None,
+        batch: Any = None,
     ) -> None:
         self.budget = budget  # a SharedBudget (charged besides run_config's), or None
+        self.batch = batch  # BatchOptions (the providers' Batch APIs), or None
         self.judge = judge_factory()
         if not (isinstance(getattr(self.judge, "grader_id", None), str) and self.judge.grader_id.strip()):
             raise ValidationError(f"judge_factory() returned {type(self.judge).__name__}, which has no grader_id; "
@@ -628,9 +630,15 @@ class _GradingActor:
         recorder = _BatchRecorder(self.run_id) if self.ledger is not None else None
         plan = judge_plan(self.judge, todo, run_config=self.run_config, ledger=recorder, task_type=self.task_type,
                           budget=self.budget, desc=f"ray: {self.judge.grader_id}")
-        if self.permits is not None and self.rate_limit is not None:
+        concurrency = self.concurrency
+        if self.batch is not None and len(todo):
+            from .grading._batch_api import provider_batch_plan
+
+            # the Batch APIs have no per-minute limit: the rows are not gated, they all wait for one round
+            plan, concurrency = provider_batch_plan(plan, self._batch_options(batch), concurrency=concurrency)
+        elif self.permits is not None and self.rate_limit is not None:
             plan.work = _gated(plan.work, self.permits, _estimated_tokens(todo, self.rate_limit))
-        out = run_batch(plan, concurrency=self.concurrency, progress=False)
+        out = run_batch(plan, concurrency=concurrency, progress=False)
         out.attrs = {}
         if recorder is not None:
             failed = recorder.flush(self.ledger)
@@ -642,6 +650,23 @@ class _GradingActor:
                 resumed = [k for k, done in zip(keys, resumed_mask, strict=True) if done]
                 out = pd.concat([out, self._resumed_rows(batch[resumed_mask], resumed)])
         return out.sort_index().reset_index(drop=True)
+
+    def _batch_options(self, batch: pd.DataFrame) -> Any:
+        """This Ray batch's Batch API options: its own state folder inside the job's, named by the grader and
+        the keys of its rows, so the same job run again (same data, same ``batch_size``) finds the provider
+        batches this Ray batch submitted and collects them instead of submitting again. Without a state
+        folder (no ledger, none given) the state is temporary: no resume."""
+        import hashlib
+        import json
+
+        options = self.batch
+        if options.state_dir is None:
+            return replace(options, progress=False)
+        keys = sorted(json.dumps([str(part) for part in key]) for key in _row_keys(batch))
+        digest = hashlib.sha256("\n".join([self.judge.grader_id, *keys]).encode("utf-8")).hexdigest()[:16]
+        from pathlib import Path
+
+        return replace(options, progress=False, state_dir=Path(options.state_dir) / f"ray-{digest}")
 
     def _resumed_rows(self, items: pd.DataFrame, keys: list[ItemKey]) -> pd.DataFrame:
         """The rows of items this grader and rubric already scored (``keys``: each item's key), read back from
@@ -711,6 +736,7 @@ def grade_dataset(
     budget: BudgetTracker | float | None = None,
     num_cpus: float = 0.25,
     ray_remote_args: Mapping[str, Any] | None = None,
+    batch: Any = False,
 ) -> Any:
     """Judge every row of a Ray Dataset on a pool of Ray actors; a Ray Dataset of ``judge_many``'s rows.
 
@@ -735,6 +761,15 @@ def grade_dataset(
     ``error`` rows saying "budget exhausted" (as ``judge_many``'s budget). A ``BudgetTracker`` lives in
     one process, so its limit and spend so far become a ``SharedBudget`` and the tracker itself is not
     charged: pass a ``SharedBudget`` to read the job's spend (``.spent_usd``) afterwards.
+
+    ``batch``: ``True`` (or a state folder, or :class:`~llm_connect.adapters.BatchOptions`) sends the
+    judges' calls to an OpenAI-compatible or Anthropic adapter through the provider's Batch API, at half
+    the price, as :func:`~llm_connect.grading.judge_many` does: each Ray batch of ``batch_size`` rows is
+    one provider batch per round, with the same rows, statuses and ledger records as without it. The
+    state lives beside the ledger (``<ledger>.batches/ray-<key>/``, one folder per Ray batch, named by
+    its rows) or in the folder given, so the same job run again after a crash collects the submitted
+    batches instead of submitting them again; without a ledger or a folder nothing is resumed.
+    ``rate_limit`` does not apply to batched calls (the Batch APIs have no per-minute limit).
 
     Returns the lazy Ray Dataset (``.to_pandas()``, ``.write_parquet(...)``, ...): the input columns
     plus ``quality_score``, ``notes``, ``grader_id``, ``status``, ``error``, ``latency_ms``,
@@ -762,6 +797,13 @@ def grade_dataset(
         raise ValidationError(f"num_cpus must be a number >= 0, got {num_cpus!r}")
     check_ledger(ledger, task_type)
     limit = RateLimit.of(rate_limit)
+    from .adapters._batches import batch_options
+
+    batching = batch_options(batch, ledger)
+    if batching is not None and batching.state_dir is not None:
+        from pathlib import Path
+
+        batching = replace(batching, state_dir=Path(batching.state_dir).resolve())
     # Money: a tracker cannot travel to the actors (it holds a lock) and would be one copy per actor: the job
     # gets one shared budget instead, kept by an actor
     shared = _shared_budget(budget, "budget")
@@ -808,6 +850,7 @@ def grade_dataset(
             "run_config": run_config,
             "run_id": uuid.uuid4().hex,
             "budget": shared,
+            "batch": batching,
         },
         compute=ray.data.ActorPoolStrategy(size=num_actors),
         batch_size=batch_size,

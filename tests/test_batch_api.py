@@ -342,3 +342,143 @@ def test_cli_calibrate_batch_goes_through_the_batch_api(tmp_path, monkeypatch):
         assert server.stats()["total"] == 0  # no direct chat call: every reply came from the batch
     scores = pd.read_csv(out / "scores.csv")
     assert (scores["status_llm-judge"] == "scored").all()
+
+
+def test_max_wait_keeps_the_state_and_the_rerun_collects_without_paying_twice(tmp_path):
+    """A run that stops polling at ``max_wait_s`` leaves its submitted batches in the state: the same call later
+    collects them (one submission in all), and only then is the state removed."""
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    state = tmp_path / "ledger.jsonl.batches"
+    with LoopbackServer(batch={"hold": True}) as server:
+        judge = LLMJudge(openai(server))
+        direct = judge_many(judge, items(6), progress=False)
+        impatient = BatchOptions(max_wait_s=0.2, poll_interval_s=0.02, progress=False)
+        stopped = judge_many(judge, items(6), ledger=ledger, task_type="qa", progress=False, batch=impatient)
+        assert (stopped["status"] == "error").all()
+        assert stopped["error"].str.contains("did not end within max_wait_s=0.2s; they stay submitted").all()
+        assert (state / "state.json").exists()  # kept: the batch was submitted, not collected
+        assert ledger.recent(10) == []
+        release_batches(server)
+        again = judge_many(judge, items(6), ledger=ledger, task_type="qa", progress=False,
+                           batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    assert stats["submissions"] == 1  # collected, never submitted again
+    same_rows(direct, again[direct.columns])
+    assert len(ledger.recent(10)) == 6
+    assert not state.exists()
+
+
+def test_max_wait_without_a_state_folder_says_a_rerun_submits_again():
+    with LoopbackServer(batch={"hold": True}) as server:
+        rows = judge_many(LLMJudge(openai(server)), items(2), progress=False,
+                          batch=BatchOptions(max_wait_s=0.1, poll_interval_s=0.02, progress=False))
+    assert rows["error"].str.contains("state was temporary").all()
+
+
+def test_pipeline_run_many_batches_each_round(tmp_path):
+    """Pipeline.run_many(batch=...): a layer of two units is one round, a verifier that reads their replies the
+    next; the rows are those of the run without batch."""
+    from llm_connect.pipelines import BooleanScale, JudgeUnit, Layer, MajorityPool, Pipeline, VerifyUnit
+
+    prompt = "Question: {prompt}\nReference: {baseline}\nAnswer: {candidate}\nIs the answer right?"
+    def reply(text: str) -> str:  # a verdict the units read: "reply 3" is wrong, the rest right
+        return "Reasoning: compared with the reference.\nVerdict: " + ("no" if "reply 3" in text else "yes")
+
+    with LoopbackServer(batch={"polls": 2}, reply=reply) as server:
+        voted = Pipeline(Layer([JudgeUnit(prompt, BooleanScale(), name="a"),
+                                JudgeUnit(prompt + " Be strict.", BooleanScale(), name="b")]) >> MajorityPool(),
+                         adapter=openai(server), name="vote")
+        verified = Pipeline(JudgeUnit(prompt, BooleanScale(), name="j", explanation=True) >> VerifyUnit(),
+                            adapter=openai(server), name="verified")
+        for pipeline, rounds in ((voted, 1), (verified, 2)):
+            before = batch_stats(server).get("submissions", 0)
+            direct = pipeline.run_many(items(9), progress=False)
+            assert (direct["status"] == "scored").all() and set(direct["quality_score"]) == {0.0, 1.0}
+            chats = server.stats()["total"]
+            batched = pipeline.run_many(items(9), progress=False, batch=BatchOptions(**FAST))
+            assert batch_stats(server)["submissions"] - before == rounds
+            assert server.stats()["total"] == chats  # no direct chat call in the batched run
+            assert batched.attrs["batch"]["rounds"] == rounds
+            cols = [c for c in direct.columns if c not in ("latency_ms", "cost_usd", "judge_cost_usd", "trace")]
+            pd.testing.assert_frame_equal(direct[cols], batched[cols])
+            full = direct["judge_cost_usd"].sum()
+            assert batched["judge_cost_usd"].sum() == pytest.approx(full * pricing.BATCH_DISCOUNT)
+
+
+def test_cli_grade_batch_killed_mid_poll_resumes_and_records_once(tmp_path):
+    """``llm-connect grade --batch``: killed while it polls, the same command collects the submitted batch
+    (one submission in all), records every judgment once, and removes its state (LEDGER.batches)."""
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps({**row, "human": i % 3 != 0}) + "\n" for i, row in enumerate(items(12))),
+                    encoding="utf-8")
+    ledger = tmp_path / "ledger.jsonl"
+    env = {**os.environ, "LLM_CONNECT_BATCH_POLL_S": "0.02", "OPENAI_API_KEY": "sk-test"}
+    with LoopbackServer(batch={"hold": True}) as server:
+        command = [sys.executable, "-m", "llm_connect.cli", "grade", str(data), "--judge", "llm", "--llm",
+                   "openai:gpt-4o-mini", "--base-url", server.base_url, "--ledger", str(ledger), "--task-type", "qa",
+                   "--no-progress", "--batch"]
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while batch_stats(server).get("polls", 0) < 3 and time.monotonic() < deadline:
+            assert child.poll() is None, child.communicate()
+            time.sleep(0.02)
+        os.kill(child.pid, signal.SIGKILL)
+        child.communicate(timeout=10)
+        assert (tmp_path / "ledger.jsonl.batches" / "state.json").exists()
+        release_batches(server)
+        rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        stats = batch_stats(server)
+        assert server.stats()["total"] == 0  # no direct chat call
+    assert rerun.returncode == 0, rerun.stderr
+    assert stats["submissions"] == 1  # collected, never submitted again
+    assert "12 scored" in rerun.stdout and "12 human label(s)" in rerun.stdout
+    assert "0 provider batch(es) submitted, 1 collected" in rerun.stdout
+    recorded = QualityLedger(ledger).read_all()
+    assert sum(o.tags.get("grader_id") == "llm-judge" for o in recorded) == 12
+    assert not (tmp_path / "ledger.jsonl.batches").exists()
+
+
+def test_cli_grade_batch_mistakes_exit_2(tmp_path, capsys):
+    from llm_connect.cli import main
+
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in items(2)), encoding="utf-8")
+    common = ["grade", str(data), "--judge", "exact-match", "--task-type", "qa", "--no-progress"]
+    for extra, said in ((["--ledger", str(tmp_path / "l.jsonl"), "--batch-state", str(tmp_path / "s")], "add --batch"),
+                        (["--ledger", "s3://bucket/ledger", "--batch"], "--batch-state DIR")):
+        with pytest.raises(SystemExit) as stopped:
+            main([*common, *extra])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err
+
+
+def test_grade_datasets_actor_keeps_a_state_per_ray_batch_and_resumes_it(tmp_path):
+    """grade_dataset(batch=...)'s actor, run in this process (the Ray run is in test_distributed.py): a Ray
+    batch's provider batch lives in its own folder named by its rows, so the actor that runs the same Ray
+    batch again (a restarted actor, or the job run again) collects it instead of submitting again."""
+    from llm_connect.distributed import RESUMED, _GradingActor
+
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    frame = pd.DataFrame(items(8))
+    with LoopbackServer(batch={"hold": True}) as server:
+        direct = judge_many(LLMJudge(openai(server)), frame, progress=False)
+
+        def actor(**options) -> _GradingActor:
+            batch = BatchOptions(state_dir=tmp_path / "ledger.jsonl.batches", **options)
+            return _GradingActor(lambda: LLMJudge(openai(server)), 4, ledger, "qa", None, None, None, run_id="r",
+                                 batch=batch)
+
+        stopped = actor(max_wait_s=0.2, poll_interval_s=0.02)(frame.iloc[:4])
+        assert (stopped["status"] == "error").all()
+        (folder,) = (tmp_path / "ledger.jsonl.batches").iterdir()
+        assert folder.name.startswith("ray-") and (folder / "state.json").exists()
+        release_batches(server)
+        again = actor(**FAST)(frame.iloc[:4])  # the same Ray batch again (a restarted actor, or the job again)
+        stats = batch_stats(server)
+        chats = server.stats()["total"]
+    assert stats["submissions"] == 1 and chats == 8  # collected, never submitted again; 8: the direct run
+    pd.testing.assert_frame_equal(again[["quality_score", "status"]], direct[["quality_score", "status"]].iloc[:4])
+    assert not again[RESUMED].any()  # nothing was recorded by the stopped run
+    assert len(ledger.read_all()) == 4
+    assert not folder.exists()  # removed once collected

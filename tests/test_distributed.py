@@ -331,3 +331,64 @@ def test_grade_dataset_takes_a_selective_judge_unchanged(ray_cluster):
     assert set(local["status"]) <= {"scored", "abstained"} and (local["status"] == "abstained").any()
     assert out["quality_score"].fillna(-1).tolist() == local["quality_score"].fillna(-1).tolist()
     assert out.loc[out["status"] == "abstained", "quality_score"].isna().all()  # never a score
+
+
+def test_grade_dataset_batch_one_provider_batch_per_ray_batch_and_a_killed_actor_pays_nothing_twice(
+        ray_cluster, tmp_path):
+    """grade_dataset(batch=True, ledger=...): each Ray batch is one provider batch; an actor killed while it
+    polls is restarted by Ray, runs its Ray batch again and collects the batch it submitted (state beside the
+    ledger) instead of submitting it again; the rows and the ledger are those of the run without batch."""
+    from llm_connect import QualityLedger, judge_many
+    from llm_connect.adapters import BatchOptions
+    from llm_connect.distributed import RESUMED, grade_dataset
+    from llm_connect.testing._batch_api import batch_stats, release_batches
+
+    @ray_cluster.remote(num_cpus=0)
+    class Registry:
+        def __init__(self) -> None:
+            self.handles: list = []
+
+        def add(self, handle) -> None:
+            self.handles.append(handle)
+
+        def all(self) -> list:
+            return self.handles
+
+    registry = Registry.options(name="batch-kill-registry").remote()
+    n, size = 120, 40
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    with LoopbackServer(batch={"hold": True}) as server:
+        direct = judge_many(make_judge(server.base_url), items(n), progress=False)
+        chats = server.stats()["total"]
+        ds = grade_dataset(ray_cluster.data.from_pandas(items(n)),
+                           functools.partial(make_registered_judge, server.base_url, "batch-kill-registry"),
+                           num_actors=2, concurrency=8, batch_size=size, ledger=ledger, task_type="qa",
+                           batch=BatchOptions(poll_interval_s=0.05, poll_max_interval_s=0.2))
+        killed: list = []
+
+        def kill_one_mid_poll() -> None:
+            deadline = time.monotonic() + 120
+            while (batch_stats(server).get("submissions", 0) < 2 or batch_stats(server).get("polls", 0) < 6) \
+                    and time.monotonic() < deadline:  # both actors hold a submitted batch and poll it
+                time.sleep(0.05)
+            handles = ray_cluster.get(registry.all.remote())
+            ray_cluster.kill(handles[0], no_restart=False)  # Ray restarts it and runs its Ray batch again
+            killed.append(batch_stats(server)["submissions"])
+            time.sleep(1.0)
+            release_batches(server)
+
+        killer = threading.Thread(target=kill_one_mid_poll)
+        killer.start()
+        out = ds.to_pandas()
+        killer.join()
+        stats = batch_stats(server)
+        assert server.stats()["total"] == chats  # no direct chat call: every reply came from a provider batch
+    assert killed == [2]
+    assert stats["submissions"] == n // size  # one per Ray batch, none twice
+    assert len(ray_cluster.get(registry.all.remote())) > 2  # the killed actor was restarted
+    out = out.sort_values("id").reset_index(drop=True)
+    assert len(out) == n and out["id"].is_unique and not out[RESUMED].any()
+    assert out["quality_score"].tolist() == direct["quality_score"].tolist()
+    assert out["status"].tolist() == direct["status"].tolist() == ["scored"] * n
+    assert len(ledger.read_all()) == n
+    ray_cluster.kill(registry)

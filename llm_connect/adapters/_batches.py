@@ -227,6 +227,11 @@ class BatchState:
         entry["status"] = "collected"
         self.save()
 
+    def uncollected(self) -> int:
+        """Batches submitted (or uploaded) whose replies were not collected: a run that gave up polling."""
+        return sum(1 for e in self.batches
+                   if e.get("status") != "collected" and (e.get("batch_id") or e.get("file_id")))
+
     def unfinished(self) -> int:
         return sum(1 for e in self.batches for o in self.results(e).values() if o.get("kind") in _UNFINISHED)
 
@@ -773,9 +778,12 @@ class BatchCollector:
                     break
                 if self.options.max_wait_s is not None and time.monotonic() - started > self.options.max_wait_s:
                     ids = ", ".join(str(e.get("batch_id")) for e, _ in todo.values())
+                    after = ("this run's state was temporary (no ledger and no state folder), so a rerun "
+                             "submits them again: pass batch=FOLDER (or a ledger) to be able to collect them"
+                             if self._temporary else
+                             f"run the same call again later to collect them (state in {self.state.directory})")
                     raise AdapterError(f"the batches ({ids}) did not end within max_wait_s="
-                                       f"{self.options.max_wait_s:g}s; they stay submitted: run the same call "
-                                       f"again later to collect them (state in {self.state.directory})")
+                                       f"{self.options.max_wait_s:g}s; they stay submitted: {after}")
                 await asyncio.sleep(wait)
                 wait = min(cap, wait * self.options.poll_backoff if wait else cap)
         finally:
@@ -786,8 +794,10 @@ class BatchCollector:
     # -- end ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """The run is over: remove the state (unless asked to keep it, or some requests can be resubmitted)."""
-        if self._temporary or (not self.options.keep_state and not self.state.unfinished()):
+        """The run is over: remove the state, unless asked to keep it, some requests can be resubmitted, or
+        some submitted batches were not collected (``max_wait_s`` ran out: the next run collects them)."""
+        if self._temporary or (not self.options.keep_state and not self.state.unfinished()
+                               and not self.state.uncollected()):
             self.state.remove()
 
     @property

@@ -28,6 +28,11 @@ Prints one line: how many rows were scored, unscored, errors (and abstained),
 and how many labels were recorded. Next: llm-connect route LEDGER TASK
 --threshold X.
 
+With --batch the judge's calls go through the provider's Batch API (half the
+price); the state of the submitted batches is kept in LEDGER.batches (or
+--batch-state DIR), so running the same command again after a stop collects
+them instead of paying twice.
+
 Exit status: 0 done; 1 the judge scored no row (stderr names its first
 error); 2 a user error (one line on stderr).
 """
@@ -67,6 +72,14 @@ def _add_grade(subparsers: Any) -> None:
                    help="the column separator of a CSV file (default: sniffed from the file: , ; tab or |)")
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="judge calls at once (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the LLM judge (default: 0)")
+    p.add_argument(
+        "--batch", action="store_true",
+        help="send the judge's calls through the provider's Batch API (OpenAI-compatible /v1/batches, Anthropic "
+        "message batches): half the price, no per-minute limits, replies within the provider's window. The "
+        "batches' state lives beside the ledger (LEDGER.batches), so the same command resumes a stopped run: "
+        "submitted batches are collected, never submitted again")
+    p.add_argument("--batch-state", metavar="DIR",
+                   help="with --batch: the folder for the batches' state (needed when LEDGER is a URI)")
     p.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
     p.set_defaults(func=_run_grade, _parser=p, wide=None, where=None, limit=None, sample=None)
 
@@ -103,6 +116,29 @@ def _counts(frame: Any) -> dict[str, int]:
     return counts
 
 
+def _batch_options(args: argparse.Namespace) -> Any:
+    """``--batch``: the Batch APIs, their state beside a ledger file (``LEDGER.batches``) or in
+    ``--batch-state DIR``; ``None`` without ``--batch``."""
+    if args.batch_state is not None and not args.batch:
+        raise UsageError("--batch-state names the folder of --batch's state; add --batch (or drop --batch-state)")
+    if not args.batch:
+        return None
+    from ..adapters import BatchOptions
+
+    if args.batch_state is not None:
+        if not str(args.batch_state).strip():
+            raise UsageError("--batch-state is empty; give a folder such as runs/batches")
+        folder = Path(args.batch_state)
+    elif "://" in str(args.ledger):
+        raise UsageError(f"--batch keeps its state beside the ledger, but {safe_text(args.ledger)} is a URI; "
+                         "add --batch-state DIR (a local folder) so a stopped run can be resumed")
+    else:
+        folder = Path(f"{args.ledger}.batches")
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"the batch state folder {safe_text(folder)} is a file; give --batch-state DIR")
+    return BatchOptions(state_dir=folder, progress=not args.no_progress)
+
+
 def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..grading import judge_many
     from ..quality import open_ledger
@@ -126,15 +162,20 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         parse_labels(items[human].tolist(), column=str(human))
     if not str(args.ledger).strip():
         raise UsageError("--ledger is empty; give a ledger file such as ledger.jsonl")
+    batch = _batch_options(args)
     ledger = open_ledger(args.ledger)
     (judge,) = _build_judges(spec).values()
     frame = judge_many(judge, items, ledger=ledger, task_type=args.task_type, concurrency=args.concurrency,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, batch=batch)
     labels = record_item_labels(ledger, items, human, task_type=args.task_type) if human is not None else 0
     counts = _counts(frame)
     not_recorded = int(frame["ledger_error"].notna().sum()) if "ledger_error" in frame.columns else 0
     parts = ", ".join(f"{n} {'errors' if status == 'error' else status}" for status, n in counts.items())
     extra = f"; {not_recorded} not recorded (see ledger_error)" if not_recorded else ""
+    done = frame.attrs.get("batch") or {}
+    if batch is not None and (done.get("submitted") or done.get("collected")):
+        extra += (f"; {len(done.get('submitted') or [])} provider batch(es) submitted, "
+                  f"{len(done.get('collected') or [])} collected (the batch price)")
     print(
         f"{safe_text(judge.grader_id)}: {len(frame)} rows, {parts}; recorded {counts['scored'] - not_recorded} "
         f"judgment(s) and {labels} human label(s) in {safe_text(args.ledger)} under task type "
