@@ -47,6 +47,8 @@ if _TYPE_CHECKING:
         OpenAICompatibleAdapter,
         OpenAICompatibleEmbedder,
         SentenceTransformerEmbedder,
+        TransformersAdapter,
+        local_adapter,
     )
     from .calibration import (
         Alignment,
@@ -135,6 +137,8 @@ _LAZY: dict[str, str] = {
     "SharedBudget": ".distributed",
     "AnthropicAdapter": ".adapters",
     "LlamaCppAdapter": ".adapters",
+    "TransformersAdapter": ".adapters",
+    "local_adapter": ".adapters",
     "OpenAICompatibleAdapter": ".adapters",
     "OpenAICompatibleEmbedder": ".adapters",
     "SentenceTransformerEmbedder": ".adapters",
@@ -243,6 +247,7 @@ __all__ = [
     "SharedBudget",
     "TokenF1Judge",
     "TokenLogprob",
+    "TransformersAdapter",
     "ValidationError",
     "agreement_table",
     "ajudge_many",
@@ -261,6 +266,7 @@ __all__ = [
     "leaderboard",
     "ledger_frame",
     "length_controlled_win_rate",
+    "local_adapter",
     "observations_from_frame",
     "paired_frame",
     "plot_estimates",

@@ -27,7 +27,8 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     # the longest phase is announced before it starts, timed on this machine: 8 items + 3 probes x 3 items
-    assert re.search(r"the LLM judge takes about \d+\.\d\d s per item .* \(17 judgments\) will take about \d+ s",
+    assert re.search(r"the LLM judge \(SmolLM2-135M on llama\.cpp\) takes about \d+\.\d\d s per item .* "
+                     r"\(17 judgments\) will take about \d+ s",
                      proc.stdout)
     assert proc.stdout.index("will take about") < proc.stdout.index("verdicts:")
     # the estimate is measured on the run's first items, and the demo ends on the next step

