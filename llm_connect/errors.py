@@ -134,9 +134,9 @@ def install_hint(extra: str) -> str:
 class MissingDependencyError(LLMConnectError, ImportError):
     """An optional dependency is missing; the message holds the ``pip install`` to run (:func:`install_hint`)."""
 
-    def __init__(self, package: str, extra: str, feature: str = "") -> None:
+    def __init__(self, package: str, extra: str, feature: str = "", *, hint: str | None = None) -> None:
         what = f" for {feature}" if feature else ""
-        super().__init__(f"{package} is needed{what} but is not installed; run: {install_hint(extra)}")
+        super().__init__(f"{package} is needed{what} but is not installed; run: {hint or install_hint(extra)}")
         self.package = package
         self.extra = extra
 

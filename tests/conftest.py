@@ -68,7 +68,8 @@ KIND_OF_CODE = {
     "ray": re.compile(r"\bimport ray\b|\bfrom ray\b|\bray \. init \(|\bimportorskip \( ['\"]ray['\"]"),
     "browser": re.compile(r"\bselenium\b|\bwebdriver\b"),
     # the bundled model: no path given (LlamaCppAdapter(), LlamaCppAdapter(logits_all=True)); a made-up path is fast
-    "local_models": re.compile(r"\b(LlamaCppAdapter|TransformersAdapter|SentenceTransformerEmbedder) \( (\)|\w+ =)"),
+    "local_models": re.compile(
+        r"\b(LlamaCppAdapter|TransformersAdapter|SentenceTransformerEmbedder|local_adapter) \( (\)|\w+ =)"),
 }
 SLOW_KINDS = ("local_models", "ray", "browser", "notebooks")
 _code_cache: dict[int, str] = {}

