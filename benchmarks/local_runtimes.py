@@ -66,8 +66,8 @@ def main() -> None:
               f"mean {r['mean_s']:.3f}   repeatable {r['repeatable']}   kappa vs people {r['kappa']:+.3f}   "
               f"{'meets' if r['median_s'] <= TARGET_S else 'MISSES'} the {TARGET_S} s target")
     a, b = results["transformers"], results["llama.cpp"]
-    print(f"transformers / llama.cpp: median x{a['median_s'] / b['median_s']:.2f}, load x{a['load_s'] / b['load_s']:.1f}"
-          f" ({len(items)} items)")
+    print(f"transformers / llama.cpp: median x{a['median_s'] / b['median_s']:.2f}, "
+          f"load x{a['load_s'] / b['load_s']:.1f} ({len(items)} items)")
 
 
 if __name__ == "__main__":
