@@ -73,6 +73,16 @@ def test_generation_greedy_and_seeded_and_stops(adapter):
     assert "," not in reply.content
 
 
+def test_every_generated_token_has_its_logprobs(adapter):
+    plain_greedy = RunConfig(max_tokens=6, top_logprobs=3, model_params={"repeat_penalty": 1.0})
+    reply = adapter.complete("Name a colour.", plain_greedy)
+    assert reply.tokens_out == len(reply.logprobs) == 6
+    assert "".join(p.token for p in reply.logprobs) == reply.content
+    assert all(len(p.top) == 3 and p.logprob <= 0 for p in reply.logprobs)
+    # greedy without a penalty: each chosen token is the first of its position's alternatives
+    assert all((p.token, p.logprob) == p.top[0] for p in reply.logprobs)
+
+
 def test_what_it_cannot_do_is_refused_with_what_to_do(adapter):
     with pytest.raises(ValidationError, match=r"llama.cpp runtime has.*\.\[llama\]"):
         adapter.complete("x", RunConfig(json_output=True))

@@ -57,8 +57,8 @@ class TransformersAdapter:
     instructions).
 
     Honoured: ``system_prompt``, ``temperature`` (0: greedy; above 0: sampled with ``seed``),
-    ``max_tokens`` (``default_max_tokens`` when the run config has none), ``top_logprobs`` (for the
-    first generated token, read from the last prompt position), and in ``model_params`` ``seed``,
+    ``max_tokens`` (``default_max_tokens`` when the run config has none), ``top_logprobs`` (for every
+    generated token; the first read from the last prompt position), and in ``model_params`` ``seed``,
     ``top_p``, ``top_k``, ``repeat_penalty`` (default 1.1 over the last 64 tokens, as llama.cpp's chat
     completion) and ``stop``. ``json_output`` and ``response_format`` need a grammar, which only
     llama.cpp has: they are refused with the extra to install.
@@ -219,15 +219,22 @@ class TransformersAdapter:
             with torch.inference_mode():
                 past, reused = self._prefix(model, tokens[:cut])
                 logits, past = self._forward(model, tokens[cut:], past)
-                generated, first, finish = self._decode(model, tokenizer, logits, past, tokens, max_tokens,
-                                                        run_config, params)
+                generated, positions, finish = self._decode(model, tokenizer, logits, past, tokens, max_tokens,
+                                                            run_config, params)
             latency_ms = (time.perf_counter() - t0) * 1000.0
         content = tokenizer.decode(generated, skip_special_tokens=True)
         for stop in params["stop"]:
             at = content.find(stop) if stop else -1
             if at >= 0:
                 content, finish = content[:at], "stop"
-        logprobs = (first,) if run_config.top_logprobs is not None and first is not None else None
+                kept, length = [], 0
+                for position in positions:  # the logprobs of the tokens kept
+                    length += len(position.token)
+                    if length > len(content):
+                        break
+                    kept.append(position)
+                positions = kept or positions[:1]
+        logprobs = tuple(positions) if run_config.top_logprobs is not None else None
         usage = {"prompt_tokens": len(tokens), "completion_tokens": len(generated),
                  "total_tokens": len(tokens) + len(generated), "prompt_tokens_details": {"cached_tokens": reused}}
         raw = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content},
@@ -257,8 +264,11 @@ class TransformersAdapter:
         return copy.deepcopy(kept), reused
 
     def _decode(self, model: Any, tokenizer: Any, logits: Any, past: Any, tokens: list[int], max_tokens: int,
-                run_config: RunConfig, params: dict[str, Any]) -> tuple[list[int], TokenLogprob | None, str]:
-        """Generate up to ``max_tokens`` tokens after the prompt; ``(tokens, first token's logprob, finish)``."""
+                run_config: RunConfig, params: dict[str, Any]) -> tuple[list[int], list[TokenLogprob], str]:
+        """Generate up to ``max_tokens`` tokens after the prompt: ``(tokens, each one's logprob and top
+        alternatives when ``top_logprobs`` is asked for, finish reason)``. Logprobs are the model's own
+        (before the repeat penalty and the temperature), as an OpenAI-compatible server reports them; a reply
+        that ends at once has one entry, the end of turn, with an empty text."""
         import torch
 
         configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -267,27 +277,26 @@ class TransformersAdapter:
         temperature = float(run_config.temperature or 0.0)
         generator = torch.Generator().manual_seed(int(params.get("seed") or 0)) if temperature > 0 else None
         penalty = float(params.get("repeat_penalty", _REPEAT_PENALTY))
+        k = None if run_config.top_logprobs is None else max(0, min(int(run_config.top_logprobs), logits.shape[-1]))
         history = list(tokens)
         generated: list[int] = []
-        first: TokenLogprob | None = None
+        positions: list[TokenLogprob] = []
         finish = "length"
         for step in range(max_tokens):
-            if step == 0 and run_config.top_logprobs is not None:
-                first_logprobs = torch.log_softmax(logits, -1)
             scores = logits.clone()
             if penalty != 1.0 and history:
                 seen = torch.tensor(sorted(set(history[-_REPEAT_LAST_N:])))
                 picked = scores[seen]
                 scores[seen] = torch.where(picked > 0, picked / penalty, picked * penalty)
             token = self._pick(scores, temperature, params, generator)
-            if step == 0 and run_config.top_logprobs is not None:
-                k = max(0, min(int(run_config.top_logprobs), scores.shape[-1]))
-                top = torch.topk(first_logprobs, k) if k else None
+            if k is not None and (token not in eos or step == 0):
+                logprobs = torch.log_softmax(logits, -1)
+                top = torch.topk(logprobs, k) if k else None
                 alternatives = tuple((tokenizer.decode([int(i)]), float(v))
                                      for v, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
                                      ) if top is not None else ()
                 text = "" if token in eos else tokenizer.decode([token])
-                first = TokenLogprob(text, float(first_logprobs[token]), alternatives)
+                positions.append(TokenLogprob(text, float(logprobs[token]), alternatives))
             if token in eos:
                 finish = "stop"
                 break
@@ -296,7 +305,7 @@ class TransformersAdapter:
             if step + 1 >= max_tokens:
                 break
             logits, past = self._forward(model, [token], past)
-        return generated, first, finish
+        return generated, positions, finish
 
     @staticmethod
     def _pick(scores: Any, temperature: float, params: dict[str, Any], generator: Any) -> int:
