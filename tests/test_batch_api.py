@@ -451,6 +451,10 @@ def test_cli_grade_batch_mistakes_exit_2(tmp_path, capsys):
         assert stopped.value.code == 2
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err
+    # a judge that calls no provider: judged as usual, and told
+    assert main([*common, "--ledger", str(tmp_path / "l.jsonl"), "--batch"]) == 0
+    captured = capsys.readouterr()
+    assert "2 scored" in captured.out and "nothing went through a Batch API: exact-match" in captured.err
 
 
 def test_grade_datasets_actor_keeps_a_state_per_ray_batch_and_resumes_it(tmp_path):

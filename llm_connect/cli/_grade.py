@@ -176,6 +176,10 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     if batch is not None and (done.get("submitted") or done.get("collected")):
         extra += (f"; {len(done.get('submitted') or [])} provider batch(es) submitted, "
                   f"{len(done.get('collected') or [])} collected (the batch price)")
+    elif batch is not None and counts["scored"]:
+        _warn(parser, f"--batch: nothing went through a Batch API: {safe_text(judge.grader_id)} made no call to an "
+              "OpenAI-compatible or Anthropic adapter (or every reply came from its cache); its rows were judged "
+              "as usual")
     print(
         f"{safe_text(judge.grader_id)}: {len(frame)} rows, {parts}; recorded {counts['scored'] - not_recorded} "
         f"judgment(s) and {labels} human label(s) in {safe_text(args.ledger)} under task type "
