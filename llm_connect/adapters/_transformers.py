@@ -46,6 +46,15 @@ def _installed(name: str) -> bool:
         return False
 
 
+#: what the transformers runtime needs: (module, package)
+_RUNTIME = (("torch", "torch"), ("transformers", "transformers"), ("gguf", "gguf"), ("accelerate", "accelerate"))
+
+
+def missing_for_transformers() -> str | None:
+    """The first package the transformers runtime needs that is not installed (``None``: it can run)."""
+    return next((package for module, package in _RUNTIME if not _installed(module)), None)
+
+
 class TransformersAdapter:
     """An LLM adapter running a GGUF model in-process with transformers on PyTorch (CPU).
 
@@ -111,10 +120,9 @@ class TransformersAdapter:
         if self._model is not None:
             return self._model, self._tokenizer
         path = self.model_path
-        for module, package in (("torch", "torch"), ("transformers", "transformers"), ("gguf", "gguf"),
-                                ("accelerate", "accelerate")):
-            if not _installed(module):
-                raise MissingDependencyError(package, "local", "TransformersAdapter (a GGUF model on PyTorch)")
+        missing = missing_for_transformers()
+        if missing is not None:
+            raise MissingDependencyError(missing, "local", "TransformersAdapter (a GGUF model on PyTorch)")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -351,6 +359,7 @@ def local_adapter(model_path: str | os.PathLike[str] | None = None, *,
         from ._local import LlamaCppAdapter
 
         return LlamaCppAdapter(model_path, cache=cache)
-    if _installed("transformers") and _installed("gguf"):
+    missing = missing_for_transformers()
+    if missing is None:
         return TransformersAdapter(model_path, cache=cache)
-    raise MissingDependencyError("transformers and gguf (or llama-cpp-python)", "local", "the embedded LLM")
+    raise MissingDependencyError(missing, "local", "the embedded LLM (or llama-cpp-python, the llama extra)")

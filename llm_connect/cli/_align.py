@@ -78,8 +78,10 @@ def _check_model(spec: str, what: str) -> None:
 
     kind, value = _model_spec(spec, what)
     if kind == "local":
-        if not _installed("llama_cpp") and not (_installed("transformers") and _installed("gguf")):
-            raise MissingDependencyError("transformers and gguf", "local", f"the --{what} model (local)")
+        from ..adapters._transformers import missing_for_transformers
+
+        if not _installed("llama_cpp") and missing_for_transformers() is not None:
+            raise MissingDependencyError(str(missing_for_transformers()), "local", f"the --{what} model (local)")
         if value is None:
             from ..adapters import default_gguf_path
 

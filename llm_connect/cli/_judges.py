@@ -164,8 +164,10 @@ def _check_judges(args: JudgeSpec) -> list[str]:
     if "llm" in names:
         kind, value = _model_spec(args.llm, "llm")
         if kind == "local":
-            if not _installed("llama_cpp") and not (_installed("transformers") and _installed("gguf")):
-                raise MissingDependencyError("transformers and gguf", "local", "the LLM judge (--llm local)")
+            from ..adapters._transformers import missing_for_transformers
+
+            if not _installed("llama_cpp") and missing_for_transformers() is not None:
+                raise MissingDependencyError(str(missing_for_transformers()), "local", "the LLM judge (--llm local)")
             if value is None:
                 from ..adapters import default_gguf_path
 
