@@ -114,13 +114,13 @@ def test_the_demo_runs_on_this_runtime_when_llama_cpp_is_not_installed(tmp_path)
     runtime, judges every item and says so in its ledger."""
     code = ("import sys; sys.modules['llama_cpp'] = None\n"
             "from llm_connect.cli import main\n"
-            "sys.exit(main(['demo', '--out', sys.argv[1]]))\n")
+            "sys.exit(main(['demo', '--out', sys.argv[1], '--rows', '12', '--probe-limit', '3']))\n")
     out = tmp_path / "demo-out"
     done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=900,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "the LLM judge (SmolLM2-135M on transformers;" in done.stdout
-    assert "llm-judge: 80 scored, 0 unscored, 0 errors" in done.stdout
+    assert "llm-judge: 12 scored, 0 unscored, 0 errors" in done.stdout
     rows = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
     scores = [r["judges"]["llm-judge"]["score"] for r in rows if r.get("kind") == "item"]
-    assert len(scores) == 80 and all(0.0 <= s <= 1.0 for s in scores)
+    assert len(scores) == 12 and all(0.0 <= s <= 1.0 for s in scores)
