@@ -486,3 +486,27 @@ def test_grade_datasets_actor_keeps_a_state_per_ray_batch_and_resumes_it(tmp_pat
     assert not again[RESUMED].any()  # nothing was recorded by the stopped run
     assert len(ledger.read_all()) == 4
     assert not folder.exists()  # removed once collected
+
+
+def test_killed_between_creating_the_batch_and_saving_its_id_finds_it_by_its_file(tmp_path):
+    """OpenAI: the uploaded file's id is saved before the batch is created; a run stopped after the provider
+    created the batch but before its id was saved finds it by that file id (the batches listing) and collects it,
+    instead of submitting it again. (The stop is made by removing the id from a real run's state file.)"""
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    state_file = tmp_path / "ledger.jsonl.batches" / "state.json"
+    with LoopbackServer(batch={"hold": True}) as server:
+        judge = LLMJudge(openai(server))
+        direct = judge_many(judge, items(5), progress=False)
+        impatient = BatchOptions(max_wait_s=0.1, poll_interval_s=0.02, progress=False)
+        judge_many(judge, items(5), ledger=ledger, task_type="qa", progress=False, batch=impatient)
+        state = json.loads(state_file.read_text())
+        (entry,) = state["batches"]
+        assert entry["file_id"] and entry["batch_id"]
+        entry.update(batch_id=None, status="prepared")  # as if killed before the created batch's id was saved
+        state_file.write_text(json.dumps(state))
+        release_batches(server)
+        again = judge_many(judge, items(5), ledger=ledger, task_type="qa", progress=False,
+                           batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    assert stats["uploads"] == 1 and stats["submissions"] == 1
+    same_rows(direct, again[direct.columns])
