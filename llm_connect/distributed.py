@@ -804,6 +804,13 @@ def grade_dataset(
         from pathlib import Path
 
         batching = replace(batching, state_dir=Path(batching.state_dir).resolve())
+    elif batching is not None:
+        import warnings
+
+        warnings.warn("grade_dataset(batch=...): the batches' state has no folder (no ledger, or a ledger at a URI), "
+                      "so a job stopped while it polls submits its batches again; pass "
+                      "batch=BatchOptions(state_dir=FOLDER), a folder every node sees, to resume them",
+                      UserWarning, stacklevel=2)
     # Money: a tracker cannot travel to the actors (it holds a lock) and would be one copy per actor: the job
     # gets one shared budget instead, kept by an actor
     shared = _shared_budget(budget, "budget")

@@ -392,3 +392,11 @@ def test_grade_dataset_batch_one_provider_batch_per_ray_batch_and_a_killed_actor
     assert out["status"].tolist() == direct["status"].tolist() == ["scored"] * n
     assert len(ledger.read_all()) == n
     ray_cluster.kill(registry)
+
+
+def test_grade_dataset_batch_without_a_state_folder_warns_that_nothing_resumes(ray_cluster, fresh):
+    from llm_connect.distributed import grade_dataset
+
+    ds = ray_cluster.data.from_pandas(items(4))
+    with pytest.warns(UserWarning, match="state has no folder .* submits its batches again"):
+        grade_dataset(ds, functools.partial(make_judge, fresh.base_url), batch=True)  # lazy: nothing runs
