@@ -126,6 +126,17 @@ class BudgetExceededError(LLMConnectError):
 DISTRIBUTION = "llm-connect-judges"
 
 
+def module_installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (a missing extra is told before it is
+    needed: the command line checks its judges' packages this way)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None (blocked, as in the tests)
+        return False
+
+
 def install_hint(extra: str) -> str:
     """The ``pip install`` that adds ``extra``: from a clone (what works today), then the published name."""
     return f"pip install -e '.[{extra}]' in a clone of this project (or pip install '{DISTRIBUTION}[{extra}]')"

@@ -42,6 +42,23 @@ def make_registered_judge(base_url: str, registry: str):
     return judge
 
 
+class Registry:
+    """A named Ray actor the pool's actors tell their handles to (make_registered_judge), so a test can kill one."""
+
+    def __init__(self) -> None:
+        self.handles: list = []
+
+    def add(self, handle) -> None:
+        self.handles.append(handle)
+
+    def all(self) -> list:
+        return self.handles
+
+
+def start_registry(ray, name: str):
+    return ray.remote(num_cpus=0)(Registry).options(name=name).remote()
+
+
 def items(n: int, start: int = 0) -> pd.DataFrame:
     ids = range(start, start + n)
     return pd.DataFrame({
@@ -152,18 +169,7 @@ def test_ten_thousand_items_through_four_actors_give_each_row_once(ray_cluster, 
 def test_an_actor_killed_mid_run_loses_nothing(ray_cluster, fresh):
     from llm_connect.distributed import grade_dataset
 
-    @ray_cluster.remote(num_cpus=0)
-    class Registry:
-        def __init__(self) -> None:
-            self.handles: list = []
-
-        def add(self, handle) -> None:
-            self.handles.append(handle)
-
-        def all(self) -> list:
-            return self.handles
-
-    registry = Registry.options(name="h6-kill-registry").remote()
+    registry = start_registry(ray_cluster, "h6-kill-registry")
     n = 3_000
     factory = functools.partial(make_registered_judge, fresh.base_url, "h6-kill-registry")
     ds = grade_dataset(ray_cluster.data.from_pandas(items(n)), factory, num_actors=2, concurrency=8, batch_size=250)
@@ -343,18 +349,7 @@ def test_grade_dataset_batch_one_provider_batch_per_ray_batch_and_a_killed_actor
     from llm_connect.distributed import RESUMED, grade_dataset
     from llm_connect.testing._batch_api import batch_stats, release_batches
 
-    @ray_cluster.remote(num_cpus=0)
-    class Registry:
-        def __init__(self) -> None:
-            self.handles: list = []
-
-        def add(self, handle) -> None:
-            self.handles.append(handle)
-
-        def all(self) -> list:
-            return self.handles
-
-    registry = Registry.options(name="batch-kill-registry").remote()
+    registry = start_registry(ray_cluster, "batch-kill-registry")
     n, size = 120, 40
     ledger = QualityLedger(tmp_path / "ledger.jsonl")
     with LoopbackServer(batch={"hold": True}) as server:

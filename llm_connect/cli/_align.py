@@ -11,7 +11,7 @@ from typing import Any
 
 from .._textsafe import csv_safe_frame, safe_text
 from ._common import UsageError, _prepare_out
-from ._judges import _build_llm, _installed, _model_spec, _shown_url
+from ._judges import _build_llm, _model_spec, _shown_url
 
 _ALIGN_HELP = """\
 Improve an LLM judge from the labels people gave, and keep the change only if it
@@ -78,10 +78,11 @@ def _check_model(spec: str, what: str) -> None:
 
     kind, value = _model_spec(spec, what)
     if kind == "local":
-        from ..adapters._transformers import missing_for_transformers
+        from ..adapters._transformers import missing_for_local_llm
 
-        if not _installed("llama_cpp") and missing_for_transformers() is not None:
-            raise MissingDependencyError(str(missing_for_transformers()), "local", f"the --{what} model (local)")
+        missing = missing_for_local_llm()
+        if missing is not None:
+            raise MissingDependencyError(missing, "local", f"the --{what} model (local)")
         if value is None:
             from ..adapters import default_gguf_path
 

