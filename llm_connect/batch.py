@@ -791,8 +791,16 @@ async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> N
     """Append ``make()`` to the ledger, setting ``row["ledger_error"]``. The judgment stands whatever
     happens: a failure to build or append the observation is reported there, never in the row's status or score.
 
-    Rows recording at the same time are written together (see :class:`_GroupCommit`)."""
+    Rows recording at the same time are written together (see :class:`_GroupCommit`). In a run through the
+    providers' Batch APIs, a row an earlier run of the same state already recorded (a resumed multi-round
+    run re-runs the rows that ended in an earlier round) is not recorded again
+    (:meth:`~llm_connect.adapters._batches.BatchCollector.recorded_before`)."""
+    from .adapters._batches import active_collector
+
     row[LEDGER_ERROR] = None
+    collector = active_collector()
+    if collector is not None and collector.recorded_before(ledger):
+        return
     try:
         obs = make()
         if callable(getattr(ledger, "extend", None)):
@@ -806,6 +814,9 @@ async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> N
     except Exception as exc:
         row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"
         log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))
+        return
+    if collector is not None:
+        collector.note_recorded(ledger)
 
 
 def ledger_columns(ledger: LedgerSink | None) -> tuple[str, ...]:

@@ -666,7 +666,9 @@ class _GradingActor:
         digest = hashlib.sha256("\n".join([self.judge.grader_id, *keys]).encode("utf-8")).hexdigest()[:16]
         from pathlib import Path
 
-        return replace(options, progress=False, state_dir=Path(options.state_dir) / f"ray-{digest}")
+        root = options.state_root if options.state_root is not None else options.state_dir
+        return replace(options, progress=False, state_dir=Path(options.state_dir) / f"ray-{digest}",
+                       state_root=Path(root))
 
     def _resumed_rows(self, items: pd.DataFrame, keys: list[ItemKey]) -> pd.DataFrame:
         """The rows of items this grader and rubric already scored (``keys``: each item's key), read back from

@@ -20,7 +20,10 @@ How a run goes through them (``judge_many(judge, items, batch=True)``):
 4. each reply is parsed by the adapter's own ``_read_reply`` and priced at the batch discount, so a
    row gets the same :class:`~llm_connect.core.LLMResponse` a direct call would give (content, tokens,
    logprobs); the call then goes through the adapter's one paid path (budget charge, response cache),
-   so the row, its status and its ledger record are exactly those of a run without ``batch``;
+   so the row, its status and its ledger record are exactly those of a run without ``batch``. Calls
+   that ask the same (rows with the same texts) are one request at the provider, billed once: the
+   calls split its cost evenly (each row's ``judge_cost_usd`` is its share; their sum, and what the
+   budget is charged, is the provider's bill);
 5. a compound judge whose later calls depend on earlier replies makes those calls now: they wait,
    and form the next round (one batch per round).
 
@@ -31,20 +34,37 @@ into the adapter's response cache, when it has one) until the run finishes. Per-
 expired and cancelled batches come back as :class:`BatchRequestError` (an ``error`` row) with the
 provider's reason; :func:`resubmit_expired` (or ``BatchOptions(resubmit_expired=True)``) sends an
 expired or cancelled batch's unfinished requests again on the next run.
+
+What can go wrong, and what happens:
+
+- a batch the provider answers 404 for (removed, or created with another project's key) fails its own
+  requests only, with a reason naming the state folder; the other batches are collected, and the
+  entry stays in the state (the right key collects it later; :func:`resubmit_expired` sends it again);
+- a run killed between creating an OpenAI batch and saving its id finds it again by its uploaded
+  file, reading every page of ``GET /batches``; a listing that fails is an error, never "not found"
+  (which would pay for the batch twice);
+- several runs may share a state folder (two batched runs on one ledger): writes are merged under a
+  lock, and each run removes only its own batches; the folder goes when none is left;
+- a resumed multi-round run re-runs the rows that ended in an earlier round from the kept replies:
+  a row an earlier run recorded with the same replies is not recorded again;
+- a state folder per part of a run (one per judge of ``calibrate``) is named by a hash of the part's
+  name (:func:`state_subfolder`), always inside its root; removing a state removes only its own files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import hashlib
 import json
 import logging
 import os
-import shutil
+import re
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +92,8 @@ _ROW: contextvars.ContextVar[int | None] = contextvars.ContextVar("llm_connect_b
 
 _STATE_FILE = "state.json"
 _STATE_VERSION = 1
+#: how long a write waits for another run's hold on the state's lock (it holds it for one write)
+_LOCK_TIMEOUT_S = 120.0
 #: terminal states of a batch (OpenAI's and Anthropic's)
 _OPENAI_DONE = frozenset({"completed", "failed", "expired", "cancelled"})
 #: kinds of per-request outcome that :func:`resubmit_expired` sends again
@@ -114,7 +136,14 @@ class BatchOptions:
     Anthropic 100,000 and 256 MB). ``resubmit_expired``: requests of an expired or cancelled batch
     recorded in the state are sent again instead of coming back as errors. ``keep_state``: keep
     the state folder after a run that finished (by default it is removed, unless some requests
-    expired or were cancelled, so they can be resubmitted).
+    expired or were cancelled, so they can be resubmitted). ``state_root``: the folder ``state_dir`` must
+    be inside (set by runs that keep one state folder per part, e.g. per judge of ``calibrate``, under
+    one root; default: ``state_dir`` itself); nothing outside it is ever removed, and it is removed
+    too when the run leaves it empty.
+
+    Several runs may share one state folder at the same time (two batched runs on one ledger): its
+    writes are merged under a lock (``<state root>.lock``, beside it), and each run removes only its
+    own batches when it finishes.
     """
 
     state_dir: str | os.PathLike[str] | None = None
@@ -128,6 +157,7 @@ class BatchOptions:
     progress: bool = True
     resubmit_expired: bool = False
     keep_state: bool = False
+    state_root: str | os.PathLike[str] | None = None
     #: how long the rows must stay still (all finished or waiting) before a round is sent
     settle_s: float = 0.005
 
@@ -162,6 +192,56 @@ def batch_options(batch: Any, ledger: Any = None) -> BatchOptions | None:
 # -- the state file -------------------------------------------------------------------
 
 
+def state_subfolder(root: str | os.PathLike[str], name: str) -> Path:
+    """The state folder of one part of a run (one judge of ``calibrate``) inside ``root``, whatever ``name`` is.
+
+    The folder's name is a readable slug of ``name`` (letters, digits, ``_`` and ``-``; at most 40) and
+    the first 16 hex digits of its SHA-256, so ``".."``, ``"/"``, ``"a/../.."``, an absolute path, a NUL,
+    a very long name or two names differing only in case each get their own folder, always directly
+    inside ``root``.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The run's state folder (``<ledger>.batches``, or the one given as ``batch=``).
+    name : str
+        The part's name (e.g. the judge's name in ``calibrate``); any text.
+
+    Returns
+    -------
+    pathlib.Path
+        ``root / "<slug>-<hash>"``.
+
+    Raises
+    ------
+    ValidationError
+        If the folder would not be inside ``root`` (it cannot be: the check guards the derivation).
+    """
+    text = str(name)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", text)[:40].strip("_") or "part"
+    folder = Path(root) / f"{slug}-{digest}"
+    if not _inside(folder, root, strict=True):
+        raise ValidationError(f"the batch state folder for {name!r} would not be inside {os.fspath(root)!r}")
+    return folder
+
+
+def _inside(path: str | os.PathLike[str], root: str | os.PathLike[str], *, strict: bool = False) -> bool:
+    """Whether ``path`` (resolved: ``..`` and symbolic links followed) is ``root`` or inside it (``strict``:
+    strictly inside)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    if real == top:
+        return not strict
+    return os.path.commonpath([real, top]) == top
+
+
+def _lock_path(root: Path) -> Path:
+    """The lock every writer of a state folder takes: ``<root>.lock``, beside the root (never inside a folder
+    that is removed, so no writer ever holds a lock on a deleted file)."""
+    absolute = Path(os.path.abspath(root))
+    return absolute.with_name(absolute.name + ".lock") if absolute.name else absolute / ".batch-state.lock"
+
+
 def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so a crash leaves the old file or the new one, never half."""
     from ..quality._ledger_io import temp_file_beside
@@ -175,33 +255,128 @@ def _write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
 
 
-class BatchState:
-    """The batches of a run, on disk: each entry its provider ids, its requests (``custom_id`` -> cache
-    key and rows) and, once collected, its outcomes in ``<local_id>.results.jsonl``."""
+def _dump(entry: Mapping[str, Any]) -> str:
+    return json.dumps(entry, sort_keys=True, ensure_ascii=False)
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.path = directory / _STATE_FILE
-        self.batches: list[dict[str, Any]] = []
-        if self.path.exists():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                if isinstance(data, dict) and data.get("version") == _STATE_VERSION:
-                    self.batches = [b for b in data.get("batches", []) if isinstance(b, dict)]
-            except (OSError, ValueError) as exc:
-                logger.warning("llm_connect: ignoring an unreadable batch state file %s (%s)", self.path, exc)
+
+#: the files a state folder holds (all of them ours): removed one by one, never the folder's other contents
+_OWN_FILE = re.compile(r"(state\.json|recorded\.jsonl|b\d+-[0-9a-f]{8}\.results\.jsonl|\..+\.tmp)")
+_RECORDED_FILE = "recorded.jsonl"
+
+
+class BatchState:
+    """The batches of a state folder, on disk: each entry its provider ids, its requests (``custom_id`` ->
+    cache key and rows) and, once collected, its outcomes in ``<local_id>.results.jsonl``.
+
+    Several runs may use one folder at once (two ``judge_many(..., batch=True)`` calls on one ledger):
+    every write takes the folder's lock (``<root>.lock``, beside it) and merges with what is on disk, so
+    an entry another run wrote is never erased: an entry this run changed is written as it has it, one
+    it did not change is taken from the disk (the other run may have advanced it), one it dropped is
+    dropped. ``root``: the folder the state must stay inside (``directory`` itself unless the run keeps
+    one state per part, see :func:`state_subfolder`); nothing outside it is ever removed.
+    """
+
+    def __init__(self, directory: Path, *, root: Path | None = None, shared: bool = True) -> None:
+        self.directory = Path(directory)
+        self.root = Path(root) if root is not None else self.directory
+        self.path = self.directory / _STATE_FILE
+        self._lock: Any = None
+        if shared:
+            from filelock import FileLock
+
+            self._lock = FileLock(str(_lock_path(self.root)), thread_local=False)
         self._results: dict[str, dict[str, dict[str, Any]]] = {}
+        self._where: dict[str, tuple[dict[str, Any], str]] | None = None
+        #: rows recorded in the ledger by runs that used this state (see :meth:`BatchCollector.recorded_before`)
+        self.marks: set[str] = set()
+        self.pending_marks: list[str] = []
+        with self._locked():
+            self.batches: list[dict[str, Any]] = self._read()
+            self.marks = self._read_marks()
+        self._seen = {e["local_id"]: _dump(e) for e in self.batches}
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        if self._lock is None:
+            yield
+            return
+        try:
+            self._lock.acquire(timeout=_LOCK_TIMEOUT_S)
+        except TimeoutError as exc:  # filelock's Timeout is a TimeoutError
+            raise AdapterError(f"the batch state {self.directory} stayed locked by another run for "
+                               f"{_LOCK_TIMEOUT_S:g}s ({_lock_path(self.root)}): wait for it, or remove that lock "
+                               "file if no run is using the state") from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            logger.warning("llm_connect: ignoring an unreadable batch state file %s (%s)", self.path, exc)
+            return []
+        if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
+            return []
+        return [b for b in data.get("batches", []) if isinstance(b, dict) and isinstance(b.get("local_id"), str)]
+
+    def _write(self, batches: list[dict[str, Any]]) -> None:
+        _write_atomic(self.path, json.dumps({"version": _STATE_VERSION, "batches": batches}, indent=1))
+        if self.pending_marks:
+            with open(self.directory / _RECORDED_FILE, "a", encoding="utf-8") as fh:
+                fh.write("".join(mark + "\n" for mark in self.pending_marks))
+            self.pending_marks = []
+
+    def _read_marks(self) -> set[str]:
+        try:
+            text = (self.directory / _RECORDED_FILE).read_text(encoding="utf-8")
+        except OSError:
+            return set()
+        return {line for line in text.splitlines() if line.strip()}
 
     def save(self) -> None:
-        _write_atomic(self.path, json.dumps({"version": _STATE_VERSION, "batches": self.batches}, indent=1))
+        """Write this run's entries, merged (under the lock) with what other runs wrote meanwhile."""
+        with self._locked():
+            self._merge_and_write()
+
+    def _merge_and_write(self) -> None:
+        disk = {e["local_id"]: e for e in self._read()}
+        mine = {e["local_id"]: e for e in self.batches}
+        merged: list[dict[str, Any]] = []
+        for local_id, theirs in disk.items():
+            entry = mine.get(local_id)
+            if entry is None:
+                if local_id not in self._seen:  # another run's: kept
+                    merged.append(theirs)
+                continue  # this run dropped it
+            if _dump(entry) == self._seen.get(local_id):  # unchanged here: the disk's may be newer
+                entry.clear()
+                entry.update(theirs)
+            merged.append(entry)
+        for local_id, entry in mine.items():
+            if local_id not in disk and (local_id not in self._seen or _dump(entry) != self._seen[local_id]):
+                merged.append(entry)  # new here (or changed here after another run dropped it)
+        self._write(merged)
+        self.batches = merged
+        self._seen = {e["local_id"]: _dump(e) for e in merged}
+        self._where = None
 
     def where(self) -> dict[str, tuple[dict[str, Any], str]]:
         """cache key -> (its batch entry, its custom_id)."""
-        out: dict[str, tuple[dict[str, Any], str]] = {}
-        for entry in self.batches:
-            for custom_id, request in entry.get("requests", {}).items():
-                out[request["key"]] = (entry, custom_id)
-        return out
+        if self._where is None:
+            out: dict[str, tuple[dict[str, Any], str]] = {}
+            for entry in self.batches:
+                for custom_id, request in entry.get("requests", {}).items():
+                    out[request["key"]] = (entry, custom_id)
+            self._where = out
+        return self._where
+
+    def changed(self) -> None:
+        """Entries were added, dropped or given other requests in memory: :meth:`where` looks again."""
+        self._where = None
 
     def results(self, entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         local = entry["local_id"]
@@ -218,33 +393,96 @@ class BatchState:
 
     def store_results(self, entry: dict[str, Any], outcomes: dict[str, dict[str, Any]]) -> None:
         text = "".join(json.dumps({"custom_id": cid, **o}, ensure_ascii=False) + "\n" for cid, o in outcomes.items())
-        _write_atomic(self.directory / f"{entry['local_id']}.results.jsonl", text)
-        self._results[entry["local_id"]] = outcomes
-        entry["status"] = "collected"
-        self.save()
+        with self._locked():
+            _write_atomic(self.directory / f"{entry['local_id']}.results.jsonl", text)
+            self._results[entry["local_id"]] = outcomes
+            entry["status"] = "collected"
+            entry.pop("unknown", None)
+            self._merge_and_write()
 
-    def uncollected(self) -> int:
-        """Batches submitted (or uploaded) whose replies were not collected: a run that gave up polling."""
+    def uncollected(self, local_ids: Collection[str] | None = None) -> int:
+        """Batches submitted (or uploaded) whose replies were not collected (a run that gave up polling, a
+        batch the provider did not know): all of them, or those of ``local_ids``."""
         return sum(1 for e in self.batches
-                   if e.get("status") != "collected" and (e.get("batch_id") or e.get("file_id")))
+                   if (local_ids is None or e["local_id"] in local_ids)
+                   and e.get("status") != "collected" and (e.get("batch_id") or e.get("file_id")))
 
-    def unfinished(self) -> int:
-        return sum(1 for e in self.batches for o in self.results(e).values() if o.get("kind") in _UNFINISHED)
+    def unfinished(self, local_ids: Collection[str] | None = None) -> int:
+        """Requests of expired or cancelled batches (all of them, or those of ``local_ids``)."""
+        return sum(1 for e in self.batches if local_ids is None or e["local_id"] in local_ids
+                   for o in self.results(e).values() if o.get("kind") in _UNFINISHED)
+
+    def finish(self, local_ids: Collection[str] | None = None) -> None:
+        """Drop the entries of ``local_ids`` (every entry: ``None``) and their replies; when no entry is left
+        (another run's included), remove the state folder (see :meth:`remove`)."""
+        with self._locked():
+            if local_ids is None:
+                local_ids = {e["local_id"] for e in self.batches} | {e["local_id"] for e in self._read()}
+            for local_id in local_ids:
+                with contextlib.suppress(OSError):
+                    (self.directory / f"{local_id}.results.jsonl").unlink()
+                self._results.pop(local_id, None)
+            self.batches = [e for e in self.batches if e["local_id"] not in local_ids]
+            self._merge_and_write()
+            if not self.batches:
+                self._remove_files()
 
     def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        """Remove the state folder's own files (state, replies, marks of recorded rows), then the folder when
+        that leaves it empty (and ``root`` too, when it is another folder left empty): never anything else,
+        and nothing at all unless the folder is inside ``root``."""
+        with self._locked():
+            self._remove_files()
+
+    def _remove_files(self) -> None:
+        if not _inside(self.directory, self.root):
+            logger.warning("llm_connect: not removing the batch state %s: it is not inside %s",
+                           self.directory, self.root)
+            return
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            names = []
+        for name in names:
+            if _OWN_FILE.fullmatch(name):
+                with contextlib.suppress(OSError):
+                    os.unlink(self.directory / name)
+        for folder in (self.directory, self.root) if self.root != self.directory else (self.directory,):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)  # only when empty
+        self.batches = []
+        self._seen = {}
+        self._results = {}
+        self._where = None
 
 
 def resubmit_expired(state_dir: str | os.PathLike[str]) -> int:
-    """Make the next run send again every request of an expired or cancelled batch that never ran.
+    """Make the next run send again every request of an expired or cancelled batch that never ran, and of a
+    batch the provider no longer knows (it answered 404 for it: removed, or created with another key).
 
     ``state_dir``: the run's batch folder (``<ledger>.batches``, or the one given as ``batch=``). The
     outcomes of those requests are forgotten, so the same ``judge_many(..., batch=True)`` call submits
     them in a new batch (the replies that came back are kept). Returns how many will be resubmitted.
+
+    Parameters
+    ----------
+    state_dir : str or os.PathLike
+        The state folder the error message named.
+
+    Returns
+    -------
+    int
+        How many requests the next run sends again.
     """
     state = BatchState(Path(state_dir))
+    if not state.batches:
+        return 0
     count = 0
-    for entry in state.batches:
+    for entry in list(state.batches):
+        if entry.get("unknown") and entry.get("status") != "collected":
+            count += len(entry.get("requests", {}))
+            state.batches.remove(entry)
+            continue
         outcomes = state.results(entry)
         drop = [cid for cid, o in outcomes.items() if o.get("kind") in _UNFINISHED]
         if not drop:
@@ -329,9 +567,12 @@ class _OpenAIDriver(_Driver):
                 "POST", "/files", body, timeout_s=max(self.adapter.timeout_s, 300.0),
                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
             entry["file_id"] = uploaded["id"]
+            created_at = uploaded.get("created_at") if isinstance(uploaded, Mapping) else None
+            if isinstance(created_at, (int, float)) and not isinstance(created_at, bool):
+                entry["file_created_at"] = created_at  # the provider's clock: no batch of it is older
             save()
         else:  # a run killed after the upload: the batch may have been created before the kill
-            found = await self._find(entry["file_id"])
+            found = await self._find(entry)
             if found is not None:
                 entry["batch_id"] = found
                 entry["status"] = "submitted"
@@ -344,15 +585,45 @@ class _OpenAIDriver(_Driver):
         entry["status"] = "submitted"
         save()
 
-    async def _find(self, file_id: str) -> str | None:
-        try:
-            listing = await self._json("GET", "/batches?limit=100")
-        except AdapterError:
-            return None
-        for batch in listing.get("data", []) if isinstance(listing, Mapping) else []:
-            if isinstance(batch, Mapping) and batch.get("input_file_id") == file_id:
-                return str(batch["id"])
-        return None
+    #: batches per page of ``GET /batches`` (OpenAI's maximum)
+    page_size = 100
+
+    async def _find(self, entry: Mapping[str, Any]) -> str | None:
+        """The id of the batch created from ``entry``'s uploaded file, if the provider has one: every page
+        of ``GET /batches`` (newest first) is read until it is found, the listing ends, or (the file's
+        ``created_at`` known) the batches listed are older than the file. A listing that fails raises:
+        "not found" would submit (and pay for) the batch a second time."""
+        file_id = entry["file_id"]
+        since = entry.get("file_created_at")
+        after: str | None = None
+        seen: set[str] = set()
+        while True:
+            path = f"/batches?limit={self.page_size}" + (f"&after={after}" if after else "")
+            try:
+                listing = await self._json("GET", path)
+            except AdapterError as exc:
+                raise type(exc)(
+                    f"could not look up whether the batch of the uploaded file {file_id} was created before the "
+                    f"last run stopped (nothing was submitted again, so nothing is paid twice): {exc}",
+                    status=exc.status, provider_message=exc.provider_message, adapter_id=exc.adapter_id) from exc
+            data = listing.get("data") if isinstance(listing, Mapping) else None
+            if not isinstance(data, list):
+                raise AdapterError(f"the provider's batch listing has no data list (looking up file {file_id}); "
+                                   "nothing was submitted again", adapter_id=self.adapter.adapter_id)
+            older = False
+            for batch in data:
+                if not isinstance(batch, Mapping):
+                    continue
+                if batch.get("input_file_id") == file_id:
+                    return str(batch["id"])
+                created = batch.get("created_at")
+                if isinstance(since, (int, float)) and isinstance(created, (int, float)) and created < since:
+                    older = True  # newest first: the rest were created before the file was uploaded
+            last = data[-1].get("id") if data and isinstance(data[-1], Mapping) else None
+            if older or not listing.get("has_more") or not isinstance(last, str) or last in seen:
+                return None
+            seen.add(last)
+            after = last
 
     async def poll(self, entry: dict[str, Any]) -> tuple[bool, dict[str, int], Any]:
         info = await self._json("GET", f"/batches/{entry['batch_id']}")
@@ -477,7 +748,7 @@ def driver_for(adapter: Any) -> _Driver | None:
 
 @dataclass
 class _Request:
-    """A call waiting for its round: one per distinct cache key (rows asking the same share it)."""
+    """A call waiting for its round: one per distinct cache key (the calls asking the same share it)."""
 
     adapter: Any
     driver: _Driver
@@ -486,8 +757,19 @@ class _Request:
     run_config: RunConfig
     estimate_usd: float
     rows: set[int] = field(default_factory=set)
+    calls: int = 0  # the calls waiting for it (a row may make the same call twice): they split its cost
+    paid: int = 0  # the calls that have taken their share of its cost
     future: asyncio.Future[dict[str, Any]] | None = None
     where: tuple[str | None, str | None] = (None, None)  # (batch id, custom id)
+    local_id: str | None = None  # its batch entry in the state
+
+
+def _durable(ledger: Any) -> bool:
+    """Whether an observation appended to ``ledger`` is on disk when the append returns (a ledger, not a
+    stand-in that keeps observations to write later, as a Ray batch's recorder does)."""
+    from ..quality._base import BaseLedger
+
+    return isinstance(ledger, BaseLedger)
 
 
 class BatchCollector:
@@ -502,9 +784,15 @@ class BatchCollector:
         self.total = total
         self.desc = desc
         self._temporary = options.state_dir is None
-        directory = Path(options.state_dir) if options.state_dir is not None else Path(
-            tempfile.mkdtemp(prefix="llm_connect-batch-"))
-        self.state = BatchState(directory)
+        if options.state_dir is not None:
+            directory = Path(options.state_dir)
+            root = Path(options.state_root) if options.state_root is not None else directory
+            if not _inside(directory, root):
+                raise ValidationError(f"the batch state folder {os.fspath(directory)!r} is not inside "
+                                      f"{os.fspath(root)!r}")
+            self.state = BatchState(directory, root=root)
+        else:
+            self.state = BatchState(Path(tempfile.mkdtemp(prefix="llm_connect-batch-")), shared=False)
         self.entered = 0
         self.finished = 0
         self.waiting: dict[int, int] = {}
@@ -513,6 +801,9 @@ class BatchCollector:
         self.rounds = 0
         self.submitted: list[str] = []  # provider batch ids this run submitted
         self.collected: list[str] = []  # provider batch ids this run collected
+        self.used: set[str] = set()  # local ids of the state's entries this run submitted, polled or read
+        self.charged: set[str] = set()  # cache keys whose cost this run has charged (once per key)
+        self.served: dict[int, set[str]] = {}  # row -> "<local id>/<custom id>" of the replies it was given
 
     # -- rows ---------------------------------------------------------------------------
 
@@ -531,13 +822,46 @@ class BatchCollector:
 
         return batched
 
+    # -- the ledger ---------------------------------------------------------------------
+
+    def _mark(self) -> str | None:
+        row = _ROW.get()
+        served = self.served.get(row) if row is not None else None
+        if self._temporary or not served:
+            return None
+        return json.dumps([row, sorted(served)])
+
+    def recorded_before(self, ledger: Any) -> bool:
+        """Whether the current row's judgment is already in ``ledger``: an earlier run of this state recorded
+        the row after being given the very same replies (same batch entries, same requests). A resumed
+        multi-round run (a cascade, a compound judge) re-runs the rows that ended in an earlier round from
+        the replies kept in the state; they were recorded then, and are not recorded again."""
+        mark = self._mark()
+        return mark is not None and _durable(ledger) and mark in self.state.marks
+
+    def note_recorded(self, ledger: Any) -> None:
+        """The current row's judgment was appended to ``ledger``: remember it in the state (written with the
+        state's next write, which comes before the next round is submitted and when the run ends)."""
+        mark = self._mark()
+        if mark is not None and _durable(ledger) and mark not in self.state.marks:
+            self.state.marks.add(mark)
+            self.state.pending_marks.append(mark)
+
+    def _served(self, row: int, local_id: str | None, custom_id: str | None) -> None:
+        if local_id is not None and custom_id is not None:
+            self.served.setdefault(row, set()).add(f"{local_id}/{custom_id}")
+
     # -- calls --------------------------------------------------------------------------
 
     async def route(self, adapter: Any, prompt: str, run_config: RunConfig, invoke: Callable[[], Awaitable[Any]],
                     estimate_usd: float) -> tuple[Callable[[], Awaitable[Any]], float]:
         """``(the call to make, its cost estimate)`` for an adapter call made in this run: a call with a
         cached reply, from outside a row or to an adapter without a Batch API goes as it is; any other
-        waits for its round and returns the batch's reply (priced at the batch discount)."""
+        waits for its round and returns the batch's reply (priced at the batch discount).
+
+        The calls of one round that ask the same (the same cache key) are one request at the provider,
+        billed once: they split its cost evenly (each row's ``judge_cost_usd`` carries its share, and the
+        budget is charged the bill once); the same request asked again later in the run costs nothing."""
         from ._cache import cache_key
 
         row = _ROW.get()
@@ -547,8 +871,13 @@ class BatchCollector:
         key = cache_key(type(adapter).__qualname__, adapter.base_url, adapter.model_id, prompt, run_config)
         cache = getattr(adapter, "cache", None)
         if cache is not None and key in cache._cache:
+            found = self.state.where().get(key)
+            if found is not None:  # a reply a batch of this state gave, kept in the cache
+                self._served(row, found[0]["local_id"], found[1])
             return invoke, estimate_usd
-        outcome, where = await self._wait(adapter, driver, key, prompt, run_config, estimate_usd * BATCH_DISCOUNT, row)
+        request, outcome = await self._wait(adapter, driver, key, prompt, run_config,
+                                            estimate_usd * BATCH_DISCOUNT, row)
+        where = request.where
         if not outcome.get("ok"):
             kind = str(outcome.get("kind", "error"))
             reason = str(outcome.get("error"))
@@ -564,10 +893,12 @@ class BatchCollector:
                 raise error
 
             return failed, 0.0
+        self._served(row, request.local_id, where[1])
         content, tokens_in, tokens_out, finish_reason, logprobs = adapter._parse(outcome["body"])
+        bill = adapter._cost(tokens_in, tokens_out, batch=True)
         response = LLMResponse(
             content=content, adapter_id=adapter.adapter_id, model_id=adapter.model_id, tokens_in=tokens_in,
-            tokens_out=tokens_out, cost_usd=adapter._cost(tokens_in, tokens_out, batch=True), latency_ms=0.0,
+            tokens_out=tokens_out, cost_usd=self._share(request, bill), latency_ms=0.0,
             logprobs=logprobs, finish_reason=finish_reason, raw=outcome["body"])
 
         async def replied() -> Any:
@@ -575,14 +906,25 @@ class BatchCollector:
 
         return replied, response.cost_usd
 
+    def _share(self, request: _Request, bill: float) -> float:
+        """This call's part of its request's bill: an even split over the calls that waited for it; 0.0 once
+        the run has charged that request (asked again in a later round, or served from the state twice)."""
+        if request.key in self.charged:
+            return 0.0
+        request.paid += 1
+        if request.paid >= request.calls:
+            self.charged.add(request.key)
+        return bill / max(1, request.calls)
+
     async def _wait(self, adapter: Any, driver: _Driver, key: str, prompt: str, run_config: RunConfig,
-                    estimate_usd: float, row: int) -> tuple[dict[str, Any], tuple[str | None, str | None]]:
+                    estimate_usd: float, row: int) -> tuple[_Request, dict[str, Any]]:
         request = self.pending.get(key)
         if request is None:
             request = self.pending[key] = _Request(adapter, driver, key, adapter._payload(prompt, run_config),
                                                    run_config, estimate_usd)
             request.future = asyncio.get_running_loop().create_future()
         request.rows.add(row)
+        request.calls += 1
         assert request.future is not None
         self.waiting[row] = self.waiting.get(row, 0) + 1
         if self.flusher is None or self.flusher.done():
@@ -591,7 +933,7 @@ class BatchCollector:
             outcome = await asyncio.shield(request.future)
         finally:
             self.waiting[row] -= 1
-        return outcome, request.where
+        return request, outcome
 
     # -- rounds -------------------------------------------------------------------------
 
@@ -628,16 +970,22 @@ class BatchCollector:
                     request.future.set_result(outcome or {"ok": False, "kind": "failed", "error": "no outcome"})
 
     async def _round(self, requests: list[_Request]) -> dict[str, Any]:
-        """Submit (or find in the state) every request's batch, poll them all, return key -> outcome."""
+        """Submit (or find in the state) every request's batch, poll them all, return key -> outcome.
+
+        A batch that cannot be submitted, looked up or polled (the provider answers 404 for it: removed, or
+        created with another key) fails its own requests, with a reason naming the state folder; the other
+        batches of the round are submitted, polled and collected as usual."""
         where = self.state.where()
         outcomes: dict[str, Any] = {}
         polls: dict[str, tuple[dict[str, Any], _Driver]] = {}
+        failed: dict[str, dict[str, Any]] = {}  # local id -> the outcome of every request of that batch
         new: list[_Request] = []
         for request in requests:
             found = where.get(request.key)
             if found is not None:
                 entry, cid = found
-                request.where = (entry.get("batch_id"), cid)
+                request.where, request.local_id = (entry.get("batch_id"), cid), entry["local_id"]
+                self.used.add(entry["local_id"])
                 if entry.get("status") == "collected":
                     outcome = self.state.results(entry).get(cid)
                     if outcome is not None and not (self.options.resubmit_expired
@@ -652,27 +1000,66 @@ class BatchCollector:
                     entry["requests"].pop(cid, None)
             new.append(request)
         self.state.batches = [e for e in self.state.batches if e.get("requests")]
+        self.state.changed()
         held = self._reserve(new, outcomes)
         try:
             for entry, driver, lines in self._plan([r for r in new if r.key not in outcomes]):
+                self.used.add(entry["local_id"])
+                try:
+                    await driver.submit(entry, lines, self.state.save, self.options.completion_window)
+                except AdapterError as exc:
+                    failed[entry["local_id"]] = self._unreachable(entry, exc, "submit")
+                    continue
                 polls[entry["local_id"]] = (entry, driver)
-                await driver.submit(entry, lines, self.state.save, self.options.completion_window)
                 self.submitted.append(str(entry["batch_id"]))
-            for entry, driver in list(polls.values()):
+            for local_id, (entry, driver) in list(polls.items()):
                 if not entry.get("batch_id"):  # an upload whose batch was not created before a kill
-                    await driver.submit(entry, [], self.state.save, self.options.completion_window)
-            collected = await self._poll(polls)
+                    try:
+                        await driver.submit(entry, [], self.state.save, self.options.completion_window)
+                    except AdapterError as exc:
+                        failed[local_id] = self._unreachable(entry, exc, "submit")
+                        del polls[local_id]
+            collected, lost = await self._poll(polls)
+            failed.update(lost)
         finally:
             for reservation in held:
                 reservation.release()
         by_key = {r.key: r for r in requests}
-        for local_id, results in collected.items():
-            entry = polls[local_id][0]
+        entries = {**{k: e for k, (e, _) in polls.items()},
+                   **{e["local_id"]: e for e in self.state.batches if e["local_id"] in failed}}
+        for local_id, results in [*collected.items(), *((k, None) for k in failed)]:
+            entry = entries.get(local_id)
+            if entry is None:
+                continue
             for cid, request in entry["requests"].items():
                 if request["key"] in by_key:
                     by_key[request["key"]].where = (entry.get("batch_id"), cid)
-                    outcomes.setdefault(request["key"], results.get(cid))
+                    by_key[request["key"]].local_id = local_id
+                    outcome = failed[local_id] if results is None else results.get(cid)
+                    outcomes.setdefault(request["key"], outcome)
         return outcomes
+
+    def _unreachable(self, entry: dict[str, Any], exc: AdapterError, step: str) -> dict[str, Any]:
+        """The outcome of every request of a batch that could not be submitted, looked up or polled (``step``):
+        the batch stays in the state, so a later run can collect it; a batch the provider does not know (404)
+        is marked so that :func:`resubmit_expired` can send its requests again."""
+        folder = self.state.directory
+        batch = entry.get("batch_id") or entry.get("file_id") or entry["local_id"]
+        if exc.status == 404 and step == "poll":
+            said = f" ({exc.provider_message})" if exc.provider_message else ""
+            reason = (f"the provider does not know batch {batch} (HTTP 404{said}: it was removed, or it was created "
+                      f"with another API key or project). Its {len(entry.get('requests', {}))} request(s) stay in "
+                      f"the batch state {folder}: run again with the key that created it to collect them, or call "
+                      f"llm_connect.adapters.resubmit_expired({os.fspath(folder)!r}) and run again to send them in a "
+                      "new batch (paid again)")
+            entry["unknown"] = f"HTTP 404{said}"
+            with contextlib.suppress(AdapterError, OSError):
+                self.state.save()
+            return {"ok": False, "kind": "unknown", "error": reason, "status": 404}
+        action = {"submit": "could not submit", "poll": "could not poll or collect"}[step]
+        reason = (f"{action} batch {batch}: {exc}. It stays in the batch state {folder}: "
+                  "run the same call again to carry on from there")
+        return {"ok": False, "kind": "error", "error": reason, "status": exc.status}
 
     def _reserve(self, new: list[_Request], outcomes: dict[str, Any]) -> list[BudgetReservation]:
         """Reserve each new request's estimated (batch) cost on the budgets it is charged to, before
@@ -737,10 +1124,12 @@ class BatchCollector:
         self.state.save()  # before submission: a kill from here on resumes this entry
         return entry, driver, lines
 
-    async def _poll(self, polls: Mapping[str, tuple[dict[str, Any], _Driver]]) -> dict[str, dict[str, dict[str, Any]]]:
-        """Poll every batch until it ends (backing off), collect and store its outcomes: local id -> outcomes."""
+    async def _poll(self, polls: Mapping[str, tuple[dict[str, Any], _Driver]]
+                    ) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]:
+        """Poll every batch until it ends (backing off), collect and store its outcomes: ``(local id -> outcomes,
+        local id -> the one outcome of a batch that could not be polled or collected)``."""
         if not polls:
-            return {}
+            return {}, {}
         first, cap = self.options.intervals()
         total = sum(len(entry["requests"]) for entry, _ in polls.values())
         bar = None
@@ -751,16 +1140,23 @@ class BatchCollector:
                        dynamic_ncols=True)
         counts: dict[str, dict[str, int]] = {}
         out: dict[str, dict[str, dict[str, Any]]] = {}
+        lost: dict[str, dict[str, Any]] = {}
         todo = dict(polls)
         wait = first
         started = time.monotonic()
         try:
             while todo:
                 for local_id, (entry, driver) in list(todo.items()):
-                    finished, shown, info = await driver.poll(entry)
+                    try:
+                        finished, shown, info = await driver.poll(entry)
+                        results = await driver.collect(entry, info) if finished else None
+                    except AdapterError as exc:
+                        lost[local_id] = self._unreachable(entry, exc, "poll")
+                        counts.pop(local_id, None)
+                        del todo[local_id]
+                        continue
                     counts[local_id] = shown
-                    if finished:
-                        results = await driver.collect(entry, info)
+                    if results is not None:
                         self.state.store_results(entry, results)
                         self.collected.append(str(entry["batch_id"]))
                         out[local_id] = results
@@ -778,23 +1174,32 @@ class BatchCollector:
                              "submits them again: pass batch=FOLDER (or a ledger) to be able to collect them"
                              if self._temporary else
                              f"run the same call again later to collect them (state in {self.state.directory})")
-                    raise AdapterError(f"the batches ({ids}) did not end within max_wait_s="
-                                       f"{self.options.max_wait_s:g}s; they stay submitted: {after}")
+                    reason = (f"the batches ({ids}) did not end within max_wait_s={self.options.max_wait_s:g}s; "
+                              f"they stay submitted: {after}")
+                    for local_id in todo:  # the batches that did end are collected: their rows are judged
+                        lost[local_id] = {"ok": False, "kind": "error", "error": reason}
+                    break
                 await asyncio.sleep(wait)
                 wait = min(cap, wait * self.options.poll_backoff if wait else cap)
         finally:
             if bar is not None:
                 bar.close()
-        return out
+        return out, lost
 
     # -- end ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """The run is over: remove the state, unless asked to keep it, some requests can be resubmitted, or
-        some submitted batches were not collected (``max_wait_s`` ran out: the next run collects them)."""
-        if self._temporary or (not self.options.keep_state and not self.state.unfinished()
-                               and not self.state.uncollected()):
-            self.state.remove()
+        """The run is over: drop its batches from the state (and remove the state folder once no batch is
+        left in it: another run's are kept), unless asked to keep them, some of their requests can be
+        resubmitted, or some were not collected (``max_wait_s`` ran out, or the provider did not know a
+        batch: the next run collects them)."""
+        if self._temporary:
+            self.state.finish()
+        elif self.options.keep_state or self.state.unfinished(self.used) or self.state.uncollected(self.used):
+            if self.state.pending_marks:
+                self.state.save()
+        else:
+            self.state.finish(self.used)
 
     @property
     def summary(self) -> dict[str, Any]:

@@ -327,14 +327,17 @@ def judge_items(
 
 def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
     """One judge's ``batch=`` within a run of several judges: each judge keeps its own state folder
-    (``<state>/<judge name>``), so a killed run resumes every judge's submitted batches, none twice."""
-    from ..adapters._batches import BatchOptions, batch_options
+    (``<state>/<slug of its name>-<hash of its name>``, see
+    :func:`~llm_connect.adapters._batches.state_subfolder`: always inside ``<state>``, whatever the
+    name), so a killed run resumes every judge's submitted batches, none twice."""
+    from ..adapters._batches import BatchOptions, batch_options, state_subfolder
 
     options = batch_options(batch, ledger)
     if options is None or options.state_dir is None:
         return options if options is not None else False
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name) or "judge"
-    return BatchOptions(**{**options.__dict__, "state_dir": Path(options.state_dir) / safe})
+    root = options.state_root if options.state_root is not None else options.state_dir
+    return BatchOptions(**{**options.__dict__, "state_dir": state_subfolder(options.state_dir, name),
+                           "state_root": Path(root)})
 
 
 def open_ledger_of(ledger: BaseLedger | str | os.PathLike[str] | None) -> BaseLedger | None:

@@ -8,16 +8,23 @@ deterministic:
 - ``validating`` on creation, ``in_progress`` at the first poll, ``completed`` (OpenAI) / ``ended``
   (Anthropic) at poll ``polls`` (default 2: a slow completion is a larger number);
 - ``hold=True`` keeps every batch ``in_progress`` until ``POST /_batches/release`` (see
-  :func:`release_batches`);
+  :func:`release_batches`); ``hold_from=k`` holds only the k-th batch created and those after it
+  (1-based: ``hold_from=2`` lets a run's first round end and holds its second);
 - ``fail_every=k``: every k-th request of a batch (1-based) fails with a 400 and the provider's
   message; ``expire_after=n``: a batch runs its first ``n`` requests, then expires (the others come
   back expired); ``validation_error="..."``: a batch fails at validation with that message;
 - ``max_requests``: a larger batch is refused with a 400 (as a provider's limit would);
 - ``POST .../cancel`` cancels a batch (``cancelling``, then ``cancelled`` / ``ended`` at the next
-  poll; requests not run come back cancelled).
+  poll; requests not run come back cancelled);
+- ``GET /v1/batches`` lists OpenAI batches newest first, a page at a time as OpenAI does (``limit``
+  1-100, default 20; ``after``: the last id of the previous page; ``has_more``, ``first_id``,
+  ``last_id``); ``list_error=STATUS`` makes every listing fail with that HTTP status (e.g. 500);
+- :func:`forget_batch` makes the server forget a batch: it answers 404 for it from then on, as a
+  provider does for a batch that was removed or belongs to another project's key.
 
-``GET /_batches`` (:func:`batch_stats`) counts uploads, submissions, polls, cancels and downloads and
-lists the batch ids.
+``GET /_batches`` (:func:`batch_stats`) counts uploads, submissions, polls, listings, cancels and
+downloads, sums the tokens of the requests it ran (``billed_tokens_in``, ``billed_tokens_out``: what a
+provider bills) and lists the batch ids.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["BatchAPI", "batch_stats", "release_batches"]
+__all__ = ["BatchAPI", "batch_stats", "forget_batch", "release_batches"]
 
 
 class BatchAPI:
@@ -42,6 +49,8 @@ class BatchAPI:
         self.core = core
         self.polls = max(1, int(config.get("polls", 2)))
         self.hold = bool(config.get("hold", False))
+        self.hold_from = config.get("hold_from")
+        self.list_error = config.get("list_error")
         self.fail_every = int(config.get("fail_every", 0) or 0)
         self.expire_after = config.get("expire_after")
         self.validation_error = config.get("validation_error")
@@ -66,6 +75,7 @@ class BatchAPI:
         with self._lock:
             self.batches[batch["id"]] = batch
             self.counts["submissions"] += 1
+            batch["held"] = self.hold_from is not None and self.counts["submissions"] >= int(self.hold_from)
             self.counts["requests_submitted"] += len(requests)
         return batch
 
@@ -83,7 +93,7 @@ class BatchAPI:
                 batch["results"] = {}
                 return
             batch["status"] = "in_progress"
-        if not self.hold and batch["polls"] >= self.polls:
+        if not self.hold and not batch["held"] and batch["polls"] >= self.polls:
             self._finish(batch)
 
     def _finish(self, batch: dict[str, Any], *, cancelled: bool = False) -> None:
@@ -104,6 +114,9 @@ class BatchAPI:
                 continue
             reply = self.core._messages(body) if batch["kind"] == "anthropic" else self.core._chat(body)
             results[custom_id] = ("ok", reply)
+            usage = reply.get("usage") or {}  # what the provider bills: the tokens of the requests it ran
+            self.counts["billed_tokens_in"] += int(usage.get("prompt_tokens", usage.get("input_tokens", 0)))
+            self.counts["billed_tokens_out"] += int(usage.get("completion_tokens", usage.get("output_tokens", 0)))
         batch["results"] = results
         batch["status"] = "cancelled" if cancelled else "expired" if expired else "completed"
 
@@ -174,6 +187,7 @@ class BatchAPI:
                 self.files[file_id] = data
                 self.counts["uploads"] += 1
             return web.json_response({"id": file_id, "object": "file", "bytes": len(data), "purpose": "batch",
+                                      "created_at": int(time.time()),
                                       "filename": getattr(upload, "filename", "batch.jsonl")})
 
         async def content(request: Any) -> Any:
@@ -200,8 +214,29 @@ class BatchAPI:
             return web.json_response(self._openai_view(batch))
 
         async def listing(request: Any) -> Any:
-            views = [self._openai_view(b) for b in self.batches.values() if b["kind"] == "openai"]
-            return web.json_response({"object": "list", "data": views[::-1], "has_more": False})
+            with self._lock:
+                self.counts["listings"] += 1
+                failing = self.list_error
+                newest_first = [b for b in self.batches.values() if b["kind"] == "openai"][::-1]
+            if failing:
+                return error(int(failing), "loopback listing fault: the batches could not be listed")
+            try:
+                limit = int(request.query.get("limit", 20))
+            except ValueError:
+                return error(400, "limit must be an integer")
+            if not 1 <= limit <= 100:
+                return error(400, "limit must be between 1 and 100")
+            after = request.query.get("after")
+            start = 0
+            if after:
+                ids = [b["id"] for b in newest_first]
+                if after not in ids:
+                    return error(400, f"after: no such batch {after}")
+                start = ids.index(after) + 1
+            page = [self._openai_view(b) for b in newest_first[start:start + limit]]
+            return web.json_response({"object": "list", "data": page, "has_more": start + limit < len(newest_first),
+                                      "first_id": page[0]["id"] if page else None,
+                                      "last_id": page[-1]["id"] if page else None})
 
         async def retrieve(request: Any) -> Any:
             batch = self.batches.get(request.match_info["batch_id"])
@@ -269,7 +304,16 @@ class BatchAPI:
         async def release(_: Any) -> Any:
             with self._lock:
                 self.hold = False
+                self.hold_from = None
+                for batch in self.batches.values():
+                    batch["held"] = False
             return web.json_response({"ok": True})
+
+        async def forget(request: Any) -> Any:
+            body = await request.json()
+            with self._lock:
+                gone = self.batches.pop(str(body.get("batch_id")), None)
+            return web.json_response({"forgotten": gone is not None})
 
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/files", upload)
@@ -284,6 +328,7 @@ class BatchAPI:
         app.router.add_post("/v1/messages/batches/{batch_id}/cancel", cancel)
         app.router.add_get("/_batches", stats)
         app.router.add_post("/_batches/release", release)
+        app.router.add_post("/_batches/forget", forget)
 
     def _anthropic_view(self, batch: Mapping[str, Any], origin: str = "") -> dict[str, Any]:
         status = batch["status"]
@@ -308,11 +353,19 @@ def _get(url: str, data: bytes | None = None) -> Any:
 
 
 def batch_stats(server: Any) -> dict[str, Any]:
-    """What a loopback server's Batch APIs have seen: ``uploads``, ``submissions``, ``polls``, ``cancels``,
-    ``downloads``, ``requests_submitted``, ``batch_ids`` and each batch's status."""
+    """What a loopback server's Batch APIs have seen: ``uploads``, ``submissions``, ``polls``, ``listings``,
+    ``cancels``, ``downloads``, ``requests_submitted``, ``billed_tokens_in``/``billed_tokens_out`` (the tokens of
+    the requests run), ``batch_ids`` and each batch's status."""
     return _get(server.url + "/_batches")
 
 
 def release_batches(server: Any) -> None:
-    """Let the batches of a server started with ``batch={"hold": True}`` finish at their next poll."""
+    """Let the batches of a server started with ``batch={"hold": True}`` (or ``hold_from``) finish at their
+    next poll."""
     _get(server.url + "/_batches/release", b"{}")
+
+
+def forget_batch(server: Any, batch_id: str) -> bool:
+    """Make the server forget ``batch_id``: from now on it answers 404 for it (a batch removed at the provider,
+    or one created with another project's key). ``True`` when it knew the batch."""
+    return bool(_get(server.url + "/_batches/forget", json.dumps({"batch_id": batch_id}).encode())["forgotten"])

@@ -454,8 +454,8 @@ class LoopbackServer:
         embedding_dim: length of the embedding vectors.
         port: 0 (default) picks a free port.
         max_lifetime_s: a subprocess server exits after this long regardless.
-        batch: the Batch APIs' behaviour (``polls``, ``hold``, ``fail_every``, ``expire_after``,
-            ``validation_error``, ``max_requests``; see :mod:`llm_connect.testing._batch_api`).
+        batch: the Batch APIs' behaviour (``polls``, ``hold``, ``hold_from``, ``fail_every``, ``expire_after``,
+            ``validation_error``, ``max_requests``, ``list_error``; see :mod:`llm_connect.testing._batch_api`).
     """
 
     def __init__(
