@@ -518,3 +518,116 @@ def test_killed_between_creating_the_batch_and_saving_its_id_finds_it_by_its_fil
         stats = batch_stats(server)
     assert stats["uploads"] == 1 and stats["submissions"] == 1
     same_rows(direct, again[direct.columns])
+
+
+# -- money: what the provider bills ---------------------------------------------------------------------------
+
+
+def test_rows_sharing_one_request_split_its_bill(tmp_path):
+    """Rows with the same texts ask the same request: it is sent and billed once, and the rows split its cost
+    evenly, so their judge_cost_usd (in the frame and the ledger) and the budget add up to the provider's bill
+    (each row once charged the whole of it)."""
+    rows = [{"prompt": "question?", "baseline": "answer", "candidate": f"reply {i % 3}", "id": i} for i in range(12)]
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    with LoopbackServer() as server:
+        adapter = openai(server)
+        out = judge_many(LLMJudge(adapter), rows, ledger=ledger, task_type="qa", progress=False, budget=1.0,
+                         batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    bill = adapter._cost(stats["billed_tokens_in"], stats["billed_tokens_out"], batch=True)
+    assert stats["requests_submitted"] == 3 and (out["status"] == "scored").all()
+    assert out["judge_cost_usd"].sum() == pytest.approx(bill, rel=1e-9)
+    assert out.attrs["budget"]["spent_usd"] == pytest.approx(bill, rel=1e-9)
+    assert sum(o.tags["judge_cost_usd"] for o in ledger.read_all()) == pytest.approx(bill, rel=1e-9)
+    for _, group in out.groupby(out["candidate"]):  # 4 rows per request, each a quarter of its cost
+        assert group["judge_cost_usd"].nunique() == 1
+        one = adapter._cost(int(group["tokens_in"].iloc[0]), int(group["tokens_out"].iloc[0]), batch=True)
+        assert group["judge_cost_usd"].iloc[0] == pytest.approx(one / 4, rel=1e-9)
+
+
+def test_a_budget_is_charged_the_bill_once_not_once_per_row():
+    """20 rows asking one request, a budget of 1.5 times its bill: each row once charged the whole bill, so the
+    budget stopped the run after two rows although the provider billed one request."""
+    rows = [{"prompt": "question?", "baseline": "answer", "candidate": "reply", "id": i} for i in range(20)]
+    with LoopbackServer() as server:
+        adapter = openai(server)
+        judge_many(LLMJudge(adapter), rows[:1], progress=False, batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+        one = adapter._cost(stats["billed_tokens_in"], stats["billed_tokens_out"], batch=True)
+        out = judge_many(LLMJudge(adapter), rows, progress=False, budget=one * 1.5, batch=BatchOptions(**FAST))
+        assert batch_stats(server)["requests_submitted"] == 2
+    assert (out["status"] == "scored").all()
+    assert out.attrs["budget"]["spent_usd"] == pytest.approx(one, rel=1e-9)
+    assert out["judge_cost_usd"].sum() == pytest.approx(one, rel=1e-9)
+
+
+def test_a_request_asked_again_in_a_later_round_costs_nothing_more():
+    """A compound judge whose second call repeats its first (same prompt): one request, billed once, charged
+    once (the round that asks it again is served from the state)."""
+    class Twice:
+        grader_id = "twice"
+
+        def __init__(self, adapter):
+            self.adapter = adapter
+
+        def judge(self, baseline, candidate, *, prompt, run_config):
+            first = self.adapter.complete(f"grade {candidate.content}", run_config)
+            again = self.adapter.complete(f"grade {candidate.content}", run_config)
+            return GradingResult(quality_score=json.loads(again.content)["quality_score"], notes="twice",
+                                 grader_id="twice", baseline_response=baseline, candidate_response=candidate,
+                                 cost_usd=first.cost_usd + again.cost_usd)
+
+    with LoopbackServer() as server:
+        adapter = openai(server)
+        out = judge_many(Twice(adapter), items(7), progress=False, batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    assert stats["requests_submitted"] == 7 and (out["status"] == "scored").all()
+    bill = adapter._cost(stats["billed_tokens_in"], stats["billed_tokens_out"], batch=True)
+    assert out["judge_cost_usd"].sum() == pytest.approx(bill, rel=1e-9)
+
+
+# -- lost work: a resumed multi-round run ------------------------------------------------------------------------
+
+
+class Escalating:
+    """A compound judge: a first call for every row, a second for three rows in four (a cascade's shape)."""
+
+    grader_id = "escalating"
+
+    def __init__(self, adapter):
+        self.adapter = adapter
+
+    def judge(self, baseline, candidate, *, prompt, run_config):
+        reply = self.adapter.complete(f"cheap: {candidate.content} against {baseline.content}", run_config)
+        cost = reply.cost_usd
+        if int(candidate.content.split()[-1]) % 4:
+            reply = self.adapter.complete(f"dear: {candidate.content} against {baseline.content}", run_config)
+            cost += reply.cost_usd
+        return GradingResult(quality_score=json.loads(reply.content)["quality_score"], notes="escalating",
+                             grader_id=self.grader_id, baseline_response=baseline, candidate_response=candidate,
+                             cost_usd=cost)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["no-cache", "response-cache"])
+def test_a_resumed_multi_round_run_records_each_row_once(tmp_path, cached):
+    """Round 1 ends, its 5 finished rows are recorded, round 2 is still running when the run stops. The same call
+    later collects round 2; it re-runs the 5 rows from the replies kept in the state and once recorded them a
+    second time (25 records for 20 items). With a response cache, round 1's replies come from the cache."""
+    rows = [{"prompt": f"question {i}?", "baseline": f"answer {i}", "candidate": f"reply {i}", "id": i}
+            for i in range(20)]
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    with LoopbackServer(batch={"hold_from": 2}) as server:  # round 1 ends, round 2 waits for release_batches
+        kw = {"cache": ResponseCache(tmp_path / "cache")} if cached else {}
+        judge = Escalating(openai(server, **kw))
+        first = judge_many(judge, rows, ledger=ledger, task_type="qa", progress=False,
+                           batch=BatchOptions(max_wait_s=0.2, poll_interval_s=0.02, progress=False))
+        assert (first["status"] == "scored").sum() == 5
+        assert len(ledger.read_all()) == 5
+        release_batches(server)
+        again = judge_many(judge, rows, ledger=ledger, task_type="qa", progress=False, batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    assert stats["submissions"] == 2  # round 2 collected, nothing submitted again
+    assert (again["status"] == "scored").all()
+    assert again["quality_score"].tolist()[::4] == first["quality_score"].tolist()[::4]
+    assert sorted(o.tags["item_id"] for o in ledger.read_all()) == list(range(20))
+    assert not (tmp_path / "ledger.jsonl.batches").exists()

@@ -873,6 +873,7 @@ class BatchCollector:
         if cache is not None and key in cache._cache:
             found = self.state.where().get(key)
             if found is not None:  # a reply a batch of this state gave, kept in the cache
+                self.used.add(found[0]["local_id"])
                 self._served(row, found[0]["local_id"], found[1])
             return invoke, estimate_usd
         request, outcome = await self._wait(adapter, driver, key, prompt, run_config,
