@@ -616,7 +616,7 @@ def test_a_resumed_multi_round_run_records_each_row_once(tmp_path, cached):
     rows = [{"prompt": f"question {i}?", "baseline": f"answer {i}", "candidate": f"reply {i}", "id": i}
             for i in range(20)]
     ledger = QualityLedger(tmp_path / "ledger.jsonl")
-    with LoopbackServer(batch={"hold_from": 2}) as server:  # round 1 ends, round 2 waits for release_batches
+    with LoopbackServer(batch={"polls": 1, "hold_from": 2}) as server:  # round 1 ends at its first poll, round 2 waits
         kw = {"cache": ResponseCache(tmp_path / "cache")} if cached else {}
         judge = Escalating(openai(server, **kw))
         first = judge_many(judge, rows, ledger=ledger, task_type="qa", progress=False,

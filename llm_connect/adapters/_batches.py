@@ -260,7 +260,8 @@ def _dump(entry: Mapping[str, Any]) -> str:
 
 
 #: the files a state folder holds (all of them ours): removed one by one, never the folder's other contents
-_OWN_FILE = re.compile(r"(state\.json|recorded\.jsonl|b\d+-[0-9a-f]{8}\.results\.jsonl|\..+\.tmp)")
+_OWN_NAME = r"(?:state\.json|recorded\.jsonl|b\d+-[0-9a-f]{8}\.results\.jsonl)"
+_OWN_FILE = re.compile(rf"{_OWN_NAME}|\.{_OWN_NAME}\.[^.]+\.tmp")  # and the temporary files of atomic writes
 _RECORDED_FILE = "recorded.jsonl"
 
 
@@ -1028,16 +1029,15 @@ class BatchCollector:
         by_key = {r.key: r for r in requests}
         entries = {**{k: e for k, (e, _) in polls.items()},
                    **{e["local_id"]: e for e in self.state.batches if e["local_id"] in failed}}
-        for local_id, results in [*collected.items(), *((k, None) for k in failed)]:
-            entry = entries.get(local_id)
-            if entry is None:
-                continue
-            for cid, request in entry["requests"].items():
-                if request["key"] in by_key:
-                    by_key[request["key"]].where = (entry.get("batch_id"), cid)
-                    by_key[request["key"]].local_id = local_id
-                    outcome = failed[local_id] if results is None else results.get(cid)
-                    outcomes.setdefault(request["key"], outcome)
+        answered: list[tuple[str, dict[str, dict[str, Any]] | None]] = [*collected.items()]
+        answered += [(local_id, None) for local_id in failed]
+        for local_id, results in answered:
+            ended = entries.get(local_id)
+            for cid, asked in (ended or {}).get("requests", {}).items():
+                waiting = by_key.get(asked["key"])
+                if waiting is not None and ended is not None:
+                    waiting.where, waiting.local_id = (ended.get("batch_id"), cid), local_id
+                    outcomes.setdefault(waiting.key, failed[local_id] if results is None else results.get(cid))
         return outcomes
 
     def _unreachable(self, entry: dict[str, Any], exc: AdapterError, step: str) -> dict[str, Any]:
