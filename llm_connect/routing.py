@@ -569,7 +569,11 @@ def route(
     this raises :class:`ValidationError` naming them. ``human="human"``
     decides on the lower end of each adapter's PPI++ interval, using the human
     labels recorded for that adapter (an adapter without labels is not
-    eligible). ``require_calibrated=True`` raises
+    eligible); labels of items the judge did not score (a selective judge's
+    abstentions) are a stratum of their own, so the interval is of the
+    adapter's quality on all its items, not on those the judge was sure of
+    (see the module docstring; without labels on the judged items there is no
+    interval, and the reason says what to label). ``require_calibrated=True`` raises
     :class:`~llm_connect.errors.UncalibratedJudgeError` when the grader's judge
     card is missing or its kappa's lower bound is below ``min_kappa``
     (default 0.4); ``cards`` is a :class:`~llm_connect.calibration.JudgeCardRegistry`,

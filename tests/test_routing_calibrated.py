@@ -241,3 +241,24 @@ def test_routing_refuses_when_the_judged_items_have_no_labels(tmp_path):
     row = decision.evidence.iloc[0]
     assert row["n_unjudged"] == 40 and np.isnan(row["quality_low"])
     assert "judged stratum has no human labels" in row["reason"] and "random sample" in row["reason"]
+
+
+def test_unjudged_labels_are_fresh_by_their_time_and_share_the_recent_window(ledger):
+    """Labels of items the judge never scored count when fresh (max_age reads their newest label), the recent
+    window keeps the newest items of both kinds, and without human= they are not read."""
+    from dataclasses import replace
+
+    judged = [replace(obs("a", 1.0, item=f"j{i}"), recorded_at=NOW - timedelta(hours=3)) for i in range(30)]
+    spot = [obs("a", 1.0, grader="human", rubric=None, item=f"j{i}") for i in range(10)]
+    fresh = [replace(obs("a", 0.0, grader="human", rubric=None, item=f"u{i}"), recorded_at=NOW - timedelta(hours=2))
+             for i in range(20)]
+    old = [replace(obs("a", 0.0, grader="human", rubric=None, item=f"u{i}"), recorded_at=NOW - timedelta(days=60))
+           for i in range(20, 30)]
+    ledger.extend(judged + spot + fresh + old)
+    row = evidence_table(ledger, "qa", policy=RoutingPolicy(human="human", recent=None), now=NOW).iloc[0]
+    assert (row["n"], row["n_unjudged"], row["n_labelled"]) == (50, 20, 30)
+    assert row["mean_quality"] == pytest.approx(30 / 50)  # the judge is right on its stratum; people's are 0
+    window = evidence_table(ledger, "qa", policy=RoutingPolicy(human="human", recent=25), now=NOW).iloc[0]
+    assert (window["n"], window["n_unjudged"]) == (25, 20)  # the 20 newest are people's, then 5 judged
+    plain = evidence_table(ledger, "qa", grader_id="llm-judge", policy=RoutingPolicy(recent=None), now=NOW).iloc[0]
+    assert (plain["n"], plain["n_unjudged"], plain["method"]) == (30, 0, "wilson")
