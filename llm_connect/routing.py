@@ -15,7 +15,16 @@ grader for the task type :func:`route` raises, naming them, unless
 - ``"ppi++"`` with ``human="human"``: prediction-powered inference from the
   judge's scores and the human labels recorded for the same items and adapter
   (:func:`~llm_connect.frames.record_labels`), valid however biased the judge
-  is (:func:`~llm_connect.calibration.estimate_quality`);
+  is (:func:`~llm_connect.calibration.estimate_quality`; Angelopoulos, Duchi &
+  Zrnic 2023, *PPI++*, arXiv:2311.01453). Labels of items the judge did not
+  score (a selective judge's abstentions, labelled with
+  ``Labeller(..., strategy="abstained")``) count too: those items are a stratum
+  of their own, estimated from people's labels alone, and the interval is the
+  stratified one (PPI++ on the judged items, the human mean on the others,
+  weighted by their shares, variances added: ``estimate_quality(...,
+  judge_missing="stratify")``). The judge scored the items it was sure of, so
+  PPI++ over those alone would estimate their quality, not the adapter's; a
+  stratum without labels gets no interval and the reason says which;
 - otherwise the judge's raw scores: ``"wilson"`` (every score 0 or 1) or a
   seeded percentile ``"bootstrap"`` of the mean. These trust the judge.
 
@@ -57,6 +66,7 @@ EVIDENCE_COLUMNS = (
     "method",
     "n",
     "n_labelled",
+    "n_unjudged",
     "n_total",
     "n_stale",
     "mean_quality",
@@ -283,9 +293,11 @@ def _check_calibrated(key: GraderKey, ledger: Any, cards: Any, min_kappa: float)
 
 
 def _ppi_interval(
-    judged: list[QualityObservation], labels: Mapping[tuple[str, str], list[float]], policy: RoutingPolicy
+    judged: list[QualityObservation], unjudged: list[list[float]], labels: Mapping[tuple[str, str], list[float]],
+    adapter: str, policy: RoutingPolicy,
 ) -> tuple[float, float, float, int, str]:
-    """PPI++ over one adapter's judged items: (estimate, low, high, n_labelled, why-not)."""
+    """PPI++ over one adapter's judged items, stratified with the labelled items the judge did not score
+    (``unjudged``: each such item's labels): (estimate, low, high, n_labelled, why-not)."""
     import numpy as np
     import pandas as pd
 
@@ -299,7 +311,6 @@ def _ppi_interval(
             unkeyed.append(o.quality_score)
         else:
             per_item.setdefault(str(item_id_text(item)), []).append(o.quality_score)  # 1.0 is item 1
-    adapter = judged[0].adapter_id
     rows_judge, rows_human = [], []
     for item, scores in per_item.items():
         rows_judge.append(sum(scores) / len(scores))
@@ -307,11 +318,32 @@ def _ppi_interval(
         rows_human.append(sum(got) / len(got) if got else math.nan)
     rows_judge.extend(unkeyed)
     rows_human.extend([math.nan] * len(unkeyed))
+    for got in unjudged:  # people's labels alone: the stratum the judge left to them
+        rows_judge.append(math.nan)
+        rows_human.append(sum(got) / len(got))
     frame = pd.DataFrame({"judge": np.asarray(rows_judge, float), "human": np.asarray(rows_human, float)})
-    est = estimate_quality(frame, judge="judge", human="human", methods=("ppi++",), confidence=policy.confidence)
+    est = estimate_quality(frame, judge="judge", human="human", methods=("ppi++",), confidence=policy.confidence,
+                           judge_missing="stratify")
     row = est.iloc[0]
     reason = row["reason"] if isinstance(row["reason"], str) else ""
     return float(row["estimate"]), float(row["ci_low"]), float(row["ci_high"]), int(row["n_labelled"]), reason
+
+
+def _unjudged_items(
+    judged: list[QualityObservation], labels: Mapping[tuple[str, str, str], list[QualityObservation]], task: str,
+    adapter: str, policy: RoutingPolicy, now: datetime,
+) -> list[tuple[datetime, list[float]]]:
+    """The adapter's labelled items that the grader never scored (at any age), each as (its newest label's time,
+    its labels), those whose newest label is stale left out: the stratum people labelled alone."""
+    seen = {str(item_id_text(item)) for o in judged if (item := o.tags.get("item_id")) is not None}
+    out = []
+    for (t, item, ad), got in labels.items():
+        if t != task or ad != adapter or item in seen:
+            continue
+        newest = max(got, key=lambda o: o.recorded_at)
+        if policy.max_age is None or not is_stale(newest, policy.max_age, now=now):
+            out.append((newest.recorded_at, [o.quality_score for o in got]))
+    return out
 
 
 def _observations(source: BaseLedger | str | Any) -> Iterable[QualityObservation]:
@@ -342,6 +374,12 @@ def evidence_table(
     then not evidence of their own but correct the judge's through PPI++
     (``method`` says which interval each row's figures come from: ``ppi++``,
     ``wilson`` or ``bootstrap``; ``n_labelled`` how many human labels it used).
+    Labelled items of the adapter that the grader never scored (a selective
+    judge's abstentions) are a stratum of their own in the PPI++ estimate (see
+    the module docstring); ``n_unjudged`` counts them, and ``n`` counts them
+    with the judge's observations (the items the estimate covers). They are
+    fresh by their newest label's time, and ``recent`` keeps the newest of
+    both together. Without ``human`` they are not read and ``n_unjudged`` is 0.
     """
     import pandas as pd
 
@@ -351,7 +389,7 @@ def evidence_table(
     if current.tzinfo is None:
         current = current.replace(tzinfo=UTC)
     groups: dict[tuple[str, GraderKey, str], list[QualityObservation]] = {}
-    labels: dict[tuple[str, str, str], list[float]] = {}  # (task, item, adapter) -> human labels
+    labels: dict[tuple[str, str, str], list[QualityObservation]] = {}  # (task, item, adapter) -> human labels
     observations = [o for o in _observations(ledger) if task_type is None or o.task_type == task_type]
     people, undone = _people(human), _undone(observations, human)
     for o in observations:
@@ -359,7 +397,7 @@ def evidence_table(
         if key[0] in people:  # a label (unless taken back), or a skip / undo marker: never a judge's score
             item = o.tags.get("item_id")
             if key[0] == human and item is not None and not _taken_back(o.tags.get("label_id"), undone):
-                labels.setdefault((o.task_type, str(item_id_text(item)), o.adapter_id), []).append(o.quality_score)
+                labels.setdefault((o.task_type, str(item_id_text(item)), o.adapter_id), []).append(o)
             continue
         if grader_id is not None and key[0] != grader_id:
             continue
@@ -373,14 +411,23 @@ def evidence_table(
     ):
         obs.sort(key=lambda o: o.recorded_at, reverse=True)
         fresh = [o for o in obs if policy.max_age is None or not is_stale(o, policy.max_age, now=current)]
-        used = fresh[: policy.recent] if policy.recent else fresh
-        n = len(used)
+        extra = _unjudged_items(obs, labels, task, adapter, policy, current) if human is not None else []
+        if policy.recent and extra:  # the newest items, judged or left to people, keep their shares
+            newest = sorted([(o.recorded_at, o, None) for o in fresh] + [(t, None, v) for t, v in extra],
+                            key=lambda u: u[0], reverse=True)[: policy.recent]
+            used = [o for _, o, _ in newest if o is not None]
+            unjudged = [v for _, o, v in newest if o is None and v is not None]
+        else:
+            used = fresh[: policy.recent] if policy.recent else fresh
+            unjudged = [v for _, v in extra]
+        n = len(used) + len(unjudged)
         scores = [o.quality_score for o in used]
         n_labelled = 0
         why_not = ""
-        if human is not None and used:
-            task_labels = {(item, ad): v for (t, item, ad), v in labels.items() if t == task}
-            mean_q, low, high, n_labelled, why_not = _ppi_interval(used, task_labels, policy)
+        if human is not None and (used or unjudged):
+            task_labels = {(item, ad): [x.quality_score for x in v] for (t, item, ad), v in labels.items()
+                           if t == task and ad == adapter}
+            mean_q, low, high, n_labelled, why_not = _ppi_interval(used, unjudged, task_labels, adapter, policy)
             method = "ppi++"
         else:
             low, high, method = _mean_interval(scores, policy)
@@ -390,6 +437,8 @@ def evidence_table(
             reason = f"stale: no observation newer than {policy.max_age}"
         elif n < policy.min_observations:
             reason = f"too few observations ({n} < {policy.min_observations})"
+        elif method == "ppi++" and not math.isfinite(low) and unjudged and why_not:
+            reason = f"no honest interval: {why_not}"
         elif method == "ppi++" and not math.isfinite(low):
             reason = (
                 f"too few human labels for this adapter ({n_labelled}): record some with record_labels"
@@ -410,13 +459,14 @@ def evidence_table(
                 "method": method,
                 "n": n,
                 "n_labelled": n_labelled,
+                "n_unjudged": len(unjudged),
                 "n_total": len(obs),
                 "n_stale": len(obs) - len(fresh),
                 "mean_quality": mean_q,
                 "quality_low": low,
                 "quality_high": high,
-                "mean_cost_usd": sum(o.cost_usd for o in used) / n if n else math.nan,
-                "mean_latency_ms": sum(o.latency_ms for o in used) / n if n else math.nan,
+                "mean_cost_usd": sum(o.cost_usd for o in used) / len(used) if used else math.nan,
+                "mean_latency_ms": sum(o.latency_ms for o in used) / len(used) if used else math.nan,
                 "last_seen": obs[0].recorded_at,
                 "stale": stale,
                 "eligible": reason == "meets the threshold",
@@ -519,7 +569,11 @@ def route(
     this raises :class:`ValidationError` naming them. ``human="human"``
     decides on the lower end of each adapter's PPI++ interval, using the human
     labels recorded for that adapter (an adapter without labels is not
-    eligible). ``require_calibrated=True`` raises
+    eligible); labels of items the judge did not score (a selective judge's
+    abstentions) are a stratum of their own, so the interval is of the
+    adapter's quality on all its items, not on those the judge was sure of
+    (see the module docstring; without labels on the judged items there is no
+    interval, and the reason says what to label). ``require_calibrated=True`` raises
     :class:`~llm_connect.errors.UncalibratedJudgeError` when the grader's judge
     card is missing or its kappa's lower bound is below ``min_kappa``
     (default 0.4); ``cards`` is a :class:`~llm_connect.calibration.JudgeCardRegistry`,

@@ -158,6 +158,48 @@ def test_kept_when_nothing_helps_says_why():
     assert result.save_card("unused.jsonl") is None
 
 
+def test_the_reason_says_where_the_difference_interval_lies():
+    """Worked examples that make the judge worse: the interval of the difference lies below 0, and the reason
+    says so (it once said the interval "reaches 0"); when it straddles 0, the reason says it includes 0."""
+    worse = align(LLMJudge(scripted(0.95, 0.4), rubric=POLITE), labelled(60), human="human", progress=False)
+    d = worse.difference
+    assert not worse.accepted and d.high < 0
+    assert worse.reason.endswith("lies below 0: the candidate agrees worse)") and "reaches" not in worse.reason
+    same = align(LLMJudge(scripted(0.8, 0.8), rubric=POLITE), labelled(60), human="human", progress=False)
+    d = same.difference
+    assert d.low <= 0 <= d.high and same.reason.endswith("includes 0)")
+
+
+def test_the_same_item_under_another_id_is_never_shown_while_judged():
+    """Every item twice, under two ids (two models that answered alike): the split, the folds and the worked
+    examples go by content, so no held-out item, and no item of a fold, is shown to the rubric judging it."""
+    once = labelled(50, seed=4)
+    data = pd.concat([once, once.assign(id=once["id"] + "-again")], ignore_index=True)
+    shown_rubric = POLITE.replace(examples=(Example(data.loc[3, "prompt"], "", data.loc[3, "candidate"],
+                                                    int(data.loc[3, "human"])),))  # no item id: by content
+    log: list[tuple[str, str]] = []
+    result = align(LLMJudge(ScriptedAdapter(simulated(0.6, 0.97, log)), rubric=shown_rubric), data, human="human",
+                   progress=False)
+    items = result.to_frame()
+    content = items["prompt"] + "\x00" + items["candidate"]
+    assert items.groupby(content)["split"].nunique().eq(1).all()  # both ids on one side
+    assert items.groupby(content)["fold"].nunique().eq(1).all()  # and in one fold
+    held = set(content[items["split"] == "heldout"])
+    assert data.loc[3, "prompt"] + "\x00" + data.loc[3, "candidate"] not in held
+    for rubric in (result.rubric, result.aligned_rubric):
+        assert not {e.prompt + "\x00" + e.candidate for e in rubric.examples} & held
+    # no prompt the endpoint saw shows, as a worked example, the item it asks about (but the original's own
+    # example, which the original judges everywhere outside the held-out split)
+    example = re.compile(r"<<<EXAMPLE \d+ CANDIDATE (\w+)>>>\n(.*?)\n<<<END EXAMPLE \d+ CANDIDATE \1>>>", re.DOTALL)
+    asked = 0
+    for prompt, _ in log:
+        item = _ITEM.findall(prompt)[-1][1]
+        shown = {text for _, text in example.findall(prompt)}
+        assert item not in shown or item == data.loc[3, "candidate"]
+        asked += len(shown) > 1
+    assert asked > 100  # the candidates' prompts, with their worked examples, were all looked at
+
+
 def test_a_judge_without_a_rubric_aligns_its_builtin_one():
     data = labelled(60).assign(baseline="a polite, helpful reply")
     result = align(LLMJudge(scripted(0.8, 0.8)), data, human="human", progress=False)

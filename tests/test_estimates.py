@@ -514,3 +514,120 @@ def test_plot_with_several_keys_and_no_groups():
         plot_estimates(None, ax=ax)
     with pytest.raises(ValidationError, match="lacks column"):
         plot_estimates(df, ax=ax)
+
+
+# --- (g) rows without a judge score as a stratum (a selective judge's abstentions) -----------------------
+
+
+def _selective(runs: int, seed: int, m: int = 300, spot: int = 40, share_a: float = 0.5) -> pd.DataFrame:
+    """``runs`` samples of ``m`` items of true mean quality 0.5 (p ~ Beta(2, 2), Y ~ Bernoulli(p)). A generous
+    judge (0.1 too high, noisy) scores only the items it is sure are good (its score above 0.6) and abstains on
+    the rest; people label ``spot`` judged items at random and each abstained item with probability ``share_a``."""
+    rng = np.random.default_rng(seed)
+    p = rng.beta(2, 2, (runs, m))
+    y = (rng.random((runs, m)) < p).astype(float)
+    f = np.clip(p + 0.1 + rng.normal(0, 0.1, (runs, m)), 0, 1)
+    judged = f > 0.6
+    rank = np.where(judged, rng.random((runs, m)), np.inf).argsort(axis=1).argsort(axis=1)
+    labelled = np.where(judged, rank < spot, rng.random((runs, m)) < share_a)
+    return pd.DataFrame({"run": np.repeat(np.arange(runs), m), "judge": np.where(judged, f, np.nan).ravel(),
+                         "human": np.where(labelled, y, np.nan).ravel()})
+
+
+def test_stratified_estimate_covers_the_people_quality_where_the_judged_rows_alone_miss():
+    data = _selective(RUNS, seed=21)
+    methods = ("ppi++", "ppi", "human")
+    strat = estimate_quality(data, judge="judge", human="human", by="run", methods=methods, judge_missing="stratify")
+    plain = estimate_quality(data, judge="judge", human="human", by="run", methods=methods)
+    for out, lo, hi in ((strat, 0.93, 0.97), (plain, 0.0, 0.4)):  # the judged rows alone: covered 3 times in 10
+        wide = out.pivot(index="run", columns="method", values=["ci_low", "ci_high"])
+        cover = (wide["ci_low"] <= 0.5) & (wide["ci_high"] >= 0.5)
+        for method in methods:
+            assert lo <= cover[method].mean() <= hi, (method, cover[method].mean())
+    assert (strat["interval"] == "stratified").all() and strat["reason"].isna().all()
+    pp = strat[strat["method"] == "ppi++"]
+    assert abs(pp["estimate"].mean() - 0.5) < 0.005  # unbiased; the judged rows alone say about 0.7
+    assert plain.loc[plain["method"] == "ppi++", "estimate"].mean() > 0.65
+    # the judge still earns its keep on the stratum it scored: PPI++ narrower than people's labels alone
+    width = strat.pivot(index="run", columns="method", values="ci_high") - strat.pivot(
+        index="run", columns="method", values="ci_low")
+    assert (width["ppi++"] / width["human"]).mean() < 1.0
+
+
+def test_stratified_figures_are_ppi_python_s_per_stratum_combined_by_shares(ppi):
+    ppi_py, classical_mean_ci, _ = ppi
+    data = _selective(1, seed=5, m=400, spot=50, share_a=0.4)
+    out = estimate_quality(data, judge="judge", human="human", methods=ALL, judge_missing="stratify",
+                           confidence=0.9)
+    z = 1.6448536269514722
+    judged, lab = data["judge"].notna(), data["human"].notna()
+    y, yhat, yu = (data.loc[judged & lab, "human"].to_numpy(), data.loc[judged & lab, "judge"].to_numpy(),
+                   data.loc[judged & ~lab, "judge"].to_numpy())
+    ya = data.loc[~judged & lab, "human"].to_numpy()
+    w_j, w_a, m = judged.mean(), 1 - judged.mean(), len(data)
+    for method in ("ppi++", "ppi", "human"):
+        if method == "human":
+            est_j, (low, high) = y.mean(), classical_mean_ci(y, alpha=0.1)
+        else:
+            lam = None if method == "ppi++" else 1
+            est_j = float(ppi_py.ppi_mean_pointestimate(y, yhat, yu, lam=lam)[0])
+            low, high = (float(v[0]) for v in ppi_py.ppi_mean_ci(y, yhat, yu, alpha=0.1, lam=lam))
+        se_j = (high - low) / (2 * z)
+        low_a, high_a = classical_mean_ci(ya, alpha=0.1)
+        se_a = (high_a - low_a) / (2 * z)
+        est = w_j * est_j + w_a * ya.mean()
+        se = math.sqrt(w_j**2 * se_j**2 + w_a**2 * se_a**2 + w_j * w_a * (est_j - ya.mean()) ** 2 / m)
+        row = _row(out, method)
+        assert (row["estimate"], row["se"]) == pytest.approx((est, se), rel=1e-9)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((est - z * se, est + z * se), rel=1e-9)
+        assert (row["n_labelled"], row["n_total"], row["n_judge_missing"]) == (lab.sum(), m, (~judged).sum())
+    judge_row = _row(out, "judge")  # the judge's naive mean is over the rows it scored, as always
+    assert judge_row["estimate"] == pytest.approx(data["judge"].mean()) and judge_row["interval"] == "normal"
+
+
+def test_stratify_refuses_a_stratum_without_labels_and_changes_nothing_without_missing_scores():
+    rng = np.random.default_rng(8)
+    f = rng.random(60)
+    y = (rng.random(60) < f).astype(float)
+    human = np.where(np.arange(60) < 30, y, np.nan)
+    cases = {
+        "complete": (f, human),  # every row has a judge score: the usual estimate
+        "no labels judged": (np.where(np.arange(60) < 30, np.nan, f), np.where(np.arange(60) < 20, y, np.nan)),
+        "no labels missing": (np.where(np.arange(60) >= 50, np.nan, f), human),
+        "only missing": (np.full(60, np.nan), human),
+    }
+    df = pd.concat([pd.DataFrame({"case": k, "judge": a, "human": b}) for k, (a, b) in cases.items()])
+    out = estimate_quality(df, judge="judge", human="human", by="case", methods=ALL, judge_missing="stratify")
+    out = out.set_index(["case", "method"])
+    plain = estimate_quality(df[df["case"] == "complete"], judge="judge", human="human", methods=ALL)
+    pd.testing.assert_frame_equal(out.loc["complete"].reset_index(drop=True).drop(columns="case", errors="ignore"),
+                                  plain.drop(columns="method").reset_index(drop=True), check_dtype=False)
+    for method in ("ppi++", "human"):
+        row = out.loc[("no labels judged", method)]
+        assert math.isnan(row["estimate"]) and "judged stratum has no human labels" in row["reason"]
+        assert "random sample of the judged rows" in row["reason"]
+        row = out.loc[("no labels missing", method)]
+        assert math.isnan(row["estimate"]) and "10 row(s) without a judge score" in row["reason"]
+        row = out.loc[("only missing", method)]  # nothing judged: people's labels are the estimate
+        assert row["estimate"] == pytest.approx(y[:30].mean()) and row["reason"] is None
+    with pytest.raises(ValidationError, match="judge_missing"):
+        estimate_quality(df, judge="judge", human="human", judge_missing="drop")
+    with pytest.raises(ValidationError, match="weights"):
+        estimate_quality(df.assign(p=0.5), judge="judge", human="human", weights="p", judge_missing="stratify")
+
+
+def test_a_stratum_of_equal_labels_is_not_certainty():
+    """Three abstained items, all labelled 0: their variance is 0, but three labels are no proof of a quality of 0;
+    the stratum's standard error covers the exact (Clopper-Pearson) interval of 0 of 3."""
+    rng = np.random.default_rng(4)
+    f = rng.random(100)
+    y = (rng.random(100) < f).astype(float)
+    judge = np.concatenate([f, [np.nan] * 3])
+    human = np.concatenate([np.where(np.arange(100) < 50, y, np.nan), [0.0] * 3])
+    df = pd.DataFrame({"judge": judge, "human": human})
+    row = _row(estimate_quality(df, judge="judge", human="human", judge_missing="stratify"), "human")
+    w_a, z = 3 / 103, 1.959963984540054
+    se_a = (1 - 0.025 ** (1 / 3)) / z  # the upper end of the exact interval, as a standard error
+    assert row["se"] ** 2 >= (w_a * se_a) ** 2
+    no_floor = math.sqrt((1 - w_a) ** 2 * np.var(y[:50]) / 50 + (1 - w_a) * w_a * y[:50].mean() ** 2 / 103)
+    assert row["se"] > no_floor * 1.01

@@ -161,3 +161,104 @@ def test_labelling_in_the_widget_leaves_routing_one_judge_and_honours_undo(ledge
     assert ev["n_labelled"].sum() == 12  # the undone 0.0 is not among them
     table = evidence_table(ledger, "qa", human="human", now=NOW)
     assert set(table["grader_id"]) == {"llm-judge"} and table["n_labelled"].sum() == 12
+
+
+# -- a selective judge: the abstained items are people's stratum ------------------------------------------------
+
+
+def _selective_loop(tmp_path, *, spot_check: int, labeller: bool = True, seed: int = 0):
+    """The documented loop on one adapter whose quality by people is 0.50: a selective judge scores the 40 items
+    it is sure of (38 of them good) and abstains on the other 40 (2 good); people label every abstained item
+    (``Labeller(strategy="abstained")``, or ``record_labels`` of those rows) and, with ``spot_check``, that many
+    judged items drawn at random."""
+    import pandas as pd
+
+    from llm_connect.calibration import Labeller
+    from llm_connect.frames import record_labels
+    from llm_connect.grading import FunctionJudge, SelectiveJudge, judge_many
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(80):
+        sure = i < 40
+        good = (i % 20 != 0) if sure else (i % 20 == 0)  # 95 good of the sure, 5 good of the rest
+        rows.append({"id": f"q{i}", "prompt": f"question {i}", "baseline": "ref",
+                     "candidate": f"{'sure' if sure else 'unsure'} {'good' if good else 'bad'} {i}",
+                     "candidate_model": "cheap", "truth": float(good)})
+    items = pd.DataFrame(rows)
+    assert items["truth"].mean() == 0.5
+    judge = SelectiveJudge(
+        FunctionJudge(lambda b, c: 1.0 if " good " in c else 0.0, grader_id="llm-judge"),
+        confidence=lambda r: 0.99 if r.candidate_response.content.startswith("sure") else 0.2, cutoff=0.5)
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    frame = judge_many(judge, items.drop(columns="truth"), ledger=ledger, task_type="qa", progress=False)
+    assert frame.attrs["counts"]["abstained"] == 40
+    truth = items.set_index("id")["truth"]
+    if labeller:
+        people = Labeller(frame, ledger=ledger, task_type="qa", annotator="ann", strategy="abstained")
+        while people.current is not None:
+            people.label(truth[people.current["item_id"]])
+    else:
+        left = items[(frame["status"] == "abstained").to_numpy()]
+        record_labels(ledger, left.assign(human=left["truth"]), task_type="qa")
+    if spot_check:
+        judged = items.iloc[rng.permutation(40)[:spot_check]]
+        record_labels(ledger, judged.assign(human=judged["truth"]), task_type="qa")
+    return ledger, items
+
+
+def test_a_selective_judges_abstentions_labelled_by_people_count_in_routing(tmp_path):
+    """Quality 0.50 by people, a judge sure only of the good answers: PPI++ over the judged items alone said 0.95
+    (lower bound 0.98: certified at 0.8); the abstained items' labels are a stratum of their own."""
+    ledger, items = _selective_loop(tmp_path, spot_check=20)
+    decision = route(ledger, "qa", human="human", threshold=0.8, now=datetime.now(UTC))
+    assert decision.adapter_id is None, decision.reason
+    row = decision.evidence.iloc[0]
+    assert row["method"] == "ppi++" and row["n_unjudged"] == 40 and row["n_labelled"] == 60
+    assert row["n"] == 80
+    assert row["quality_low"] <= 0.5 <= row["quality_high"]  # covers the people's quality
+    assert row["quality_high"] < 0.8
+    assert abs(row["mean_quality"] - 0.5) < 0.08
+    # the same figures as estimate_quality's stratified estimate on the items
+    import pandas as pd
+
+    from llm_connect import estimate_quality
+
+    judged = {o.tags["item_id"]: o.quality_score for o in ledger.read_all() if o.tags["grader_id"] == "llm-judge"}
+    labels = {o.tags["item_id"]: o.quality_score for o in ledger.read_all() if o.tags["grader_id"] == "human"}
+    frame = pd.DataFrame({"judge": [judged.get(i, np.nan) for i in items["id"]],
+                          "human": [labels.get(i, np.nan) for i in items["id"]]})
+    ref = estimate_quality(frame, judge="judge", human="human", methods="ppi++", judge_missing="stratify").iloc[0]
+    assert row["mean_quality"] == pytest.approx(ref["estimate"]) and row["quality_low"] == pytest.approx(ref["ci_low"])
+
+
+def test_routing_refuses_when_the_judged_items_have_no_labels(tmp_path):
+    """People labelled only what the judge abstained on: nothing checks the judge on the items it scored, so
+    there is no honest interval, and the reason says what to label."""
+    ledger, _ = _selective_loop(tmp_path, spot_check=0, labeller=False)
+    decision = route(ledger, "qa", human="human", threshold=0.5, now=datetime.now(UTC))
+    assert decision.adapter_id is None
+    row = decision.evidence.iloc[0]
+    assert row["n_unjudged"] == 40 and np.isnan(row["quality_low"])
+    assert "judged stratum has no human labels" in row["reason"] and "random sample" in row["reason"]
+
+
+def test_unjudged_labels_are_fresh_by_their_time_and_share_the_recent_window(ledger):
+    """Labels of items the judge never scored count when fresh (max_age reads their newest label), the recent
+    window keeps the newest items of both kinds, and without human= they are not read."""
+    from dataclasses import replace
+
+    judged = [replace(obs("a", 1.0, item=f"j{i}"), recorded_at=NOW - timedelta(hours=3)) for i in range(30)]
+    spot = [obs("a", 1.0, grader="human", rubric=None, item=f"j{i}") for i in range(10)]
+    fresh = [replace(obs("a", 0.0, grader="human", rubric=None, item=f"u{i}"), recorded_at=NOW - timedelta(hours=2))
+             for i in range(20)]
+    old = [replace(obs("a", 0.0, grader="human", rubric=None, item=f"u{i}"), recorded_at=NOW - timedelta(days=60))
+           for i in range(20, 30)]
+    ledger.extend(judged + spot + fresh + old)
+    row = evidence_table(ledger, "qa", policy=RoutingPolicy(human="human", recent=None), now=NOW).iloc[0]
+    assert (row["n"], row["n_unjudged"], row["n_labelled"]) == (50, 20, 30)
+    assert row["mean_quality"] == pytest.approx(30 / 50)  # the judge is right on its stratum; people's are 0
+    window = evidence_table(ledger, "qa", policy=RoutingPolicy(human="human", recent=25), now=NOW).iloc[0]
+    assert (window["n"], window["n_unjudged"]) == (25, 20)  # the 20 newest are people's, then 5 judged
+    plain = evidence_table(ledger, "qa", grader_id="llm-judge", policy=RoutingPolicy(recent=None), now=NOW).iloc[0]
+    assert (plain["n"], plain["n_unjudged"], plain["method"]) == (30, 0, "wilson")

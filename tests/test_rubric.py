@@ -13,6 +13,8 @@ import math
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_connect import LLMResponse, RunConfig, judge_many
 from llm_connect.core import TokenLogprob
@@ -94,6 +96,42 @@ def test_yaml_round_trips(rubric, tmp_path):
     from_file = Rubric.from_yaml(path)
     assert from_file == rubric and from_file.examples == rubric.examples
     assert [e.item_id for e in from_file.examples] == [e.item_id for e in rubric.examples]
+
+
+# any text, with the characters YAML reads as line breaks (NEL, LINE and PARAGRAPH SEPARATOR), the other line
+# ends, control characters, a BOM, quotes and YAML's own punctuation drawn often
+_TRICKY = st.sampled_from(list("\x85\u2028\u2029\r\n\t\x00\x1b\x7f\x9f\ufeff\ufffe'\"\\#:-|>&*!%@` "))
+_TEXT = st.text(alphabet=st.one_of(_TRICKY, st.characters(exclude_categories=("Cs",))), max_size=60)
+_EXAMPLE = st.builds(
+    Example, _TEXT, _TEXT.filter(str.strip), _TEXT, st.sampled_from([0, 1]), notes=_TEXT,
+    item_id=st.one_of(st.none(), _TEXT, st.integers(-(2**62), 2**62)))
+_RUBRICS = st.builds(
+    Rubric, _TEXT.filter(str.strip), scale=st.sampled_from(["binary"]), examples=st.lists(_EXAMPLE, max_size=3),
+    instructions=st.one_of(st.none(), _TEXT), name=st.one_of(st.none(), _TEXT), reference=st.booleans(),
+    threshold=st.floats(0.0, 1.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rubric=_RUBRICS)
+def test_yaml_round_trips_any_text(rubric, tmp_path_factory):
+    """Every text comes back as it was (a NEL once came back as a space: another hash, and no card for the rubric
+    ``llm-connect align`` wrote), through YAML text and through a file."""
+    again = Rubric.from_yaml(rubric.to_yaml())
+    assert again == rubric and again.hash == rubric.hash and again.name == rubric.name
+    assert [e.item_id for e in again.examples] == [e.item_id for e in rubric.examples]
+    path = tmp_path_factory.mktemp("rubric") / "rubric.yaml"
+    rubric.to_yaml(path)
+    assert Rubric.from_yaml(path).hash == rubric.hash
+
+
+def test_yaml_keeps_the_line_separators_of_a_text():
+    for char in ("\x85", "\u2028", "\u2029"):
+        rubric = Rubric(f"Is it polite?{char}Be strict.", examples=[Example(f"q{char}", f"r{char}", char, 1)])
+        again = Rubric.from_yaml(rubric.to_yaml())
+        assert again.criteria == rubric.criteria and again.examples == rubric.examples
+        assert again.hash == rubric.hash
+    with pytest.raises(ValidationError, match="lone surrogate"):  # not text: it could be neither hashed nor saved
+        Rubric("Is it polite?\ud800")
 
 
 @pytest.mark.parametrize(("text", "field"), [
@@ -282,6 +320,52 @@ def test_the_pairwise_judge_takes_a_rubric():
     assert '"winner": "B"' in sent  # the example's verdict
 
 
+
+def test_one_rubric_under_three_scorings_is_three_judges(tmp_path):
+    """json, logprob and yes-no scoring send different prompts and read different replies: each records its own
+    rubric_hash (json keeps ``rubric.hash``), so the ledger, judge cards and routing never pool them; the
+    built-in rubrics keep the hashes they always had."""
+    from llm_connect.quality import QualityLedger
+    from llm_connect.routing import grader_keys, route
+
+    top = (("yes", math.log(0.9)), ("no", math.log(0.1)))
+    word = LLMResponse("yes", "j", "m", logprobs=(TokenLogprob("yes", math.log(0.9), top),))
+    judges = {s: LLMJudge(ScriptedAdapter([word if s != "json" else reply(1)], cycle=True), rubric=POLITE,
+                          scoring=s) for s in ("json", "logprob", "yes-no")}
+    hashes = {s: j.rubric_hash for s, j in judges.items()}
+    assert len(set(hashes.values())) == 3 and hashes["json"] == POLITE.hash
+    args = (resp(""), resp("Sure, happy to help!"), "Can you help me?")
+    sent = {(j.build_prompt(*args), j.system_prompt) for j in judges.values()}
+    assert len(sent) == 3  # three different prompts: three hashes
+    assert LLMJudge(ScriptedAdapter(["x"]), rubric=POLITE, scoring="logprob").rubric_hash == hashes["logprob"]
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    items = pd.DataFrame({"id": ["i1", "i2"], "prompt": ["Hi", "Help?"], "baseline": ["", ""],
+                          "candidate": ["Hello!", "Go away."], "candidate_model": ["m", "m"]})
+    for scoring, judge in judges.items():
+        judge_many(judge, items, ledger=ledger, task_type="qa", progress=False)
+        assert sum(o.tags["rubric_hash"] == hashes[scoring] for o in ledger.read_all()) == len(items)
+    assert grader_keys(ledger.read_all(), "qa") == sorted(("llm-judge", h) for h in hashes.values())
+    with pytest.raises(ValidationError, match="3 rubrics"):
+        route(ledger, "qa", grader_id="llm-judge", min_observations=1)
+    # the built-in rubric of each scoring: the hash it always had, given or not
+    for scoring, digest in (("json", LLM_JUDGE_RUBRIC_HASH), ("logprob", LLM_JUDGE_LOGPROB_RUBRIC_HASH),
+                            ("yes-no", LOCAL_JUDGE_RUBRIC_HASH)):
+        plain = LLMJudge(ScriptedAdapter(["x"]), scoring=scoring)
+        assert plain.rubric_hash == digest == LLMJudge(plain.adapter, scoring=scoring,
+                                                       rubric=plain.current_rubric).rubric_hash
+    builtin_json = LLMJudge(ScriptedAdapter(["x"])).current_rubric
+    assert LLMJudge(ScriptedAdapter(["x"]), rubric=builtin_json, scoring="yes-no").rubric_hash == _hash(
+        f"{LLM_JUDGE_RUBRIC_HASH}:yes-no")  # another scoring's built-in: as before
+
+
+def test_a_pairwise_rubric_with_ties_is_another_judge():
+    rubric = Rubric("Which reply is more polite?", reference=False)
+    a = ScriptedAdapter(['{"winner": "A"}'], cycle=True)
+    two, three = PairwiseJudge(a, rubric=rubric), PairwiseJudge(a, rubric=rubric, allow_tie=True)
+    assert two.rubric_hash == rubric.hash and three.rubric_hash != rubric.hash
+    assert two.build_prompt(resp("x"), resp("y"), "q", "AB") != three.build_prompt(resp("x"), resp("y"), "q", "AB")
+
+
 # -- the real embedded model -------------------------------------------------------------------------------
 
 
@@ -310,6 +394,7 @@ def test_local_rubric_prefix_is_decoded_once_per_rubric():
         result = judge.judge(resp(""), resp("Of course, happy to help!"), prompt="Can you help me?", run_config=RC)
         assert 0.0 <= result.quality_score <= 1.0 and set(result.details["label_probs"]) <= {"yes", "no"}
         assert result.details["judge_system_prompt"] == judge.system_prompt
-        assert result.details["rubric_hash"] == POLITE.hash
+        assert result.details["rubric_hash"] == judge.rubric_hash == LLMJudge(adapter, rubric=POLITE,
+                                                                              scoring="yes-no").rubric_hash
     finally:
         adapter.close()

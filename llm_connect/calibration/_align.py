@@ -4,7 +4,11 @@ What it does, in order (see :func:`align`):
 
 1. sets aside a **held-out split** (``heldout`` share of the labelled items, stratified by the
    people's pass/fail label) that no selection step ever sees: no worked example is drawn from it,
-   no threshold or criteria are fitted on it, and no candidate is ranked on it;
+   no threshold or criteria are fitted on it, and no candidate is ranked on it. Items are told
+   apart by their *content* (prompt, reference, candidate; whitespace runs count as one space), not
+   their ids: the same answer under two ids (two models that answered alike, a duplicated row) is
+   one item for the split, the folds and the worked examples, so it is never shown as an example on
+   one side while being judged on the other;
 2. **proposes candidate rubrics** from the rest (the *selection split*): worked-example sets of 2, 4
    and 8 items (the original judge's disagreements with people first, balanced by label), the
    decision threshold of 0..1 scores, and, when an ``optimizer`` adapter is given, criteria
@@ -18,7 +22,8 @@ What it does, in order (see :func:`align`):
    its bootstrap interval, percent agreement, and the interval of the *paired* bootstrap of the
    difference (:func:`llm_connect.stats.alignment.paired_difference`);
 5. **accepts the candidate only when that difference interval lies above 0**; otherwise it returns
-   the original judge with the reason "kept: no held-out improvement".
+   the original judge with the reason "kept: no held-out improvement", saying whether the interval
+   includes 0 or lies below it.
 
 What it takes from the anchors, and what it adds
 ------------------------------------------------
@@ -424,6 +429,27 @@ def _metric(verdicts: np.ndarray, human: np.ndarray, metric: str) -> tuple[int, 
     return int(v.size), float(kappa_rows(v, h)[0]), float((v == h).mean())
 
 
+def _content_key(prompt: Any, baseline: Any, candidate: Any, reference: bool) -> tuple[str, str, str]:
+    """What the judge is shown of an item: its prompt, its reference (when the rubric shows one) and its
+    candidate, each with runs of whitespace as one space. Two items with one key are one item to
+    :func:`align`'s split, folds and worked examples, whatever their ids."""
+
+    def norm(text: Any) -> str:
+        return " ".join(("" if text is None else str(text)).split())
+
+    return norm(prompt), norm(baseline) if reference else "", norm(candidate)
+
+
+def _where_interval_lies(low: float, high: float) -> str:
+    """Where an interval of a difference lies against 0, in words: "lies below 0", "includes 0" (touching
+    it counts), "lies above 0"."""
+    if high < 0:
+        return "lies below 0: the candidate agrees worse"
+    if low > 0:
+        return "lies above 0"
+    return "includes 0"
+
+
 def _clip(text: Any, limit: int = _TEXT_LIMIT) -> str:
     text = "" if text is None else str(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -643,24 +669,38 @@ def align(
     spent_before = tracker.spent_usd
     optimizer_spent: list[float] = []
 
-    # 1. the held-out split: never an item shown as a worked example
+    # 1. the held-out split: never an item shown as a worked example, split by content (not by id)
     fixed = [c for c in ([candidates] if isinstance(candidates, Rubric) else
                          ([] if isinstance(candidates, str) else list(candidates))) if isinstance(c, Rubric)]
+    keys = [_content_key(p, b, c, original.reference)
+            for p, b, c in zip(frame["prompt"], frame["baseline"], frame["candidate"], strict=True)]
+    group, _ = pd.factorize(pd.Series(keys, dtype=object))  # one group per content, in order of appearance
+    n_groups = int(group.max()) + 1 if len(group) else 0
     shown_ids = {str(ex.item_id) for r in (original, *fixed) for ex in r.examples if ex.item_id is not None}
-    keep_out = frame["id"].astype(str).isin(shown_ids).to_numpy()
-    sel_pos, ho_pos = stratified_split(frame["human_verdict"].to_numpy(), heldout, seed=seed, keep_out=keep_out)
+    shown_keys = {_content_key(ex.prompt, ex.baseline, ex.candidate, original.reference)
+                  for r in (original, *fixed) for ex in r.examples}
+    shown_item = (frame["id"].astype(str).isin(shown_ids).to_numpy()
+                  | np.array([k in shown_keys for k in keys], dtype=bool))
+    g_keep_out = np.bincount(group, weights=shown_item.astype(float), minlength=n_groups) > 0
+    # a group's label: its items' majority verdict (ties pass), for stratifying the split and the folds
+    g_label = (np.bincount(group, weights=frame["human_verdict"].to_numpy(float), minlength=n_groups)
+               / np.bincount(group, minlength=n_groups) >= 0.5).astype(float)
+    _, ho_groups = stratified_split(g_label, heldout, seed=seed, keep_out=g_keep_out)
+    in_heldout = np.isin(group, ho_groups)
+    sel_pos, ho_pos = np.flatnonzero(~in_heldout), np.flatnonzero(in_heldout)
     frame["split"] = "selection"
     frame.loc[ho_pos, "split"] = "heldout"
     if len(ho_pos) < 4 or frame.loc[ho_pos, "human_verdict"].nunique() < 2:
         raise ValidationError(f"the held-out split ({len(ho_pos)} items) needs both labels; label more items or "
                               "raise heldout")
-    sel_labels = frame["human_verdict"].to_numpy(float)[sel_pos]
-    smallest = int(min((sel_labels == 1).sum(), (sel_labels == 0).sum()))
+    sel_groups = np.setdiff1d(np.arange(n_groups), ho_groups)
+    smallest = int(min((g_label[sel_groups] == 1).sum(), (g_label[sel_groups] == 0).sum()))
     if smallest < 2:
         raise ValidationError("the selection split needs at least 2 items of each label for cross-validation")
     k_folds = max(2, min(int(folds), smallest))
-    frame["fold"] = -1
-    frame.loc[sel_pos, "fold"] = stratified_folds(sel_labels, k_folds, seed=seed)
+    g_fold = np.full(n_groups, -1)
+    g_fold[sel_groups] = stratified_folds(g_label[sel_groups], k_folds, seed=seed)
+    frame["fold"] = g_fold[group]
 
     items = _Items(ids=frame["id"].tolist(), prompt=frame["prompt"].astype(str).tolist(),
                    baseline=frame["baseline"].tolist(), candidate=frame["candidate"].astype(str).tolist(),
@@ -668,6 +708,8 @@ def align(
                    human=frame["human_verdict"].to_numpy(float))
     fold = frame["fold"].to_numpy(int)
     id_text = np.array([str(i) for i in items.ids], dtype=object)
+    key_of = np.empty(len(keys), dtype=object)
+    key_of[:] = keys
 
     def judged(j: LLMJudge | _Routed, pos: np.ndarray) -> np.ndarray:
         if pos.size == 0:
@@ -719,14 +761,18 @@ def align(
     recipes = [r for r in recipes if r.kind != "threshold" or continuous] or recipes
     has_reference = np.array([b.strip() != "" for b in items.baseline], dtype=bool)
 
-    def build(recipe: _Recipe, train: np.ndarray, rng: np.random.Generator) -> tuple[Rubric, tuple[str, ...]]:
-        """The rubric ``recipe`` makes from the items at ``train`` and the ids of the items it shows."""
+    def build(recipe: _Recipe, train: np.ndarray,
+              rng: np.random.Generator) -> tuple[Rubric, tuple[str, ...], frozenset[tuple[str, str, str]]]:
+        """The rubric ``recipe`` makes from the items at ``train``, the ids of the items it shows, and the
+        contents of the worked examples it adds (no item of that content is judged by it)."""
         if recipe.kind == "fixed":
             assert recipe.rubric is not None
-            return recipe.rubric, tuple(str(e.item_id) for e in recipe.rubric.examples if e.item_id is not None)
+            return (recipe.rubric, tuple(str(e.item_id) for e in recipe.rubric.examples if e.item_id is not None),
+                    frozenset(_content_key(e.prompt, e.baseline, e.candidate, original.reference)
+                              for e in recipe.rubric.examples))
         if recipe.kind == "threshold":
             t = _best_threshold(items.score0[train], items.human[train], metric, original.threshold)
-            return original.replace(threshold=t), ()
+            return original.replace(threshold=t), (), frozenset()
         rubric = original
         if recipe.kind == "rewrite":
             criteria = _rewrite(optimizer, original, items, items.disagreements(train), rng, tracker, optimizer_spent)
@@ -736,8 +782,8 @@ def align(
             pool = train[has_reference[train]] if original.reference else train
             chosen = _draw_examples(items, pool, recipe.k, rng)
             rubric = rubric.replace(examples=original.examples + _examples_of(items, chosen, original))
-            return rubric, tuple(id_text[chosen])
-        return rubric, ()
+            return rubric, tuple(id_text[chosen]), frozenset(key_of[chosen])
+        return rubric, (), frozenset()
 
     # 4. every candidate by cross-validation on the selection split only
     rows: list[dict[str, Any]] = []
@@ -748,10 +794,10 @@ def align(
         for f in range(k_folds):
             rng = np.random.default_rng([seed, ci, f])
             train = sel_pos[fold[sel_pos] != f]
-            rubric, shown = build(recipe, train, rng)
+            rubric, _, shown_here = build(recipe, train, rng)
             val = sel_pos[fold[sel_pos] == f]
-            if shown:
-                val = val[~np.isin(id_text[val], shown)]
+            if shown_here:  # an item whose content is a worked example is not judged by that rubric
+                val = val[np.array([key_of[i] not in shown_here for i in val], dtype=bool)]
             built.append((f, rubric, val))
         scores = np.full(len(frame), np.nan)
         if recipe.kind == "threshold":
@@ -767,7 +813,8 @@ def align(
             n, kap, agr = _metric(v, items.human[val], metric)
             rows.append({"candidate": recipe.name, "fold": f, "n": n, "kappa": kap, "agreement": agr,
                          "examples": len(rubric.examples), "threshold": rubric.threshold,
-                         "rubric_hash": rubric.hash, "judge_calls": 0 if recipe.kind == "threshold" else val.size})
+                         "rubric_hash": judge.with_rubric(rubric).rubric_hash,
+                         "judge_calls": 0 if recipe.kind == "threshold" else val.size})
         cv_verdicts[f"cv_{recipe.name}"] = verdicts
         n, kap, agr = _metric(verdicts[sel_pos], sel_h, metric)
         calls = 0 if recipe.kind == "threshold" else int(sum(val.size for _, _, val in built))
@@ -788,10 +835,10 @@ def align(
     best = next(r for r in recipes if r.name == best_name)
 
     # the chosen recipe built on the whole selection split (its examples are selection items only)
-    rubric, shown = build(best, sel_pos, np.random.default_rng([seed, len(recipes), k_folds]))
+    rubric, shown, shown_contents = build(best, sel_pos, np.random.default_rng([seed, len(recipes), k_folds]))
     aligned_judge = judge.with_rubric(rubric)
-    if set(shown) & set(id_text[ho_pos]):  # pragma: no cover - the split keeps examples out of it
-        raise AssertionError("a worked example was drawn from the held-out split")
+    if shown_contents & set(key_of[ho_pos]):  # pragma: no cover - the split keeps examples' contents out of it
+        raise AssertionError("a worked example has the content of a held-out item")
 
     # 5. the original and the chosen candidate, each once, on the held-out split
     aligned_scores = np.full(len(frame), np.nan)
@@ -822,7 +869,7 @@ def align(
         reason = f"{_REASON_KEPT} ({diff.reason})"
     else:
         reason = (f"{_REASON_KEPT} (difference {diff.value:+.2f}, interval [{diff.low:+.2f}, {diff.high:+.2f}] "
-                  "reaches 0)")
+                  f"{_where_interval_lies(diff.low, diff.high)})")
 
     cost = max(0.0, tracker.spent_usd - spent_before)
     provenance = {

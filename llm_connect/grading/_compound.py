@@ -256,7 +256,8 @@ class PairwiseJudge(_DetailedBatch):
     ``rubric``: a :class:`~llm_connect.grading.Rubric` whose criteria say what "better" means
     (``"Which reply is more polite?"``) and whose worked examples (answer A the example's baseline,
     B its candidate; a label of 1 says B is better) come before the item, fenced like it; its
-    ``rubric_hash`` is then ``rubric.hash``. Without one the prompt and hash are as they always were.
+    ``rubric_hash`` is then ``rubric.hash`` (with ``allow_tie=True``, which offers a third label, a hash of
+    ``rubric.hash`` and ``"tie"``). Without one the prompt and hash are as they always were.
 
     ``scoring``: ``"json"`` (the ``{"winner": ...}`` reply above) or ``"a-b"``, the local layout (see
     :mod:`llm_connect.grading._pairwise_local`): fixed instructions with worked examples as the system
@@ -296,11 +297,14 @@ class PairwiseJudge(_DetailedBatch):
 
     @property
     def rubric_hash(self) -> str:
-        """The template's hash with no rubric (as always); with one, ``rubric.hash``; the local layout's
-        (instructions and item text) with ``scoring="a-b"``."""
+        """The template's hash with no rubric (as always); with one, ``rubric.hash`` (and ``allow_tie``, which
+        changes the labels the prompt offers and the verdicts it reads); the local layout's (instructions and
+        item text) with ``scoring="a-b"``."""
         if self.scoring == "a-b":
             return local_pairwise_hash(self.allow_tie)
-        return _hash(self._rubric()) if self.rubric is None else self.rubric.hash
+        if self.rubric is None:
+            return _hash(self._rubric())
+        return _hash(f"{self.rubric.hash}:tie") if self.allow_tie else self.rubric.hash
 
     @property
     def system_prompt(self) -> str | None:

@@ -503,7 +503,10 @@ class LLMJudge(JudgeBase):
     worked examples come before the item, fenced like the item (their texts are scanned for planted
     verdicts too); ``reference=False`` shows no reference (a blank baseline is then no error); a
     Likert reply ``s`` on ``(lo, hi)`` scores ``(s - lo) / (hi - lo)`` (probability-weighted over the
-    digits with ``"logprob"`` and ``"yes-no"`` scoring); ``rubric_hash`` is ``rubric.hash``. The local
+    digits with ``"logprob"`` and ``"yes-no"`` scoring). ``rubric_hash`` covers everything that reaches the
+    prompt or the decision: ``rubric.hash`` with ``"json"`` scoring, and a hash of ``rubric.hash`` and the
+    scoring with ``"logprob"`` or ``"yes-no"``, which send other prompts and read other replies (so ledger
+    groups, judge cards and routing never pool one rubric's judges of different scorings). The local
     judge (``"yes-no"``) puts the rubric's criteria and examples in its system message, the same
     for every item, so an in-process model decodes them once per rubric.
 
@@ -570,16 +573,22 @@ class LLMJudge(JudgeBase):
 
     @property
     def rubric_hash(self) -> str:
-        """A stable hash of the rubric, recorded in ledgers beside the score: ``rubric.hash`` when the judge
-        has a rubric, else the built-in rubric's (:data:`LLM_JUDGE_RUBRIC_HASH` ...)."""
+        """A stable hash of what reaches the prompt or the decision, recorded in ledgers beside the score.
+
+        Without a rubric, the built-in rubric's of the scoring (:data:`LLM_JUDGE_RUBRIC_HASH` ...). With
+        one, ``rubric.hash`` when the rubric is rendered in its own scoring (a built-in rubric in its
+        scoring; any other rubric in ``"json"``, the scoring a rubric's hash describes), else a hash of
+        ``rubric.hash`` and the scoring: one rubric under ``"json"``, ``"logprob"`` and ``"yes-no"``
+        sends three different prompts and reads three kinds of reply, so it is three judges.
+        """
         if self.rubric is None:
             return {
                 "json": LLM_JUDGE_RUBRIC_HASH,
                 "logprob": LLM_JUDGE_LOGPROB_RUBRIC_HASH,
                 "yes-no": LOCAL_JUDGE_RUBRIC_HASH,
             }[self._scoring]
-        kind = builtin_kind(self.rubric)
-        if kind is not None and kind != self._scoring:  # another scoring's built-in, rendered for this one
+        home = builtin_kind(self.rubric) or "json"
+        if home != self._scoring:  # rendered in another scoring than the one its hash describes
             return _hash(f"{self.rubric.hash}:{self._scoring}")
         return self.rubric.hash
 

@@ -67,6 +67,11 @@ def _text(value: Any, what: str, *, blank_ok: bool = True) -> str:
         raise ValidationError(f"{what} must be a string, got {type(value).__name__}")
     if not blank_ok and not value.strip():
         raise ValidationError(f"{what} must not be blank")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no file, prompt or hash can hold it
+        raise ValidationError(f"{what} holds {value[exc.start]!r} at {exc.start}, a lone surrogate, which is not "
+                              "text; read the source with errors='replace' (or fix its encoding)") from None
     return value
 
 
@@ -382,9 +387,7 @@ class Rubric:
 
     def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
         """The rubric as YAML text (written to ``path`` too when given); :meth:`from_yaml` reads it back."""
-        import yaml  # a core dependency
-
-        text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=100)
+        text = _dump_yaml(self.to_dict())
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
@@ -421,6 +424,36 @@ class Rubric:
             raise ConfigError(f"{shown}: not valid YAML: {type(exc).__name__}: {exc}") from None
         return cls.from_dict(data, source=shown)
 
+
+
+#: Characters YAML reads as line breaks beside ``\n`` and ``\r`` (NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR).
+_YAML_BREAKS = frozenset("\x85\u2028\u2029")
+
+
+def _dump_yaml(data: Any) -> str:
+    """``data`` as YAML that reads back to the same strings.
+
+    PyYAML writes a text holding NEL (U+0085) in a quoted or plain scalar as it is, and reads it back as a line
+    break that folds into a space, so the text (and a rubric's hash) changes; such texts, and any holding
+    U+2028 or U+2029, are written double-quoted, where the emitter escapes them (``\\N``, ``\\L``, ``\\P``).
+    Every other text is written as PyYAML chooses (readable), and the result is read back: should it differ
+    anyway, every text is written double-quoted, the one style that escapes whatever it cannot show.
+    """
+    import yaml  # a core dependency
+
+    def dump(always: bool) -> str:
+        class _Dumper(yaml.SafeDumper):
+            pass
+
+        def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+            style = '"' if always or not _YAML_BREAKS.isdisjoint(value) else None
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+        _Dumper.add_representer(str, text)
+        return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+    out = dump(always=False)
+    return out if yaml.safe_load(out) == data else dump(always=True)
 
 
 # -- built-in rubrics -------------------------------------------------------------------------------

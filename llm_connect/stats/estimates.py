@@ -50,6 +50,25 @@ to 0..1), ``λ = 1`` for ``"ppi"``; ``"human"`` is then the Hájek estimator
 ``Σ ξ Y/π / Σ ξ/π`` with its linearised variance ``Σ ξ (Y − θ̂)²/π² / (Σ ξ/π)²``.
 (Note the parametrisation: ``f + λ (Y − f) ξ/π`` would be biased for ``λ ≠ 1``.)
 
+With ``judge_missing="stratify"`` the rows without a judge score are a stratum of their own
+instead of being left out. A selective judge scores only the items it is sure of and abstains on the
+others, which go to people (``Labeller(strategy="abstained")``): the two kinds of item differ, so
+PPI++ over the judged rows alone estimates the quality of the items the judge was sure of, not of all
+items. The stratified estimate combines PPI++ (Angelopoulos, Duchi & Zrnic 2023, arXiv:2311.01453) on
+the ``M_J`` judged rows with the human mean on the ``M_A`` rows without a judge score, weighted by the
+strata's shares ``w_J = M_J / M`` and ``w_A = M_A / M`` (``M = M_J + M_A``), as stratified PPI does
+(Fisch et al. 2024, *Stratified Prediction-Powered Inference for Hybrid Language Model Evaluation*,
+NeurIPS, arXiv:2406.04291; there the shares are known, here they are estimated)::
+
+    θ̂ = w_J θ̂_J + w_A ȳ_A
+    se² = w_J² se_J² + w_A² var(Y_A)/n_A + w_J w_A (θ̂_J − ȳ_A)² / M
+
+The last term is the variance of the estimated shares (the items are a sample, so which stratum an
+item falls in is random too); the strata's estimates are independent, so their variances add. It
+assumes the labels within each stratum are a random sample of it (every row of a stratum labelled
+is the simplest case). A stratum with rows but too few labels is refused (NaN and a reason): the
+other stratum's labels cannot stand in for it.
+
 Everything is computed from per-group sums (counts, sums of ``Y``, ``f``, ``Y²``,
 ``f²``, ``Y·f`` over labelled rows and of ``f``, ``f²`` over unlabelled rows) in one
 pass, so a million rows in a hundred groups take well under a second.
@@ -368,6 +387,7 @@ def estimate_quality(
     methods: str | Sequence[str] = _DEFAULT_METHODS,
     confidence: float = 0.95,
     weights: str | None = None,
+    judge_missing: str = "exclude",
 ) -> pd.DataFrame:
     """Mean quality per group from judge scores and a few human labels, with confidence intervals.
 
@@ -392,12 +412,23 @@ def estimate_quality(
     probability (Poisson sampling); for a fixed-size sample drawn without
     replacement the interval is typically slightly conservative.
 
+    ``judge_missing``: what the rows without a judge score are. ``"exclude"`` (the default): left out of
+    every method, as if the judge's failures were at random. ``"stratify"``: a stratum of their own, as a
+    selective judge's abstentions are (it scores the items it is sure of, which differ from the others):
+    the label-based methods combine their estimate on the judged rows with the human mean of the rows
+    without a judge score, weighted by the strata's shares, with the variances added (see the module
+    docstring; Fisch et al. 2024, arXiv:2406.04291). A group with rows in a stratum but too few labels
+    there gets NaN and a reason. ``n_labelled`` and ``n_total`` then count the rows of both strata, and
+    ``interval`` says ``"stratified"`` for the groups that have rows without a judge score. Not combined
+    with ``weights``.
+
     Returns a tidy DataFrame, one row per group and method, with columns
     ``[*by], method, estimate, ci_low, ci_high, se, n_labelled, n_total,
     n_judge_missing, lambda, ess_gain, confidence, reason``:
 
     - ``n_labelled``: the group's labelled rows with a judge score (the ones the
-      label-based methods use); ``n_total``: all its rows with a judge score;
+      label-based methods use); ``n_total``: all its rows with a judge score (with
+      ``judge_missing="stratify"``: its labelled rows and all its rows, judge score or not);
     - ``lambda``: the power-tuning parameter (1 for ``"ppi"``, NaN for ``"human"``
       and ``"judge"``);
     - ``ess_gain``: ``var(human-only) / var(method)``, the factor by which the
@@ -407,7 +438,9 @@ def estimate_quality(
     - ``interval``: how ``ci_low``/``ci_high`` were made: ``"normal"`` (CLT), or, for a
       label-based method in a group whose labels are all equal (where the normal
       interval has width 0), ``"exact: all labels equal"`` (Clopper–Pearson for 0/1
-      labels) or ``"hoeffding: all labels equal"`` (see :func:`equal_labels_interval`).
+      labels) or ``"hoeffding: all labels equal"`` (see :func:`equal_labels_interval`), or ``"stratified"``
+      (``judge_missing="stratify"`` in a group with rows without a judge score: normal, each stratum's
+      standard error widened as above when its labels are all equal).
 
     Intervals are normal (CLT) intervals, clipped to 0..1 (the scores' range); with
     fewer than ~30 labels in a group read them with care.
@@ -428,6 +461,11 @@ def estimate_quality(
         raise ValidationError(f"judge and human name the same column {judge!r}; pass two different columns")
     chosen = _check_methods(methods)
     conf = check_confidence(confidence)
+    if judge_missing not in ("exclude", "stratify"):
+        raise ValidationError(f"judge_missing must be 'exclude' or 'stratify', got {judge_missing!r}")
+    if judge_missing == "stratify" and weights is not None:
+        raise ValidationError("judge_missing='stratify' does not combine with weights=: estimate the rows without a "
+                              "judge score apart, or pass judge_missing='exclude'")
     z = _z(conf)
     f = _scores(data, judge, "judge")
     y = _scores(data, human, "human")
@@ -435,11 +473,20 @@ def estimate_quality(
     codes, keys = group_codes(data, by_cols)
     s = _sums(codes, len(keys), y, f, pi)
     n_groups = len(keys)
+    unjudged = _unjudged(codes, n_groups, y, f) if judge_missing == "stratify" else None
+    strata = unjudged.M > 0 if unjudged is not None else np.zeros(n_groups, dtype=bool)
 
     human_var = _hajek(s)[1] if pi is not None else _div(_moments(s).vy, s.n)
+    if unjudged is not None and strata.any():  # the human-only estimate is stratified too
+        h_est, h_var, _, h_reason = _estimate(s, "human", weighted=False)
+        _, h_se, _ = _stratified(s, unjudged, "human", h_est, h_var, h_reason, conf, z)
+        human_var = np.where(strata, h_se**2, human_var)
     columns: dict[str, list[np.ndarray]] = {c: [] for c in RESULT_COLUMNS}
     for method in chosen:
         est, var, lam, reason = _estimate(s, method, weighted=pi is not None)
+        if unjudged is not None and method != "judge" and strata.any():
+            est, se_strat, reason = _stratified(s, unjudged, method, est, var, reason, conf, z)
+            var = se_strat**2
         invalid = reason != None  # noqa: E711 (elementwise on an object array)
         est = np.where(invalid, np.nan, est)
         se = np.where(invalid, np.nan, np.sqrt(np.maximum(var, 0.0)))
@@ -449,14 +496,20 @@ def estimate_quality(
         columns["ci_low"].append(est - z * se)
         columns["ci_high"].append(est + z * se)
         columns["se"].append(se)
-        columns["n_labelled"].append(s.n)
-        columns["n_total"].append(s.n + s.N)
+        if unjudged is not None:
+            columns["n_labelled"].append(s.n + unjudged.n.astype(np.int64))
+            columns["n_total"].append(s.n + s.N + unjudged.M.astype(np.int64))
+        else:
+            columns["n_labelled"].append(s.n)
+            columns["n_total"].append(s.n + s.N)
         columns["n_judge_missing"].append(s.judge_missing)
         columns["lambda"].append(np.where(invalid, np.nan, lam))
         columns["ess_gain"].append(np.where(invalid, np.nan, gain))
         columns["confidence"].append(np.full(n_groups, conf))
         columns["reason"].append(reason)
-        low, high, how = _honest_bounds(s, method, est - z * se, est + z * se, conf)
+        low, high, how = _honest_bounds(s, method, est - z * se, est + z * se, conf, skip=strata)
+        if method != "judge":
+            how[strata] = STRATIFIED
         columns["ci_low"][-1], columns["ci_high"][-1] = low, high
         columns["interval"].append(how)
     # group-major order: all methods of group 0, then group 1, ...
@@ -473,6 +526,7 @@ def estimate_quality(
 NORMAL = "normal"
 EXACT_EQUAL = "exact: all labels equal"
 HOEFFDING_EQUAL = "hoeffding: all labels equal"
+STRATIFIED = "stratified"
 
 
 def equal_labels_interval(value: float, n: int, confidence: float) -> tuple[float, float, str]:
@@ -494,20 +548,99 @@ def equal_labels_interval(value: float, n: int, confidence: float) -> tuple[floa
     return max(0.0, value - half), min(1.0, value + half), HOEFFDING_EQUAL
 
 
-def _honest_bounds(s: _Sums, method: str, low: np.ndarray, high: np.ndarray,
-                   confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _honest_bounds(s: _Sums, method: str, low: np.ndarray, high: np.ndarray, confidence: float,
+                   skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The interval bounds as reported: clipped to 0..1 (the scores' range; clipping a valid interval to
     the parameter's range keeps its coverage), and, for the label-based methods in a group whose labels
     are all equal, widened to contain :func:`equal_labels_interval` (a zero-width normal interval from
-    equal labels is not confidence)."""
+    equal labels is not confidence). ``skip``: groups already widened per stratum (:func:`_stratified`)."""
     low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
     how = np.full(len(low), NORMAL, dtype=object)
     if method == "judge":
         return low, high, how
-    for g in np.flatnonzero(s.labels_equal & np.isfinite(low) & np.isfinite(high)):
+    widen = s.labels_equal & np.isfinite(low) & np.isfinite(high)
+    if skip is not None:
+        widen &= ~skip
+    for g in np.flatnonzero(widen):
         lo, hi, how[g] = equal_labels_interval(float(s.y_min[g]), int(s.n[g]), confidence)
         low[g], high[g] = min(low[g], lo), max(high[g], hi)
     return low, high, how
+
+
+@dataclass
+class _Unjudged:
+    """Per-group sums of the rows without a judge score (the second stratum of ``judge_missing="stratify"``)."""
+
+    M: np.ndarray  # rows without a judge score
+    n: np.ndarray  # ... of them labelled
+    mean: np.ndarray  # their labels' mean (NaN: none)
+    var: np.ndarray  # their labels' variance, divisor n (0 when all equal)
+    equal: np.ndarray  # all their labels (one or more) the same value
+
+
+def _unjudged(codes: np.ndarray, n_groups: int, y: np.ndarray, f: np.ndarray) -> _Unjudged:
+    missing = np.isnan(f)
+    lab = missing & ~np.isnan(y)
+    yl = np.where(lab, y, 0.0)
+    n = np.bincount(codes[lab], minlength=n_groups).astype(float)
+    mean = _div(np.bincount(codes, weights=yl, minlength=n_groups), n)
+    var = np.maximum(_div(np.bincount(codes, weights=yl * yl, minlength=n_groups), n) - mean**2, 0.0)
+    y_min, y_max = np.full(n_groups, np.inf), np.full(n_groups, -np.inf)
+    np.minimum.at(y_min, codes[lab], y[lab])
+    np.maximum.at(y_max, codes[lab], y[lab])
+    equal = (n >= 1) & (y_min == y_max)
+    return _Unjudged(M=np.bincount(codes[missing], minlength=n_groups).astype(float), n=n,
+                     mean=np.where(equal, y_min, mean), var=np.where(equal, 0.0, var), equal=equal)
+
+
+def _honest_se(est: float, se: float, labels_equal: bool, value: float, n: int, confidence: float, z: float) -> float:
+    """A stratum's standard error, widened (when its labels are all equal, so their variance is 0) to cover
+    :func:`equal_labels_interval` around ``est``: the stratified interval inherits the stratum's honesty."""
+    if not labels_equal:
+        return se
+    lo, hi, _ = equal_labels_interval(value, n, confidence)
+    return max(se, (est - lo) / z, (hi - est) / z)
+
+
+def _stratified(s: _Sums, u: _Unjudged, method: str, est: np.ndarray, var: np.ndarray, reason: np.ndarray,
+                confidence: float, z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, se, reason) per group: ``method``'s estimate on the judged rows and the human mean on the rows
+    without a judge score, combined by their shares (see the module docstring). Groups whose every row has a
+    judge score are returned as they are."""
+    est, se, reason = est.copy(), np.sqrt(np.maximum(var, 0.0)), reason.copy()
+    for g in np.flatnonzero(u.M > 0):
+        m_j, m_a, n_j, n_a = int(s.n[g] + s.N[g]), int(u.M[g]), int(s.n[g]), int(u.n[g])
+        if m_j > 0 and reason[g] is not None:
+            why = ("has no human labels" if n_j == 0 else f"has only {n_j} human label(s)")
+            reason[g] = (
+                f"{method} is stratified here ({m_j} row(s) with a judge score, {m_a} without, e.g. a selective "
+                f"judge's abstentions) and the judged stratum {why}: labels of the rows without a judge score "
+                f"cannot stand in for it (the judge scored the items it was sure of, which differ). Label a random "
+                f"sample of the judged rows too, at least ~30"
+            )
+            est[g] = se[g] = np.nan
+            continue
+        if n_a == 0:
+            reason[g] = (
+                f"the {m_a} row(s) without a judge score (e.g. a selective judge's abstentions) have no human "
+                f"label, so their quality is unknown and they are {m_a / (m_j + m_a):.0%} of the rows: label them "
+                "(Labeller(..., strategy='abstained')) or a random sample of them"
+            )
+            est[g] = se[g] = np.nan
+            continue
+        reason[g] = None
+        se_a = _honest_se(float(u.mean[g]), math.sqrt(float(u.var[g]) / n_a), bool(u.equal[g]), float(u.mean[g]),
+                          n_a, confidence, z)
+        if m_j == 0:
+            est[g], se[g] = u.mean[g], se_a
+            continue
+        se_j = _honest_se(float(est[g]), float(se[g]), bool(s.labels_equal[g]), float(s.y_min[g]), n_j,
+                          confidence, z)
+        w_j, w_a, m = m_j / (m_j + m_a), m_a / (m_j + m_a), m_j + m_a
+        gap = float(est[g]) - float(u.mean[g])
+        est[g] = w_j * est[g] + w_a * u.mean[g]
+        se[g] = math.sqrt(w_j**2 * se_j**2 + w_a**2 * se_a**2 + w_j * w_a * gap**2 / m)
+    return est, se, reason
 
 
 def _ess(human_var: np.ndarray, var: np.ndarray) -> np.ndarray:
