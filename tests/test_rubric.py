@@ -358,6 +358,24 @@ def test_one_rubric_under_three_scorings_is_three_judges(tmp_path):
         f"{LLM_JUDGE_RUBRIC_HASH}:yes-no")  # another scoring's built-in: as before
 
 
+def test_settings_that_change_the_decision_change_the_hash():
+    """How many top logprobs a probability-weighted score reads, and whether a pairwise judge asks both
+    orders, change its decisions: judges that differ there never share a hash (the defaults keep theirs)."""
+    a = ScriptedAdapter(["x"], cycle=True)
+    for scoring in ("logprob", "yes-no"):
+        for rubric in (None, POLITE):
+            default = LLMJudge(a, scoring=scoring, rubric=rubric)
+            assert default.rubric_hash == LLMJudge(a, scoring=scoring, rubric=rubric, top_logprobs=10).rubric_hash
+            assert LLMJudge(a, scoring=scoring, rubric=rubric, top_logprobs=3).rubric_hash != default.rubric_hash
+    # json scoring reads no logprobs: the setting does not reach its decision
+    assert LLMJudge(a, top_logprobs=3).rubric_hash == LLMJudge(a).rubric_hash == LLM_JUDGE_RUBRIC_HASH
+    for kwargs in ({}, {"rubric": Rubric("Which reply is more polite?", reference=False)}, {"scoring": "a-b"}):
+        both = PairwiseJudge(a, **kwargs)
+        assert PairwiseJudge(a, both_orders=False, **kwargs).rubric_hash != both.rubric_hash
+    assert (PairwiseJudge(a, scoring="a-b", top_logprobs=4).rubric_hash
+            != PairwiseJudge(a, scoring="a-b").rubric_hash)
+
+
 def test_a_pairwise_rubric_with_ties_is_another_judge():
     rubric = Rubric("Which reply is more polite?", reference=False)
     a = ScriptedAdapter(['{"winner": "A"}'], cycle=True)

@@ -30,7 +30,7 @@ from ..quality import BaseLedger
 from ._base import GradingResult, Judge, JudgeBase, acall_judge, validate_grader_id, validate_score
 from ._batch import judge_many
 from ._epochs import Reducer, _alpha
-from ._judges import _hash
+from ._judges import DEFAULT_TOP_LOGPROBS, _hash, with_decision_settings
 from ._pairwise_local import (
     PAIRWISE_LOCAL_RUBRIC,
     local_pairwise_hash,
@@ -276,7 +276,7 @@ class PairwiseJudge(_DetailedBatch):
     seed: int | None = None
     rubric: Rubric | None = None
     scoring: str | None = None
-    top_logprobs: int = 10
+    top_logprobs: int = DEFAULT_TOP_LOGPROBS
 
     extra_columns = ("verdict", "consistent", "details")
     pairwise = True
@@ -299,12 +299,17 @@ class PairwiseJudge(_DetailedBatch):
     def rubric_hash(self) -> str:
         """The template's hash with no rubric (as always); with one, ``rubric.hash`` (and ``allow_tie``, which
         changes the labels the prompt offers and the verdicts it reads); the local layout's (instructions and
-        item text) with ``scoring="a-b"``."""
+        item text) with ``scoring="a-b"``. A judge asked in one order (``both_orders=False``), or reading
+        other than the default number of top logprobs, decides otherwise: its hash differs
+        (:func:`with_decision_settings`)."""
         if self.scoring == "a-b":
-            return local_pairwise_hash(self.allow_tie)
+            return with_decision_settings(local_pairwise_hash(self.allow_tie), top_logprobs=self.top_logprobs,
+                                          both_orders=self.both_orders)
         if self.rubric is None:
-            return _hash(self._rubric())
-        return _hash(f"{self.rubric.hash}:tie") if self.allow_tie else self.rubric.hash
+            base = _hash(self._rubric())
+        else:
+            base = _hash(f"{self.rubric.hash}:tie") if self.allow_tie else self.rubric.hash
+        return with_decision_settings(base, both_orders=self.both_orders)
 
     @property
     def system_prompt(self) -> str | None:

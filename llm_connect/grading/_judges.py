@@ -370,6 +370,26 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+#: The number of top logprobs a probability-weighted score reads when nobody says otherwise.
+DEFAULT_TOP_LOGPROBS = 10
+
+
+def with_decision_settings(base: str, *, top_logprobs: int | None = None, both_orders: bool = True) -> str:
+    """``base`` (a template's or rubric's hash), extended by the settings that change a judge's decision.
+
+    A probability-weighted score reads the ``top_logprobs`` most probable tokens, and a pairwise judge
+    asked in one order decides otherwise than one asked in both: judges that differ there are different
+    judges, so their hashes differ. At the defaults (``top_logprobs`` 10, or ``None`` where no logprobs
+    are read; both orders) the hash is ``base`` itself, so ledgers written before keep their groups.
+    """
+    parts = []
+    if top_logprobs is not None and top_logprobs != DEFAULT_TOP_LOGPROBS:
+        parts.append(f"top_logprobs={top_logprobs}")
+    if not both_orders:
+        parts.append("one-order")
+    return _hash(":".join([base, *parts])) if parts else base
+
+
 LLM_JUDGE_RUBRIC_HASH = _hash(LLM_JUDGE_RUBRIC)
 
 #: The JSON schema of the verdict the rubric asks for. Adapters with structured
@@ -506,7 +526,8 @@ class LLMJudge(JudgeBase):
     digits with ``"logprob"`` and ``"yes-no"`` scoring). ``rubric_hash`` covers everything that reaches the
     prompt or the decision: ``rubric.hash`` with ``"json"`` scoring, and a hash of ``rubric.hash`` and the
     scoring with ``"logprob"`` or ``"yes-no"``, which send other prompts and read other replies (so ledger
-    groups, judge cards and routing never pool one rubric's judges of different scorings). The local
+    groups, judge cards and routing never pool one rubric's judges of different scorings); a ``top_logprobs`` other
+    than 10 extends it too, as it changes a probability-weighted score (:func:`with_decision_settings`). The local
     judge (``"yes-no"``) puts the rubric's criteria and examples in its system message, the same
     for every item, so an in-process model decodes them once per rubric.
 
@@ -518,7 +539,7 @@ class LLMJudge(JudgeBase):
     grader_id: str = "llm-judge"
     seed: int | None = None
     scoring: Literal["json", "logprob", "yes-no"] | None = None
-    top_logprobs: int = 10
+    top_logprobs: int = DEFAULT_TOP_LOGPROBS
     rubric: Rubric | None = None
 
     def __post_init__(self) -> None:
@@ -582,15 +603,16 @@ class LLMJudge(JudgeBase):
         sends three different prompts and reads three kinds of reply, so it is three judges.
         """
         if self.rubric is None:
-            return {
+            base = {
                 "json": LLM_JUDGE_RUBRIC_HASH,
                 "logprob": LLM_JUDGE_LOGPROB_RUBRIC_HASH,
                 "yes-no": LOCAL_JUDGE_RUBRIC_HASH,
             }[self._scoring]
-        home = builtin_kind(self.rubric) or "json"
-        if home != self._scoring:  # rendered in another scoring than the one its hash describes
-            return _hash(f"{self.rubric.hash}:{self._scoring}")
-        return self.rubric.hash
+        else:
+            home = builtin_kind(self.rubric) or "json"
+            # rendered in another scoring than the one its hash describes: another judge
+            base = self.rubric.hash if home == self._scoring else _hash(f"{self.rubric.hash}:{self._scoring}")
+        return with_decision_settings(base, top_logprobs=self.top_logprobs if self._scoring != "json" else None)
 
     @property
     def system_prompt(self) -> str | None:
