@@ -9,6 +9,7 @@ rubrics as data                    :class:`Rubric`, :class:`Example` (criteria, 
 plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJudge`,
                                    :class:`TokenF1Judge`, :class:`EmbeddingSimilarityJudge`,
                                    :class:`LLMJudge`, :class:`FunctionJudge`
+agent runs (tool calls)            :class:`TrajectoryMatchJudge` (strict, unordered, subset, superset)
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
                                    :class:`CascadeJudge`, :func:`consistency_rate`
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
@@ -81,6 +82,7 @@ from ._selective import (
     confidence_sources,
 )
 from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
+from ._trajectory import TOOL_ARGS_MODES, TRAJECTORY_MODES, TrajectoryMatchJudge
 
 __all__ = [
     "CONFIDENCE_SOURCES",
@@ -96,7 +98,9 @@ __all__ = [
     "PAIRWISE_RUBRIC",
     "REDUCERS",
     "RESULT_COLUMNS",
+    "TOOL_ARGS_MODES",
     "TOURNAMENT_COLUMNS",
+    "TRAJECTORY_MODES",
     "VERDICT_JSON_SCHEMA",
     "AsyncJudge",
     "BaselineGrader",
@@ -124,6 +128,7 @@ __all__ = [
     "SelectiveCascadeSummary",
     "SelectiveJudge",
     "TokenF1Judge",
+    "TrajectoryMatchJudge",
     "ajudge_many",
     "cascade",
     "confidence_sources",
