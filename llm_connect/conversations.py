@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -738,12 +739,19 @@ def _event_message(role: str, body: Mapping[str, Any], where: str) -> dict[str, 
     return normalize_message(message, where=where)
 
 
+@dataclass(frozen=True)
 class _Span:
-    __slots__ = ("conversation", "end", "input", "model", "operation", "output", "span_id", "start", "trace_id")
+    """What one GenAI span holds: its ids, times, model and messages (input: the history sent; output: the reply)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        for key, value in kwargs.items():
-            setattr(self, key, value)
+    conversation: str | None
+    trace_id: str
+    span_id: str
+    start: int
+    end: int
+    operation: Any
+    model: str | None
+    input: list[dict[str, Any]]
+    output: list[dict[str, Any]]
 
 
 def _nanos(value: Any) -> int:

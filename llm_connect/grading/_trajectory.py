@@ -145,7 +145,8 @@ def maximum_matching(n_left: int, n_right: int, edges: Callable[[int, int], bool
     right: list[int | None] = [None] * n_right
     for start in range(n_left):
         reached_from: dict[int, int] = {}  # right vertex -> the left vertex whose edge reached it
-        queue, visited, free = deque([start]), {start}, None
+        queue, visited = deque([start]), {start}
+        free: int | None = None
         while queue and free is None:
             i = queue.popleft()
             for j in adjacent[i]:
@@ -159,12 +160,12 @@ def maximum_matching(n_left: int, n_right: int, edges: Callable[[int, int], bool
                 if owner not in visited:
                     visited.add(owner)
                     queue.append(owner)
-        j = free
-        while j is not None:  # flip the alternating path back to ``start``
-            i = reached_from[j]
+        step = free
+        while step is not None:  # flip the alternating path back to ``start``
+            i = reached_from[step]
             previous = left[i]
-            left[i], right[j] = j, i
-            j = None if i == start else previous
+            left[i], right[step] = step, i
+            step = None if i == start else previous
     return left
 
 
