@@ -10,6 +10,7 @@ plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJud
                                    :class:`TokenF1Judge`, :class:`EmbeddingSimilarityJudge`,
                                    :class:`LLMJudge`, :class:`FunctionJudge`
 agent runs (tool calls)            :class:`TrajectoryMatchJudge` (strict, unordered, subset, superset)
+answers grounded in documents      :class:`GroundednessJudge` (the share of claims the item's context supports)
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
                                    :class:`CascadeJudge`, :func:`consistency_rate`
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
@@ -52,6 +53,7 @@ from ._compound import (
     consistency_rate,
 )
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
+from ._groundedness import GroundednessJudge
 from ._judges import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,
@@ -114,6 +116,7 @@ __all__ = [
     "Example",
     "FunctionJudge",
     "GradingResult",
+    "GroundednessJudge",
     "Judge",
     "JudgeAbilities",
     "JudgeBase",

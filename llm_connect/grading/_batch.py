@@ -286,6 +286,8 @@ def judge_plan(
         baseline = as_response(rec["baseline"], text=reference, adapter_id="baseline", model_id="reference")
         candidate = candidate_response(rec, item_text(rec["candidate"], "candidate"))
         this, config = judge_of(epoch), epoch_run_config(rc, epoch)
+        if _declared(this, "uses_context", False):  # a judge that reads the item's documents (GroundednessJudge)
+            this = this.with_context(rec.get("context"))
         try:
             result = await acall_judge(this, baseline, candidate, prompt=prompt, run_config=config)
         except JudgeReplyError as exc:  # the engine makes the row unscored; keep what the judge said
