@@ -8,6 +8,8 @@ import json
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_connect import TrajectoryMatchJudge, ValidationError, judge_many
 from llm_connect.conversations import (
@@ -396,3 +398,108 @@ def test_a_model_call_that_does_not_continue_its_conversation_is_an_error(tmp_pa
     lines.write_text(json.dumps(export(span("s1", 1, [U1], [A1]))) + "\n{oops\n")
     with pytest.raises(ValidationError, match="line 2: not JSON"):
         read_conversations(lines, format="otlp")
+
+
+# -- properties: per_turn's items rebuild the conversation; OTLP spans of a conversation read back as it ------------
+
+WORDS = st.text(alphabet="abc xyz", min_size=0, max_size=8)
+
+
+@st.composite
+def conversations(draw):
+    """A valid conversation: optional system message, then user messages each followed (or not) by a reply: plain
+    text, or tool calls with their results and maybe a final answer; sometimes two plain assistant messages."""
+    messages = [SYSTEM] if draw(st.booleans()) else []
+    n = 0
+    for _ in range(draw(st.integers(1, 4))):
+        messages.append(user(draw(WORDS)))
+        kind = draw(st.sampled_from(["none", "text", "agent", "agent-unfinished", "two"]))
+        if kind == "text":
+            messages.append(said(draw(WORDS)))
+        elif kind == "two":
+            messages += [said(draw(WORDS)), said(draw(WORDS))]
+        elif kind.startswith("agent"):
+            for _ in range(draw(st.integers(1, 2))):
+                pairs = []
+                for _ in range(draw(st.integers(1, 2))):
+                    n += 1
+                    pairs.append((f"call{n}", draw(st.sampled_from(["search", "fetch"])),
+                                  json.dumps({"q": draw(WORDS)})))
+                messages.append(calls(*pairs))
+                messages += [result(i, draw(WORDS)) for i, _, _ in pairs]
+            if kind == "agent":
+                messages.append(said(draw(WORDS)))
+    return messages
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(conversations())
+def test_per_turn_items_rebuild_the_conversation(conversation):
+    items = per_turn([{"conversation_id": "c", "messages": conversation}])
+    normalized = normalize_messages(conversation)
+    assert items["turn"].tolist() == list(range(len(items)))
+    replies = 0
+    for k, m in enumerate(normalized):  # one item per run of assistant/tool messages that starts with the assistant
+        if m["role"] == "assistant" and (k == 0 or normalized[k - 1]["role"] not in ("assistant", "tool")):
+            replies += 1
+    assert len(items) == replies
+    for row in items.itertuples():
+        reply = [said(row.candidate)] if isinstance(row.candidate, str) else row.candidate
+        reply = normalize_messages(reply)
+        end = len(row.messages) + len(reply)
+        assert row.messages + reply == normalized[:end]  # the context, then the reply, is the conversation so far
+        assert end == len(normalized) or normalized[end]["role"] in ("user", "system")  # the reply is the whole run
+        users = [m["content"] for m in row.messages if m["role"] == "user"]
+        assert row.prompt == (users[-1] if users else None)
+
+
+def to_otel(message):
+    """An OpenAI chat message written as a GenAI semantic-conventions message (role + parts)."""
+    if message["role"] == "tool":
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": message["tool_call_id"],
+                                           "response": message["content"]}]}
+    parts = [{"type": "text", "content": message["content"]}] if message.get("content") else []
+    for c in message.get("tool_calls") or []:
+        parts.append({"type": "tool_call", "id": c["id"], "name": c["function"]["name"],
+                      "arguments": json.loads(c["function"]["arguments"])})
+    return {"role": message["role"], "parts": parts}
+
+
+def comparable(value):
+    """Messages with their tool-call arguments parsed (a span records them as objects, a chat log as JSON text)."""
+    if isinstance(value, str):
+        return value
+    out = []
+    for m in normalize_messages(value):
+        for c in m.get("tool_calls") or []:
+            args = c["function"]["arguments"]
+            c["function"]["arguments"] = json.loads(args) if isinstance(args, str) else args
+        out.append(m)
+    return out
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(conversations(), st.booleans())
+def test_otlp_spans_of_a_conversation_read_back_as_its_turns(tmp_path_factory, conversation, structured):
+    """One model-call span per assistant message (its input: the history so far), as an instrumented agent loop
+    records them, reads back as per_turn reads the conversation itself."""
+    normalized = normalize_messages(conversation)
+    spans = [span(f"s{k}", 10 * k, [to_otel(m) for m in normalized[:k]], [to_otel(normalized[k])],
+                  conversation="conv", structured=structured)
+             for k, m in enumerate(normalized) if m["role"] == "assistant"]
+    path = tmp_path_factory.mktemp("otlp") / "trace.json"
+    path.write_text(json.dumps(export(*spans)))
+    read = read_conversations(path)
+    # a trace holds what the model calls were sent and gave: messages after the last assistant message (the results of
+    # an unfinished run's last calls, a last question not yet answered) reached no model
+    last = max((k for k, m in enumerate(normalized) if m["role"] == "assistant"), default=-1)
+    expected = per_turn([{"conversation_id": "conv", "messages": conversation[: last + 1]}])
+    if not spans:
+        assert read.empty and expected.empty
+        return
+    assert read["turn"].tolist() == expected["turn"].tolist()
+    assert read["prompt"].tolist() == expected["prompt"].tolist()
+    assert [comparable(c) for c in read["candidate"]] == [comparable(c) for c in expected["candidate"]]
+    # the history before a reply is what the spans sent (the messages after the last model call included)
+    for got, want in zip(read["messages"], expected["messages"], strict=True):
+        assert comparable(got) == comparable(want)
