@@ -966,7 +966,9 @@ def read_conversations(path: str | os.PathLike[str], *, format: str = "auto") ->
         ``gen_ai.conversation.id``, else by trace id; the model calls of a conversation
         (``gen_ai.operation.name`` chat, text_completion or generate_content; the other spans only
         when it has none) are read in start-time order, each one's input continuing the history so
-        far and its output the next reply, and the conversation is split per turn. The items get
+        far and its output the next reply, and the conversation is split per turn (messages after
+        a conversation's last model call, such as the results of its last tool calls, reached no
+        model and are in no span, so in no item). The items get
         ``candidate_model`` (``gen_ai.response.model``, else ``gen_ai.request.model``) when the
         spans name it. Reasoning parts are left out.
 
