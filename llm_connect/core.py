@@ -50,6 +50,10 @@ class LLMResponse:
     """What one adapter call returned, with its usage.
 
     The first seven fields are pinned by the design; the rest are optional extras.
+    ``messages`` holds a trajectory when the reply is one (an agent's assistant messages
+    with tool calls, the tool results and the final answer, as OpenAI chat messages;
+    see :mod:`llm_connect.conversations`): ``content`` is then the final answer's text.
+    ``None`` for a plain text reply.
     """
 
     content: str
@@ -64,10 +68,20 @@ class LLMResponse:
     cached: bool = False
     finish_reason: str | None = None
     raw: Any = field(default=None, compare=False, repr=False)
+    messages: tuple[Mapping[str, Any], ...] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.content, str):
             raise ValidationError(f"LLMResponse.content must be a str, got {type(self.content).__name__}")
+        if self.messages is not None:
+            if isinstance(self.messages, (str, bytes, Mapping)) or not isinstance(self.messages, Sequence):
+                raise ValidationError("LLMResponse.messages must be a sequence of chat messages (mappings) or None, "
+                                      f"got {type(self.messages).__name__}")
+            for k, message in enumerate(self.messages):
+                if not isinstance(message, Mapping):
+                    raise ValidationError(f"LLMResponse.messages[{k}] must be a chat message (a mapping), "
+                                          f"got {type(message).__name__}")
+            object.__setattr__(self, "messages", tuple(self.messages))
         for name in ("tokens_in", "tokens_out", "cost_usd", "latency_ms"):
             _check_non_negative(f"LLMResponse.{name}", getattr(self, name))
 

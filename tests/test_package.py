@@ -77,6 +77,7 @@ LAYERS = [
     "testing",  # the test doubles' package, loopback server included
     "loopback",  # a shim re-exporting testing.loopback
     "batch",  # the one batch engine: grading, pipelines and calibration run on it
+    "conversations",  # chat messages and agent trajectories as items (OpenAI JSON Lines, OTLP GenAI spans)
     "grading",
     "pipelines",
     "frames",

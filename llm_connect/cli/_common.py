@@ -18,12 +18,13 @@ from .._textsafe import one_line, safe_text
 from ..errors import ConfigError, LLMConnectError, ValidationError
 from ..stats._validate import check_confidence
 
-JUDGES = ("exact", "contains", "token-f1", "embedding", "llm")
+TRAJECTORY_JUDGES = ("trajectory-strict", "trajectory-unordered", "trajectory-subset", "trajectory-superset")
+JUDGES = ("exact", "contains", "token-f1", "embedding", "llm", *TRAJECTORY_JUDGES)
 DEFAULT_JUDGES = "exact,embedding,llm"
 # --judges selects judges by these short words; everywhere else (tables, files, verdicts, cards, the ledger,
 # --require) a judge is named by its grader_id. The short words are accepted in --require as aliases.
 GRADER_IDS = {"exact": "exact-match", "contains": "contains", "token-f1": "token-f1",
-              "embedding": "embedding-similarity", "llm": "llm-judge"}
+              "embedding": "embedding-similarity", "llm": "llm-judge", **{t: t for t in TRAJECTORY_JUDGES}}
 N_BOOT_MAX = 100_000  # bootstrap resamples: more only costs memory and time (n_boot x items floats per statistic)
 MAX_AGE_DAYS_MAX = 100_000  # about 270 years; 0 means any age
 CALIBRATE_OUTPUTS = {"scores": "scores.csv", "scores_parquet": "scores.parquet", "agreement": "agreement.csv",

@@ -204,6 +204,7 @@ def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
         ExactMatchJudge,
         LLMJudge,
         TokenF1Judge,
+        TrajectoryMatchJudge,
     )
 
     names = _check_judges(args)
@@ -232,6 +233,8 @@ def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
             judge = ContainsJudge(normalizer=lexical, reference_sep=args.reference_sep)
         elif name == "token-f1":
             judge = TokenF1Judge(normalizer=lexical, reference_sep=args.reference_sep)
+        elif name.startswith("trajectory-"):  # the tool calls of an agent's trajectory against the reference's
+            judge = TrajectoryMatchJudge(name.removeprefix("trajectory-"))
         elif name == "embedding":
             embedder = _build_embedder(args.embedder, args.base_url, cache)
             judge = EmbeddingSimilarityJudge(embedder, reference_sep=args.reference_sep)

@@ -9,6 +9,8 @@ rubrics as data                    :class:`Rubric`, :class:`Example` (criteria, 
 plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJudge`,
                                    :class:`TokenF1Judge`, :class:`EmbeddingSimilarityJudge`,
                                    :class:`LLMJudge`, :class:`FunctionJudge`
+agent runs (tool calls)            :class:`TrajectoryMatchJudge` (strict, unordered, subset, superset)
+answers grounded in documents      :class:`GroundednessJudge` (the share of claims the item's context supports)
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
                                    :class:`CascadeJudge`, :func:`consistency_rate`
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
@@ -51,6 +53,7 @@ from ._compound import (
     consistency_rate,
 )
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
+from ._groundedness import GroundednessJudge
 from ._judges import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,
@@ -81,6 +84,7 @@ from ._selective import (
     confidence_sources,
 )
 from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
+from ._trajectory import TOOL_ARGS_MODES, TRAJECTORY_MODES, TrajectoryMatchJudge
 
 __all__ = [
     "CONFIDENCE_SOURCES",
@@ -96,7 +100,9 @@ __all__ = [
     "PAIRWISE_RUBRIC",
     "REDUCERS",
     "RESULT_COLUMNS",
+    "TOOL_ARGS_MODES",
     "TOURNAMENT_COLUMNS",
+    "TRAJECTORY_MODES",
     "VERDICT_JSON_SCHEMA",
     "AsyncJudge",
     "BaselineGrader",
@@ -110,6 +116,7 @@ __all__ = [
     "Example",
     "FunctionJudge",
     "GradingResult",
+    "GroundednessJudge",
     "Judge",
     "JudgeAbilities",
     "JudgeBase",
@@ -124,6 +131,7 @@ __all__ = [
     "SelectiveCascadeSummary",
     "SelectiveJudge",
     "TokenF1Judge",
+    "TrajectoryMatchJudge",
     "ajudge_many",
     "cascade",
     "confidence_sources",

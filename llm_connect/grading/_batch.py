@@ -43,6 +43,7 @@ from ..batch import (
     run_batch,
     run_rows,
 )
+from ..conversations import as_response
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ..quality import BaseLedger
@@ -79,9 +80,10 @@ __all__ = [
 
 
 def candidate_response(row: Mapping[str, Any], text: str) -> LLMResponse:
-    """The candidate as a response: ``candidate_model`` names its model, ``candidate_adapter`` its adapter."""
+    """The candidate as a response: ``candidate_model`` names its model, ``candidate_adapter`` its adapter;
+    a candidate that is a list of messages is a trajectory (:func:`~llm_connect.conversations.as_response`)."""
     adapter, model = candidate_names(row.get("candidate_model"), row.get("candidate_adapter"))
-    return LLMResponse(content=text, adapter_id=adapter, model_id=model)
+    return as_response(row.get("candidate"), text=text, adapter_id=adapter, model_id=model)
 
 
 def result_row(judge: Judge, result: GradingResult) -> Row:
@@ -281,9 +283,11 @@ def judge_plan(
         prompt = item_text(rec["prompt"], "prompt")
         reference = reference_text(rec["baseline"], sep=abilities.reference_sep,
                                    required=abilities.needs_reference)
-        baseline = LLMResponse(content=reference, adapter_id="baseline", model_id="reference")
+        baseline = as_response(rec["baseline"], text=reference, adapter_id="baseline", model_id="reference")
         candidate = candidate_response(rec, item_text(rec["candidate"], "candidate"))
         this, config = judge_of(epoch), epoch_run_config(rc, epoch)
+        if _declared(this, "uses_context", False):  # a judge that reads the item's documents (GroundednessJudge)
+            this = this.with_context(rec.get("context"))
         try:
             result = await acall_judge(this, baseline, candidate, prompt=prompt, run_config=config)
         except JudgeReplyError as exc:  # the engine makes the row unscored; keep what the judge said
