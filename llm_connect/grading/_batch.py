@@ -239,6 +239,12 @@ def judge_plan(
     """
     k = check_epochs(epochs)
     reducer_name, _ = reducer_of(reducer)
+    if k > 1 and _declared(judge, "abstains", False):
+        raise ValidationError(
+            f"{judge.grader_id!r} may abstain (a selective judge or cascade): its guarantee holds for the judgment "
+            f"it was calibrated on, and {k} judgments an item reduced to one are not that judgment; calibrate a "
+            f"judge that judges {k} times instead: SelectiveJudge(judge, epochs={k}).calibrate(...) (or "
+            f"calibrate(..., epochs={k}, selective=...)), and judge with epochs=1")
     frame = items_frame(items, ITEM_COLUMNS)
     check_ledger(ledger, task_type)
     abilities = judge_abilities(judge)
@@ -329,6 +335,12 @@ def judge_plan(
             by_item = [[rows[e * n + i] for e in range(k)] for i in range(n)]
             reduced = [reduce_item(epoch_rows, reducer, reducer_name, pairwise=abilities.pairwise,
                                    extra=abilities.extra_columns) for epoch_rows in by_item]
+            pool = _declared(judge, "pool_epochs", None)
+            if callable(pool):  # a judge whose epochs pool into one judgment (a selective judge's scorer)
+                for i, row in enumerate(reduced):
+                    scored = [results[(i, e)] for e in range(k) if (i, e) in results]
+                    if row.get("status") == "scored" and scored:
+                        row.update(pool(scored, reducer))
             if ledger is not None:
                 for i, row in enumerate(reduced):
                     record_reduced(ledger, row, results, i, judge=judge, task_type=str(task_type),
