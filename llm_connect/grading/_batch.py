@@ -518,7 +518,11 @@ def judge_many(
     ``epoch_scores`` (so :func:`~llm_connect.frames.paired_frame`, which averages a judge's
     repeated observations of an item, reads the reduced score: one observation per run);
     the records are written when the epochs are done. ``epochs=1`` (the default) is the
-    single judgment, unchanged.
+    single judgment, unchanged. A judge that may abstain (a selective judge or cascade) is not
+    judged in epochs: its guarantee is about the judgment it was calibrated on (a
+    :class:`ValidationError` says to calibrate ``SelectiveJudge(judge, epochs=k)`` instead); a
+    selective judge's :attr:`~llm_connect.grading.SelectiveJudge.scorer` is, its row's confidence
+    then that of the ``k`` judgments pooled.
 
     Provider batches: ``batch=True`` sends every call the judge makes to an OpenAI-compatible or
     Anthropic adapter through the provider's Batch API (half the price, no per-minute rate limits),

@@ -19,7 +19,9 @@ Confidence (``confidence=``)
 ``"panel"``
     agreement across several versions of the judge, the paper's *Simulated Annotators*: each
     version's probability of a pass (its ``logprob`` probability, else 1 or 0 by its verdict)
-    averaged, and the confidence is that average's mass on the verdict's side. The versions are
+    averaged, and the confidence is that average's mass on the side of the verdict (the verdict of
+    a :class:`~llm_connect.grading.PanelJudge`'s own score, by its ``aggregate``: a majority panel
+    scores 0 or 1; of the members' mean otherwise). The versions are
     the members of a :class:`~llm_connect.grading.PanelJudge`, the judges given as ``panel=``
     (with the judge itself), or, for an ``LLMJudge`` whose :class:`~llm_connect.grading.Rubric`
     has worked examples, ``panel_size`` copies of it each shown a seeded half of the examples
@@ -28,8 +30,11 @@ Confidence (``confidence=``)
 ``"epochs"``
     agreement across ``epochs=K`` repeated judgments (epoch ``e`` reseeded as
     ``judge_many(..., epochs=K)`` does, :func:`~llm_connect.grading.reseed`): the share of them
-    whose verdict is the item's (the verdict of their mean score). A judge at temperature 0 that
-    never varies gives every item the same confidence, so it judges all items or none.
+    whose verdict is the item's (the verdict of their reduced score; their probabilities of a pass
+    averaged when they have them). A judge at temperature 0 that never varies gives every item the
+    same confidence, so it judges all items or none. ``epochs=K`` with another source judges K
+    times too, and that source reads the pooled judgment (the reduced score's margin; the
+    probabilities averaged over epochs, and over members for a panel).
 ``"margin"``
     how far the score is from ``threshold``: ``0.5 + |score − threshold| / (2·max(threshold,
     1 − threshold))``, for judges with graded scores (token F1, embedding similarity, a JSON LLM
@@ -67,6 +72,16 @@ saying why, its cost counted, and ``df.attrs["counts"]["abstained"]``. An abstai
 recorded in a ledger**: the ledger holds quality observations, and an abstention observes none;
 so nothing the ledger feeds (mean quality, routing, estimates, ``ledger stats``) ever reads one.
 The abstained rows are the ones to give people: ``Labeller(frame, ..., strategy="abstained")``.
+
+A scored row is recorded under the selective judge's own identity: its ``grader_id`` (the inner
+judge's by default) and its own :attr:`SelectiveJudge.rubric_hash` (a hash of the inner judge's
+identity, the confidence, the threshold, ``alpha``, ``delta`` and the cut-off). ``grade_dataset``
+resumes by grader id and rubric hash, so it never reads an item back from the plain judge's records
+(nor from a judge with another cut-off), and the ledger never pools the selective judge's confident
+subset with the plain judge's observations. A cascade records every row under its own
+:attr:`SelectiveCascade.rubric_hash`, whichever stage decided. A selective judge or cascade is
+never judged ``k`` times by ``judge_many(..., epochs=k)`` (an error: calibrate one with
+``epochs=k`` instead).
 
 Cascades
 --------
@@ -1126,7 +1141,10 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         stage abstained on (or could not score). The first stage needs at least
         :func:`~llm_connect.stats.selective.min_items` labelled items (an error names how many); a later
         stage reached by fewer abstains on everything (its ``note`` says so). Each stage judges only the
-        items that reach it. Arguments as :meth:`SelectiveJudge.calibrate`.
+        items that reach it. Arguments as :meth:`SelectiveJudge.calibrate`; ``budget`` (a
+        :class:`~llm_connect.BudgetTracker` or a limit in USD) is one budget for the whole calibration,
+        every stage charged to it (items a spent budget left unjudged are passed on, and left out of
+        every stage's calibration).
         """
         import numpy as np
 
