@@ -73,16 +73,14 @@ def parse_selective(value: Any) -> tuple[float, float] | None:
 
 
 def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
-                     thresholds: Mapping[str, Any] | None = None, threshold: float = 0.5, epochs: int = 1,
-                     seed: int = 0) -> dict[str, Any]:
+                     thresholds: Mapping[str, Any] | None = None, threshold: float = 0.5,
+                     epochs: int = 1) -> dict[str, Any]:
     """Each judge as a :class:`~llm_connect.grading.SelectiveJudge` held to ``alpha`` and ``delta`` (one already
     selective keeps its confidence source); its threshold is the judge's number in ``thresholds``, else
     ``threshold`` (a threshold chosen by cross-validation, ``"best"``, is known only later:
-    :func:`selective_results` then reads the confidence again there). A ``"panel"`` judge from an
-    ``LLMJudge``'s worked examples gets its ``seed``-ed rubric versions, as
-    :meth:`~llm_connect.grading.SelectiveJudge.calibrate` builds them. With ``epochs > 1`` the run judges each
+    :func:`selective_results` then reads the confidence again there). With ``epochs > 1`` the run judges each
     item ``epochs`` times itself, so a judge that already judges several times is refused."""
-    from ..grading import PanelJudge, SelectiveJudge
+    from ..grading import SelectiveJudge
 
     out = {}
     for name, judge in named.items():
@@ -92,8 +90,6 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
             spec = judge.replace(alpha=alpha, delta=delta, cutoff=None, calibration=None)
         else:
             spec = SelectiveJudge(judge, alpha=alpha, delta=delta, threshold=t)
-        if spec.source == "panel" and not spec.panel and not isinstance(spec.inner, PanelJudge):
-            spec = spec.replace(panel=spec._variants(seed), seed=seed)
         if epochs > 1 and spec.repeats > 1:
             raise ValidationError(f"selective judge {name!r} already judges each item {spec.repeats} times; with "
                                   f"epochs={epochs} each would be {epochs * spec.repeats}: drop epochs= here or "
