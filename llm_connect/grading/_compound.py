@@ -533,9 +533,21 @@ class PanelJudge(_DetailedBatch):
         return ("passed", *(f"score_{m}" for m in self.members), "details")
 
     def combine(self, scores: Sequence[float]) -> tuple[float, dict[str, int] | None]:
-        """The panel's score from its members' usable scores (``aggregate``; see the class docstring), and the
-        votes of a ``"majority"`` panel (``None`` otherwise). What :meth:`judge` scores, and what a
-        :class:`~llm_connect.grading.SelectiveJudge` of the panel scores too.
+        """The panel's score from its members' usable scores (``aggregate``; see the class docstring).
+
+        What :meth:`judge` scores, and what a :class:`~llm_connect.grading.SelectiveJudge` of the panel
+        scores too.
+
+        Parameters
+        ----------
+        scores : sequence of float
+            The members' scores (those that gave a usable verdict).
+
+        Returns
+        -------
+        (float, dict or None)
+            The panel's score, and the votes of a ``"majority"`` panel (``{"pass": n, "fail": m}``; ``None``
+            otherwise).
 
         Raises
         ------

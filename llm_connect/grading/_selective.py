@@ -667,8 +667,20 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return dataclasses.replace(result, details={**result.details, PASS_DISTRIBUTION: dist})
 
     def confidence_of(self, result: GradingResult, threshold: float | None = None) -> float | None:
-        """The confidence of a judgment of this judge (its pooled one with ``epochs``) at ``threshold`` (default:
-        :attr:`threshold`); ``None``: no confidence (the judge abstains). A callable's does not depend on it."""
+        """The confidence of a judgment of this judge (its pooled one with ``epochs``).
+
+        Parameters
+        ----------
+        result : GradingResult
+            A judgment made by this judge (its ``details`` hold its ``pass_distribution``).
+        threshold : float, optional
+            The verdict threshold to read it at (default: :attr:`threshold`); a callable's does not depend on it.
+
+        Returns
+        -------
+        float or None
+            ``None``: no confidence (the judge abstains on the item).
+        """
         t = self.threshold if threshold is None else float(threshold)
         if self.source == "callable":
             return self._call_confidence(result)
@@ -680,9 +692,23 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return _on_verdict(pass_mass(dist, t), result.quality_score, t)
 
     def confidence_at(self, score: float, distribution: Any, threshold: float) -> float | None:
-        """The confidence of a judgment read again at another ``threshold``, from its score and its verdict
-        distribution (the scorer's ``pass_distribution`` column); ``None`` when it cannot be read from them
-        (a callable confidence, or no distribution where one is needed)."""
+        """The confidence of a judgment read again at another threshold, without judging again.
+
+        Parameters
+        ----------
+        score : float
+            The judgment's score.
+        distribution : list of (value, weight) pairs, or None
+            Its verdict distribution (the scorer's ``pass_distribution`` column).
+        threshold : float
+            The verdict threshold to read the confidence at.
+
+        Returns
+        -------
+        float or None
+            ``None`` when it cannot be read from these (a callable confidence, or no distribution where one
+            is needed).
+        """
         if self.source == "margin":
             return _margin(float(score), float(threshold))
         if self.source in (None, "callable") or not isinstance(distribution, Sequence) or not distribution:
@@ -714,9 +740,26 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
 
     def pooled_epochs(self, results: Sequence[GradingResult],
                       reducer: Any = None) -> tuple[GradingResult, float | None]:
-        """The judgments of one item by this judge's epochs (each a judgment of :attr:`scorer`, as
-        ``judge_many(scorer, epochs=K)`` makes them) pooled as this judge with ``epochs=K`` pools its own: the
-        score reduced by ``reducer`` (default: :attr:`reducer`) and the confidence read from them all."""
+        """The judgments of one item by this judge's epochs pooled as this judge with ``epochs=K`` pools its own.
+
+        Parameters
+        ----------
+        results : sequence of GradingResult
+            The item's scored judgments, each a judgment of :attr:`scorer` (as ``judge_many(scorer,
+            epochs=K)`` makes them).
+        reducer : str or callable, optional
+            How the scores reduce to one (default: :attr:`reducer`).
+
+        Returns
+        -------
+        (GradingResult, float or None)
+            The pooled judgment and its confidence.
+
+        Raises
+        ------
+        ValidationError
+            No judgment to pool.
+        """
         clean = []
         for r in results:
             details = {k: v for k, v in r.details.items() if k not in ("confidence", "confidence_source")}
