@@ -50,7 +50,7 @@ def default_groups(scores: pd.DataFrame) -> dict[str, str]:
 
 def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: Sequence[str],
                      levels: tuple[float, float], thresholds: Mapping[str, Any] | None,
-                     threshold: float) -> dict[str, Any]:
+                     threshold: float, epochs: int = 1) -> dict[str, Any]:
     """The selective judges of ``calibrate(..., selective=...)``, after checking there are enough human labels
     (before any judge runs)."""
     from ..stats.selective import min_items
@@ -69,7 +69,7 @@ def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: 
         raise ValidationError(f"selective: too few labelled items: {labelled}; the guarantee at alpha={alpha:g}, "
                               f"delta={delta:g} needs at least {need} (with fewer, even no disagreement at all cannot "
                               "pass the exact binomial bound); label more items or raise alpha or delta")
-    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold)
+    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold, epochs=epochs)
 
 
 def calibrate(
@@ -161,7 +161,12 @@ def calibrate(
     judges, with probability ``1 − delta``; :attr:`CalibrationReport.selective` holds the calibrated
     judges (ready for fresh items), and the agreement table, the judge cards (their verdict lines) and
     the report (each judge's risk-coverage curve) show them. Needs human labels, at least
-    :func:`~llm_connect.stats.selective.min_items` of them (an error names how many).
+    :func:`~llm_connect.stats.selective.min_items` of them (an error names how many). Each returned
+    judge judges as it was calibrated: at its threshold in ``thresholds`` (a ``"best"`` one too: the
+    confidence is read again at the threshold chosen, and the judge's ``note`` says the threshold was
+    chosen on the same labels), and with ``epochs=k`` it judges each item ``k`` times, reduced by
+    ``reducer``, its confidence that of the ``k`` judgments pooled. Not for pairwise data (a
+    :class:`ValidationError`).
     """
     judges, items = judge_and_items(judges, items, func="calibrate")
     check_confidence(confidence)
@@ -170,6 +175,10 @@ def calibrate(
     tracker = as_budget(budget)  # one tracker for every stage (a limit in USD becomes one tracker)
 
     if pairwise or (pairwise is None and is_pairwise_input(items)):
+        if parse_selective(selective) is not None:
+            raise ValidationError("selective= calibrates a cut-off on graded data (a score per answer, a verdict "
+                                  "against people's labels); pairwise data (a / b / tie) has no selective judge "
+                                  "yet: drop selective=, or judge the answers one at a time against graded labels")
         if by is not None or reference_sep is not None or thresholds:
             raise ValidationError("by=, reference_sep= and thresholds= do not apply to pairwise data (no threshold, "
                                   "no reference answer); drop them")
@@ -189,7 +198,8 @@ def calibrate(
     levels = parse_selective(selective)
     specs: dict[str, Any] = {}
     if levels is not None:  # each judge run as a selective judge's scorer: its confidence beside its score
-        specs = _selective_specs(named, items, human, annotators, levels, thresholds, threshold)
+        specs = _selective_specs(named, items, human, annotators, levels, thresholds, threshold,
+                                 epochs=epochs if isinstance(epochs, int) and not isinstance(epochs, bool) else 1)
         named = {name: spec.scorer for name, spec in specs.items()}
     group_col = None
     if by is not None:  # checked before any judge runs
@@ -234,7 +244,13 @@ def calibrate(
     if specs:
         ref, people = card_reference(report)
         if people and ref is not None:
-            report.selective = selective_results(scores, specs, reference=ref, threshold_of=report.threshold_of)
+            chosen = [name for name, choice in table.chosen.items() if not choice.reason]
+            report.selective = selective_results(scores, specs, reference=ref, threshold_of=report.threshold_of,
+                                                 distributions=scored.pass_distributions, chosen=chosen,
+                                                 epochs=scored.epochs, reducer=reducer)
+            for name, judge in report.selective.items():  # the confidence it was calibrated on (read again at "best")
+                if f"confidence_{name}" in scores.columns and judge.calibration_frame is not None:
+                    scores[f"confidence_{name}"] = judge.calibration_frame["confidence"].to_numpy(dtype=float)
     if by is not None and group_col is not None:
         report.by_group = group_breakdown(
             scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows, judges=report.judges,

@@ -395,7 +395,10 @@ class ScoredItems:
     (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
     ``budget``: the batch budget's state once every judge had run (``limit_usd``, ``spent_usd``,
     ``calls``...: :meth:`~llm_connect.BudgetTracker.snapshot`, as ``judge_many``'s ``attrs["budget"]``),
-    ``None`` when the run had no budget.
+    ``None`` when the run had no budget. ``pass_distributions``: per selective judge's scorer
+    (``calibrate(..., selective=...)``), each row's verdict distribution (its ``pass_distribution``
+    column), from which the confidence is read again at a threshold chosen later (``"best"``); kept
+    out of ``attrs`` (a list per row).
     """
 
     frame: pd.DataFrame
@@ -413,10 +416,12 @@ class ScoredItems:
     epochs: int = 1
     reliability: dict[str, dict[str, Any]] = field(default_factory=dict)
     budget: dict[str, Any] | None = None
+    pass_distributions: dict[str, list[Any]] = field(default_factory=dict, repr=False)
 
     def metadata(self) -> dict[str, Any]:
-        """Every field but the frame, as a dict (what :func:`score_items` also mirrors in ``attrs``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "frame"}
+        """Every field but the frame (and the per-row ``pass_distributions``), as a dict (what
+        :func:`score_items` also mirrors in ``attrs``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("frame", "pass_distributions")}
 
     def to_frame(self) -> pd.DataFrame:
         """The frame, with the metadata mirrored in its ``attrs`` for users who read them there."""
@@ -431,7 +436,8 @@ class ScoredItems:
         The one reader of the ``attrs`` mirror, at the edge: the judges default to the
         ``score_<name>`` columns when the frame carries no metadata.
         """
-        meta = {f.name: frame.attrs[f.name] for f in fields(cls) if f.name != "frame" and f.name in frame.attrs}
+        meta = {f.name: frame.attrs[f.name] for f in fields(cls)
+                if f.name not in ("frame", "pass_distributions") and f.name in frame.attrs}
         if "judges" not in meta:
             labels = set(meta.get("labels") or ())
             meta["judges"] = [c[len("score_"):] for c in frame.columns
@@ -606,6 +612,7 @@ def _score_items(
 
     usage: dict[str, dict[str, Any]] = {}
     reliability: dict[str, dict[str, Any]] = {}
+    distributions: dict[str, list[Any]] = {}
     tracker = as_budget(budget)  # one budget for every judge (a limit in USD becomes one tracker)
     ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
     provider = batch  # the Batch API switch (the loop below names each judge's frame ``batch``)
@@ -628,6 +635,8 @@ def _score_items(
         out[f"judge_prompt_{name}"] = batch["judge_prompt"].tolist()  # the exact prompt it sent (the viewer's)
         if "confidence" in batch.columns:  # a selective judge's confidence (calibrate(..., selective=...))
             out[f"confidence_{name}"] = pd.to_numeric(batch["confidence"], errors="coerce").to_numpy(dtype=float)
+        if "pass_distribution" in batch.columns:  # ...and what it is read from at another threshold
+            distributions[name] = batch["pass_distribution"].tolist()
         usage[name] = {
             "scored": int((np.asarray(status) == "scored").sum()),
             "unscored": int((np.asarray(status) == "unscored").sum()),
@@ -661,4 +670,5 @@ def _score_items(
         epochs=k,
         reliability=reliability,
         budget=spent.snapshot() if spent is not None else None,
+        pass_distributions=distributions,
     )

@@ -73,11 +73,13 @@ def parse_selective(value: Any) -> tuple[float, float] | None:
 
 
 def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
-                     thresholds: Mapping[str, Any] | None = None, threshold: float = 0.5) -> dict[str, Any]:
+                     thresholds: Mapping[str, Any] | None = None, threshold: float = 0.5,
+                     epochs: int = 1) -> dict[str, Any]:
     """Each judge as a :class:`~llm_connect.grading.SelectiveJudge` held to ``alpha`` and ``delta`` (one already
     selective keeps its confidence source); its threshold is the judge's number in ``thresholds``, else
-    ``threshold`` (a threshold chosen by cross-validation, ``"best"``, is known only later: the confidence is
-    then read at ``threshold``)."""
+    ``threshold`` (a threshold chosen by cross-validation, ``"best"``, is known only later:
+    :func:`selective_results` then reads the confidence again there). With ``epochs > 1`` the run judges each
+    item ``epochs`` times itself, so a judge that already judges several times is refused."""
     from ..grading import SelectiveJudge
 
     out = {}
@@ -85,19 +87,31 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
         t = (thresholds or {}).get(name, threshold)
         t = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else float(threshold)
         if isinstance(judge, SelectiveJudge):
-            out[name] = judge.replace(alpha=alpha, delta=delta, cutoff=None, calibration=None)
+            spec = judge.replace(alpha=alpha, delta=delta, cutoff=None, calibration=None)
         else:
-            out[name] = SelectiveJudge(judge, alpha=alpha, delta=delta, threshold=t)
+            spec = SelectiveJudge(judge, alpha=alpha, delta=delta, threshold=t)
+        if epochs > 1 and spec.repeats > 1:
+            raise ValidationError(f"selective judge {name!r} already judges each item {spec.repeats} times; with "
+                                  f"epochs={epochs} each would be {epochs * spec.repeats}: drop epochs= here or "
+                                  "its own epochs=")
+        out[name] = spec
     return out
 
 
 def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, reference: str,
-                      threshold_of: Any) -> dict[str, Any]:
+                      threshold_of: Any, distributions: Mapping[str, Any] | None = None,
+                      chosen: Any = (), epochs: int = 1, reducer: Any = "mean") -> dict[str, Any]:
     """Each judge calibrated on the run's labelled items: ``{name: SelectiveJudge}`` with its cut-off.
 
     ``scores``: the run's frame (``score_<judge>``, ``confidence_<judge>``, ``score_<reference>``);
     ``threshold_of(name)``: the verdict threshold of a judge or of the people. A judge scored on too few
     labelled items abstains on everything, its ``note`` says why.
+
+    The returned judge judges as it was calibrated: at the threshold its agreement was measured at
+    (a threshold other than the one its confidence was read at, e.g. one chosen by cross-validation
+    in ``chosen``, has the confidence read again there from ``distributions``, the scorer's
+    ``pass_distribution`` per row), and with ``epochs > 1`` it judges each item ``epochs`` times,
+    reduced by ``reducer`` and its confidence pooled, as the run did.
     """
     out: dict[str, Any] = {}
     human = scores[f"score_{reference}"].to_numpy(dtype=float)
@@ -107,6 +121,21 @@ def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, referen
         column = f"confidence_{name}"
         conf = scores[column].to_numpy(dtype=float) if column in scores.columns else np.full(len(scores), np.nan)
         t = float(threshold_of(name))
+        changes: dict[str, Any] = {}
+        note = ""
+        if t != spec.threshold:  # the confidence was read at spec.threshold: read it again at t
+            changes["threshold"] = t
+            if spec.source in ("logprob", "panel", "epochs", "margin"):
+                rows = list((distributions or {}).get(name) or [None] * len(score))
+                conf = np.array([spec.confidence_at(s, d, t) if np.isfinite(s) else None
+                                 for s, d in zip(score, rows, strict=True)], dtype=float)
+        if name in set(chosen):
+            note = (f"its threshold {t:.4g} was chosen on these labels (thresholds='best'); the guarantee takes it "
+                    "as fixed beforehand: check the judge on fresh labelled items (evaluate_cutoff)")
+        if epochs > 1 and spec.source is not None:
+            changes.update(epochs=epochs, reducer=reducer)
+            if not callable(spec.confidence):
+                changes["confidence"] = spec.source  # "auto" would pick "epochs" once epochs= is given
         both = np.isfinite(score) & np.isfinite(human)
         agree = np.where(both, ((score >= t) == (human >= t_ref)).astype(float), np.nan)
         if spec.source is None:
@@ -115,8 +144,10 @@ def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, referen
             cutoff = math.inf
         else:
             cut = fixed_sequence_cutoff(conf, agree, alpha=spec.alpha, delta=spec.delta, strict=False)
+            if note:
+                cut = dataclasses.replace(cut, note="; ".join(n for n in (cut.note, note) if n))
             cutoff = cut.cutoff
-        done = spec.replace(cutoff=cutoff, calibration=cut)
+        done = spec.replace(cutoff=cutoff, calibration=cut, **changes)
         ids = scores["id"].to_numpy() if "id" in scores else np.arange(len(scores))
         done.calibration_frame = pd.DataFrame({"id": ids, "score": score, "confidence": conf, "label": human,
                                                "agree": agree})

@@ -241,6 +241,12 @@ def judge_plan(
     """
     k = check_epochs(epochs)
     reducer_name, _ = reducer_of(reducer)
+    if k > 1 and _declared(judge, "abstains", False):
+        raise ValidationError(
+            f"{judge.grader_id!r} may abstain (a selective judge or cascade): its guarantee holds for the judgment "
+            f"it was calibrated on, and {k} judgments an item reduced to one are not that judgment; calibrate a "
+            f"judge that judges {k} times instead: SelectiveJudge(judge, epochs={k}).calibrate(...) (or "
+            f"calibrate(..., epochs={k}, selective=...)), and judge with epochs=1")
     frame = items_frame(items, ITEM_COLUMNS)
     check_ledger(ledger, task_type)
     abilities = judge_abilities(judge)
@@ -333,6 +339,12 @@ def judge_plan(
             by_item = [[rows[e * n + i] for e in range(k)] for i in range(n)]
             reduced = [reduce_item(epoch_rows, reducer, reducer_name, pairwise=abilities.pairwise,
                                    extra=abilities.extra_columns) for epoch_rows in by_item]
+            pool = _declared(judge, "pool_epochs", None)
+            if callable(pool):  # a judge whose epochs pool into one judgment (a selective judge's scorer)
+                for i, row in enumerate(reduced):
+                    scored = [results[(i, e)] for e in range(k) if (i, e) in results]
+                    if row.get("status") == "scored" and scored:
+                        row.update(pool(scored, reducer))
             if ledger is not None:
                 for i, row in enumerate(reduced):
                     record_reduced(ledger, row, results, i, judge=judge, task_type=str(task_type),
@@ -510,7 +522,11 @@ def judge_many(
     ``epoch_scores`` (so :func:`~llm_connect.frames.paired_frame`, which averages a judge's
     repeated observations of an item, reads the reduced score: one observation per run);
     the records are written when the epochs are done. ``epochs=1`` (the default) is the
-    single judgment, unchanged.
+    single judgment, unchanged. A judge that may abstain (a selective judge or cascade) is not
+    judged in epochs: its guarantee is about the judgment it was calibrated on (a
+    :class:`ValidationError` says to calibrate ``SelectiveJudge(judge, epochs=k)`` instead); a
+    selective judge's :attr:`~llm_connect.grading.SelectiveJudge.scorer` is, its row's confidence
+    then that of the ``k`` judgments pooled.
 
     Provider batches: ``batch=True`` sends every call the judge makes to an OpenAI-compatible or
     Anthropic adapter through the provider's Batch API (half the price, no per-minute rate limits),

@@ -541,6 +541,42 @@ class PanelJudge(_DetailedBatch):
     def extra_columns(self) -> tuple[str, ...]:  # type: ignore[override]
         return ("passed", *(f"score_{m}" for m in self.members), "details")
 
+    def combine(self, scores: Sequence[float]) -> tuple[float, dict[str, int] | None]:
+        """The panel's score from its members' usable scores (``aggregate``; see the class docstring).
+
+        What :meth:`judge` scores, and what a :class:`~llm_connect.grading.SelectiveJudge` of the panel
+        scores too.
+
+        Parameters
+        ----------
+        scores : sequence of float
+            The members' scores (those that gave a usable verdict).
+
+        Returns
+        -------
+        (float, dict or None)
+            The panel's score, and the votes of a ``"majority"`` panel (``{"pass": n, "fail": m}``; ``None``
+            otherwise).
+
+        Raises
+        ------
+        ValidationError
+            No score to combine.
+        """
+        valid = [float(s) for s in scores]
+        if not valid:
+            raise ValidationError("a panel needs at least one member's score to combine")
+        votes = None
+        if self.aggregate == "mean":
+            score = math.fsum(valid) / len(valid)
+        elif self.aggregate == "median":
+            score = float(statistics.median(valid))
+        else:
+            ballots = [("pass", 1.0) if s >= self.threshold else ("fail", 0.0) for s in valid]
+            _, score, counts, _tied = majority_vote(ballots, value=float, tie_break="lowest")  # a tie fails
+            votes = {"pass": counts.get("pass", 0), "fail": counts.get("fail", 0)}
+        return min(1.0, max(0.0, score)), votes
+
     async def _ajudge(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
                       run_config: RunConfig | None) -> GradingResult:
         rc = run_config or RunConfig()
@@ -569,16 +605,7 @@ class PanelJudge(_DetailedBatch):
             exc = JudgeReplyError(f"no panel member gave a usable verdict: {reasons}")
             exc.response = _usage_response(spent, self.grader_id)
             raise exc
-        votes = None
-        if self.aggregate == "mean":
-            score = math.fsum(valid) / len(valid)
-        elif self.aggregate == "median":
-            score = float(statistics.median(valid))
-        else:
-            ballots = [("pass", 1.0) if s >= self.threshold else ("fail", 0.0) for s in valid]
-            _, score, counts, _tied = majority_vote(ballots, value=float, tie_break="lowest")  # a tie fails
-            votes = {"pass": counts.get("pass", 0), "fail": counts.get("fail", 0)}
-        score = min(1.0, max(0.0, score))
+        score, votes = self.combine(valid)
         shown = ", ".join(f"{k}={'-' if v is None else f'{v:.3g}'}" for k, v in scores.items())
         notes = f"{self.aggregate} of {len(valid)}/{len(scores)} judges: {score:.3g} ({shown})"
         return GradingResult(

@@ -19,7 +19,9 @@ Confidence (``confidence=``)
 ``"panel"``
     agreement across several versions of the judge, the paper's *Simulated Annotators*: each
     version's probability of a pass (its ``logprob`` probability, else 1 or 0 by its verdict)
-    averaged, and the confidence is that average's mass on the verdict's side. The versions are
+    averaged, and the confidence is that average's mass on the side of the verdict (the verdict of
+    a :class:`~llm_connect.grading.PanelJudge`'s own score, by its ``aggregate``: a majority panel
+    scores 0 or 1; of the members' mean otherwise). The versions are
     the members of a :class:`~llm_connect.grading.PanelJudge`, the judges given as ``panel=``
     (with the judge itself), or, for an ``LLMJudge`` whose :class:`~llm_connect.grading.Rubric`
     has worked examples, ``panel_size`` copies of it each shown a seeded half of the examples
@@ -28,8 +30,11 @@ Confidence (``confidence=``)
 ``"epochs"``
     agreement across ``epochs=K`` repeated judgments (epoch ``e`` reseeded as
     ``judge_many(..., epochs=K)`` does, :func:`~llm_connect.grading.reseed`): the share of them
-    whose verdict is the item's (the verdict of their mean score). A judge at temperature 0 that
-    never varies gives every item the same confidence, so it judges all items or none.
+    whose verdict is the item's (the verdict of their reduced score; their probabilities of a pass
+    averaged when they have them). A judge at temperature 0 that never varies gives every item the
+    same confidence, so it judges all items or none. ``epochs=K`` with another source judges K
+    times too, and that source reads the pooled judgment (the reduced score's margin; the
+    probabilities averaged over epochs, and over members for a panel).
 ``"margin"``
     how far the score is from ``threshold``: ``0.5 + |score − threshold| / (2·max(threshold,
     1 − threshold))``, for judges with graded scores (token F1, embedding similarity, a JSON LLM
@@ -68,6 +73,16 @@ recorded in a ledger**: the ledger holds quality observations, and an abstention
 so nothing the ledger feeds (mean quality, routing, estimates, ``ledger stats``) ever reads one.
 The abstained rows are the ones to give people: ``Labeller(frame, ..., strategy="abstained")``.
 
+A scored row is recorded under the selective judge's own identity: its ``grader_id`` (the inner
+judge's by default) and its own :attr:`SelectiveJudge.rubric_hash` (a hash of the inner judge's
+identity, the confidence, the threshold, ``alpha``, ``delta`` and the cut-off). ``grade_dataset``
+resumes by grader id and rubric hash, so it never reads an item back from the plain judge's records
+(nor from a judge with another cut-off), and the ledger never pools the selective judge's confident
+subset with the plain judge's observations. A cascade records every row under its own
+:attr:`SelectiveCascade.rubric_hash`, whichever stage decided. A selective judge or cascade is
+never judged ``k`` times by ``judge_many(..., epochs=k)`` (an error: calibrate one with
+``epochs=k`` instead).
+
 Cascades
 --------
 ``cascade([cheap, strong], alpha=0.1, delta=0.1)`` (:class:`SelectiveCascade`): each judge is a
@@ -84,6 +99,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
+import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -92,11 +109,11 @@ from typing import TYPE_CHECKING, Any
 
 from .._html import fmt, frame_html, html_format, join, kv_table
 from ..batch import ITEM_COLUMNS, candidate_names, item_id_text, item_ids, items_frame
-from ..core import LLMResponse, RunConfig
+from ..core import LLMResponse, RunConfig, as_budget
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
 from ..quality import BaseLedger
 from ..stats.labels import parse_labels
-from ..stats.selective import SelectiveCutoff, check_level, fixed_sequence_cutoff, min_items
+from ..stats.selective import Guaranteed, SelectiveCutoff, check_level, fixed_sequence_cutoff, min_items
 from ._base import (
     GradingResult,
     Judge,
@@ -108,7 +125,7 @@ from ._base import (
 )
 from ._batch import judge_many, raw_reply_of
 from ._compound import PanelJudge, WrapperJudge, _spent, _sum_usage
-from ._epochs import epoch_run_config, reseed
+from ._epochs import epoch_run_config, reduce_scores, reducer_of, reseed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,6 +149,10 @@ _BINARY_JUDGES = ("ExactMatchJudge", "ContainsJudge")
 
 
 # -- which confidence a judge has ------------------------------------------------------------
+
+
+#: The key of a judgment's ``details`` (and the scorer's column) holding its verdict distribution.
+PASS_DISTRIBUTION = "pass_distribution"
 
 
 def _scores_from_logprobs(judge: Any) -> bool:
@@ -174,15 +195,22 @@ def _label_values(judge: Any) -> dict[str, float]:
     return dict(_DEFAULT_LABEL_VALUES)
 
 
-def pass_probability(result: GradingResult, threshold: float,
-                     values: Mapping[str, float] | None = None) -> float | None:
-    """The judgment's probability of a pass (a label valued ``>= threshold``) from its ``label_probs``;
-    ``None`` when it has none (a judge that does not score from token probabilities)."""
+#: A verdict distribution: ``(label value, weight)`` pairs whose weights sum to 1 (see :func:`pass_distribution`).
+Distribution = list[tuple[float, float]]
+
+
+def pass_distribution(result: GradingResult, values: Mapping[str, float] | None = None) -> Distribution | None:
+    """The judgment's distribution over label values from its ``label_probs`` (normalised; labels with no
+    value left out); ``None`` when it has none (a judge that does not score from token probabilities).
+
+    The probability of a pass at any threshold ``t`` is the weight on values ``>= t``
+    (:func:`pass_mass`), so a confidence can be read again at another threshold without judging again.
+    """
     probs = result.details.get("label_probs") if isinstance(result.details, Mapping) else None
     if not isinstance(probs, Mapping) or not probs:
         return None
     values = values or _DEFAULT_LABEL_VALUES
-    total = passing = 0.0
+    pairs: Distribution = []
     for label, p in probs.items():
         value = values.get(str(label).strip().lower())
         if value is None:
@@ -190,16 +218,60 @@ def pass_probability(result: GradingResult, threshold: float,
                 value = float(label)
             except (TypeError, ValueError):
                 continue
-        p = float(p)
-        total += p
-        if value >= threshold:
-            passing += p
-    return passing / total if total > 0 else None
+        pairs.append((float(value), float(p)))
+    total = math.fsum(p for _, p in pairs)
+    if not total > 0:
+        return None
+    return [(v, p / total) for v, p in pairs]
 
 
-def _member_pass(result: GradingResult, threshold: float, values: Mapping[str, float]) -> float:
-    p = pass_probability(result, threshold, values)
-    return p if p is not None else (1.0 if result.quality_score >= threshold else 0.0)
+def pass_mass(distribution: Sequence[Sequence[float]], threshold: float) -> float:
+    """The weight of ``distribution`` on values ``>= threshold``: the probability of a pass there."""
+    return math.fsum(float(w) for v, w in distribution if float(v) >= threshold)
+
+
+def pass_probability(result: GradingResult, threshold: float,
+                     values: Mapping[str, float] | None = None) -> float | None:
+    """The judgment's probability of a pass (a label valued ``>= threshold``) from its ``label_probs``;
+    ``None`` when it has none (a judge that does not score from token probabilities)."""
+    dist = pass_distribution(result, values)
+    return None if dist is None else pass_mass(dist, threshold)
+
+
+def _member_distribution(result: GradingResult, values: Mapping[str, float]) -> Distribution:
+    """A pooled member's distribution: its own (a panel's pooled one, else from its label probabilities), else
+    all its weight on its score (its verdict at any threshold)."""
+    dist = result.details.get(PASS_DISTRIBUTION) if isinstance(result.details, Mapping) else None
+    if dist:
+        return [(float(v), float(w)) for v, w in dist]
+    return pass_distribution(result, values) or [(float(result.quality_score), 1.0)]
+
+
+def _mixture(distributions: Sequence[Distribution]) -> Distribution:
+    """The equal-weight mixture of several distributions (the members' or the epochs' pooled)."""
+    n = len(distributions)
+    return [(v, w / n) for d in distributions for v, w in d]
+
+
+def _on_verdict(p_pass: float, score: float, threshold: float) -> float:
+    """The weight on the verdict's side: ``P(pass)`` for a pass (``score >= threshold``), else ``1 − P(pass)``."""
+    return p_pass if score >= threshold else 1.0 - p_pass
+
+
+def _margin(score: float, threshold: float) -> float:
+    return 0.5 + abs(score - threshold) / (2.0 * max(threshold, 1.0 - threshold))
+
+
+def _digest(identity: Mapping[str, Any]) -> str:
+    """16 hex digits of SHA-256 over ``identity`` as canonical JSON (as :attr:`Rubric.hash` is made)."""
+    canon = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
+
+
+def _judge_identity(judge: Any) -> list[Any]:
+    """``[grader_id, rubric_hash]`` of a judge (its identity in a ledger)."""
+    value = _declared(judge, "rubric_hash", None)
+    return [str(judge.grader_id), value if isinstance(value, str) and value else None]
 
 
 def _usage_response(parts: Sequence[Any], adapter_id: str, reply: str | None) -> LLMResponse:
@@ -241,7 +313,7 @@ def _read_items(data: Any) -> pd.DataFrame:
 
 
 @dataclass(init=False)
-class SelectiveJudge(WrapperJudge):
+class SelectiveJudge(WrapperJudge, Guaranteed):
     """A judge that gives a verdict only when it is sure enough, with a guaranteed agreement with people.
 
     ``SelectiveJudge(judge, *, confidence="auto", alpha=0.1, delta=0.1, threshold=0.5)``; see the
@@ -253,12 +325,23 @@ class SelectiveJudge(WrapperJudge):
     and raises :class:`~llm_connect.errors.JudgeAbstained` otherwise: an ``abstained`` row in
     ``judge_many`` and ``grade_dataset``, which take it unchanged.
 
-    Keyword options: ``grader_id`` (default: the judge's), ``epochs`` (``K`` for
-    ``"epochs"``), ``panel`` (judges for ``"panel"``, beside the judge itself), ``panel_size``
-    (rubric versions for ``"panel"`` from an ``LLMJudge``'s worked examples, default 5);
+    Keyword options: ``grader_id`` (default: the judge's), ``epochs`` (``K``: each item is judged
+    ``K`` times, reseeded as ``judge_many(..., epochs=K)`` does, and ``reducer`` — ``"mean"`` by
+    default, or any of :data:`~llm_connect.grading.REDUCERS` — reduces their scores to the verdict's;
+    the confidence is read from the ``K`` judgments pooled: ``"epochs"`` and ``"logprob"`` the weight
+    of their verdict distributions on the verdict, ``"panel"`` the same over every member's,
+    ``"margin"`` the reduced score's margin, a callable the pooled result; ``"epochs"`` without
+    ``epochs=`` judges 5 times), ``panel`` (judges for ``"panel"``, beside the judge itself),
+    ``panel_size`` (rubric versions for ``"panel"`` from an ``LLMJudge``'s worked examples, default 5);
     ``cutoff`` restores a judge calibrated before (no guarantee is claimed for a cut-off set by
     hand: :attr:`calibration` is then ``None``). The wrapped judge is :attr:`inner`;
     :meth:`replace` makes a changed copy.
+
+    Its identity in a ledger is its own, never its inner judge's: the same ``grader_id`` (by
+    default), but a :attr:`rubric_hash` covering the inner judge's, the confidence, the threshold,
+    ``alpha``, ``delta`` and the cut-off. So a rerun of ``grade_dataset`` resumes only the items
+    this very judge scored (an item it abstains on is never read back from the plain judge's
+    records), and its records, a confident subset, are never pooled with the plain judge's.
     """
 
     #: The wrapped judge (the ``judge`` argument; not named ``judge``, which is the method every judge has).
@@ -274,6 +357,9 @@ class SelectiveJudge(WrapperJudge):
     cutoff: float | None = None
     calibration: SelectiveCutoff | None = field(default=None, repr=False, compare=False)
     seed: int = 0
+    #: How the ``epochs`` judgments' scores reduce to one (a name of :data:`~llm_connect.grading.REDUCERS`, or a
+    #: callable ``list[float] -> float``).
+    reducer: Any = "mean"
     #: The confidence source in use (``"auto"`` resolved); ``None``: the judge has no usable signal.
     source: str | None = field(default=None, compare=False)
     #: The calibration rows of :meth:`calibrate` (``id``, ``score``, ``confidence``, ``label``, ``agree``,
@@ -283,13 +369,15 @@ class SelectiveJudge(WrapperJudge):
     def __init__(self, judge: Judge, *, confidence: str | Callable[[GradingResult], float | None] = "auto",
                  alpha: float = 0.1, delta: float = 0.1, threshold: float = 0.5, grader_id: str = "",
                  epochs: int | None = None, panel: Sequence[Judge] = (), panel_size: int = 5,
-                 cutoff: float | None = None, calibration: SelectiveCutoff | None = None, seed: int = 0) -> None:
+                 cutoff: float | None = None, calibration: SelectiveCutoff | None = None, seed: int = 0,
+                 reducer: Any = "mean") -> None:
         self.inner = judge
         self.confidence = confidence
         self.alpha, self.delta, self.threshold = alpha, delta, threshold
         self.grader_id = grader_id
         self.epochs, self.panel, self.panel_size = epochs, panel, panel_size
         self.cutoff, self.calibration, self.seed = cutoff, calibration, seed
+        self.reducer = reducer
         self.source = None
         self.calibration_frame = None
         self.__post_init__()
@@ -299,7 +387,8 @@ class SelectiveJudge(WrapperJudge):
         kwargs: dict[str, Any] = {"judge": self.inner, "confidence": self.confidence, "alpha": self.alpha,
                                   "delta": self.delta, "threshold": self.threshold, "grader_id": self.grader_id,
                                   "epochs": self.epochs, "panel": self.panel, "panel_size": self.panel_size,
-                                  "cutoff": self.cutoff, "calibration": self.calibration, "seed": self.seed}
+                                  "cutoff": self.cutoff, "calibration": self.calibration, "seed": self.seed,
+                                  "reducer": self.reducer}
         unknown = set(changes) - set(kwargs)
         if unknown:
             raise ValidationError(f"SelectiveJudge.replace takes {sorted(kwargs)}, not {sorted(unknown)}")
@@ -318,6 +407,7 @@ class SelectiveJudge(WrapperJudge):
         if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
                                         or self.epochs < 2):
             raise ValidationError(f"epochs must be an integer >= 2 (judgments per item), got {self.epochs!r}")
+        reducer_of(self.reducer)  # a bad reducer: an error now, not at the first item
         if isinstance(self.panel, (str, bytes)) or not isinstance(self.panel, Sequence):
             raise ValidationError("panel must be a list of judges")
         self.panel = list(self.panel)
@@ -358,9 +448,39 @@ class SelectiveJudge(WrapperJudge):
     # -- declared abilities (the inner judge's, so ledgers and cards see the judge that judges) -----
 
     @property
-    def rubric_hash(self) -> str | None:
-        value = _declared(self.inner, "rubric_hash", None)
-        return value if isinstance(value, str) and value else None
+    def repeats(self) -> int:
+        """Judgments per item: ``epochs``, else 5 for ``confidence="epochs"``, else 1."""
+        return int(self.epochs or (5 if self.source == "epochs" else 1))
+
+    def scoring_identity(self) -> dict[str, Any]:
+        """What the score of a judgment depends on: the inner judge's identity, and how several judgments
+        (a panel's members, the epochs) are pooled."""
+        out: dict[str, Any] = {"judge": _judge_identity(self.inner)}
+        if self.source == "panel":
+            out["members"] = [_judge_identity(j) for j in self.members()]
+            panel = self._panel_judge()
+            if panel is not None:
+                out["aggregate"] = [panel.aggregate, panel.threshold]
+        if self.repeats > 1:
+            out["epochs"] = self.repeats
+            out["reducer"] = reducer_of(self.reducer)[0]
+        return out
+
+    @property
+    def rubric_hash(self) -> str:
+        """This selective judge's identity in a ledger: a hash of the inner judge's grader id and rubric hash,
+        the confidence source (and what it pools), the threshold, ``alpha``, ``delta`` and the cut-off.
+
+        Distinct from the inner judge's, so resuming (``grade_dataset``) and the ledger's records tell the two
+        apart: the selective judge's records are the items it was sure of, its abstentions none of them.
+        """
+        fn = self.confidence
+        identity = {"kind": "selective", **self.scoring_identity(), "source": self.source,
+                    "threshold": repr(float(self.threshold)), "alpha": repr(self.alpha), "delta": repr(self.delta),
+                    "cutoff": None if self.cutoff is None else repr(float(self.cutoff))}
+        if self.source == "callable":
+            identity["confidence"] = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+        return _digest(identity)
 
     @property
     def judge_model_id(self) -> str | None:  # type: ignore[override]
@@ -394,7 +514,7 @@ class SelectiveJudge(WrapperJudge):
     @property
     def _passthrough(self) -> bool:
         """Whether a judgment is the inner judge's own result (its own batch columns then pass through)."""
-        return self.source in ("logprob", "margin", "callable")
+        return self.source in ("logprob", "margin", "callable") and self.repeats == 1
 
     @property
     def extra_columns(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -438,15 +558,6 @@ class SelectiveJudge(WrapperJudge):
         return self.calibration.agreement if self.calibration is not None else math.nan
 
     @property
-    def guaranteed_agreement(self) -> float:
-        """``1 − alpha``: the agreement with people on judged items, guaranteed with probability ``1 − delta``."""
-        return 1.0 - self.alpha
-
-    @property
-    def confidence_level(self) -> float:
-        return 1.0 - self.delta
-
-    @property
     def note(self) -> str:
         """Why the judge abstains on everything (or another remark of its calibration); empty otherwise."""
         if self.source is None:
@@ -481,8 +592,19 @@ class SelectiveJudge(WrapperJudge):
         return self.calibration.curve if self.calibration is not None else None
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
-        """The risk-coverage curve with the chosen cut-off (:func:`llm_connect.views.plot_risk_coverage`)."""
+        """The risk-coverage curve with the chosen cut-off (:func:`llm_connect.views.plot_risk_coverage`).
+
+        Raises
+        ------
+        UncalibratedJudgeError
+            The judge has no calibration to draw (not calibrated yet, or its cut-off was set by hand).
+        """
         from .._display import view
+
+        if self.calibration is None:
+            raise UncalibratedJudgeError(
+                f"selective judge {self.grader_id!r} has no calibration to plot: call .calibrate(data, human=COLUMN) "
+                "first" + (" (its cut-off was set by hand)" if self.cutoff is not None else ""))
 
         return view("plot_risk_coverage")(self, ax=ax, **kwargs)
 
@@ -508,43 +630,145 @@ class SelectiveJudge(WrapperJudge):
         column (what :meth:`calibrate` and ``calibrate(..., selective=...)`` run)."""
         return ConfidenceJudge(self)
 
+    def _panel_judge(self) -> PanelJudge | None:
+        """The inner :class:`~llm_connect.grading.PanelJudge` whose members are the ``"panel"`` versions."""
+        return self.inner if isinstance(self.inner, PanelJudge) and not self.panel else None
+
     def members(self) -> list[Judge]:
         """The versions of the judge whose agreement is the ``"panel"`` confidence."""
-        if isinstance(self.inner, PanelJudge) and not self.panel:
-            return list(self.inner.judges)
+        panel = self._panel_judge()
+        if panel is not None:
+            return list(panel.judges)
         return [self.inner, *self.panel]
 
     async def _one(self, judge: Judge, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
                    rc: RunConfig) -> GradingResult:
         return await acall_judge(judge, baseline, candidate, prompt=prompt, run_config=rc)
 
+    async def _run(self, offset: int, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
+                   rc: RunConfig) -> GradingResult:
+        """One judgment of the item (epoch ``offset``: the judges reseeded and the run config's seed moved, as
+        ``judge_many(..., epochs=K)`` does): the panel pooled for ``"panel"``, else the inner judge's own, with
+        its verdict distribution in ``details["pass_distribution"]`` (``None`` without one)."""
+        config = epoch_run_config(rc, offset)
+        if self.source == "panel":
+            members = [reseed(j, offset) for j in self.members()]
+            names: list[str] = []
+            for j in members:
+                name = str(j.grader_id)
+                names.append(name if name not in names else f"{name}#{len(names)}")
+            done = await asyncio.gather(*(self._one(j, baseline, candidate, prompt, config) for j in members),
+                                        return_exceptions=True)
+            return self._pooled(done, names, baseline, candidate, "panel")
+        result = await self._one(reseed(self.inner, offset), baseline, candidate, prompt, config)
+        dist = pass_distribution(result, self._values)
+        if dist is None:
+            return result
+        return dataclasses.replace(result, details={**result.details, PASS_DISTRIBUTION: dist})
+
+    def confidence_of(self, result: GradingResult, threshold: float | None = None) -> float | None:
+        """The confidence of a judgment of this judge (its pooled one with ``epochs``).
+
+        Parameters
+        ----------
+        result : GradingResult
+            A judgment made by this judge (its ``details`` hold its ``pass_distribution``).
+        threshold : float, optional
+            The verdict threshold to read it at (default: :attr:`threshold`); a callable's does not depend on it.
+
+        Returns
+        -------
+        float or None
+            ``None``: no confidence (the judge abstains on the item).
+        """
+        t = self.threshold if threshold is None else float(threshold)
+        if self.source == "callable":
+            return self._call_confidence(result)
+        if self.source == "margin":
+            return _margin(result.quality_score, t)
+        dist = result.details.get(PASS_DISTRIBUTION)
+        if not dist:
+            return None
+        return _on_verdict(pass_mass(dist, t), result.quality_score, t)
+
+    def confidence_at(self, score: float, distribution: Any, threshold: float) -> float | None:
+        """The confidence of a judgment read again at another threshold, without judging again.
+
+        Parameters
+        ----------
+        score : float
+            The judgment's score.
+        distribution : list of (value, weight) pairs, or None
+            Its verdict distribution (the scorer's ``pass_distribution`` column).
+        threshold : float
+            The verdict threshold to read the confidence at.
+
+        Returns
+        -------
+        float or None
+            ``None`` when it cannot be read from these (a callable confidence, or no distribution where one
+            is needed).
+        """
+        if self.source == "margin":
+            return _margin(float(score), float(threshold))
+        if self.source in (None, "callable") or not isinstance(distribution, Sequence) or not distribution:
+            return None
+        return _on_verdict(pass_mass(distribution, float(threshold)), float(score), float(threshold))
+
     async def aconfident(self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str,
                          run_config: RunConfig | None = None) -> tuple[GradingResult, float | None]:
         """The judgment and its confidence (``None``: no confidence), never abstaining. An unusable reply
         raises :class:`~llm_connect.errors.JudgeReplyError` as the judge does."""
         rc = run_config or RunConfig()
-        t = self.threshold
-        if self.source == "epochs":
-            result, conf = await self._epochs(baseline, candidate, prompt, rc)
-        elif self.source == "panel":
-            result, conf = await self._panel(baseline, candidate, prompt, rc)
+        k = self.repeats
+        if k == 1:
+            result = await self._run(0, baseline, candidate, prompt, rc)
         else:
-            result = await self._one(self.inner, baseline, candidate, prompt, rc)
-            conf = None
-            if self.source == "logprob":
-                p = pass_probability(result, t, self._values)
-                if p is not None:
-                    conf = p if result.quality_score >= t else 1.0 - p
-            elif self.source == "margin":
-                conf = 0.5 + abs(result.quality_score - t) / (2.0 * max(t, 1.0 - t))
-            elif self.source == "callable":
-                conf = self._call_confidence(result)
+            done = await asyncio.gather(*(self._run(e, baseline, candidate, prompt, rc) for e in range(k)),
+                                        return_exceptions=True)
+            result = self._pooled(done, [f"epoch {e}" for e in range(k)], baseline, candidate, "epochs")
+        return self._with_confidence(result)
+
+    def _with_confidence(self, result: GradingResult) -> tuple[GradingResult, float | None]:
+        conf = self.confidence_of(result)
         details = dict(result.details)
         details.update(confidence=conf, confidence_source=self.source)
         changes: dict[str, Any] = {"details": details}
         if result.grader_id != self.grader_id:
             changes["grader_id"] = self.grader_id
         return dataclasses.replace(result, **changes), conf
+
+    def pooled_epochs(self, results: Sequence[GradingResult],
+                      reducer: Any = None) -> tuple[GradingResult, float | None]:
+        """The judgments of one item by this judge's epochs pooled as this judge with ``epochs=K`` pools its own.
+
+        Parameters
+        ----------
+        results : sequence of GradingResult
+            The item's scored judgments, each a judgment of :attr:`scorer` (as ``judge_many(scorer,
+            epochs=K)`` makes them).
+        reducer : str or callable, optional
+            How the scores reduce to one (default: :attr:`reducer`).
+
+        Returns
+        -------
+        (GradingResult, float or None)
+            The pooled judgment and its confidence.
+
+        Raises
+        ------
+        ValidationError
+            No judgment to pool.
+        """
+        clean = []
+        for r in results:
+            details = {k: v for k, v in r.details.items() if k not in ("confidence", "confidence_source")}
+            clean.append(dataclasses.replace(r, details=details))
+        if not clean:
+            raise ValidationError("pooled_epochs needs at least one judgment")
+        pooled = self._pooled(clean, [f"epoch {e}" for e in range(len(clean))], clean[0].baseline_response,
+                              clean[0].candidate_response, "epochs", reducer=reducer)
+        return self._with_confidence(pooled)
 
     def _call_confidence(self, result: GradingResult) -> float | None:
         fn = self.confidence
@@ -558,27 +782,11 @@ class SelectiveJudge(WrapperJudge):
         v = float(value)
         return v if math.isfinite(v) else None
 
-    async def _epochs(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
-                      rc: RunConfig) -> tuple[GradingResult, float | None]:
-        k = int(self.epochs or 5)
-        done = await asyncio.gather(*(self._one(reseed(self.inner, e), baseline, candidate, prompt,
-                                                epoch_run_config(rc, e)) for e in range(k)), return_exceptions=True)
-        return self._pooled(done, [f"epoch {e}" for e in range(k)], baseline, candidate, "epochs")
-
-    async def _panel(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
-                     rc: RunConfig) -> tuple[GradingResult, float | None]:
-        members = self.members()
-        names: list[str] = []
-        for j in members:
-            name = str(j.grader_id)
-            names.append(name if name not in names else f"{name}#{len(names)}")
-        done = await asyncio.gather(*(self._one(j, baseline, candidate, prompt, rc) for j in members),
-                                    return_exceptions=True)
-        return self._pooled(done, names, baseline, candidate, "panel")
-
     def _pooled(self, done: Sequence[Any], names: Sequence[str], baseline: LLMResponse, candidate: LLMResponse,
-                kind: str) -> tuple[GradingResult, float | None]:
-        """Several judgments of one item as one: the mean score, and the confidence (see the module docstring)."""
+                kind: str, *, reducer: Any = None) -> GradingResult:
+        """Several judgments of one item as one (see the module docstring): the panel's score (its own aggregate
+        for a :class:`~llm_connect.grading.PanelJudge`, else the members' mean) or the epochs' reduced score,
+        and the mixture of their verdict distributions (``details["pass_distribution"]``)."""
         t = self.threshold
         results: dict[str, GradingResult] = {}
         errors: dict[str, str] = {}
@@ -598,24 +806,36 @@ class SelectiveJudge(WrapperJudge):
             exc.response = _usage_response(spent, self.grader_id, None)
             raise exc
         scores = {k: r.quality_score for k, r in results.items()}
-        score = math.fsum(scores.values()) / len(scores)
-        passing = {k: _member_pass(r, t, self._values) for k, r in results.items()}
-        p_pass = math.fsum(passing.values()) / len(passing)
-        verdict = score >= t
-        conf = p_pass if verdict else 1.0 - p_pass
+        panel = self._panel_judge() if kind == "panel" else None
+        votes = None
+        if kind == "epochs":
+            reducer = self.reducer if reducer is None else reducer
+            how = reducer_of(reducer)[0]
+            score = reduce_scores(list(scores.values()), reducer)
+        elif panel is not None:
+            how = panel.aggregate
+            score, votes = panel.combine(list(scores.values()))
+        else:
+            how = "mean"
+            score = math.fsum(scores.values()) / len(scores)
+        score = min(1.0, max(0.0, score))
+        members = {k: _member_distribution(r, self._values) for k, r in results.items()}
+        mixture = _mixture(list(members.values()))
+        passing = {k: pass_mass(d, t) for k, d in members.items()}
+        on_verdict = _on_verdict(pass_mass(mixture, t), score, t)
         shown = ", ".join(f"{k}={v:.3g}" for k, v in scores.items())
         what = "judgments" if kind == "epochs" else "versions"
-        notes = (f"mean of {len(results)}/{len(names)} {what}: {score:.3g}; {conf:.0%} of their weight on the "
+        notes = (f"{how} of {len(results)}/{len(names)} {what}: {score:.3g}; {on_verdict:.0%} of their weight on the "
                  f"verdict ({shown})")
-        details = {"kind": f"selective-{kind}", "member_scores": scores, "member_pass_probability": passing,
-                   "member_errors": errors, "members": {k: {"notes": r.notes, **dict(r.details)}
-                                                        for k, r in results.items()}}
-        rubric_hash = self.rubric_hash
-        if rubric_hash:
-            details["rubric_hash"] = rubric_hash
-        return GradingResult(quality_score=min(1.0, max(0.0, score)), notes=notes, grader_id=self.grader_id,
+        details = {"kind": f"selective-{kind}", "aggregate": how, "member_scores": scores,
+                   "member_pass_probability": passing, "member_errors": errors,
+                   "members": {k: {"notes": r.notes, **dict(r.details)} for k, r in results.items()},
+                   PASS_DISTRIBUTION: mixture}
+        if votes is not None:
+            details["votes"] = votes
+        return GradingResult(quality_score=score, notes=notes, grader_id=self.grader_id,
                              baseline_response=baseline, candidate_response=candidate, details=details,
-                             **_sum_usage(spent)), conf
+                             **_sum_usage(spent))
 
     async def _ajudge(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
                       run_config: RunConfig | None) -> GradingResult:
@@ -726,8 +946,12 @@ class ConfidenceJudge(WrapperJudge):
     """A :class:`SelectiveJudge` without its cut-off: every item judged, with its confidence.
 
     Its results are the selective judge's (``details["confidence"]``), never an abstention; its
-    batches have a ``confidence`` column. ``SelectiveJudge.scorer`` builds it;
-    :meth:`SelectiveJudge.calibrate` and ``calibrate(..., selective=...)`` run it.
+    batches have a ``confidence`` column and a ``pass_distribution`` one (each judgment's verdict
+    distribution, from which :meth:`SelectiveJudge.confidence_at` reads the confidence at another
+    threshold). ``SelectiveJudge.scorer`` builds it; :meth:`SelectiveJudge.calibrate` and
+    ``calibrate(..., selective=...)`` run it. Judged ``K`` times (``judge_many(scorer, epochs=K)``),
+    an item's row has the confidence of the ``K`` judgments pooled, as the selective judge with
+    ``epochs=K`` pools its own (:meth:`pool_epochs`).
     """
 
     selective: SelectiveJudge
@@ -738,7 +962,13 @@ class ConfidenceJudge(WrapperJudge):
 
     @property
     def rubric_hash(self) -> str | None:
-        return self.selective.rubric_hash
+        """The inner judge's when the scores are its own (one judgment, not pooled); else a hash of what the
+        score pools (the panel's members and aggregate, the epochs and reducer), so pooled scores are never
+        recorded as the inner judge's."""
+        sel = self.selective
+        if sel._passthrough:
+            return _judge_identity(sel.inner)[1]
+        return _digest({"kind": "selective-scorer", **sel.scoring_identity()})
 
     @property
     def judge_model_id(self) -> str | None:  # type: ignore[override]
@@ -762,10 +992,23 @@ class ConfidenceJudge(WrapperJudge):
 
     @property
     def extra_columns(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.selective.extra_columns
+        own = self.selective.extra_columns
+        return (own[0], PASS_DISTRIBUTION, *[c for c in own[1:] if c != PASS_DISTRIBUTION])
 
     def result_columns(self, result: GradingResult) -> dict[str, Any]:
-        return self.selective.result_columns(result)
+        cols = self.selective.result_columns(result)
+        dist = result.details.get(PASS_DISTRIBUTION)
+        cols[PASS_DISTRIBUTION] = [[float(v), float(w)] for v, w in dist] if dist else None
+        return cols
+
+    def pool_epochs(self, results: Sequence[GradingResult], reducer: Any) -> dict[str, Any]:
+        """The columns of an item's row judged ``K`` times (``judge_many(scorer, epochs=K)``; ``results``: its
+        scored epochs) that pooling sets: ``confidence`` and ``pass_distribution`` of the ``K`` judgments
+        pooled as the selective judge with ``epochs=K`` pools its own (:meth:`SelectiveJudge.pooled_epochs`),
+        not the first epoch's."""
+        result, conf = self.selective.pooled_epochs(results, reducer)
+        dist = result.details.get(PASS_DISTRIBUTION)
+        return {"confidence": conf, PASS_DISTRIBUTION: [[float(v), float(w)] for v, w in dist] if dist else None}
 
     async def aprepare_batch(self, pairs: Any, *, progress: Any = None) -> ConfidenceJudge:
         return ConfidenceJudge(await self.selective.aprepare_batch(pairs, progress=progress))
@@ -783,7 +1026,7 @@ class ConfidenceJudge(WrapperJudge):
 
 
 @dataclass
-class SelectiveCascade(WrapperJudge):
+class SelectiveCascade(WrapperJudge, Guaranteed):
     """Judges from cheap to strong, each selective; what the last abstains on is left for people.
 
     Built by :func:`cascade`; see the module docstring and Jung, Brahman & Choi (ICLR 2025,
@@ -846,12 +1089,12 @@ class SelectiveCascade(WrapperJudge):
         return all(s.calibrated for s in self.stages)
 
     @property
-    def guaranteed_agreement(self) -> float:
-        return 1.0 - self.alpha
-
-    @property
-    def confidence_level(self) -> float:
-        return 1.0 - self.delta
+    def rubric_hash(self) -> str:
+        """The cascade's identity in a ledger: a hash of ``alpha``, ``delta`` and each stage's grader id and
+        :attr:`SelectiveJudge.rubric_hash` (its cut-off included). Every row it records carries it, whichever
+        stage decided (``decided_by`` says which), and ``grade_dataset`` resumes by it."""
+        return _digest({"kind": "selective-cascade", "alpha": repr(self.alpha), "delta": repr(self.delta),
+                        "stages": [[s.grader_id, s.rubric_hash] for s in self.stages]})
 
     @property
     def abstains(self) -> bool:
@@ -920,9 +1163,8 @@ class SelectiveCascade(WrapperJudge):
             confidences.append(conf)
             details = {"kind": "selective-cascade", "decided_by": stage.grader_id, "stage": i, "confidence": conf,
                        "stage_costs": costs, "stage_confidences": confidences, "passed_on": reasons,
-                       "decided": dict(result.details)}
-            if result.details.get("rubric_hash"):
-                details["rubric_hash"] = result.details["rubric_hash"]
+                       "decided": dict(result.details), "rubric_hash": self.rubric_hash,
+                       "decided_rubric_hash": stage.rubric_hash}
             notes = (f"{stage.grader_id} decided" + (f" (after {i} judge(s) abstained)" if i else "")
                      + f": {result.notes}")
             return GradingResult(quality_score=result.quality_score, notes=notes, grader_id=self.grader_id,
@@ -942,7 +1184,10 @@ class SelectiveCascade(WrapperJudge):
         stage abstained on (or could not score). The first stage needs at least
         :func:`~llm_connect.stats.selective.min_items` labelled items (an error names how many); a later
         stage reached by fewer abstains on everything (its ``note`` says so). Each stage judges only the
-        items that reach it. Arguments as :meth:`SelectiveJudge.calibrate`.
+        items that reach it. Arguments as :meth:`SelectiveJudge.calibrate`; ``budget`` (a
+        :class:`~llm_connect.BudgetTracker` or a limit in USD) is one budget for the whole calibration,
+        every stage charged to it (items a spent budget left unjudged are passed on, and left out of
+        every stage's calibration).
         """
         import numpy as np
 
@@ -959,6 +1204,7 @@ class SelectiveCascade(WrapperJudge):
             raise ValidationError(
                 f"too few labelled items to calibrate the cascade: {total}; the guarantee at alpha={self.alpha:g}, "
                 f"delta={self.delta:g} needs at least {need}; label more items or raise alpha or delta")
+        tracker = as_budget(budget)  # one budget for every stage (a limit in USD becomes one tracker)
         stages: list[SelectiveJudge] = []
         report: list[dict[str, Any]] = []
         for i, stage in enumerate(self.stages):
@@ -977,7 +1223,7 @@ class SelectiveCascade(WrapperJudge):
                                "note": cut.note})
                 continue
             rows = judge_many(stage.scorer, remaining, concurrency=concurrency, progress=progress,
-                              run_config=run_config, budget=budget)
+                              run_config=run_config, budget=tracker)
             table = _calibration_table(remaining, rows, labels, stage.threshold)
             cut = fixed_sequence_cutoff(table["confidence"], table["agree"], alpha=self.alpha, delta=self.delta,
                                         strict=i == 0)
@@ -999,9 +1245,8 @@ class SelectiveCascade(WrapperJudge):
             return f"{self.grader_id}: not calibrated (call .calibrate(data, human=COLUMN))"
         parts = [f"{s['grader_id']} {float(s['coverage']):.0%}" for s in self.calibration]
         left = max(0.0, 1.0 - self.coverage)
-        return (f"{self.grader_id}: judges {self.coverage:.0%} of items ({', '.join(parts)}) with at least "
-                f"{self.guaranteed_agreement:.0%} agreement with people, guaranteed at {self.confidence_level:.0%} "
-                f"confidence; leaves {left:.0%} for people")
+        return (f"{self.grader_id}: judges {self.coverage:.0%} of items ({', '.join(parts)}) with "
+                f"{self.guarantee.describe()}; leaves {left:.0%} for people")
 
     def _repr_html_(self) -> str:
         import pandas as pd
@@ -1060,7 +1305,7 @@ def cascade(judges: Sequence[Judge], *, alpha: float = 0.1, delta: float = 0.1,
 
 
 @dataclass(frozen=True)
-class SelectiveCascadeSummary:
+class SelectiveCascadeSummary(Guaranteed):
     """A cascade's batch: who decided what, what it cost, and the guarantee (see :meth:`SelectiveCascade.summary`).
 
     ``stages``: per stage ``grader_id``, ``decided`` (items), ``coverage`` (their share of all
@@ -1092,22 +1337,14 @@ class SelectiveCascadeSummary:
     observed_agreement: float = math.nan
     labels: Any = field(default=None, repr=False, compare=False)
 
-    @property
-    def guaranteed_agreement(self) -> float:
-        return 1.0 - self.alpha
-
-    @property
-    def confidence_level(self) -> float:
-        return 1.0 - self.delta
-
     def describe(self) -> str:
         """One line, e.g. "judges decided 81% (token-f1 55%, llm-judge 26%) with at least 90% agreement with
         people, guaranteed at 90% confidence; 19% left for people; $0.0021 an item against $0.0100 always
         using llm-judge (79% saved)"."""
         share = self.judged / self.n if self.n else math.nan
         parts = ", ".join(f"{s['grader_id']} {float(s['coverage']):.0%}" for s in self.stages)
-        line = (f"judges decided {share:.0%} ({parts}) with at least {self.guaranteed_agreement:.0%} agreement with "
-                f"people, guaranteed at {self.confidence_level:.0%} confidence; {self.human_share:.0%} left for people")
+        line = (f"judges decided {share:.0%} ({parts}) with {self.guarantee.describe()}; {self.human_share:.0%} left "
+                "for people")
         last = self.stages[-1]["grader_id"] if self.stages else "the last judge"
         if math.isfinite(self.always_last_cost_usd) and self.always_last_cost_usd > 0:
             line += (f"; ${self.cost_per_item_usd:.4f} an item against ${self.last_judge_cost_per_item_usd:.4f} "

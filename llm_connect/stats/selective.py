@@ -80,6 +80,8 @@ from ..errors import ValidationError
 __all__ = [
     "CURVE_COLUMNS",
     "DEFAULT_GRID",
+    "Guarantee",
+    "Guaranteed",
     "SelectiveCutoff",
     "cascade_cutoffs",
     "check_level",
@@ -111,6 +113,66 @@ def check_level(value: Any, name: str) -> float:
         hint = f"; did you mean {v / 100:g}?" if 1 < v < 100 else ""
         raise ValidationError(f"{name} must be strictly between 0 and 1 (e.g. 0.1), got {value!r}{hint}")
     return v
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What a selective judge (or cascade) promises: on the items it judges, agreement with people of at
+    least ``1 − alpha``, with probability at least ``1 − delta`` over its calibration items.
+
+    The one definition of the guarantee: :class:`SelectiveCutoff`,
+    :class:`~llm_connect.grading.SelectiveJudge`, :class:`~llm_connect.grading.SelectiveCascade` and its
+    summary read their ``guaranteed_agreement`` and ``confidence_level`` from it (:class:`Guaranteed`).
+
+    Parameters
+    ----------
+    alpha, delta : float
+        Strictly between 0 and 1 (:func:`check_level`).
+    """
+
+    alpha: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alpha", check_level(self.alpha, "alpha"))
+        object.__setattr__(self, "delta", check_level(self.delta, "delta"))
+
+    @property
+    def agreement(self) -> float:
+        """``1 − alpha``: the agreement with people on the judged items that holds with probability ``1 − delta``."""
+        return 1.0 - self.alpha
+
+    @property
+    def confidence_level(self) -> float:
+        """``1 − delta``: the probability (over the calibration items) with which the guarantee holds."""
+        return 1.0 - self.delta
+
+    def describe(self) -> str:
+        """``"at least 90% agreement with people, guaranteed at 90% confidence"``."""
+        return (f"at least {self.agreement:.0%} agreement with people, guaranteed at {self.confidence_level:.0%} "
+                "confidence")
+
+
+class Guaranteed:
+    """A mixin for what holds ``alpha`` and ``delta``: its :class:`Guarantee` and the two numbers read from it."""
+
+    alpha: float
+    delta: float
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """The guarantee asked for (``alpha``, ``delta``) as one frozen value."""
+        return Guarantee(self.alpha, self.delta)
+
+    @property
+    def guaranteed_agreement(self) -> float:
+        """``1 − alpha``: the agreement with people on judged items, guaranteed with probability ``1 − delta``."""
+        return self.guarantee.agreement
+
+    @property
+    def confidence_level(self) -> float:
+        """``1 − delta``: the probability (over the calibration items) with which the guarantee holds."""
+        return self.guarantee.confidence_level
 
 
 def clopper_pearson_upper(k: Any, n: Any, delta: float) -> Any:
@@ -276,7 +338,7 @@ def risk_coverage(confidence: Any, agree: Any, *, alpha: float = 0.1, delta: flo
 
 
 @dataclass(frozen=True)
-class SelectiveCutoff:
+class SelectiveCutoff(Guaranteed):
     """The cut-off chosen by fixed-sequence testing (:func:`fixed_sequence_cutoff`) and what it keeps.
 
     ``cutoff``: judge an item when its confidence is ``>= cutoff`` (``inf``: abstain on every
@@ -303,16 +365,6 @@ class SelectiveCutoff:
     note: str = ""
 
     @property
-    def guaranteed_agreement(self) -> float:
-        """``1 − alpha``: the agreement with people on the judged items that holds with probability ``1 − delta``."""
-        return 1.0 - self.alpha
-
-    @property
-    def confidence_level(self) -> float:
-        """``1 − delta``: the probability (over the calibration items) with which the guarantee holds."""
-        return 1.0 - self.delta
-
-    @property
     def abstains_on_all(self) -> bool:
         return not math.isfinite(self.cutoff)
 
@@ -326,8 +378,8 @@ class SelectiveCutoff:
         """One line: what it judges and with which guarantee (or why it abstains on everything)."""
         if self.abstains_on_all:
             return (f"abstains on every item: {self.note}" if self.note else "abstains on every item")
-        return (f"judges {self.coverage:.0%} of items with at least {self.guaranteed_agreement:.0%} agreement with "
-                f"people, guaranteed at {self.confidence_level:.0%} confidence; abstains on {1 - self.coverage:.0%}")
+        return (f"judges {self.coverage:.0%} of items with {self.guarantee.describe()}; abstains on "
+                f"{1 - self.coverage:.0%}")
 
     def to_dict(self) -> dict[str, Any]:
         """The numbers as plain JSON (``cutoff`` ``None`` when the judge abstains on everything)."""

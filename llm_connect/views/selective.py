@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
+from ..errors import UncalibratedJudgeError, ValidationError
 from .plots import _axes, _legend, _text
 
 if TYPE_CHECKING:
@@ -25,6 +25,9 @@ def _curve_of(data: Any) -> tuple[pd.DataFrame, float | None, float | None, str 
     """``(curve, alpha, cutoff, name, coverage at the cut-off)`` of a selective judge, a cut-off or a curve."""
     calibration = getattr(data, "calibration", None)
     name = getattr(data, "grader_id", None)
+    if calibration is None and hasattr(data, "calibration") and callable(getattr(data, "judge", None)):
+        raise UncalibratedJudgeError(f"selective judge {name!r} has no calibration to plot (no risk-coverage curve): "
+                                     "call .calibrate(data, human=COLUMN) first")
     if calibration is not None and hasattr(calibration, "curve"):
         data = calibration
     if hasattr(data, "curve") and hasattr(data, "cutoff"):
@@ -47,6 +50,13 @@ def plot_risk_coverage(data: Any, *, alpha: float | None = None, title: str | No
     ``1 − delta``), the dotted horizontal line ``alpha`` (the most disagreement the guarantee
     allows) and the vertical line the coverage at the chosen cut-off (none when the judge abstains
     on every item). ``**kwargs`` go to the empirical line.
+
+    Raises
+    ------
+    UncalibratedJudgeError
+        A selective judge with no calibration (call its ``.calibrate(data, human=COLUMN)`` first).
+    ValidationError
+        ``data`` is none of the above.
     """
     curve, level, cutoff, name, coverage = _curve_of(data)
     level = alpha if alpha is not None else level
