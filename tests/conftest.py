@@ -35,6 +35,9 @@ import pytest
 # Nothing in the tests may reach a hub or the internet.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# A local Ray started on a busy machine waits for its agents instead of failing at its default 30 s timeouts.
+os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
+os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
