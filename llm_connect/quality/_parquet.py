@@ -111,7 +111,7 @@ from urllib.parse import quote
 
 from .._textsafe import redact_urls
 from ..errors import MissingDependencyError, ValidationError
-from ._base import BaseLedger
+from ._base import BaseLedger, _observations_of
 from ._ledger_io import (
     FLOAT_FIELDS,
     INT_FIELDS,
@@ -123,6 +123,7 @@ from ._ledger_io import (
     fsync_dir,
 )
 from ._observation import TAGS_MAX_DEPTH, QualityObservation, as_utc, has_lone_surrogate, tags_depth
+from ._once import HeldKeys, Recorded, record_key
 
 __all__ = ["DEDUPE_TAGS", "ParquetLedger"]
 
@@ -274,6 +275,9 @@ class ParquetLedger(BaseLedger):
         self._writer_id = uuid.uuid4().hex
         self._seq = itertools.count()
         self._lock = threading.Lock()
+        self._once_lock = threading.Lock()  # extend_once: one check-and-write at a time in this object
+        # extend_once: the task types whose partitions were read, the files read, and their keys
+        self._held: tuple[set[str], set[str], HeldKeys] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # a local root travels as an absolute path: a Ray actor or a subprocess may run in another directory
@@ -417,17 +421,115 @@ class ParquetLedger(BaseLedger):
         if items:
             self._write_observations(items, "extend()")
 
-    def _write_observations(self, items: list[QualityObservation], caller: str) -> None:
+    def _write_observations(self, items: list[QualityObservation], caller: str) -> list[str]:
+        self._check_storable(items, caller)
+        groups: dict[tuple[str, str], list[QualityObservation]] = {}
+        for o in items:
+            groups.setdefault((o.task_type, o.recorded_at.date().isoformat()), []).append(o)
+        return [self._write_file(f"task_type={encode_segment(task_type)}/date={day}", "part", _table(group), None)
+                for (task_type, day), group in groups.items()]
+
+    @staticmethod
+    def _check_storable(items: list[QualityObservation], caller: str) -> None:
         for i, o in enumerate(items):
             why = unstorable(o)
             if why is not None:
                 which = "the observation" if len(items) == 1 else f"observation {i} of {caller}"
                 raise ValidationError(f"{which} has {why}; nothing was written")
-        groups: dict[tuple[str, str], list[QualityObservation]] = {}
-        for o in items:
-            groups.setdefault((o.task_type, o.recorded_at.date().isoformat()), []).append(o)
-        for (task_type, day), group in groups.items():
-            self._write_file(f"task_type={encode_segment(task_type)}/date={day}", "part", _table(group), None)
+
+    def extend_once(self, observations: Iterable[QualityObservation]) -> Recorded:
+        """Write the observations whose judgment or label the ledger does not hold yet (see
+        :meth:`BaseLedger.extend_once`).
+
+        On a local root the check and the write hold ``filelock.FileLock(ROOT/_record.lock)``, so writers
+        on one host never record one key twice; on an object store they take no lock (two writers recording
+        one key at the same moment may both write it; a retried write of one job is still read once, see
+        :data:`DEDUPE_TAGS`). The keys read are kept with the names of the files they came from: the next
+        call reads only files that are new (a compaction makes it read the partition again).
+        """
+        items = _observations_of(observations, "extend_once()")
+        if not items:
+            return Recorded.all_written(0)
+        self._check_storable(items, "extend_once()")
+        if all(record_key(o) is None for o in items):
+            self._write_observations(items, "extend_once()")
+            return Recorded.all_written(len(items))
+        with self._once_lock, self._record_lock():
+            held = self._read_held(sorted({o.task_type for o in items}))
+            keep, recorded = held.select(items)
+            if keep:
+                kept = [items[i] for i in keep]
+                written = self._write_observations(kept, "extend_once()")
+                held.update(kept)
+                if self._held is not None:
+                    self._held[1].update(written)
+        return recorded
+
+    @contextlib.contextmanager
+    def _record_lock(self) -> Iterator[None]:
+        """``filelock.FileLock(ROOT/_record.lock)`` on a local root (created if missing); nothing elsewhere."""
+        fs, base, local = self._fs()
+        if not local:
+            yield
+            return
+        from filelock import FileLock
+
+        try:
+            self._check_root(fs, base)
+            os.makedirs(base, exist_ok=True)
+            lock = FileLock(os.path.join(base, "_record.lock"))
+            lock.acquire()
+        except OSError as exc:
+            raise self._error(exc, "write to") from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _read_held(self, task_types: Sequence[str]) -> HeldKeys:
+        """The keys the partitions of ``task_types`` hold now: files not read before are read; when a file
+        read before is gone or replaced (a compaction), every file is read again."""
+        last: str | None = None
+        for _ in range(_READ_ATTEMPTS):
+            try:
+                return self._read_held_once(task_types)
+            except _Vanished as gone:
+                self._held = None
+                last = str(gone)
+        raise OSError(
+            errno.EAGAIN,
+            f"cannot read the Parquet ledger {self.root!r}: its files kept changing while being read "
+            f"({_READ_ATTEMPTS} attempts, last vanished: {last!r}); is a compaction running in a loop?",
+        )
+
+    def _read_held_once(self, task_types: Sequence[str]) -> HeldKeys:
+        fs = self._fs()[0]
+        types = set(task_types) | (self._held[0] if self._held is not None else set())
+        listed: set[str] = set()
+        try:
+            for task_type in sorted(types):
+                listed.update(self._list(task_type) or [])
+        except OSError as exc:
+            raise self._error(exc, "read") from exc
+        replaced: set[str] = set()
+        tables: dict[str, Any] = {}
+        for p in sorted(listed):
+            if p.rsplit("/", 1)[-1].startswith("compact-"):
+                table, replaces = self._read_file(fs, p)
+                tables[p] = table
+                directory = p.rsplit("/", 1)[0]
+                replaced.update(f"{directory}/{n}" for n in replaces or ())
+        live = listed - replaced
+        if self._held is None or not self._held[1] <= live:
+            self._held = (types, set(), HeldKeys())
+        self._held[0].update(types)
+        _, files, held = self._held
+        for p in sorted(live - files):
+            table = tables[p] if p in tables else self._read_file(fs, p)[0]
+            if table is not None:
+                held.update(_table_observations(table))
+            files.add(p)
+        return held
 
     def _next_name(self, prefix: str) -> str:
         if self._pid != os.getpid():  # a forked child must never reuse its parent's file names
@@ -831,6 +933,18 @@ def _conform(table: Any) -> Any | None:
                 return None
         arrays.append(col)
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _table_observations(table: Any) -> list[QualityObservation]:
+    """The valid observations of one conformed file, as readers see them."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = table.num_rows
+    snap = _Snapshot()
+    _observations(table.append_column("_file", pa.array(np.zeros(n, dtype=np.int32)))
+                  .append_column("_row", pa.array(np.arange(n, dtype=np.int64))), snap, None)
+    return snap.observations
 
 
 def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
