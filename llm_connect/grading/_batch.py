@@ -473,8 +473,9 @@ def judge_many(
     how many were found already) with its item id (the ``id`` as
     :func:`~llm_connect.batch.canonical_item_id` converts it: a whole float is an int; a row without
     one -- no ``id`` column, or NaN/None in it -- is keyed by its texts, ``"row:<sha256>"``
-    (:func:`~llm_connect.batch.content_item_id`), never by its position, which is another item's id) and a ``ledger_error`` column is added: a row whose
-    observation could not be recorded keeps its status and score, and says why there.
+    (:func:`~llm_connect.batch.content_item_id`), never by its position, which is another item's id),
+    and a ``ledger_error`` column is added: a row whose observation could not be recorded keeps its
+    status and score, and says why there.
 
     Spend, and how to cap the judge's: every paid call made for a row is
     charged to the batch budget, the judge's own included (the judge's call
