@@ -728,7 +728,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         from ..calibration import JudgeCardRegistry
         from ._grade import already_note, record_item_labels
 
-        usage = [u for u in report.meta.usage.values() if isinstance(u, dict)]
+        usage: list[dict[str, Any]] = [u for u in report.meta.usage.values() if isinstance(u, dict)]
         judged = sum(int(u.get("ledger_recorded", u["scored"])) for u in usage)
         labels, labels_held = 0, 0
         if len(humans) == 1 and any(int(u["scored"]) for u in usage):  # a run that judged nothing records no label
