@@ -25,17 +25,17 @@ of megabytes, not the records.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ._observation import QualityObservation
 
 __all__ = ["HeldKeys", "Recorded", "id_text", "record_key"]
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+_digest = partial(hashlib.blake2b, digest_size=16)
 
 
 def id_text(value: Any) -> str | None:
@@ -62,14 +62,14 @@ def record_key(o: QualityObservation) -> tuple[bool, bytes] | None:
     if not isinstance(grader, str) or item is None:
         return None
     if "annotator" in tags:
-        parts: list[Any] = ["label", o.task_type, item, o.adapter_id, o.model_id, grader, str(tags["annotator"])]
+        parts: tuple[Any, ...] = ("label", o.task_type, item, o.adapter_id, o.model_id, grader, str(tags["annotator"]))
         is_label = True
     else:
-        parts = ["judgment", o.task_type, item, o.adapter_id, o.model_id, o.baseline_adapter_id, grader,
-                 tags.get("rubric_hash")]
+        parts = ("judgment", o.task_type, item, o.adapter_id, o.model_id, o.baseline_adapter_id, grader,
+                 tags.get("rubric_hash"))
         is_label = False
-    text = _dumps(parts).encode("utf-8", "surrogatepass")
-    return is_label, hashlib.blake2b(text, digest_size=16).digest()
+    # the repr of a tuple of texts (and None, or a rubric hash of another JSON type) says which texts it holds
+    return is_label, _digest(repr(parts).encode("utf-8", "surrogatepass")).digest()
 
 
 @dataclass(frozen=True)
