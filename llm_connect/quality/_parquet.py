@@ -95,7 +95,8 @@ Recording once
 CLI record through) skips the judgments and labels the ledger already holds. On
 a local root it holds ``filelock.FileLock(ROOT/_record.lock)`` while it checks
 and writes, and every writer (``append``, ``extend``, ``extend_once``) names the
-files it wrote in ``ROOT/_record.journal`` (a compaction starts a new one), so
+files it wrote in ``ROOT/_record.journal`` once the first ``extend_once``
+created it (a compaction starts a new one), so
 a writer's later calls read only the files written since its first; on an
 object store it lists the partitions each time and takes no lock.
 """
@@ -518,14 +519,19 @@ class ParquetLedger(BaseLedger):
 
     def _journal(self, paths: Sequence[str]) -> None:
         """Name ``paths`` (just written) in ``ROOT/_record.journal``, one ``+<relative path>`` line each, with
-        one appending write (local roots only; a journal that cannot be written is left: the files stand, and
-        the next full reading sees them)."""
+        one appending write (local roots only, and only once some ``extend_once`` created the journal; a
+        journal that cannot be written is left: the files stand, and the next full reading sees them)."""
         _, base, local = self._fs()
         if not local or not paths:
             return
         prefix = base.rstrip("/") + "/"
         lines = "".join(f"+{p[len(prefix):] if p.startswith(prefix) else p}\n" for p in paths)
-        with contextlib.suppress(OSError), open(os.path.join(base, _JOURNAL), "ab") as handle:
+        try:  # only into a journal that exists: a reader creates it before it lists the files, so a file
+            # renamed into place after that listing is named in it, and one renamed before is listed
+            fd = os.open(os.path.join(base, _JOURNAL), os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return
+        with contextlib.suppress(OSError), os.fdopen(fd, "ab") as handle:
             handle.write(lines.encode("utf-8", "surrogateescape"))
 
     def _journal_state(self, base: str) -> tuple[int, int, int]:
