@@ -524,8 +524,8 @@ def record_labels(
     all are written under one lock.
 
     Each label is recorded once per item (id and candidate) and annotator under ``grader_id``: a label the
-    ledger already holds is not recorded again, however often this runs (a warning says how many were found
-    already, and how many of those differ from the label that stands; see
+    ledger already holds is not recorded again, however often this runs: the first label stands (a warning
+    says how many were found already, and how many of those differ from the label that stands; see
     :meth:`~llm_connect.quality.BaseLedger.extend_once`). Returns how many labels were written.
     """
     if not isinstance(frame, pd.DataFrame):
@@ -567,8 +567,8 @@ def record_labels(
         return 0
     recorded = ledger.extend_once(observations)
     if recorded.n_held:
-        differ = (f" ({recorded.differing} of them differ from the label recorded before, which stands: take "
-                  "it back first to change it)" if recorded.differing else "")
+        differ = (f" ({recorded.differing} of them differ from the label recorded before, which stands: the "
+                  "ledger keeps one label per item and annotator)" if recorded.differing else "")
         _log.warning("llm_connect: %d label(s) already in the ledger, not recorded again%s", recorded.n_held, differ)
     return recorded.n_written
 

@@ -80,8 +80,8 @@ class Recorded:
     an earlier observation of the same call had it). ``held``: for each one not written, the score of the
     record that stands (``None`` for those written) and ``held_ids`` its ``label_id`` (a Labeller's label;
     ``None`` otherwise). ``differing``: how many of those not written have
-    another score than the record that stands (a changed label is not recorded again: take the old one
-    back first, e.g. :meth:`~llm_connect.calibration.Labeller.undo`).
+    another score than the record that stands (a changed label is not recorded again: the first stands until
+    it is taken back, e.g. by :meth:`~llm_connect.calibration.Labeller.undo`).
     """
 
     written: tuple[bool, ...]
