@@ -30,8 +30,11 @@ starts, and the rows not attempted are ``error`` rows saying "budget
 exhausted". ``df.attrs["budget"]`` holds the budget's state at the end.
 
 Recording to a ledger is the caller's: the engine only offers
-:func:`record_row`, which appends what a ``make()`` callable builds and reports a
-failure in the row's ``ledger_error`` column (the judgment stands).
+:func:`record_row`, which records what a ``make()`` callable builds and reports a
+failure in the row's ``ledger_error`` column (the judgment stands), and
+:func:`record_rows_now`, its sync twin for a ``finish`` step. Both record once
+(:func:`extend_once`): a judgment the ledger already holds (same item, grader,
+rubric and candidate) is not written again, and ``attrs["ledger"]`` counts it.
 
 Item identity is one rule, kept here: an item's id is converted once (:func:`canonical_item_id`: a whole
 float is an int, numpy scalars are plain Python, NaN/None/NA is missing) and matched on its text
@@ -78,6 +81,7 @@ __all__ = [
     "LEDGER_ERROR",
     "PIPELINE_COLUMNS",
     "PIPELINE_EXTRA_COLUMNS",
+    "RECORDED",
     "RESULT_COLUMNS",
     "RESULT_FRAME_COLUMNS",
     "BatchPlan",
@@ -92,6 +96,7 @@ __all__ = [
     "column_values",
     "content_item_id",
     "describe_error",
+    "extend_once",
     "is_judge",
     "is_missing",
     "item_id_text",
@@ -102,9 +107,11 @@ __all__ = [
     "judge_and_items",
     "ledger_columns",
     "note_budget",
+    "note_ledger",
     "plain_item_id",
     "progress_bar",
     "record_row",
+    "record_rows_now",
     "reference_text",
     "renamed_keyword",
     "row_for_exception",
@@ -552,7 +559,8 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
 
     Scores, latencies and costs are floats (NaN when absent), token counts ints;
     ``judge_tokens_in`` / ``judge_tokens_out`` are the row's ``tokens_in`` / ``tokens_out`` unless
-    it sets them; ``attrs["interrupted"]`` and ``attrs["counts"]`` (rows per status) are set.
+    it sets them; ``attrs["interrupted"]`` and ``attrs["counts"]`` (rows per status) are set, and
+    ``attrs["ledger"]`` when the rows were recorded (:func:`note_ledger`).
     """
     import pandas as pd
 
@@ -576,6 +584,7 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
     abstained = sum(1 for r in rows if r.get("status") == "abstained")
     if abstained:  # a selective judge's rows (its batch plan adds the count even when it is 0)
         out.attrs["counts"]["abstained"] = abstained
+    note_ledger(out, rows)
     return out
 
 
@@ -724,61 +733,81 @@ def check_ledger(ledger: LedgerSink | None, task_type: str | None) -> None:
         raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
 
 
+#: A row's private note of what became of its observation: ``"recorded"``, or ``"held"`` (the ledger already
+#: held its judgment, so it was not recorded again); :func:`attach_rows` counts them in ``attrs["ledger"]``.
+RECORDED = "_ledger"
+
+
+def extend_once(ledger: Any, observations: list[Any]) -> list[bool]:
+    """Write ``observations`` to ``ledger`` once (:meth:`~llm_connect.quality.BaseLedger.extend_once`: the
+    ones whose judgment or label it already holds are skipped); returns, for each, whether it was written.
+    A sink without ``extend_once`` gets them all (through ``extend``, else ``append``)."""
+    once = getattr(ledger, "extend_once", None)
+    if callable(once):
+        return list(once(observations).written)
+    if callable(getattr(ledger, "extend", None)):
+        ledger.extend(observations)
+    else:
+        for o in observations:
+            ledger.append(o)
+    return [True] * len(observations)
+
+
 class _GroupCommit:
     """Group commit of one ledger's observations on one event loop.
 
     Rows that finish while a write is in flight queue their observations; the next write takes them all in
-    one ``ledger.extend`` (one lock acquisition for a JSON Lines ledger, one file per partition for a
-    :class:`~llm_connect.quality.ParquetLedger` instead of one file per row). A row still waits for its own
-    observation's write, so it is never reported recorded before it is. When the ledger refuses the group
-    for one observation's sake (a :class:`ValueError` or :class:`TypeError`, raised before anything is
-    written), the group is written again one observation at a time, so only that row fails; an
-    :class:`OSError` fails the whole group (nothing is written twice).
+    one :func:`extend_once` (one lock acquisition for a JSON Lines ledger, one file per partition for a
+    :class:`~llm_connect.quality.ParquetLedger` instead of one file per row), which skips the judgments the
+    ledger already holds. A row still waits for its own observation's write, so it is never reported
+    recorded before it is. When the ledger refuses the group for one observation's sake (a
+    :class:`ValueError` or :class:`TypeError`, raised before anything is written), the group is written
+    again one observation at a time, so only that row fails; an :class:`OSError` fails the whole group
+    (nothing is written twice).
     """
 
     def __init__(self, ledger: Any, key: tuple[int, int]) -> None:
         self.ledger, self.key = ledger, key
-        self.pending: list[tuple[Any, asyncio.Future[None]]] = []
+        self.pending: list[tuple[Any, asyncio.Future[bool]]] = []
         self.task: asyncio.Task[None] | None = None
 
-    async def write(self, obs: Any) -> None:
+    async def write(self, obs: Any) -> bool:
+        """Record ``obs`` with the group; whether it was written (``False``: the ledger already held it)."""
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
+        done: asyncio.Future[bool] = loop.create_future()
         self.pending.append((obs, done))
         if self.task is None or self.task.done():
             self.task = loop.create_task(self._drain())
-        await done
+        return await done
 
     async def _drain(self) -> None:
         try:
             while self.pending:
                 group, self.pending = self.pending, []
-                errors = await self._flush([o for o, _ in group])
-                for (_, done), err in zip(group, errors, strict=True):
+                results = await self._flush([o for o, _ in group])
+                for (_, done), result in zip(group, results, strict=True):
                     if done.done():  # the row was cancelled meanwhile
                         continue
-                    if err is None:
-                        done.set_result(None)
+                    if isinstance(result, BaseException):
+                        done.set_exception(result)
                     else:
-                        done.set_exception(err)
+                        done.set_result(result)
         finally:
             if not self.pending:
                 _GROUPS.pop(self.key, None)
 
-    async def _flush(self, group: list[Any]) -> list[BaseException | None]:
+    async def _flush(self, group: list[Any]) -> list[bool | BaseException]:
         try:
-            await to_thread(self.ledger.extend, group)
-            return [None] * len(group)
+            return list(await to_thread(extend_once, self.ledger, group))
         except (ValueError, TypeError) as exc:
             if len(group) == 1:
                 return [exc]
         except Exception as exc:
             return [exc] * len(group)
-        out: list[BaseException | None] = []
+        out: list[bool | BaseException] = []
         for o in group:
             try:
-                await to_thread(self.ledger.append, o)
-                out.append(None)
+                out.extend(await to_thread(extend_once, self.ledger, [o]))
             except Exception as exc:
                 out.append(exc)
         return out
@@ -787,9 +816,16 @@ class _GroupCommit:
 _GROUPS: dict[tuple[int, int], _GroupCommit] = {}  # (id(loop), id(ledger)) -> its writer, while it writes
 
 
+def _ledger_failed(row: Row, exc: BaseException) -> None:
+    row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"
+    log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))
+
+
 async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> None:
-    """Append ``make()`` to the ledger, setting ``row["ledger_error"]``. The judgment stands whatever
-    happens: a failure to build or append the observation is reported there, never in the row's status or score.
+    """Record ``make()`` in the ledger once, setting ``row["ledger_error"]``. The judgment stands whatever
+    happens: a failure to build or append the observation is reported there, never in the row's status or
+    score. A judgment the ledger already holds (same item, grader, rubric and candidate) is not recorded
+    again: the row notes it (:data:`RECORDED`) and the frame counts it (``attrs["ledger"]``).
 
     Rows recording at the same time are written together (see :class:`_GroupCommit`). In a run through the
     providers' Batch APIs, a row an earlier run of the same state already recorded (a resumed multi-round
@@ -800,6 +836,7 @@ async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> N
     row[LEDGER_ERROR] = None
     collector = active_collector()
     if collector is not None and collector.recorded_before(ledger):
+        row[RECORDED] = "held"  # an earlier run of this batch state recorded it from the same replies
         return
     try:
         obs = make()
@@ -808,15 +845,55 @@ async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> N
             writer = _GROUPS.get(key)
             if writer is None:
                 writer = _GROUPS[key] = _GroupCommit(ledger, key)
-            await writer.write(obs)
+            written = await writer.write(obs)
         else:
-            await to_thread(ledger.append, obs)
+            written = all(await to_thread(extend_once, ledger, [obs]))
+        row[RECORDED] = "recorded" if written else "held"
     except Exception as exc:
-        row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"
-        log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))
+        _ledger_failed(row, exc)
         return
     if collector is not None:
         collector.note_recorded(ledger)
+
+
+def record_rows_now(ledger: LedgerSink, pairs: list[tuple[Row, Any]]) -> None:
+    """Record each ``(row, observation)`` once, at once (sync: a batch's ``finish`` step), as
+    :func:`record_row` records one: ``ledger_error`` and :data:`RECORDED` set on each row. Rows whose
+    observation is ``None`` are left alone."""
+    todo = [(row, obs) for row, obs in pairs if obs is not None]
+    if not todo:
+        return
+    try:
+        written = extend_once(ledger, [obs for _, obs in todo])
+    except (ValueError, TypeError):  # one observation's fault: write them one at a time, so only it fails
+        for row, obs in todo:
+            try:
+                row[RECORDED] = "recorded" if all(extend_once(ledger, [obs])) else "held"
+            except Exception as exc:
+                _ledger_failed(row, exc)
+        return
+    except Exception as exc:
+        for row, _ in todo:
+            _ledger_failed(row, exc)
+        return
+    for (row, _), w in zip(todo, written, strict=True):
+        row[RECORDED] = "recorded" if w else "held"
+
+
+def note_ledger(out: Any, rows: list[Row]) -> None:
+    """``out.attrs["ledger"]`` (``recorded``: judgments written; ``already``: judgments the ledger held
+    already, not recorded again; ``failed``: rows with a ``ledger_error``) when the rows were recorded, and a
+    warning naming how many were found already."""
+    notes = [r.get(RECORDED) for r in rows]
+    failed = sum(1 for r in rows if r.get(LEDGER_ERROR))
+    if not failed and not any(notes):
+        return
+    held = notes.count("held")
+    out.attrs["ledger"] = {"recorded": notes.count("recorded"), "already": held, "failed": failed}
+    if held:
+        graders = sorted({str(r["grader_id"]) for r in rows if r.get(RECORDED) == "held" and r.get("grader_id")})
+        who = f"{', '.join(graders)}: " if graders else ""
+        log.warning("llm_connect: %s%d judgment(s) already in the ledger, not recorded again", who, held)
 
 
 def ledger_columns(ledger: LedgerSink | None) -> tuple[str, ...]:

@@ -57,7 +57,9 @@ Resumable
 With ``ledger=`` (a :class:`~llm_connect.quality.QualityLedger`, or a
 ``ParquetLedger`` shared by many machines) and ``task_type=``, each scored row is
 recorded (tags ``grader_id``, ``rubric_hash``, ``item_id`` and the job's
-``run_id``; a batch's observations are written together when the batch ends),
+``run_id``; a batch's observations are written together when the batch ends, once: a judgment
+the ledger already holds -- recorded by another actor, a retried batch or an earlier job -- is not
+recorded again, as :meth:`~llm_connect.quality.BaseLedger.extend_once` says),
 and a job run again with the same ledger skips the items that the same grader
 and rubric already scored (keyed by grader id, rubric hash and the item's key,
 :func:`~llm_connect.batch.item_key`: its id and its candidate's adapter and model,
@@ -94,6 +96,7 @@ from .batch import (
     check_ledger,
     column_values,
     describe_error,
+    extend_once,
     item_id_text,
     item_ids,
     item_key,
@@ -558,7 +561,9 @@ def _done_items(ledger: Any, task_type: str, grader_id: str, rubric_hash: str | 
 
 class _BatchRecorder:
     """A ledger stand-in for one batch: ``append`` keeps the observation (tagged with the job's ``run_id``),
-    :meth:`flush` writes them all with one ``extend``."""
+    :meth:`flush` records them all at once, as every entry point records: once
+    (:func:`~llm_connect.batch.extend_once`; a judgment another actor, a retried batch or an earlier job
+    recorded meanwhile is not recorded again)."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -573,9 +578,12 @@ class _BatchRecorder:
         if not pending:
             return None
         try:
-            ledger.extend(pending)
+            written = extend_once(ledger, pending)
         except Exception as exc:
             return f"ledger append failed: {describe_error(exc)}"
+        held = len(written) - sum(written)
+        if held:
+            logger.warning("llm_connect: %d judgment(s) already in the ledger, not recorded again", held)
         return None
 
 

@@ -23,6 +23,7 @@ ledger reads it. With ``tags="expand"`` a null tag value reads as absent (NA);
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,6 +47,8 @@ from .quality._ledger_io import (
     observation_columns,
     read_columns,
 )
+
+_log = logging.getLogger("llm_connect")
 
 __all__ = [
     "HOLD_GRADER_ID",
@@ -518,7 +521,12 @@ def record_labels(
     (:func:`~llm_connect.batch.canonical_item_id`: a whole float such as ``1.0``
     is ``1``, numpy scalars are plain Python); a labelled row without an id is an
     error. Every row is validated before anything is written, and
-    all are written under one lock. Returns how many labels were written.
+    all are written under one lock.
+
+    Each label is recorded once per item (id and candidate) and annotator under ``grader_id``: a label the
+    ledger already holds is not recorded again, however often this runs: the first label stands (a warning
+    says how many were found already, and how many of those differ from the label that stands; see
+    :meth:`~llm_connect.quality.BaseLedger.extend_once`). Returns how many labels were written.
     """
     if not isinstance(frame, pd.DataFrame):
         raise ValidationError(f"record_labels takes a DataFrame, got {type(frame).__name__}")
@@ -555,9 +563,14 @@ def record_labels(
             ))
         except (ValueError, TypeError) as exc:
             raise ValidationError(f"row {idx!r} cannot be recorded as a label: {exc}") from exc
-    if observations:
-        ledger.extend(observations)
-    return len(observations)
+    if not observations:
+        return 0
+    recorded = ledger.extend_once(observations)
+    if recorded.n_held:
+        differ = (f" ({recorded.differing} of them differ from the label recorded before, which stands: the "
+                  "ledger keeps one label per item and annotator)" if recorded.differing else "")
+        _log.warning("llm_connect: %d label(s) already in the ledger, not recorded again%s", recorded.n_held, differ)
+    return recorded.n_written
 
 
 def paired_frame(

@@ -259,8 +259,10 @@ def test_item_ids_of_any_kind_are_recorded_and_never_unscore_a_row(tmp_path):
     recorded = [o.tags["item_id"] for o in ledger.read_all()]
     # a missing id is the key of the item's texts (never the row's position: NA at row 5 is not item 5);
     # numpy scalars are plain Python; other objects are their text
+    # the three id-less rows have the same texts: one item, recorded once
     key = content_item_id("q", "a", "a")
-    assert sorted(map(str, recorded)) == sorted(map(str, [key, key, 5, "x", "opaque-7", key, 2, 3.5]))
+    assert sorted(map(str, recorded)) == sorted(map(str, [key, 5, "x", "opaque-7", 2, 3.5]))
+    assert df.attrs["ledger"] == {"recorded": 6, "already": 2, "failed": 0}
     assert {type(v) for v in recorded} <= {int, float, str}
 
 
@@ -482,3 +484,40 @@ def test_a_refused_observation_fails_only_its_own_row_in_a_group(tmp_path):
     ids = [o.tags["item_id"] for o in ledger.read_all()]
     assert sorted(ids) == sorted(i for k, i in enumerate(items["id"]) if k != 37)
     assert ledger.malformed_count() == 0
+
+
+# -- recording once: a rerun adds nothing and says how many it found ------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_a_rerun_records_no_judgment_twice_and_says_how_many_it_found(tmp_path, caplog, kind):
+    """Each judgment is recorded once per item, grader, rubric and candidate model, whichever path records it
+    (the group commit of judge_many and grade_many, the reduced rows of epochs); ``attrs["ledger"]`` counts."""
+    from llm_connect import ParquetLedger
+
+    ledger = QualityLedger(tmp_path / "l.jsonl") if kind == "jsonl" else ParquetLedger(tmp_path / "pq")
+    first = judge_many(ExactMatchJudge(), items(6), ledger=ledger, task_type="qa", progress=False)
+    assert first.attrs["ledger"] == {"recorded": 6, "already": 0, "failed": 0}
+    with caplog.at_level("WARNING", logger="llm_connect"):
+        again = judge_many(ExactMatchJudge(), items(8), ledger=ledger, task_type="qa", progress=False, concurrency=3)
+    assert again.attrs["ledger"] == {"recorded": 2, "already": 6, "failed": 0}
+    assert again["ledger_error"].isna().all() and (again["status"] == "scored").all()  # the rows stand
+    assert "exact-match: 6 judgment(s) already in the ledger, not recorded again" in caplog.text
+    reduced = judge_many(ExactMatchJudge(), items(9), ledger=ledger, task_type="qa", progress=False, epochs=2)
+    assert reduced.attrs["ledger"] == {"recorded": 1, "already": 8, "failed": 0}
+    # another candidate model, another judge or another rubric is another judgment
+    other = judge_many(ExactMatchJudge(), items(2, candidate_model="m2"), ledger=ledger, task_type="qa",
+                       progress=False)
+    llm = judge_many(LLMJudge(ScriptedAdapter(['{"quality_score": 1}'], cycle=True)), items(2), ledger=ledger,
+                     task_type="qa", progress=False)
+    assert other.attrs["ledger"]["recorded"] == llm.attrs["ledger"]["recorded"] == 2
+    observations = ledger.read_all()
+    assert len(observations) == 13
+    assert sorted(o.tags["item_id"] for o in observations if o.tags["grader_id"] == "exact-match"
+                  and o.model_id == "unknown") == list(range(9))
+    # grade_many records through the same path
+    base = ScriptedAdapter(lambda p, rc: f"answer to {p}", adapter_id="base", model_id="big")
+    grader = PairedGrader(ExactMatchJudge(), ledger=ledger, task_type="qa")
+    graded = [grader.grade_many(base, base, ["q1", "q2"], progress=False) for _ in range(2)]
+    assert [g.attrs["ledger"]["recorded"] for g in graded] == [2, 0] and graded[1].attrs["ledger"]["already"] == 2
+    assert len(ledger.read_all()) == 15

@@ -446,6 +446,44 @@ def test_cli_grade_batch_killed_mid_poll_resumes_and_records_once(tmp_path):
     assert not (tmp_path / "ledger.jsonl.batches").exists()
 
 
+def test_cli_grade_batch_human_stopped_mid_poll_records_no_label_and_the_rerun_records_each_once(tmp_path):
+    """``llm-connect grade --batch --human`` stopped with Ctrl-C while it polls has judged nothing: it records
+    no label and exits 1 with the first error. The same command collects the batch and records every judgment
+    and label once; a third run records nothing and says how many it found."""
+    from interruptible import python_argv
+
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps({**row, "human": i % 3 != 0}) + "\n" for i, row in enumerate(items(12))),
+                    encoding="utf-8")
+    ledger = tmp_path / "ledger.jsonl"
+    env = {**os.environ, "LLM_CONNECT_BATCH_POLL_S": "0.02", "OPENAI_API_KEY": "sk-test"}
+    with LoopbackServer(batch={"hold": True}) as server:
+        args = ["grade", str(data), "--judge", "llm", "--llm", "openai:gpt-4o-mini", "--base-url", server.base_url,
+                "--ledger", str(ledger), "--task-type", "qa", "--no-progress", "--batch"]
+        # python_argv: the child takes Ctrl-C even when this runner ignores SIGINT (nohup)
+        child = subprocess.Popen(python_argv("-m", "llm_connect.cli", *args), env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while batch_stats(server).get("polls", 0) < 3 and time.monotonic() < deadline:
+            assert child.poll() is None, child.communicate()
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 1, (out, err)
+        assert "0 scored" in out and "0 human label(s)" in out
+        assert "scored no row; first error: interrupted" in err and "no label was recorded" in err
+        assert not ledger.exists() or not QualityLedger(ledger).read_all()
+        release_batches(server)
+        command = [sys.executable, "-m", "llm_connect.cli", *args]
+        reruns = [subprocess.run(command, env=env, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [r.returncode for r in reruns] == [0, 0], reruns[0].stderr
+    assert "recorded 12 judgment(s) and 12 human label(s)" in reruns[0].stdout
+    assert "recorded 0 judgment(s) and 0 human label(s)" in reruns[1].stdout
+    assert "12 judgment(s) and 12 label(s) already in the ledger, not recorded again" in reruns[1].stdout
+    recorded = QualityLedger(ledger).read_all()
+    assert sorted(o.tags["grader_id"] for o in recorded) == ["human"] * 12 + ["llm-judge"] * 12
+
+
 def test_cli_grade_batch_mistakes_exit_2(tmp_path, capsys):
     from llm_connect.cli import main
 

@@ -5,6 +5,7 @@ judged, and ``llm-connect route`` prints the decision with its evidence (method,
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from llm_connect import ExactMatchJudge, QualityLedger, judge_many
 from llm_connect.cli import main
 from llm_connect.frames import paired_frame, record_labels
+from llm_connect.testing import LoopbackServer
 
 ROWS = [
     {"id": f"q{k}", "prompt": f"question {k}", "baseline": "Paris",
@@ -65,8 +67,9 @@ def test_grade_without_labels_warns_and_exits_1_when_nothing_scored(tmp_path, ca
     blank = [dict(r, baseline="") for r in ROWS[:3]]
     assert grade(write_csv(tmp_path / "blank.csv", blank), tmp_path / "l.jsonl", "--human", "label") == 1
     captured = capsys.readouterr()
-    assert "0 scored" in captured.out and "3 errors" in captured.out
-    assert "scored no row" in captured.err
+    assert "0 scored" in captured.out and "3 errors" in captured.out and "0 human label(s)" in captured.out
+    assert "scored no row" in captured.err and "no label was recorded" in captured.err
+    assert not any(o.tags["grader_id"] == "human" for o in QualityLedger(tmp_path / "l.jsonl").read_all())
 
 
 def test_grade_user_errors_exit_2(tmp_path, capsys):
@@ -140,3 +143,77 @@ def test_calibrate_ledger_records_judgments_and_labels(tmp_path, capsys):
     assert main(["route", str(ledger), "qa", "--threshold", "0.5", "--min-observations", "5",
                  "--require-calibrated", "--min-kappa", "0.0"]) == 0
     assert "ppi++" in capsys.readouterr().out
+
+
+# -- recording once: the documented loop counts each item once --------------------------------------------------
+
+
+def route_lines(ledger, capsys) -> tuple[str, list[list[str]]]:
+    assert main(["route", str(ledger), "qa", "--threshold", "0.5", "--min-observations", "5"]) == 0
+    out = capsys.readouterr().out
+    return out, [line.split() for line in out.splitlines() if line.strip().startswith(("m1", "m2"))]
+
+
+def test_grade_then_calibrate_on_one_ledger_records_each_judgment_and_label_once(tmp_path, capsys):
+    """The documented loop: ``grade --human`` then ``calibrate --ledger`` on the same ledger. calibrate finds
+    the judgments and labels grade recorded and says so; route counts each item once (n, n_labelled and the
+    interval are those of the items, not of the copies) and its header counts distinct labels."""
+    data = write_csv(tmp_path / "qa.csv", ROWS)
+    ledger = tmp_path / "l.jsonl"
+    assert grade(data, ledger, "--human", "label") == 0
+    capsys.readouterr()
+    before, rows = route_lines(ledger, capsys)
+    assert "PPI++ with 24 human label(s)" in before and all(r[2] == r[3] == "12" for r in rows)
+    assert main(["calibrate", str(data), "--out", str(tmp_path / "o"), "--judges", "exact-match", "--human",
+                 "label", "--probes", "none", "--n-boot", "200", "--no-progress", "--ledger", str(ledger),
+                 "--task-type", "qa"]) == 0
+    out = capsys.readouterr().out
+    assert ("recorded 0 judgment(s) and 0 human label(s)" in out
+            and "24 judgment(s) and 24 label(s) already in the ledger, not recorded again" in out)
+    assert grade(data, ledger, "--human", "label") == 0  # a rerun adds nothing and says how many it found
+    out = capsys.readouterr().out
+    assert "recorded 0 judgment(s) and 0 human label(s)" in out and "24 judgment(s) and 24 label(s) already" in out
+    assert len(QualityLedger(ledger).read_all()) == 48
+    after, rows_after = route_lines(ledger, capsys)
+    assert after == before and rows_after == rows
+
+
+def test_route_counts_distinct_labels_in_a_ledger_that_holds_copies(tmp_path, capsys):
+    """A ledger written before labels were recorded once holds copies: route's header counts each label once
+    (and an undone one not at all), as n_labelled does."""
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    items = pd.DataFrame(ROWS)
+    judge_many(ExactMatchJudge(), items, ledger=ledger, task_type="qa", progress=False)
+    labels = items.assign(item_id=items["id"], label=[1.0 if v == "yes" else 0.0 for v in items["label"]])
+    record_labels(ledger, labels, task_type="qa", label="label")
+    ledger.extend([o for o in ledger.read_all() if o.tags["grader_id"] == "human"])  # old copies
+    assert len(ledger.read_all()) == 24 + 48
+    out, rows = route_lines(ledger.path, capsys)
+    assert "PPI++ with 24 human label(s)" in out and all(r[3] == "12" for r in rows)
+
+
+def test_grade_that_judged_nothing_records_no_label_and_the_rerun_records_them_once(tmp_path, capsys,
+                                                                                   monkeypatch):
+    """``grade --human`` against an endpoint that fails every call judges nothing: it records no label and
+    exits 1 with the first error; run again once the endpoint works, it records every label once."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    data = write_csv(tmp_path / "qa.csv", ROWS[:6])
+    ledger = tmp_path / "l.jsonl"
+
+    def llm_grade(server):
+        return main(["grade", str(data), "--judge", "llm", "--llm", "openai:judge-1", "--base-url", server.base_url,
+                     "--ledger", str(ledger), "--task-type", "qa", "--human", "label", "--no-progress"])
+
+    with LoopbackServer(faults={"400": 1.0}) as down:
+        assert llm_grade(down) == 1
+    captured = capsys.readouterr()
+    assert "0 scored" in captured.out and "0 human label(s)" in captured.out
+    assert re.search(r"scored no row; first error: .*400", captured.err) and "no label was recorded" in captured.err
+    assert not ledger.exists() or not QualityLedger(ledger).read_all()
+    with LoopbackServer() as up:
+        assert llm_grade(up) == 0
+        assert "6 scored" in capsys.readouterr().out
+        assert llm_grade(up) == 0
+    assert "recorded 0 judgment(s) and 0 human label(s)" in capsys.readouterr().out
+    recorded = QualityLedger(ledger).read_all()
+    assert sorted(o.tags["grader_id"] for o in recorded) == ["human"] * 6 + ["llm-judge"] * 6

@@ -275,6 +275,42 @@ def test_the_actor_resumes_from_a_jsonl_ledger_in_process(fresh, tmp_path):
     assert sorted(map(str, (o.tags["item_id"] for o in ledger.read_all()))) == ["3", "4", "5", "6", "a", "b"]
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_two_actors_that_judged_one_item_record_it_once_in_process(fresh, tmp_path, kind):
+    """Two actors (here of two jobs, run ids r1 and r2) that both read the ledger before either wrote judge the
+    same items: the later batch finds the earlier one's judgments when it records, and writes them not again
+    (the rows stand, scored); each judgment is in the ledger once, for either ledger."""
+    from llm_connect import ParquetLedger, QualityLedger
+    from llm_connect.distributed import _GradingActor
+
+    ledger = QualityLedger(tmp_path / "l.jsonl") if kind == "jsonl" else ParquetLedger(tmp_path / "pq")
+    factory = functools.partial(make_judge, fresh.base_url)
+    first, second = (_GradingActor(factory, 4, ledger, "qa", None, None, None, run_id=r) for r in ("r1", "r2"))
+    df = items(6)
+    outs = [first(df.iloc[:4]), second(df.iloc[2:])]
+    assert fresh.stats()["total"] == 8  # both judged items 2 and 3
+    for out in outs:
+        assert (out["status"] == "scored").all() and out["ledger_error"].isna().all()
+    observations = ledger.read_all()
+    assert sorted(o.tags["item_id"] for o in observations) == list(range(6))
+    assert [o.tags["run_id"] for o in sorted(observations, key=lambda o: o.tags["item_id"])] == ["r1"] * 4 + ["r2"] * 2
+
+
+def test_rows_of_one_item_in_two_ray_batches_are_recorded_once(ray_cluster, fresh, tmp_path):
+    """A dataset holding each item twice, the copies in different Ray batches on different actors: every row
+    comes out scored, and the ledger holds each judgment once (the actors record through extend_once)."""
+    from llm_connect import QualityLedger
+    from llm_connect.distributed import RESUMED, grade_dataset
+
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    df = pd.concat([items(60), items(60)], ignore_index=True)
+    out = grade_dataset(ray_cluster.data.from_pandas(df), functools.partial(make_judge, fresh.base_url),
+                        ledger=ledger, task_type="qa", num_actors=2, concurrency=8, batch_size=30).to_pandas()
+    assert len(out) == 120 and (out["status"] == "scored").all() and out["ledger_error"].isna().all()
+    assert fresh.stats()["total"] + int(out[RESUMED].sum()) == 120  # judged again unless read back as done
+    assert sorted(o.tags["item_id"] for o in ledger.read_all()) == list(range(60))
+
+
 def test_a_token_limit_paces_two_holders_and_settles_what_a_call_used(ray_cluster):
     """The token side of the shared schedule, with the limiter a real Ray actor and two permit holders (two
     actors' worth) on one loop: 120,000 tokens a minute (2,000 a second), items of 100 tokens."""

@@ -739,3 +739,23 @@ def test_annotators_in_separate_processes_never_label_the_same_item(tmp_path):
     humans = _humans(led)
     assert len(humans) == 30 and sorted(humans["tag.item_id"]) == sorted(i for got in results for i in got)
     assert humans["tag.item_id"].is_unique  # each item went to one annotator
+
+
+def test_the_same_annotator_in_two_sessions_records_one_label_per_item(judged, caplog):
+    """Two sessions of one annotator (two notebook tabs) show the same item: the second label of it is not
+    recorded (the first stands, and its id is returned), until it is undone."""
+    led, items = judged
+    tabs = [Labeller(items, ledger=led, task_type="qa", annotator="ann", seed=3, hold_seconds=0) for _ in range(2)]
+    shown = [tab.current["item_id"] for tab in tabs]
+    assert shown[0] == shown[1]
+    first = tabs[0].label(1.0)
+    with caplog.at_level("WARNING", logger="llm_connect"):
+        second = tabs[1].label(0.0)
+    assert second == first and "ann has labelled item" in caplog.text and "not recorded again" in caplog.text
+    humans = _humans(led)
+    assert len(humans) == 1 and humans["quality_score"].tolist() == [1.0]
+    assert tabs[1].n_labelled == 1 and tabs[1].current["item_id"] != shown[0]  # it moved on
+    tabs[0].undo()  # taken back: the item may be labelled again
+    tabs[0].label(0.0)
+    assert _humans(led)["quality_score"].tolist() == [1.0, 0.0]
+    assert paired_frame(led, "qa", grader_id="exact-match")["n_annotators"].max() == 1

@@ -20,6 +20,9 @@ joins labels with the judge's observations on (``item_id``, ``adapter_id``):
   the seeded order reaches it: 1 except for ``"active"``), ``stratum``, ``rank`` (the item's
   place in its stratum's seeded order), ``stratum_size`` and ``note`` when one was written;
 - a **skip**: grader ``human-skip`` (score 0, never read as a label), the same tags;
+- labels and skips are recorded once per item and annotator
+  (:meth:`~llm_connect.quality.BaseLedger.extend_once`): one the ledger holds already (the same
+  annotator labelled the item in another session) is not recorded again, until it is undone;
 - an **undo**: grader ``human-undo`` (score 0) with tag ``undoes=<label_id>``. The ledger stays
   append-only; :func:`~llm_connect.frames.paired_frame` and the labeller leave an undone label
   (or skip) out;
@@ -91,6 +94,7 @@ is the column ``reply_NAME``, ``notes_NAME``, ``reply`` or ``notes``, the first 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import time
 import uuid
@@ -120,6 +124,7 @@ from ..stats.sampling import (
 
 __all__ = ["STRATEGIES", "Labeller"]
 
+_log = logging.getLogger("llm_connect")
 _ID_COLUMNS = ("item_id", "id")
 _REFERENCE_COLUMNS = ("references", "reference", "baseline")
 _MIN_LABELS_FOR_WIDTH = 10  # below this the progress text gives no width (the normal interval is not yet one)
@@ -644,7 +649,18 @@ class Labeller:
         }
         if note.strip():
             tags["note"] = note
-        self.ledger.append(self._observation(i, grader, score, tags))
+        obs = self._observation(i, grader, score, tags)
+        once = getattr(self.ledger, "extend_once", None)
+        if callable(once):  # once per item and annotator: another session of this annotator may have labelled it
+            recorded = once([obs])
+            if not recorded.written[0]:
+                what = "labelled" if grader == HUMAN_GRADER_ID else "skipped"
+                _log.warning("llm_connect: %s has %s item %r (%s) already, e.g. in another session; not recorded "
+                             "again (undo() takes the recorded one back)", self.annotator, what, self._ids[i],
+                             self._keys[i][1])
+                label_id = recorded.held_ids[0] or label_id
+        else:
+            self.ledger.append(obs)
         self._pinned = None
         self._refresh()
         return label_id

@@ -390,7 +390,8 @@ class ScoredItems:
     ``passthrough``: the input's other columns, carried into the frame (a name that would clash
     with a column of the frame gets an ``input_`` prefix; see :func:`score_items`);
     ``grader_ids``, ``rubric_hashes``, ``judge_families``, ``pairwise`` and ``usage`` (per judge:
-    rows scored / unscored / error, ``judge_cost_usd``, tokens) are keyed by judge name;
+    rows scored / unscored / error, ``judge_cost_usd``, tokens and, with a ledger, ``ledger_recorded`` and
+    ``ledger_already``: judgments recorded, and judgments the ledger held already) are keyed by judge name;
     ``reliability`` too, for a run in epochs (``epochs > 1``): each judge's run-to-run reliability
     (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
     ``budget``: the batch budget's state once every judge had run (``limit_usd``, ``spent_usd``,
@@ -648,6 +649,9 @@ def _score_items(
             "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
             "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }
+        if "ledger" in batch.attrs:  # recorded once: judgments the ledger held already were not recorded again
+            usage[name]["ledger_recorded"] = int(batch.attrs["ledger"]["recorded"])
+            usage[name]["ledger_already"] = int(batch.attrs["ledger"]["already"])
     for name in label_names:
         out[f"score_{name}"] = labels[name]
     spent = batch_budget(tracker, run_config)  # the budget every judge's batch ran on, if any

@@ -726,16 +726,17 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     _print_summary(report, written, sys.stdout, lacking=lacking)
     if args.ledger is not None:
         from ..calibration import JudgeCardRegistry
+        from ._grade import already_note, record_item_labels
 
-        labels = 0
-        if len(humans) == 1:
-            from ._grade import record_item_labels
-
-            labels = record_item_labels(ledger, items, humans[0], task_type=str(task_type), scale=scale)
-        judged = sum(int(u["scored"]) for u in report.meta.usage.values() if isinstance(u, dict))
+        usage: list[dict[str, Any]] = [u for u in report.meta.usage.values() if isinstance(u, dict)]
+        judged = sum(int(u.get("ledger_recorded", u["scored"])) for u in usage)
+        labels, labels_held = 0, 0
+        if len(humans) == 1 and any(int(u["scored"]) for u in usage):  # a run that judged nothing records no label
+            labels, labels_held = record_item_labels(ledger, items, humans[0], task_type=str(task_type), scale=scale)
         registry = JudgeCardRegistry.for_ledger(args.ledger)
         registry.save(cards)
         note = "" if len(humans) <= 1 else f" (labels not recorded: {len(humans)} --human columns; give one)"
+        note += already_note(sum(int(u.get("ledger_already", 0)) for u in usage), labels_held)
         print(f"recorded {judged} judgment(s) and {labels} human label(s) in {safe_text(args.ledger)} under task "
               f"type {safe_text(task_type)!r}{note}; next: llm-connect route {safe_text(args.ledger)} "
               f"{safe_text(task_type)} --threshold 0.8 --grader-id GRADER_ID")

@@ -25,8 +25,11 @@ judgments by item id and candidate_model), as record_labels does; routing
 then corrects the judge with them (PPI++).
 
 Prints one line: how many rows were scored, unscored, errors (and abstained),
-and how many labels were recorded. Next: llm-connect route LEDGER TASK
---threshold X.
+and how many judgments and labels were recorded. Each judgment is recorded
+once per item, grader, rubric and candidate model, each label once per item
+and annotator: running the command again records nothing new and says how
+many it found in the ledger already. A run that scored no row records no
+label. Next: llm-connect route LEDGER TASK --threshold X.
 
 With --batch the judge's calls go through the provider's Batch API (half the
 price); the state of the submitted batches is kept in LEDGER.batches (or
@@ -84,11 +87,12 @@ def _add_grade(subparsers: Any) -> None:
     p.set_defaults(func=_run_grade, _parser=p, wide=None, where=None, limit=None, sample=None)
 
 
-def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, scale: Any = None) -> int:
+def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, scale: Any = None) -> tuple[int, int]:
     """Record the labels of ``items[column]`` in ``ledger`` as :func:`~llm_connect.frames.record_labels`
     does, keyed as :func:`~llm_connect.grading.judge_many` keys the judgments of the same rows (item id:
     the row's ``id`` or its texts' key; adapter and model from ``candidate_model``/``candidate_adapter``).
-    Returns how many labels were written (blank ones are unlabelled rows)."""
+    Returns ``(written, already)``: how many labels were written, and how many the ledger held already
+    (once per item and annotator: not recorded again). Blank labels are unlabelled rows."""
     import pandas as pd
 
     from ..batch import candidate_names, item_ids
@@ -104,8 +108,16 @@ def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, 
         "model_id": [m for _, m in names],
         "label": parse_labels(items[column].tolist(), column=str(column), scale=scale),
     })
-    return record_labels(ledger, frame, task_type=task_type, label="label", item_id="item_id",
-                         adapter_id="adapter_id", model_id="model_id")
+    written = record_labels(ledger, frame, task_type=task_type, label="label", item_id="item_id",
+                            adapter_id="adapter_id", model_id="model_id")
+    return written, int(frame["label"].notna().sum()) - written
+
+
+def already_note(judgments: int, labels: int) -> str:
+    """``"; N judgment(s) and M label(s) already in the ledger, not recorded again"`` (empty when both are 0)."""
+    parts = [f"{judgments} judgment(s)" if judgments else "", f"{labels} label(s)" if labels else ""]
+    found = " and ".join(p for p in parts if p)
+    return f"; {found} already in the ledger, not recorded again" if found else ""
 
 
 def _counts(frame: Any) -> dict[str, int]:
@@ -167,11 +179,16 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     (judge,) = _build_judges(spec).values()
     frame = judge_many(judge, items, ledger=ledger, task_type=args.task_type, concurrency=args.concurrency,
                        progress=not args.no_progress, batch=batch)
-    labels = record_item_labels(ledger, items, human, task_type=args.task_type) if human is not None else 0
     counts = _counts(frame)
+    # labels only for a run that judged something: a run that judged nothing (endpoint down, stopped) records none
+    labels, labels_held = (record_item_labels(ledger, items, human, task_type=args.task_type)
+                           if human is not None and counts["scored"] else (0, 0))
     not_recorded = int(frame["ledger_error"].notna().sum()) if "ledger_error" in frame.columns else 0
+    ledger_note = frame.attrs.get("ledger") or {}
+    recorded = int(ledger_note.get("recorded", counts["scored"] - not_recorded))
     parts = ", ".join(f"{n} {'errors' if status == 'error' else status}" for status, n in counts.items())
-    extra = f"; {not_recorded} not recorded (see ledger_error)" if not_recorded else ""
+    extra = already_note(int(ledger_note.get("already", 0)), labels_held)
+    extra += f"; {not_recorded} not recorded (see ledger_error)" if not_recorded else ""
     done = frame.attrs.get("batch") or {}
     if batch is not None and (done.get("submitted") or done.get("collected")):
         extra += (f"; {len(done.get('submitted') or [])} provider batch(es) submitted, "
@@ -181,7 +198,7 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
               "OpenAI-compatible or Anthropic adapter (or every reply came from its cache); its rows were judged "
               "as usual")
     print(
-        f"{safe_text(judge.grader_id)}: {len(frame)} rows, {parts}; recorded {counts['scored'] - not_recorded} "
+        f"{safe_text(judge.grader_id)}: {len(frame)} rows, {parts}; recorded {recorded} "
         f"judgment(s) and {labels} human label(s) in {safe_text(args.ledger)} under task type "
         f"{safe_text(args.task_type)!r}{extra}"
     )
@@ -189,8 +206,9 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         errors = frame.loc[frame["status"] != "scored", "error"].dropna().astype(str)
         notes = frame.loc[frame["status"] != "scored", "notes"].dropna().astype(str)
         first = errors.iloc[0] if len(errors) else (notes.iloc[0] if len(notes) else "no reason given")
-        print(f"{parser.prog}: {safe_text(judge.grader_id)} scored no row; first error: {safe_text(first, limit=300)}",
-              file=sys.stderr)
+        unlabelled = "; no label was recorded" if human is not None else ""
+        print(f"{parser.prog}: {safe_text(judge.grader_id)} scored no row; first error: {safe_text(first, limit=300)}"
+              f"{unlabelled}", file=sys.stderr)
         return 1
     if not_recorded:
         _warn(parser, f"{not_recorded} scored row(s) were not recorded in the ledger: "

@@ -129,7 +129,7 @@ def _run_route(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         raise UsageError(f"no observations for task type {safe_text(args.task)!r} in {safe_text(args.ledger)}; "
                          f"its task types: {shown}")
     labels_id = args.human or HUMAN_GRADER_ID
-    n_labels = sum(1 for o in mine if _grader_key(o)[0] == labels_id)
+    n_labels = _distinct_labels(mine, labels_id)
     human = None if args.no_human or not (n_labels or args.human) else labels_id
     if human is None:  # labels (and the Labeller's markers) are never a judge's scores
         people = _people(labels_id)
@@ -160,6 +160,18 @@ def _run_route(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     if args.require_adapter and not decision:
         return 1
     return 0
+
+
+def _distinct_labels(observations: list[Any], labels_id: str) -> int:
+    """How many labels of grader ``labels_id`` stand: one per item, candidate and annotator (a copy recorded
+    twice counts once; a label an undo marker took back not at all), as the ledger records them once."""
+    from ..quality._once import record_key
+    from ..routing import _grader_key, _taken_back, _undone
+
+    undone = _undone(observations, labels_id)
+    keys = {record_key(o) or id(o) for o in observations
+            if _grader_key(o)[0] == labels_id and not _taken_back(o.tags.get("label_id"), undone)}
+    return len(keys)
 
 
 def _cards(ledger: Any) -> Any:

@@ -38,6 +38,7 @@ from ..batch import (
     ledger_columns,
     progress_bar,
     record_row,
+    record_rows_now,
     reference_text,
     row_item_id,
     run_batch,
@@ -346,9 +347,10 @@ def judge_plan(
                     if row.get("status") == "scored" and scored:
                         row.update(pool(scored, reducer))
             if ledger is not None:
-                for i, row in enumerate(reduced):
-                    record_reduced(ledger, row, results, i, judge=judge, task_type=str(task_type),
-                                   item_id=row_item_id(ids, i), reducer_name=reducer_name)
+                record_rows_now(ledger, [
+                    (row, reduced_observation(row, results, i, judge=judge, task_type=str(task_type),
+                                              item_id=row_item_id(ids, i), reducer_name=reducer_name))
+                    for i, row in enumerate(reduced)])
             out = attach(reduced, interrupted)
             out.attrs["epochs"] = {"epochs": k, "reducer": reducer_name}
             out.attrs["reliability"] = epoch_reliability([r["epoch_scores"] for r in reduced],
@@ -429,25 +431,26 @@ def _finite_or_zero(value: Any) -> float:
     return v if math.isfinite(v) else 0.0
 
 
-def record_reduced(ledger: LedgerSink, row: Row, results: Mapping[tuple[int, int], GradingResult], i: int, *,
-                   judge: Judge, task_type: str, item_id: Any, reducer_name: str) -> None:
-    """Record a reduced, scored row in ``ledger``: one observation per item (see :func:`judge_many`)."""
+def reduced_observation(row: Row, results: Mapping[tuple[int, int], GradingResult], i: int, *,
+                        judge: Judge, task_type: str, item_id: Any, reducer_name: str) -> Any:
+    """The observation of a reduced, scored row: one per item (see :func:`judge_many`); ``None`` for a row
+    that is not scored (nothing to record) or whose observation cannot be built (said in ``ledger_error``)."""
     row[LEDGER_ERROR] = None
     if row.get("status") != "scored":
-        return
+        return None
     scores = row["epoch_scores"]
     first = next(e for e, s in enumerate(scores) if not math.isnan(s))
     try:
         result = replace(results[(i, first)], quality_score=row["quality_score"],
                          tokens_in=int(row["tokens_in"]), tokens_out=int(row["tokens_out"]),
                          cost_usd=float(row["judge_cost_usd"]))
-        obs = observation_for(result, task_type=task_type, judge=judge, item_id=item_id, extra_tags={
+        return observation_for(result, task_type=task_type, judge=judge, item_id=item_id, extra_tags={
             "epochs": len(scores), "reducer": reducer_name,
             "epoch_scores": [None if math.isnan(s) else s for s in scores]})
-        ledger.append(obs)
     except Exception as exc:
         row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"
         log.warning("llm_connect: a scored row was not recorded in the ledger: %s", describe_error(exc))
+        return None
 
 
 def judge_many(
@@ -481,11 +484,14 @@ def judge_many(
     is an answer and is scored.
 
     With ``ledger`` and ``task_type``, each scored row is appended to the
-    ledger with its item id (the ``id`` as :func:`~llm_connect.batch.canonical_item_id` converts it: a
-    whole float is an int; a row without one -- no ``id`` column, or NaN/None in it -- is keyed by its
-    texts, ``"row:<sha256>"`` (:func:`~llm_connect.batch.content_item_id`), never by its position, which
-    is another item's id) and a ``ledger_error`` column is added: a row whose
-    observation could not be recorded keeps its status and score, and says why there.
+    ledger once (a judgment the ledger already holds -- same item, grader, rubric and candidate model --
+    is not recorded again: ``df.attrs["ledger"]`` counts ``recorded`` and ``already``, and a warning says
+    how many were found already) with its item id (the ``id`` as
+    :func:`~llm_connect.batch.canonical_item_id` converts it: a whole float is an int; a row without
+    one -- no ``id`` column, or NaN/None in it -- is keyed by its texts, ``"row:<sha256>"``
+    (:func:`~llm_connect.batch.content_item_id`), never by its position, which is another item's id),
+    and a ``ledger_error`` column is added: a row whose observation could not be recorded keeps its
+    status and score, and says why there.
 
     Spend, and how to cap the judge's: every paid call made for a row is
     charged to the batch budget, the judge's own included (the judge's call

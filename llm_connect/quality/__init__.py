@@ -56,6 +56,10 @@ Layout
   ledger checks ``isinstance(x, BaseLedger)``), the queries written once
   (``read_all``, ``by_task_type``, ``recent``, ``mean_quality``), and
   ``is_parquet_location`` (a URI or an existing directory).
+- ``_once``: recording once -- the key of a judgment (item, grader, rubric,
+  candidate) and of a label (item, annotator), the keys a ledger holds, and
+  :class:`Recorded`; ``extend_once`` of both classes (and of ``BaseLedger``)
+  skips what the ledger holds, under the ledger's lock, reading only what is new.
 - ``_open``: :func:`open_ledger` (a URI or a directory is a ``ParquetLedger``,
   anything else a ``QualityLedger``), above both classes.
 - ``_parquet``: :class:`ParquetLedger`, the same queries over a directory or
@@ -73,6 +77,7 @@ Public names
 ``BaseLedger``             what both offer; accept it to accept either
 ``open_ledger``            the ledger at a path or URI, of the right class
 ``DEDUPE_TAGS``            the tags keying a judgment for deduplication
+``Recorded``               what ``extend_once`` wrote, and what the ledger held already
 ``is_stale``               whether an observation is older than a max age
 ``MAX_LINE_BYTES``         the longest line a JSON Lines ledger reads
 =========================  =====================================================
@@ -82,6 +87,7 @@ from ._base import BaseLedger
 from ._ledger import QualityLedger
 from ._ledger_io import MAX_LINE_BYTES
 from ._observation import TAGS_MAX_DEPTH, QualityObservation, is_stale
+from ._once import Recorded
 from ._open import open_ledger
 from ._parquet import DEDUPE_TAGS, ParquetLedger
 
@@ -93,6 +99,7 @@ __all__ = [
     "ParquetLedger",
     "QualityLedger",
     "QualityObservation",
+    "Recorded",
     "is_stale",
     "open_ledger",
 ]

@@ -11,7 +11,9 @@ A subclass provides ``append``, ``extend``, ``iter_observations``,
 ``malformed_count`` and ``prune_before``; ``read_all``, ``by_task_type``,
 ``recent`` and ``mean_quality`` are built here on ``_matching`` (by default
 ``iter_observations`` filtered by task type; a ledger partitioned by task type
-reads only that partition).
+reads only that partition). ``extend_once`` (record what the ledger does not
+hold yet, :mod:`._once`) is built here on ``iter_observations`` and ``extend``;
+both subclasses do it under their lock, reading only what is new.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from ..errors import ValidationError
 from ._observation import QualityObservation, as_utc, is_stale, utc_now
+from ._once import HeldKeys, Recorded, record_key
 
 __all__ = ["BaseLedger", "is_parquet_location"]
 
@@ -52,6 +55,49 @@ class BaseLedger(ABC):
     @abstractmethod
     def prune_before(self, timestamp: datetime) -> int:
         """Remove valid observations with ``recorded_at < timestamp``; return how many were removed."""
+
+    def extend_once(self, observations: Iterable[QualityObservation]) -> Recorded:
+        """Record the observations the ledger does not hold yet: each judgment once per item, grader, rubric
+        and candidate, each label once per item and annotator (see :mod:`llm_connect.quality._once`);
+        observations without such a key are always written.
+
+        This is how ``judge_many``, ``record_labels``, ``grade_dataset``, the Labeller and the CLI record, so
+        running them again adds nothing. :meth:`append` and :meth:`extend` still append what they are given.
+
+        Parameters
+        ----------
+        observations
+            The observations to record, in order. An earlier one with the same key as a later one wins.
+
+        Returns
+        -------
+        Recorded
+            Which were written, and for the others the score (and label id) of the record that stands.
+
+        Raises
+        ------
+        TypeError
+            When one of them is not a :class:`QualityObservation` (nothing is written).
+
+        Notes
+        -----
+        :class:`QualityLedger` reads the keys and writes under its file lock, so concurrent writers on
+        one host never record one key twice; it keeps the keys it has read and reads only what was appended
+        since. :class:`ParquetLedger` does the same under a lock file in a local root; on an object store the
+        check takes no lock (two writers recording one key at the same moment may both write it). This
+        default reads the whole ledger, without a lock.
+        """
+        items = _observations_of(observations, "extend_once()")
+        if not items or all(record_key(o) is None for o in items):
+            if items:
+                self.extend(items)
+            return Recorded.all_written(len(items))
+        held = HeldKeys()
+        held.update(self.iter_observations())
+        keep, recorded = held.select(items)
+        if keep:
+            self.extend([items[i] for i in keep])
+        return recorded
 
     def __iter__(self) -> Iterator[QualityObservation]:
         return self.iter_observations()
@@ -117,6 +163,14 @@ class BaseLedger(ABC):
         if count < min_observations:
             return None
         return total / count
+
+
+def _observations_of(observations: Iterable[QualityObservation], caller: str) -> list[QualityObservation]:
+    items = list(observations)
+    for o in items:
+        if not isinstance(o, QualityObservation):
+            raise TypeError(f"{caller} takes QualityObservations, got {type(o).__name__}")
+    return items
 
 
 def is_parquet_location(location: str | os.PathLike[str]) -> bool:

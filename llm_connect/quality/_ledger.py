@@ -12,16 +12,17 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from numbers import Integral
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ValidationError
-from ._base import BaseLedger
+from ._base import BaseLedger, _observations_of
 from ._ledger_io import MAX_LINE_BYTES, encode_line, fsync_dir, scan_lines, temp_file_beside
 from ._observation import QualityObservation, as_utc
+from ._once import HeldKeys, Recorded, record_key
 
 __all__ = ["QualityLedger"]
 
@@ -81,6 +82,7 @@ class QualityLedger(BaseLedger):
         self._thread_lock = threading.Lock()
         self._file_lock: Any = None  # created on first write, so construction creates nothing
         self._pid = os.getpid()
+        self._held: _HeldFile | None = None  # extend_once: the keys read so far, and up to where
 
     @property
     def path(self) -> Path:
@@ -227,13 +229,68 @@ class QualityLedger(BaseLedger):
                 raise TypeError(f"extend() takes QualityObservations, got {type(o).__name__}")
         if not observations:
             return
+        self._write(_payload(self._lines(observations, "extend()")))
+
+    def _lines(self, observations: Sequence[QualityObservation], caller: str) -> list[str]:
+        """Each observation's line; ``ValidationError`` (before anything is written) for one that is too long."""
         lines = [encode_line(o) for o in observations]
         cap = self._max_line_bytes
         if max(map(len, lines)) * 4 > cap:  # a UTF-8 character is at most 4 bytes
             for i, line in enumerate(lines):
                 if len(line) > cap // 4 and len(line.encode("utf-8")) > cap:
-                    raise self._too_long(line, f"observation {i} of extend()")
-        self._write(("\n".join(lines) + "\n").encode("utf-8"))
+                    raise self._too_long(line, f"observation {i} of {caller}")
+        return lines
+
+    def extend_once(self, observations: Iterable[QualityObservation]) -> Recorded:
+        """Append the observations whose judgment or label the ledger does not hold yet (see
+        :meth:`BaseLedger.extend_once`), reading the keys and writing under both locks.
+
+        The keys read are kept with the file's identity and the offset read up to, so the next call reads
+        only the lines appended since (by anyone); a file replaced by ``prune_before`` is read again whole.
+        """
+        items = _observations_of(observations, "extend_once()")
+        if not items:
+            return Recorded.all_written(0)
+        lines = self._lines(items, "extend_once()")
+        if all(record_key(o) is None for o in items):
+            self._write(_payload(lines))
+            return Recorded.all_written(len(items))
+        done = self._under_locks("append to", self._check_link, lambda: self._extend_once_locked(items, lines))
+        assert done is not None  # _check_link says ready or raises
+        return done
+
+    def _extend_once_locked(self, items: list[QualityObservation], lines: list[str]) -> Recorded:
+        held = self._read_held()
+        keep, recorded = held.keys.select(items)
+        if keep:
+            before, after = self._write_locked(_payload([lines[i] for i in keep]))
+            held.keys.update(items[i] for i in keep)
+            if before == held.offset:  # nobody wrote between our read and our write (we hold the lock)
+                held.offset = after
+        return recorded
+
+    def _read_held(self) -> _HeldFile:
+        """The keys of the ledger as it is now (called under both locks): the lines appended since the last
+        read are read; a file that is another one now (replaced) or shorter is read from its start."""
+        held = self._held
+        try:
+            handle = open(self._fspath, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            self._held = held = _HeldFile(None, 0, HeldKeys())
+            return held
+        with handle:
+            st = os.fstat(handle.fileno())
+            identity = (st.st_dev, st.st_ino)
+            if held is None or held.identity != identity or st.st_size < held.offset:
+                held = _HeldFile(identity, 0, HeldKeys())
+            handle.seek(held.offset)
+            add = held.keys.add
+            for obs, _ in scan_lines(handle, self._max_line_bytes):
+                if obs is not None:
+                    add(obs)
+            held.offset = handle.tell()
+        self._held = held
+        return held
 
     def _write(self, payload: bytes) -> None:
         """Write ``payload`` (whole lines) at the end of the ledger, under both locks."""
@@ -265,7 +322,8 @@ class QualityLedger(BaseLedger):
                     raise
                 raise self._explain(exc, action) from exc
 
-    def _write_locked(self, payload: bytes) -> None:
+    def _write_locked(self, payload: bytes) -> tuple[int, int]:
+        """Append ``payload`` (under both locks); returns the file's size before and after."""
         created = False
         try:
             fd = os.open(self._fspath, _OPEN_FLAGS)
@@ -293,6 +351,7 @@ class QualityLedger(BaseLedger):
                 os.fsync(fd)
         finally:
             os.close(fd)
+        return size, size + len(payload)
 
     # -- reading -----------------------------------------------------------
 
@@ -407,6 +466,20 @@ class QualityLedger(BaseLedger):
         import html
 
         return f"<code>QualityLedger</code> at <code>{html.escape(str(self._path))}</code>"
+
+
+def _payload(lines: Sequence[str]) -> bytes:
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+class _HeldFile:
+    """What :meth:`QualityLedger.extend_once` has read of the file: its identity (device, inode), the offset
+    read up to and the keys held."""
+
+    __slots__ = ("identity", "keys", "offset")
+
+    def __init__(self, identity: tuple[int, int] | None, offset: int, keys: HeldKeys) -> None:
+        self.identity, self.offset, self.keys = identity, offset, keys
 
 
 def _keep_owner_and_mode(fd: int, st: os.stat_result) -> None:

@@ -88,6 +88,17 @@ end. Compactions of one ledger must not overlap: on a local root they take
 compactor at a time (e.g. one scheduled job). Empty directories are left. On a
 local root, compaction also deletes the hidden temporary files of writers killed
 mid-write (``.part-*.parquet.tmp``) once they are a day old.
+
+Recording once
+--------------
+``extend_once`` (what ``judge_many``, ``record_labels``, ``grade_dataset`` and the
+CLI record through) skips the judgments and labels the ledger already holds. On
+a local root it holds ``filelock.FileLock(ROOT/_record.lock)`` while it checks
+and writes, and every writer (``append``, ``extend``, ``extend_once``) names the
+files it wrote in ``ROOT/_record.journal`` once the first ``extend_once``
+created it (a compaction starts a new one), so
+a writer's later calls read only the files written since its first; on an
+object store it lists the partitions each time and takes no lock.
 """
 
 from __future__ import annotations
@@ -111,7 +122,7 @@ from urllib.parse import quote
 
 from .._textsafe import redact_urls
 from ..errors import MissingDependencyError, ValidationError
-from ._base import BaseLedger
+from ._base import BaseLedger, _observations_of
 from ._ledger_io import (
     FLOAT_FIELDS,
     INT_FIELDS,
@@ -121,8 +132,10 @@ from ._ledger_io import (
     _strip_ok,
     _valid_numbers,
     fsync_dir,
+    temp_file_beside,
 )
 from ._observation import TAGS_MAX_DEPTH, QualityObservation, as_utc, has_lone_surrogate, tags_depth
+from ._once import HeldKeys, Recorded, record_key
 
 __all__ = ["DEDUPE_TAGS", "ParquetLedger"]
 
@@ -138,6 +151,7 @@ _MAX_SEGMENT = 120  # longest encoded task type kept whole in a directory name
 _READ_ATTEMPTS = 20  # listings a reader tries before giving up on a ledger that keeps changing under it
 _ORPHAN_AGE_S = 24 * 3600  # a writer's temporary file this old belongs to a writer that was killed
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_JOURNAL = "_record.journal"  # a local root's list of the files written (see ParquetLedger.extend_once)
 _encode_tags = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _COLUMNS = (*TEXT_FIELDS, "baseline_adapter_id", *FLOAT_FIELDS, *INT_FIELDS, "recorded_at", "tags")
 
@@ -227,6 +241,19 @@ class _Snapshot:
     rows: list[int] = field(default_factory=list)  # table row of each observation
 
 
+class _HeldParquet:
+    """What :meth:`ParquetLedger.extend_once` has read: the task types whose partitions it read, the files read,
+    the keys they hold and, on a local root, the journal's ``(device, inode, offset read up to)``."""
+
+    __slots__ = ("files", "journal", "keys", "types")
+
+    def __init__(self, types: set[str]) -> None:
+        self.types = set(types)
+        self.files: set[str] = set()
+        self.keys = HeldKeys()
+        self.journal: tuple[int, int, int] | None = None
+
+
 class ParquetLedger(BaseLedger):
     """A quality ledger stored as Parquet files that any number of writers extend at once, without locks.
 
@@ -274,6 +301,8 @@ class ParquetLedger(BaseLedger):
         self._writer_id = uuid.uuid4().hex
         self._seq = itertools.count()
         self._lock = threading.Lock()
+        self._once_lock = threading.Lock()  # extend_once: one check-and-write at a time in this object
+        self._held: _HeldParquet | None = None  # extend_once: what it has read of the ledger
 
     def __getstate__(self) -> dict[str, Any]:
         # a local root travels as an absolute path: a Ray actor or a subprocess may run in another directory
@@ -417,17 +446,205 @@ class ParquetLedger(BaseLedger):
         if items:
             self._write_observations(items, "extend()")
 
-    def _write_observations(self, items: list[QualityObservation], caller: str) -> None:
+    def _write_observations(self, items: list[QualityObservation], caller: str) -> list[str]:
+        self._check_storable(items, caller)
+        groups: dict[tuple[str, str], list[QualityObservation]] = {}
+        for o in items:
+            groups.setdefault((o.task_type, o.recorded_at.date().isoformat()), []).append(o)
+        written = [self._write_file(f"task_type={encode_segment(task_type)}/date={day}", "part", _table(group), None)
+                   for (task_type, day), group in groups.items()]
+        self._journal(written)
+        return written
+
+    @staticmethod
+    def _check_storable(items: list[QualityObservation], caller: str) -> None:
         for i, o in enumerate(items):
             why = unstorable(o)
             if why is not None:
                 which = "the observation" if len(items) == 1 else f"observation {i} of {caller}"
                 raise ValidationError(f"{which} has {why}; nothing was written")
-        groups: dict[tuple[str, str], list[QualityObservation]] = {}
-        for o in items:
-            groups.setdefault((o.task_type, o.recorded_at.date().isoformat()), []).append(o)
-        for (task_type, day), group in groups.items():
-            self._write_file(f"task_type={encode_segment(task_type)}/date={day}", "part", _table(group), None)
+
+    def extend_once(self, observations: Iterable[QualityObservation]) -> Recorded:
+        """Write the observations whose judgment or label the ledger does not hold yet (see
+        :meth:`BaseLedger.extend_once`).
+
+        On a local root the check and the write hold ``filelock.FileLock(ROOT/_record.lock)``, so writers
+        on one host never record one key twice. The first call lists and reads the partitions of its task
+        types; later calls read only the files written since, which every writer of a local root names in
+        ``ROOT/_record.journal`` (a compaction starts a new journal, and the next call reads everything
+        again), so a run recording group after group costs one small read per group, not a listing. On an
+        object store the check lists the partitions on every call and takes no lock: two writers recording
+        one key at the same moment may both write it (a retried write of one job is still read once, see
+        :data:`DEDUPE_TAGS`).
+        """
+        items = _observations_of(observations, "extend_once()")
+        if not items:
+            return Recorded.all_written(0)
+        self._check_storable(items, "extend_once()")
+        if all(record_key(o) is None for o in items):
+            self._write_observations(items, "extend_once()")
+            return Recorded.all_written(len(items))
+        with self._once_lock, self._record_lock():
+            held = self._read_held(sorted({o.task_type for o in items}))
+            keep, recorded = held.keys.select(items)
+            if keep:
+                kept = [items[i] for i in keep]
+                written = self._write_observations(kept, "extend_once()")
+                held.keys.update(kept)
+                held.files.update(written)
+        return recorded
+
+    @contextlib.contextmanager
+    def _record_lock(self) -> Iterator[None]:
+        """``filelock.FileLock(ROOT/_record.lock)`` on a local root (created if missing); nothing elsewhere."""
+        fs, base, local = self._fs()
+        if not local:
+            yield
+            return
+        from filelock import FileLock
+
+        try:
+            self._check_root(fs, base)
+            os.makedirs(base, exist_ok=True)
+            lock = FileLock(os.path.join(base, "_record.lock"))
+            lock.acquire()
+        except OSError as exc:
+            raise self._error(exc, "write to") from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    # -- the journal of a local root: which files were written since a reader last looked ----------
+
+    def _journal(self, paths: Sequence[str]) -> None:
+        """Name ``paths`` (just written) in ``ROOT/_record.journal``, one ``+<relative path>`` line each, with
+        one appending write (local roots only, and only once some ``extend_once`` created the journal; a
+        journal that cannot be written is left: the files stand, and the next full reading sees them)."""
+        _, base, local = self._fs()
+        if not local or not paths:
+            return
+        prefix = base.rstrip("/") + "/"
+        lines = "".join(f"+{p[len(prefix):] if p.startswith(prefix) else p}\n" for p in paths)
+        try:  # only into a journal that exists: a reader creates it before it lists the files, so a file
+            # renamed into place after that listing is named in it, and one renamed before is listed
+            fd = os.open(os.path.join(base, _JOURNAL), os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return
+        with contextlib.suppress(OSError), os.fdopen(fd, "ab") as handle:
+            handle.write(lines.encode("utf-8", "surrogateescape"))
+
+    def _journal_state(self, base: str) -> tuple[int, int, int]:
+        """``(device, inode, size)`` of the journal, created if missing (called under the record lock)."""
+        try:
+            with open(os.path.join(base, _JOURNAL), "ab") as handle:
+                st = os.fstat(handle.fileno())
+        except OSError as exc:
+            raise self._error(exc, "write to") from exc
+        return st.st_dev, st.st_ino, st.st_size
+
+    def _journal_since(self, base: str, state: tuple[int, int, int]) -> tuple[list[str], tuple[int, int, int]] | None:
+        """The files the journal names after ``state``'s offset and the new state; ``None`` when the journal is
+        another file now (a compaction started a new one) or shorter: everything must be read again."""
+        try:
+            handle = open(os.path.join(base, _JOURNAL), "rb")  # noqa: SIM115 - closed below
+        except OSError:
+            return None
+        with handle:
+            st = os.fstat(handle.fileno())
+            if (st.st_dev, st.st_ino) != state[:2] or st.st_size < state[2]:
+                return None
+            handle.seek(state[2])
+            data = handle.read(st.st_size - state[2])
+        cut = data.rfind(b"\n") + 1  # a line still being written by a writer without the lock: next time
+        names = [line[1:].decode("utf-8", "surrogateescape") for line in data[:cut].split(b"\n")
+                 if line.startswith(b"+")]
+        return names, (state[0], state[1], state[2] + cut)
+
+    def _new_journal(self) -> None:
+        """Start a new journal (a compaction changed which files hold what): every reader reads again."""
+        _, base, local = self._fs()
+        if not local:
+            return
+        with contextlib.suppress(OSError), temp_file_beside(base, f"{_JOURNAL}.") as (fd, name):
+            os.close(fd)
+            os.replace(name, os.path.join(base, _JOURNAL))
+
+    # -- what the ledger holds, for extend_once -------------------------------------------------------
+
+    def _read_held(self, task_types: Sequence[str]) -> _HeldParquet:
+        """What the partitions of ``task_types`` hold now: only what is new since the last call, when that can
+        be known (a local root's journal; else a listing against the files read before), else everything."""
+        last: str | None = None
+        for _ in range(_READ_ATTEMPTS):
+            try:
+                held = self._held
+                if held is not None and set(task_types) <= held.types and self._read_new(held):
+                    return held
+                self._held = None
+                held = self._held = self._read_all_held(set(task_types) | (held.types if held else set()))
+                return held
+            except _Vanished as gone:
+                self._held = None
+                last = str(gone)
+        raise OSError(
+            errno.EAGAIN,
+            f"cannot read the Parquet ledger {self.root!r}: its files kept changing while being read "
+            f"({_READ_ATTEMPTS} attempts, last vanished: {last!r}); is a compaction running in a loop?",
+        )
+
+    def _read_new(self, held: _HeldParquet) -> bool:
+        """Read into ``held`` the files written since it was read; ``False`` when everything must be read again."""
+        fs, base, local = self._fs()
+        if local:
+            assert held.journal is not None
+            since = self._journal_since(base, held.journal)
+            if since is None:
+                return False
+            names, held.journal = since
+            wanted = {f"task_type={encode_segment(t)}" for t in held.types}
+            paths = [f"{base.rstrip('/')}/{n}" for n in names
+                     if not n.startswith("task_type=") or n.split("/", 1)[0] in wanted]
+        else:
+            live = self._live_files(fs, held.types)
+            if not held.files <= live:  # a compaction replaced files read before
+                return False
+            paths = sorted(live - held.files)
+        for p in paths:
+            if p not in held.files:
+                table = self._read_file(fs, p)[0]  # a file gone meanwhile (a compaction): _Vanished, read again
+                if table is not None:
+                    held.keys.update(_table_observations(table))
+                held.files.add(p)
+        return True
+
+    def _read_all_held(self, types: set[str]) -> _HeldParquet:
+        fs, base, local = self._fs()
+        held = _HeldParquet(types)
+        if local:
+            held.journal = self._journal_state(base)  # before listing: what is written after it is read next time
+        for p in sorted(self._live_files(fs, types)):
+            table = self._read_file(fs, p)[0]
+            if table is not None:
+                held.keys.update(_table_observations(table))
+            held.files.add(p)
+        return held
+
+    def _live_files(self, fs: Any, types: set[str]) -> set[str]:
+        """The ledger files of the partitions of ``types`` that no compacted file replaces."""
+        listed: set[str] = set()
+        try:
+            for task_type in sorted(types):
+                listed.update(self._list(task_type) or [])
+        except OSError as exc:
+            raise self._error(exc, "read") from exc
+        replaced: set[str] = set()
+        for p in sorted(listed):
+            if p.rsplit("/", 1)[-1].startswith("compact-"):
+                replaces = self._read_file(fs, p)[1]
+                directory = p.rsplit("/", 1)[0]
+                replaced.update(f"{directory}/{n}" for n in replaces or ())
+        return listed - replaced
 
     def _next_name(self, prefix: str) -> str:
         if self._pid != os.getpid():  # a forked child must never reuse its parent's file names
@@ -748,6 +965,8 @@ class ParquetLedger(BaseLedger):
                     raise self._error(exc, "prune") from exc
                 removed += n_gone
                 replaced_files += len(victims)
+            if replaced_files:
+                self._new_journal()
             return removed, replaced_files
 
 
@@ -831,6 +1050,18 @@ def _conform(table: Any) -> Any | None:
                 return None
         arrays.append(col)
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _table_observations(table: Any) -> list[QualityObservation]:
+    """The valid observations of one conformed file, as readers see them."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = table.num_rows
+    snap = _Snapshot()
+    _observations(table.append_column("_file", pa.array(np.zeros(n, dtype=np.int32)))
+                  .append_column("_row", pa.array(np.arange(n, dtype=np.int64))), snap, None)
+    return snap.observations
 
 
 def _observations(table: Any, snap: _Snapshot, task_type: str | None) -> None:
