@@ -77,7 +77,8 @@ def test_calibrate_with_a_judge_named_dotdot_keeps_the_ledger_and_everything_bes
         assert batch_stats(server)["submissions"] == 2  # one batch per LLM judge
     assert (report.scores["status_.."] == "scored").all()
     assert beside.read_text(encoding="utf-8") == "keep me"
-    assert ledger.exists() and len(QualityLedger(ledger).read_all()) == 3 * 6
+    # ".." and "a/../.." are one judge (grader id "llm-judge", one rubric): its judgments are recorded once
+    assert ledger.exists() and len(QualityLedger(ledger).read_all()) == 2 * 6
     assert not (tmp_path / "ledger.jsonl.batches").exists()  # every judge's state went, and the emptied root
 
 
