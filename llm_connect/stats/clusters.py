@@ -31,14 +31,11 @@ the reason says how many clusters there were and what to do (:func:`few_clusters
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import ValidationError
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = [
     "AUTO_CLUSTER_COLUMN",

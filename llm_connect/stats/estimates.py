@@ -69,6 +69,17 @@ assumes the labels within each stratum are a random sample of it (every row of a
 is the simplest case). A stratum with rows but too few labels is refused (NaN and a reason): the
 other stratum's labels cannot stand in for it.
 
+With ``cluster=`` (``"auto"``: the ``conversation_id`` column when present) the rows are turns of
+conversations and not independent (:mod:`llm_connect.stats.clusters`). Each estimator above is a sum
+of per-row influence terms (for PPI++: ``(Y_i − λ f_i − ȳ + λ f̄_l)/n`` on a labelled row and
+``λ (f_j − f̄_u)/N`` on an unlabelled one; their squares add up to the ``se²`` above); with clusters
+the terms are summed within each conversation first, and ``se²`` is the sum of the squared
+conversation sums, each part (labelled, unlabelled, each stratum, the shares) times its CR1 factor
+``G/(G − 1)`` (Cameron & Miller 2015, *A Practitioner's Guide to Cluster-Robust Inference*, J. Human
+Resources 50:317). PPI++'s ``λ`` is the one minimising that variance, ``Σ a_g b_g / Σ b_g²`` over the
+conversation sums of the two terms (the power tuning of Angelopoulos, Duchi & Zrnic 2023 with
+cluster-level covariances), and the interval is ``estimate ± t(G − 1)·se``.
+
 Everything is computed from per-group sums (counts, sums of ``Y``, ``f``, ``Y²``,
 ``f²``, ``Y·f`` over labelled rows and of ``f``, ``f²`` over unlabelled rows) in one
 pass, so a million rows in a hundred groups take well under a second.
@@ -590,60 +601,97 @@ def estimate_quality(
 ) -> pd.DataFrame:
     """Mean quality per group from judge scores and a few human labels, with confidence intervals.
 
-    ``data`` has one row per graded item; ``judge`` and ``human`` name columns of
-    scores in 0..1 (booleans are fine). A row whose ``human`` score is missing
-    (NaN/None) is unlabelled. A row whose ``judge`` score is missing (an unscored
-    reply) is excluded from every method — never read as 0 — and counted in
-    ``n_judge_missing``. ``by`` is a column name or a list of them; rows with a
-    missing key form their own group.
+    ``methods`` are explained in the module docstring: PPI++ (Angelopoulos, Duchi & Zrnic 2023,
+    arXiv:2311.01453), PPI (Angelopoulos et al., *Science* 2023), the human-only CLT interval, and the
+    judge's naive mean, whose interval ignores its bias.
 
-    ``methods`` (any of ``"ppi++"``, ``"ppi"``, ``"human"``, ``"judge"``) are
-    explained in the module docstring: PPI++ (Angelopoulos, Duchi & Zrnic 2023,
-    arXiv:2311.01453), PPI (Angelopoulos et al., *Science* 2023), the human-only
-    CLT interval, and the judge's naive mean, whose interval ignores its bias.
+    Parameters
+    ----------
+    data
+        One row per graded item.
+    judge, human
+        Columns of scores in 0..1 (booleans are fine). A row whose ``human`` score is missing
+        (NaN/None) is unlabelled. A row whose ``judge`` score is missing (an unscored reply) is
+        excluded from every method — never read as 0 — and counted in ``n_judge_missing``.
+    by
+        A column name or a list of them; rows with a missing key form their own group.
+    methods
+        Any of ``"ppi++"``, ``"ppi"``, ``"human"``, ``"judge"``.
+    confidence
+        The intervals' level.
+    weights
+        A column holding, on each labelled row, the probability with which that row was chosen
+        for labelling (values on unlabelled rows are ignored). With it the
+        inverse-probability-weighted estimator of active inference (Zrnic & Candès 2024,
+        arXiv:2403.03208) is used, which stays valid when labels were drawn unevenly (e.g. more
+        where the judge is unsure); ``"human"`` is then the Hájek (weighted) mean. It assumes each
+        row was labelled independently with its probability (Poisson sampling); for a fixed-size
+        sample drawn without replacement the interval is typically slightly conservative.
+    judge_missing
+        What the rows without a judge score are. ``"exclude"`` (the default): left out of every
+        method, as if the judge's failures were at random. ``"stratify"``: a stratum of their own, as
+        a selective judge's abstentions are (it scores the items it is sure of, which differ from
+        the others): the label-based methods combine their estimate on the judged rows with the
+        human mean of the rows without a judge score, weighted by the strata's shares, with the
+        variances added (see the module docstring; Fisch et al. 2024, arXiv:2406.04291). A group
+        with rows in a stratum but too few labels there gets NaN and a reason. ``n_labelled`` and
+        ``n_total`` then count the rows of both strata, and ``interval`` says ``"stratified"`` for
+        the groups that have rows without a judge score. Not combined with ``weights``.
+    cluster
+        Which rows are not independent (:mod:`llm_connect.stats.clusters`). ``"auto"`` (the
+        default): the ``conversation_id`` column when the data has one (the turns of one
+        conversation), else independent rows; a column name: that column; ``None``: independent
+        rows. With clusters every variance is cluster-robust: the estimator's per-row influence
+        terms are summed within each (group, cluster) and the variance is the sum of the squared
+        cluster sums times ``G/(G − 1)`` (CR1; Cameron & Miller 2015, *A Practitioner's Guide to
+        Cluster-Robust Inference*), PPI++'s ``λ`` minimises that variance (cluster-level
+        covariances), and the interval uses the ``t(G − 1)`` critical value, ``G`` the clusters
+        holding the labelled rows (for ``"judge"``: the judged rows). With
+        ``judge_missing="stratify"`` the strata's terms are summed within each conversation
+        before squaring (a conversation with turns in both strata is one unit). Fewer than
+        :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` (10) such clusters in a group: NaN and a
+        reason. The clustered numbers are not those of independent rows even when every cluster
+        holds one row (the factor ``G/(G − 1)`` and ``t``); ``cluster=None`` gives those.
 
-    ``weights`` names a column holding, on each labelled row, the probability with
-    which that row was chosen for labelling (values on unlabelled rows are ignored).
-    With it the inverse-probability-weighted estimator of active inference (Zrnic &
-    Candès 2024, arXiv:2403.03208) is used, which stays valid when labels were
-    drawn unevenly (e.g. more where the judge is unsure); ``"human"`` is then the
-    Hájek (weighted) mean. It assumes each row was labelled independently with its
-    probability (Poisson sampling); for a fixed-size sample drawn without
-    replacement the interval is typically slightly conservative.
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group and method, with columns ``[*by], method, estimate, ci_low, ci_high, se,
+        n_labelled, n_total, n_judge_missing, lambda, ess_gain, confidence, reason, interval,
+        cluster, n_clusters`` (``attrs["cluster"]``: the cluster column, or ``None``):
 
-    ``judge_missing``: what the rows without a judge score are. ``"exclude"`` (the default): left out of
-    every method, as if the judge's failures were at random. ``"stratify"``: a stratum of their own, as a
-    selective judge's abstentions are (it scores the items it is sure of, which differ from the others):
-    the label-based methods combine their estimate on the judged rows with the human mean of the rows
-    without a judge score, weighted by the strata's shares, with the variances added (see the module
-    docstring; Fisch et al. 2024, arXiv:2406.04291). A group with rows in a stratum but too few labels
-    there gets NaN and a reason. ``n_labelled`` and ``n_total`` then count the rows of both strata, and
-    ``interval`` says ``"stratified"`` for the groups that have rows without a judge score. Not combined
-    with ``weights``.
+        - ``n_labelled``: the group's labelled rows with a judge score (the ones the label-based
+          methods use); ``n_total``: all its rows with a judge score (with
+          ``judge_missing="stratify"``: its labelled rows and all its rows, judge score or not);
+        - ``lambda``: the power-tuning parameter (1 for ``"ppi"``, NaN for ``"human"`` and
+          ``"judge"``);
+        - ``ess_gain``: ``var(human-only) / var(method)``, the factor by which the method
+          multiplies the effective number of labels (NaN for ``"judge"``, whose interval is not
+          valid);
+        - ``reason``: None, or why the estimate is NaN (e.g. a group with no labels, or too few
+          conversations);
+        - ``interval``: how ``ci_low``/``ci_high`` were made: ``"normal"`` (CLT),
+          ``"cluster-robust"`` (with clusters), or, for a label-based method in a group whose
+          labels are all equal (where the normal interval has width 0), ``"exact: all labels
+          equal"`` (Clopper–Pearson for 0/1 labels) or ``"hoeffding: all labels equal"`` (see
+          :func:`equal_labels_interval`; with clusters its ``n`` is the labelled conversations),
+          or ``"stratified"`` (``judge_missing="stratify"`` in a group with rows without a judge
+          score: normal, each stratum's standard error widened as above when its labels are all
+          equal);
+        - ``cluster``: the column clustered by (``None``: independent rows); ``n_clusters``: the
+          clusters the interval rests on (holding labelled rows; for ``"judge"``, judged rows),
+          ``<NA>`` without clusters.
 
-    Returns a tidy DataFrame, one row per group and method, with columns
-    ``[*by], method, estimate, ci_low, ci_high, se, n_labelled, n_total,
-    n_judge_missing, lambda, ess_gain, confidence, reason``:
+        Intervals are clipped to 0..1 (the scores' range); with fewer than ~30 labels in a group
+        read them with care.
 
-    - ``n_labelled``: the group's labelled rows with a judge score (the ones the
-      label-based methods use); ``n_total``: all its rows with a judge score (with
-      ``judge_missing="stratify"``: its labelled rows and all its rows, judge score or not);
-    - ``lambda``: the power-tuning parameter (1 for ``"ppi"``, NaN for ``"human"``
-      and ``"judge"``);
-    - ``ess_gain``: ``var(human-only) / var(method)``, the factor by which the
-      method multiplies the effective number of labels (NaN for ``"judge"``, whose
-      interval is not valid);
-    - ``reason``: None, or why the estimate is NaN (e.g. a group with no labels);
-    - ``interval``: how ``ci_low``/``ci_high`` were made: ``"normal"`` (CLT), or, for a
-      label-based method in a group whose labels are all equal (where the normal
-      interval has width 0), ``"exact: all labels equal"`` (Clopper–Pearson for 0/1
-      labels) or ``"hoeffding: all labels equal"`` (see :func:`equal_labels_interval`), or ``"stratified"``
-      (``judge_missing="stratify"`` in a group with rows without a judge score: normal, each stratum's
-      standard error widened as above when its labels are all equal).
+    Raises
+    ------
+    ValidationError
+        A column is missing, scores are outside 0..1 or not numbers, or an option is unknown.
 
-    Intervals are normal (CLT) intervals, clipped to 0..1 (the scores' range); with
-    fewer than ~30 labels in a group read them with care.
-
+    Examples
+    --------
     >>> df = pd.DataFrame({"judge": [0.9, 0.8, 0.4, 1.0, 0.7], "human": [1, 1, 0, None, None]})
     >>> estimate_quality(df, judge="judge", human="human")[["method", "estimate", "n_labelled"]]
       method  estimate  n_labelled
@@ -916,13 +964,48 @@ def labels_needed(
     - ``"ppi++"`` with ``pool="infinite"`` (N large): ``n = var(Y − λ f)/t`` with
       ``λ = cov(Y, f)/var(f)`` clipped to 0..1, i.e. ``var(Y)(1 − ρ²)/t``.
 
-    ``width`` may be one number or several (a row each). Columns: ``[*by], method,
-    width, labels_needed`` (total labels including the pilot), ``more_labels``
-    (beyond the pilot), ``n_labelled_pilot, n_total, achievable, reason``.
-    ``achievable`` is False when more labels are needed than the group has items
-    (with ``pool="data"``). The pilot's variances are estimates: plan with a pilot of
-    30 or more labels and round up; below ~30 labels the normal interval itself is
-    unreliable.
+    With clusters (the turns of one conversation) each variance above is multiplied by its
+    design effect read off the pilot (Kish 1965: the cluster-robust variance of
+    :func:`estimate_quality` over the variance of independent rows; for PPI++ one for the
+    labelled residual ``Y − λ f`` and one for the judge's scores), so the plan assumes further
+    labels come as the pilot's did: whole conversations of about the pilot's number of labelled
+    turns. ``clusters_needed`` is ``labels_needed`` in such conversations.
+
+    Parameters
+    ----------
+    data
+        The pilot: one row per judged item, the labelled ones with a ``human`` score.
+    judge, human
+        Columns of scores in 0..1.
+    width
+        The target full width, one number or several (a row each).
+    by
+        A column name or a list of them.
+    confidence
+        The intervals' level.
+    pool
+        ``"data"`` (the judged items are what there is) or ``"infinite"``.
+    cluster
+        ``"auto"`` (the default: ``conversation_id`` when present), a column name, or ``None``
+        (independent rows), as :func:`estimate_quality` reads it. A pilot whose labels come from
+        fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` conversations gives no plan
+        (a reason says so): its design effect is too uncertain.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``[*by], method, width, labels_needed`` (total labels including the pilot),
+        ``more_labels`` (beyond the pilot), ``n_labelled_pilot, n_total, achievable, reason,
+        cluster, n_clusters_pilot, clusters_needed`` (the last two ``<NA>`` without clusters;
+        ``attrs["cluster"]`` names the column). ``achievable`` is False when more labels are needed
+        than the group has items (with ``pool="data"``). The pilot's variances are estimates: plan
+        with a pilot of 30 or more labels and round up; below ~30 labels the normal interval
+        itself is unreliable.
+
+    Raises
+    ------
+    ValidationError
+        A column is missing, a width is not positive, or ``pool`` is unknown.
     """
     by_cols = by_columns(by, reserved=_PLANNING_COLUMNS, what="labels_needed")
     _check_frame(data, {"judge": judge, "human": human, **{f"by[{i}]": c for i, c in enumerate(by_cols)}})
@@ -989,7 +1072,7 @@ def labels_needed(
                     "achievable": bool(ok) and reason is None, "reason": reason,
                     "cluster": cluster_col,
                     "n_clusters_pilot": int(g_pilot[g]) if cluster_col is not None else pd.NA,
-                    "clusters_needed": (int(math.ceil(value / turns_per_cluster[g] - 1e-9))
+                    "clusters_needed": (math.ceil(value / turns_per_cluster[g] - 1e-9)
                                         if cluster_col is not None and value is not pd.NA else pd.NA),
                 })
     out = pd.DataFrame(rows, columns=[*by_cols, *_PLANNING_COLUMNS])
