@@ -148,7 +148,9 @@ def _mean_interval(values: list[float], policy: RoutingPolicy,
     bootstrap of the mean (``scipy.stats.bootstrap``). With ``clusters`` (the
     conversation of each observation) a seeded percentile bootstrap that
     resamples whole conversations (``"cluster bootstrap"``; no interval with
-    fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them).
+    fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them); scores all
+    equal then get :func:`~llm_connect.stats.estimates.equal_labels_interval` with one
+    unit per conversation (``"exact by conversation"``).
     """
     import numpy as np
 
@@ -162,8 +164,11 @@ def _mean_interval(values: list[float], policy: RoutingPolicy,
         codes = cluster_codes(clusters)
         if len(np.unique(codes)) < MIN_CLUSTERS:
             return (math.nan, math.nan, "cluster bootstrap")
-        if np.all(data == data[0]):  # every resample has the same mean: no spread to read
-            return (math.nan, math.nan, "cluster bootstrap")
+        if np.all(data == data[0]):  # every resample has the same mean: bound it on the conversations instead
+            from .stats.estimates import equal_labels_interval
+
+            lo_eq, hi_eq, _ = equal_labels_interval(float(data[0]), len(np.unique(codes)), policy.confidence)
+            return lo_eq, hi_eq, "exact by conversation"
         lo, hi = bootstrap_ci(lambda x: x.mean(axis=1), data, n_boot=policy.n_resamples,
                               confidence=policy.confidence, seed=policy.seed, cluster=codes)
         return float(lo), float(hi), "cluster bootstrap"
