@@ -798,8 +798,8 @@ def estimate_quality(
     for name, parts in columns.items():
         values = np.concatenate(parts)[order]
         out[name] = pd.Series(values, dtype=object) if name in ("reason", "interval", "cluster") else values
-    out["n_clusters"] = pd.array(out["n_clusters"], dtype="Int64") if pairs is not None else pd.array(
-        [pd.NA] * len(out), dtype="Int64")
+    out["n_clusters"] = (out["n_clusters"].astype("Int64") if pairs is not None
+                         else pd.Series([pd.NA] * len(out), dtype="Int64"))
     out.attrs["cluster"] = cluster_col
     return out
 
@@ -1036,9 +1036,9 @@ def labels_needed(
         pairs = _Pairs(codes, len(keys), cluster_codes(data[cluster_col]))
         deff_h, deff_r, deff_f, g_pilot = _design_effects(s, mo, pairs, y, f, np.clip(beta, 0.0, 1.0))
         few = (base == None) & (g_pilot < MIN_CLUSTERS)  # noqa: E711 (elementwise on an object array)
-        for g in np.flatnonzero(few):
-            base[g] = ("a plan for correlated rows reads the design effect off the pilot: "
-                       + few_clusters_reason(int(g_pilot[g]), column=cluster_col))
+        for i in np.flatnonzero(few):
+            base[i] = ("a plan for correlated rows reads the design effect off the pilot: "
+                       + few_clusters_reason(int(g_pilot[i]), column=cluster_col))
     turns_per_cluster = _div(s.n, g_pilot)
 
     rows: list[dict[str, Any]] = []
