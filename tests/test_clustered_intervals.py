@@ -217,6 +217,29 @@ def test_a_cluster_bootstrap_of_agreement_covers_and_a_row_bootstrap_does_not():
     assert hit["rows"] / runs <= 0.85 and hit["cluster"] - hit["rows"] >= 0.08 * runs, hit
 
 
+def test_a_cluster_bootstrap_draws_whole_clusters_is_seeded_and_takes_several_statistics():
+    sizes = np.array([1, 2, 3, 5, 8, 4, 2, 6, 1, 7, 3, 2])
+    ids = np.repeat(np.arange(len(sizes)), sizes)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(ids))  # a cluster's rows need not be next to each other
+    ids, values = ids[order], rng.random(len(ids))
+    seen = []
+
+    def whole(cluster_rows: np.ndarray, x: np.ndarray) -> np.ndarray:
+        counts = np.stack([(cluster_rows == c).sum(axis=1) for c in range(len(sizes))], axis=1)
+        seen.append(bool(((counts % sizes) == 0).all()))  # every cluster drawn whole, or not at all
+        assert cluster_rows.shape[1] == counts.sum(axis=1)[0]
+        return np.stack([x.mean(axis=1), x.max(axis=1)], axis=1)
+
+    low, high = bootstrap_ci(whole, ids, values, n_boot=500, seed=7, cluster=ids)
+    assert low.shape == (2,) and all(seen) and len(seen) > 1  # one call per resample length
+    again = bootstrap_ci(whole, ids, values, n_boot=500, seed=7, cluster=ids)
+    assert np.array_equal(low, again[0]) and np.array_equal(high, again[1])
+    assert not np.array_equal(low, bootstrap_ci(whole, ids, values, n_boot=500, seed=8, cluster=ids)[0])
+    one = bootstrap_ci(lambda x: x.mean(axis=1), values, n_boot=200, seed=1, cluster=np.zeros(len(values)))
+    assert np.isnan(one[0]) and np.isnan(one[1])  # one cluster: nothing to resample
+
+
 # --- (c) what "auto" means, and what the results say -------------------------------------------------
 
 
