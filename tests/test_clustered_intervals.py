@@ -277,6 +277,15 @@ def test_too_few_conversations_give_no_interval_and_say_why():
     assert plan["labels_needed"].isna().all() and plan["reason"].str.contains("conversation").all()
 
 
+def test_unlabelled_turns_of_a_single_conversation_add_nothing_that_can_be_measured():
+    df = conversations(1, seed=3)
+    lab = df["human"].notna()
+    one = df[lab | (df["conversation_id"] == df.loc[~lab, "conversation_id"].iloc[0])]
+    out = estimate_quality(one, judge="judge", human="human", methods=("ppi++", "ppi", "human")).set_index("method")
+    assert out.loc["ppi++", "lambda"] == 0 and out.loc["ppi++", "se"] == out.loc["human", "se"]
+    assert np.isnan(out.loc["ppi", "estimate"]) and "all come from one conversation" in out.loc["ppi", "reason"]
+
+
 def test_a_missing_cluster_column_is_an_error_that_names_the_columns():
     df = conversations(1)
     with pytest.raises(ValidationError, match="cluster='session' names no column"):

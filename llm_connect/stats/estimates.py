@@ -505,12 +505,18 @@ def _clustered(s: _Sums, mo: _Moments, pairs: _Pairs, method: str, y: np.ndarray
     b_lab = root_l * pairs.sums(_finite0(np.where(lab, (f - per_row(mo.fbar_l)) / per_row(n), 0.0)))
     b_unl = root_u * pairs.sums(_finite0(np.where(unl, (f - per_row(mo.fbar_u)) / per_row(big_n), 0.0)))
     b = b_lab - b_unl  # θ = ȳ − λ (f̄_labelled − f̄_unlabelled)
-    lam = _tuned(a, b, pairs, s.N > 0) if method == "ppi++" else np.ones(n_groups)
+    # unlabelled rows all from one conversation: the variance of their mean cannot be estimated, so PPI++ keeps
+    # to the labels (λ = 0) and PPI has no interval
+    one_unlabelled = (s.N > 0) & (pairs.count(unl) < 2)
+    lam = _tuned(a, b, pairs, (s.N > 0) & ~one_unlabelled) if method == "ppi++" else np.ones(n_groups)
     est, _ = _ppi(s, mo, lam)
     part = a - lam[pairs.group] * b
     if method == "ppi":
         no_unl = (s.N == 0) & (reasons == None)  # noqa: E711 (elementwise on an object array)
         reasons[no_unl] = "no unlabelled rows in this group, so the judge has nothing to add; read the 'human' row"
+        one = one_unlabelled & (reasons == None)  # noqa: E711 (elementwise on an object array)
+        reasons[one] = ("the unlabelled rows of this group all come from one conversation, so the variance of "
+                        "their mean cannot be estimated; read the 'ppi++' or 'human' row")
     return _Clustered(est, pairs.total(part**2), lam, reasons, g_lab, part)
 
 
