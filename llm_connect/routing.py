@@ -78,6 +78,8 @@ EVIDENCE_COLUMNS = (
     "stale",
     "eligible",
     "reason",
+    "cluster",
+    "n_clusters",
 )
 
 
@@ -92,7 +94,10 @@ class RoutingPolicy:
     ``human``: the grader id of human labels; when set, the interval is PPI++
     from the judge's scores and those labels. ``require_calibrated`` and
     ``min_kappa``: refuse a judge whose card is missing or whose kappa's lower
-    bound against people is below ``min_kappa``.
+    bound against people is below ``min_kappa``. ``cluster``: which observations are not independent
+    (the turns of one conversation): ``"auto"`` clusters by the ``conversation_id`` tag when the
+    observations carry it, a tag name by that tag, ``None`` treats them as independent (see
+    :func:`evidence_table`).
     """
 
     threshold: float = 0.8
@@ -105,6 +110,7 @@ class RoutingPolicy:
     human: str | None = None
     require_calibrated: bool = False
     min_kappa: float = 0.4
+    cluster: str | None = "auto"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.threshold, (int, float)) and 0.0 <= self.threshold <= 1.0):
@@ -128,21 +134,44 @@ class RoutingPolicy:
             -1.0 <= self.min_kappa <= 1.0
         ):
             raise ValidationError(f"min_kappa must be a number in -1..1, got {self.min_kappa!r}")
+        if self.cluster is not None and (not isinstance(self.cluster, str) or not self.cluster.strip()):
+            raise ValidationError(f"cluster must be 'auto', None or the name of a tag, got {self.cluster!r}")
 
 
-def _mean_interval(values: list[float], policy: RoutingPolicy) -> tuple[float, float, str]:
+def _mean_interval(values: list[float], policy: RoutingPolicy,
+                   clusters: list[Any] | None = None) -> tuple[float, float, str]:
     """An interval for the mean quality.
 
     Pass/fail scores (all 0 or 1) get the Wilson score interval, which stays
     honest at the edges (95 passes out of 95 is not proof of a 100% pass rate;
     a bootstrap would say [1, 1]). Other scores get a seeded percentile
-    bootstrap of the mean (``scipy.stats.bootstrap``).
+    bootstrap of the mean (``scipy.stats.bootstrap``). With ``clusters`` (the
+    conversation of each observation) a seeded percentile bootstrap that
+    resamples whole conversations (``"cluster bootstrap"``; no interval with
+    fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them); scores all
+    equal then get :func:`~llm_connect.stats.estimates.equal_labels_interval` with one
+    unit per conversation (``"exact by conversation"``).
     """
     import numpy as np
 
     if len(values) < 2:
         return (math.nan, math.nan, "")
     data = np.asarray(values, dtype=float)
+    if clusters is not None:
+        from .stats.agreement import bootstrap_ci
+        from .stats.clusters import MIN_CLUSTERS, cluster_codes
+
+        codes = cluster_codes(clusters)
+        if len(np.unique(codes)) < MIN_CLUSTERS:
+            return (math.nan, math.nan, "cluster bootstrap")
+        if np.all(data == data[0]):  # every resample has the same mean: bound it on the conversations instead
+            from .stats.estimates import equal_labels_interval
+
+            lo_eq, hi_eq, _ = equal_labels_interval(float(data[0]), len(np.unique(codes)), policy.confidence)
+            return lo_eq, hi_eq, "exact by conversation"
+        lo, hi = bootstrap_ci(lambda x: x.mean(axis=1), data, n_boot=policy.n_resamples,
+                              confidence=policy.confidence, seed=policy.seed, cluster=codes)
+        return float(lo), float(hi), "cluster bootstrap"
     if np.all((data == 0.0) | (data == 1.0)):
         from scipy.stats import binomtest
 
@@ -292,49 +321,82 @@ def _check_calibrated(key: GraderKey, ledger: Any, cards: Any, min_kappa: float)
         )
 
 
+def _cluster_tag(policy: RoutingPolicy, observations: Iterable[QualityObservation]) -> str | None:
+    """The tag observations are clustered by: ``policy.cluster`` read as :func:`evidence_table` says
+    (``"auto"``: ``conversation_id`` when some observation carries it)."""
+    from .stats.clusters import AUTO_CLUSTER_COLUMN
+
+    if policy.cluster is None:
+        return None
+    if policy.cluster != "auto":
+        return policy.cluster
+    return AUTO_CLUSTER_COLUMN if any(o.tags.get(AUTO_CLUSTER_COLUMN) is not None for o in observations) else None
+
+
+def _cluster_of(o: QualityObservation, tag: str | None) -> Any:
+    """An observation's cluster id (its tag's value as text; ``None``: a cluster of its own)."""
+    value = o.tags.get(tag) if tag is not None else None
+    return None if value is None else str(value)
+
+
 def _ppi_interval(
-    judged: list[QualityObservation], unjudged: list[list[float]], labels: Mapping[tuple[str, str], list[float]],
-    adapter: str, policy: RoutingPolicy,
-) -> tuple[float, float, float, int, str]:
+    judged: list[QualityObservation], unjudged: list[tuple[list[float], Any]],
+    labels: Mapping[tuple[str, str], list[float]], adapter: str, policy: RoutingPolicy, tag: str | None = None,
+    label_clusters: Mapping[str, Any] | None = None,
+) -> tuple[float, float, float, int, str, int | None]:
     """PPI++ over one adapter's judged items, stratified with the labelled items the judge did not score
-    (``unjudged``: each such item's labels): (estimate, low, high, n_labelled, why-not)."""
+    (``unjudged``: each such item's labels and cluster): (estimate, low, high, n_labelled, why-not, n_clusters).
+    With ``tag`` the items are clustered by that tag of their observations (or labels, ``label_clusters``)."""
     import numpy as np
     import pandas as pd
 
     from .calibration import estimate_quality
 
     per_item: dict[str, list[float]] = {}
-    unkeyed = []
+    item_cluster: dict[str, Any] = {}
+    unkeyed, unkeyed_cluster = [], []
     for o in judged:
         item = o.tags.get("item_id")
         if item is None:
             unkeyed.append(o.quality_score)
+            unkeyed_cluster.append(_cluster_of(o, tag))
         else:
-            per_item.setdefault(str(item_id_text(item)), []).append(o.quality_score)  # 1.0 is item 1
-    rows_judge, rows_human = [], []
+            key = str(item_id_text(item))  # 1.0 is item 1
+            per_item.setdefault(key, []).append(o.quality_score)
+            if item_cluster.get(key) is None:
+                item_cluster[key] = _cluster_of(o, tag)
+    rows_judge, rows_human, rows_cluster = [], [], []
     for item, scores in per_item.items():
         rows_judge.append(sum(scores) / len(scores))
         got = labels.get((item, adapter))
         rows_human.append(sum(got) / len(got) if got else math.nan)
+        rows_cluster.append(item_cluster.get(item) if item_cluster.get(item) is not None
+                            else (label_clusters or {}).get(item))
     rows_judge.extend(unkeyed)
     rows_human.extend([math.nan] * len(unkeyed))
-    for got in unjudged:  # people's labels alone: the stratum the judge left to them
+    rows_cluster.extend(unkeyed_cluster)
+    for got, cid in unjudged:  # people's labels alone: the stratum the judge left to them
         rows_judge.append(math.nan)
         rows_human.append(sum(got) / len(got))
-    frame = pd.DataFrame({"judge": np.asarray(rows_judge, float), "human": np.asarray(rows_human, float)})
+        rows_cluster.append(cid)
+    frame = pd.DataFrame({"judge": np.asarray(rows_judge, float), "human": np.asarray(rows_human, float),
+                          "conversation": pd.Series(rows_cluster, dtype=object)})
     est = estimate_quality(frame, judge="judge", human="human", methods=("ppi++",), confidence=policy.confidence,
-                           judge_missing="stratify")
+                           judge_missing="stratify", cluster="conversation" if tag is not None else None)
     row = est.iloc[0]
     reason = row["reason"] if isinstance(row["reason"], str) else ""
-    return float(row["estimate"]), float(row["ci_low"]), float(row["ci_high"]), int(row["n_labelled"]), reason
+    n_clusters = int(row["n_clusters"]) if tag is not None else None
+    return (float(row["estimate"]), float(row["ci_low"]), float(row["ci_high"]), int(row["n_labelled"]), reason,
+            n_clusters)
 
 
 def _unjudged_items(
     judged: list[QualityObservation], labels: Mapping[tuple[str, str, str], list[QualityObservation]], task: str,
-    adapter: str, policy: RoutingPolicy, now: datetime,
-) -> list[tuple[datetime, list[float]]]:
+    adapter: str, policy: RoutingPolicy, now: datetime, tag: str | None = None,
+) -> list[tuple[datetime, list[float], Any]]:
     """The adapter's labelled items that the grader never scored (at any age), each as (its newest label's time,
-    its labels), those whose newest label is stale left out: the stratum people labelled alone."""
+    its labels, its cluster by ``tag``), those whose newest label is stale left out: the stratum people labelled
+    alone."""
     seen = {str(item_id_text(item)) for o in judged if (item := o.tags.get("item_id")) is not None}
     out = []
     for (t, item, ad), got in labels.items():
@@ -342,8 +404,15 @@ def _unjudged_items(
             continue
         newest = max(got, key=lambda o: o.recorded_at)
         if policy.max_age is None or not is_stale(newest, policy.max_age, now=now):
-            out.append((newest.recorded_at, [o.quality_score for o in got]))
+            cid = next((c for o in got if (c := _cluster_of(o, tag)) is not None), None)
+            out.append((newest.recorded_at, [o.quality_score for o in got], cid))
     return out
+
+
+def _min_clusters() -> int:
+    from .stats.clusters import MIN_CLUSTERS
+
+    return MIN_CLUSTERS
 
 
 def _observations(source: BaseLedger | str | Any) -> Iterable[QualityObservation]:
@@ -380,6 +449,16 @@ def evidence_table(
     with the judge's observations (the items the estimate covers). They are
     fresh by their newest label's time, and ``recent`` keeps the newest of
     both together. Without ``human`` they are not read and ``n_unjudged`` is 0.
+
+    ``policy.cluster`` (``"auto"`` by default): observations that are turns of one conversation
+    are not independent. ``"auto"`` clusters by the ``conversation_id`` tag when the observations
+    (or labels) carry one, a tag name by that tag, ``None`` not at all. With clusters the PPI++
+    interval is cluster-robust (``estimate_quality(..., cluster=...)``, an item's conversation read
+    from its observations or its labels) and the judge-only interval is a seeded bootstrap that
+    resamples whole conversations (``method`` ``"cluster bootstrap"``); with fewer than
+    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` conversations there is no interval and the
+    reason says so. ``cluster`` names the tag used (``None``: independent) and ``n_clusters`` the
+    conversations the interval rests on.
     """
     import pandas as pd
 
@@ -392,6 +471,7 @@ def evidence_table(
     labels: dict[tuple[str, str, str], list[QualityObservation]] = {}  # (task, item, adapter) -> human labels
     observations = [o for o in _observations(ledger) if task_type is None or o.task_type == task_type]
     people, undone = _people(human), _undone(observations, human)
+    tag = _cluster_tag(policy, observations)
     for o in observations:
         key = _grader_key(o)
         if key[0] in people:  # a label (unless taken back), or a skip / undo marker: never a judge's score
@@ -411,27 +491,37 @@ def evidence_table(
     ):
         obs.sort(key=lambda o: o.recorded_at, reverse=True)
         fresh = [o for o in obs if policy.max_age is None or not is_stale(o, policy.max_age, now=current)]
-        extra = _unjudged_items(obs, labels, task, adapter, policy, current) if human is not None else []
+        extra = _unjudged_items(obs, labels, task, adapter, policy, current, tag) if human is not None else []
         if policy.recent and extra:  # the newest items, judged or left to people, keep their shares
-            newest = sorted([(o.recorded_at, o, None) for o in fresh] + [(t, None, v) for t, v in extra],
+            newest = sorted([(o.recorded_at, o, None) for o in fresh] + [(t, None, (v, c)) for t, v, c in extra],
                             key=lambda u: u[0], reverse=True)[: policy.recent]
             used = [o for _, o, _ in newest if o is not None]
             unjudged = [v for _, o, v in newest if o is None and v is not None]
         else:
             used = fresh[: policy.recent] if policy.recent else fresh
-            unjudged = [v for _, v in extra]
+            unjudged = [(v, c) for _, v, c in extra]
         n = len(used) + len(unjudged)
         scores = [o.quality_score for o in used]
         n_labelled = 0
+        n_clusters: int | None = None
         why_not = ""
         if human is not None and (used or unjudged):
             task_labels = {(item, ad): [x.quality_score for x in v] for (t, item, ad), v in labels.items()
                            if t == task and ad == adapter}
-            mean_q, low, high, n_labelled, why_not = _ppi_interval(used, unjudged, task_labels, adapter, policy)
+            label_clusters = {item: c for (t, item, ad), v in labels.items() if t == task and ad == adapter
+                              and (c := next((c for o in v if (c := _cluster_of(o, tag)) is not None), None))
+                              is not None} if tag is not None else None
+            mean_q, low, high, n_labelled, why_not, n_clusters = _ppi_interval(
+                used, unjudged, task_labels, adapter, policy, tag, label_clusters)
             method = "ppi++"
         else:
-            low, high, method = _mean_interval(scores, policy)
+            ids = [_cluster_of(o, tag) for o in used] if tag is not None else None
+            low, high, method = _mean_interval(scores, policy, ids)
             mean_q = sum(scores) / n if n else math.nan
+            if ids is not None:
+                from .stats.clusters import cluster_codes
+
+                n_clusters = len(set(cluster_codes(ids).tolist()))
         stale = not fresh
         if stale:
             reason = f"stale: no observation newer than {policy.max_age}"
@@ -439,6 +529,12 @@ def evidence_table(
             reason = f"too few observations ({n} < {policy.min_observations})"
         elif method == "ppi++" and not math.isfinite(low) and unjudged and why_not:
             reason = f"no honest interval: {why_not}"
+        elif not math.isfinite(low) and n_clusters is not None and n_clusters < _min_clusters() and (
+                method != "ppi++" or n_labelled >= 2):
+            reason = (f"no honest interval: {why_not}" if why_not else
+                      f"no honest interval: only {n_clusters} conversation(s) (tag {tag!r}); observations of one "
+                      f"conversation are not independent and an interval needs at least {_min_clusters()}: "
+                      "observe more conversations, or pass cluster=None only if they really are independent")
         elif method == "ppi++" and not math.isfinite(low):
             reason = (
                 f"too few human labels for this adapter ({n_labelled}): record some with record_labels"
@@ -471,9 +567,13 @@ def evidence_table(
                 "stale": stale,
                 "eligible": reason == "meets the threshold",
                 "reason": reason,
+                "cluster": tag,
+                "n_clusters": n_clusters,
             }
         )
     frame = pd.DataFrame(rows, columns=list(EVIDENCE_COLUMNS))
+    frame["n_clusters"] = frame["n_clusters"].astype("Int64")
+    frame["cluster"] = frame["cluster"].astype(object)
     if len(frame):
         frame["last_seen"] = pd.to_datetime(frame["last_seen"], utc=True)
     return frame
@@ -555,6 +655,7 @@ def route(
     require_calibrated: bool | None = None,
     min_kappa: float | None = None,
     cards: JudgeCardRegistry | str | os.PathLike[str] | Iterable[JudgeCard] | None = None,
+    cluster: str | None = "auto",
 ) -> RoutingDecision:
     """The cheapest adapter for ``task_type`` whose quality meets ``threshold`` with confidence.
 
@@ -578,6 +679,12 @@ def route(
     card is missing or its kappa's lower bound is below ``min_kappa``
     (default 0.4); ``cards`` is a :class:`~llm_connect.calibration.JudgeCardRegistry`,
     its path or cards (default: the registry beside the ledger).
+
+    ``cluster``: observations that are turns of one conversation are not independent:
+    ``"auto"`` (the default) clusters them by their ``conversation_id`` tag when they carry one, a
+    tag name by that tag, ``None`` not at all; the intervals are then cluster-robust or resample
+    whole conversations (see :func:`evidence_table`; the evidence's ``cluster`` and ``n_clusters``
+    say which). With a ``policy``, a ``cluster`` other than ``"auto"`` replaces the policy's.
     """
     if not isinstance(task_type, str) or not task_type.strip():
         raise ValidationError("task_type must be a non-empty string")
@@ -592,6 +699,7 @@ def route(
             human=human,
             require_calibrated=bool(require_calibrated),
             min_kappa=0.4 if min_kappa is None else min_kappa,
+            cluster=cluster,
         )
     else:
         changes: dict[str, Any] = {}
@@ -601,6 +709,8 @@ def route(
             changes["require_calibrated"] = require_calibrated
         if min_kappa is not None:
             changes["min_kappa"] = min_kappa
+        if cluster != "auto":
+            changes["cluster"] = cluster
         if changes:
             from dataclasses import replace
 

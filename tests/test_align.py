@@ -200,6 +200,40 @@ def test_the_same_item_under_another_id_is_never_shown_while_judged():
     assert asked > 100  # the candidates' prompts, with their worked examples, were all looked at
 
 
+def test_a_conversation_is_never_split_across_heldout_folds_or_examples():
+    """Turns of one conversation (a ``conversation_id`` column): the held-out split, the folds and the worked
+    examples take the conversation as one unit, so no conversation has turns on both sides of the split or in
+    two folds, and no prompt shows a turn of the conversation it asks about; the held-out intervals resample
+    whole conversations."""
+    data = labelled(120, seed=6).assign(conversation_id=lambda d: [f"c{i // 4}" for i in range(len(d))])
+    log: list[tuple[str, str]] = []
+    result = align(LLMJudge(ScriptedAdapter(simulated(0.6, 0.97, log)), rubric=POLITE), data, human="human",
+                   progress=False, seed=2)
+    items = result.to_frame()
+    assert items.groupby("conversation_id")["split"].nunique().eq(1).all()
+    assert items.groupby("conversation_id")["fold"].nunique().eq(1).all()
+    assert result.provenance["split"]["grouped_by"] == ["content", "conversation_id"]
+    conversation_of = dict(zip(data["candidate"], data["conversation_id"], strict=True))
+    held = set(items.loc[items["split"] == "heldout", "conversation_id"])
+    for rubric in (result.rubric, result.aligned_rubric):
+        assert not {conversation_of[e.candidate] for e in rubric.examples} & held
+    example = re.compile(r"<<<EXAMPLE \d+ CANDIDATE (\w+)>>>\n(.*?)\n<<<END EXAMPLE \d+ CANDIDATE \1>>>", re.DOTALL)
+    shown_in = 0
+    for prompt, _ in log:
+        asked = conversation_of[_ITEM.findall(prompt)[-1][1]]
+        shown = {conversation_of[text] for _, text in example.findall(prompt)}
+        assert asked not in shown
+        shown_in += bool(shown)
+    assert shown_in > 100
+    assert result.card("original").cluster == {"column": "conversation_id", "n_clusters": len(held)}
+    # cluster=None: the rows are independent items again, and then conversations do straddle the split
+    plain = align(LLMJudge(ScriptedAdapter(simulated(0.6, 0.97)), rubric=POLITE), data, human="human",
+                  progress=False, seed=2, cluster=None)
+    assert plain.provenance["split"]["grouped_by"] == ["content"]
+    assert plain.to_frame().groupby("conversation_id")["split"].nunique().gt(1).any()
+    assert plain.card("original").cluster is None
+
+
 def test_a_judge_without_a_rubric_aligns_its_builtin_one():
     data = labelled(60).assign(baseline="a polite, helpful reply")
     result = align(LLMJudge(scripted(0.8, 0.8)), data, human="human", progress=False)

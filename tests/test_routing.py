@@ -143,3 +143,38 @@ def test_all_passes_do_not_prove_perfection_wilson_bound_for_pass_fail_scores(le
     assert 0.95 < low < 0.97
     assert route(ledger, "qa", threshold=0.97, now=NOW).adapter_id is None
     assert route(ledger, "qa", threshold=0.95, now=NOW).adapter_id == "perfect-so-far"
+
+
+def _turns(ledger, adapter, *, conversations, turns=5, seed=0, scores=None):
+    """Observations that are turns of conversations (tag ``conversation_id``); a conversation's turns share its
+    quality (some conversations go well, others badly)."""
+    rng = np.random.default_rng(seed)
+    for c in range(conversations):
+        level = rng.choice([0.55, 0.95])
+        for t in range(turns):
+            q = float(np.clip(level + rng.normal(0, 0.03), 0, 1)) if scores is None else scores
+            ledger.append(QualityObservation("qa", adapter, "m", 0.0, q, 1, 1, 1, recorded_at=NOW - timedelta(
+                seconds=c * turns + t), tags={"conversation_id": f"c{c}"}))
+
+
+def test_turns_of_a_conversation_are_resampled_together(ledger):
+    _turns(ledger, "a", conversations=30)
+    ev = evidence_table(ledger, "qa", policy=RoutingPolicy(recent=None), now=NOW).iloc[0]
+    flat = evidence_table(ledger, "qa", policy=RoutingPolicy(recent=None, cluster=None), now=NOW).iloc[0]
+    assert ev["method"] == "cluster bootstrap" and flat["method"] == "bootstrap"
+    assert ev["cluster"] == "conversation_id" and ev["n_clusters"] == 30
+    assert ev["quality_high"] - ev["quality_low"] > 1.5 * (flat["quality_high"] - flat["quality_low"])
+    again = evidence_table(ledger, "qa", policy=RoutingPolicy(recent=None), now=NOW).iloc[0]
+    assert (again["quality_low"], again["quality_high"]) == (ev["quality_low"], ev["quality_high"])  # seeded
+
+
+def test_few_conversations_or_all_passes_are_not_proof(tmp_path):
+    few = QualityLedger(tmp_path / "few.jsonl")
+    _turns(few, "a", conversations=5, turns=10)
+    ev = evidence_table(few, "qa", policy=RoutingPolicy(recent=None, min_observations=10), now=NOW).iloc[0]
+    assert not ev["eligible"] and ev["reason"].startswith("no honest interval: only 5 conversation(s)")
+    passes = QualityLedger(tmp_path / "passes.jsonl")
+    _turns(passes, "a", conversations=12, turns=10, scores=1.0)
+    ev = evidence_table(passes, "qa", policy=RoutingPolicy(recent=None, threshold=0.8), now=NOW).iloc[0]
+    assert ev["method"] == "exact by conversation"  # 120 passes in 12 conversations: bounded as 12, not 120
+    assert ev["quality_low"] == pytest.approx(0.025 ** (1 / 12)) and not ev["eligible"]

@@ -262,3 +262,61 @@ def test_unjudged_labels_are_fresh_by_their_time_and_share_the_recent_window(led
     assert (window["n"], window["n_unjudged"]) == (25, 20)  # the 20 newest are people's, then 5 judged
     plain = evidence_table(ledger, "qa", grader_id="llm-judge", policy=RoutingPolicy(recent=None), now=NOW).iloc[0]
     assert (plain["n"], plain["n_unjudged"], plain["method"]) == (30, 0, "wilson")
+
+
+def _conversation_obs(adapter, score, *, conversation, grader="llm-judge", item=None):
+    o = obs(adapter, score, grader=grader, rubric=None if grader == "human" else "r1", item=item)
+    o.tags["conversation_id"] = conversation
+    return o
+
+
+def fill_conversations(ledger, *, conversations=60, turns=5, labelled=25, seed=0):
+    """Turns of conversations: some conversations go well, others badly (people pass most turns of a good one),
+    the judge says yes to nearly everything; people labelled every turn of ``labelled`` conversations."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(conversations):
+        good = rng.random() < 0.6
+        for t in range(turns):
+            item = f"c{c}-t{t}"
+            human = float(rng.random() < (0.95 if good else 0.2))
+            out.append(_conversation_obs("cheap", float(rng.random() < 0.95), conversation=f"c{c}", item=item))
+            if c < labelled:
+                out.append(_conversation_obs("cheap", human, conversation=f"c{c}", grader="human", item=item))
+    ledger.extend(out)
+
+
+def test_routing_clusters_turns_by_their_conversation(ledger):
+    import pandas as pd
+
+    from llm_connect import estimate_quality
+
+    fill_conversations(ledger)
+    policy = RoutingPolicy(human="human", recent=None)
+    ev = evidence_table(ledger, "qa", policy=policy, now=NOW).iloc[0]
+    flat = evidence_table(ledger, "qa", policy=RoutingPolicy(human="human", recent=None, cluster=None), now=NOW)
+    flat = flat.iloc[0]
+    assert ev["cluster"] == "conversation_id" and ev["n_clusters"] == 25
+    assert flat["cluster"] is None and pd.isna(flat["n_clusters"])
+    assert ev["mean_quality"] == pytest.approx(flat["mean_quality"], abs=0.05)
+    assert ev["quality_high"] - ev["quality_low"] > 1.3 * (flat["quality_high"] - flat["quality_low"])
+    rows = list(ledger.read_all())
+    judge = {o.tags["item_id"]: o for o in rows if o.tags["grader_id"] == "llm-judge"}
+    human = {o.tags["item_id"]: o.quality_score for o in rows if o.tags["grader_id"] == "human"}
+    frame = pd.DataFrame({"judge": [o.quality_score for o in judge.values()],
+                          "human": [human.get(k, np.nan) for k in judge],
+                          "conversation_id": [o.tags["conversation_id"] for o in judge.values()]})
+    ref = estimate_quality(frame, judge="judge", human="human", methods=("ppi++",)).iloc[0]
+    assert (ev["quality_low"], ev["quality_high"]) == pytest.approx((ref["ci_low"], ref["ci_high"]))
+    decision = route(ledger, "qa", human="human", threshold=0.0, now=NOW, recent=None, min_observations=1)
+    assert decision.evidence.iloc[0]["n_clusters"] == 25
+    named = route(ledger, "qa", human="human", threshold=0.0, now=NOW, recent=None, min_observations=1,
+                  cluster=None)
+    assert named.evidence.iloc[0]["cluster"] is None
+
+
+def test_routing_with_few_labelled_conversations_has_no_interval_and_says_why(ledger):
+    fill_conversations(ledger, labelled=6)
+    ev = evidence_table(ledger, "qa", policy=RoutingPolicy(human="human", recent=None), now=NOW).iloc[0]
+    assert not ev["eligible"] and np.isnan(ev["quality_low"])
+    assert ev["reason"].startswith("no honest interval: only 6 labelled conversation(s)")

@@ -42,6 +42,7 @@ from ..stats.agreement import (
     threshold_sweep,
     to_scale,
 )
+from ..stats.clusters import MIN_CLUSTERS, cluster_codes, cluster_column, cluster_sizes_text, few_clusters_reason
 
 __all__ = [
     "COUNT_COLUMNS",
@@ -113,6 +114,10 @@ class PairAgreement:
     scale: tuple[int, int] | None = None
     #: Further columns of the row (threshold selection, grouped correlations), in order.
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: The column the items were clustered by (the bootstrap resampled whole clusters), or ``None``.
+    cluster: str | None = None
+    #: The clusters among the paired items (``None`` without clusters).
+    n_clusters: int | None = None
 
     def __getitem__(self, statistic: str) -> Estimate:
         return self.estimates[_STAT_ALIASES.get(statistic, statistic)]
@@ -150,6 +155,9 @@ class PairAgreement:
             row[f"{prefix}_high"] = est.high
         if self.scale is not None:
             row["scale"] = f"{self.scale[0]}-{self.scale[1]}"
+        if self.cluster is not None:
+            row["cluster"] = self.cluster
+            row["n_clusters"] = self.n_clusters
         row.update(self.counts())
         row.update(self.extra)
         row["ceiling"] = self.ceiling
@@ -172,8 +180,10 @@ class PairAgreement:
              "note": self.estimates[s].reason or ""}
             for s in self._statistics()
         ]
+        clustered = cluster_sizes_text(self.cluster, self.n_clusters)
         table = frame_html(pd.DataFrame(rows), caption=f"{title}: n={self.n} ({self.n_missing} dropped), "
-                           f"threshold {fmt(self.threshold)}; {int(self.confidence * 100)}% bootstrap intervals")
+                           f"threshold {fmt(self.threshold)}; {int(self.confidence * 100)}% bootstrap intervals"
+                           + (f", resampling whole clusters ({clustered})" if clustered else ""))
         cm = self.confusion.copy()
         cm.insert(0, f"{self.judge_a} \\ {self.judge_b}", ["no", "yes"])
         return join([table, Markup("<br>"), frame_html(cm, caption=f"verdicts (rows: {self.judge_a})")])
@@ -195,6 +205,7 @@ def pair_agreement(
     human_b: bool = False,
     scale: Any = None,
     verdicts_a: Any = None,
+    cluster: Any = None,
 ) -> PairAgreement:
     """Every agreement statistic between two score arrays, with seeded bootstrap intervals.
 
@@ -214,6 +225,13 @@ def pair_agreement(
     alpha at the ordinal and interval levels on the ratings. ``verdicts_a`` (booleans, one
     per item) replaces ``a >= threshold`` as ``judge_a``'s verdicts (out-of-fold verdicts of a
     threshold chosen by cross-validation; see :func:`choose_threshold`).
+
+    ``cluster``: ``None`` (independent items), or one cluster id per item (the conversation of each
+    turn; a Series' name names the column in the result, else ``"cluster"``): every bootstrap then
+    resamples whole clusters (:func:`~llm_connect.stats.agreement.bootstrap_ci`), and with fewer
+    than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters among the paired items no
+    interval is given (the point estimates stay; each statistic's ``reason`` says why).
+    ``PairAgreement.cluster`` and ``n_clusters`` say what was used.
     """
     confidence = check_confidence(confidence)
     unknown = set(statistics) - set(STATISTICS)
@@ -223,6 +241,17 @@ def pair_agreement(
     bounds = parse_scale(scale)
     x, y, missing = paired(a, b)
     vx, vy = x >= threshold, y >= tb
+    groups, cluster_name, n_clusters, few = None, None, None, None
+    if cluster is not None:
+        ids = cluster_codes(cluster)
+        both = np.isfinite(_as_float_array(a, "a")) & np.isfinite(_as_float_array(b, "b"))
+        if ids.shape != both.shape:
+            raise ValueError(f"cluster has {ids.size} ids for {both.size} scores")
+        groups = ids[both]
+        cluster_name = str(getattr(cluster, "name", None) or "cluster")
+        n_clusters = len(np.unique(groups))
+        if n_clusters < MIN_CLUSTERS:
+            few = few_clusters_reason(n_clusters, column=cluster_name, what="paired")
     if verdicts_a is not None:
         given = np.asarray(verdicts_a, dtype=bool)
         keep = np.isfinite(_as_float_array(a, "a")) & np.isfinite(_as_float_array(b, "b"))
@@ -246,15 +275,21 @@ def pair_agreement(
             estimates[stat] = Estimate(math.nan, reason="undefined on this data")
             continue
         low = high = math.nan
+        if few is not None and stat in statistics:
+            estimates[stat] = Estimate(value, reason=f"no interval: {few}")
+            continue
         if n >= 2 and stat in statistics:
             lo, hi = bootstrap_ci(
                 lambda p, q, vp, vq, f=_STAT_FUNCS[stat]: f(p, q, vp, vq),
-                x, y, vx, vy, n_boot=n_boot, confidence=confidence, seed=seed,
+                x, y, vx, vy, n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups,
             )
             low, high = _finite_or_nan(float(lo)), _finite_or_nan(float(hi))
         estimates[stat] = Estimate(value, low, high)
     if bounds is not None:
-        estimates.update(graded_estimates(x, y, bounds, n_boot=n_boot, confidence=confidence, seed=seed))
+        graded = graded_estimates(x, y, bounds, n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups)
+        if few is not None:
+            graded = {k: Estimate(e.value, reason=e.reason or f"no interval: {few}") for k, e in graded.items()}
+        estimates.update(graded)
     confusion = pd.DataFrame(
         [[int((~vx & ~vy).sum()), int((~vx & vy).sum())], [int((vx & ~vy).sum()), int((vx & vy).sum())]],
         index=pd.Index([False, True], name=f"{judge_a} verdict"),
@@ -263,7 +298,8 @@ def pair_agreement(
     return PairAgreement(
         judge_a=judge_a, judge_b=judge_b, n=n, n_missing=missing, threshold=float(threshold),
         threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
-        confidence=confidence, n_boot=n_boot, human_b=human_b, scale=bounds,
+        confidence=confidence, n_boot=n_boot, human_b=human_b, scale=bounds, cluster=cluster_name,
+        n_clusters=n_clusters,
     )
 
 
@@ -282,6 +318,10 @@ class AgreementTable:
     chosen: dict[str, ThresholdChoice] = field(default_factory=dict)
     #: Every threshold given or chosen, by judge (the others use ``threshold``).
     thresholds: dict[str, float] = field(default_factory=dict)
+    #: The column the items were clustered by (each bootstrap resampled whole clusters), or ``None``.
+    cluster: str | None = None
+    #: The clusters among the items (``None`` without clusters).
+    n_clusters: int | None = None
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -335,9 +375,11 @@ class AgreementTable:
                    if k.startswith(("system_", "document_", "n_systems", "n_documents", "threshold_selection"))},
                 "note": p.row()["note"],
             })
+        clustered = cluster_sizes_text(self.cluster, self.n_clusters)
         caption = (f"Agreement at threshold {fmt(self.threshold)} unless the row says another "
-                   f"({int(self.confidence * 100)}% bootstrap intervals; each row read from judge_a's side "
-                   "against judge_b, the reference)")
+                   f"({int(self.confidence * 100)}% bootstrap intervals"
+                   + (f" resampling whole clusters, {clustered}" if clustered else "")
+                   + "; each row read from judge_a's side against judge_b, the reference)")
         return frame_html(pd.DataFrame(rows), caption=caption)
 
 
@@ -361,6 +403,7 @@ def agreement_table(
     groups: Mapping[str, str] | None = None,
     reference: str | None = None,
     folds: int = CV_FOLDS,
+    cluster: Any = "auto",
 ) -> AgreementTable:
     """Agreement of every pair of judges.
 
@@ -385,6 +428,14 @@ def agreement_table(
     :data:`GRADED_STATISTICS`. ``groups``: ``{"system": column, "document": column}`` of a
     frame; rows against a label gain :func:`grouped_correlation` at that level
     (``system_kendall``, ``system_spearman``, ``n_systems``; ``document_kendall``, ...).
+
+    ``cluster``: which items are not independent. ``"auto"`` (the default): the ``conversation_id``
+    column of a ``scores`` frame when it has one (turns of one conversation), else independent
+    items; a column name of the frame; ``None``: independent items; or one id per item (with a
+    mapping of scores). With clusters every bootstrap resamples whole conversations and the
+    ``"best"`` threshold's cross-validation folds are made of whole conversations (see
+    :func:`pair_agreement` and :func:`choose_threshold`); the rows gain ``cluster`` and
+    ``n_clusters``, :attr:`AgreementTable.cluster` names the column and the HTML caption says so.
     """
     if isinstance(scores, pd.DataFrame):
         available = _judge_columns(scores)
@@ -397,6 +448,20 @@ def agreement_table(
     if missing:
         raise ValueError(f"no scores for judge(s) {missing}; have {available}")
     people = set(annotators) | {"human"} if labels is None else set(labels)
+    cluster_ids: Any = None
+    cluster_name: str | None = None
+    if cluster is not None and not isinstance(cluster, str):  # one id per item
+        cluster_ids = pd.Series(list(cluster), dtype=object, name=str(getattr(cluster, "name", None) or "cluster"))
+        cluster_name = str(cluster_ids.name)
+    else:
+        cluster_name = cluster_column(scores.columns if isinstance(scores, pd.DataFrame) else [], cluster,
+                                      what="the scores")
+        if cluster_name is not None and isinstance(scores, pd.DataFrame):
+            cluster_ids = scores[cluster_name].reset_index(drop=True)
+    if cluster_ids is not None:
+        lengths = {len(v) for v in columns.values()}
+        if lengths and lengths != {len(cluster_ids)}:
+            raise ValueError(f"cluster has {len(cluster_ids)} ids for {sorted(lengths)[0]} items")
     per: dict[str, float] = {}
     wanted_best: list[str] = []
     for name, value in (thresholds or {}).items():
@@ -421,7 +486,7 @@ def agreement_table(
             raise ValueError(f"threshold 'best' is for a judge, not for the label column {name!r}")
         picked_here = choose_threshold(columns[name], columns[ref], judge_name=name, reference_name=ref,
                                        reference_threshold=per.get(ref, threshold), folds=folds, seed=seed,
-                                       fallback=threshold)
+                                       fallback=threshold, cluster=cluster_ids)
         chosen[name] = picked_here
         per[name] = picked_here.value
     if groups and not isinstance(scores, pd.DataFrame):
@@ -438,6 +503,7 @@ def agreement_table(
             n_boot=n_boot, confidence=confidence, seed=seed,
             ceiling=ja in annotators and jb in annotators, statistics=statistics, human_b=jb in people,
             scale=scale if jb in people else None, verdicts_a=choice.verdicts if against_ref and choice else None,
+            cluster=cluster_ids,
         )
         extra: dict[str, Any] = {}
         if chosen:
@@ -458,5 +524,6 @@ def agreement_table(
         if extra:
             pair = replace(pair, extra=extra)
         pairs.append(pair)
+    n_clusters = len(np.unique(cluster_codes(cluster_ids))) if cluster_ids is not None else None
     return AgreementTable(pairs=pairs, threshold=threshold, confidence=confidence, chosen=chosen,
-                          thresholds=per)
+                          thresholds=per, cluster=cluster_name, n_clusters=n_clusters)

@@ -88,6 +88,7 @@ from ..stats.alignment import (
     stratified_split,
     verdict_agreement,
 )
+from ..stats.clusters import cluster_codes, cluster_column
 from ._cards import JudgeCard, JudgeCardRegistry, card_from_scores
 
 __all__ = ["ALIGN_EXAMPLE_COUNTS", "Alignment", "align", "plan_alignment"]
@@ -189,9 +190,12 @@ class Alignment:
         judge = self.aligned_judge if which == "aligned" else self.original_judge
         rubric = self.aligned_rubric if which == "aligned" else self.original_rubric
         rows = self.items[self.items["split"] == "heldout"]
+        grouped = [c for c in (self.provenance.get("split") or {}).get("grouped_by", ()) if c != "content"]
+        cluster = rows[grouped[0]].reset_index(drop=True) if grouped and grouped[0] in rows.columns else None
         card = card_from_scores(rows[f"{which}_score"], rows["human_unit"], grader_id=judge.grader_id,
                                 rubric_hash=judge.rubric_hash, threshold=rubric.threshold,
-                                reference_threshold=0.5, reference_name="human (held-out)", n_boot=N_BOOT)
+                                reference_threshold=0.5, reference_name="human (held-out)", n_boot=N_BOOT,
+                                cluster=cluster)
         prov = dict(self.provenance)
         prov["rubric"] = which
         prov["rubric_hash"] = judge.rubric_hash
@@ -440,6 +444,31 @@ def _content_key(prompt: Any, baseline: Any, candidate: Any, reference: bool) ->
     return norm(prompt), norm(baseline) if reference else "", norm(candidate)
 
 
+def _joined(group: np.ndarray, conversation: np.ndarray) -> np.ndarray:
+    """Groups 0..G-1 in order of first appearance, joining every two rows that share a content group or a
+    conversation (the connected components of that relation, by union-find)."""
+    n_content = int(group.max()) + 1 if len(group) else 0
+    parent = list(range(n_content))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[int, int] = {}
+    for g, c in zip(group.tolist(), conversation.tolist(), strict=True):
+        if c in first:
+            a, b = find(g), find(first[c])
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+        else:
+            first[c] = g
+    roots = np.array([find(int(g)) for g in group], dtype=np.int64)
+    joined, _ = pd.factorize(roots)
+    return joined.astype(np.intp)
+
+
 def _where_interval_lies(low: float, high: float) -> str:
     """Where an interval of a difference lies against 0, in words: "lies below 0", "includes 0" (touching
     it counts), "lies above 0"."""
@@ -599,6 +628,7 @@ def align(
     budget: BudgetTracker | float | None = None,
     concurrency: int = 16,
     progress: bool = True,
+    cluster: str | None = "auto",
 ) -> Alignment:
     """Improve ``judge``'s rubric from people's labels; accept the change only if it holds on held-out labels.
 
@@ -622,7 +652,13 @@ def align(
     the batch reservation of :func:`~llm_connect.grading.judge_many`; a spent budget raises
     :class:`~llm_connect.errors.BudgetExceededError`). ``concurrency``, ``progress``: as
     :func:`~llm_connect.grading.judge_many`; before judging, the number of calls and (where the
-    price is known) the cost are logged, and printed to stderr with ``progress``.
+    price is known) the cost are logged, and printed to stderr with ``progress``. ``cluster``: the
+    column of each item's conversation (``"auto"``, the default: ``conversation_id`` when the data
+    has it; ``None``: none): the turns of one conversation are one unit for the held-out split, the
+    folds and the worked examples, as items of one content are (a conversation never straddles the
+    split or two folds), and the held-out intervals resample whole conversations (with fewer than
+    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so
+    the change is not accepted).
 
     Returns an :class:`Alignment`. See :mod:`llm_connect.calibration._align` for the procedure and
     what it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's optimizers and
@@ -675,6 +711,10 @@ def align(
     keys = [_content_key(p, b, c, original.reference)
             for p, b, c in zip(frame["prompt"], frame["baseline"], frame["candidate"], strict=True)]
     group, _ = pd.factorize(pd.Series(keys, dtype=object))  # one group per content, in order of appearance
+    cluster_col = cluster_column(frame.columns, cluster, what="the data")
+    conversation = cluster_codes(frame[cluster_col]) if cluster_col is not None else None
+    if conversation is not None:  # a conversation is one unit too: join the groups its turns fall in
+        group = _joined(group, conversation)
     n_groups = int(group.max()) + 1 if len(group) else 0
     shown_ids = {str(ex.item_id) for r in (original, *fixed) for ex in r.examples if ex.item_id is not None}
     shown_keys = {_content_key(ex.prompt, ex.baseline, ex.candidate, original.reference)
@@ -850,9 +890,10 @@ def align(
                                         .astype(float), np.nan)
     h = items.human[ho_pos]
     v0, v1 = items.verdict0[ho_pos], frame["aligned_verdict"].to_numpy(float)[ho_pos]
-    stats = {name: verdict_agreement(v, h, n_boot=N_BOOT, seed=seed) for name, v in (("original", v0),
-                                                                                      ("aligned", v1))}
-    diff = paired_difference(h, v0, v1, metric=metric, n_boot=N_BOOT, seed=seed)
+    held_clusters = conversation[ho_pos] if conversation is not None else None
+    stats = {name: verdict_agreement(v, h, n_boot=N_BOOT, seed=seed, cluster=held_clusters)
+             for name, v in (("original", v0), ("aligned", v1))}
+    diff = paired_difference(h, v0, v1, metric=metric, n_boot=N_BOOT, seed=seed, cluster=held_clusters)
     accepted = bool(diff.defined and math.isfinite(diff.low) and diff.low > 0)
     held = pd.DataFrame([
         {"rubric": name, "rubric_hash": j.rubric_hash, "name": r.name, "candidate": c, "n": st.n,
@@ -865,7 +906,7 @@ def align(
     if accepted:
         reason = (f"accepted: {best_name} raises held-out {metric} by {diff.value:+.2f} "
                   f"[{diff.low:+.2f}, {diff.high:+.2f}]")
-    elif not diff.defined:
+    elif not diff.defined or not math.isfinite(diff.low):
         reason = f"{_REASON_KEPT} ({diff.reason})"
     else:
         reason = (f"{_REASON_KEPT} (difference {diff.value:+.2f}, interval [{diff.low:+.2f}, {diff.high:+.2f}] "
@@ -880,7 +921,8 @@ def align(
         "labels": {"n": len(frame), "pass": int((frame["human_verdict"] == 1).sum()),
                    "fail": int((frame["human_verdict"] == 0).sum())},
         "split": {"selection": len(sel_pos), "heldout": len(ho_pos), "folds": int(k_folds),
-                  "heldout_share": float(heldout), "seed": seed, "stratified_by": "label"},
+                  "heldout_share": float(heldout), "seed": seed, "stratified_by": "label",
+                  "grouped_by": ["content", *([cluster_col] if cluster_col is not None else [])]},
         "candidate": best_name,
         "examples": list(shown),
         "threshold": rubric.threshold,

@@ -21,6 +21,7 @@ from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import by_columns, check_confidence
+from ..stats.clusters import cluster_column
 from ._agreement import agreement_table
 from ._bias import run_probes
 from ._cards import card_reference
@@ -101,6 +102,7 @@ def calibrate(
     budget: BudgetTracker | float | None = None,
     selective: Any = None,
     batch: Any = False,
+    cluster: str | None = "auto",
 ) -> CalibrationReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
@@ -167,6 +169,14 @@ def calibrate(
     chosen on the same labels), and with ``epochs=k`` it judges each item ``k`` times, reduced by
     ``reducer``, its confidence that of the ``k`` judgments pooled. Not for pairwise data (a
     :class:`ValidationError`).
+
+    ``cluster``: which items are not independent. ``"auto"`` (the default): the ``conversation_id``
+    column when the items have one (the turns of one conversation), else independent items; a column
+    name of the items; ``None``: independent items. With clusters the agreement intervals (and those
+    per group, and the judge cards' and estimates' intervals) resample or vary whole conversations,
+    not turns (:func:`~llm_connect.calibration.agreement_table`); the agreement table's caption and
+    rows say which column and how many conversations. A column the items lack is an error before any
+    judge runs. The bias probes' intervals still treat items as independent.
     """
     judges, items = judge_and_items(judges, items, func="calibrate")
     check_confidence(confidence)
@@ -195,6 +205,9 @@ def calibrate(
                                   seed=seed, concurrency=concurrency, progress=progress, run_config=run_config,
                                   ledger=ledger, task_type=task_type, budget=tracker)
     named = _named_judges(judges)
+    if cluster is not None and cluster != "auto":  # checked before any judge runs
+        items = items_table(items)
+        cluster_column(items.columns, cluster, what="the items")
     levels = parse_selective(selective)
     specs: dict[str, Any] = {}
     if levels is not None:  # each judge run as a selective judge's scorer: its confidence beside its score
@@ -219,7 +232,8 @@ def calibrate(
     if groups is None and scale is not None:
         groups = default_groups(scores)
     table = agreement_table(scores, threshold=threshold, thresholds=thresholds, annotators=ann, n_boot=n_boot,
-                            confidence=confidence, seed=seed, labels=scored.labels, scale=scale, groups=groups)
+                            confidence=confidence, seed=seed, labels=scored.labels, scale=scale, groups=groups,
+                            cluster=cluster)
     thresholds = table.thresholds  # "best" resolved to the threshold chosen on all labelled rows
     bias = None
     probe_rows: Any = None
@@ -255,7 +269,7 @@ def calibrate(
         report.by_group = group_breakdown(
             scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows, judges=report.judges,
             reference=report.reference, n_boot=n_boot, confidence=confidence, seed=seed, threshold=threshold,
-            thresholds=thresholds, annotators=ann, labels=scored.labels, scale=scale,
+            thresholds=thresholds, annotators=ann, labels=scored.labels, scale=scale, cluster=cluster,
         )
     return report
 

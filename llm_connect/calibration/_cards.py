@@ -280,13 +280,18 @@ def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, 
 
 
 def mean_difference(
-    judge: Iterable[float | None], human: Iterable[float | None], *, confidence: float = 0.95
+    judge: Iterable[float | None], human: Iterable[float | None], *, confidence: float = 0.95, cluster: Any = None
 ) -> tuple[float, float, float, int]:
     """Mean of ``judge - human`` over the pairs where both are present, with a t interval.
 
-    Returns ``(mean, low, high, n)``; NaN bounds when fewer than two pairs.
+    Returns ``(mean, low, high, n)``; NaN bounds when fewer than two pairs. ``cluster`` (one id per
+    pair, e.g. its conversation; ``None``: independent pairs): the standard error is cluster-robust
+    (:func:`~llm_connect.stats.clusters.cluster_mean_se`) with ``t(G − 1)``, and NaN bounds with fewer
+    than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters.
     """
     from scipy import stats
+
+    from ..stats.clusters import MIN_CLUSTERS, cluster_mean_se
 
     a = np.asarray(pd.to_numeric(pd.Series(judge), errors="coerce"), dtype=float)
     b = np.asarray(pd.to_numeric(pd.Series(human), errors="coerce"), dtype=float)
@@ -298,6 +303,17 @@ def mean_difference(
     mean = float(d.mean())
     if n < 2:
         return mean, math.nan, math.nan, n
+    if cluster is not None:
+        ids = pd.Series(list(cluster), dtype=object)
+        if len(ids) != keep.size:
+            raise ValidationError(f"cluster has {len(ids)} ids for {keep.size} scores")
+        se, g = cluster_mean_se(d, ids[keep].to_numpy())
+        if g < MIN_CLUSTERS:
+            return mean, math.nan, math.nan, n
+        if se == 0:
+            return mean, mean, mean, n
+        half = float(stats.t.ppf(0.5 + confidence / 2, g - 1)) * se
+        return mean, mean - half, mean + half, n
     se = float(d.std(ddof=1)) / math.sqrt(n)
     if se == 0:
         return mean, mean, mean, n
@@ -368,6 +384,10 @@ class JudgeCard:
     #: ``cutoff``, ``coverage``, ``agreement``, ``guaranteed_agreement``, ``confidence_level``, ``note``,
     #: ``verdict``); its line is also a clause of :attr:`verdict`. ``None`` otherwise.
     selective: dict[str, Any] | None = field(default=None, compare=False)
+    #: The items' clusters (``calibrate(..., cluster=...)``, turns of conversations): ``{"column": the
+    #: column, "n_clusters": how many among the labelled items}``; the intervals resampled whole clusters.
+    #: ``None`` for independent items.
+    cluster: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.grader_id, str) or not self.grader_id.strip():
@@ -416,7 +436,7 @@ class JudgeCard:
         kw = {k: v for k, v in data.items() if k in known}
         for k, v in list(kw.items()):
             if v is None and k not in ("rubric_hash", "position_consistency", "by_group", "reliability", "style",
-                                       "provenance", "selective"):
+                                       "provenance", "selective", "cluster"):
                 kw[k] = math.nan
         probes = []
         for p in data.get("probes") or ():
@@ -474,7 +494,9 @@ class JudgeCard:
         rows = [
             ("rubric", self.rubric_hash or "—"),
             ("checked against", self.reference + ("" if self.people else " (no human labels)")),
-            ("labelled items", self.n_labelled),
+            ("labelled items", self.n_labelled if not self.cluster else
+             f"{self.n_labelled} in {self.cluster.get('n_clusters')} clusters of {self.cluster.get('column')!r} "
+             "(intervals resample whole clusters)"),
             ("percent agreement", _interval(self.percent_agreement, self.agreement_low, self.agreement_high)),
             ("Cohen's kappa", _interval(self.kappa, self.kappa_low, self.kappa_high)),
             ("mean bias (judge − human)", _interval(self.mean_bias, self.bias_low, self.bias_high)),
@@ -606,6 +628,7 @@ def card_from_scores(
     seed: int = 0,
     verdicts: Any = None,
     reliability: Any = None,
+    cluster: Any = None,
 ) -> JudgeCard:
     """A :class:`JudgeCard` from a judge's scores and reference scores (human labels) on the same items.
 
@@ -618,7 +641,10 @@ def card_from_scores(
     so that the card's kappa is never measured on the rows that chose it). A weak judge is
     flagged (``weak``; :func:`weak_judge_reasons`). ``reliability``: the judge's run-to-run
     reliability from repeated judging (an :class:`~llm_connect.grading.EpochReliability`, the frame
-    of ``judge_many(..., epochs=k)`` or its card entry; see :func:`reliability_entry`).
+    of ``judge_many(..., epochs=k)`` or its card entry; see :func:`reliability_entry`). ``cluster``: one
+    cluster id per item (a Series' name names the column; ``None``: independent items): the kappa and
+    agreement bootstraps resample whole clusters and the mean bias's interval is cluster-robust (see
+    :func:`~llm_connect.calibration.pair_agreement`); the card's ``cluster`` says which.
     """
     from ._agreement import pair_agreement
 
@@ -628,9 +654,10 @@ def card_from_scores(
         raise ValidationError(f"judge and reference scores differ in length ({a.size} vs {b.size})")
     pair = pair_agreement(a, b, judge_a=grader_id, judge_b=reference_name, threshold=threshold,
                           threshold_b=reference_threshold, n_boot=n_boot, confidence=confidence, seed=seed,
-                          statistics=("percent_agreement", "cohen_kappa"), verdicts_a=verdicts)
+                          statistics=("percent_agreement", "cohen_kappa"), verdicts_a=verdicts, cluster=cluster)
     pa, kap = pair["percent_agreement"], pair["cohen_kappa"]
-    mb, ml, mh, _ = mean_difference(a, b, confidence=confidence) if people else (math.nan,) * 3 + (0,)
+    mb, ml, mh, _ = (mean_difference(a, b, confidence=confidence, cluster=cluster) if people
+                     else (math.nan,) * 3 + (0,))
     rate = float(np.isnan(a).mean()) if unscored_rate is None and a.size else _num(unscored_rate)
     probes = tuple(probes)
     scored = np.isfinite(a)
@@ -650,6 +677,7 @@ def card_from_scores(
         mean_bias=_num(mb), bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size),
         verdict=verdict, probes=probes, position_consistency=position_consistency, confidence=confidence,
         threshold=threshold, yes_rate=yes_rate, weak=weak, reliability=reliability_entry(reliability),
+        cluster=({"column": pair.cluster, "n_clusters": pair.n_clusters} if pair.cluster is not None else None),
     )
 
 
@@ -882,6 +910,7 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
             reference_threshold=report.threshold_of(ref) if ref is not None else None, probes=probes,
             position_consistency=consistency, unscored_rate=unscored, n_boot=report.n_boot,
             confidence=report.confidence, seed=report.seed, verdicts=cv, reliability=reliability,
+            cluster=getattr(report, "cluster_ids", None),
         )
         if card.grader_id != judge:  # the verdict names the judge as the report does
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])
@@ -933,6 +962,11 @@ def report_estimates(
     if by is not None and by in scores.columns and scores[by].notna().any():
         frame[by] = scores[by].astype(object).where(scores[by].notna(), "unknown").astype(str).to_numpy()
         group = by
-    out = estimate_quality(frame, judge="judge", human="human", by=group)
+    clusters = getattr(report, "cluster_ids", None)  # the conversations the report clustered by
+    key = None
+    if clusters is not None:
+        key = str(clusters.name) if clusters.name not in frame.columns else f"{clusters.name}_cluster"
+        frame[key] = clusters.to_numpy()
+    out = estimate_quality(frame, judge="judge", human="human", by=group, cluster=key)
     out.insert(0, "judge", judge)
     return out

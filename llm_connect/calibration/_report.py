@@ -165,7 +165,16 @@ class CalibrationReport:
         return pair_agreement(self.scores[_score_column(self.scores, judge_a)],
                               self.scores[_score_column(self.scores, judge_b)], judge_a=judge_a, judge_b=judge_b,
                               threshold=t, threshold_b=tb, n_boot=self.n_boot if n_boot is None else n_boot,
-                              confidence=self.confidence, seed=self.seed)
+                              confidence=self.confidence, seed=self.seed, cluster=self.cluster_ids)
+
+    @property
+    def cluster_ids(self) -> pd.Series | None:
+        """The cluster (conversation) of each row of :attr:`scores`, as the agreement table clustered them
+        (``calibrate(..., cluster=...)``), or ``None`` for independent rows."""
+        column = getattr(self.agreement, "cluster", None)
+        if column is None or column not in self.scores.columns:
+            return None
+        return self.scores[column].reset_index(drop=True)
 
     def sweep(self, judge: str, reference: str | None = None, **kwargs: Any) -> pd.DataFrame:
         """:func:`threshold_sweep` of ``judge`` against ``reference`` (default :attr:`reference`)."""

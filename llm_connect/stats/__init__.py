@@ -19,6 +19,9 @@ module                      what
                             threshold choice; system- and document-level correlations
 ``stats.estimates``         mean quality from judge scores and a few labels: PPI, PPI++,
                             IPW (active inference); ``labels_needed``
+``stats.clusters``          rows that are not independent (turns of a conversation): the
+                            one reading of ``cluster=``, cluster-robust (CR1) standard
+                            errors, ``t(G - 1)``, the minimum number of clusters
 ``stats.sampling``          the Labeller's sampling designs: seeded orders, stratified,
                             overlap, active (inclusion probabilities, the residual walk)
 ``stats.bradley_terry``     Bradley–Terry leaderboards with bootstrap intervals and Arena
@@ -53,6 +56,7 @@ from .agreement import (
     threshold_sweep,
 )
 from .bradley_terry import leaderboard, ppi_bradley_terry, style_effects
+from .clusters import MIN_CLUSTERS, cluster_mean_se
 from .estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
 from .length_control import length_controlled_win_rate
 from .preferences import parse_preferences, position_bias, preference_agreement
@@ -63,6 +67,7 @@ from .shift import ShiftStats, paired_shift
 
 __all__ = [
     "ESTIMATE_METHODS",
+    "MIN_CLUSTERS",
     "STATISTICS",
     "Estimate",
     "OLSResult",
@@ -71,6 +76,7 @@ __all__ = [
     "ShiftStats",
     "bootstrap_ci",
     "choose_threshold",
+    "cluster_mean_se",
     "estimate_quality",
     "fixed_sequence_cutoff",
     "grouped_correlation",

@@ -72,7 +72,8 @@ _MAX_BOOT_CELLS = 4_000_000  # resampled values held in memory at once
 
 @dataclass(frozen=True)
 class Estimate:
-    """A statistic with its bootstrap interval; ``reason`` says why ``value`` is NaN."""
+    """A statistic with its bootstrap interval; ``reason`` says why ``value`` is NaN, or, beside a value
+    without an interval, why there is no interval (e.g. too few conversations to resample)."""
 
     value: float
     low: float = math.nan
@@ -89,7 +90,8 @@ class Estimate:
     def __str__(self) -> str:
         if not self.defined:
             return f"nan ({self.reason})" if self.reason else "nan"
-        return with_interval(self.value, self.low, self.high)
+        text = with_interval(self.value, self.low, self.high)
+        return f"{text} ({self.reason})" if self.reason and math.isnan(self.low) else text
 
 
 def _as_float_array(values: Any, name: str) -> np.ndarray:
@@ -301,9 +303,10 @@ _GRADED_FUNCS: dict[str, Callable[[np.ndarray, np.ndarray, int], np.ndarray]] = 
 
 def graded_estimates(
     a: np.ndarray, b: np.ndarray, scale: tuple[int, int], *, n_boot: int = 1000, confidence: float = 0.95,
-    seed: int | None = 0,
+    seed: int | None = 0, cluster: Any = None,
 ) -> dict[str, Estimate]:
-    """:data:`GRADED_STATISTICS` of two paired score arrays (0..1, no NaN) on ``scale``, with bootstrap intervals."""
+    """:data:`GRADED_STATISTICS` of two paired score arrays (0..1, no NaN) on ``scale``, with bootstrap intervals
+    (``cluster``: one cluster id per row, resampled whole; see :func:`bootstrap_ci`)."""
     low, high = scale
     k = high - low + 1
     ca = (to_scale(a, scale) - low).astype(int)
@@ -320,7 +323,7 @@ def graded_estimates(
                                  if len(set(ca) | set(cb)) == 1 else "undefined on this data")
             continue
         lo, hi = bootstrap_ci(lambda p, q, f=func: f(p, q, k), ca, cb, n_boot=n_boot, confidence=confidence,
-                              seed=seed)
+                              seed=seed, cluster=cluster)
         out[stat] = Estimate(value, _finite_or_nan(float(lo)), _finite_or_nan(float(hi)))
     return out
 
@@ -356,33 +359,110 @@ def bootstrap_ci(
     n_boot: int = 1000,
     confidence: float = 0.95,
     seed: int | None = 0,
+    cluster: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap intervals of a vectorised statistic.
 
-    ``statistic`` takes the ``arrays`` resampled together (each ``(k, n)``) and returns
-    ``(k,)`` or ``(k, m)`` values. Returns ``(low, high)`` arrays (NaN where no
-    resample gave a finite value). Resampling is done in chunks to bound memory.
+    Parameters
+    ----------
+    statistic
+        Takes the ``arrays`` resampled together (each ``(k, n)``) and returns ``(k,)`` or ``(k, m)``
+        values.
+    *arrays
+        The data, one value per row each, resampled together.
+    n_boot
+        The number of resamples.
+    confidence
+        The intervals' level.
+    seed
+        The seed of :func:`numpy.random.default_rng` (the same seed gives the same intervals).
+    cluster
+        ``None`` (rows are independent: each resample draws ``n`` rows with replacement), or one
+        cluster id per row (the conversation of each turn): each resample then draws the ``G``
+        clusters with replacement and takes all their rows (the cluster bootstrap; Davison &
+        Hinkley 1997, *Bootstrap Methods and their Application*, section 3.8), so the resamples'
+        lengths vary; the statistic is called once per length. A missing id is a cluster of its
+        own.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(low, high)`` (NaN where no resample gave a finite value, and with no rows, no resamples
+        or fewer than 2 clusters). Resampling is done in chunks to bound memory.
     """
     confidence = check_confidence(confidence)
     n = len(arrays[0])
     if n == 0 or n_boot <= 0:
         return np.array(math.nan), np.array(math.nan)
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, _MAX_BOOT_CELLS // max(n, 1)))
-    parts = []
-    done = 0
-    while done < n_boot:
-        k = min(chunk, n_boot - done)
-        idx = rng.integers(0, n, size=(k, n))
-        parts.append(np.asarray(statistic(*(arr[idx] for arr in arrays)), dtype=float))
-        done += k
-    samples = np.concatenate(parts, axis=0)
+    if cluster is not None:
+        samples = _cluster_resamples(statistic, arrays, cluster, n_boot, rng)
+        if samples is None:
+            return np.array(math.nan), np.array(math.nan)
+    else:
+        chunk = max(1, min(n_boot, _MAX_BOOT_CELLS // max(n, 1)))
+        parts = []
+        done = 0
+        while done < n_boot:
+            k = min(chunk, n_boot - done)
+            idx = rng.integers(0, n, size=(k, n))
+            parts.append(np.asarray(statistic(*(arr[idx] for arr in arrays)), dtype=float))
+            done += k
+        samples = np.concatenate(parts, axis=0)
     tail = (1 - confidence) / 2 * 100
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, which is the answer
         low = np.nanpercentile(samples, tail, axis=0)
         high = np.nanpercentile(samples, 100 - tail, axis=0)
     return low, high
+
+
+def _cluster_resamples(statistic: Callable[..., np.ndarray], arrays: tuple[np.ndarray, ...], cluster: Any,
+                       n_boot: int, rng: np.random.Generator) -> np.ndarray | None:
+    """The statistic on ``n_boot`` cluster-bootstrap resamples (``None`` with fewer than 2 clusters).
+
+    Each resample draws G cluster numbers with replacement; its rows are the drawn clusters' rows,
+    concatenated. Resamples are sorted by length so that those of one length are stacked into one
+    ``(k, length)`` call of ``statistic``; the values are returned in the order drawn."""
+    from .clusters import cluster_codes
+
+    codes = cluster_codes(cluster)
+    n = len(arrays[0])
+    if len(codes) != n:
+        raise ValidationError(f"cluster has {len(codes)} ids for {n} rows")
+    n_clusters = int(codes.max()) + 1
+    if n_clusters < 2:
+        return None
+    order = np.argsort(codes, kind="stable")  # the rows of cluster c are order[starts[c]: starts[c] + sizes[c]]
+    sizes = np.bincount(codes, minlength=n_clusters)
+    starts = np.cumsum(sizes) - sizes
+    chunk = max(1, min(n_boot, _MAX_BOOT_CELLS // max(n, 1)))
+    parts: list[np.ndarray] = []
+    done = 0
+    while done < n_boot:
+        k = min(chunk, n_boot - done)
+        draws = rng.integers(0, n_clusters, size=(k, n_clusters))
+        lengths = sizes[draws].sum(axis=1)
+        by_length = np.argsort(lengths, kind="stable")
+        drawn = draws[by_length].ravel()
+        sz = sizes[drawn]
+        seg = np.repeat(np.cumsum(sz) - sz, sz)
+        flat = order[np.repeat(starts[drawn], sz) + (np.arange(int(sz.sum())) - seg)]
+        sorted_lengths = lengths[by_length]
+        offsets = np.cumsum(sorted_lengths) - sorted_lengths
+        values: np.ndarray | None = None
+        first = 0
+        for length, count in zip(*np.unique(sorted_lengths, return_counts=True), strict=True):
+            idx = flat[offsets[first]: offsets[first] + count * length].reshape(count, length)
+            got = np.asarray(statistic(*(arr[idx] for arr in arrays)), dtype=float)
+            if values is None:
+                values = np.full((k, *got.shape[1:]), np.nan)
+            values[by_length[first: first + count]] = got
+            first += count
+        assert values is not None
+        parts.append(values)
+        done += k
+    return np.concatenate(parts, axis=0)
 
 
 def parse_scale(scale: Any) -> tuple[int, int] | None:
@@ -593,6 +673,7 @@ def choose_threshold(
     folds: int = CV_FOLDS,
     seed: int | None = 0,
     fallback: float = 0.5,
+    cluster: Any = None,
 ) -> ThresholdChoice:
     """The kappa-maximising threshold of ``judge`` against ``reference`` and its out-of-fold verdicts.
 
@@ -604,6 +685,11 @@ def choose_threshold(
     Statistical Learning*, 7.10, on selecting on the same rows one reports). The threshold
     reported for later use is the one chosen on all labelled rows. Fewer than ``2 * folds``
     labelled rows: no choice is made (``reason`` says why) and ``fallback`` is kept.
+
+    ``cluster`` (one id per row, e.g. the conversation of each turn; ``None``: independent rows):
+    the folds are made of whole clusters (the clusters shuffled, seeded, and dealt into folds), so
+    no conversation has turns on both sides of a fold; fewer clusters than folds among the labelled
+    rows: no choice is made.
     """
     if folds < 2:
         raise ValidationError(f"folds must be at least 2, got {folds}")
@@ -619,7 +705,24 @@ def choose_threshold(
         return ThresholdChoice(judge_name, reference_name, float(fallback), n, folds, reason=why)
     x, y = a[keep], b[keep]
     rng = np.random.default_rng(seed)
-    parts = np.array_split(rng.permutation(n), folds)
+    if cluster is None:
+        parts = np.array_split(rng.permutation(n), folds)
+    else:
+        from .clusters import cluster_codes
+
+        codes = cluster_codes(cluster)
+        if len(codes) != len(a):
+            raise ValidationError(f"cluster has {len(codes)} ids for {len(a)} rows")
+        _, codes = np.unique(codes[keep], return_inverse=True)
+        n_clusters = int(codes.max()) + 1
+        if n_clusters < folds:
+            return ThresholdChoice(judge_name, reference_name, float(fallback), n, folds,
+                                   reason=f"the {n} labelled rows come from only {n_clusters} clusters "
+                                   f"(conversations), {folds} needed for {folds}-fold cross-validation by conversation")
+        fold_of = np.empty(n_clusters, dtype=np.intp)
+        for f, chunk in enumerate(np.array_split(rng.permutation(n_clusters), folds)):
+            fold_of[chunk] = f
+        parts = [np.flatnonzero(fold_of[codes] == f) for f in range(folds)]
     oof = np.zeros(n, dtype=bool)
     chosen = []
     for part in parts:

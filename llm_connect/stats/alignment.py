@@ -95,14 +95,32 @@ class VerdictAgreement:
         return self.kappa if name == "kappa" else self.agreement
 
 
+def _kept_clusters(cluster: Any, keep: np.ndarray) -> tuple[np.ndarray | None, int | None]:
+    """The cluster codes of the kept rows and how many clusters they hold (``None, None`` without clusters)."""
+    if cluster is None:
+        return None, None
+    from .clusters import cluster_codes
+
+    codes = cluster_codes(cluster)
+    if codes.shape != keep.shape:
+        raise ValidationError(f"cluster has {codes.size} ids for {keep.size} rows")
+    codes = codes[keep]
+    return codes, len(np.unique(codes))
+
+
 def verdict_agreement(judge: Any, human: Any, *, n_boot: int = 2000, confidence: float = 0.95,
-                      seed: int | None = 0) -> VerdictAgreement:
+                      seed: int | None = 0, cluster: Any = None) -> VerdictAgreement:
     """Cohen's kappa and percent agreement of 0/1 ``judge`` verdicts with 0/1 ``human`` labels (rows where both
-    are present), with seeded percentile bootstrap intervals."""
+    are present), with seeded percentile bootstrap intervals. ``cluster`` (one id per row, e.g. its
+    conversation): the bootstrap resamples whole clusters, and with fewer than
+    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them the intervals are NaN."""
+    from .clusters import MIN_CLUSTERS
+
     a, h = _verdicts(judge, "judge"), _verdicts(human, "human")
     if a.shape != h.shape:
         raise ValidationError(f"judge and human differ in length ({a.size} vs {h.size})")
     keep = np.isfinite(a) & np.isfinite(h)
+    groups, n_clusters = _kept_clusters(cluster, keep)
     a, h = a[keep], h[keep]
     n = int(a.size)
     if n == 0:
@@ -113,24 +131,29 @@ def verdict_agreement(judge: Any, human: Any, *, n_boot: int = 2000, confidence:
     def both(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.stack([kappa_rows(x, y), _agreement_rows(x, y)], axis=1)
 
-    low, high = bootstrap_ci(both, a, h, n_boot=n_boot, confidence=confidence, seed=seed)
+    low, high = bootstrap_ci(both, a, h, n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups)
     low, high = np.atleast_1d(low), np.atleast_1d(high)
-    if low.size < 2:  # no resample
+    if low.size < 2 or (n_clusters is not None and n_clusters < MIN_CLUSTERS):  # no resample, or too few clusters
         low = high = np.array([math.nan, math.nan])
     return VerdictAgreement(n, kappa, float(low[0]), float(high[0]), agreement, float(low[1]), float(high[1]))
 
 
 def paired_difference(human: Any, a: Any, b: Any, *, metric: str = "kappa", n_boot: int = 2000,
-                      confidence: float = 0.95, seed: int | None = 0) -> Estimate:
+                      confidence: float = 0.95, seed: int | None = 0, cluster: Any = None) -> Estimate:
     """``metric(b, human) - metric(a, human)`` on the items where all three are present, with the percentile
     interval of the paired bootstrap (the same resampled items for both judges; resamples where either
     kappa is undefined are left out). ``reason`` says why the value is NaN (no common item, or a kappa
-    undefined on the items)."""
+    undefined on the items). ``cluster`` (one id per item, e.g. its conversation): the bootstrap resamples
+    whole clusters; with fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them there is no
+    interval and ``reason`` says why."""
+    from .clusters import MIN_CLUSTERS, few_clusters_reason
+
     rows = _metric_rows(metric)
     h, x, y = _verdicts(human, "human"), _verdicts(a, "a"), _verdicts(b, "b")
     if not (h.shape == x.shape == y.shape):
         raise ValidationError("human, a and b must have the same length")
     keep = np.isfinite(h) & np.isfinite(x) & np.isfinite(y)
+    groups, n_clusters = _kept_clusters(cluster, keep)
     h, x, y = h[keep], x[keep], y[keep]
     if h.size == 0:
         return Estimate(math.nan, reason="no item has a human label and both judges' verdicts")
@@ -141,7 +164,9 @@ def paired_difference(human: Any, a: Any, b: Any, *, metric: str = "kappa", n_bo
     value = float(diff(h, x, y)[0])
     if math.isnan(value):
         return Estimate(math.nan, reason=f"{metric} is undefined on these items (one verdict everywhere)")
-    low, high = bootstrap_ci(diff, h, x, y, n_boot=n_boot, confidence=confidence, seed=seed)
+    if n_clusters is not None and n_clusters < MIN_CLUSTERS:
+        return Estimate(value, reason=f"no interval: {few_clusters_reason(n_clusters, column=None, what='held-out')}")
+    low, high = bootstrap_ci(diff, h, x, y, n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups)
     return Estimate(value, float(low), float(high))
 
 

@@ -69,6 +69,17 @@ assumes the labels within each stratum are a random sample of it (every row of a
 is the simplest case). A stratum with rows but too few labels is refused (NaN and a reason): the
 other stratum's labels cannot stand in for it.
 
+With ``cluster=`` (``"auto"``: the ``conversation_id`` column when present) the rows are turns of
+conversations and not independent (:mod:`llm_connect.stats.clusters`). Each estimator above is a sum
+of per-row influence terms (for PPI++: ``(Y_i − λ f_i − ȳ + λ f̄_l)/n`` on a labelled row and
+``λ (f_j − f̄_u)/N`` on an unlabelled one; their squares add up to the ``se²`` above); with clusters
+the terms are summed within each conversation first, and ``se²`` is the sum of the squared
+conversation sums, each part (labelled, unlabelled, each stratum, the shares) times its CR1 factor
+``G/(G − 1)`` (Cameron & Miller 2015, *A Practitioner's Guide to Cluster-Robust Inference*, J. Human
+Resources 50:317). PPI++'s ``λ`` is the one minimising that variance, ``Σ a_g b_g / Σ b_g²`` over the
+conversation sums of the two terms (the power tuning of Angelopoulos, Duchi & Zrnic 2023 with
+cluster-level covariances), and the interval is ``estimate ± t(G − 1)·se``.
+
 Everything is computed from per-group sums (counts, sums of ``Y``, ``f``, ``Y²``,
 ``f²``, ``Y·f`` over labelled rows and of ``f``, ``f²`` over unlabelled rows) in one
 pass, so a million rows in a hundred groups take well under a second.
@@ -87,6 +98,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ._validate import by_columns, check_confidence, group_codes
+from .clusters import MIN_CLUSTERS, cluster_codes, cluster_column, few_clusters_reason, t_critical
 
 __all__ = ["ESTIMATE_METHODS", "RESULT_COLUMNS", "equal_labels_interval", "estimate_quality", "labels_needed"]
 
@@ -95,10 +107,11 @@ _DEFAULT_METHODS: tuple[str, ...] = ("ppi++", "human", "judge")
 # columns of estimate_quality's frame after the group columns
 RESULT_COLUMNS: tuple[str, ...] = (
     "method", "estimate", "ci_low", "ci_high", "se", "n_labelled", "n_total", "n_judge_missing",
-    "lambda", "ess_gain", "confidence", "reason", "interval",
+    "lambda", "ess_gain", "confidence", "reason", "interval", "cluster", "n_clusters",
 )
 _PLANNING_COLUMNS: tuple[str, ...] = (
     "method", "width", "labels_needed", "more_labels", "n_labelled_pilot", "n_total", "achievable", "reason",
+    "cluster", "n_clusters_pilot", "clusters_needed",
 )
 _HINT = "label at least ~30 items"
 
@@ -242,6 +255,11 @@ def _sums(codes: np.ndarray, n_groups: int, y: np.ndarray, f: np.ndarray, pi: np
 # --- estimators in closed form -------------------------------------------------------------
 
 
+def _finite0(x: np.ndarray) -> np.ndarray:
+    """``x`` with every NaN or infinite value (a row of a group whose figure is undefined) set to 0."""
+    return np.where(np.isfinite(x), x, 0.0)
+
+
 def _div(num: Any, den: Any) -> np.ndarray:
     num, den = np.broadcast_arrays(np.asarray(num, dtype=float), np.asarray(den, dtype=float))
     out = np.full(num.shape, np.nan)
@@ -375,6 +393,203 @@ def _estimate(
     return est, var, lam, reasons
 
 
+# --- rows in clusters (conversations): cluster-robust variances ----------------------------
+
+
+@dataclass
+class _Clustered:
+    """Every figure of one method per group, with clusters: point estimate, cluster-robust variance, λ,
+    reason, the clusters it rests on and the degrees of freedom of its ``t`` critical value; ``parts``: the
+    per-(group, cluster) sums of the influence terms (already scaled by their CR1 factors), whose squares
+    add up to ``var`` (the stratified estimate combines them)."""
+
+    est: np.ndarray
+    var: np.ndarray
+    lam: np.ndarray
+    reason: np.ndarray
+    n_clusters: np.ndarray
+    parts: np.ndarray
+
+
+class _Pairs:
+    """The (group, cluster) pairs of the rows: the cluster sums of influence terms are taken over these."""
+
+    def __init__(self, codes: np.ndarray, n_groups: int, clusters: np.ndarray) -> None:
+        n_clusters = int(clusters.max()) + 1 if len(clusters) else 1
+        key = codes.astype(np.int64) * n_clusters + clusters
+        uniq, self.pair = np.unique(key, return_inverse=True)
+        self.pair = self.pair.reshape(-1)
+        self.k = len(uniq)
+        self.group = (uniq // n_clusters).astype(np.intp)
+        self.codes = codes
+        self.n_groups = n_groups
+
+    def sums(self, psi: np.ndarray) -> np.ndarray:
+        """Per pair: the sum of ``psi`` over its rows."""
+        return np.bincount(self.pair, weights=psi, minlength=self.k)
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        """Per group: how many clusters have a row in ``mask``."""
+        has = np.bincount(self.pair[mask], minlength=self.k) > 0
+        return np.bincount(self.group[has], minlength=self.n_groups).astype(np.int64)
+
+    def scale(self, mask: np.ndarray) -> np.ndarray:
+        """Per pair: the square root of its group's CR1 factor ``G/(G − 1)``, ``G`` the clusters with a row in
+        ``mask`` (1 where ``G < 2``: one cluster's centred sum is 0 anyway)."""
+        from .clusters import cr1_factor
+
+        factor = cr1_factor(self.count(mask))
+        return np.sqrt(np.where(np.isfinite(factor), factor, 1.0))[self.group]
+
+    def total(self, per_pair: np.ndarray) -> np.ndarray:
+        """Per group: the sum of ``per_pair`` over its pairs."""
+        return np.bincount(self.group, weights=per_pair, minlength=self.n_groups)
+
+
+def _tuned(a: np.ndarray, b: np.ndarray, pairs: _Pairs, allowed: np.ndarray) -> np.ndarray:
+    """The λ minimising ``Σ_g (a_g − λ b_g)²`` per group (the cluster-robust variance of ``A − λB``), clipped to
+    0..1; 0 where ``allowed`` is False or ``b`` is all 0 (PPI++'s power tuning with cluster-level covariances)."""
+    sab, sbb = pairs.total(a * b), pairs.total(b * b)
+    lam = _div(sab, sbb)
+    return np.where(allowed & (sbb > 0) & np.isfinite(lam), np.clip(lam, 0.0, 1.0), 0.0)
+
+
+@np.errstate(divide="ignore", invalid="ignore")  # rows of groups whose figure is undefined: 0 by _finite0
+def _clustered(s: _Sums, mo: _Moments, pairs: _Pairs, method: str, y: np.ndarray, f: np.ndarray,
+               pi: np.ndarray | None) -> _Clustered:
+    """One method's figures per group with cluster-robust (CR1) variances; rows without a judge score are
+    left out (the stratum of :func:`_stratified_clustered` is added on top)."""
+    codes, n_groups = pairs.codes, pairs.n_groups
+    has_y, has_f = ~np.isnan(y), ~np.isnan(f)
+    lab, unl = has_y & has_f, ~has_y & has_f
+    g_lab = pairs.count(lab)
+    n, big_n, m = s.n.astype(float), s.N.astype(float), (s.n + s.N).astype(float)
+    reasons = _label_reasons(s)
+    nan = np.full(n_groups, np.nan)
+
+    def per_row(values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, dtype=float)[codes]
+
+    if method == "judge":
+        reasons = np.full(n_groups, None, dtype=object)
+        reasons[m == 0] = "no judge scores in this group"
+        reasons[m == 1] = "only 1 judge score in this group; an interval needs 2 or more"
+        psi = np.where(has_f, (f - per_row(mo.fbar_all)) / per_row(m), 0.0)
+        part = pairs.scale(has_f) * pairs.sums(_finite0(psi))
+        return _Clustered(mo.fbar_all, pairs.total(part**2), nan, reasons, pairs.count(has_f), part)
+    if pi is not None:  # active inference (IPW) and Hájek, the per-row terms of the module docstring
+        w = np.zeros_like(y)
+        np.divide(1.0, pi, out=w, where=lab)
+        y0 = np.where(lab, y, 0.0)
+        if method == "human":
+            p = s.ipw
+            assert p is not None
+            theta = _div(p["sa"], p["sw"])
+            psi = np.where(lab, w * (y0 - per_row(theta)) / per_row(p["sw"]), 0.0)
+            part = pairs.scale(lab) * pairs.sums(_finite0(psi))
+            return _Clustered(theta, pairs.total(part**2), nan, reasons, g_lab, part)
+        a_row = y0 * w
+        b_row = np.where(has_f, f * (w - 1.0), 0.0)
+        mean_a, mean_b = _div(np.bincount(codes, weights=a_row, minlength=n_groups), m), _div(
+            np.bincount(codes, weights=b_row, minlength=n_groups), m)
+        root = pairs.scale(has_f)
+        a = root * pairs.sums(_finite0(np.where(has_f, (a_row - per_row(mean_a)) / per_row(m), 0.0)))
+        b = root * pairs.sums(_finite0(np.where(has_f, (b_row - per_row(mean_b)) / per_row(m), 0.0)))
+        lam = _tuned(a, b, pairs, np.ones(n_groups, bool)) if method == "ppi++" else np.ones(n_groups)
+        part = a - lam[pairs.group] * b
+        return _Clustered(mean_a - lam * mean_b, pairs.total(part**2), lam, reasons, g_lab, part)
+    root_l, root_u = pairs.scale(lab), pairs.scale(unl)
+    a = root_l * pairs.sums(_finite0(np.where(lab, (y - per_row(mo.ybar)) / per_row(n), 0.0)))
+    if method == "human":
+        return _Clustered(mo.ybar, pairs.total(a**2), nan, reasons, g_lab, a)
+    b_lab = root_l * pairs.sums(_finite0(np.where(lab, (f - per_row(mo.fbar_l)) / per_row(n), 0.0)))
+    b_unl = root_u * pairs.sums(_finite0(np.where(unl, (f - per_row(mo.fbar_u)) / per_row(big_n), 0.0)))
+    b = b_lab - b_unl  # θ = ȳ − λ (f̄_labelled − f̄_unlabelled)
+    # unlabelled rows all from one conversation: the variance of their mean cannot be estimated, so PPI++ keeps
+    # to the labels (λ = 0) and PPI has no interval
+    one_unlabelled = (s.N > 0) & (pairs.count(unl) < 2)
+    lam = _tuned(a, b, pairs, (s.N > 0) & ~one_unlabelled) if method == "ppi++" else np.ones(n_groups)
+    est, _ = _ppi(s, mo, lam)
+    part = a - lam[pairs.group] * b
+    if method == "ppi":
+        no_unl = (s.N == 0) & (reasons == None)  # noqa: E711 (elementwise on an object array)
+        reasons[no_unl] = "no unlabelled rows in this group, so the judge has nothing to add; read the 'human' row"
+        one = one_unlabelled & (reasons == None)  # noqa: E711 (elementwise on an object array)
+        reasons[one] = ("the unlabelled rows of this group all come from one conversation, so the variance of "
+                        "their mean cannot be estimated; read the 'ppi++' or 'human' row")
+    return _Clustered(est, pairs.total(part**2), lam, reasons, g_lab, part)
+
+
+@np.errstate(divide="ignore", invalid="ignore")
+def _stratified_clustered(s: _Sums, u: _Unjudged, pairs: _Pairs, method: str, judged: _Clustered, y: np.ndarray,
+                          f: np.ndarray, confidence: float, z: np.ndarray) -> _Clustered:
+    """:func:`_stratified` with clusters: the judged stratum's influence terms (``judged.parts``), the unjudged
+    stratum's ``(Y − ȳ_A)/n_A`` and the shares' ``(1[judged] − w_J)(θ_J − ȳ_A)/M`` are summed within each
+    conversation before squaring, so a conversation with turns in both strata counts once (the strata are then
+    not independent). A stratum whose labels are all equal has its variance raised to cover
+    :func:`equal_labels_interval` on its labelled conversations, as :func:`_honest_se` does."""
+    codes = pairs.codes
+    has_y, has_f = ~np.isnan(y), ~np.isnan(f)
+    lab_a = has_y & ~has_f
+    g_lab = pairs.count(has_y & has_f)
+    g_lab_a = pairs.count(lab_a)
+    est, var, reason = judged.est.copy(), judged.var.copy(), judged.reason.copy()
+    n_clusters = pairs.count(has_y)
+    m_j, m_a = (s.n + s.N).astype(float), u.M.astype(float)
+    total = m_j + m_a
+    w_j, w_a = _div(m_j, total), _div(m_a, total)
+    gap = judged.est - u.mean
+    ybar_a = u.mean
+    psi_a = np.where(lab_a, (y - ybar_a[codes]) / u.n[codes], 0.0)
+    part_a = pairs.scale(lab_a) * pairs.sums(_finite0(psi_a))
+    in_group = np.ones(len(codes), dtype=bool)
+    share = np.where(has_f, 1.0, 0.0) - w_j[codes]
+    part_share = pairs.scale(in_group) * pairs.sums(_finite0(share * gap[codes] / total[codes]))
+    grp = pairs.group
+    for g in np.flatnonzero(u.M > 0):
+        n_j, n_a = int(s.n[g]), int(u.n[g])
+        if m_j[g] > 0 and reason[g] is not None:
+            why = "has no human labels" if n_j == 0 else f"has only {n_j} human label(s)"
+            reason[g] = (
+                f"{method} is stratified here ({int(m_j[g])} row(s) with a judge score, {int(m_a[g])} without, e.g. a "
+                f"selective judge's abstentions) and the judged stratum {why}: labels of the rows without a judge "
+                "score cannot stand in for it (the judge scored the items it was sure of, which differ). Label a "
+                "random sample of the judged rows too, at least ~30"
+            )
+            continue
+        if n_a == 0:
+            reason[g] = (
+                f"the {int(m_a[g])} row(s) without a judge score (e.g. a selective judge's abstentions) have no human "
+                f"label, so their quality is unknown and they are {m_a[g] / total[g]:.0%} of the rows: label them "
+                "(Labeller(..., strategy='abstained')) or a random sample of them"
+            )
+            continue
+        reason[g] = None
+        mine = grp == g
+        var_a = float((part_a[mine] ** 2).sum())
+        extra_a = _widening(float(u.mean[g]), var_a, bool(u.equal[g]), float(u.mean[g]), int(g_lab_a[g]),
+                            confidence, float(z[g]))
+        if m_j[g] == 0:
+            est[g], var[g] = u.mean[g], var_a + extra_a
+            continue
+        extra_j = _widening(float(judged.est[g]), float(judged.var[g]), bool(s.labels_equal[g]), float(s.y_min[g]),
+                            int(g_lab[g]), confidence, float(z[g]))
+        combined = w_j[g] * judged.parts[mine] + w_a[g] * part_a[mine] + part_share[mine]
+        est[g] = w_j[g] * judged.est[g] + w_a[g] * u.mean[g]
+        var[g] = float((combined**2).sum()) + w_j[g] ** 2 * extra_j + w_a[g] ** 2 * extra_a
+    return _Clustered(est, var, judged.lam, reason, np.where(u.M > 0, n_clusters, judged.n_clusters), judged.parts)
+
+
+def _widening(est: float, var: float, labels_equal: bool, value: float, n: int, confidence: float,
+              z: float) -> float:
+    """What to add to a stratum's variance so that its interval covers :func:`equal_labels_interval` (labels all
+    equal, counted in conversations ``n``): 0 otherwise."""
+    if not labels_equal or n < 1 or not math.isfinite(z):
+        return 0.0
+    se = _honest_se(est, math.sqrt(max(var, 0.0)), True, value, n, confidence, z)
+    return max(se**2 - var, 0.0)
+
+
 # --- public API ----------------------------------------------------------------------------
 
 
@@ -388,63 +603,101 @@ def estimate_quality(
     confidence: float = 0.95,
     weights: str | None = None,
     judge_missing: str = "exclude",
+    cluster: str | None = "auto",
 ) -> pd.DataFrame:
     """Mean quality per group from judge scores and a few human labels, with confidence intervals.
 
-    ``data`` has one row per graded item; ``judge`` and ``human`` name columns of
-    scores in 0..1 (booleans are fine). A row whose ``human`` score is missing
-    (NaN/None) is unlabelled. A row whose ``judge`` score is missing (an unscored
-    reply) is excluded from every method — never read as 0 — and counted in
-    ``n_judge_missing``. ``by`` is a column name or a list of them; rows with a
-    missing key form their own group.
+    ``methods`` are explained in the module docstring: PPI++ (Angelopoulos, Duchi & Zrnic 2023,
+    arXiv:2311.01453), PPI (Angelopoulos et al., *Science* 2023), the human-only CLT interval, and the
+    judge's naive mean, whose interval ignores its bias.
 
-    ``methods`` (any of ``"ppi++"``, ``"ppi"``, ``"human"``, ``"judge"``) are
-    explained in the module docstring: PPI++ (Angelopoulos, Duchi & Zrnic 2023,
-    arXiv:2311.01453), PPI (Angelopoulos et al., *Science* 2023), the human-only
-    CLT interval, and the judge's naive mean, whose interval ignores its bias.
+    Parameters
+    ----------
+    data
+        One row per graded item.
+    judge, human
+        Columns of scores in 0..1 (booleans are fine). A row whose ``human`` score is missing
+        (NaN/None) is unlabelled. A row whose ``judge`` score is missing (an unscored reply) is
+        excluded from every method — never read as 0 — and counted in ``n_judge_missing``.
+    by
+        A column name or a list of them; rows with a missing key form their own group.
+    methods
+        Any of ``"ppi++"``, ``"ppi"``, ``"human"``, ``"judge"``.
+    confidence
+        The intervals' level.
+    weights
+        A column holding, on each labelled row, the probability with which that row was chosen
+        for labelling (values on unlabelled rows are ignored). With it the
+        inverse-probability-weighted estimator of active inference (Zrnic & Candès 2024,
+        arXiv:2403.03208) is used, which stays valid when labels were drawn unevenly (e.g. more
+        where the judge is unsure); ``"human"`` is then the Hájek (weighted) mean. It assumes each
+        row was labelled independently with its probability (Poisson sampling); for a fixed-size
+        sample drawn without replacement the interval is typically slightly conservative.
+    judge_missing
+        What the rows without a judge score are. ``"exclude"`` (the default): left out of every
+        method, as if the judge's failures were at random. ``"stratify"``: a stratum of their own, as
+        a selective judge's abstentions are (it scores the items it is sure of, which differ from
+        the others): the label-based methods combine their estimate on the judged rows with the
+        human mean of the rows without a judge score, weighted by the strata's shares, with the
+        variances added (see the module docstring; Fisch et al. 2024, arXiv:2406.04291). A group
+        with rows in a stratum but too few labels there gets NaN and a reason. ``n_labelled`` and
+        ``n_total`` then count the rows of both strata, and ``interval`` says ``"stratified"`` for
+        the groups that have rows without a judge score. Not combined with ``weights``.
+    cluster
+        Which rows are not independent (:mod:`llm_connect.stats.clusters`). ``"auto"`` (the
+        default): the ``conversation_id`` column when the data has one (the turns of one
+        conversation), else independent rows; a column name: that column; ``None``: independent
+        rows. With clusters every variance is cluster-robust: the estimator's per-row influence
+        terms are summed within each (group, cluster) and the variance is the sum of the squared
+        cluster sums times ``G/(G − 1)`` (CR1; Cameron & Miller 2015, *A Practitioner's Guide to
+        Cluster-Robust Inference*), PPI++'s ``λ`` minimises that variance (cluster-level
+        covariances), and the interval uses the ``t(G − 1)`` critical value, ``G`` the clusters
+        holding the labelled rows (for ``"judge"``: the judged rows). With
+        ``judge_missing="stratify"`` the strata's terms are summed within each conversation
+        before squaring (a conversation with turns in both strata is one unit). Fewer than
+        :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` (10) such clusters in a group: NaN and a
+        reason. The clustered numbers are not those of independent rows even when every cluster
+        holds one row (the factor ``G/(G − 1)`` and ``t``); ``cluster=None`` gives those.
 
-    ``weights`` names a column holding, on each labelled row, the probability with
-    which that row was chosen for labelling (values on unlabelled rows are ignored).
-    With it the inverse-probability-weighted estimator of active inference (Zrnic &
-    Candès 2024, arXiv:2403.03208) is used, which stays valid when labels were
-    drawn unevenly (e.g. more where the judge is unsure); ``"human"`` is then the
-    Hájek (weighted) mean. It assumes each row was labelled independently with its
-    probability (Poisson sampling); for a fixed-size sample drawn without
-    replacement the interval is typically slightly conservative.
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group and method, with columns ``[*by], method, estimate, ci_low, ci_high, se,
+        n_labelled, n_total, n_judge_missing, lambda, ess_gain, confidence, reason, interval,
+        cluster, n_clusters`` (``attrs["cluster"]``: the cluster column, or ``None``):
 
-    ``judge_missing``: what the rows without a judge score are. ``"exclude"`` (the default): left out of
-    every method, as if the judge's failures were at random. ``"stratify"``: a stratum of their own, as a
-    selective judge's abstentions are (it scores the items it is sure of, which differ from the others):
-    the label-based methods combine their estimate on the judged rows with the human mean of the rows
-    without a judge score, weighted by the strata's shares, with the variances added (see the module
-    docstring; Fisch et al. 2024, arXiv:2406.04291). A group with rows in a stratum but too few labels
-    there gets NaN and a reason. ``n_labelled`` and ``n_total`` then count the rows of both strata, and
-    ``interval`` says ``"stratified"`` for the groups that have rows without a judge score. Not combined
-    with ``weights``.
+        - ``n_labelled``: the group's labelled rows with a judge score (the ones the label-based
+          methods use); ``n_total``: all its rows with a judge score (with
+          ``judge_missing="stratify"``: its labelled rows and all its rows, judge score or not);
+        - ``lambda``: the power-tuning parameter (1 for ``"ppi"``, NaN for ``"human"`` and
+          ``"judge"``);
+        - ``ess_gain``: ``var(human-only) / var(method)``, the factor by which the method
+          multiplies the effective number of labels (NaN for ``"judge"``, whose interval is not
+          valid);
+        - ``reason``: None, or why the estimate is NaN (e.g. a group with no labels, or too few
+          conversations);
+        - ``interval``: how ``ci_low``/``ci_high`` were made: ``"normal"`` (CLT),
+          ``"cluster-robust"`` (with clusters), or, for a label-based method in a group whose
+          labels are all equal (where the normal interval has width 0), ``"exact: all labels
+          equal"`` (Clopper–Pearson for 0/1 labels) or ``"hoeffding: all labels equal"`` (see
+          :func:`equal_labels_interval`; with clusters its ``n`` is the labelled conversations),
+          or ``"stratified"`` (``judge_missing="stratify"`` in a group with rows without a judge
+          score: normal, each stratum's standard error widened as above when its labels are all
+          equal);
+        - ``cluster``: the column clustered by (``None``: independent rows); ``n_clusters``: the
+          clusters the interval rests on (holding labelled rows; for ``"judge"``, judged rows),
+          ``<NA>`` without clusters.
 
-    Returns a tidy DataFrame, one row per group and method, with columns
-    ``[*by], method, estimate, ci_low, ci_high, se, n_labelled, n_total,
-    n_judge_missing, lambda, ess_gain, confidence, reason``:
+        Intervals are clipped to 0..1 (the scores' range); with fewer than ~30 labels in a group
+        read them with care.
 
-    - ``n_labelled``: the group's labelled rows with a judge score (the ones the
-      label-based methods use); ``n_total``: all its rows with a judge score (with
-      ``judge_missing="stratify"``: its labelled rows and all its rows, judge score or not);
-    - ``lambda``: the power-tuning parameter (1 for ``"ppi"``, NaN for ``"human"``
-      and ``"judge"``);
-    - ``ess_gain``: ``var(human-only) / var(method)``, the factor by which the
-      method multiplies the effective number of labels (NaN for ``"judge"``, whose
-      interval is not valid);
-    - ``reason``: None, or why the estimate is NaN (e.g. a group with no labels);
-    - ``interval``: how ``ci_low``/``ci_high`` were made: ``"normal"`` (CLT), or, for a
-      label-based method in a group whose labels are all equal (where the normal
-      interval has width 0), ``"exact: all labels equal"`` (Clopper–Pearson for 0/1
-      labels) or ``"hoeffding: all labels equal"`` (see :func:`equal_labels_interval`), or ``"stratified"``
-      (``judge_missing="stratify"`` in a group with rows without a judge score: normal, each stratum's
-      standard error widened as above when its labels are all equal).
+    Raises
+    ------
+    ValidationError
+        A column is missing, scores are outside 0..1 or not numbers, or an option is unknown.
 
-    Intervals are normal (CLT) intervals, clipped to 0..1 (the scores' range); with
-    fewer than ~30 labels in a group read them with care.
-
+    Examples
+    --------
     >>> df = pd.DataFrame({"judge": [0.9, 0.8, 0.4, 1.0, 0.7], "human": [1, 1, 0, None, None]})
     >>> estimate_quality(df, judge="judge", human="human")[["method", "estimate", "n_labelled"]]
       method  estimate  n_labelled
@@ -476,25 +729,52 @@ def estimate_quality(
     unjudged = _unjudged(codes, n_groups, y, f) if judge_missing == "stratify" else None
     strata = unjudged.M > 0 if unjudged is not None else np.zeros(n_groups, dtype=bool)
 
-    human_var = _hajek(s)[1] if pi is not None else _div(_moments(s).vy, s.n)
-    if unjudged is not None and strata.any():  # the human-only estimate is stratified too
-        h_est, h_var, _, h_reason = _estimate(s, "human", weighted=False)
-        _, h_se, _ = _stratified(s, unjudged, "human", h_est, h_var, h_reason, conf, z)
-        human_var = np.where(strata, h_se**2, human_var)
+    cluster_col = cluster_column(data, cluster)
+    pairs = _Pairs(codes, n_groups, cluster_codes(data[cluster_col])) if cluster_col is not None else None
+    mo = _moments(s)
+
+    def clustered(method: str) -> _Clustered:
+        assert pairs is not None
+        fig = _clustered(s, mo, pairs, method, y, f, pi)
+        if unjudged is not None and method != "judge" and strata.any():
+            labelled = pairs.count(~np.isnan(y))
+            t_strata = t_critical(conf, np.where(strata, labelled, fig.n_clusters) - 1)
+            fig = _stratified_clustered(s, unjudged, pairs, method, fig, y, f, conf, t_strata)
+        return fig
+
+    if pairs is not None:
+        human_var = clustered("human").var
+    else:
+        human_var = _hajek(s)[1] if pi is not None else _div(mo.vy, s.n)
+        if unjudged is not None and strata.any():  # the human-only estimate is stratified too
+            h_est, h_var, _, h_reason = _estimate(s, "human", weighted=False)
+            _, h_se, _ = _stratified(s, unjudged, "human", h_est, h_var, h_reason, conf, z)
+            human_var = np.where(strata, h_se**2, human_var)
     columns: dict[str, list[np.ndarray]] = {c: [] for c in RESULT_COLUMNS}
     for method in chosen:
-        est, var, lam, reason = _estimate(s, method, weighted=pi is not None)
-        if unjudged is not None and method != "judge" and strata.any():
-            est, se_strat, reason = _stratified(s, unjudged, method, est, var, reason, conf, z)
-            var = se_strat**2
+        n_clusters = np.zeros(n_groups, dtype=np.int64)
+        crit = np.full(n_groups, z)
+        if pairs is not None:
+            fig = clustered(method)
+            est, var, lam, reason, n_clusters = fig.est, fig.var, fig.lam, fig.reason, fig.n_clusters
+            few = (n_clusters < MIN_CLUSTERS) & (reason == None)  # noqa: E711 (elementwise on an object array)
+            for g in np.flatnonzero(few):
+                reason[g] = few_clusters_reason(int(n_clusters[g]), column=cluster_col,
+                                                what="judged" if method == "judge" else "labelled")
+            crit = t_critical(conf, n_clusters - 1)
+        else:
+            est, var, lam, reason = _estimate(s, method, weighted=pi is not None)
+            if unjudged is not None and method != "judge" and strata.any():
+                est, se_strat, reason = _stratified(s, unjudged, method, est, var, reason, conf, z)
+                var = se_strat**2
         invalid = reason != None  # noqa: E711 (elementwise on an object array)
         est = np.where(invalid, np.nan, est)
         se = np.where(invalid, np.nan, np.sqrt(np.maximum(var, 0.0)))
         gain = np.full(n_groups, np.nan) if method == "judge" else _ess(human_var, var)
         columns["method"].append(np.full(n_groups, method, dtype=object))
         columns["estimate"].append(est)
-        columns["ci_low"].append(est - z * se)
-        columns["ci_high"].append(est + z * se)
+        columns["ci_low"].append(est - crit * se)
+        columns["ci_high"].append(est + crit * se)
         columns["se"].append(se)
         if unjudged is not None:
             columns["n_labelled"].append(s.n + unjudged.n.astype(np.int64))
@@ -507,18 +787,26 @@ def estimate_quality(
         columns["ess_gain"].append(np.where(invalid, np.nan, gain))
         columns["confidence"].append(np.full(n_groups, conf))
         columns["reason"].append(reason)
-        low, high, how = _honest_bounds(s, method, est - z * se, est + z * se, conf, skip=strata)
+        low, high, how = _honest_bounds(s, method, est - crit * se, est + crit * se, conf, skip=strata,
+                                        n_eff=n_clusters if pairs is not None else None)
+        if pairs is not None:
+            how[how == NORMAL] = CLUSTER_ROBUST
         if method != "judge":
             how[strata] = STRATIFIED
         columns["ci_low"][-1], columns["ci_high"][-1] = low, high
         columns["interval"].append(how)
+        columns["cluster"].append(np.full(n_groups, cluster_col, dtype=object))
+        columns["n_clusters"].append(n_clusters)
     # group-major order: all methods of group 0, then group 1, ...
     k = len(chosen)
     order = np.arange(n_groups * k).reshape(k, n_groups).T.ravel()
     out = keys.iloc[np.repeat(np.arange(n_groups), k)].reset_index(drop=True)
     for name, parts in columns.items():
         values = np.concatenate(parts)[order]
-        out[name] = pd.Series(values, dtype=object) if name in ("reason", "interval") else values
+        out[name] = pd.Series(values, dtype=object) if name in ("reason", "interval", "cluster") else values
+    out["n_clusters"] = (out["n_clusters"].astype("Int64") if pairs is not None
+                         else pd.Series([pd.NA] * len(out), dtype="Int64"))
+    out.attrs["cluster"] = cluster_col
     return out
 
 
@@ -527,6 +815,7 @@ NORMAL = "normal"
 EXACT_EQUAL = "exact: all labels equal"
 HOEFFDING_EQUAL = "hoeffding: all labels equal"
 STRATIFIED = "stratified"
+CLUSTER_ROBUST = "cluster-robust"
 
 
 def equal_labels_interval(value: float, n: int, confidence: float) -> tuple[float, float, str]:
@@ -549,11 +838,13 @@ def equal_labels_interval(value: float, n: int, confidence: float) -> tuple[floa
 
 
 def _honest_bounds(s: _Sums, method: str, low: np.ndarray, high: np.ndarray, confidence: float,
-                   skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   skip: np.ndarray | None = None,
+                   n_eff: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The interval bounds as reported: clipped to 0..1 (the scores' range; clipping a valid interval to
     the parameter's range keeps its coverage), and, for the label-based methods in a group whose labels
     are all equal, widened to contain :func:`equal_labels_interval` (a zero-width normal interval from
-    equal labels is not confidence). ``skip``: groups already widened per stratum (:func:`_stratified`)."""
+    equal labels is not confidence). ``skip``: groups already widened per stratum (:func:`_stratified`).
+    ``n_eff``: how many independent units the labels are (their conversations, with clusters), else ``s.n``."""
     low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
     how = np.full(len(low), NORMAL, dtype=object)
     if method == "judge":
@@ -562,7 +853,8 @@ def _honest_bounds(s: _Sums, method: str, low: np.ndarray, high: np.ndarray, con
     if skip is not None:
         widen &= ~skip
     for g in np.flatnonzero(widen):
-        lo, hi, how[g] = equal_labels_interval(float(s.y_min[g]), int(s.n[g]), confidence)
+        units = int(s.n[g]) if n_eff is None else max(int(n_eff[g]), 1)
+        lo, hi, how[g] = equal_labels_interval(float(s.y_min[g]), units, confidence)
         low[g], high[g] = min(low[g], lo), max(high[g], hi)
     return low, high, how
 
@@ -658,6 +950,7 @@ def labels_needed(
     by: str | Sequence[str] | None = None,
     confidence: float = 0.95,
     pool: str = "data",
+    cluster: str | None = "auto",
 ) -> pd.DataFrame:
     """How many human labels give an interval of a target full ``width`` (``ci_high - ci_low``).
 
@@ -677,13 +970,48 @@ def labels_needed(
     - ``"ppi++"`` with ``pool="infinite"`` (N large): ``n = var(Y − λ f)/t`` with
       ``λ = cov(Y, f)/var(f)`` clipped to 0..1, i.e. ``var(Y)(1 − ρ²)/t``.
 
-    ``width`` may be one number or several (a row each). Columns: ``[*by], method,
-    width, labels_needed`` (total labels including the pilot), ``more_labels``
-    (beyond the pilot), ``n_labelled_pilot, n_total, achievable, reason``.
-    ``achievable`` is False when more labels are needed than the group has items
-    (with ``pool="data"``). The pilot's variances are estimates: plan with a pilot of
-    30 or more labels and round up; below ~30 labels the normal interval itself is
-    unreliable.
+    With clusters (the turns of one conversation) each variance above is multiplied by its
+    design effect read off the pilot (Kish 1965: the cluster-robust variance of
+    :func:`estimate_quality` over the variance of independent rows; for PPI++ one for the
+    labelled residual ``Y − λ f`` and one for the judge's scores), so the plan assumes further
+    labels come as the pilot's did: whole conversations of about the pilot's number of labelled
+    turns. ``clusters_needed`` is ``labels_needed`` in such conversations.
+
+    Parameters
+    ----------
+    data
+        The pilot: one row per judged item, the labelled ones with a ``human`` score.
+    judge, human
+        Columns of scores in 0..1.
+    width
+        The target full width, one number or several (a row each).
+    by
+        A column name or a list of them.
+    confidence
+        The intervals' level.
+    pool
+        ``"data"`` (the judged items are what there is) or ``"infinite"``.
+    cluster
+        ``"auto"`` (the default: ``conversation_id`` when present), a column name, or ``None``
+        (independent rows), as :func:`estimate_quality` reads it. A pilot whose labels come from
+        fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` conversations gives no plan
+        (a reason says so): its design effect is too uncertain.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``[*by], method, width, labels_needed`` (total labels including the pilot),
+        ``more_labels`` (beyond the pilot), ``n_labelled_pilot, n_total, achievable, reason,
+        cluster, n_clusters_pilot, clusters_needed`` (the last two ``<NA>`` without clusters;
+        ``attrs["cluster"]`` names the column). ``achievable`` is False when more labels are needed
+        than the group has items (with ``pool="data"``). The pilot's variances are estimates: plan
+        with a pilot of 30 or more labels and round up; below ~30 labels the normal interval
+        itself is unreliable.
+
+    Raises
+    ------
+    ValidationError
+        A column is missing, a width is not positive, or ``pool`` is unknown.
     """
     by_cols = by_columns(by, reserved=_PLANNING_COLUMNS, what="labels_needed")
     _check_frame(data, {"judge": judge, "human": human, **{f"by[{i}]": c for i, c in enumerate(by_cols)}})
@@ -707,15 +1035,26 @@ def labels_needed(
                   "label a larger pilot (at least ~30 items)")
     vy, c, vf = mo.vy, mo.cyf, mo.vf_all0
     beta = np.where(vf > 0, _div(c, vf), 0.0)
+    cluster_col = cluster_column(data, cluster)
+    ones = np.ones(len(keys))
+    deff_h, deff_r, deff_f, g_pilot = ones, ones, ones, np.zeros(len(keys), dtype=np.int64)
+    if cluster_col is not None:
+        pairs = _Pairs(codes, len(keys), cluster_codes(data[cluster_col]))
+        deff_h, deff_r, deff_f, g_pilot = _design_effects(s, mo, pairs, y, f, np.clip(beta, 0.0, 1.0))
+        few = (base == None) & (g_pilot < MIN_CLUSTERS)  # noqa: E711 (elementwise on an object array)
+        for i in np.flatnonzero(few):
+            base[i] = ("a plan for correlated rows reads the design effect off the pilot: "
+                       + few_clusters_reason(int(g_pilot[i]), column=cluster_col))
+    turns_per_cluster = _div(s.n, g_pilot)
 
     rows: list[dict[str, Any]] = []
     for wd in widths:
         t = (float(wd) / (2 * z)) ** 2
-        n_human = np.ceil(vy / t - 1e-9)
+        n_human = np.ceil(deff_h * vy / t - 1e-9)
         lam_inf = np.clip(beta, 0.0, 1.0)
-        n_inf = np.ceil(np.maximum(vy - 2 * lam_inf * c + lam_inf**2 * vf, 0.0) / t - 1e-9)
+        n_inf = np.ceil(deff_r * np.maximum(vy - 2 * lam_inf * c + lam_inf**2 * vf, 0.0) / t - 1e-9)
         if pool == "data":
-            n_ppi, reach = _bisect_pool(vy, c, vf, beta, m, t)
+            n_ppi, reach = _bisect_pool(vy, c, vf, beta, m, t, deff_r, deff_f)
             n_ppi = np.where(reach, n_ppi, n_inf)
             ok_ppi, ok_human = reach, n_human <= m
         else:
@@ -737,38 +1076,73 @@ def labels_needed(
                     "more_labels": pd.NA if value is pd.NA else max(value - int(s.n[g]), 0),
                     "n_labelled_pilot": int(s.n[g]), "n_total": int(m[g]),
                     "achievable": bool(ok) and reason is None, "reason": reason,
+                    "cluster": cluster_col,
+                    "n_clusters_pilot": int(g_pilot[g]) if cluster_col is not None else pd.NA,
+                    "clusters_needed": (math.ceil(value / turns_per_cluster[g] - 1e-9)
+                                        if cluster_col is not None and value is not pd.NA else pd.NA),
                 })
     out = pd.DataFrame(rows, columns=[*by_cols, *_PLANNING_COLUMNS])
     out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), None)
-    for col in ("labels_needed", "more_labels"):
+    for col in ("labels_needed", "more_labels", "n_clusters_pilot", "clusters_needed"):
         out[col] = out[col].astype("Int64")
+    out["cluster"] = out["cluster"].astype(object).where(out["cluster"].notna(), None)
+    out.attrs["cluster"] = cluster_col
     if by_cols and len(out):
         for col in by_cols:  # keep the key columns' dtypes (e.g. categoricals)
             out[col] = out[col].astype(keys[col].dtype)
     return out
 
 
+def _design_effects(s: _Sums, mo: _Moments, pairs: _Pairs, y: np.ndarray, f: np.ndarray,
+                    lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per group, from the pilot: the design effects (Kish 1965, *Survey Sampling*: the cluster-robust variance
+    over the variance of independent rows) of the human mean, of the PPI++ residual mean ``mean(Y − λ f)``
+    and of the judge's mean over all judged rows, and the pilot's labelled clusters. A design effect is 1
+    where the independent-rows variance is 0 (nothing to inflate)."""
+    codes = pairs.codes
+    has_y, has_f = ~np.isnan(y), ~np.isnan(f)
+    lab = has_y & has_f
+    n, m = s.n.astype(float), (s.n + s.N).astype(float)
+    human = _clustered(s, mo, pairs, "human", y, f, None)
+    r = y - lam[codes] * f
+    r_bar = _div(np.bincount(codes, weights=np.where(lab, r, 0.0), minlength=pairs.n_groups), n)
+    r_var = np.maximum(_div(np.bincount(codes, weights=np.where(lab, r * r, 0.0), minlength=pairs.n_groups), n)
+                       - r_bar**2, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        part_r = pairs.scale(lab) * pairs.sums(_finite0(np.where(lab, (r - r_bar[codes]) / n[codes], 0.0)))
+        part_f = pairs.scale(has_f) * pairs.sums(_finite0(np.where(has_f, (f - mo.fbar_all[codes]) / m[codes],
+                                                                            0.0)))
+
+    def ratio(clustered: np.ndarray, independent: np.ndarray) -> np.ndarray:
+        out = _div(clustered, independent)
+        return np.where((independent > 0) & np.isfinite(out), np.maximum(out, 0.0), 1.0)
+
+    return (ratio(human.var, _div(mo.vy, n)), ratio(pairs.total(part_r**2), _div(r_var, n)),
+            ratio(pairs.total(part_f**2), _div(mo.vf_all0, m)), human.n_clusters)
+
+
 def _pool_variance(vy: np.ndarray, c: np.ndarray, vf: np.ndarray, beta: np.ndarray, m: np.ndarray,
-                   n: np.ndarray) -> np.ndarray:
-    """PPI++'s variance with n labelled of m judged rows, λ = clip(β (m − n)/m, 0, 1)."""
+                   n: np.ndarray, deff_r: Any = 1.0, deff_f: Any = 1.0) -> np.ndarray:
+    """PPI++'s variance with n labelled of m judged rows, λ = clip(β (m − n)/m, 0, 1); with clusters the
+    labelled part is inflated by its design effect ``deff_r`` and the unlabelled part by ``deff_f``."""
     lam = np.clip(beta * (m - n) / m, 0.0, 1.0)
     rest = np.where(m > n, lam**2 * _div(vf, m - n), 0.0)
-    return np.maximum(vy - 2 * lam * c + lam**2 * vf, 0.0) / n + rest
+    return deff_r * np.maximum(vy - 2 * lam * c + lam**2 * vf, 0.0) / n + deff_f * rest
 
 
 def _bisect_pool(vy: np.ndarray, c: np.ndarray, vf: np.ndarray, beta: np.ndarray, m: np.ndarray,
-                 t: float) -> tuple[np.ndarray, np.ndarray]:
+                 t: float, deff_r: Any = 1.0, deff_f: Any = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Smallest n in 1..m with variance <= t, per group, and whether labelling all m reaches t."""
     with np.errstate(all="ignore"):
         hi = np.maximum(m, 1.0)
-        reach = _pool_variance(vy, c, vf, beta, m, hi) <= t * (1 + 1e-12)
+        reach = _pool_variance(vy, c, vf, beta, m, hi, deff_r, deff_f) <= t * (1 + 1e-12)
         lo = np.zeros_like(hi)  # invariant: V(lo) > t (n = 0 never works), V(hi) <= t
         for _ in range(64):
             active = hi - lo > 1
             if not active.any():
                 break
             mid = np.floor((lo + hi) / 2)
-            good = _pool_variance(vy, c, vf, beta, m, np.maximum(mid, 1.0)) <= t * (1 + 1e-12)
+            good = _pool_variance(vy, c, vf, beta, m, np.maximum(mid, 1.0), deff_r, deff_f) <= t * (1 + 1e-12)
             hi = np.where(active & good, mid, hi)
             lo = np.where(active & ~good, mid, lo)
     return hi, reach
