@@ -350,3 +350,31 @@ def test_one_guarantee_value_everywhere():
         assert holder.guaranteed_agreement == pytest.approx(0.8) and holder.confidence_level == pytest.approx(0.9)
     with pytest.raises(ValidationError):
         Guarantee(0.0, 0.1)
+
+
+def test_a_selective_judge_calibrates_on_one_turn_per_conversation_and_says_so():
+    """The exact binomial bound needs independent items: turns of one conversation are not, so with a
+    ``conversation_id`` column the judge calibrates on one labelled turn per conversation (seeded), its note
+    says so, and ``cluster=None`` (independent rows, said by the caller) uses every turn."""
+    n_conv, turns = 60, 5
+    data = _items(n_conv * turns, seed=3)
+    data["conversation_id"] = np.repeat([f"c{i}" for i in range(n_conv)], turns)
+    p_yes = _calibrated(data["human"] == "yes", low=0.9, seed=4)
+    judge = SelectiveJudge(_llm(p_yes), alpha=0.2, delta=0.2)
+    clustered = judge.calibrate(data, human="human", progress=False, seed=1)
+    assert clustered.calibration.n == n_conv  # one turn of each conversation
+    assert "one labelled turn per conversation" in clustered.note and "'conversation_id'" in clustered.note
+    assert clustered.calibration_frame["id"].map(lambda i: int(i[1:]) // turns).nunique() == n_conv
+    assert clustered.calibrate(data, human="human", progress=False, seed=1).cutoff == clustered.cutoff  # seeded
+    independent = judge.calibrate(data, human="human", progress=False, cluster=None)
+    assert independent.calibration.n == n_conv * turns and "conversation" not in independent.note
+    few = data[data["conversation_id"].isin([f"c{i}" for i in range(5)])]
+    with pytest.raises(ValidationError, match="label more conversations"):
+        judge.calibrate(few, human="human", progress=False)
+    with pytest.raises(ValidationError, match="cluster='session'"):
+        judge.calibrate(data, human="human", progress=False, cluster="session")
+    # calibrate(selective=...) takes the same care
+    report = calibrate({"llm": _llm(p_yes)}, data, human="human", selective={"alpha": 0.2, "delta": 0.2},
+                       probes=None, n_boot=0, progress=False)
+    assert "one labelled turn per conversation" in report.selective["llm"].note
+    assert report.selective["llm"].calibration.n == n_conv

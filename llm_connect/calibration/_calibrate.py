@@ -261,7 +261,9 @@ def calibrate(
             chosen = [name for name, choice in table.chosen.items() if not choice.reason]
             report.selective = selective_results(scores, specs, reference=ref, threshold_of=report.threshold_of,
                                                  distributions=scored.pass_distributions, chosen=chosen,
-                                                 epochs=scored.epochs, reducer=reducer)
+                                                 epochs=scored.epochs, reducer=reducer,
+                                                 cluster=cluster_column(scores.columns, cluster, what="the items"),
+                                                 seed=seed)
             for name, judge in report.selective.items():  # the confidence it was calibrated on (read again at "best")
                 if f"confidence_{name}" in scores.columns and judge.calibration_frame is not None:
                     scores[f"confidence_{name}"] = judge.calibration_frame["confidence"].to_numpy(dtype=float)

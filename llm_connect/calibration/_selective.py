@@ -100,7 +100,8 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
 
 def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, reference: str,
                       threshold_of: Any, distributions: Mapping[str, Any] | None = None,
-                      chosen: Any = (), epochs: int = 1, reducer: Any = "mean") -> dict[str, Any]:
+                      chosen: Any = (), epochs: int = 1, reducer: Any = "mean", cluster: str | None = None,
+                      seed: int = 0) -> dict[str, Any]:
     """Each judge calibrated on the run's labelled items: ``{name: SelectiveJudge}`` with its cut-off.
 
     ``scores``: the run's frame (``score_<judge>``, ``confidence_<judge>``, ``score_<reference>``);
@@ -112,7 +113,14 @@ def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, referen
     in ``chosen``, has the confidence read again there from ``distributions``, the scorer's
     ``pass_distribution`` per row), and with ``epochs > 1`` it judges each item ``epochs`` times,
     reduced by ``reducer`` and its confidence pooled, as the run did.
+
+    ``cluster``: the column of ``scores`` holding each row's conversation, or ``None``. The exact binomial
+    bound needs independent items, so with clusters each judge is calibrated on one labelled turn per
+    conversation, drawn with ``seed`` (:func:`~llm_connect.grading._selective.one_row_per_cluster`), and its
+    ``note`` says so.
     """
+    from ..grading._selective import one_row_per_cluster
+
     out: dict[str, Any] = {}
     human = scores[f"score_{reference}"].to_numpy(dtype=float)
     t_ref = float(threshold_of(reference))
@@ -138,6 +146,17 @@ def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, referen
                 changes["confidence"] = spec.source  # "auto" would pick "epochs" once epochs= is given
         both = np.isfinite(score) & np.isfinite(human)
         agree = np.where(both, ((score >= t) == (human >= t_ref)).astype(float), np.nan)
+        if cluster is not None:  # one labelled turn per conversation: the bound needs independent items
+            labelled = np.flatnonzero(np.isfinite(human))
+            kept = labelled[one_row_per_cluster(scores[cluster].to_numpy()[labelled], seed=seed)]
+            if len(kept) < len(labelled):
+                note = "; ".join(n for n in (
+                    f"calibrated on one labelled turn per conversation ({cluster!r}: {len(kept)} of {len(labelled)} "
+                    f"labelled turns, drawn with seed={seed}): the exact binomial bound needs independent items",
+                    note) if n)
+            drop = np.ones(len(agree), dtype=bool)
+            drop[kept] = False
+            agree = np.where(drop, np.nan, agree)
         if spec.source is None:
             cut = dataclasses.replace(fixed_sequence_cutoff([], [], alpha=spec.alpha, delta=spec.delta, strict=False),
                                       n=int(both.sum()), note=spec.note)

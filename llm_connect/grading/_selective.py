@@ -878,30 +878,68 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return out
 
     def calibrate(self, data: Any, *, human: str, seed: int = 0, concurrency: int = 16, progress: bool = True,
-                  run_config: RunConfig | None = None, budget: Any = None) -> SelectiveJudge:
+                  run_config: RunConfig | None = None, budget: Any = None,
+                  cluster: str | None = "auto") -> SelectiveJudge:
         """The calibrated judge: the cut-off chosen on the labelled rows of ``data`` (see the module docstring).
 
-        ``data``: a DataFrame, mappings or a .jsonl / .csv path with ``prompt``, ``baseline``,
-        ``candidate`` and the label column ``human`` (booleans, yes/no or 0..1; blank rows are
-        unlabelled and left out). ``seed`` seeds the rubric versions of a ``"panel"`` built from
-        worked examples. ``concurrency``, ``progress``, ``run_config`` and ``budget`` go to
-        :func:`~llm_connect.grading.judge_many`. The calibration frame (each row's score,
-        confidence, label and agreement) is :attr:`calibration_frame` of the result.
+        Parameters
+        ----------
+        data
+            A DataFrame, mappings or a .jsonl / .csv path with ``prompt``, ``baseline``, ``candidate`` and
+            the label column ``human`` (booleans, yes/no or 0..1; blank rows are unlabelled and left out).
+        human
+            The label column.
+        seed
+            Seeds the rubric versions of a ``"panel"`` built from worked examples, and the turn kept of each
+            conversation (see ``cluster``).
+        concurrency, progress, run_config, budget
+            Passed to :func:`~llm_connect.grading.judge_many`.
+        cluster
+            Which rows are not independent: ``"auto"`` (the default) the ``conversation_id`` column when the
+            data has one; a column name; ``None`` for independent rows. The exact binomial bound behind the
+            guarantee holds for independent items only, so with clusters the judge calibrates on **one
+            labelled turn per conversation**, drawn with ``seed``; its ``note`` (and :meth:`summary`) says so
+            and how many conversations it used. The guarantee is then about a fresh conversation's turn.
+
+        Returns
+        -------
+        SelectiveJudge
+            A copy with ``cutoff``, ``coverage``, ``guaranteed_agreement`` and ``delta``; the calibration frame
+            (each row's score, confidence, label and agreement) is its :attr:`calibration_frame`.
+
+        Raises
+        ------
+        ValidationError
+            No label column ``human``, a ``cluster`` column the data lacks, or fewer labelled items (or
+            conversations) than the guarantee needs (:func:`~llm_connect.stats.selective.min_items`).
         """
         import numpy as np
+
+        from ..stats.clusters import cluster_column
 
         frame = _read_items(data)
         if not isinstance(human, str) or human not in frame.columns:
             raise ValidationError(f"no label column {human!r} in the data; it has {', '.join(map(str, frame.columns))}")
+        column = cluster_column(frame, cluster, what="the calibration data")
         labels = np.asarray(_labels(frame[human].tolist(), human), dtype=float)
         labelled = frame[np.isfinite(labels)].reset_index(drop=True)
         labels = labels[np.isfinite(labels)]
+        clustered_note = ""
+        if column is not None:
+            keep = one_row_per_cluster(labelled[column], seed=seed)
+            if len(keep) < len(labelled):
+                clustered_note = (f"calibrated on one labelled turn per conversation ({column!r}: {len(keep)} of "
+                                  f"{len(labelled)} labelled turns, drawn with seed={seed}): the exact binomial bound "
+                                  "needs independent items, and turns of one conversation are not")
+            labelled = labelled.iloc[keep].reset_index(drop=True)
+            labels = labels[keep]
         need = min_items(self.alpha, self.delta)
         if len(labelled) < need:
+            unit = "conversations" if clustered_note else "items"
             raise ValidationError(
-                f"too few labelled items to calibrate {self.grader_id!r}: {len(labelled)}; the guarantee at "
+                f"too few labelled {unit} to calibrate {self.grader_id!r}: {len(labelled)}; the guarantee at "
                 f"alpha={self.alpha:g}, delta={self.delta:g} needs at least {need} (with fewer, even no disagreement "
-                "at all cannot pass the exact binomial bound); label more items or raise alpha or delta")
+                f"at all cannot pass the exact binomial bound); label more {unit} or raise alpha or delta")
         judge = self
         if self.source == "panel" and not self.panel and not isinstance(self.inner, PanelJudge):
             judge = self.replace(panel=self._variants(seed), seed=seed)
@@ -915,10 +953,32 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
                           budget=budget)
         table = _calibration_table(labelled, rows, labels, judge.threshold)
         cut = fixed_sequence_cutoff(table["confidence"], table["agree"], alpha=self.alpha, delta=self.delta)
+        if clustered_note:
+            cut = dataclasses.replace(cut, note="; ".join(n for n in (clustered_note, cut.note) if n))
         out = judge.replace(cutoff=cut.cutoff, calibration=cut, seed=seed)
         out.calibration_frame = table
         return out
 
+
+
+def one_row_per_cluster(clusters: Any, *, seed: int = 0) -> list[int]:
+    """The positions of one row per cluster, drawn with ``seed`` (a row without a cluster id is its own).
+
+    The exact binomial bound of a selective judge's guarantee needs independent items; the turns of one
+    conversation are not, so a clustered calibration keeps one of each conversation's labelled turns.
+    Positions are returned in their original order.
+    """
+    import numpy as np
+
+    from ..stats.clusters import cluster_codes
+
+    codes = cluster_codes(clusters)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(codes))
+    first: dict[int, int] = {}
+    for position in order.tolist():
+        first.setdefault(int(codes[position]), position)
+    return sorted(first.values())
 
 
 def _calibration_table(items: pd.DataFrame, rows: pd.DataFrame, labels: Any, threshold: float) -> pd.DataFrame:
