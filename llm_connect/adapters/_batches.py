@@ -538,16 +538,21 @@ class BatchCollector:
         """``(the call to make, its cost estimate)`` for an adapter call made in this run: a call with a
         cached reply, from outside a row or to an adapter without a Batch API goes as it is; any other
         waits for its round and returns the batch's reply (priced at the batch discount)."""
-        from ._cache import cache_key
+        from ._cache import active_session, cache_key
 
         row = _ROW.get()
         driver = driver_for(adapter)
         if row is None or driver is None:
             return invoke, estimate_usd
         key = cache_key(type(adapter).__qualname__, adapter.base_url, adapter.model_id, prompt, run_config)
-        cache = getattr(adapter, "cache", None)
-        if cache is not None and key in cache._cache:
-            return invoke, estimate_usd
+        session = active_session()
+        if session is not None:  # the session's cache stands in for the adapter's (see _cache.ReplySession)
+            if session.mode == "replay" or (session.mode == "auto" and session.recorded(session.key(key))):
+                return invoke, estimate_usd  # replayed, or refused as a miss, by the shared call path
+        else:
+            cache = getattr(adapter, "cache", None)
+            if cache is not None and key in cache._cache:
+                return invoke, estimate_usd
         outcome, where = await self._wait(adapter, driver, key, prompt, run_config, estimate_usd * BATCH_DISCOUNT, row)
         if not outcome.get("ok"):
             kind = str(outcome.get("kind", "error"))

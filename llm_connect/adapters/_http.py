@@ -973,6 +973,7 @@ class ChatHTTPAdapter(HTTPAdapter):
             cache_key=lambda: cache_key(type(self).__qualname__, self.base_url, self.model_id, prompt, run_config),
             adapter_id=self.adapter_id,
             model_id=self.model_id,
+            request=prompt,
         )
 
 
