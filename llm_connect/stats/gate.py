@@ -89,7 +89,7 @@ def _scores_array(scores: Any) -> np.ndarray:
     bad = np.flatnonzero((arr < 0.0) | (arr > 1.0))
     if bad.size:
         raise ValidationError(
-            f"scores must be in 0..1, got {arr[bad[0]]!r} at position {int(bad[0])}; "
+            f"scores must be in 0..1, got {float(arr[bad[0]])!r} at position {int(bad[0])}; "
             "map a rating r on 1..5 to (r - 1) / 4"
         )
     return arr

@@ -156,6 +156,8 @@ class QualityCheck:
             rows.append(("more items to settle it", f"about {self.more_items}"))
         if self.n_unscored or self.n_error:
             rows.append(("not counted", f"{self.n_unscored} unscored, {self.n_error} error"))
+        if self.first_error:
+            rows.append(("first error", self.first_error))
         return html_format("<div>{}</div>", kv_table(rows, caption="quality check"))
 
 
@@ -218,7 +220,7 @@ def _numbers(values: Any, what: str) -> Any:
         if series.dtype == object else series.to_numpy(dtype=float, na_value=np.nan)
     bad = np.flatnonzero(np.isfinite(arr) & ((arr < 0.0) | (arr > 1.0)))
     if bad.size:
-        raise ValidationError(f"{what} must be in 0..1, got {arr[bad[0]]!r} at position {int(bad[0])}; "
+        raise ValidationError(f"{what} must be in 0..1, got {float(arr[bad[0]])!r} at position {int(bad[0])}; "
                               "map a rating r on 1..5 to (r - 1) / 4")
     if np.isinf(arr).any():
         raise ValidationError(f"{what} hold an infinite value")

@@ -33,11 +33,14 @@ import inspect
 import os
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from . import _assertions
+
+if TYPE_CHECKING:
+    from ..adapters._cache import ReplySession
 
 __all__: list[str] = []  # hooks only
 
@@ -54,8 +57,8 @@ class _State:
     """What the plugin keeps for one pytest run (``config.stash``)."""
 
     def __init__(self) -> None:
-        self.session: Any = None  # the ReplySession, with --llm-cache
-        self.previous: Any = None  # the session it replaced (a pytest run inside a pytest run)
+        self.session: ReplySession | None = None  # with --llm-cache
+        self.previous: ReplySession | None = None  # the session it replaced (a pytest run inside a pytest run)
         self.rows: dict[str, list[dict[str, Any]]] = {}  # node id -> its checks (last attempt)
         self.sent = 0
         self.replayed = 0
@@ -184,7 +187,7 @@ def _phase(item: pytest.Item, when: str) -> Generator[None, Any, Any]:
             for check in checks:
                 item.user_properties.extend(zip(_PROPERTIES, (check.n, check.mean, check.low, check.high,
                                                               check.verdict), strict=True))
-            if misses and not (error is not None and _passes_through(error)):
+            if misses and session is not None and not (error is not None and _passes_through(error)):
                 listed = "\n".join(f"  - {m}" for m in misses)
                 own = f"\n(the test's own outcome: {type(error).__name__}: {error})" if error is not None else ""
                 pytest.fail(f"llm_connect replay mode: {len(misses)} request(s) had no recorded reply in "
