@@ -23,7 +23,7 @@ from llm_connect.errors import (
     ServerError,
     ValidationError,
 )
-from llm_connect.stats.gate import MIN_BOOTSTRAP, gate_verdict, items_to_settle, score_interval
+from llm_connect.stats.gate import MIN_BOOTSTRAP, ScoreInterval, gate_verdict, items_to_settle, score_interval
 from llm_connect.testing import QualityCheck, ScriptedAdapter, assert_quality
 
 
@@ -126,7 +126,7 @@ def test_inconclusive_raises_and_says_how_many_more_items_would_settle_it():
     check = info.value.check
     assert isinstance(info.value, AssertionError)
     assert check.verdict == "inconclusive" and check.low < 0.8 <= check.high
-    assert check.more_items == items_to_settle(10, 0.9, check.low, check.high, 0.8) - 10 > 0
+    assert check.more_items == items_to_settle(score_interval(binary(9, 10)), 0.8) - 10 > 0
     assert f"about {check.more_items} more items ({check.more_items + 10} in all)" in str(info.value)
 
 
@@ -182,16 +182,26 @@ def test_the_suggested_items_settle_an_inconclusive_pass_rate_most_of_the_time(r
     assert sum(rates) / len(rates) >= 0.7, rates
 
 
-def test_the_suggested_items_settle_an_inconclusive_mean_score_most_of_the_time():
-    rates = _settled(lambda rng, n: rng.beta(9, 1.2, size=n), 0.8, 20, "pass", starts=3, sims=12, seed=5)
+@pytest.mark.parametrize("n", [12, 30])  # Hoeffding's bound, then the bootstrap
+def test_the_suggested_items_settle_an_inconclusive_mean_score_most_of_the_time(n):
+    rates = _settled(lambda rng, n: rng.beta(9, 1.2, size=n), 0.8, n, "pass", starts=3, sims=12, seed=5)
     assert sum(rates) / len(rates) >= 0.7, rates
 
 
-def test_items_to_settle_scales_the_half_width_as_one_over_root_n():
-    # h = 0.1 at n = 100, d = 0.05: with power 0.5 (z_power = 0) exactly (h/d)^2 n = 400
-    assert items_to_settle(100, 0.85, 0.75, 0.95, 0.8, power=0.5) == 400
-    assert items_to_settle(100, 0.85, 0.75, 0.95, 0.8) > 400  # 80% power asks for more
-    assert items_to_settle(100, 0.8, 0.7, 0.9, 0.8) is None
+def test_items_to_settle_finds_the_size_whose_half_width_clears_the_threshold():
+    # a pass rate of 0.9 against 0.8: the exact interval of 0.9 N successes in N loses 0.1 z/(z + z_0.8) at N
+    total = items_to_settle(score_interval(binary(9, 10)), 0.8)
+    z, zp = 1.959964, 0.841621
+    for size, settles in ((total, True), (total - 1, False)):
+        low = score_interval(binary(round(0.9 * size), size)).low if (0.9 * size).is_integer() else None
+        if low is not None:
+            assert (0.9 - low <= 0.1 * z / (z + zp) + 1e-3) == settles
+    # scaled as 1/sqrt(N) from a bootstrap's half-width: h = 0.1 at n = 100, d = 0.05, power 0.5: (h/d)^2 n = 400
+    wide = ScoreInterval(100, 0.85, 0.75, 0.95, 0.95, "bootstrap-bca", 0.3)
+    assert items_to_settle(wide, 0.8, power=0.5) == 400
+    assert items_to_settle(wide, 0.8) > 400  # 80% power asks for more
+    # a mean exactly on the threshold: no number of items settles it
+    assert items_to_settle(ScoreInterval(100, 0.8, 0.7, 0.9, 0.95, "bootstrap-bca", 0.3), 0.8) is None
 
 
 # -- what it reads ------------------------------------------------------------------------------------------

@@ -25,11 +25,12 @@ threshold, fails when the upper end is below it, and is *inconclusive* otherwise
     in 0..1 is used, ``mean ± sqrt(ln(2/α) / (2n))`` clipped to 0..1: valid for any ``n`` and any
     distribution, and wide.
 
-:func:`items_to_settle` says about how many items would settle an inconclusive gate: a half-width
-scales as ``1/sqrt(n)``, so with ``h`` the half-width on the threshold's side of the mean and ``d`` the
-mean's distance from the threshold, ``n · (h (z + z_power) / (z d))²`` items put the bound across the
-threshold with probability ``power`` if the mean stays where it is (``z`` the interval's normal
-quantile, ``z_power`` the ``power`` quantile; the standard sample-size rule for a one-sided test).
+:func:`items_to_settle` says about how many items would settle an inconclusive gate: the smallest ``N``
+whose half-width ``h_N`` on the threshold's side meets ``h_N (z + z_power) / z <= d``, with ``d`` the mean's
+distance from the threshold, ``z`` the interval's normal quantile and ``z_power`` the ``power`` quantile (the
+standard sample-size rule of a one-sided test): the bound then crosses the threshold with probability
+``power`` if the mean stays where it is. ``h_N`` is the exact Clopper–Pearson half-width at ``N`` for 0/1
+scores, and otherwise shrinks as ``1/sqrt(N)``.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ _MAX_CELLS = 4_000_000  # resampled values held in memory at once
 
 @dataclass(frozen=True)
 class ScoreInterval:
-    """The mean of ``n`` scores in 0..1 and its confidence interval ``[low, high]``, made by ``method``."""
+    """The mean of ``n`` scores in 0..1 and its confidence interval ``[low, high]``, made by ``method``;
+    ``sd``, the scores' standard deviation, plans how many more would narrow it (:func:`items_to_settle`)."""
 
     n: int
     mean: float
@@ -75,6 +77,7 @@ class ScoreInterval:
     high: float
     confidence: float
     method: str
+    sd: float = math.nan  # the scores' standard deviation (divisor n - 1), for planning
 
 
 def _scores_array(scores: Any) -> np.ndarray:
@@ -131,6 +134,7 @@ def score_interval(scores: Any, *, confidence: float = 0.95, seed: int = 0) -> S
     if n == 0:
         raise ValidationError("no scores: an interval needs at least one")
     mean = float(arr.mean())
+    sd = float(arr.std(ddof=1)) if n > 1 else math.nan
     alpha = 1.0 - conf
     if np.all((arr == 0.0) | (arr == 1.0)):
         from scipy.stats import beta
@@ -138,15 +142,15 @@ def score_interval(scores: Any, *, confidence: float = 0.95, seed: int = 0) -> S
         k = int(arr.sum())
         low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
         high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
-        return ScoreInterval(n, mean, low, high, conf, "clopper-pearson")
+        return ScoreInterval(n, mean, low, high, conf, "clopper-pearson", sd)
     if n < MIN_BOOTSTRAP or np.ptp(arr) == 0:
         low, high = hoeffding_interval(mean, n, conf)
-        return ScoreInterval(n, mean, low, high, conf, "hoeffding")
+        return ScoreInterval(n, mean, low, high, conf, "hoeffding", sd)
     low, high = _bca_mean(arr, conf, seed)
     if not (math.isfinite(low) and math.isfinite(high)):  # a degenerate resampling: the distribution-free bound
         low, high = hoeffding_interval(mean, n, conf)
-        return ScoreInterval(n, mean, low, high, conf, "hoeffding")
-    return ScoreInterval(n, mean, max(0.0, low), min(1.0, high), conf, "bootstrap-bca")
+        return ScoreInterval(n, mean, low, high, conf, "hoeffding", sd)
+    return ScoreInterval(n, mean, max(0.0, low), min(1.0, high), conf, "bootstrap-bca", sd)
 
 
 def _bca_mean(arr: np.ndarray, confidence: float, seed: int) -> tuple[float, float]:
@@ -213,37 +217,74 @@ def gate_verdict(low: float, high: float, at_least: float) -> str:
     return "inconclusive"
 
 
-def items_to_settle(n: int, mean: float, low: float, high: float, at_least: float, *, confidence: float = 0.95,
-                    power: float = 0.8) -> int | None:
-    """About how many items (in all, ``n`` included) would settle an inconclusive gate.
+def items_to_settle(interval: ScoreInterval, at_least: float, *, power: float = 0.8) -> int | None:
+    """About how many items (in all, ``interval.n`` included) would settle an inconclusive gate.
 
     Parameters
     ----------
-    n : int
-        The items the interval was made from.
-    mean, low, high : float
-        The mean and its interval.
+    interval : ScoreInterval
+        The inconclusive interval (from :func:`score_interval`, or one made alike, e.g. PPI++'s with ``n`` its
+        labels and ``method="ppi++"``).
     at_least : float
         The gate's threshold.
-    confidence : float, default 0.95
-        The interval's level.
     power : float, default 0.8
         The probability of settling it wanted, if the mean stays where it is.
 
     Returns
     -------
     int or None
-        ``n · (h (z + z_power) / (z d))²`` rounded up (see the module docstring), at least ``n + 1``;
-        ``None`` when the mean sits exactly on the threshold (no number of items settles it) or the
-        interval has no width on the threshold's side.
+        The smallest ``N`` whose interval's half-width ``h_N`` on the threshold's side meets
+        ``h_N (z + z_power) / z <= d`` (``d`` the mean's distance from the threshold): then the bound crosses
+        the threshold with probability ``power`` if the mean stays where it is. ``h_N`` is the exact
+        Clopper–Pearson half-width at ``N`` for 0/1 scores; for others ``z·sd/sqrt(N)``, the normal
+        approximation the bootstrap follows once there are enough scores (Hoeffding's for equal scores);
+        otherwise the half-width scaled as ``1/sqrt(N)`` from ``n``. At least ``n + 1``. ``None`` when the
+        mean sits exactly on the threshold (no number of items settles it) or the interval has no width on
+        the threshold's side.
     """
-    conf = check_confidence(confidence)
+    conf = interval.confidence
     pw = check_confidence(power, name="power")
+    n, mean = interval.n, interval.mean
     distance = abs(mean - at_least)
-    half = (mean - low) if mean >= at_least else (high - mean)
+    half = (mean - interval.low) if mean >= at_least else (interval.high - mean)
     if n < 1 or distance == 0 or not half > 0 or not math.isfinite(half):
         return None
     z = NormalDist().inv_cdf(0.5 + conf / 2)
-    z_power = NormalDist().inv_cdf(pw)
-    needed = n * (half * (z + z_power) / (z * distance)) ** 2
-    return max(n + 1, math.ceil(needed - 1e-9))
+    target = distance * z / (z + NormalDist().inv_cdf(pw))  # the half-width that settles it
+    if interval.method == "clopper-pearson":
+        return max(n + 1, _clopper_pearson_settles(mean, at_least, conf, target))
+    if interval.method == "hoeffding" and math.isfinite(interval.sd):
+        if interval.sd > 0:  # enough scores for a bootstrap: its half-width is about z sd / sqrt(N)
+            needed = (z * interval.sd / target) ** 2
+            return max(n + 1, MIN_BOOTSTRAP, math.ceil(needed - 1e-9))
+        needed = math.log(2.0 / (1.0 - conf)) / (2.0 * target**2)  # equal scores: Hoeffding's own half-width
+        return max(n + 1, math.ceil(needed - 1e-9))
+    return max(n + 1, math.ceil(n * (half / target) ** 2 - 1e-9))
+
+
+def _clopper_pearson_settles(mean: float, at_least: float, confidence: float, target: float) -> int:
+    """The smallest N whose exact interval around ``mean`` (``mean·N`` successes) has a half-width on the
+    threshold's side of at most ``target``; by doubling, then bisection (the half-width falls with N)."""
+    from scipy.stats import beta
+
+    alpha = 1.0 - confidence
+
+    def half(n: int) -> float:
+        k = mean * n
+        if mean >= at_least:
+            return mean - (0.0 if k <= 0 else float(beta.ppf(alpha / 2, k, n - k + 1)))
+        return (1.0 if k >= n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))) - mean
+
+    high = 1
+    while half(high) > target:
+        high *= 2
+        if high > 10**9:
+            return high
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if half(middle) > target:
+            low = middle
+        else:
+            high = middle
+    return high

@@ -128,6 +128,8 @@ class QualityCheck:
                 total = self.more_items + (self.n_labelled if self.n_labelled is not None else self.n)
                 text += (f"; about {self.more_items} more {unit} ({total} in all) would likely settle it, if the "
                          f"mean stays near {_num(self.mean)}")
+                if self.n_labelled is not None and total > self.n:
+                    text += f" (more labels than the {self.n} items: judge more items too)"
             else:
                 text += "; the mean sits on the threshold, so more items would not settle it"
         left_out = [f"{k} {name}" for k, name in ((self.n_unscored, "unscored"), (self.n_error, "error"))
@@ -309,7 +311,7 @@ def _ppi(read: _Read, confidence: float) -> tuple[float, float, float, int]:
 def make_check(scores: Any, *, at_least: float | None, confidence: float, human: Any = None,
                what: str | None = None, unit: str = "items", read: _Read | None = None) -> QualityCheck:
     """The :class:`QualityCheck` of ``scores`` against ``at_least`` (``None``: every score must be 1)."""
-    from ..stats.gate import check_threshold, gate_verdict, items_to_settle, score_interval
+    from ..stats.gate import ScoreInterval, check_threshold, gate_verdict, items_to_settle, score_interval
 
     threshold = None if at_least is None else check_threshold(at_least)
     read = read or _read(scores, human)
@@ -321,6 +323,7 @@ def make_check(scores: Any, *, at_least: float | None, confidence: float, human:
             check=None,
         )
     n_labelled: int | None = None
+    iv: ScoreInterval | None = None
     if read.labels is None:
         iv = score_interval(read.scores, confidence=confidence)
         mean, low, high, method = iv.mean, iv.low, iv.high, iv.method
@@ -333,11 +336,13 @@ def make_check(scores: Any, *, at_least: float | None, confidence: float, human:
         verdict = gate_verdict(low, high, threshold)
     more = None
     if verdict == "inconclusive" and threshold is not None:
-        base = n_labelled if n_labelled is not None else n
-        total = items_to_settle(base, mean, low, high, threshold, confidence=confidence)
-        more = None if total is None else total - base
+        if iv is None:  # PPI++: its half-width shrinks with the labels
+            assert n_labelled is not None
+            iv = ScoreInterval(n_labelled, mean, low, high, confidence, "ppi++")
+        total = items_to_settle(iv, threshold)
+        more = None if total is None else total - iv.n
     if what is None:
-        what = {"clopper-pearson": "pass rate", "ppi++": "people's mean (PPI++)"}.get(method, "mean score")
+        what = {"clopper-pearson": "pass rate", "ppi++": "people's mean"}.get(method, "mean score")
     return QualityCheck(n=n, mean=mean, low=low, high=high, at_least=threshold, confidence=confidence,
                         method=method, verdict=verdict, n_unscored=read.n_unscored, n_error=read.n_error,
                         n_labelled=n_labelled, more_items=more, first_error=read.first_error, what=what,

@@ -29,6 +29,7 @@ when a check runs, the response cache when a session starts.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from collections.abc import Generator
@@ -128,7 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "and keep the folder with the tests")
     state = _State()
     config.stash[_STATE] = state
-    config.pluginmanager.register(_Summary(state), f"{__name__}.summary")
+    config.pluginmanager.register(_Summary(state, config.invocation_params.dir), f"{__name__}.summary")
     _assertions._plugin_sessions += 1
     if directory is not None:
         from ..adapters._cache import start_session
@@ -312,8 +313,9 @@ class _Summary:
     ``pytester`` makes, has its own).
     """
 
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: _State, invocation_dir: Path) -> None:
         self.state = state
+        self.invocation_dir = invocation_dir
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each test's checks from its last attempt: a rerun starts again from its setup report."""
@@ -355,7 +357,10 @@ class _Summary:
         else:
             terminalreporter.write_line("no quality checks ran")
         if state.session is not None:
+            shown: Path = state.session.directory
+            with contextlib.suppress(ValueError):  # a folder outside the invocation directory: its full path
+                shown = shown.relative_to(self.invocation_dir)
             terminalreporter.write_line(
-                f"llm_connect cache {safe_text(state.session.directory)} ({state.session.mode}): "
+                f"llm_connect cache {safe_text(shown)} ({state.session.mode}): "
                 f"{state.replayed} replies replayed, {state.sent} requests sent"
             )
