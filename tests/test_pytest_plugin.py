@@ -42,17 +42,25 @@ def entry_point_installed() -> bool:
                for ep in importlib.metadata.entry_points(group="pytest11"))
 
 
-def plugin_args() -> list[str]:
-    """``-p`` the plugin when the installed metadata does not name it yet (an install older than the entry point)."""
-    return [] if entry_point_installed() else ["-p", PLUGIN]
+def own_plugin() -> list[str]:
+    """The plugin by its entry point's name, or by its module while the installed metadata does not name it yet
+    (an install made before the entry point was declared)."""
+    return ["-p", "llm_connect"] if entry_point_installed() else ["-p", PLUGIN]
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", *args)
+    """pytest in this process, loading only the plugins named: ours, and any ``-p`` in ``args`` (every installed
+    plugin loaded by its entry point would cost about two seconds a run)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        return pytester.runpytest(*own_plugin(), "-p", "no:cacheprovider", *args)
 
 
 def run_subprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", *args, timeout=300)
+    """pytest in a fresh process, loading only the plugins named, as :func:`run`."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        return pytester.runpytest_subprocess(*own_plugin(), "-p", "no:cacheprovider", *args, timeout=300)
 
 
 def summary(result: pytest.RunResult) -> list[str]:
@@ -443,11 +451,11 @@ def test_xdist_workers_share_the_cache_and_the_controller_shows_every_check(pyte
         monkeypatch.setenv("LOOPBACK_URL", server.base_url)
         for name in ("a", "b", "c", "d"):  # every file asks the same 20 questions: workers race on each key
             pytester.makepyfile(**{f"test_{name}": JUDGED.replace("range(N)", "range(20)")})
-        first = run_subprocess(pytester, "-n", "2", "--llm-cache", "replies")
+        first = run_subprocess(pytester, "-p", "xdist", "-n", "2", "--llm-cache", "replies")
         first.assert_outcomes(passed=4)
         sent = server.stats()["total"]
         assert 20 <= sent <= 80  # 20 distinct requests, some sent by both workers at once
-        second = run_subprocess(pytester, "-n", "2", "--llm-cache", "replies", "--llm-cache-mode=replay")
+        second = run_subprocess(pytester, "-p", "xdist", "-n", "2", "--llm-cache", "replies", "--llm-cache-mode=replay")
         second.assert_outcomes(passed=4)
         assert server.stats()["total"] == sent
         rows = summary(second)
@@ -479,36 +487,55 @@ def _fake_distribution(path: Path) -> None:
     (info / "entry_points.txt").write_text(f"[pytest11]\nllm_connect = {PLUGIN}\n")
 
 
-def test_loaded_by_its_entry_point_and_by_p_it_is_one_plugin(pytester):
+@pytest.mark.parametrize("order", [("llm_connect", PLUGIN), (PLUGIN, "llm_connect")])
+def test_loaded_by_its_entry_point_and_by_p_it_is_one_plugin(pytester, monkeypatch, order):
+    """``-p llm_connect`` loads the entry point (as pytest does for every installed one); naming the module too,
+    before or after, loads it once."""
+    _fake_distribution(pytester.path)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.llm_repeat(3)
+        def test_repeated():
+            pass
+    """)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess("-p", order[0], "-p", order[1], "-p", "no:cacheprovider",
+                                           "--strict-markers", timeout=300)
+    result.assert_outcomes(passed=1)
+    assert result.stdout.str().count("llm_connect quality") == 1
+    assert len(summary(result)) == 2  # the header and the repeated test's row, once
+
+
+def test_p_no_llm_connect_turns_it_off(pytester):
+    """Every installed plugin loads by its entry point, as in a user's project; ``-p no:llm_connect`` keeps ours
+    out (the others are turned off too, for time: each costs seconds to load)."""
     _fake_distribution(pytester.path)
     pytester.makepyfile("""
         import pytest
         from llm_connect.testing import assert_quality
 
-        @pytest.mark.llm_repeat(3)
-        def test_repeated():
-            assert_quality([True] * 40, at_least=0.8)
-    """)
-    result = pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider", "--strict-markers", timeout=300)
-    result.assert_outcomes(passed=1)
-    assert result.stdout.str().count("llm_connect quality") == 1
-    assert len(summary(result)) == 1 + 4  # the header, three runs' checks and the repeat's
-
-
-def test_p_no_llm_connect_turns_it_off(pytester):
-    _fake_distribution(pytester.path)
-    pytester.makepyfile("""
-        from llm_connect.testing import assert_quality
-
         def test_checked():
             assert_quality([True] * 40, at_least=0.8)  # works without the plugin, with no summary
+
+        @pytest.mark.llm_repeat(2)
+        def test_marked():
+            pass
     """)
-    result = pytester.runpytest_subprocess("-p", "no:llm_connect", "-p", "no:cacheprovider", timeout=300)
-    result.assert_outcomes(passed=1)
+    others = [x for ep in importlib.metadata.entry_points(group="pytest11") if ep.name != "llm_connect"
+              for x in ("-p", f"no:{ep.name}")]
+    off = (*others, "-p", "no:llm_connect", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*off, timeout=300)
+    result.assert_outcomes(passed=2)
     assert "llm_connect quality" not in result.stdout.str()
-    result = pytester.runpytest_subprocess("-p", "no:llm_connect", "-p", "no:cacheprovider", "--llm-cache", "x",
-                                           timeout=300)
+    result = pytester.runpytest_subprocess(*off, "--strict-markers", timeout=300)
+    result.stdout.fnmatch_lines(["*'llm_repeat' not found in `markers` configuration option*"])
+    result = pytester.runpytest_subprocess(*off, "--llm-cache", "x", timeout=300)
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # its options are gone with it
+    result.stderr.fnmatch_lines(["*unrecognized arguments: --llm-cache*"])
+    on = pytester.runpytest_subprocess(*others, "-p", "no:cacheprovider", "--strict-markers", timeout=300)
+    on.assert_outcomes(passed=2)  # and without -p no:, the entry point loads it
+    assert "llm_connect quality" in on.stdout.str()
 
 
 def test_importing_the_plugin_is_light():
@@ -551,3 +578,26 @@ def test_the_guides_example_records_replays_and_runs_in_ci_without_a_key(pyteste
     shown = re.search(r"```text\n=+ llm_connect quality =+\n(.*?)```", guide, re.S)
     assert shown is not None
     assert [line.split() for line in shown.group(1).splitlines()] == [line.split() for line in summary(ci)]
+
+
+# -- in a notebook -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # starts a Jupyter kernel
+def test_assert_quality_in_a_notebook_cell_under_nbval(pytester):
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbval")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("from llm_connect.testing import assert_quality\n"
+                                  "check = assert_quality([True] * 58 + [False] * 2, at_least=0.8)\n"
+                                  "check.verdict"),
+        nbformat.v4.new_code_cell("assert_quality([0.3, 0.4, 0.5] * 10, at_least=0.8)"),
+    ]
+    nbformat.write(notebook, str(pytester.path / "gate.ipynb"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        result = pytester.runpytest_subprocess(*own_plugin(), "-p", "nbval", "-p", "no:cacheprovider",
+                                               "--nbval-lax", "gate.ipynb", timeout=300)
+    result.assert_outcomes(passed=1, failed=1)  # the passing cell, and the failing one reported by nbval
+    result.stdout.fnmatch_lines(["*QualityNotMet*quality not met: mean score 0.400*lies below 0.8*"])

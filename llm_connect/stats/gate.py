@@ -137,11 +137,11 @@ def score_interval(scores: Any, *, confidence: float = 0.95, seed: int = 0) -> S
     sd = float(arr.std(ddof=1)) if n > 1 else math.nan
     alpha = 1.0 - conf
     if np.all((arr == 0.0) | (arr == 1.0)):
-        from scipy.stats import beta
+        from scipy.special import betaincinv  # the Beta quantile, without importing scipy.stats
 
         k = int(arr.sum())
-        low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
-        high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+        low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, alpha / 2))
+        high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - alpha / 2))
         return ScoreInterval(n, mean, low, high, conf, "clopper-pearson", sd)
     if n < MIN_BOOTSTRAP or np.ptp(arr) == 0:
         low, high = hoeffding_interval(mean, n, conf)
@@ -265,15 +265,15 @@ def items_to_settle(interval: ScoreInterval, at_least: float, *, power: float = 
 def _clopper_pearson_settles(mean: float, at_least: float, confidence: float, target: float) -> int:
     """The smallest N whose exact interval around ``mean`` (``mean·N`` successes) has a half-width on the
     threshold's side of at most ``target``; by doubling, then bisection (the half-width falls with N)."""
-    from scipy.stats import beta
+    from scipy.special import betaincinv
 
     alpha = 1.0 - confidence
 
     def half(n: int) -> float:
         k = mean * n
         if mean >= at_least:
-            return mean - (0.0 if k <= 0 else float(beta.ppf(alpha / 2, k, n - k + 1)))
-        return (1.0 if k >= n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))) - mean
+            return mean - (0.0 if k <= 0 else float(betaincinv(k, n - k + 1, alpha / 2)))
+        return (1.0 if k >= n else float(betaincinv(k + 1, n - k, 1 - alpha / 2))) - mean
 
     high = 1
     while half(high) > target:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import os
 import sys
 import warnings
@@ -204,22 +205,33 @@ class _Read:
 
 
 def _numbers(values: Any, what: str) -> Any:
-    """``values`` (a Series) as floats: booleans as 0/1, None/NaN as NaN; text is an error."""
+    """``values`` (a Series or a sequence) as floats: booleans as 0/1, None/NaN as NaN; text is an error."""
     import numpy as np
-    import pandas as pd
 
-    series = values if isinstance(values, pd.Series) else pd.Series(list(values), dtype=object)
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        series = series.astype(object)
-    kind = pd.api.types.infer_dtype(series, skipna=True)
-    if kind not in ("boolean", "integer", "floating", "mixed-integer-float", "decimal", "empty"):
-        example = next((v for v in series if isinstance(v, (str, bytes))), None)
-        raise ValidationError(
-            f"{what} must be numbers in 0..1 or booleans, got {kind} values"
-            + (f" such as {example!r}" if example is not None else "")
-        )
-    arr = np.array([math.nan if v is None or v is pd.NA else float(v) for v in series], dtype=float) \
-        if series.dtype == object else series.to_numpy(dtype=float, na_value=np.nan)
+    if _is_series(values):
+        import pandas as pd
+
+        series = values.astype(object) if isinstance(values.dtype, pd.CategoricalDtype) else values
+        kind = pd.api.types.infer_dtype(series, skipna=True)
+        if kind not in ("boolean", "integer", "floating", "mixed-integer-float", "decimal", "empty"):
+            example = next((v for v in series if isinstance(v, (str, bytes))), None)
+            raise ValidationError(f"{what} must be numbers in 0..1 or booleans, got {kind} values"
+                                  + (f" such as {example!r}" if example is not None else ""))
+        items: Any = series.to_numpy(dtype=object) if series.dtype == object else None
+        arr = series.to_numpy(dtype=float, na_value=np.nan) if items is None else None
+    else:
+        items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        arr = None
+    if arr is None:
+        out = np.empty(len(items), dtype=float)
+        for i, v in enumerate(items):
+            if v is None or (isinstance(v, float) and v != v) or type(v).__name__ in ("NAType", "NaTType"):
+                out[i] = np.nan
+            elif isinstance(v, (numbers.Real, np.bool_)):
+                out[i] = float(v)
+            else:
+                raise ValidationError(f"{what} must be numbers in 0..1 or booleans, got {v!r} at position {i}")
+        arr = out
     bad = np.flatnonzero(np.isfinite(arr) & ((arr < 0.0) | (arr > 1.0)))
     if bad.size:
         raise ValidationError(f"{what} must be in 0..1, got {float(arr[bad[0]])!r} at position {int(bad[0])}; "
@@ -227,6 +239,17 @@ def _numbers(values: Any, what: str) -> Any:
     if np.isinf(arr).any():
         raise ValidationError(f"{what} hold an infinite value")
     return arr
+
+
+def _is_series(value: Any) -> bool:
+    """Whether ``value`` is a pandas Series (without importing pandas when it is not loaded)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(value, pd.Series)
+
+
+def _is_frame(value: Any) -> bool:
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(value, pd.DataFrame)
 
 
 def _labels(human: Any, frame: Any, n: int) -> Any:
@@ -252,11 +275,12 @@ def _labels(human: Any, frame: Any, n: int) -> Any:
 
 def _read(scores: Any, human: Any) -> _Read:
     import numpy as np
-    import pandas as pd
 
-    if not isinstance(scores, (pd.DataFrame, pd.Series)) and callable(getattr(scores, "to_pandas", None)):
-        scores = scores.to_pandas()  # a Ray Dataset from grade_dataset (or a polars frame)
-    if isinstance(scores, pd.DataFrame):
+    if not (_is_frame(scores) or _is_series(scores)) and callable(getattr(scores, "to_pandas", None)):
+        scores = scores.to_pandas()  # a Ray Dataset from grade_dataset (a pyarrow table, a polars frame)
+    if _is_frame(scores):
+        import pandas as pd
+
         if "quality_score" not in scores.columns:
             raise ValidationError("a DataFrame of scores needs a quality_score column (a frame from judge_many or "
                                   f"grade_dataset); its columns are: {', '.join(map(repr, list(scores.columns)[:20]))}")

@@ -89,15 +89,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("llm_cache_mode", "auto, record or replay, as --llm-cache-mode", default="")
 
 
+class _OtherName:
+    """Holds the plugin's other name (:data:`_NAMES`) in the plugin manager, so that pytest, finding a plugin
+    registered under it, does not import and register the module a second time (pluggy refuses one module
+    under two names: ``ValueError: Plugin already registered under a different name``)."""
+
+
 def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: Any) -> None:
-    """Registered under one name, block the other: the entry point and ``-p`` both loading it is one plugin."""
+    """Registered under one of its names, take the other: the entry point and ``-p`` naming it are one plugin."""
     import sys
 
     if plugin is not sys.modules[__name__]:
         return
     for name in _NAMES:
         if name != plugin_name and manager.get_plugin(name) is None and not manager.is_blocked(name):
-            manager.set_blocked(name)
+            manager.register(_OtherName(), name)
 
 
 def _cache_settings(config: pytest.Config) -> tuple[Path | None, str | None]:
