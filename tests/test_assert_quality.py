@@ -224,7 +224,7 @@ def test_a_judge_many_frame_counts_its_scored_rows_and_shows_the_others():
 
 def test_a_frame_with_no_scored_row_fails_with_its_first_error():
     frame = _judged([ServerError("the provider answered 503"), "no verdict here"])
-    with pytest.raises(QualityNotMet, match="no scored item.*ServerError: the provider answered 503"):
+    with pytest.raises(QualityNotMet, match=r"no scored item.*ServerError: the provider answered 503"):
         assert_quality(frame, at_least=0.5)
 
 

@@ -5,8 +5,8 @@ properties; the entry point, loaded once even when named twice, and turned off b
 
 from __future__ import annotations
 
-import importlib.metadata
 import hashlib
+import importlib.metadata
 import json
 import re
 import subprocess
@@ -15,21 +15,20 @@ import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+# pytester's in-process runs forget the modules first imported inside them, and numpy (like other modules with
+# C extensions) cannot be imported twice in one process: what the inner runs use is imported here, first
 import aiohttp  # noqa: F401
 import diskcache  # noqa: F401
 import numpy  # noqa: F401
 import pandas  # noqa: F401
 import pytest
-import scipy.special  # noqa: F401
+import scipy.special
 import scipy.stats  # noqa: F401
 
-import llm_connect.adapters  # noqa: F401
-import llm_connect.grading  # noqa: F401
+import llm_connect.adapters
+import llm_connect.grading
 import llm_connect.stats  # noqa: F401
 from llm_connect.testing import LoopbackServer
-
-# pytester's in-process runs forget the modules first imported inside them; numpy (and others with
-# C extensions) cannot be imported twice in one process, so what the inner runs use is imported here
 
 pytest_plugins = ["pytester"]
 
