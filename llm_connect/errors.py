@@ -27,8 +27,6 @@ Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
         ├── MalformedResponseError              the provider's body could not be read
         └── ReplayMissError                     replaying recorded replies, none was recorded for this request
 
-    QualityInconclusiveWarning (UserWarning)    a gate left inconclusive passed (``inconclusive="pass"``)
-
 Messages say what to do next; they never contain an API key.
 """
 
@@ -50,7 +48,6 @@ __all__ = [
     "MalformedResponseError",
     "MissingDependencyError",
     "QualityInconclusive",
-    "QualityInconclusiveWarning",
     "QualityNotMet",
     "RateLimitError",
     "ReplayMissError",
@@ -173,10 +170,6 @@ class QualityInconclusive(LLMConnectError, AssertionError):
     def __init__(self, message: str, *, check: object | None = None) -> None:
         super().__init__(message)
         self.check = check
-
-
-class QualityInconclusiveWarning(UserWarning):
-    """An inconclusive quality gate was let pass (``inconclusive="pass"``); the message says why it is unsettled."""
 
 
 class MissingDependencyError(LLMConnectError, ImportError):

@@ -15,16 +15,9 @@ import pandas as pd
 import pytest
 
 from llm_connect import LLMJudge, judge_many
-from llm_connect.errors import (
-    LLMConnectError,
-    QualityInconclusive,
-    QualityInconclusiveWarning,
-    QualityNotMet,
-    ServerError,
-    ValidationError,
-)
+from llm_connect.errors import LLMConnectError, QualityInconclusive, QualityNotMet, ServerError, ValidationError
 from llm_connect.stats.gate import MIN_BOOTSTRAP, ScoreInterval, gate_verdict, items_to_settle, score_interval
-from llm_connect.testing import QualityCheck, ScriptedAdapter, assert_quality
+from llm_connect.testing import QualityCheck, QualityInconclusiveWarning, ScriptedAdapter, assert_quality
 
 
 def binary(k: int, n: int) -> list[bool]:

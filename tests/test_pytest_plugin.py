@@ -28,7 +28,7 @@ import scipy.stats  # noqa: F401
 import llm_connect.adapters
 import llm_connect.grading
 import llm_connect.stats  # noqa: F401
-from llm_connect.testing import LoopbackServer
+from llm_connect.testing import LoopbackServer, pytest_plugin
 
 pytest_plugins = ["pytester"]
 
@@ -48,11 +48,13 @@ def own_plugin() -> list[str]:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """pytest in this process, loading only the plugins named: ours, and any ``-p`` in ``args`` (every installed
-    plugin loaded by its entry point would cost about two seconds a run)."""
+    """pytest in this process with the plugin and the plugins named in ``args`` only (every installed plugin
+    loaded by its entry point would cost about two seconds a run). The plugin's module is handed over as an
+    object: naming it with ``-p`` in a process that imported it already would warn that pytest cannot
+    rewrite its asserts."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-        return pytester.runpytest(*own_plugin(), "-p", "no:cacheprovider", *args)
+        return pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[pytest_plugin])
 
 
 def run_subprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import QualityInconclusive, QualityNotMet
-from ._assertions import QualityCheck, assert_quality
+from ._assertions import QualityCheck, QualityInconclusiveWarning, assert_quality
 
 if TYPE_CHECKING:
     from ._doubles import Call, DeterministicEmbedder, ScriptedAdapter
@@ -46,6 +46,7 @@ __all__ = [
     "LoopbackServer",
     "QualityCheck",
     "QualityInconclusive",
+    "QualityInconclusiveWarning",
     "QualityNotMet",
     "ScriptedAdapter",
     "assert_quality",

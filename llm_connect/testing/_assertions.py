@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import QualityInconclusive, QualityInconclusiveWarning, QualityNotMet, ValidationError
+from ..errors import QualityInconclusive, QualityNotMet, ValidationError
 
-__all__ = ["INCONCLUSIVE_CHOICES", "QualityCheck", "assert_quality"]
+__all__ = ["INCONCLUSIVE_CHOICES", "QualityCheck", "QualityInconclusiveWarning", "assert_quality"]
 
 #: What ``assert_quality(inconclusive=...)`` does with an unsettled check.
 INCONCLUSIVE_CHOICES: tuple[str, ...] = ("fail", "skip", "pass")
@@ -39,6 +39,11 @@ _METHOD_TEXT = {
     "hoeffding": "Hoeffding's bound: too few or equal continuous scores for a bootstrap",
     "ppi++": "PPI++ interval: the judge's scores corrected by people's labels",
 }
+
+
+class QualityInconclusiveWarning(UserWarning):
+    """An inconclusive quality gate was let pass (``assert_quality(..., inconclusive="pass")``); the message
+    says how far the evidence is from settling it."""
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -390,7 +395,7 @@ def assert_quality(scores: Any, *, at_least: float, confidence: float = 0.95, in
     inconclusive : {"fail", "skip", "pass"}, default "fail"
         When the interval holds the threshold: raise :class:`~llm_connect.errors.QualityInconclusive`, skip
         the test (``pytest.skip``; outside pytest, as ``"pass"``), or pass with a
-        :class:`~llm_connect.errors.QualityInconclusiveWarning`. Each message says about how many more items
+        :class:`QualityInconclusiveWarning`. Each message says about how many more items
         would settle it.
     human : str or sequence, optional
         People's labels on some of the items (a column of the frame, or one value per item with ``None``

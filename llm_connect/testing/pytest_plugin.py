@@ -15,11 +15,11 @@ installs the package has it; ``-p no:llm_connect`` turns it off. It adds:
   missing), ``record`` (always call, record) or ``replay`` (never call: a request with no recorded reply
   fails its test, naming the request). The runs of a repeated test each keep their own replies. The
   cache is SQLite, shared safely by ``pytest -n`` workers.
-- A terminal section "llm_connect quality": one row per check (every
-  :func:`~llm_connect.testing.assert_quality` and every repeated test): node id, n, mean, interval,
-  threshold, verdict; and, per check, the JUnit XML properties ``llm_quality_n``, ``llm_quality_mean``,
-  ``llm_quality_low``, ``llm_quality_high``, ``llm_quality_verdict``. A test rerun by
-  pytest-rerunfailures shows its last attempt only.
+- A terminal section "llm_connect quality": one row per checked test (one that called
+  :func:`~llm_connect.testing.assert_quality`, or a repeated test): node id, n, mean, interval, threshold,
+  verdict, method of its last check (the one that decided it); and the same check's JUnit XML properties
+  ``llm_quality_n``, ``llm_quality_mean``, ``llm_quality_low``, ``llm_quality_high``,
+  ``llm_quality_verdict``. A test rerun by pytest-rerunfailures shows its last attempt only.
 
 Nothing changes for a test that neither uses the marker nor calls ``assert_quality`` unless
 ``--llm-cache`` (or its ini option or variable) is given. This module is imported by pytest at startup in
@@ -97,9 +97,7 @@ class _OtherName:
 
 def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: Any) -> None:
     """Registered under one of its names, take the other: the entry point and ``-p`` naming it are one plugin."""
-    import sys
-
-    if plugin is not sys.modules[__name__]:
+    if getattr(plugin, "pytest_plugin_registered", None) is not pytest_plugin_registered:  # not this module
         return
     for name in _NAMES:
         if name != plugin_name and manager.get_plugin(name) is None and not manager.is_blocked(name):
@@ -191,9 +189,11 @@ def _phase(item: pytest.Item, when: str) -> Generator[None, Any, Any]:
                 "sent": (session.sent - counts[0]) if session is not None else 0,
                 "replayed": (session.replayed - counts[1]) if session is not None else 0,
             }
-            for check in checks:
-                item.user_properties.extend(zip(_PROPERTIES, (check.n, check.mean, check.low, check.high,
-                                                              check.verdict), strict=True))
+            if checks:  # the test's last check, one set of properties per test
+                last = checks[-1]
+                item.user_properties[:] = [p for p in item.user_properties if p[0] not in _PROPERTIES]
+                item.user_properties.extend(zip(_PROPERTIES, (last.n, last.mean, last.low, last.high, last.verdict),
+                                                strict=True))
             if misses and session is not None and not (error is not None and _passes_through(error)):
                 listed = "\n".join(f"  - {m}" for m in misses)
                 own = f"\n(the test's own outcome: {type(error).__name__}: {error})" if error is not None else ""
@@ -340,7 +340,9 @@ class _Summary:
         from .._textsafe import safe_text
 
         state = self.state
-        rows = [(node, check) for node, checks in state.rows.items() for check in checks]
+        # one row per checked test: its last check (a check that raised ended the test, so it decided it)
+        rows = [(node if len(checks) == 1 else f"{node} (last of {len(checks)} checks)", checks[-1])
+                for node, checks in state.rows.items() if checks]
         if not rows and state.session is None:
             return
         terminalreporter.section("llm_connect quality")
