@@ -275,8 +275,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             session.run_index = run
         try:
             function(**args)
-        except (pytest.skip.Exception, pytest.exit.Exception, KeyboardInterrupt, SystemExit):
-            raise
+        except (pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception, KeyboardInterrupt,
+                SystemExit):
+            raise  # a run that skips or xfails decides the test; a stop stops it
         except BaseException as exc:  # an assert, an error or pytest.fail in one run: that run failed
             passed.append(False)
             if first is None:
