@@ -221,7 +221,8 @@ def _numbers(values: Any, what: str) -> Any:
         if kind not in ("boolean", "integer", "floating", "mixed-integer-float", "decimal", "empty"):
             example = next((v for v in series if isinstance(v, (str, bytes))), None)
             raise ValidationError(f"{what} must be numbers in 0..1 or booleans, got {kind} values"
-                                  + (f" such as {example!r}" if example is not None else ""))
+                                  + (f" such as {example!r}" if example is not None else "")
+                                  + "; map verdicts to 1/0 first, e.g. frame['human'].eq('yes')")
         items: Any = series.to_numpy(dtype=object) if series.dtype == object else None
         arr = series.to_numpy(dtype=float, na_value=np.nan) if items is None else None
     else:
@@ -235,7 +236,8 @@ def _numbers(values: Any, what: str) -> Any:
             elif isinstance(v, (numbers.Real, np.bool_)):
                 out[i] = float(v)
             else:
-                raise ValidationError(f"{what} must be numbers in 0..1 or booleans, got {v!r} at position {i}")
+                raise ValidationError(f"{what} must be numbers in 0..1 or booleans, got {v!r} at position {i}; "
+                                      "map verdicts to 1/0 first")
         arr = out
     bad = np.flatnonzero(np.isfinite(arr) & ((arr < 0.0) | (arr > 1.0)))
     if bad.size:
