@@ -14,6 +14,8 @@ Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
     │   │   └── JudgeAbstained                  a selective judge is not sure enough: the item goes on
     │   └── UncalibratedJudgeError              a judge without a (good enough) card was asked to decide
     ├── BudgetExceededError                     the run's budget is spent
+    ├── QualityNotMet (AssertionError)          a quality gate failed: the interval lies below the threshold
+    ├── QualityInconclusive (AssertionError)    a quality gate is not settled: the interval holds the threshold
     ├── MissingDependencyError (ImportError)    an optional extra is not installed
     └── AdapterError                            a provider call failed (status, message, what to do)
         ├── AuthenticationError                 401/403: key missing or refused
@@ -22,7 +24,8 @@ Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
         ├── ServerError                         5xx after retries
         ├── AdapterTimeoutError (TimeoutError)  the call timed out after retries
         ├── AdapterConnectionError              could not connect after retries
-        └── MalformedResponseError              the provider's body could not be read
+        ├── MalformedResponseError              the provider's body could not be read
+        └── ReplayMissError                     replaying recorded replies, none was recorded for this request
 
 Messages say what to do next; they never contain an API key.
 """
@@ -44,7 +47,10 @@ __all__ = [
     "LogprobsUnavailableError",
     "MalformedResponseError",
     "MissingDependencyError",
+    "QualityInconclusive",
+    "QualityNotMet",
     "RateLimitError",
+    "ReplayMissError",
     "ServerError",
     "UncalibratedJudgeError",
     "ValidationError",
@@ -142,6 +148,30 @@ def install_hint(extra: str) -> str:
     return f"pip install -e '.[{extra}]' in a clone of this project (or pip install '{DISTRIBUTION}[{extra}]')"
 
 
+class QualityNotMet(LLMConnectError, AssertionError):
+    """A quality gate failed: the upper end of the mean score's interval is below the threshold.
+
+    An ``AssertionError``, so a test that raises it fails as an ``assert`` would. ``check`` holds the
+    :class:`~llm_connect.testing.QualityCheck` behind it (``None`` when there was no scored item).
+    """
+
+    def __init__(self, message: str, *, check: object | None = None) -> None:
+        super().__init__(message)
+        self.check = check
+
+
+class QualityInconclusive(LLMConnectError, AssertionError):
+    """A quality gate is not settled: the mean score's interval holds the threshold.
+
+    The message says about how many more items would settle it; ``check`` holds the
+    :class:`~llm_connect.testing.QualityCheck`.
+    """
+
+    def __init__(self, message: str, *, check: object | None = None) -> None:
+        super().__init__(message)
+        self.check = check
+
+
 class MissingDependencyError(LLMConnectError, ImportError):
     """An optional dependency is missing; the message holds the ``pip install`` to run (:func:`install_hint`)."""
 
@@ -199,3 +229,12 @@ class AdapterConnectionError(AdapterError):
 
 class MalformedResponseError(AdapterError):
     """The provider's reply body could not be read as the API promises."""
+
+
+class ReplayMissError(AdapterError):
+    """Replaying recorded replies (``--llm-cache-mode=replay``), no reply was recorded for this request.
+
+    Nothing was sent to the provider. The message names the adapter, the model and the start of the
+    prompt; record the replies once where the API key is available (``--llm-cache-mode=auto`` or
+    ``record``) and keep the cache folder with the tests.
+    """

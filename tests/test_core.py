@@ -222,6 +222,8 @@ def test_error_tree_subclasses_the_builtins_the_contracts_name():
     assert issubclass(errors.ConfigError, ValueError)
     assert issubclass(errors.MissingDependencyError, ImportError)
     assert issubclass(errors.AdapterTimeoutError, TimeoutError)
+    assert issubclass(errors.QualityNotMet, AssertionError)  # a failed quality gate fails a test as an assert does
+    assert issubclass(errors.QualityInconclusive, AssertionError)
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.LLMConnectError)
     hint = str(errors.MissingDependencyError("llama_cpp", "local"))  # this project's install, never PyPI's llm-connect

@@ -39,9 +39,10 @@ from llm_connect.frames import paired_frame, results_frame
 from llm_connect.grading import FunctionJudge, PairwiseJudge, judge_many, tournament
 from llm_connect.routing import RoutingPolicy
 from llm_connect.stats.agreement import bootstrap_ci, grouped_correlation
+from llm_connect.stats.gate import score_interval
 from llm_connect.stats.regression import ols
 from llm_connect.stats.shift import paired_shift
-from llm_connect.testing import LoopbackServer
+from llm_connect.testing import LoopbackServer, assert_quality
 
 MODEL = "priced-judge"
 PRICES = {MODEL: Price(1.0, 2.0)}  # $ per million tokens in / out
@@ -274,6 +275,8 @@ def test_every_confidence_is_checked_the_same_way():
         lambda c: bootstrap_ci(lambda x: x.mean(axis=1), np.arange(3.0), confidence=c),
         lambda c: calibrate([ExactMatchJudge()], items(3), confidence=c, probes=None, progress=False),
         lambda c: RoutingPolicy(confidence=c),
+        lambda c: score_interval([0.5, 1.0], confidence=c),
+        lambda c: assert_quality([True] * 3, at_least=0.5, confidence=c),
     ]
     for call in calls:
         with pytest.raises(ValidationError, match=r"confidence must be between 0 and 1 .*did you mean 0.95"):

@@ -863,20 +863,25 @@ class BatchCollector:
         The calls of one round that ask the same (the same cache key) are one request at the provider,
         billed once: they split its cost evenly (each row's ``judge_cost_usd`` carries its share, and the
         budget is charged the bill once); the same request asked again later in the run costs nothing."""
-        from ._cache import cache_key
+        from ._cache import active_session, cache_key
 
         row = _ROW.get()
         driver = driver_for(adapter)
         if row is None or driver is None:
             return invoke, estimate_usd
         key = cache_key(type(adapter).__qualname__, adapter.base_url, adapter.model_id, prompt, run_config)
-        cache = getattr(adapter, "cache", None)
-        if cache is not None and key in cache._cache:
-            found = self.state.where().get(key)
-            if found is not None:  # a reply a batch of this state gave, kept in the cache
-                self.used.add(found[0]["local_id"])
-                self._served(row, found[0]["local_id"], found[1])
-            return invoke, estimate_usd
+        session = active_session()
+        if session is not None:  # the session's cache stands in for the adapter's (see _cache.ReplySession)
+            if session.mode == "replay" or (session.mode == "auto" and session.recorded(session.key(key))):
+                return invoke, estimate_usd  # replayed, or refused as a miss, by the shared call path
+        else:
+            cache = getattr(adapter, "cache", None)
+            if cache is not None and key in cache._cache:
+                found = self.state.where().get(key)
+                if found is not None:  # a reply a batch of this state gave, kept in the cache
+                    self.used.add(found[0]["local_id"])
+                    self._served(row, found[0]["local_id"], found[1])
+                return invoke, estimate_usd
         request, outcome = await self._wait(adapter, driver, key, prompt, run_config,
                                             estimate_usd * BATCH_DISCOUNT, row)
         where = request.where

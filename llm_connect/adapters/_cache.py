@@ -6,6 +6,13 @@ every parameter of the run config that reaches the provider. A hit is
 returned with ``cached=True`` and ``cost_usd=0.0`` (nothing was spent); the
 token counts are the ones recorded when the reply was first made.
 
+A :class:`ReplySession` (started by the pytest plugin's ``--llm-cache DIR``) sends every adapter call of
+the process through one such cache, whatever cache the adapter has of its own: ``"auto"`` replays a
+recorded reply and records a missing one, ``"record"`` always calls and records, ``"replay"`` never
+calls (a request without a recorded reply raises :class:`~llm_connect.errors.ReplayMissError`). The
+runs of a repeated test after the first each keep their own replies (:attr:`ReplySession.run_index`
+is mixed into the key), so replaying a repeated test replays n samples, not one sample n times.
+
 Entries are JSON text, never pickles: diskcache's default ``Disk`` unpickles
 what it reads, so anyone who can write to the cache directory could make the
 next lookup run code. :class:`_JSONOnlyDisk` stores text only and refuses to
@@ -28,8 +35,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core import LLMResponse, RunConfig, TokenLogprob
+from ..errors import ReplayMissError, ValidationError
 
-__all__ = ["ResponseCache", "cache_key", "open_cache"]
+__all__ = ["SESSION_MODES", "ReplySession", "ResponseCache", "active_session", "cache_key", "open_cache",
+           "start_session", "stop_session"]
 
 _SCHEMA = 1
 #: Decoded embedding vectors a :class:`ResponseCache` keeps in memory, counted in floats (8 bytes each: 8 MiB):
@@ -311,3 +320,135 @@ def open_cache(cache: ResponseCache | str | os.PathLike[str] | None) -> Response
     if cache is None or isinstance(cache, ResponseCache):
         return cache
     return ResponseCache(cache)
+
+
+#: The modes of a :class:`ReplySession`: replay what is recorded and record the rest; always call and
+#: record; never call.
+SESSION_MODES: tuple[str, ...] = ("auto", "record", "replay")
+
+
+class ReplySession:
+    """Every adapter call of this process goes through one response cache in ``directory``.
+
+    Started by :func:`start_session` (the pytest plugin's ``--llm-cache DIR``). ``mode`` is one of
+    :data:`SESSION_MODES`: ``"auto"`` replays a recorded reply and records a missing one; ``"record"``
+    always calls the model and records its reply (over an older one); ``"replay"`` never calls a model: a
+    request without a recorded reply raises :class:`~llm_connect.errors.ReplayMissError` naming it, and
+    is listed in :attr:`missed`. The cache is a :class:`ResponseCache` (SQLite), so processes running at
+    once (``pytest -n``) share it safely; it is opened on first use.
+
+    ``run_index``: set by the runner of a repeated test to the run's number (0 for the first), and
+    mixed into every key when not 0, so each run replays its own replies. ``replayed`` and ``sent``
+    count the calls answered from the cache and the calls that reached a model.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, mode: str = "auto") -> None:
+        if mode not in SESSION_MODES:
+            raise ValidationError(f"mode must be one of {list(SESSION_MODES)}, got {mode!r}")
+        self.directory = Path(directory)
+        self.mode = mode
+        self.run_index = 0
+        self.replayed = 0
+        self.sent = 0
+        self.missed: list[str] = []
+        self._cache: ResponseCache | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def cache(self) -> ResponseCache:
+        """The session's :class:`ResponseCache` (opened on first use)."""
+        with self._lock:
+            if self._cache is None:
+                self._cache = ResponseCache(self.directory)
+            return self._cache
+
+    def key(self, key: str) -> str:
+        """``key`` as stored in this session: with the repeated test's run number mixed in after the first run."""
+        if not self.run_index:
+            return key
+        return hashlib.sha256(f"{key}:run={self.run_index}".encode()).hexdigest()
+
+    def recorded(self, key: str) -> bool:
+        """Whether a reply or a vector is stored under ``key`` (a key from :meth:`key`)."""
+        return key in self.cache._cache
+
+    def replay(self, key: str, *, adapter_id: str, model_id: str) -> LLMResponse | None:
+        """The reply recorded under ``key``, or ``None`` (always ``None`` in ``"record"`` mode)."""
+        if self.mode == "record":
+            return None
+        hit = self.cache.get(key, adapter_id=adapter_id, model_id=model_id)
+        if hit is not None:
+            with self._lock:
+                self.replayed += 1
+        return hit
+
+    def replay_vector(self, key: str) -> list[float] | None:
+        """The embedding recorded under ``key``, or ``None`` (always ``None`` in ``"record"`` mode)."""
+        if self.mode == "record":
+            return None
+        hit = self.cache.get_vector(key)
+        if hit is not None:
+            with self._lock:
+                self.replayed += 1
+        return hit
+
+    def count_sent(self) -> None:
+        with self._lock:
+            self.sent += 1
+
+    def miss(self, *, adapter_id: str, model_id: str, request: str | None, key: str) -> ReplayMissError:
+        """The error for a request with no recorded reply in ``"replay"`` mode (also listed in :attr:`missed`)."""
+        from .._textsafe import safe_text
+
+        what = f"{safe_text(adapter_id, limit=60)} (model {safe_text(model_id, limit=60)})"
+        if request is not None:
+            what += f", request {safe_text(request, limit=100)!r}"
+        if self.run_index:
+            what += f", run {self.run_index + 1} of a repeated test"
+        with self._lock:
+            self.missed.append(what)
+        return ReplayMissError(
+            f"replay mode: no reply was recorded for {what} (key {key[:12]}) in {self.directory}; nothing was "
+            "sent. Record the replies once where the API key is set (pytest --llm-cache DIR "
+            "--llm-cache-mode=auto) and keep the folder with the tests",
+            adapter_id=adapter_id,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._cache is not None:
+                self._cache.close()
+                self._cache = None
+
+    def __repr__(self) -> str:
+        return (f"ReplySession({str(self.directory)!r}, mode={self.mode!r}, replayed={self.replayed}, "
+                f"sent={self.sent}, missed={len(self.missed)})")
+
+
+_session: ReplySession | None = None
+
+
+def active_session() -> ReplySession | None:
+    """The :class:`ReplySession` every adapter call of this process goes through, if one is started."""
+    return _session
+
+
+def start_session(directory: str | os.PathLike[str], *, mode: str = "auto") -> tuple[ReplySession,
+                                                                                      ReplySession | None]:
+    """Start a :class:`ReplySession` in ``directory``: ``(the session, the one it replaces)``.
+
+    Give both to :func:`stop_session` to end it (sessions nest: a pytest run started inside another,
+    as ``pytester`` does, restores the outer one).
+    """
+    global _session
+    session = ReplySession(directory, mode=mode)
+    previous, _session = _session, session
+    return session, previous
+
+
+def stop_session(session: ReplySession, previous: ReplySession | None = None) -> None:
+    """Close ``session`` and make ``previous`` (from :func:`start_session`) the active one again."""
+    global _session
+    if _session is session:
+        _session = previous
+    session.close()

@@ -5,7 +5,10 @@ Written once and used by :class:`~llm_connect.adapters.ChatHTTPAdapter`
 package's :class:`~llm_connect.testing.ScriptedAdapter`:
 
 1. **cache**: with a response cache, a hit is returned at once (free: no
-   budget is touched);
+   budget is touched). While a :class:`~llm_connect.adapters._cache.ReplySession`
+   is active (pytest's ``--llm-cache``), its cache stands in for the adapter's
+   own, and in its ``"replay"`` mode a miss raises
+   :class:`~llm_connect.errors.ReplayMissError` before anything is reserved or sent;
 2. **reserve**: the call's estimated cost is reserved on every tracker that
    pays for it: the run config's ``budget_tracker`` and the batch budgets in
    scope (:func:`llm_connect.core.budget_scope`), each once. A tracker whose
@@ -32,6 +35,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..core import BudgetReservation, BudgetTracker, LLMResponse, RunConfig, active_budgets
+from ._cache import active_session
 
 __all__ = ["DEFAULT_OUTPUT_TOKENS", "acall_paid", "call_paid", "paying_trackers"]
 
@@ -159,11 +163,22 @@ class _PaidCall:
     or awaited)."""
 
     def __init__(self, cache: Any, cache_key: Callable[[], str] | None, adapter_id: str, model_id: str,
-                 cost_of: Callable[[Any], float]) -> None:
-        self.cache = cache
-        self.key = cache_key() if cache is not None and cache_key is not None else None
+                 cost_of: Callable[[Any], float], request: str | None = None) -> None:
         self.cost_of = cost_of
-        self.hit = _cache_get(cache, self.key, adapter_id, model_id)
+        self.session = active_session() if cache_key is not None else None
+        if self.session is None:
+            self.cache = cache
+            self.key = cache_key() if cache is not None and cache_key is not None else None
+            self.hit = _cache_get(cache, self.key, adapter_id, model_id)
+            return
+        assert cache_key is not None
+        self.cache = self.session.cache
+        self.key = self.session.key(cache_key())
+        t0 = time.perf_counter()
+        hit = self.session.replay(self.key, adapter_id=adapter_id, model_id=model_id)
+        self.hit = None if hit is None else replace(hit, latency_ms=(time.perf_counter() - t0) * 1000.0)
+        if self.hit is None and self.session.mode == "replay":
+            raise self.session.miss(adapter_id=adapter_id, model_id=model_id, request=request, key=self.key)
 
     @contextlib.contextmanager
     def releasing(self, held: Sequence[BudgetReservation]) -> Iterator[None]:
@@ -175,6 +190,8 @@ class _PaidCall:
 
     def settle(self, held: Sequence[BudgetReservation], result: T) -> T:
         _settle(held, _safe_cost(self.cost_of, result))
+        if self.session is not None:
+            self.session.count_sent()
         if isinstance(result, LLMResponse):
             _cache_put(self.cache, self.key, result)
         return result
@@ -190,6 +207,7 @@ def call_paid(
     adapter_id: str = "",
     model_id: str = "",
     cost_of: Callable[[T], float] = _response_cost,
+    request: str | None = None,
 ) -> T:
     """Make one blocking adapter call through cache, budget reservation and settlement.
 
@@ -197,11 +215,12 @@ def call_paid(
     :class:`LLMResponse` whose ``cost_usd`` is settled (``cost_of(result)``
     reads the cost of anything else, e.g. an embedding batch);
     ``estimate_usd`` is reserved before it (0.0 when the price is unknown);
-    ``cache_key()`` computes the key when a ``cache`` is given (responses only).
+    ``cache_key()`` computes the key when a ``cache`` is given or a reply session is active
+    (responses only); ``request`` (the prompt) names the request in a replay miss.
     ``invoke`` must not itself make budgeted calls (it would wait on its own
     reservation).
     """
-    call = _PaidCall(cache, cache_key, adapter_id, model_id, cost_of)
+    call = _PaidCall(cache, cache_key, adapter_id, model_id, cost_of, request)
     if call.hit is not None:
         return call.hit  # type: ignore[return-value]
     held = _reserve_sync(paying_trackers(run_config), estimate_usd)
@@ -220,9 +239,10 @@ async def acall_paid(
     adapter_id: str = "",
     model_id: str = "",
     cost_of: Callable[[T], float] = _response_cost,
+    request: str | None = None,
 ) -> T:
     """The awaitable twin of :func:`call_paid` (waits for reservations without blocking the loop)."""
-    call = _PaidCall(cache, cache_key, adapter_id, model_id, cost_of)
+    call = _PaidCall(cache, cache_key, adapter_id, model_id, cost_of, request)
     if call.hit is not None:
         return call.hit  # type: ignore[return-value]
     held = await _reserve_async(paying_trackers(run_config), estimate_usd)

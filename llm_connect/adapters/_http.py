@@ -67,7 +67,7 @@ from ..errors import (
     ValidationError,
 )
 from . import pricing
-from ._cache import ResponseCache, cache_key, open_cache
+from ._cache import ResponseCache, active_session, cache_key, open_cache
 
 if TYPE_CHECKING:
     import aiohttp
@@ -374,7 +374,8 @@ class HTTPAdapter:
             that takes them instead of an API key) are sent as HTTP basic
             auth; ``self.base_url`` and every message show the URL without them.
         api_key: the key; default from the environment variable ``api_key_env``.
-            A key is required unless ``base_url`` is on this machine or holds credentials.
+            A key is required unless ``base_url`` is on this machine or holds credentials, or
+            recorded replies are replayed (pytest ``--llm-cache-mode=replay``: nothing is sent).
         timeout_s: per-attempt timeout (``RunConfig.timeout_s`` overrides per call).
         max_retries: retries after the first attempt (so ``max_retries + 1`` attempts at most).
         max_retry_time_s: no retry starts later than this after the first attempt.
@@ -425,7 +426,7 @@ class HTTPAdapter:
         if not isinstance(model, str) or not model.strip():
             raise ValidationError(f"{name}: model must be a non-empty string, got {model!r}")
         self.model_id = model
-        if not self._api_key and not self._basic_auth and not self._loopback:
+        if not self._api_key and not self._basic_auth and not self._loopback and not _replaying():
             raise AuthenticationError(
                 f"{name} needs an API key for {self._display_url}: set the {self.api_key_env} "
                 "environment variable or pass api_key=... (no key is needed for a server on localhost, "
@@ -875,6 +876,13 @@ def _warn_unknown_price(model: str) -> None:
     )
 
 
+def _replaying() -> bool:
+    """Whether a reply session that never sends a request is active (pytest ``--llm-cache-mode=replay``):
+    then an adapter needs no API key, so tests replay recorded replies in CI without one."""
+    session = active_session()
+    return session is not None and session.mode == "replay"
+
+
 def estimate_tokens(*texts: str | None) -> int:
     """A rough token count (4 characters a token) for rate limiting when nothing better is known."""
     return sum(len(t) for t in texts if t) // 4 + 1
@@ -973,6 +981,7 @@ class ChatHTTPAdapter(HTTPAdapter):
             cache_key=lambda: cache_key(type(self).__qualname__, self.base_url, self.model_id, prompt, run_config),
             adapter_id=self.adapter_id,
             model_id=self.model_id,
+            request=prompt,
         )
 
 

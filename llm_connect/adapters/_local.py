@@ -273,6 +273,7 @@ class LlamaCppAdapter:
             ),
             adapter_id=self.adapter_id,
             model_id=self.model_id,
+            request=prompt,
         )
 
     def _generate(self, prompt: str, run_config: RunConfig) -> LLMResponse:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from .. import _runtime
 from ..core import BudgetTracker, RunConfig, TokenLogprob
 from ..errors import MalformedResponseError, ValidationError
-from ._cache import ResponseCache, embedding_key, open_cache
+from ._cache import ResponseCache, active_session, embedding_key, open_cache
 from ._http import ChatHTTPAdapter, HTTPAdapter, _ForgetOnError, estimate_tokens, usage_int
 
 __all__ = ["OpenAICompatibleAdapter", "OpenAICompatibleEmbedder"]
@@ -163,20 +163,29 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
     async def _aembed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        if self.cache is None:
+        session = active_session()
+        cache = self.cache if session is None else session.cache
+        if cache is None:
             return await self._request_vectors(texts)
         keys = {t: embedding_key(type(self).__qualname__, self.base_url, self.model_id, self.dimensions, t)
                 for t in dict.fromkeys(texts)}
+        if session is not None:
+            keys = {t: session.key(k) for t, k in keys.items()}
         known: dict[str, list[float]] = {}
         for text, key in keys.items():
-            vector = self.cache.get_vector(key)
+            vector = cache.get_vector(key) if session is None else session.replay_vector(key)
             if vector is not None:
                 known[text] = vector
         missing = [t for t in keys if t not in known]
+        if missing and session is not None and session.mode == "replay":
+            raise session.miss(adapter_id=self.adapter_id, model_id=self.model_id,
+                               request=f"embed {missing[0]!r}", key=keys[missing[0]])
         if missing:
             for text, vector in zip(missing, await self._request_vectors(missing), strict=True):
-                self.cache.put_vector(keys[text], vector)
+                cache.put_vector(keys[text], vector)
                 known[text] = vector
+            if session is not None:
+                session.count_sent()
         return [list(known[t]) for t in texts]
 
     async def _request_vectors(self, texts: list[str]) -> list[list[float]]:

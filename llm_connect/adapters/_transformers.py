@@ -180,6 +180,7 @@ class TransformersAdapter:
                                         run_config),
             adapter_id=self.adapter_id,
             model_id=self.model_id,
+            request=prompt,
         )
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:

@@ -40,6 +40,9 @@ module                      what
 ``stats.alignment``         what ``align()`` decides on: stratified held-out split and folds,
                             kappa of pass/fail verdicts, the paired bootstrap of a kappa
                             difference
+``stats.gate``              a quality gate: the interval of a mean score (exact, BCa
+                            bootstrap, Hoeffding), its verdict against a threshold, the
+                            items that would settle it
 ==========================  =============================================================
 
 A new statistic goes here, in the module of its kind, with its paper cited in
@@ -58,6 +61,7 @@ from .agreement import (
 from .bradley_terry import leaderboard, ppi_bradley_terry, style_effects
 from .clusters import MIN_CLUSTERS, cluster_mean_se
 from .estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
+from .gate import ScoreInterval, gate_verdict, items_to_settle, score_interval
 from .length_control import length_controlled_win_rate
 from .preferences import parse_preferences, position_bias, preference_agreement
 from .regression import OLSResult, ols
@@ -72,6 +76,7 @@ __all__ = [
     "Estimate",
     "OLSResult",
     "SamplingPlan",
+    "ScoreInterval",
     "SelectiveCutoff",
     "ShiftStats",
     "bootstrap_ci",
@@ -79,7 +84,9 @@ __all__ = [
     "cluster_mean_se",
     "estimate_quality",
     "fixed_sequence_cutoff",
+    "gate_verdict",
     "grouped_correlation",
+    "items_to_settle",
     "labels_needed",
     "leaderboard",
     "length_controlled_win_rate",
@@ -91,6 +98,7 @@ __all__ = [
     "ppi_bradley_terry",
     "preference_agreement",
     "risk_coverage",
+    "score_interval",
     "style_effects",
     "threshold_sweep",
 ]

@@ -12,8 +12,20 @@
 They are real implementations of the protocols, not mocks: they go through the
 same code paths as the HTTP and local adapters.
 
-``import llm_connect.testing`` stays light: the loopback server's module is
-imported on first use of :class:`LoopbackServer` (and aiohttp only when a
+For testing your own LLM features:
+
+- :func:`assert_quality`: pass when a confidence interval for the mean score
+  clears a threshold, fail when it lies below (:class:`~llm_connect.errors.QualityNotMet`),
+  and otherwise say how many more items would settle it
+  (:class:`~llm_connect.errors.QualityInconclusive`); each check is a :class:`QualityCheck`.
+- :mod:`llm_connect.testing.pytest_plugin`: the pytest plugin (entry point
+  ``llm_connect``): ``@pytest.mark.llm_repeat``, ``--llm-cache DIR``, the
+  "llm_connect quality" summary.
+
+``import llm_connect.testing`` stays light (pytest imports it at startup, for the
+plugin, in every project that installs the package): the doubles' module, and
+with it the adapters, is imported on first use of one of them, the loopback
+server's module on first use of :class:`LoopbackServer` (and aiohttp only when a
 server starts).
 """
 
@@ -21,18 +33,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._doubles import Call, DeterministicEmbedder, ScriptedAdapter
+from ..errors import QualityInconclusive, QualityNotMet
+from ._assertions import QualityCheck, QualityInconclusiveWarning, assert_quality
 
 if TYPE_CHECKING:
+    from ._doubles import Call, DeterministicEmbedder, ScriptedAdapter
     from .loopback import LoopbackServer
 
-__all__ = ["Call", "DeterministicEmbedder", "LoopbackServer", "ScriptedAdapter"]
+__all__ = [
+    "Call",
+    "DeterministicEmbedder",
+    "LoopbackServer",
+    "QualityCheck",
+    "QualityInconclusive",
+    "QualityInconclusiveWarning",
+    "QualityNotMet",
+    "ScriptedAdapter",
+    "assert_quality",
+]
 
-_LAZY = {"LoopbackServer": "loopback"}
+_LAZY = {"LoopbackServer": "loopback", "Call": "_doubles", "DeterministicEmbedder": "_doubles",
+         "ScriptedAdapter": "_doubles"}
 
 
 def __getattr__(name: str) -> Any:
-    """Import the loopback server's module on first use (PEP 562)."""
+    """Import the doubles' and the loopback server's modules on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
