@@ -220,6 +220,8 @@ def item_frame(items: Any, judge: Judge) -> Any:
     (it is then the text of the last user message); ``baseline`` unless the judge needs no reference
     (``needs_reference = False``). A missing column is a :class:`ValidationError` naming it."""
     frame = items_frame(items, ("candidate",))
+    if not len(frame):  # no items: the plain item's columns, nothing to check
+        return frame.reindex(columns=[*frame.columns, *(c for c in ("prompt", "baseline") if c not in frame.columns)])
     missing = []
     if "prompt" not in frame.columns and "messages" not in frame.columns:
         missing.append("prompt")
