@@ -143,7 +143,10 @@ def items_table(items: ItemsLike) -> pd.DataFrame:
     """
     if isinstance(items, (str, os.PathLike)):
         return load_items(items)
-    return items_frame(items, REQUIRED_COLUMNS, aliases=COLUMN_ALIASES).reset_index(drop=True)
+    frame = items_frame(items, ("candidate",), aliases=COLUMN_ALIASES)
+    # conversation items: the question is the last user message, and a reference-free judge needs no baseline
+    required = ("candidate",) if "messages" in frame.columns else REQUIRED_COLUMNS
+    return items_frame(frame, required).reset_index(drop=True)
 
 
 def load_items(path: str | os.PathLike[str], *, items: bool = True) -> pd.DataFrame:

@@ -86,15 +86,38 @@ def _message_body(message: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _strings(value: Any) -> list[str]:
+    """Every string inside a JSON value (keys and leaves)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _argument_texts(arguments: Any) -> list[str]:
+    """A tool call's arguments as untrusted texts: as shown, and every string inside them once decoded (a verdict
+    planted in an argument value is JSON-escaped in the arguments' text, but not in what the judge reads)."""
+    text = _arguments_text(arguments)
+    try:
+        decoded = json.loads(text) if isinstance(arguments, str) else arguments
+    except (ValueError, RecursionError):
+        return [text]
+    return [text, *_strings(decoded)]
+
+
 def _message_texts(message: Mapping[str, Any]) -> list[str]:
-    """Every untrusted text of a message: its content, each tool call's id, name and arguments, a result's id."""
+    """Every untrusted text of a message: its content, each tool call's id, name and arguments (and the strings
+    inside them), a result's id."""
     out = [message.get("content") or ""]
     if message.get("tool_call_id"):
         out.append(str(message["tool_call_id"]))
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        out.extend((str(call.get("id") or ""), str(function.get("name", "")),
-                    _arguments_text(function.get("arguments", ""))))
+        out.extend((str(call.get("id") or ""), str(function.get("name", ""))))
+        out.extend(_argument_texts(function.get("arguments", "")))
     return [t for t in out if isinstance(t, str)]
 
 
