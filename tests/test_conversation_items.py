@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pandas as pd
@@ -174,7 +175,7 @@ def test_consecutive_turns_share_a_byte_identical_prefix_up_to_the_reply():
     judge_many(goal_judge(adapter), per_turn([conversation()]), progress=False, concurrency=1)
     sent = prompts(adapter)
     assert len(sent) == 3
-    for before, after in zip(sent, sent[1:], strict=False):
+    for before, after in itertools.pairwise(sent):
         stable = before.split("\n\nThe reply to grade:", 1)[0]
         assert after.startswith(stable)
         assert len(after.split("\n\nThe reply to grade:", 1)[0]) > len(stable)  # the transcript grew
