@@ -254,8 +254,8 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
             steps = _messages(v)
             texts[c].append(_text(final_answer(steps) if steps else "") if steps is not None else _text(v))
             trajectories[c].append(steps)
-    conversation = {c: [(_messages(v, parse=True) if c == "messages" else _documents(v) if c == "context" else _item_id(v))
-                        for v in column(c)] for c in _CONVERSATION if c in scores.columns}
+    conversation = {c: [(_messages(v, parse=True) if c == "messages" else _documents(v) if c == "context"
+                         else _item_id(v)) for v in column(c)] for c in _CONVERSATION if c in scores.columns}
     label_scores = {lab: [_score(v) for v in column(f"score_{lab}")] for lab in labels}
     people_scores = label_scores.get(people, [None] * n) if people else [None] * n
     per_judge: dict[str, dict[str, list[Any]]] = {
@@ -291,7 +291,8 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
         records.append({
             "kind": "item", "row": i, "id": ids[i], "prompt": texts["prompt"][i], "baseline": texts["baseline"][i],
             "candidate": texts["candidate"][i], "candidate_model": texts["candidate_model"][i],
-            **{f"{c}_messages": trajectories[c][i] for c in ("candidate", "baseline") if trajectories[c][i] is not None},
+            **{f"{c}_messages": trajectories[c][i] for c in ("candidate", "baseline")
+               if trajectories[c][i] is not None},
             **{c: values[i] for c, values in conversation.items()},
             "fields": {c: extra[c][i] for c in fields},
             "labels": {lab: label_scores[lab][i] for lab in labels}, "people": people_scores[i], "judges": judged,
