@@ -697,17 +697,16 @@ def content_item_id(*texts: Any) -> str:
 
 
 def _messages_text(messages: Any) -> str | None:
-    """The messages of an item as they are keyed: their JSON once checked (a JSON string and the list it holds are
-    one conversation), else as given."""
+    """The messages of an item as they are keyed: their JSON, keys sorted (a JSON string and the list it holds are
+    one conversation); ``None`` when missing."""
     messages = _as_plain_list(messages)
-    if not isinstance(messages, (list, tuple, str)) and is_missing(messages):
+    if isinstance(messages, str):
+        try:
+            messages = json.loads(messages)
+        except json.JSONDecodeError:
+            return messages  # not JSON: keyed by its text (its row fails on its own)
+    elif not isinstance(messages, (list, tuple)) and is_missing(messages):
         return None
-    try:
-        from .conversations import normalize_messages
-
-        messages = normalize_messages(messages)
-    except ValidationError:
-        pass  # a malformed list keys by what it holds: its row fails on its own
     return _content_text(messages)
 
 
@@ -781,7 +780,7 @@ def item_ids(frame: Any, texts: Iterable[str] = ITEM_COLUMNS) -> list[str | int 
                        turn=turns[i]) for i in range(len(ids))]
 
 
-def conversation_tags(row: Mapping[str, Any]) -> dict[str, Any]:
+def conversation_tags(row: Mapping[Any, Any]) -> dict[str, Any]:
     """The tags a conversation item's records carry: its ``conversation_id`` and ``turn`` (plain JSON values,
     :func:`canonical_item_id`), those it has."""
     out: dict[str, Any] = {}

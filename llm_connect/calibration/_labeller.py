@@ -368,7 +368,7 @@ class Labeller:
 
                 frame = frame.assign(prompt=[item_prompt(r, item_messages(r)) for r in frame.to_dict("records")])
             keyed = frame.rename(columns={id_col: "id"}) if id_col not in (None, "id") else frame
-            ids = item_ids(keyed)
+            ids: list[Any] = item_ids(keyed)
         else:
             assert id_col is not None
             ids = [canonical_item_id(v) for v in frame[id_col].tolist()]  # the one conversion (1.0 is 1), as judged

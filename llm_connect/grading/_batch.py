@@ -236,7 +236,7 @@ def item_frame(items: Any, judge: Judge) -> Any:
     return frame
 
 
-def item_messages(rec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def item_messages(rec: Mapping[Any, Any]) -> list[dict[str, Any]] | None:
     """An item's ``messages`` (a list of chat messages, or a JSON string of one, as a CSV cell holds it), checked;
     ``None`` for an item without them."""
     value = rec.get("messages")
@@ -247,7 +247,7 @@ def item_messages(rec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return normalize_messages(value, where="messages")  # says what it is instead
 
 
-def item_prompt(rec: Mapping[str, Any], messages: list[dict[str, Any]] | None) -> str:
+def item_prompt(rec: Mapping[Any, Any], messages: list[dict[str, Any]] | None) -> str:
     """An item's question: its ``prompt``; for a conversation item without one, the last user message's text."""
     value = rec.get("prompt")
     if messages is not None and (value is None or is_missing(value)):
