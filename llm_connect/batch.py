@@ -75,6 +75,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BUDGET_EXHAUSTED",
     "CONTENT_KEY_PREFIX",
+    "CONVERSATION_COLUMNS",
+    "CONVERSATION_TAGS",
     "GRADE_COLUMNS",
     "INTERRUPTED",
     "ITEM_COLUMNS",
@@ -95,10 +97,12 @@ __all__ = [
     "check_ledger",
     "column_values",
     "content_item_id",
+    "conversation_tags",
     "describe_error",
     "extend_once",
     "is_judge",
     "is_missing",
+    "item_id_of",
     "item_id_text",
     "item_ids",
     "item_key",
@@ -183,6 +187,12 @@ RESULT_FRAME_COLUMNS = (
 )
 #: The texts a judgment reads from each item.
 ITEM_COLUMNS = ("prompt", "baseline", "candidate")
+#: What a conversation item adds to its texts (see :mod:`llm_connect.conversations`): the messages before the
+#: judged reply, the conversation it belongs to and the reply's turn in it. They are part of the item's identity
+#: (:func:`item_ids`) and travel with every row (result frames, ledger tags, labels).
+CONVERSATION_COLUMNS = ("messages", "conversation_id", "turn")
+#: The columns of an item that travel to its ledger records as tags of the same name.
+CONVERSATION_TAGS = ("conversation_id", "turn")
 LEDGER_ERROR = "ledger_error"
 BUDGET_EXHAUSTED = "budget exhausted"
 INTERRUPTED = "interrupted: the run was stopped before this row finished"
@@ -660,12 +670,23 @@ def item_id_text(value: Any) -> str | None:
 def _content_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
+    value = _as_plain_list(value)
+    if isinstance(value, (list, tuple, Mapping)):  # a trajectory or a list of messages: its JSON, keys sorted
+        return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
     return None if is_missing(value) else str(value)
+
+
+def _as_plain_list(value: Any) -> Any:
+    """A numpy array (a list column read from Parquet) as a list; anything else as it is."""
+    if type(value).__name__ == "ndarray" and hasattr(value, "tolist"):
+        return value.tolist()
+    return value
 
 
 def content_item_id(*texts: Any) -> str:
     """The key of an item without an id: :data:`CONTENT_KEY_PREFIX` and 24 hex digits of a SHA-256 of its
-    texts (``prompt``, ``baseline``, ``candidate``; a missing text counts as absent).
+    texts (``prompt``, ``baseline``, ``candidate``, then for a conversation item its ``messages``,
+    ``conversation_id`` and ``turn``; a missing text counts as absent, a list of messages as its JSON).
 
     It depends on the item alone, never on its row position, so it cannot be another item's id: the same
     texts are the same item in every run and every ordering (judged twice, they are averaged as one item, as
@@ -675,26 +696,99 @@ def content_item_id(*texts: Any) -> str:
     return CONTENT_KEY_PREFIX + digest[:_CONTENT_DIGITS]
 
 
-def row_item_id(ids: list[Any], i: int, texts: Iterable[Any] | None = None) -> str | int | float | bool:
+def _messages_text(messages: Any) -> str | None:
+    """The messages of an item as they are keyed: their JSON, keys sorted (a JSON string and the list it holds are
+    one conversation); ``None`` when missing."""
+    messages = _as_plain_list(messages)
+    if isinstance(messages, str):
+        try:
+            messages = json.loads(messages)
+        except json.JSONDecodeError:
+            return messages  # not JSON: keyed by its text (its row fails on its own)
+    elif not isinstance(messages, (list, tuple)) and is_missing(messages):
+        return None
+    return _content_text(messages)
+
+
+def item_id_of(item_id: Any, texts: Iterable[Any] = (), *, messages: Any = None, conversation_id: Any = None,
+               turn: Any = None) -> str | int | float | bool:
+    """The item id recorded for one item: the one rule behind :func:`item_ids` and :func:`row_item_id`.
+
+    Parameters
+    ----------
+    item_id : Any
+        The item's ``id`` (missing: None/NaN/NA).
+    texts : iterable
+        Its texts (``prompt``, ``baseline``, ``candidate``), which key an item without an id.
+    messages, conversation_id, turn : Any, optional
+        A conversation item's messages before the judged reply, its conversation and the reply's turn.
+
+    Returns
+    -------
+    str, int, float or bool
+        An item that is not part of a conversation (no ``conversation_id``, no ``turn``): its id as
+        :func:`canonical_item_id` converts it, as always. With a ``turn``, every turn of a conversation is its own
+        item: ``"<id>#turn=<k>"`` (``"<conversation_id>/<id>#turn=<k>"`` when the conversation id is not the
+        item's id). An item without an id: the key of its texts (:func:`content_item_id`), which for a
+        conversation item also covers its messages, conversation id and turn.
+
+    Raises
+    ------
+    ValidationError
+        An item without an id and without texts to key it by.
+    """
+    cid, k = canonical_item_id(conversation_id), canonical_item_id(turn)
+    found = canonical_item_id(item_id)
+    if found is not None:
+        if cid is None and k is None:
+            return found
+        text = str(found)
+        if cid is not None and str(cid) != text:
+            text = f"{cid}/{text}"
+        return text if k is None else f"{text}#turn={k}"
+    texts = list(texts)
+    if not texts:
+        raise ValidationError("an item has no id (its 'id' is missing) and no texts to key it by: give every item an "
+                              "id, or pass its texts (prompt, baseline, candidate)")
+    if cid is None and k is None and _messages_text(messages) is None:
+        return content_item_id(*texts)  # a plain item: the key it always had
+    return content_item_id(*texts, _messages_text(messages), cid, k)
+
+
+def row_item_id(ids: list[Any], i: int, texts: Iterable[Any] | None = None, *, messages: Any = None,
+                conversation_id: Any = None, turn: Any = None) -> str | int | float | bool:
     """The item id recorded for row ``i``: its ``id`` (:func:`canonical_item_id`); for a row without one, the
-    key of its ``texts`` (:func:`content_item_id`). An id-less row without ``texts`` is a
-    :class:`ValidationError`: a row's position is never its id (it is another item's)."""
-    item_id = canonical_item_id(ids[i])
-    if item_id is not None:
-        return item_id
-    if texts is None:
+    key of its ``texts`` (:func:`content_item_id`); a conversation item's turn makes it its own item
+    (:func:`item_id_of`). An id-less row without ``texts`` is a :class:`ValidationError`: a row's position is
+    never its id (it is another item's)."""
+    if texts is None and canonical_item_id(ids[i]) is None:
         raise ValidationError(f"row {i} has no item id (its 'id' is missing) and no texts to key it by: "
                               "give every item an id, or pass its texts (prompt, baseline, candidate)")
-    return content_item_id(*texts)
+    return item_id_of(ids[i], () if texts is None else texts, messages=messages, conversation_id=conversation_id,
+                      turn=turn)
 
 
 def item_ids(frame: Any, texts: Iterable[str] = ITEM_COLUMNS) -> list[str | int | float | bool]:
-    """The item id of every row of ``frame``, as :func:`judge_many` records it: the row's ``id``
-    (:func:`canonical_item_id`), or for a row without one (no ``id`` column, or a missing value in it) the
-    key of its ``texts`` columns (:func:`content_item_id`)."""
+    """The item id of every row of ``frame``, as :func:`judge_many` records it (:func:`item_id_of`): the row's
+    ``id`` (:func:`canonical_item_id`), or for a row without one (no ``id`` column, or a missing value in it) the
+    key of its ``texts`` columns (:func:`content_item_id`); a row of a conversation (``conversation_id`` /
+    ``turn`` columns) is keyed by its turn too, and an id-less one by its ``messages``."""
     ids = column_values(frame, "id")
     columns = [column_values(frame, c) for c in texts]
-    return [row_item_id(ids, i, [col[i] for col in columns]) for i in range(len(ids))]
+    messages, cids, turns = (column_values(frame, c) for c in CONVERSATION_COLUMNS)
+    return [item_id_of(ids[i], [col[i] for col in columns], messages=messages[i], conversation_id=cids[i],
+                       turn=turns[i]) for i in range(len(ids))]
+
+
+def conversation_tags(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """The tags a conversation item's records carry: its ``conversation_id`` and ``turn`` (plain JSON values,
+    :func:`canonical_item_id`), those it has."""
+    out: dict[str, Any] = {}
+    for key in CONVERSATION_TAGS:
+        value = canonical_item_id(row.get(key))
+        if value is not None:
+            out[key] = value
+    return out
 
 
 def candidate_names(candidate_model: Any, candidate_adapter: Any = None) -> tuple[str, str]:

@@ -33,7 +33,15 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .batch import RESULT_FRAME_COLUMNS, canonical_item_id, item_id_text, renamed_keyword
+from .batch import (
+    CONVERSATION_COLUMNS,
+    RESULT_FRAME_COLUMNS,
+    canonical_item_id,
+    conversation_tags,
+    item_id_text,
+    item_ids,
+    renamed_keyword,
+)
 from .errors import ValidationError
 from .quality import MAX_LINE_BYTES, BaseLedger, ParquetLedger, QualityLedger, QualityObservation
 from .quality._base import is_parquet_location
@@ -80,6 +88,7 @@ LEDGER_COLUMNS = (
     "total_tokens",
 )
 TAG_PREFIX = "tag."
+_CONVERSATION_TAGS = ("conversation_id", "turn")  # batch.CONVERSATION_TAGS: columns paired_frame keeps
 
 TagsMode = Literal["expand", "dict"]
 _LAYOUT: dict[str, TagLayout] = {"expand": "columns", "dict": "dicts"}  # how each mode reads tags
@@ -520,7 +529,11 @@ def record_labels(
     is ``"anonymous"``. Ids are converted as ``judge_many`` records them
     (:func:`~llm_connect.batch.canonical_item_id`: a whole float such as ``1.0``
     is ``1``, numpy scalars are plain Python); a labelled row without an id is an
-    error. Every row is validated before anything is written, and
+    error. Turns of a conversation (a frame with ``conversation_id`` / ``turn`` /
+    ``messages`` columns, as :func:`~llm_connect.conversations.per_turn` gives) are
+    keyed as ``judge_many`` keys them (:func:`~llm_connect.batch.item_ids`: each turn
+    its own item; without an ``item_id`` column), and their labels carry the tags
+    ``conversation_id`` and ``turn``. Every row is validated before anything is written, and
     all are written under one lock.
 
     Each label is recorded once per item (id and candidate) and annotator under ``grader_id``: a label the
@@ -536,7 +549,13 @@ def record_labels(
         )
     if label not in frame.columns:
         raise ValidationError(f"the frame has no label column {label!r}; it has {list(frame.columns)}")
-    item_col = _first_column(frame, item_id, ("item_id", "id"), "item_id")
+    conversational = any(c in frame.columns for c in CONVERSATION_COLUMNS)
+    if conversational and item_id is None and "item_id" not in frame.columns:
+        # a conversation's turns: their ids as judge_many records them (the turn is part of the item)
+        item_col = "item_id"
+        frame = frame.assign(item_id=item_ids(frame))
+    else:
+        item_col = _first_column(frame, item_id, ("item_id", "id"), "item_id")
     adapter_col = _first_column(frame, adapter_id, ("adapter_id", "candidate_adapter", "candidate_model"), "adapter_id")
     model_col = _first_column(frame, model_id, ("model_id", "candidate_model", adapter_col), "model_id")
     if annotator is not None and annotator not in frame.columns:
@@ -547,6 +566,8 @@ def record_labels(
     adapters = frame[adapter_col].tolist()
     models = frame[model_col].tolist()
     who = frame[annotator].tolist() if annotator is not None else ["anonymous"] * len(frame)
+    extra = (frame[[c for c in ("conversation_id", "turn") if c in frame.columns]].to_dict("records")
+             if conversational else [{}] * len(frame))
     for k, idx in enumerate(frame.index):
         value = _label_value(labels[k], idx)
         if value is None:
@@ -555,7 +576,7 @@ def record_labels(
         if item is None:
             raise ValidationError(f"row {idx!r} has a label but no item id in column {item_col!r}")
         tags = {"grader_id": grader_id, "item_id": item,
-                "annotator": str(_plain(who[k]) or "anonymous")}
+                "annotator": str(_plain(who[k]) or "anonymous"), **conversation_tags(extra[k])}
         try:
             observations.append(QualityObservation(
                 task_type=task_type, adapter_id=str(_plain(adapters[k])), model_id=str(_plain(models[k])),
@@ -596,7 +617,9 @@ def paired_frame(
     plus ``judge``/``human`` aliases under those literal names when the grader
     ids differ from them — ``n_judge``, ``n_annotators`` and
     ``annotator_agreement`` (the share of annotator pairs whose verdicts at
-    ``threshold`` agree; NaN with fewer than two annotators).
+    ``threshold`` agree; NaN with fewer than two annotators); for conversation items
+    (tags ``conversation_id`` / ``turn``) also ``conversation_id`` and ``turn``, so
+    ``estimate_quality(..., cluster="auto")`` clusters by conversation.
     ``df.attrs["annotator_alpha"]``: Krippendorff's alpha (nominal, verdicts at
     ``threshold``) over items labelled by several annotators.
 
@@ -662,21 +685,25 @@ def paired_frame(
             "model_id": part["model_id"].astype(object),
             "score": part["quality_score"].to_numpy(dtype=float),
         }, index=part.index)
+        for name in _CONVERSATION_TAGS:  # a conversation item's: they travel with its row
+            out[name] = part[TAG_PREFIX + name].astype(object) if TAG_PREFIX + name in part.columns else None
         return out[out["item_id"].notna()]
 
     j = keyed(judged).groupby(["item_id", "adapter_id"], sort=False).agg(
-        judge_score=("score", "mean"), n_judge=("score", "size"), model_id=("model_id", "last"))
+        judge_score=("score", "mean"), n_judge=("score", "size"), model_id=("model_id", "last"),
+        **{name: (name, "first") for name in _CONVERSATION_TAGS})
     h_rows = keyed(labelled)
     annot = labelled["tag.annotator"].astype(object) if "tag.annotator" in labelled.columns else None
     h_rows["annotator"] = (annot.loc[h_rows.index].fillna("anonymous").astype(str) if annot is not None
                            else "anonymous")
     # one label per annotator and item (an annotator's repeated labels are averaged first)
     per_annotator = h_rows.groupby(["item_id", "adapter_id", "annotator"], sort=False).agg(
-        score=("score", "mean"), model_id=("model_id", "last")).reset_index()
+        score=("score", "mean"), model_id=("model_id", "last"),
+        **{name: (name, "first") for name in _CONVERSATION_TAGS}).reset_index()
     per_annotator["yes"] = (per_annotator["score"] >= threshold).astype(float)
     h = per_annotator.groupby(["item_id", "adapter_id"], sort=False).agg(
         human_score=("score", "mean"), n_annotators=("score", "size"), yes=("yes", "sum"),
-        human_model_id=("model_id", "last"))
+        human_model_id=("model_id", "last"), **{f"human_{name}": (name, "first") for name in _CONVERSATION_TAGS})
     n, k = h["n_annotators"].to_numpy(dtype=float), h["yes"].to_numpy(dtype=float)
     pairs = n * (n - 1) / 2
     agree = (k * (k - 1) + (n - k) * (n - k - 1)) / 2
@@ -697,6 +724,10 @@ def paired_frame(
         "n_annotators": out["n_annotators"],
         "annotator_agreement": out["annotator_agreement"].astype(float),
     })
+    for name in _CONVERSATION_TAGS:  # conversation items: their conversation and turn (to cluster by)
+        values = out[name].astype(object).where(out[name].notna(), out[f"human_{name}"].astype(object))
+        if values.notna().any():
+            result[name] = values.where(values.notna(), None).to_numpy(dtype=object)
     if judge != "judge" and "judge" not in result.columns:
         result["judge"] = result[judge]
     if human != "human" and "human" not in result.columns:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import redact_urls
+from ..conversations import final_answer
 from ..errors import ValidationError
 
 __all__ = [
@@ -60,6 +61,10 @@ JUDGMENTS_VERSION = 1
 RAW_REPLY_PREFIX = "reply_"
 JUDGE_PROMPT_PREFIX = "judge_prompt_"
 _ITEM_TEXT = ("id", "prompt", "baseline", "candidate", "candidate_model")
+#: A conversation item's own fields, each an item record's key of the same name (``messages`` and ``context``
+#: as lists, ``conversation_id`` and ``turn`` as plain values); a trajectory ``candidate`` / ``baseline`` is its
+#: final answer's text, the trajectory itself in ``candidate_messages`` / ``baseline_messages``.
+_CONVERSATION = ("messages", "context", "conversation_id", "turn")
 _FEATURES = ("model_family", "candidate_chars", "candidate_words", "baseline_chars", "baseline_words",
              "length_ratio", "has_header", "has_list", "has_bold", "has_code", "markdown_features")
 _JUDGE_PREFIXES = ("score_", "status_", "notes_", RAW_REPLY_PREFIX, JUDGE_PROMPT_PREFIX)
@@ -105,6 +110,46 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _redacted(value: Any) -> Any:
+    """A JSON value with every string redacted as :func:`_text` redacts it."""
+    if isinstance(value, str):
+        return redact_urls(value)
+    if isinstance(value, Mapping):
+        return {str(k): _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return _plain(value)
+
+
+def _messages(value: Any, *, parse: bool = False) -> list[dict[str, Any]] | None:
+    """A list of chat messages (a trajectory, or the messages before the reply) checked and redacted; ``None`` for
+    a value that is not one (a text reply, a missing value, a malformed list: shown as text instead). ``parse``:
+    a string holding a JSON list is read (a ``messages`` column of a CSV file)."""
+    from ..conversations import normalize_messages
+
+    if type(value).__name__ == "ndarray":
+        value = value.tolist()
+    if parse and isinstance(value, str) and value.lstrip().startswith("["):  # a CSV cell holds the JSON
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(value, (list, tuple)):
+        return None
+    try:
+        return _redacted(normalize_messages(value))
+    except ValidationError:
+        return None
+
+
+def _documents(value: Any) -> list[str] | None:
+    if type(value).__name__ == "ndarray":
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_text(v) or "" for v in value]
+    return None if _missing(value) else [_text(value) or ""]
+
+
 def _score(value: Any) -> float | None:
     value = _plain(value)
     if value is None or isinstance(value, bool):
@@ -141,8 +186,8 @@ def _extra_fields(report: Any, judges: Sequence[str], labels: Sequence[str]) -> 
     scores = report.scores
     passthrough = getattr(report.meta, "passthrough", None)
     if isinstance(passthrough, list):
-        return [c for c in passthrough if c in scores.columns]
-    ours = {*_ITEM_TEXT, *_FEATURES}
+        return [c for c in passthrough if c in scores.columns and c not in _CONVERSATION]
+    ours = {*_ITEM_TEXT, *_FEATURES, *_CONVERSATION}
     names = [*judges, *labels]
     out = []
     for column in scores.columns:
@@ -201,7 +246,16 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
         return scores[name].tolist() if name in scores.columns else [None] * n
 
     ids = [_item_id(v) for v in column("id")]
-    texts = {c: [_text(v) for v in column(c)] for c in ("prompt", "baseline", "candidate", "candidate_model")}
+    texts = {c: [_text(v) for v in column(c)] for c in ("prompt", "candidate_model")}
+    trajectories: dict[str, list[Any]] = {}
+    for c in ("baseline", "candidate"):
+        texts[c], trajectories[c] = [], []
+        for v in column(c):
+            steps = _messages(v)
+            texts[c].append(_text(final_answer(steps) if steps else "") if steps is not None else _text(v))
+            trajectories[c].append(steps)
+    conversation = {c: [(_messages(v, parse=True) if c == "messages" else _documents(v) if c == "context"
+                         else _item_id(v)) for v in column(c)] for c in _CONVERSATION if c in scores.columns}
     label_scores = {lab: [_score(v) for v in column(f"score_{lab}")] for lab in labels}
     people_scores = label_scores.get(people, [None] * n) if people else [None] * n
     per_judge: dict[str, dict[str, list[Any]]] = {
@@ -237,6 +291,9 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
         records.append({
             "kind": "item", "row": i, "id": ids[i], "prompt": texts["prompt"][i], "baseline": texts["baseline"][i],
             "candidate": texts["candidate"][i], "candidate_model": texts["candidate_model"][i],
+            **{f"{c}_messages": trajectories[c][i] for c in ("candidate", "baseline")
+               if trajectories[c][i] is not None},
+            **{c: values[i] for c, values in conversation.items()},
             "fields": {c: extra[c][i] for c in fields},
             "labels": {lab: label_scores[lab][i] for lab in labels}, "people": people_scores[i], "judges": judged,
         })

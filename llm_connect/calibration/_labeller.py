@@ -107,7 +107,7 @@ import pandas as pd
 
 from .._display import view
 from .._html import escape, kv_table, with_interval
-from ..batch import canonical_item_id, item_id_text, renamed_keyword
+from ..batch import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids, renamed_keyword
 from ..errors import ValidationError
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
 from ..quality import BaseLedger, QualityObservation
@@ -356,15 +356,25 @@ class Labeller:
     def _build_items(self, frame: pd.DataFrame, *, group: str | None, reference_sep: str | None,
                      uncertainty: str | None) -> None:
         id_col = _column(frame, _ID_COLUMNS)
-        missing = [name for name, ok in (("an item id ('id' or 'item_id')", id_col is not None),
-                                         ("'prompt'", "prompt" in frame.columns),
+        conversational = any(c in frame.columns for c in CONVERSATION_COLUMNS)
+        missing = [name for name, ok in (("an item id ('id' or 'item_id')", id_col is not None or conversational),
+                                         ("'prompt'", "prompt" in frame.columns or "messages" in frame.columns),
                                          ("'candidate'", "candidate" in frame.columns)) if not ok]
         if missing:
             raise ValidationError(f"items lack {', '.join(missing)}; their columns are {list(frame.columns)[:20]}")
-        assert id_col is not None
-        ids = [canonical_item_id(v) for v in frame[id_col].tolist()]  # the one conversion (1.0 is 1), as judged
+        if conversational:  # a conversation's turns: keyed as judge_many keys them (the turn is part of the item)
+            if "prompt" not in frame.columns:
+                from ..grading._batch import item_messages, item_prompt
+
+                frame = frame.assign(prompt=[item_prompt(r, item_messages(r)) for r in frame.to_dict("records")])
+            keyed = frame.rename(columns={id_col: "id"}) if id_col not in (None, "id") else frame
+            ids: list[Any] = item_ids(keyed)
+        else:
+            assert id_col is not None
+            ids = [canonical_item_id(v) for v in frame[id_col].tolist()]  # the one conversion (1.0 is 1), as judged
         if any(v is None for v in ids):
             raise ValidationError(f"every item needs an id; column {id_col!r} has missing values")
+        self._item_tags = [conversation_tags(r) for r in frame.to_dict("records")] if conversational else None
         adapter_col = _column(frame, ("adapter_id", "candidate_adapter", "candidate_model"))
         model_col = _column(frame, ("model_id", "candidate_model"))
 
@@ -631,7 +641,8 @@ class Labeller:
         return QualityObservation(
             task_type=self.task_type, adapter_id=str(row["adapter_id"]), model_id=str(row["model_id"]),
             cost_usd=0.0, quality_score=float(score), latency_ms=0.0, tokens_in=0, tokens_out=0,
-            tags={"grader_id": grader, "item_id": self._ids[index], "annotator": self.annotator, **tags},
+            tags={"grader_id": grader, "item_id": self._ids[index], "annotator": self.annotator,
+                  **(self._item_tags[index] if self._item_tags else {}), **tags},
         )
 
     def _record(self, grader: str, score: float, note: str) -> str:

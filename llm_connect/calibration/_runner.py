@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 import pandas as pd
 
-from ..batch import ITEM_COLUMNS, batch_budget, is_judge, items_frame, judge_and_items
+from ..batch import CONVERSATION_COLUMNS, ITEM_COLUMNS, batch_budget, is_judge, items_frame, judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats.agreement import parse_scale
@@ -110,6 +110,13 @@ def _text_or_none(value: Any) -> str | None:
     return None if _missing(value) else str(value)
 
 
+def _reply_or_none(value: Any) -> Any:
+    """:func:`_text_or_none`, but a trajectory (a list of messages) stays a list."""
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
+        return list(value)
+    return _text_or_none(value)
+
+
 def lacks_text(items: pd.DataFrame) -> pd.Series:
     """Per row: True when it cannot be judged for want of text.
 
@@ -143,7 +150,10 @@ def items_table(items: ItemsLike) -> pd.DataFrame:
     """
     if isinstance(items, (str, os.PathLike)):
         return load_items(items)
-    return items_frame(items, REQUIRED_COLUMNS, aliases=COLUMN_ALIASES).reset_index(drop=True)
+    frame = items_frame(items, ("candidate",), aliases=COLUMN_ALIASES)
+    # conversation items: the question is the last user message, and a reference-free judge needs no baseline
+    required = ("candidate",) if "messages" in frame.columns else REQUIRED_COLUMNS
+    return items_frame(frame, required).reset_index(drop=True)
 
 
 def load_items(path: str | os.PathLike[str], *, items: bool = True) -> pd.DataFrame:
@@ -312,11 +322,15 @@ def judge_items(
     from ..grading._batch import judge_plan
     from ..grading._batch_api import provider_batch_plan
 
-    columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id") if c in items.columns]
+    # the texts, and what a conversation item adds (its messages, documents, conversation and turn)
+    columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id", *CONVERSATION_COLUMNS,
+                           "context") if c in items.columns]
     batch = items[columns].copy()
-    batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
+    if "baseline" in batch.columns:
+        batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
-        batch[c] = batch[c].map(_text_or_none).astype(object)
+        if c in batch.columns:
+            batch[c] = batch[c].map(_reply_or_none).astype(object)
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
     plan = judge_plan(judge, batch, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
                       replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget)
@@ -586,7 +600,14 @@ def _score_items(
     out = pd.DataFrame(index=range(n))
     out["id"] = frame["id"].tolist() if "id" in frame.columns else list(range(n))
     for c in REQUIRED_COLUMNS:
-        out[c] = frame[c].tolist()
+        if c in frame.columns:
+            out[c] = frame[c].tolist()
+        elif c == "prompt":  # a conversation item's question: its last user message
+            from ..grading._batch import item_messages, item_prompt
+
+            out[c] = [item_prompt(r, item_messages(r)) for r in frame.to_dict("records")]
+        else:  # no baseline: for judges that need no reference
+            out[c] = [None] * n
     out["candidate_model"] = frame["candidate_model"].tolist() if "candidate_model" in frame.columns else [None] * n
     out["model_family"] = [model_family(m) for m in out["candidate_model"]]
     targets = _human_targets(human)

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._textsafe import safe_text
 from ._common import GRADER_IDS, JUDGES, UsageError, _warn
-from ._inputs import find_human, prepare_items
+from ._inputs import add_per_turn_option, find_human, prepare_items
 from ._judges import JudgeSpec, _build_judges, _check_judges, judge_word
 
 _GRADE_HELP = """\
@@ -84,6 +84,7 @@ def _add_grade(subparsers: Any) -> None:
     p.add_argument("--batch-state", metavar="DIR",
                    help="with --batch: the folder for the batches' state (needed when LEDGER is a URI)")
     p.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+    add_per_turn_option(p)
     p.set_defaults(func=_run_grade, _parser=p, wide=None, where=None, limit=None, sample=None)
 
 
@@ -107,6 +108,8 @@ def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, 
         "adapter_id": [a for a, _ in names],
         "model_id": [m for _, m in names],
         "label": parse_labels(items[column].tolist(), column=str(column), scale=scale),
+        # a conversation item's conversation and turn travel to its label's tags
+        **{c: items[c].tolist() for c in ("conversation_id", "turn") if c in items.columns},
     })
     written = record_labels(ledger, frame, task_type=task_type, label="label", item_id="item_id",
                             adapter_id="adapter_id", model_id="model_id")

@@ -93,6 +93,7 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sep", metavar="SEP", default=None,
                    help="the column separator of a CSV file (default: sniffed from the file: , ; tab or |)")
     g.add_argument("--sample", metavar="N", help="use a seeded random sample of N rows (--seed), kept in input order")
+    add_per_turn_option(g)
     c = p.add_argument_group("big runs")
     c.add_argument(
         "--cache",
@@ -343,7 +344,7 @@ def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) 
         if getattr(args, option) is not None and not str(getattr(args, option)).strip():
             raise UsageError(f"--{option} is empty")
     if not any(getattr(args, o) is not None for o in ("columns", "wide", "where")) and limit is sample is None:
-        frame = read_frame(data, getattr(args, "sep", None))
+        frame = per_turn_items(args, read_frame(data, getattr(args, "sep", None)), data)
         if not pairs:
             check_item_columns(frame, data)
         items = table(frame)
@@ -352,6 +353,10 @@ def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) 
     selection = Selection(read=len(frame), rows=len(frame))
     if args.columns is not None:
         frame = rename_columns(frame, args.columns)
+    if getattr(args, "per_turn", False):
+        frame = per_turn_items(args, frame, data)
+        selection.rows = len(frame)
+        selection.steps.append(f"--per-turn: {len(frame)} assistant replies of {selection.read} conversations")
     if args.wide is not None:
         frame = wide_to_long(frame, args.wide)
         models = frame["candidate_model"].nunique()
@@ -378,6 +383,36 @@ def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) 
     items = table(frame.reset_index(drop=True))
     selection.used = len(items)
     return items, selection
+
+
+def add_per_turn_option(p: Any) -> None:
+    """``--per-turn``: DATA holds conversations, one item per assistant reply."""
+    p.add_argument("--per-turn", action="store_true",
+                   help="DATA holds conversations (JSON Lines with a 'messages' list of OpenAI chat messages): judge "
+                        "every assistant reply as its own item, with the messages before it, its conversation_id and "
+                        "its turn (0, 1, ...)")
+
+
+def per_turn_items(args: argparse.Namespace, frame: Any, data: Path) -> Any:
+    """``frame`` split into one item per assistant reply with ``--per-turn``
+    (:func:`~llm_connect.conversations.per_turn`); as it is without. A file without a ``messages`` column is a
+    :class:`UsageError`."""
+    if not getattr(args, "per_turn", False):
+        return frame
+    from ..conversations import per_turn
+    from ..errors import ValidationError
+
+    if "messages" not in frame.columns:
+        raise UsageError(f"--per-turn reads conversations, but {data.name} has no 'messages' column (it has: "
+                         f"{_columns_list(frame)}); give JSON Lines of {{\"messages\": [...]}} objects, or drop "
+                         "--per-turn")
+    try:
+        items = per_turn(frame)
+    except ValidationError as exc:
+        raise UsageError(f"--per-turn: {data.name}: {exc}") from None
+    if not len(items):
+        raise UsageError(f"--per-turn: {data.name} holds no assistant reply to judge")
+    return items
 
 
 # -- reading the file: its separator, its columns, its human labels -------------------------------------
@@ -468,7 +503,9 @@ def check_item_columns(frame: Any, data: Path, *, renamed: bool = False) -> None
 
     present = [str(c) for c in frame.columns]
     have = set(present) | {new for old, new in COLUMN_ALIASES.items() if old in present}
-    missing = [c for c in REQUIRED_COLUMNS if c not in have]
+    # a conversation item's question is its last user message, and a reference-free judge needs no baseline
+    required = ("candidate",) if "messages" in have else REQUIRED_COLUMNS
+    missing = [c for c in required if c not in have]
     if not missing:
         return
     used = set(REQUIRED_COLUMNS) | {"id", "human", "candidate_model"}

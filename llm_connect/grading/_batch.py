@@ -19,7 +19,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from ..batch import (
-    ITEM_COLUMNS,
     LEDGER_ERROR,
     RESULT_COLUMNS,
     BatchPlan,
@@ -31,7 +30,9 @@ from ..batch import (
     batch_budget,
     candidate_names,
     check_ledger,
+    conversation_tags,
     describe_error,
+    is_missing,
     item_ids,
     item_text,
     items_frame,
@@ -44,7 +45,7 @@ from ..batch import (
     run_batch,
     run_rows,
 )
-from ..conversations import as_response
+from ..conversations import as_response, normalize_messages
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ..quality import BaseLedger
@@ -100,9 +101,11 @@ def result_row(judge: Judge, result: GradingResult) -> Row:
 
 
 async def record_result(ledger: LedgerSink, row: Row, result: GradingResult, *, judge: Judge, task_type: str,
-                        item_id: Any) -> None:
-    """Record a scored row's judgment in ``ledger`` (a failure goes to ``ledger_error``)."""
-    await record_row(ledger, lambda: observation_for(result, task_type=task_type, judge=judge, item_id=item_id), row)
+                        item_id: Any, tags: Mapping[str, Any] | None = None) -> None:
+    """Record a scored row's judgment in ``ledger`` (a failure goes to ``ledger_error``); ``tags``: the item's own
+    (a conversation item's ``conversation_id`` and ``turn``)."""
+    await record_row(ledger, lambda: observation_for(result, task_type=task_type, judge=judge, item_id=item_id,
+                                                     extra_tags=tags or None), row)
 
 
 def finish_rows(judge: Judge, frame: Any, columns: tuple[str, ...],
@@ -212,6 +215,49 @@ def _reply_of_error(exc: JudgeReplyError) -> str | None:
     return exc.reply if isinstance(exc.reply, str) else None
 
 
+def item_frame(items: Any, judge: Judge) -> Any:
+    """``items`` as a frame a judge can read: ``candidate`` always; ``prompt`` unless the items carry ``messages``
+    (it is then the text of the last user message); ``baseline`` unless the judge needs no reference
+    (``needs_reference = False``). A missing column is a :class:`ValidationError` naming it."""
+    frame = items_frame(items, ("candidate",))
+    if not len(frame):  # no items: the plain item's columns, nothing to check
+        return frame.reindex(columns=[*frame.columns, *(c for c in ("prompt", "baseline") if c not in frame.columns)])
+    missing = []
+    if "prompt" not in frame.columns and "messages" not in frame.columns:
+        missing.append("prompt")
+    if "baseline" not in frame.columns and judge_abilities(judge).needs_reference:
+        missing.append("baseline")
+    if missing:
+        extra = (f" ({judge.grader_id!r} compares the candidate with a reference: give each item a 'baseline', or "
+                 "use a judge that needs none)") if "baseline" in missing else ""
+        raise ValidationError(f"items lack the column(s) {missing}; they have {list(frame.columns)}{extra}. A "
+                              "conversation item may give 'messages' instead of 'prompt'. Rename your columns (e.g. "
+                              "df.rename(columns={'question': 'prompt'}))")
+    return frame
+
+
+def item_messages(rec: Mapping[Any, Any]) -> list[dict[str, Any]] | None:
+    """An item's ``messages`` (a list of chat messages, or a JSON string of one, as a CSV cell holds it), checked;
+    ``None`` for an item without them."""
+    value = rec.get("messages")
+    if isinstance(value, (list, tuple, str)) or type(value).__name__ == "ndarray":
+        return normalize_messages(value, where="messages")
+    if value is None or is_missing(value):
+        return None
+    return normalize_messages(value, where="messages")  # says what it is instead
+
+
+def item_prompt(rec: Mapping[Any, Any], messages: list[dict[str, Any]] | None) -> str:
+    """An item's question: its ``prompt``; for a conversation item without one, the last user message's text."""
+    value = rec.get("prompt")
+    if messages is not None and (value is None or is_missing(value)):
+        for message in reversed(messages):
+            if message["role"] == "user":
+                return str(message["content"])
+        raise ValidationError("prompt is missing and the messages hold no user message to take it from")
+    return item_text(value, "prompt")
+
+
 def judge_plan(
     judge: Judge,
     items: Any,
@@ -248,7 +294,7 @@ def judge_plan(
             f"it was calibrated on, and {k} judgments an item reduced to one are not that judgment; calibrate a "
             f"judge that judges {k} times instead: SelectiveJudge(judge, epochs={k}).calibrate(...) (or "
             f"calibrate(..., epochs={k}, selective=...)), and judge with epochs=1")
-    frame = items_frame(items, ITEM_COLUMNS)
+    frame = item_frame(items, judge)
     check_ledger(ledger, task_type)
     abilities = judge_abilities(judge)
     rc = run_config or RunConfig()
@@ -262,13 +308,14 @@ def judge_plan(
     prepare_batch = _declared(judge, "aprepare_batch", None)
     epoch_judges: dict[int, Any] = {}  # epoch -> its (reseeded) judge, built after the pre-pass
     results: dict[tuple[int, int], GradingResult] = {}  # (item, epoch) -> result, for the ledger (k > 1)
+    item_judges: dict[int, Any] = {}  # item -> the judge bound to it (its rubric hash is the record's), k > 1
 
     async def prepare(progress: bool) -> None:
         pairs = []
         for rec in records:  # the texts each row's work will hand the judge; rows that will fail are left out
             try:
-                item_text(rec["prompt"], "prompt")
-                pairs.append((reference_text(rec["baseline"], sep=abilities.reference_sep,
+                item_prompt(rec, item_messages(rec))
+                pairs.append((reference_text(rec.get("baseline"), sep=abilities.reference_sep,
                                              required=abilities.needs_reference),
                               item_text(rec["candidate"], "candidate")))
             except ValidationError:
@@ -287,14 +334,16 @@ def judge_plan(
 
     async def judge_item(i: int, epoch: int, pos: int) -> Row:
         rec = records[i]
-        prompt = item_text(rec["prompt"], "prompt")
-        reference = reference_text(rec["baseline"], sep=abilities.reference_sep,
+        messages = item_messages(rec)
+        prompt = item_prompt(rec, messages)
+        reference = reference_text(rec.get("baseline"), sep=abilities.reference_sep,
                                    required=abilities.needs_reference)
-        baseline = as_response(rec["baseline"], text=reference, adapter_id="baseline", model_id="reference")
+        baseline = as_response(rec.get("baseline"), text=reference, adapter_id="baseline", model_id="reference")
         candidate = candidate_response(rec, item_text(rec["candidate"], "candidate"))
         this, config = judge_of(epoch), epoch_run_config(rc, epoch)
-        if _declared(this, "uses_context", False):  # a judge that reads the item's documents (GroundednessJudge)
-            this = this.with_context(rec.get("context"))
+        recorder = judge  # whose rubric hash the record carries: the judge bound to the item, when it is bound
+        if _declared(this, "uses_item", False):  # a judge that reads the item's messages / documents
+            this = recorder = this.with_item(messages=messages, context=rec.get("context"))
         try:
             result = await acall_judge(this, baseline, candidate, prompt=prompt, run_config=config)
         except JudgeReplyError as exc:  # the engine makes the row unscored; keep what the judge said
@@ -311,9 +360,10 @@ def judge_plan(
             row[JUDGE_PROMPT] = judge_prompt_of(result.details)
         if k > 1:
             results[(i, epoch)] = result  # recorded once reduced (finish)
+            item_judges.setdefault(i, recorder)
         elif ledger is not None:
-            await record_result(ledger, row, result, judge=judge, task_type=str(task_type),
-                                item_id=row_item_id(ids, i))
+            await record_result(ledger, row, result, judge=recorder, task_type=str(task_type),
+                                item_id=row_item_id(ids, i), tags=conversation_tags(rec))
         return row
 
     async def work(pos: int) -> Row:
@@ -348,8 +398,9 @@ def judge_plan(
                         row.update(pool(scored, reducer))
             if ledger is not None:
                 record_rows_now(ledger, [
-                    (row, reduced_observation(row, results, i, judge=judge, task_type=str(task_type),
-                                              item_id=row_item_id(ids, i), reducer_name=reducer_name))
+                    (row, reduced_observation(row, results, i, judge=item_judges.get(i, judge),
+                                              task_type=str(task_type), item_id=row_item_id(ids, i),
+                                              reducer_name=reducer_name, tags=conversation_tags(records[i])))
                     for i, row in enumerate(reduced)])
             out = attach(reduced, interrupted)
             out.attrs["epochs"] = {"epochs": k, "reducer": reducer_name}
@@ -432,7 +483,8 @@ def _finite_or_zero(value: Any) -> float:
 
 
 def reduced_observation(row: Row, results: Mapping[tuple[int, int], GradingResult], i: int, *,
-                        judge: Judge, task_type: str, item_id: Any, reducer_name: str) -> Any:
+                        judge: Judge, task_type: str, item_id: Any, reducer_name: str,
+                        tags: Mapping[str, Any] | None = None) -> Any:
     """The observation of a reduced, scored row: one per item (see :func:`judge_many`); ``None`` for a row
     that is not scored (nothing to record) or whose observation cannot be built (said in ``ledger_error``)."""
     row[LEDGER_ERROR] = None
@@ -445,7 +497,7 @@ def reduced_observation(row: Row, results: Mapping[tuple[int, int], GradingResul
                          tokens_in=int(row["tokens_in"]), tokens_out=int(row["tokens_out"]),
                          cost_usd=float(row["judge_cost_usd"]))
         return observation_for(result, task_type=task_type, judge=judge, item_id=item_id, extra_tags={
-            "epochs": len(scores), "reducer": reducer_name,
+            **(tags or {}), "epochs": len(scores), "reducer": reducer_name,
             "epoch_scores": [None if math.isnan(s) else s for s in scores]})
     except Exception as exc:
         row[LEDGER_ERROR] = f"ledger append failed: {describe_error(exc)}"

@@ -155,7 +155,7 @@ class GroundednessJudge(JudgeBase):
     """
 
     needs_reference = False
-    uses_context = True  # judge_many hands it each item's context column (with_context)
+    uses_item = True  # judge_many hands it each item's own fields (with_item): its context column
 
     def __init__(self, adapter: LLMAdapter, *, rubric: Rubric | None = None, context: Sequence[str] | None = None,
                  grader_id: str = "groundedness", seed: int | None = None) -> None:
@@ -177,6 +177,12 @@ class GroundednessJudge(JudgeBase):
         copy.__dict__.update(self.__dict__)
         copy.__dict__.update(changes)
         return copy
+
+    def with_item(self, *, messages: Any = None, context: Any = None) -> GroundednessJudge:
+        """The judge of one item (how ``judge_many`` hands a judge that declares ``uses_item`` an item's own
+        fields): a copy judging against the item's ``context``; its ``messages`` are not used (the claims of
+        the answer are checked against the documents alone)."""
+        return self.with_context(context)
 
     def with_context(self, context: Any) -> GroundednessJudge:
         """A copy judging against ``context`` (a missing one keeps this judge's own documents)."""

@@ -24,14 +24,17 @@ from ._rubric import (
     Rubric,
     builtin_kind,
     builtin_rubric,
+    conversation_head,
     example_texts,
     examples_fence,
+    local_ask,
     local_instructions,
     local_template,
     prompt_template,
     register_builtin,
     word_reply_format,
 )
+from ._transcript import CONVERSATION_LAYOUT, CONVERSATION_LAYOUT_HASH, ItemView, item_view, reply_view
 
 __all__ = [
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -531,9 +534,23 @@ class LLMJudge(JudgeBase):
     judge (``"yes-no"``) puts the rubric's criteria and examples in its system message, the same
     for every item, so an in-process model decodes them once per rubric.
 
+    Conversation items (see :mod:`llm_connect.grading._transcript`): the judge declares ``uses_item``, so
+    ``judge_many`` binds it to each item that carries ``messages`` or ``context`` (:meth:`with_item`), and a
+    reply that is a trajectory is shown step by step. Its prompt then lays out the instructions, worked
+    examples, criteria and reply format first, then the documents and the transcript (roles, tool calls with
+    their arguments, tool results), each message in a fenced block, then the reference and the judged reply
+    last, so consecutive turns of one conversation share a byte-identical prefix (a provider's prefix cache
+    serves it once). A rubric can judge a trajectory (``Rubric("Did the agent reach the user's goal without
+    needless tool calls?", reference=False)``). Its ``rubric_hash`` then covers the conversation layout
+    (:data:`~llm_connect.grading._transcript.CONVERSATION_LAYOUT_HASH`). A plain item's prompt and hash are
+    unchanged.
+
     Every result's ``details`` hold the exact text sent (``judge_prompt``, and
     ``judge_system_prompt`` when there is one) and the reply (``raw_reply``).
     """
+
+    #: ``judge_many`` hands the judge each item's messages and documents through :meth:`with_item`.
+    uses_item = True
 
     adapter: LLMAdapter
     grader_id: str = "llm-judge"
@@ -571,6 +588,42 @@ class LLMJudge(JudgeBase):
         """A copy of this judge (same adapter, grader id, scoring, seed) judging with ``rubric``."""
         return dataclasses.replace(self, rubric=rubric)
 
+    def with_item(self, *, messages: Any = None, context: Any = None) -> LLMJudge:
+        """The judge of one conversation item: a copy that shows ``messages`` (the conversation before the judged
+        reply, OpenAI chat messages) and ``context`` (documents) before the reply; this judge itself for an
+        item with neither (a plain item keeps its prompt and hash).
+
+        Parameters
+        ----------
+        messages : list of Mapping, optional
+            The messages before the judged reply (``[]``: none, the reply alone is a trajectory).
+        context : list of str, optional
+            Documents the reply may use.
+
+        Returns
+        -------
+        LLMJudge
+
+        Raises
+        ------
+        ValidationError
+            Malformed messages or documents.
+        """
+        view = item_view(messages, context)
+        if view is None:
+            return self
+        bound = copy.copy(self)
+        bound.__dict__["_view"] = view
+        return bound
+
+    @property
+    def item(self) -> ItemView | None:
+        """The conversation item this judge is bound to (:meth:`with_item`), or ``None``."""
+        return self.__dict__.get("_view")
+
+    def _view_for(self, baseline: LLMResponse, candidate: LLMResponse) -> ItemView | None:
+        return self.item or reply_view(baseline, candidate)
+
     @property
     def needs_reference(self) -> bool:
         """Whether the judge is shown the baseline as a reference (a blank baseline is then an error row)."""
@@ -600,8 +653,17 @@ class LLMJudge(JudgeBase):
         one, ``rubric.hash`` when the rubric is rendered in its own scoring (a built-in rubric in its
         scoring; any other rubric in ``"json"``, the scoring a rubric's hash describes), else a hash of
         ``rubric.hash`` and the scoring: one rubric under ``"json"``, ``"logprob"`` and ``"yes-no"``
-        sends three different prompts and reads three kinds of reply, so it is three judges.
+        sends three different prompts and reads three kinds of reply, so it is three judges. A judge bound to
+        a conversation item (:meth:`with_item`) sends the conversation layout: its hash is a hash of that and
+        :data:`~llm_connect.grading._transcript.CONVERSATION_LAYOUT_HASH`.
         """
+        return self._hash_of(self.item is not None)
+
+    def _hash_of(self, conversation: bool) -> str:
+        plain = self._plain_hash()
+        return _hash(f"{plain}:conversation:{CONVERSATION_LAYOUT_HASH}") if conversation else plain
+
+    def _plain_hash(self) -> str:
         if self.rubric is None:
             base = {
                 "json": LLM_JUDGE_RUBRIC_HASH,
@@ -635,7 +697,13 @@ class LLMJudge(JudgeBase):
 
     def untrusted(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> UntrustedText:
         """The texts the judge is shown but must not obey: the item's (their hash makes the fence), then
-        the rubric's worked examples (scanned for planted verdicts too)."""
+        the rubric's worked examples (scanned for planted verdicts too). A conversation item's are every
+        message, tool call, tool result and document too, fenced with the conversation's fence."""
+        view = self._view_for(baseline, candidate)
+        if view is not None:
+            rubric = self.current_rubric
+            return view.untrusted(baseline, candidate, prompt=prompt,
+                                  extra=example_texts(rubric) if rubric.examples else ())
         texts = (prompt, baseline.content, candidate.content)
         if self._scoring == "yes-no":
             return UntrustedText(texts, tags=True)
@@ -644,6 +712,9 @@ class LLMJudge(JudgeBase):
         return UntrustedText((*texts, *example_texts(self.current_rubric)), fence=UntrustedText(texts).fence)
 
     def build_prompt(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> str:
+        view = self._view_for(baseline, candidate)
+        if view is not None:
+            return self._conversation_prompt(view, baseline, candidate, prompt)
         untrusted = self.untrusted(baseline, candidate, prompt)
         if self._scoring == "yes-no":
             return self.rubric_template.format(
@@ -667,6 +738,30 @@ class LLMJudge(JudgeBase):
             candidate=clean(candidate.content),
             fence=untrusted.fence,
         )
+
+    def _conversation_prompt(self, view: ItemView, baseline: LLMResponse, candidate: LLMResponse,
+                             prompt: str) -> str:
+        """A conversation item's prompt: the stable head (not for ``"yes-no"``, whose instructions are the system
+        message), the documents and the transcript, then the reference and the judged reply last (``"yes-no"``
+        ends with its one-line ask, after which the verdict is the next token)."""
+        rubric = self.current_rubric
+        shown = examples_fence(rubric) if rubric.examples else None
+
+        def clean(text: str) -> str:
+            return text if shown is None else defang(text, shown)
+
+        parts = [] if self._scoring == "yes-no" else [conversation_head(rubric, self._scoring)]
+        stable = view.stable(clean)
+        if stable:
+            parts.append(stable)
+        if not view.messages:  # the question is not in a transcript: show it
+            parts.append("Question:\n" + view.reply("QUESTION", LLMResponse(prompt, "", ""), clean))
+        if self.needs_reference:
+            parts.append(CONVERSATION_LAYOUT["reference"] + "\n" + view.reply("REFERENCE", baseline, clean))
+        parts.append(CONVERSATION_LAYOUT["reply"] + "\n" + view.reply("CANDIDATE", candidate, clean))
+        if self._scoring == "yes-no":
+            parts.append(local_ask(rubric))
+        return "\n\n".join(parts)
 
     def judge_config(self, run_config: RunConfig) -> RunConfig:
         params: Mapping[str, Any] = run_config.model_params
@@ -702,7 +797,7 @@ class LLMJudge(JudgeBase):
         details: dict[str, Any] = {
             "judge_prompt": judge_prompt,
             "raw_reply": reply.content,
-            "rubric_hash": self.rubric_hash,
+            "rubric_hash": self._hash_of(self._view_for(baseline, candidate) is not None),
             "scoring": self.scoring,
             "judge_adapter_id": reply.adapter_id,
             "judge_model_id": reply.model_id,

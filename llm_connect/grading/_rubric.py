@@ -676,3 +676,26 @@ def local_template(rubric: Rubric) -> str:
     """The local per-item ``str.format`` template: short, ending where the next token is the verdict."""
     ref = "Reference: <{fence}>{baseline}</{fence}>\n" if rubric.reference else ""
     return "Question: {prompt}\n" + ref + "Candidate: <{fence}>{candidate}</{fence}>\n" + local_ask(rubric)
+
+
+def conversation_head(rubric: Rubric, scoring: str) -> str:
+    """The stable head of a conversation item's prompt (JSON or logprob scoring; plain text, not a template):
+    what is graded, the instructions, the worked examples, the data note, the criteria and the reply format.
+    The same for every item of a judge, so it starts every prompt's shared prefix (see
+    :mod:`llm_connect.grading._transcript`)."""
+    from ._transcript import CONVERSATION_LAYOUT
+
+    head = ("You are grading the assistant's reply in a conversation, using the reference reply as the standard."
+            if rubric.reference else "You are grading the assistant's reply in a conversation.")
+    parts = [head]
+    if rubric.instructions:
+        parts.append(rubric.instructions)
+    if rubric.examples:
+        parts.append(_examples_block(rubric, scoring).format())
+    parts.append(CONVERSATION_LAYOUT["data_note"])
+    if scoring == "json":
+        parts.append(rubric.criteria)
+        parts.append(json_reply_format(rubric).format())
+    else:
+        parts.append(rubric.criteria + " " + word_reply_format(rubric, scoring))
+    return "\n\n".join(parts)
