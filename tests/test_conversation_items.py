@@ -261,3 +261,26 @@ def test_pairwise_judges_conversation_items_with_the_replies_last():
     assert all("ANSWER B" in p.split("The two replies to compare:", 1)[1] for p in sent)
     bound = PairwiseJudge(adapter).with_item(messages=[{"role": "user", "content": "q"}])
     assert bound.rubric_hash != PairwiseJudge(adapter).rubric_hash
+
+
+def test_selective_judges_and_cascades_show_their_judges_the_conversation():
+    """A selective judge (and a cascade of them) takes conversation items unchanged: the judge it wraps is
+    shown the transcript and documents, and the cut-off stays the calibrated one."""
+    from llm_connect.grading import SelectiveJudge, cascade
+
+    adapter = ScriptedAdapter([VERDICT], cycle=True)
+    inner = LLMJudge(adapter)
+    row = {"messages": [{"role": "user", "content": "Where is the Louvre?"}], "baseline": "Paris",
+           "candidate": "In Paris.", "context": ["The Louvre is a museum in Paris."]}
+    selective = SelectiveJudge(inner, confidence="margin", cutoff=0.0)
+    df = judge_many(selective, [row], progress=False)
+    assert df.loc[0, "status"] == "scored"
+    assert "Where is the Louvre?" in adapter.calls[-1].prompt
+    assert "The Louvre is a museum in Paris." in adapter.calls[-1].prompt
+    bound = selective.with_item(messages=row["messages"], context=row["context"])
+    assert bound.cutoff == selective.cutoff and bound.inner is not inner
+    assert selective.with_item() is selective
+    chain = cascade([SelectiveJudge(inner, confidence="margin", cutoff=0.0)], alpha=0.1, delta=0.1)
+    n = len(adapter.calls)
+    judge_many(chain, [row], progress=False)
+    assert len(adapter.calls) == n + 1 and "Where is the Louvre?" in adapter.calls[-1].prompt

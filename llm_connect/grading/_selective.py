@@ -98,6 +98,7 @@ the agreement of the combined labels.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import hashlib
 import json
@@ -124,7 +125,7 @@ from ._base import (
     validate_score,
 )
 from ._batch import judge_many, raw_reply_of
-from ._compound import PanelJudge, WrapperJudge, _spent, _sum_usage
+from ._compound import PanelJudge, WrapperJudge, _bound, _spent, _sum_usage
 from ._epochs import epoch_run_config, reduce_scores, reducer_of, reseed
 
 if TYPE_CHECKING:
@@ -501,6 +502,21 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
     @property
     def needs_reference(self) -> bool:
         return _declared(self.inner, "needs_reference", True) is not False
+
+    #: judge_many hands a judge that reads an item's messages and documents the item (see :meth:`with_item`)
+    uses_item = True
+
+    def with_item(self, *, messages: Any = None, context: Any = None) -> SelectiveJudge:
+        """The selective judge of one conversation item: its judge (and panel) bound to the item's messages
+        and documents when they read them, with the same cut-off and calibration; this judge itself when
+        none does."""
+        inner = _bound(self.inner, messages, context)
+        panel = [_bound(j, messages, context) for j in self.panel]
+        if inner is self.inner and all(a is b for a, b in zip(panel, self.panel, strict=True)):
+            return self
+        bound = copy.copy(self)
+        bound.inner, bound.panel = inner, tuple(panel)
+        return bound
 
     @property
     def pairwise(self) -> bool:  # type: ignore[override]
@@ -1046,6 +1062,13 @@ class ConfidenceJudge(WrapperJudge):
     def needs_reference(self) -> bool:
         return self.selective.needs_reference
 
+    uses_item = True
+
+    def with_item(self, *, messages: Any = None, context: Any = None) -> ConfidenceJudge:
+        """The scorer of one conversation item (:meth:`SelectiveJudge.with_item`)."""
+        bound = self.selective.with_item(messages=messages, context=context)
+        return self if bound is self.selective else dataclasses.replace(self, selective=bound)
+
     @property
     def pairwise(self) -> bool:  # type: ignore[override]
         return bool(_declared(self.selective.inner, "pairwise", False))
@@ -1170,6 +1193,17 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
     @property
     def needs_reference(self) -> bool:
         return any(s.needs_reference for s in self.stages)
+
+    uses_item = True
+
+    def with_item(self, *, messages: Any = None, context: Any = None) -> SelectiveCascade:
+        """The cascade of one conversation item: each stage bound to the item (:meth:`SelectiveJudge.with_item`)."""
+        stages = [s.with_item(messages=messages, context=context) for s in self.stages]
+        if all(a is b for a, b in zip(stages, self.stages, strict=True)):
+            return self
+        bound = copy.copy(self)
+        bound.judges = stages
+        return bound
 
     def result_columns(self, result: GradingResult) -> dict[str, Any]:
         d = result.details
