@@ -364,7 +364,8 @@ def test_a_selective_judge_calibrates_on_one_turn_per_conversation_and_says_so()
     clustered = judge.calibrate(data, human="human", progress=False, seed=1)
     assert clustered.calibration.n == n_conv  # one turn of each conversation
     assert "one labelled turn per conversation" in clustered.note and "'conversation_id'" in clustered.note
-    assert clustered.calibration_frame["id"].map(lambda i: int(i[1:]) // turns).nunique() == n_conv
+    kept = clustered.calibration_frame["id"].map(lambda i: int(re.search(r"q(\d+)$", str(i)).group(1)))
+    assert (kept // turns).nunique() == n_conv
     assert clustered.calibrate(data, human="human", progress=False, seed=1).cutoff == clustered.cutoff  # seeded
     independent = judge.calibrate(data, human="human", progress=False, cluster=None)
     assert independent.calibration.n == n_conv * turns and "conversation" not in independent.note
