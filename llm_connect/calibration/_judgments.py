@@ -21,6 +21,12 @@ The file is JSON Lines, ASCII only (every other character as a ``\\uXXXX`` escap
   that calls no model, or when the run did not keep it), ``verdict`` (score >= threshold),
   ``disagrees`` (verdict differs from people's; ``null`` when either is missing) and ``gap``
   (``|score - people|``);
+  An item of a conversation or an agent run also has ``messages`` (the chat messages before the
+  judged reply), ``context`` (its documents), ``candidate_run`` / ``baseline_run`` (the reply or
+  the reference when it is a trajectory, a list of messages; ``candidate`` / ``baseline`` then hold
+  its final answer), each ``null`` when the item has none; the viewer draws them as a transcript
+  (:func:`llm_connect.views._transcript.transcript_html`). ``conversation_id`` and ``turn`` are
+  among its ``fields``;
 - a ``probe`` record per probe, judge and probed item: ``probe``, ``judge``, ``row`` (the item's
   row), ``id``, ``perturbed_candidate``, ``original``, ``perturbed``, ``shift`` and ``flipped``
   (the verdict changed at the judge's threshold).
@@ -135,14 +141,52 @@ def _people(report: Any) -> str | None:
     return reference if is_people else None
 
 
+#: The columns of a conversation's item that the viewer draws as a transcript, not as fields.
+TRANSCRIPT_COLUMNS = ("messages", "context")
+
+
+def _json_value(value: Any) -> Any:
+    """A message, a list of messages or of documents as plain JSON: numpy arrays and scalars as Python, every
+    string with URL credentials redacted; ``None`` when missing."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__name__ == "ndarray":
+        value = tolist()
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    value = _plain(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return _text(value)
+
+
+def _run(value: Any) -> list[Any] | None:
+    """A reply or reference that is a trajectory (a list of messages) as plain JSON, else ``None``."""
+    if type(value).__name__ == "ndarray":
+        value = value.tolist()
+    return _json_value(value) if isinstance(value, (list, tuple)) else None
+
+
+def _final_text(value: Any) -> str | None:
+    """A reply's text: a trajectory's final answer (its last message's text when that is the assistant's)."""
+    run = _run(value)
+    if run is None:
+        return _text(value)
+    last = run[-1] if run else None
+    if isinstance(last, Mapping) and last.get("role") == "assistant" and isinstance(last.get("content"), str):
+        return last["content"]
+    return ""
+
+
 def _extra_fields(report: Any, judges: Sequence[str], labels: Sequence[str]) -> list[str]:
     """The columns an item carries besides ours (group columns and the like): the input's columns the
     run carried through (``ScoredItems.passthrough``), else any column of the frame that is not ours."""
     scores = report.scores
     passthrough = getattr(report.meta, "passthrough", None)
     if isinstance(passthrough, list):
-        return [c for c in passthrough if c in scores.columns]
-    ours = {*_ITEM_TEXT, *_FEATURES}
+        return [c for c in passthrough if c in scores.columns and c not in TRANSCRIPT_COLUMNS]
+    ours = {*_ITEM_TEXT, *_FEATURES, *TRANSCRIPT_COLUMNS}
     names = [*judges, *labels]
     out = []
     for column in scores.columns:
@@ -201,7 +245,11 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
         return scores[name].tolist() if name in scores.columns else [None] * n
 
     ids = [_item_id(v) for v in column("id")]
-    texts = {c: [_text(v) for v in column(c)] for c in ("prompt", "baseline", "candidate", "candidate_model")}
+    texts = {c: [_text(v) for v in column(c)] for c in ("prompt", "candidate_model")}
+    texts.update({c: [_final_text(v) for v in column(c)] for c in ("baseline", "candidate")})
+    runs = {c: [_run(v) for v in column(c)] for c in ("baseline", "candidate")}
+    transcript = {c: [None if not isinstance(v, (list, tuple)) and type(v).__name__ != "ndarray" else _json_value(v)
+                      for v in column(c)] for c in TRANSCRIPT_COLUMNS}
     label_scores = {lab: [_score(v) for v in column(f"score_{lab}")] for lab in labels}
     people_scores = label_scores.get(people, [None] * n) if people else [None] * n
     per_judge: dict[str, dict[str, list[Any]]] = {
@@ -234,12 +282,17 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
                          "raw_reply": d["raw_reply"][i], "judge_prompt": d["judge_prompt"][i],
                          "verdict": verdict, "disagrees": disagrees, "gap": gap,
                          "confidence": d["confidence"][i]}
-        records.append({
+        record = {
             "kind": "item", "row": i, "id": ids[i], "prompt": texts["prompt"][i], "baseline": texts["baseline"][i],
             "candidate": texts["candidate"][i], "candidate_model": texts["candidate_model"][i],
             "fields": {c: extra[c][i] for c in fields},
             "labels": {lab: label_scores[lab][i] for lab in labels}, "people": people_scores[i], "judges": judged,
-        })
+        }
+        conversation = {"messages": transcript["messages"][i], "context": transcript["context"][i],
+                        "candidate_run": runs["candidate"][i], "baseline_run": runs["baseline"][i]}
+        if any(v is not None for v in conversation.values()):
+            record.update(conversation)
+        records.append(record)
     if report.bias is not None:
         for r in report.bias.results:
             if not r.stats.n or r.items.empty:
