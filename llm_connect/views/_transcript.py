@@ -36,7 +36,7 @@ from typing import Any
 from .._html import Markup, html_format, join
 from ..errors import ValidationError
 
-__all__ = ["TRANSCRIPT_CSS", "has_transcript", "transcript_html"]
+__all__ = ["TRANSCRIPT_CSS", "has_transcript", "report_transcripts", "transcript_html"]
 
 #: The transcript's style: every rule scoped to ``.llmc-transcript``, so it can sit in any page.
 TRANSCRIPT_CSS = """
@@ -317,4 +317,60 @@ def transcript_html(
     if not body:
         body.append(Markup("<div class='llmc-empty'>(nothing to show)</div>"))
     parts.append(html_format("<div class='llmc-transcript'>{}</div>", join(body)))
+    return join(parts)
+
+
+def _cell(frame: Any, column: str, row: Any) -> Any:
+    return frame.at[row, column] if column in frame.columns else None
+
+
+def report_transcripts(report: Any, *, top: int = 5) -> Markup:
+    """The transcripts of a calibration report's items that carry one (a conversation or an agent run): those
+    where its first judge and the reference (people) disagree most (:meth:`disagreements`), else the first
+    ones; ``Markup("")`` when no item has a transcript.
+
+    Parameters
+    ----------
+    report : CalibrationReport
+        The report (its ``scores`` frame holds the items' ``messages``, ``context`` and runs).
+    top : int
+        How many items to show.
+
+    Returns
+    -------
+    Markup
+        One collapsed ``<details class="llmc-item">`` per item (its summary: the id, the judge's
+        score, the reference's), each holding :func:`transcript_html`; the style once, first.
+    """
+    scores = report.scores
+    has = [has_transcript(messages=_cell(scores, "messages", r), reply=_cell(scores, "candidate", r),
+                          reference=_cell(scores, "baseline", r), context=_cell(scores, "context", r))
+           for r in scores.index]
+    if not any(has):
+        return Markup("")
+    judge = report.judges[0] if report.judges else None
+    reference = report.reference if report.reference != judge else None
+    rows: list[Any] = []
+    if judge is not None and reference is not None:
+        worst = report.disagreements(judge, reference, top=len(scores))
+        rows = [r for r in worst.index if has[scores.index.get_loc(r)]][:top]
+    if not rows:
+        rows = [r for r, h in zip(scores.index, has, strict=True) if h][:top]
+    parts: list[Any] = [html_format("<style>{}</style>", Markup(TRANSCRIPT_CSS))]
+    if judge is not None and reference is not None:
+        parts.append(html_format("<p>The {} item(s) with a conversation or an agent run where {} and {} disagree "
+                                 "most, each collapsed: open one to read it.</p>", len(rows), judge, reference))
+    for r in rows:
+        said = []
+        for name in (judge, reference):
+            if name is None:
+                continue
+            value = _cell(scores, f"score_{name}", r)
+            said.append(f"{name} {'—' if value is None or value != value else f'{float(value):.2f}'}")
+        parts.append(html_format(
+            "<details class='llmc-item'><summary>item {}{}</summary>{}</details>",
+            _cell(scores, "id", r), (" · " + ", ".join(said)) if said else "",
+            transcript_html(_cell(scores, "messages", r), context=_cell(scores, "context", r),
+                            reply=_cell(scores, "candidate", r), reference=_cell(scores, "baseline", r),
+                            style=False)))
     return join(parts)
