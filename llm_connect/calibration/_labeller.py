@@ -352,9 +352,9 @@ def conversation_items(frame: pd.DataFrame, *, score_columns: Sequence[str] = ()
             values = pd.to_numeric(frame[column].iloc[order], errors="coerce").to_numpy(dtype=float)
             row[column] = float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
         for column in kept:
-            values = frame[column].iloc[order].astype(object).tolist()
-            if all(repr(v) == repr(values[0]) for v in values):
-                row[column] = values[0]
+            same = frame[column].iloc[order].astype(object).tolist()
+            if all(repr(v) == repr(same[0]) for v in same):
+                row[column] = same[0]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -1106,8 +1106,6 @@ class Labeller:
         if item is None:
             return ('<div class="llmc-done"><b>All done.</b> Every item of this labeller is labelled or skipped '
                     f"({self.n_labelled} labelled by {escape(self.annotator)}).</div>")
-        from ..views._transcript import has_transcript, transcript_html  # the one renderer of transcripts
-
         e = escape
         refs = "".join(f"<li>{e(r)}</li>" for r in item["references"]) or "<li><i>(none)</i></li>"
         parts = [
@@ -1120,9 +1118,10 @@ class Labeller:
                     f"turn {e(str(item['turn']))} of conversation {e(str(item['conversation_id']))}: label the "
                     "judged reply")
             parts.append(f'<div class="llmc-unit"><b>Label</b> {what}</div>')
-        if has_transcript(messages=item["messages"], reply=item["reply"], reference=item["reference_run"],
-                          context=item["context"]):
+        if (item["messages"] is not None or item["context"] is not None or _is_trajectory(item["reply"])
+                or item["reference_run"] is not None):
             whole = self.unit == "conversation"
+            transcript_html = view("transcript_html")  # the one renderer of transcripts, in views
             parts.append('<div class="llmc-conversation">' + str(transcript_html(
                 item["messages"], context=item["context"], reply=None if whole else item["reply"],
                 reference=item["reference_run"])) + "</div>")

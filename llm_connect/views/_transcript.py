@@ -166,7 +166,8 @@ def _call_html(call: Any, page: _Page) -> Markup:
     if not isinstance(call, Mapping):
         return html_format("<div class='llmc-call'><div class='llmc-note'>not a tool call:</div><pre>{}</pre></div>",
                            _text_of(call))
-    function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+    found = call.get("function")
+    function: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     name = function.get("name")
     name = name if isinstance(name, str) and name else "(no name)"
     call_id = call.get("id")
