@@ -363,10 +363,10 @@ def yes_no_judge(qa: pd.DataFrame) -> Reply:
 
 # -- groundedness (notebook 12) -------------------------------------------------------------------------
 
-SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 COURTESY = re.compile(r"^(you're welcome|goodbye|happy reading|have a good day|thanks|thank you|i understand|"
-                      r"hi|hello|sorry)\b", re.I)
+                      r"hi|hello|sorry|i'm sorry)\b", re.I)
 
 
 def claims_of(answer: str) -> list[str]:
@@ -403,8 +403,9 @@ def grounding_model(items: pd.DataFrame) -> Reply:
     """A reply function for :class:`~llm_connect.GroundednessJudge`'s two prompts about the items' answers.
 
     It keeps only the items' answers (``candidate``: a text, or a trajectory's final answer) and
-    documents (``context``), never a label. A prompt that shows one of the documents asks it to check
-    claims, any other to list them; it finds the answer (the longest one the prompt shows) and the
+    documents (``context``), never a label. A prompt that shows one of the documents (outside the answer
+    it shows) asks it to check claims, any other to list them; it finds the answer (the longest one the
+    prompt shows) and the
     claims (those of :func:`claims_of` the prompt shows after its last document) by their text, and
     decides each claim by :func:`claim_verdict`: word overlap and numbers, a rule that cannot do
     arithmetic or read a negation.
@@ -421,9 +422,13 @@ def grounding_model(items: pd.DataFrame) -> Reply:
     known_claims = sorted({c for a in answers for c in claims_of(a)}, key=len, reverse=True)
 
     def reply(prompt: str, run_config: Any) -> str:
-        shown = sorted(((prompt.find(d), d) for d in documents if d in prompt), key=lambda p: p[0])
+        answer = next((a for a in by_length if a in prompt), "")
+        start = prompt.find(answer) if answer else -1
+        inside = range(start, start + len(answer)) if answer else range(0)
+        # the documents the prompt shows outside the answer (a short one, "397.8", may be part of it)
+        shown = sorted(((prompt.find(d), d) for d in documents if d in prompt and prompt.find(d) not in inside),
+                       key=lambda p: p[0])
         if not shown:
-            answer = next((a for a in by_length if a in prompt), "")
             return json.dumps({"claims": claims_of(answer)})
         after = shown[-1][0] + len(shown[-1][1])
         found: list[tuple[int, str]] = []
