@@ -22,6 +22,9 @@ note...), so rewording a rubric or a template does not break them.
 - :func:`yes_no_judge`: an LLM judge answering yes or no with the token probabilities of both, sure of
   clear cases and unsure of the others, deciding by :func:`overlap_verdict` from the texts it is shown
   (notebook 11, whose selective judges read its probabilities);
+- :func:`grounding_model`: :class:`~llm_connect.GroundednessJudge`'s model, listing an answer's claims
+  and checking each against the documents by word overlap and numbers (notebook 12; the embedded 135M
+  model writes no usable list of claims);
 - :func:`stable_unit`: the seeded draw all of them use.
 """
 
@@ -43,7 +46,10 @@ __all__ = [
     "AnswerIndex",
     "Found",
     "answer_model",
+    "claim_verdict",
+    "claims_of",
     "content_words",
+    "grounding_model",
     "overlap_verdict",
     "pipeline_model",
     "reference_model",
@@ -351,5 +357,90 @@ def yes_no_judge(qa: pd.DataFrame) -> Reply:
         top = (("yes", math.log(p)), ("no", math.log(1.0 - p)))
         return LLMResponse(content=token, adapter_id="stand-in", model_id="stand-in",
                            logprobs=(TokenLogprob(token, dict(top)[token], top),))
+
+    return reply
+
+
+# -- groundedness (notebook 12) -------------------------------------------------------------------------
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+COURTESY = re.compile(r"^(you're welcome|goodbye|happy reading|have a good day|thanks|thank you|i understand|"
+                      r"hi|hello|sorry|i'm sorry)\b", re.I)
+
+
+def claims_of(answer: str) -> list[str]:
+    """The sentences of an answer that state something: not questions, not courtesy phrases."""
+    out = []
+    for sentence in SENTENCE_END.split(answer):
+        sentence = sentence.strip()
+        if sentence and not sentence.endswith("?") and not COURTESY.match(sentence) and content_words(sentence):
+            out.append(sentence)
+    return out
+
+
+def numbers_of(text: str) -> set[str]:
+    return {n.replace(",", "") for n in NUMBER.findall(text)}
+
+
+def claim_verdict(claim: str, documents: Sequence[str]) -> tuple[str, int | None]:
+    """``supported`` when one document holds most of the claim's content words and all of its numbers;
+    ``contradicted`` when it holds the words but not the numbers; else ``not_found``."""
+    words = content_words(claim)
+    best, best_cover = None, 0.0
+    for k, doc in enumerate(documents, 1):
+        cover = len(words & content_words(doc)) / max(len(words), 1)
+        if cover > best_cover:
+            best, best_cover = k, cover
+    if best is None or best_cover < 0.5:
+        return "not_found", None
+    if numbers_of(claim) <= numbers_of(documents[best - 1]):
+        return "supported", best
+    return "contradicted", best
+
+
+def grounding_model(items: pd.DataFrame) -> Reply:
+    """A reply function for :class:`~llm_connect.GroundednessJudge`'s two prompts about the items' answers.
+
+    It keeps only the items' answers (``candidate``: a text, or a trajectory's final answer) and
+    documents (``context``), never a label. A prompt that shows one of the documents (outside the answer
+    it shows) asks it to check claims, any other to list them; it finds the answer (the longest one the
+    prompt shows) and the
+    claims (those of :func:`claims_of` the prompt shows after its last document) by their text, and
+    decides each claim by :func:`claim_verdict`: word overlap and numbers, a rule that cannot do
+    arithmetic or read a negation.
+    """
+    answers = set()
+    documents = set()
+    for row in _records(items):
+        candidate = row["candidate"]
+        if isinstance(candidate, list):
+            candidate = candidate[-1].get("content") or "" if candidate else ""
+        answers.add(str(candidate))
+        documents.update(row.get("context") or [])
+    by_length = sorted((a for a in answers if a), key=len, reverse=True)
+    known_claims = sorted({c for a in answers for c in claims_of(a)}, key=len, reverse=True)
+
+    def reply(prompt: str, run_config: Any) -> str:
+        answer = next((a for a in by_length if a in prompt), "")
+        start = prompt.find(answer) if answer else -1
+        inside = range(start, start + len(answer)) if answer else range(0)
+        # the documents the prompt shows outside the answer (a short one, "397.8", may be part of it)
+        shown = sorted(((prompt.find(d), d) for d in documents if d in prompt and prompt.find(d) not in inside),
+                       key=lambda p: p[0])
+        if not shown:
+            return json.dumps({"claims": claims_of(answer)})
+        after = shown[-1][0] + len(shown[-1][1])
+        found: list[tuple[int, str]] = []
+        for claim in known_claims:
+            at = prompt.find(claim, after)
+            if at >= 0 and not any(s <= at < s + len(c) for s, c in found):
+                found.append((at, claim))
+        docs = [d for _, d in shown]
+        verdicts = []
+        for number, (_, claim) in enumerate(sorted(found), 1):
+            verdict, doc = claim_verdict(claim, docs)
+            verdicts.append({"claim": number, "verdict": verdict, "document": doc, "passage": ""})
+        return json.dumps({"verdicts": verdicts})
 
     return reply

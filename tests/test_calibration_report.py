@@ -325,3 +325,29 @@ def test_a_pairwise_judge_keeps_the_reply_of_each_order():
                     progress=False)
     replies = rep.scores_table()["reply_pair"].tolist()
     assert all(r.startswith("[baseline-first] {") and "\n[candidate-first] {" in r for r in replies)
+
+
+def test_items_of_conversations_and_agent_runs_are_shown_as_transcripts(report, tmp_path):
+    assert "Transcripts" not in report.html(plots=False)  # plain items: no such section
+    script = "<script>window.__pwned=1</script></details>"
+    rows = []
+    for i in range(12):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": {"q": script}}}
+        run = [{"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i}"},
+               {"role": "assistant", "content": f"answer {i}"}]
+        rows.append({"id": f"run-{i}", "prompt": f"question {i}", "baseline": f"answer {i}", "candidate": run,
+                     "messages": [{"role": "user", "content": f"question {i}"}], "context": [script],
+                     "human": "yes" if i % 3 else "no"})
+    judge = FunctionJudge(lambda b, c: 0.9 if c.endswith(("1", "4", "7")) else 0.1, grader_id="ends-in-147")
+    conv = calibrate([judge], rows, human="human", n_boot=20, progress=False)
+    page = conv.html(plots=False)
+    assert "<h3>Transcripts</h3>" in page and "<script>" not in page
+    shown = re.findall(r"<details class='llmc-item'><summary>item (run-\d+) · ([^<]*)</summary>", page)
+    assert len(shown) == 5  # the five where the judge and people disagree most, largest gap first
+    gaps = conv.disagreements("ends-in-147", "human", top=5)
+    assert [s[0] for s in shown] == gaps["id"].tolist()
+    assert shown[0][1].startswith("ends-in-147 0.") and "human" in shown[0][1]
+    assert page.count("class='llmc-call'") == 5 and "&lt;script&gt;window.__pwned=1" in page
+    saved = conv.to_html(tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "<h3>Transcripts</h3>" in saved

@@ -78,7 +78,7 @@ def test_calibrate_and_view_get_the_conversation(tmp_path, capsys):
     items = [r for r in records if r["kind"] == "item"]
     assert [(r["conversation_id"], r["turn"]) for r in items] == [("c1", 0), ("c1", 1), ("c2", 0)]
     assert items[1]["messages"] == ITALY and items[1]["candidate"] == "Rome"
-    assert items[1]["candidate_messages"] == [{"role": "assistant", "content": "Rome"}]
+    assert items[1]["candidate_run"] == [{"role": "assistant", "content": "Rome"}]
     assert items[0]["context"] == ["France's capital is Paris."] and items[0]["prompt"] == "Capital of France?"
     assert items[1]["judges"]["exact-match"]["score"] == 1.0
     assert main(["view", str(out)]) == 0

@@ -759,3 +759,110 @@ def test_the_same_annotator_in_two_sessions_records_one_label_per_item(judged, c
     tabs[0].label(0.0)
     assert _humans(led)["quality_score"].tolist() == [1.0, 0.0]
     assert paired_frame(led, "qa", grader_id="exact-match")["n_annotators"].max() == 1
+
+
+# -- conversations and agent runs: transcripts, a turn or a whole conversation ---------------------
+
+
+IN_RESULT = "<script>window.__pwned=1</script></details>"
+
+
+def _turns() -> list[dict]:
+    """Three conversations of two turns each, with the scores of a per-turn judge; the second turn of c1 an
+    agent run with a tool call (and a reference run) that shows an injected script in its tool result."""
+    rows = []
+    for c in range(3):
+        history: list[dict] = [{"role": "user", "content": f"question {c}"}]
+        for t in range(2):
+            reply: object = f"answer {c}.{t}"
+            reference: object = f"ref {c}.{t}"
+            if (c, t) == (1, 1):
+                call = {"id": "k1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
+                reply = [{"role": "assistant", "content": None, "tool_calls": [call]},
+                         {"role": "tool", "tool_call_id": "k1", "content": IN_RESULT},
+                         {"role": "assistant", "content": "final 1.1"}]
+                reference = [{"role": "assistant", "content": None, "tool_calls": [call]},
+                             {"role": "tool", "tool_call_id": "k1", "content": "r"},
+                             {"role": "assistant", "content": "ref final"}]
+            rows.append({"id": f"c{c}#{t}", "conversation_id": f"c{c}", "turn": t, "messages": list(history),
+                         "prompt": history[-1]["content"], "candidate": reply, "baseline": reference,
+                         "context": [f"doc {c}"], "candidate_model": "m", "topic": f"topic-{c % 2}",
+                         "score_judge": 0.2 * (c + 1) + 0.1 * t})
+            history = history + (reply if isinstance(reply, list) else [{"role": "assistant", "content": reply}])
+            history.append({"role": "user", "content": f"follow-up {c}.{t}"})
+    return rows
+
+
+def _show(lab, item_id):
+    while lab.current["item_id"] != item_id:
+        lab.skip()
+
+
+def test_a_turn_is_shown_as_a_transcript_and_its_label_names_the_turn(tmp_path):
+    led = QualityLedger(tmp_path / "l.jsonl")
+    lab = Labeller(_turns(), ledger=led, task_type="chat", annotator="ann", grader_id="judge", seed=0,
+                   hold_seconds=0)
+    _show(lab, "c1#1")
+    item = lab.current
+    assert item["candidate"] == "final 1.1" and isinstance(item["reply"], list)  # the final answer, the run
+    html = lab.item_html()
+    assert "llmc-transcript" in html and "<script>" not in html and "&lt;script&gt;" in html
+    assert "&lt;div" not in html and "&lt;/div" not in html  # the page's own markup is not escaped
+    assert html.count("llmc-call'") == 2  # the run's call and the reference run's
+    assert "turn 1 of conversation c1" in html and "llmc-context" in html
+    lab.label(1.0)
+    label = _humans(led).iloc[-1]
+    assert (label["tag.item_id"], label["tag.unit"], label["tag.conversation_id"], label["tag.turn"]) == \
+        ("c1#1", "turn", "c1", 1)
+
+
+def test_plain_items_keep_their_labels_and_page(tmp_path):
+    led = QualityLedger(tmp_path / "l.jsonl")
+    lab = Labeller(_items(), ledger=led, task_type="qa", annotator="ann", hold_seconds=0)
+    html = lab.item_html()
+    assert "llmc-transcript" not in html and 'class="llmc-candidate"' in html
+    lab.label(1.0)
+    assert not [c for c in _humans(led).columns if c in ("tag.unit", "tag.conversation_id", "tag.turn")]
+
+
+def test_a_whole_conversation_is_one_item_with_one_label(tmp_path):
+    led = QualityLedger(tmp_path / "l.jsonl")
+    lab = Labeller(_turns(), ledger=led, task_type="chat", annotator="ann", grader_id="judge", seed=0,
+                   unit="conversation", group="topic", strategy="stratified", hold_seconds=0)
+    assert lab.n_total == 3
+    _show(lab, "c1")
+    html = lab.item_html()
+    assert "the whole conversation (c1)" in html and "<script>" not in html
+    for text in ("question 1", "answer 1.0", "follow-up 1.0", "final 1.1"):  # every turn, each message once
+        assert html.count(f">{text}</pre>") == 1, text
+    assert html.endswith("</div>") and "&lt;/div&gt;" not in html
+    lab.label(0.0, note="the run searched needlessly")
+    labels = _humans(led)
+    assert len(labels) == 1  # one label of the conversation, not one per turn
+    label = labels.iloc[0]
+    assert (label["tag.item_id"], label["tag.unit"], label["tag.conversation_id"]) == ("c1", "conversation", "c1")
+    assert "tag.turn" not in labels.columns or pd.isna(label["tag.turn"])
+    frame = lab.frame()
+    assert len(frame) == 3 and frame["item_id"].tolist() == ["c0", "c1", "c2"]
+    assert frame["judge"].tolist() == pytest.approx([0.25, 0.45, 0.65])  # the mean of the turns' scores
+    assert frame["human"].tolist()[1] == 0.0 and frame["human"].isna().sum() == 2
+    # a conversation's label pairs with a judge of whole conversations (the same item id), not with turns
+    judged = judge_many(ExactMatchJudge(grader_id="whole"), [
+        {"id": "c1", "prompt": "p", "baseline": "x", "candidate": "x", "candidate_model": "m"}],
+        ledger=led, task_type="chat", progress=False)
+    assert (judged["status"] == "scored").all()
+    paired = paired_frame(led, "chat", grader_id="whole")
+    assert paired[["item_id", "human"]].values.tolist() == [["c1", 0.0]]
+
+
+def test_unit_is_checked(tmp_path):
+    led = QualityLedger(tmp_path / "l.jsonl")
+    with pytest.raises(ValidationError, match="unknown unit"):
+        Labeller(_turns(), ledger=led, task_type="chat", annotator="ann", unit="message")
+    with pytest.raises(ValidationError, match="conversation_id column"):
+        Labeller(_items(), ledger=led, task_type="qa", annotator="ann", unit="conversation")
+    with pytest.raises(ValidationError, match="unit='turn'"):
+        Labeller(_turns(), ledger=led, task_type="chat", annotator="ann", unit="conversation", strategy="abstained")
+    turn = Labeller(_turns(), ledger=led, task_type="chat", annotator="ann", hold_seconds=0)
+    whole = Labeller(_turns(), ledger=led, task_type="chat", annotator="ann", unit="conversation", hold_seconds=0)
+    assert turn.plan_id != whole.plan_id and turn.n_total == 6

@@ -43,6 +43,7 @@ NAMES = [
     "09_leaderboards.ipynb",
     "10_align_a_judge.ipynb",
     "11_trust_or_escalate.ipynb",
+    "12_conversations.ipynb",
 ]
 
 
@@ -289,3 +290,24 @@ def test_answer_models_read_no_labels(helpers, qa):
     references = dict(zip(qa["prompt"], qa["baseline"], strict=False))
     for q in questions:
         assert wrong(q, None) not in [r.strip() for r in references[q].split("|")]
+
+
+def test_grounding_model_reads_no_labels_and_finds_claims_by_their_text(helpers):
+    from llm_connect import GroundednessJudge, RunConfig
+    from llm_connect.conversations import as_response, read_conversations
+    from llm_connect.testing import ScriptedAdapter
+
+    items = read_conversations(NOTEBOOKS / "../data/conversations.jsonl").head(12)
+    flipped = items.assign(human=items["human"].map({"yes": "no", "no": "yes"}), flaw="none", notes="")
+    scores = []
+    for frame in (items, flipped):
+        judge = GroundednessJudge(ScriptedAdapter(helpers.grounding_model(frame)))
+        scores.append([judge.judge(as_response(""), as_response(r.candidate), prompt=r.prompt,
+                                   run_config=RunConfig(), context=r.context).quality_score
+                       for r in items.itertuples() if helpers.claims_of(r.candidate)])
+    assert scores[0] == scores[1] and len(set(scores[0])) > 1
+    assert helpers.claims_of("You're welcome! Rain is forecast. Is that all?") == ["Rain is forecast."]
+    assert helpers.claim_verdict("Standard delivery costs 4.90 euros.", ["Delivery costs 4.90 euros (standard)."]) \
+        == ("supported", 1)
+    assert helpers.claim_verdict("Standard delivery costs 5.90 euros.", ["Delivery costs 4.90 euros (standard)."]) \
+        == ("contradicted", 1)

@@ -405,3 +405,68 @@ def test_the_page_keeps_up_with_many_items(browser, tmp_path):
     choose(browser, "filter-people", "disagree")
     assert browser.find_element(By.ID, "count").text == "showing 1500 of 3000 items (1500 match)"
     assert time.perf_counter() - start < 10
+
+
+# -- conversations and agent runs ---------------------------------------------------------------------
+
+RUN_SCRIPT = "<script>window.__pwned=4</script></details></template>"
+
+
+def conversation_rows():
+    """Two turns of a conversation (the second an agent run with a reference run and documents) and a plain item."""
+    call = {"id": "call-1", "type": "function", "function": {"name": "search", "arguments": '{"q": "rain"}'}}
+    run = [{"role": "assistant", "content": None, "tool_calls": [call]},
+           {"role": "tool", "tool_call_id": "call-1", "content": RUN_SCRIPT},
+           {"role": "assistant", "content": "It will rain."}]
+    first = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    return [
+        {"id": "t0", "prompt": "Hi", "baseline": "Hello", "candidate": "Hello!", "messages": first,
+         "conversation_id": "c1", "turn": 0, "human": "yes"},
+        {"id": "t1", "prompt": "Rain?", "baseline": [*run[:2], {"role": "assistant", "content": "Rain."}],
+         "candidate": run, "messages": [*first, {"role": "assistant", "content": "Hello!"},
+                                        {"role": "user", "content": "Rain?"}],
+         "context": [RUN_SCRIPT, "Rain is forecast."], "conversation_id": "c1", "turn": 1, "human": "no"},
+        {"id": "p0", "prompt": "2+2?", "baseline": "4", "candidate": "4", "human": "yes"},
+    ]
+
+
+@pytest.fixture(scope="module")
+def conversation_records():
+    from llm_connect.grading import FunctionJudge
+
+    report = calibrate([FunctionJudge(lambda b, c: 0.5, grader_id="half")], conversation_rows(), human="human",
+                       n_boot=20, progress=False)
+    return judgment_records(report)
+
+
+def test_records_of_a_conversation_hold_its_messages_runs_and_documents(conversation_records, tmp_path):
+    rows = conversation_rows()
+    meta, items = conversation_records[0], items_of(conversation_records)
+    assert "messages" not in meta["fields"] and "context" not in meta["fields"]
+    assert {"conversation_id", "turn"} <= set(meta["fields"])
+    first, run, plain = items
+    assert first["messages"] == rows[0]["messages"] and first["candidate_run"] is None
+    assert first["candidate"] == "Hello!" and first["context"] is None
+    assert run["candidate_run"] == rows[1]["candidate"] and run["baseline_run"] == rows[1]["baseline"]
+    assert run["candidate"] == "It will rain." and run["baseline"] == "Rain."  # the final answers, for the table
+    assert run["context"] == rows[1]["context"] and run["fields"]["conversation_id"] == "c1"
+    assert not {"messages", "context", "candidate_run", "baseline_run"} & set(plain)
+    path = write_judgments(conversation_records, tmp_path / JUDGMENTS_FILE)
+    assert read_judgments(path) == json.loads(json.dumps(conversation_records))
+
+
+def test_the_page_draws_each_transcript_once_escaped_in_a_template(conversation_records):
+    page = viewer_html(conversation_records)
+    embedded = json.loads(DATA.findall(page)[0])
+    items = [r for r in embedded if r["kind"] == "item"]
+    assert [r.get("transcript") for r in items] == [True, True, None]
+    assert not any(k in r for r in items for k in ("messages", "context", "candidate_run", "baseline_run"))
+    templates = re.findall(r"<template id='transcript-(\d+)'>(.*?)</template>", page, re.S)
+    assert [t[0] for t in templates] == ["0", "1"]
+    drawn = templates[1][1]
+    assert "class='llmc-transcript'" in drawn and "llmc-call" in drawn and "llmc-context" in drawn
+    assert "<script" not in drawn and "</template" not in drawn  # the data's </template> cannot end it
+    assert drawn.count("<details") == drawn.count("</details>")  # nor its </details> a block
+    # the run's tool result, the reference run's and the document: each in its summary's preview and its body
+    assert drawn.count("&lt;script&gt;window.__pwned=4") == 3 * 2
+    assert page.count("<script") == 2  # still only the page's own two

@@ -21,6 +21,12 @@ The file is JSON Lines, ASCII only (every other character as a ``\\uXXXX`` escap
   that calls no model, or when the run did not keep it), ``verdict`` (score >= threshold),
   ``disagrees`` (verdict differs from people's; ``null`` when either is missing) and ``gap``
   (``|score - people|``);
+  An item of a conversation or an agent run also has ``messages`` (the chat messages before the
+  judged reply), ``context`` (its documents), ``candidate_run`` / ``baseline_run`` (the reply or
+  the reference when it is a trajectory, a list of messages; ``candidate`` / ``baseline`` then hold
+  its final answer), each ``null`` when the item has none; the viewer draws them as a transcript
+  (:func:`llm_connect.views._transcript.transcript_html`). ``conversation_id`` and ``turn`` are
+  among its ``fields``;
 - a ``probe`` record per probe, judge and probed item: ``probe``, ``judge``, ``row`` (the item's
   row), ``id``, ``perturbed_candidate``, ``original``, ``perturbed``, ``shift`` and ``flipped``
   (the verdict changed at the judge's threshold).
@@ -63,7 +69,7 @@ JUDGE_PROMPT_PREFIX = "judge_prompt_"
 _ITEM_TEXT = ("id", "prompt", "baseline", "candidate", "candidate_model")
 #: A conversation item's own fields, each an item record's key of the same name (``messages`` and ``context``
 #: as lists, ``conversation_id`` and ``turn`` as plain values); a trajectory ``candidate`` / ``baseline`` is its
-#: final answer's text, the trajectory itself in ``candidate_messages`` / ``baseline_messages``.
+#: final answer's text, the trajectory itself in ``candidate_run`` / ``baseline_run``.
 _CONVERSATION = ("messages", "context", "conversation_id", "turn")
 _FEATURES = ("model_family", "candidate_chars", "candidate_words", "baseline_chars", "baseline_words",
              "length_ratio", "has_header", "has_list", "has_bold", "has_code", "markdown_features")
@@ -180,6 +186,44 @@ def _people(report: Any) -> str | None:
     return reference if is_people else None
 
 
+#: The columns of a conversation's item that the viewer draws as a transcript, not as fields.
+TRANSCRIPT_COLUMNS = ("messages", "context")
+
+
+def _json_value(value: Any) -> Any:
+    """A message, a list of messages or of documents as plain JSON: numpy arrays and scalars as Python, every
+    string with URL credentials redacted; ``None`` when missing."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__name__ == "ndarray":
+        value = tolist()
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    value = _plain(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return _text(value)
+
+
+def _run(value: Any) -> list[Any] | None:
+    """A reply or reference that is a trajectory (a list of messages) as plain JSON, else ``None``."""
+    if type(value).__name__ == "ndarray":
+        value = value.tolist()
+    return _json_value(value) if isinstance(value, (list, tuple)) else None
+
+
+def _final_text(value: Any) -> str | None:
+    """A reply's text: a trajectory's final answer (its last message's text when that is the assistant's)."""
+    run = _run(value)
+    if run is None:
+        return _text(value)
+    last = run[-1] if run else None
+    if isinstance(last, Mapping) and last.get("role") == "assistant" and isinstance(last.get("content"), str):
+        return last["content"]
+    return ""
+
+
 def _extra_fields(report: Any, judges: Sequence[str], labels: Sequence[str]) -> list[str]:
     """The columns an item carries besides ours (group columns and the like): the input's columns the
     run carried through (``ScoredItems.passthrough``), else any column of the frame that is not ours."""
@@ -247,15 +291,12 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
 
     ids = [_item_id(v) for v in column("id")]
     texts = {c: [_text(v) for v in column(c)] for c in ("prompt", "candidate_model")}
-    trajectories: dict[str, list[Any]] = {}
-    for c in ("baseline", "candidate"):
-        texts[c], trajectories[c] = [], []
-        for v in column(c):
-            steps = _messages(v)
-            texts[c].append(_text(final_answer(steps) if steps else "") if steps is not None else _text(v))
-            trajectories[c].append(steps)
-    conversation = {c: [(_messages(v, parse=True) if c == "messages" else _documents(v) if c == "context"
-                         else _item_id(v)) for v in column(c)] for c in _CONVERSATION if c in scores.columns}
+    texts.update({c: [_final_text(v) for v in column(c)] for c in ("baseline", "candidate")})
+    runs = {c: [_run(v) for v in column(c)] for c in ("baseline", "candidate")}
+    transcript = {"messages": [_messages(v, parse=True) for v in column("messages")],
+                  "context": [_documents(v) for v in column("context")]}
+    where = {c: [_item_id(v) if c == "conversation_id" else _plain(v) for v in column(c)]
+             for c in ("conversation_id", "turn") if c in scores.columns}
     label_scores = {lab: [_score(v) for v in column(f"score_{lab}")] for lab in labels}
     people_scores = label_scores.get(people, [None] * n) if people else [None] * n
     per_judge: dict[str, dict[str, list[Any]]] = {
@@ -288,7 +329,7 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
                          "raw_reply": d["raw_reply"][i], "judge_prompt": d["judge_prompt"][i],
                          "verdict": verdict, "disagrees": disagrees, "gap": gap,
                          "confidence": d["confidence"][i]}
-        records.append({
+        record = {
             "kind": "item", "row": i, "id": ids[i], "prompt": texts["prompt"][i], "baseline": texts["baseline"][i],
             "candidate": texts["candidate"][i], "candidate_model": texts["candidate_model"][i],
             **{f"{c}_messages": trajectories[c][i] for c in ("candidate", "baseline")
@@ -296,7 +337,13 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
             **{c: values[i] for c, values in conversation.items()},
             "fields": {c: extra[c][i] for c in fields},
             "labels": {lab: label_scores[lab][i] for lab in labels}, "people": people_scores[i], "judges": judged,
-        })
+        }
+        conversation = {"messages": transcript["messages"][i], "context": transcript["context"][i],
+                        "candidate_run": runs["candidate"][i], "baseline_run": runs["baseline"][i]}
+        if any(v is not None for v in conversation.values()):
+            record.update(conversation)
+        record.update({c: values[i] for c, values in where.items() if values[i] is not None})
+        records.append(record)
     if report.bias is not None:
         for r in report.bias.results:
             if not r.stats.n or r.items.empty:

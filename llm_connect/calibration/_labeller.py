@@ -83,6 +83,30 @@ unrelated to the label; skip sparingly). Only labels given under the labeller's 
 (``tags["plan"]``) enter :meth:`Labeller.frame` and the estimates; labels from elsewhere still keep
 their items from being shown again.
 
+Conversations and agent runs
+----------------------------
+Items may be turns of conversations (:func:`~llm_connect.conversations.per_turn`,
+:func:`~llm_connect.conversations.read_conversations`): the labeller shows each as a transcript (the
+messages before the reply, the reply or the agent's trajectory, a reference trajectory, the context
+documents; :func:`llm_connect.views._transcript.transcript_html`).
+
+``unit="turn"`` (the default) labels one reply: the label is recorded as above, with the tags
+``unit="turn"``, ``conversation_id`` and ``turn`` when the items have them, so it pairs with the
+judge's score of that turn.
+
+``unit="conversation"`` labels a whole conversation: the rows of one ``conversation_id`` (and
+candidate model) are one item (:func:`conversation_items`), shown whole. Its label is **one label of
+the conversation**, recorded once with ``item_id`` = the conversation id and the tags
+``unit="conversation"`` and ``conversation_id`` (no ``turn``); it is never copied onto the
+conversation's turns. A person who read the whole conversation gave one judgment: copying it onto
+each of K turns would count it K times (intervals too narrow by about ``sqrt(K)``) and pair it with
+per-turn judge scores the person never gave, so agreement with a per-turn judge would be measured
+on labels that do not exist. In :meth:`Labeller.frame` and the estimates a conversation is one
+item; its judge score is the mean of its turns' scores (the items' score column; else the ledger's
+observations whose ``item_id`` is the conversation id, a judge of whole conversations).
+:func:`~llm_connect.frames.paired_frame` pairs such a label with the judge's observations of the
+same ``item_id``, i.e. with a judge of whole conversations.
+
 Judge scores and replies in ``items``
 -------------------------------------
 With ``judge="NAME"``, the score is read from the items' column ``NAME``, else ``score_NAME``
@@ -193,6 +217,22 @@ def _column(frame: pd.DataFrame, candidates: Sequence[str]) -> str | None:
     return next((c for c in candidates if c in frame.columns), None)
 
 
+def _is_trajectory(value: Any) -> bool:
+    """A reply or reference that is a list of chat messages (an agent run), not texts."""
+    return isinstance(value, (list, tuple)) and any(isinstance(m, Mapping) for m in value)
+
+
+def _reply_text(value: Any) -> str:
+    """A reply as text: a trajectory's final answer (the text of its last assistant message), else the text."""
+    if _is_trajectory(value):
+        last = value[-1] if value else None
+        if isinstance(last, Mapping) and last.get("role") == "assistant":
+            content = last.get("content")
+            return content if isinstance(content, str) else ""
+        return ""
+    return _text(value) or ""
+
+
 def _references(value: Any, sep: str | None) -> list[str]:
     if isinstance(value, (list, tuple, np.ndarray)):
         return [t for t in (_text(v) for v in value) if t is not None]
@@ -203,6 +243,125 @@ def _references(value: Any, sep: str | None) -> list[str]:
         parts = [p.strip() for p in text.split(sep)]
         return [p for p in parts if p] or [text]
     return [text]
+
+
+# -- conversations as items ------------------------------------------------------------------------
+
+#: What one item of a :class:`Labeller` is: a row (``"turn"``: one reply) or a conversation.
+UNITS = ("turn", "conversation")
+# per-turn columns a conversation item does not carry over (it gets its own)
+_TURN_ONLY = ("id", "item_id", "turn", "prompt", "candidate", "baseline", "reference", "references", "messages",
+              "context", "status", "confidence", "decided_by")
+
+
+def _missing_value(value: Any) -> bool:
+    if isinstance(value, (list, tuple, dict, np.ndarray)):
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _listed(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def _score_columns(frame: pd.DataFrame, judge: str | None, uncertainty: str | None) -> list[str]:
+    """The numeric columns a conversation item averages over its turns: the judge's score, the uncertainty."""
+    names = [] if judge is None else [judge, f"score_{judge}"]
+    if uncertainty not in (None, "judge"):
+        names.append(str(uncertainty))
+    return [c for c in names if c in frame.columns]
+
+
+def _as_messages(reply: Any) -> list[Any]:
+    """A turn's reply as messages: a trajectory as it is, a text as one assistant message."""
+    reply = _listed(reply)
+    if isinstance(reply, (list, tuple)):
+        return list(reply)
+    if _missing_value(reply):
+        return []
+    return [{"role": "assistant", "content": reply if isinstance(reply, str) else str(reply)}]
+
+
+def conversation_items(frame: pd.DataFrame, *, score_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per conversation (and candidate model) of a frame of turns: what ``Labeller(unit="conversation")``
+    shows and labels.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Turns, as :func:`~llm_connect.conversations.per_turn` or
+        :func:`~llm_connect.conversations.read_conversations` give them: ``conversation_id``, ``turn``
+        (optional: the rows' order otherwise), ``messages`` (the conversation before the reply),
+        ``candidate`` (a text or a trajectory), optional ``context``.
+    score_columns : sequence of str
+        Numeric columns averaged over a conversation's turns (the judge's score: a conversation's
+        judge score is the mean of its turns' scores, NaN when none is scored).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``id`` (the conversation id), ``conversation_id``, ``n_turns``, ``messages`` (the whole
+        conversation: each turn's messages not already shown, then its reply), ``prompt`` (the first
+        user message), ``candidate`` (the last reply), ``context`` (every turn's documents, each
+        once), the ``score_columns`` averaged, and every other column whose value is the same on
+        every turn (``candidate_model``, a group column...).
+
+    Raises
+    ------
+    ValidationError
+        No ``conversation_id`` column, or a row without one.
+    """
+    if "conversation_id" not in frame.columns:
+        raise ValidationError("unit='conversation' needs a conversation_id column: read the data with "
+                              "llm_connect.conversations.read_conversations or split conversations with per_turn")
+    ids = frame["conversation_id"].astype(object).tolist()
+    if any(_missing_value(v) for v in ids):
+        raise ValidationError("unit='conversation': every row needs its conversation_id; some are missing")
+    model_col = _column(frame, ("adapter_id", "candidate_adapter", "candidate_model", "model_id"))
+    models = frame[model_col].astype(object).tolist() if model_col else [None] * len(frame)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (cid, model) in enumerate(zip(ids, models, strict=True)):
+        groups.setdefault((str(item_id_text(cid)), str(_text(model))), []).append(i)
+    turns = frame["turn"].astype(object).tolist() if "turn" in frame.columns else None
+
+    def position(i: int) -> tuple[float, int]:
+        turn = turns[i] if turns is not None else None
+        return (math.inf if turn is None or _missing_value(turn) else float(turn), i)
+
+    kept = [c for c in frame.columns if c not in _TURN_ONLY and c not in score_columns and c != "conversation_id"]
+    rows = []
+    for rows_of in groups.values():
+        order = sorted(rows_of, key=position)
+        shown: list[Any] = []
+        context: list[str] = []
+        for i in order:
+            before = _listed(frame["messages"].iloc[i]) if "messages" in frame.columns else None
+            before = list(before) if isinstance(before, (list, tuple)) else []
+            shown += before[len(shown):] if before[: len(shown)] == shown else before
+            shown += _as_messages(frame["candidate"].iloc[i]) if "candidate" in frame.columns else []
+            docs = _listed(frame["context"].iloc[i]) if "context" in frame.columns else None
+            if isinstance(docs, (list, tuple)):
+                context += [d for d in docs if d not in context]
+        first, last = order[0], order[-1]
+        prompt = next((m.get("content") for m in shown if isinstance(m, Mapping) and m.get("role") == "user"), None)
+        row: dict[str, Any] = {
+            "id": canonical_item_id(ids[first]), "conversation_id": ids[first], "n_turns": len(order),
+            "messages": shown, "prompt": prompt if isinstance(prompt, str) else "",
+            "candidate": _listed(frame["candidate"].iloc[last]) if "candidate" in frame.columns else "",
+            "context": context or None,
+        }
+        for column in score_columns:
+            values = pd.to_numeric(frame[column].iloc[order], errors="coerce").to_numpy(dtype=float)
+            row[column] = float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+        for column in kept:
+            same = frame[column].iloc[order].astype(object).tolist()
+            if all(repr(v) == repr(same[0]) for v in same):
+                row[column] = same[0]
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 # -- the labeller --------------------------------------------------------------------------------
@@ -249,7 +408,14 @@ class Labeller:
     the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
     (the interval width progress plans for, default 0.05), ``confidence`` (0.95), ``hold_seconds``
     (how long an item shown to this annotator is held from the others, default 900 s, renewed while
-    it is shown; 0 takes no holds; see the module docstring).
+    it is shown; 0 takes no holds; see the module docstring), ``unit`` (``"turn"``, the default: each
+    row is an item; ``"conversation"``: the rows of one ``conversation_id`` (and candidate model) are
+    one item, the whole conversation shown and labelled at once; see "Conversations and agent runs"
+    in the module docstring).
+
+    Items of a conversation or an agent run (columns ``messages``, ``context``, a ``candidate`` or
+    reference that is a list of chat messages; see :mod:`llm_connect.conversations`) are shown as a
+    transcript: roles, tool calls with their arguments, tool results and the documents, collapsible.
 
     The programmatic API (the widget's buttons call it): :attr:`current`, :meth:`label`,
     :meth:`skip`, :meth:`undo`, :meth:`progress`, :attr:`n_labelled`; and for the results
@@ -278,11 +444,19 @@ class Labeller:
         target_width: float = 0.05,
         confidence: float = 0.95,
         hold_seconds: float = 900.0,
+        unit: str = "turn",
         judge: str | None = None,
     ) -> None:
         judge = renamed_keyword(grader_id, judge, func="Labeller", new_name="grader_id", old_name="judge")
         if strategy not in STRATEGIES:
             raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
+        if unit not in UNITS:
+            raise ValidationError(f"unknown unit {unit!r}; choose 'turn' (each row is an item: one reply) or "
+                                  "'conversation' (the rows of one conversation_id are one item)")
+        if unit == "conversation" and strategy == "abstained":
+            raise ValidationError("strategy='abstained' shows the turns a selective judge abstained on: use "
+                                  "unit='turn' with it")
+        self.unit = unit
         for name, value in (("task_type", task_type), ("annotator", annotator)):
             if not isinstance(value, str) or not value.strip():
                 raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
@@ -315,6 +489,8 @@ class Labeller:
         self.target_width = float(target_width)
         self.confidence = check_confidence(confidence)
         frame = _items_frame(items)
+        if unit == "conversation":
+            frame = conversation_items(frame, score_columns=_score_columns(frame, judge, uncertainty))
         priority = None
         if strategy == "abstained":  # only the rows a selective judge or cascade abstained on
             frame, priority = _abstained_rows(frame)
@@ -342,6 +518,8 @@ class Labeller:
                               overlap=overlap, priority=priority)
         plan_key: tuple[Any, ...] = (strategy, self.seed, overlap if strategy == "overlap" else None,
                                      floor if strategy == "active" else None, group)
+        if unit != "turn":  # a plan of conversations is another plan (the turn plan keeps its old id)
+            plan_key += (("unit", unit),)
         if strategy == "active":
             plan_key += (("learned", burn_in, bins) if self._learned else ("uncertainty", uncertainty),)
         digest = hashlib.blake2b(repr(plan_key).encode(), digest_size=6).hexdigest()
@@ -397,16 +575,24 @@ class Labeller:
                 "distinct ids"
             )
         ref_col = _column(frame, _REFERENCE_COLUMNS)
-        refs = [_references(v, reference_sep) for v in frame[ref_col].tolist()] if ref_col else [[]] * len(frame)
+        raw_refs = [_listed(v) for v in frame[ref_col].tolist()] if ref_col else [None] * len(frame)
+        refs = [[] if _is_trajectory(v) else _references(v, reference_sep) for v in raw_refs]
+        replies = [_listed(v) for v in frame["candidate"].tolist()]
         data = pd.DataFrame({
             "item_id": pd.Series(ids, dtype=object),  # plain Python ids (numpy int64 is no JSON tag)
             "key_text": [f"{i}\x1f{a}" for i, a in keys],
             "adapter_id": adapters,
             "model_id": models,
             "prompt": [_text(v) or "" for v in frame["prompt"].tolist()],
-            "candidate": [_text(v) or "" for v in frame["candidate"].tolist()],
+            "candidate": [_reply_text(v) for v in replies],
             "references": refs,
         })
+        # a conversation or an agent run: what the transcript shows (None where the items have no such column)
+        data["reply"] = pd.Series(replies, dtype=object)
+        data["reference_run"] = pd.Series([v if _is_trajectory(v) else None for v in raw_refs], dtype=object)
+        for name in ("messages", "context", "conversation_id", "turn"):
+            values = [_listed(v) for v in frame[name].tolist()] if name in frame.columns else [None] * len(frame)
+            data[name] = pd.Series([None if _missing_value(v) else v for v in values], dtype=object)
         self._ids = ids
         self._keys = keys
         self._index = {k: i for i, k in enumerate(keys)}
@@ -645,6 +831,21 @@ class Labeller:
                   **(self._item_tags[index] if self._item_tags else {}), **tags},
         )
 
+    def _unit_tags(self, index: int) -> dict[str, Any]:
+        """What a label of a conversation or of one of its turns says it labels: ``unit``, ``conversation_id``
+        and (a turn) ``turn``; nothing for items that are not part of a conversation."""
+        row = self._items.iloc[index]
+        conversation = row["conversation_id"]
+        if conversation is None:
+            return {}
+        tags: dict[str, Any] = {"unit": self.unit, "conversation_id": canonical_item_id(conversation)}
+        turn = row["turn"]
+        if self.unit == "turn" and turn is not None:
+            turn_id = canonical_item_id(turn)
+            tags["turn"] = int(turn_id) if isinstance(turn_id, (int, float)) and not isinstance(turn_id, bool) \
+                else turn_id
+        return tags
+
     def _record(self, grader: str, score: float, note: str) -> str:
         if self._current is None:
             raise ValidationError("every item is done: there is nothing to label (undo() brings the last one back)")
@@ -660,6 +861,7 @@ class Labeller:
         }
         if note.strip():
             tags["note"] = note
+        tags.update(self._unit_tags(i))
         obs = self._observation(i, grader, score, tags)
         once = getattr(self.ledger, "extend_once", None)
         if callable(once):  # once per item and annotator: another session of this annotator may have labelled it
@@ -698,6 +900,9 @@ class Labeller:
             "prompt": row["prompt"], "references": list(row["references"]), "candidate": row["candidate"],
             "judge_score": None if math.isnan(score) else score, "judge_reply": row["judge_reply"],
             "sampling_probability": float(self.plan.prob[self._current]),
+            "reply": row["reply"], "reference_run": row["reference_run"], "messages": row["messages"],
+            "context": row["context"], "conversation_id": row["conversation_id"], "turn": row["turn"],
+            "unit": self.unit,
         }
 
     def label(self, score: float, note: str = "") -> str:
@@ -933,11 +1138,30 @@ class Labeller:
         parts = [
             f'<div class="llmc-item-head">item <span class="llmc-item-id">{e(str(item["item_id"]))}</span>'
             f' · model <span class="llmc-model">{e(item["model_id"])}</span></div>',
-            f'<div><b>Prompt</b><pre class="llmc-prompt" style="white-space:pre-wrap">{e(item["prompt"])}</pre></div>',
-            f'<div><b>Reference(s)</b><ul class="llmc-references">{refs}</ul></div>',
-            f'<div><b>Candidate</b><pre class="llmc-candidate" style="white-space:pre-wrap">'
-            f'{e(item["candidate"])}</pre></div>',
         ]
+        if item["conversation_id"] is not None:
+            what = (f"the whole conversation ({e(str(item['conversation_id']))}): label every turn together"
+                    if self.unit == "conversation" else
+                    f"turn {e(str(item['turn']))} of conversation {e(str(item['conversation_id']))}: label the "
+                    "judged reply")
+            parts.append(f'<div class="llmc-unit"><b>Label</b> {what}</div>')
+        if (item["messages"] is not None or item["context"] is not None or _is_trajectory(item["reply"])
+                or item["reference_run"] is not None):
+            whole = self.unit == "conversation"
+            transcript_html = view("transcript_html")  # the one renderer of transcripts, in views
+            parts.append('<div class="llmc-conversation">' + str(transcript_html(
+                item["messages"], context=item["context"], reply=None if whole else item["reply"],
+                reference=item["reference_run"])) + "</div>")
+            if item["references"]:
+                parts.append(f'<div><b>Reference(s)</b><ul class="llmc-references">{refs}</ul></div>')
+        else:
+            parts += [
+                f'<div><b>Prompt</b><pre class="llmc-prompt" style="white-space:pre-wrap">{e(item["prompt"])}'
+                "</pre></div>",
+                f'<div><b>Reference(s)</b><ul class="llmc-references">{refs}</ul></div>',
+                f'<div><b>Candidate</b><pre class="llmc-candidate" style="white-space:pre-wrap">'
+                f'{e(item["candidate"])}</pre></div>',
+            ]
         if self.show_judge:
             score = item["judge_score"]
             shown = "not scored" if score is None else f"{score:.3g}"

@@ -1,5 +1,6 @@
 """Every picture and page: plots, the report's HTML and widget, the judgment viewer,
-the leaderboard page and the Labeller widget.
+the leaderboard page, the Labeller widget and the transcripts of conversations and agent runs
+(:func:`transcript_html`, the one renderer the viewer, the report and the Labeller share).
 
 Views draw what they are given (a frame, a report object) and compute nothing
 of their own beyond layout; the numbers come from :mod:`llm_connect.stats` and
@@ -10,6 +11,7 @@ Every value goes into HTML through the one escaping helper,
 :mod:`llm_connect._html`.
 """
 
+from ._transcript import transcript_html
 from .alignment import alignment_html
 from .groups import group_breakdown_figure, group_breakdown_html, plot_group_kappa
 from .labeller import labeller_widget
@@ -54,5 +56,6 @@ __all__ = [
     "report_html",
     "report_widget",
     "save_report_html",
+    "transcript_html",
     "viewer_html",
 ]

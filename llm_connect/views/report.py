@@ -16,6 +16,7 @@ import pandas as pd
 
 from .._html import Markup, fmt, frame_html, html_format, join
 from ._figures import new_figure, png_bytes, png_data_uri
+from ._transcript import report_transcripts
 from .groups import group_breakdown_html
 from .leaderboard import leaderboard_section
 from .plots import (
@@ -109,6 +110,8 @@ HOW_TO_READ = {
                    "small means the judge rewards that feature, not quality.",
     "Length effect": "how much the score moves per unit of answer length with quality held fixed; an "
                      "interval away from 0 is a length bias.",
+    "Transcripts": "the items that are conversations or agent runs, where the judge and people disagree most: "
+                   "open one to read its messages, tool calls and documents.",
     "Figures": "each plot is named below it and titled inside; a judge's scores are drawn against the "
                "reference labels, and the dotted line marks its best threshold.",
 }
@@ -162,6 +165,9 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
     body.append(_diagnostics_html(report))
     if report.by_group is not None:
         body.append(group_breakdown_html(report.by_group, plots=plots))
+    transcripts = report_transcripts(report)
+    if transcripts:
+        body.append(_section("Transcripts", transcripts))
     if plots:
         figs = report_figures(report)
         imgs = join(

@@ -5,7 +5,9 @@ The page embeds the records as JSON inside ``<script type="application/json">``
 with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped, and its script renders them
 with ``textContent`` only; a Content-Security-Policy allows no script but its own
 (by hash), so even markup that slipped through could not run, and no network
-access at all.
+access at all. The transcript of a conversation or an agent run is drawn here, in
+Python, by the one renderer (:func:`~llm_connect.views._transcript.transcript_html`,
+every value escaped), into an inert ``<template>`` the script clones.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._html import Markup, html_format
+from .._html import Markup, html_format, join
 from ..errors import ValidationError
+from ._transcript import TRANSCRIPT_CSS, transcript_html
 
 __all__ = ["JudgmentViewer", "content_security_policy", "viewer_html"]
 
@@ -47,10 +50,42 @@ def content_security_policy() -> str:
             "img-src data:; base-uri 'none'; form-action 'none'")
 
 
+#: The keys of an item record that the page draws as a transcript (in a ``<template>``), not from its JSON.
+_TRANSCRIPT_KEYS = ("messages", "context", "candidate_run", "baseline_run")
+
+
+def _transcripts(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], Markup]:
+    """The records without their conversations, and each conversation's transcript drawn once, here, by the one
+    renderer (:func:`~llm_connect.views._transcript.transcript_html`, every value escaped), in an inert
+    ``<template id="transcript-ROW">`` that the page's script clones into the item's detail (no markup is ever
+    made from the JSON)."""
+    kept: list[Mapping[str, Any]] = []
+    templates: list[Markup] = []
+    for record in records:
+        if record.get("kind") != "item" or not any(record.get(k) is not None for k in _TRANSCRIPT_KEYS):
+            kept.append(record)
+            continue
+        run, ref = record.get("candidate_run"), record.get("baseline_run")
+        drawn = transcript_html(
+            record.get("messages"), context=record.get("context"),
+            reply=run if run is not None else record.get("candidate"),
+            reference=ref if ref is not None else record.get("baseline"),
+            style=False, id_prefix=f"t{int(record['row'])}")
+        templates.append(html_format("<template id='transcript-{}'>{}</template>", int(record["row"]), drawn))
+        kept.append({**{k: v for k, v in record.items() if k not in _TRANSCRIPT_KEYS}, "transcript": True})
+    return kept, join(templates)
+
+
 def viewer_html(records: Sequence[Mapping[str, Any]], *, title: str | None = None) -> str:
-    """The self-contained viewer page (inline CSS and script, no network) for ``records``."""
+    """The self-contained viewer page (inline CSS and script, no network) for ``records``.
+
+    Items of a conversation or an agent run (``messages``, ``context``, ``candidate_run``,
+    ``baseline_run``) show their transcript in the item's detail: roles, tool calls with their
+    arguments, tool results and the documents, collapsible, every value escaped.
+    """
     if not records or records[0].get("kind") != "meta":
         raise ValidationError("viewer_html needs judgment records starting with the meta record")
+    records, templates = _transcripts(records)
     shown = title if title is not None else str(records[0].get("title") or "Judgments")
     return str(html_format(
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
@@ -77,10 +112,13 @@ def viewer_html(records: Sequence[Mapping[str, Any]], *, title: str | None = Non
         "<aside id='detail' hidden><button id='close' type='button' aria-label='close'>×</button>"
         "<div id='detail-body'></div></aside></main>"
         "<noscript>This page needs JavaScript to show the judgments.</noscript>"
+        "<div id='transcripts' hidden>{}</div>"
         "<script type='application/json' id='judgments-data'>{}</script>"
         "<script>{}</script></body></html>\n",
-        # constant style and script of this module, and the JSON made safe above, go in as they are
-        content_security_policy(), shown, Markup(_STYLE), shown, Markup(_embedded_json(records)), Markup(_SCRIPT),
+        # constant style and script of this module, the JSON made safe above and the escaped transcripts go in
+        # as they are
+        content_security_policy(), shown, Markup(_STYLE + TRANSCRIPT_CSS), shown, templates,
+        Markup(_embedded_json(records)), Markup(_SCRIPT),
     ))
 
 
@@ -360,9 +398,17 @@ _SCRIPT = r"""
     Object.keys(item.fields || {}).forEach(function (k) { facts.push([k, show(item.fields[k])]); });
     labels.forEach(function (l) { facts.push(["label " + l, num(item.labels[l])]); });
     if (facts.length) kv(body, facts);
-    block(body, "prompt", item.prompt, "prompt");
-    block(body, "reference", item.baseline, "baseline");
-    block(body, "candidate", item.candidate, "candidate");
+    var drawn = item.transcript ? document.getElementById("transcript-" + item.row) : null;
+    if (drawn) {  // a conversation or an agent run: its transcript, drawn and escaped by the page's maker
+      body.appendChild(el("h4", null, "conversation"));
+      var box = el("div", "transcript");
+      box.appendChild(drawn.content.cloneNode(true));
+      body.appendChild(box);
+    } else {
+      block(body, "prompt", item.prompt, "prompt");
+      block(body, "reference", item.baseline, "baseline");
+      block(body, "candidate", item.candidate, "candidate");
+    }
     var first = fj.value ? [fj.value] : [];  // the judge chosen in the filter comes first
     first.concat(judges.filter(function (j) { return first.indexOf(j) < 0; })).forEach(function (j) {
       var r = item.judges[j];
