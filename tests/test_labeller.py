@@ -802,7 +802,7 @@ def test_a_turn_is_shown_as_a_transcript_and_its_label_names_the_turn(tmp_path):
     led = QualityLedger(tmp_path / "l.jsonl")
     lab = Labeller(_turns(), ledger=led, task_type="chat", annotator="ann", grader_id="judge", seed=0,
                    hold_seconds=0)
-    _show(lab, "c1#1")
+    _show(lab, "c1/c1#1#turn=1")  # the item key holds the conversation and the turn (as judge_many keys it)
     item = lab.current
     assert item["candidate"] == "final 1.1" and isinstance(item["reply"], list)  # the final answer, the run
     html = lab.item_html()
@@ -813,7 +813,7 @@ def test_a_turn_is_shown_as_a_transcript_and_its_label_names_the_turn(tmp_path):
     lab.label(1.0)
     label = _humans(led).iloc[-1]
     assert (label["tag.item_id"], label["tag.unit"], label["tag.conversation_id"], label["tag.turn"]) == \
-        ("c1#1", "turn", "c1", 1)
+        ("c1/c1#1#turn=1", "turn", "c1", 1)
 
 
 def test_plain_items_keep_their_labels_and_page(tmp_path):

@@ -67,10 +67,6 @@ JUDGMENTS_VERSION = 1
 RAW_REPLY_PREFIX = "reply_"
 JUDGE_PROMPT_PREFIX = "judge_prompt_"
 _ITEM_TEXT = ("id", "prompt", "baseline", "candidate", "candidate_model")
-#: A conversation item's own fields, each an item record's key of the same name (``messages`` and ``context``
-#: as lists, ``conversation_id`` and ``turn`` as plain values); a trajectory ``candidate`` / ``baseline`` is its
-#: final answer's text, the trajectory itself in ``candidate_run`` / ``baseline_run``.
-_CONVERSATION = ("messages", "context", "conversation_id", "turn")
 _FEATURES = ("model_family", "candidate_chars", "candidate_words", "baseline_chars", "baseline_words",
              "length_ratio", "has_header", "has_list", "has_bold", "has_code", "markdown_features")
 _JUDGE_PREFIXES = ("score_", "status_", "notes_", RAW_REPLY_PREFIX, JUDGE_PROMPT_PREFIX)
@@ -230,8 +226,8 @@ def _extra_fields(report: Any, judges: Sequence[str], labels: Sequence[str]) -> 
     scores = report.scores
     passthrough = getattr(report.meta, "passthrough", None)
     if isinstance(passthrough, list):
-        return [c for c in passthrough if c in scores.columns and c not in _CONVERSATION]
-    ours = {*_ITEM_TEXT, *_FEATURES, *_CONVERSATION}
+        return [c for c in passthrough if c in scores.columns and c not in TRANSCRIPT_COLUMNS]
+    ours = {*_ITEM_TEXT, *_FEATURES, *TRANSCRIPT_COLUMNS}
     names = [*judges, *labels]
     out = []
     for column in scores.columns:
@@ -295,8 +291,6 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
     runs = {c: [_run(v) for v in column(c)] for c in ("baseline", "candidate")}
     transcript = {"messages": [_messages(v, parse=True) for v in column("messages")],
                   "context": [_documents(v) for v in column("context")]}
-    where = {c: [_item_id(v) if c == "conversation_id" else _plain(v) for v in column(c)]
-             for c in ("conversation_id", "turn") if c in scores.columns}
     label_scores = {lab: [_score(v) for v in column(f"score_{lab}")] for lab in labels}
     people_scores = label_scores.get(people, [None] * n) if people else [None] * n
     per_judge: dict[str, dict[str, list[Any]]] = {
@@ -332,9 +326,6 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
         record = {
             "kind": "item", "row": i, "id": ids[i], "prompt": texts["prompt"][i], "baseline": texts["baseline"][i],
             "candidate": texts["candidate"][i], "candidate_model": texts["candidate_model"][i],
-            **{f"{c}_messages": trajectories[c][i] for c in ("candidate", "baseline")
-               if trajectories[c][i] is not None},
-            **{c: values[i] for c, values in conversation.items()},
             "fields": {c: extra[c][i] for c in fields},
             "labels": {lab: label_scores[lab][i] for lab in labels}, "people": people_scores[i], "judges": judged,
         }
@@ -342,7 +333,6 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
                         "candidate_run": runs["candidate"][i], "baseline_run": runs["baseline"][i]}
         if any(v is not None for v in conversation.values()):
             record.update(conversation)
-        record.update({c: values[i] for c, values in where.items() if values[i] is not None})
         records.append(record)
     if report.bias is not None:
         for r in report.bias.results:
