@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import redact_urls
-from ..conversations import final_answer
 from ..errors import ValidationError
 
 __all__ = [
