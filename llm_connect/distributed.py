@@ -635,7 +635,8 @@ class _GradingActor:
             from .grading._batch_api import provider_batch_plan
 
             # the Batch APIs have no per-minute limit: the rows are not gated, they all wait for one round
-            plan, concurrency = provider_batch_plan(plan, self._batch_options(batch), concurrency=concurrency)
+            plan, concurrency = provider_batch_plan(plan, self._batch_options(batch), concurrency=concurrency,
+                                                    progress=False)  # no bars inside the actors
         elif self.permits is not None and self.rate_limit is not None:
             plan.work = _gated(plan.work, self.permits, _estimated_tokens(todo, self.rate_limit))
         out = run_batch(plan, concurrency=concurrency, progress=False)

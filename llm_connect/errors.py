@@ -14,6 +14,7 @@ Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
     │   │   └── JudgeAbstained                  a selective judge is not sure enough: the item goes on
     │   └── UncalibratedJudgeError              a judge without a (good enough) card was asked to decide
     ├── BudgetExceededError                     the run's budget is spent
+    ├── JudgeFailedError                        a judge scored no item: every call failed (the first error says why)
     ├── MissingDependencyError (ImportError)    an optional extra is not installed
     └── AdapterError                            a provider call failed (status, message, what to do)
         ├── AuthenticationError                 401/403: key missing or refused
@@ -39,6 +40,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingShapeError",
     "JudgeAbstained",
+    "JudgeFailedError",
     "JudgeReplyError",
     "LLMConnectError",
     "LogprobsUnavailableError",
@@ -119,6 +121,29 @@ class BudgetExceededError(LLMConnectError):
         )
         self.spent_usd = spent_usd
         self.limit_usd = limit_usd
+
+
+class JudgeFailedError(LLMConnectError):
+    """A judge scored none of the items it was given: every row failed (an error, or a reply with no verdict).
+
+    A run in which nothing was scored has nothing to measure, so ``align`` and ``calibrate`` refuse it
+    rather than report agreement, a card or "no improvement" about a judge that never judged. The
+    message names the judge and its first error (the same fault is usually behind every row: a
+    missing model or extra, a refused key, an endpoint that is down). ``judge``: its name;
+    ``first_error``: that error's text; ``n``: the rows it was given.
+    """
+
+    def __init__(self, judge: str, first_error: str, n: int, *, what: str = "") -> None:
+        doing = f" ({what})" if what else ""
+        shown = first_error if len(first_error) <= 400 else first_error[:399] + "…"
+        super().__init__(
+            f"judge {judge} scored none of the {n} items{doing}: every row failed; first error: {shown}. "
+            "Fix that error (usually the same on every row: a missing model or extra, a refused key, an "
+            "endpoint that is down) and run again"
+        )
+        self.judge = judge
+        self.first_error = first_error
+        self.n = n
 
 
 #: This project's distribution name (``[project].name``): ``llm-connect`` on PyPI is an unrelated project,

@@ -289,3 +289,22 @@ def test_answer_models_read_no_labels(helpers, qa):
     references = dict(zip(qa["prompt"], qa["baseline"], strict=False))
     for q in questions:
         assert wrong(q, None) not in [r.strip() for r in references[q].split("|")]
+
+
+_NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                 "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+
+
+def test_the_docs_count_the_notebooks_there_are():
+    """README, the docs' index and contributing say how many tutorials there are: the number there is."""
+    root = NOTEBOOKS.parent
+    said = []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for match in re.finditer(r"\b(\w+) (?:tutorial )?notebooks\b", page.read_text(encoding="utf-8"), re.I):
+            word = match.group(1).lower()
+            if word in _NUMBER_WORDS or word.isdigit():
+                count = int(word) if word.isdigit() else _NUMBER_WORDS.index(word)
+                said.append((page.name, match.group(0), count))
+    assert {name for name, _, _ in said} >= {"README.md", "index.md", "contributing.md", "notebooks.md"}, said
+    wrong = [(name, text) for name, text, count in said if count != len(NAMES)]
+    assert not wrong, f"these say another number of notebooks than the {len(NAMES)} there are: {wrong}"

@@ -74,6 +74,7 @@ from .._html import Markup
 from ..core import BudgetTracker, LLMAdapter, RunConfig
 from ..errors import BudgetExceededError, ValidationError
 from ..grading import Example, JudgeBase, LLMJudge, Rubric, judge_many
+from ..grading._batch import refuse_total_failure
 from ..stats.agreement import Estimate
 from ..stats.alignment import (
     METRICS,
@@ -598,6 +599,9 @@ def align(
     :func:`~llm_connect.grading.judge_many`; before judging, the number of calls and (where the
     price is known) the cost are logged, and printed to stderr with ``progress``.
 
+    Raises :class:`~llm_connect.errors.JudgeFailedError` (naming the first error) when the original judge
+    scores none of the labelled items: with nothing scored there is nothing to align or compare.
+
     Returns an :class:`Alignment`. See :mod:`llm_connect.calibration._align` for the procedure and
     what it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's optimizers and
     EvalGen.
@@ -669,11 +673,13 @@ def align(
     fold = frame["fold"].to_numpy(int)
     id_text = np.array([str(i) for i in items.ids], dtype=object)
 
-    def judged(j: LLMJudge | _Routed, pos: np.ndarray) -> np.ndarray:
+    def judged(j: LLMJudge | _Routed, pos: np.ndarray, *, refuse: bool = False) -> np.ndarray:
         if pos.size == 0:
             return np.array([], dtype=float)
         out = judge_many(j, items.frame(pos), concurrency=concurrency, progress=progress, budget=tracker)
         _check_budget(out, tracker)
+        if refuse:  # a judge that scored nothing: no comparison, no "kept: no held-out improvement"
+            refuse_total_failure(out, str(judge.grader_id), what="align")
         scores = pd.to_numeric(out["quality_score"], errors="coerce").to_numpy(dtype=float, copy=True)
         scores[(out["status"] != "scored").to_numpy()] = np.nan
         return scores
@@ -712,7 +718,7 @@ def align(
     _say_plan(plan, judge, progress)
 
     # 3. the original on every labelled item (its held-out replies are read only in step 5)
-    items.score0 = judged(judge, np.arange(len(frame)))
+    items.score0 = judged(judge, np.arange(len(frame)), refuse=True)
     items.verdict0 = np.where(np.isfinite(items.score0), (items.score0 >= original.threshold).astype(float), np.nan)
     s0 = items.score0[sel_pos]
     continuous = bool(np.any(np.isfinite(s0) & ~np.isin(s0, (0.0, 1.0))))

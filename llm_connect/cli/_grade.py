@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import safe_text
-from ._common import GRADER_IDS, JUDGES, UsageError, _warn
-from ._inputs import find_human, prepare_items
+from ._common import GRADER_IDS, JUDGES, UsageError, _warn, read_labels
+from ._inputs import apply_candidate_model, find_human, prepare_items
 from ._judges import JudgeSpec, _build_judges, _check_judges, judge_word
 
 _GRADE_HELP = """\
@@ -57,6 +57,12 @@ def _add_grade(subparsers: Any) -> None:
     p.add_argument("--human", metavar="COLUMN",
                    help="column with the human verdict (booleans, yes/no or a 0-1 score), recorded as labels "
                    "(default: a column named 'human', if any)")
+    p.add_argument("--scale", metavar="LOW-HIGH", default=None,
+                   help="with --human: the labels are ratings on this scale (e.g. 1-5), recorded as "
+                   "(rating - LOW) / (HIGH - LOW) so they sit on the judges' 0..1")
+    p.add_argument("--candidate-model", metavar="NAME", default=None,
+                   help="the model that wrote the candidates, when DATA has no candidate_model column; the "
+                   "judgments and labels are recorded under it (without either, under 'unknown')")
     p.add_argument("--llm", default="local", metavar="SPEC",
                    help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
     p.add_argument("--embedder", default="local", metavar="SPEC",
@@ -108,6 +114,21 @@ def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, 
                          adapter_id="adapter_id", model_id="model_id")
 
 
+def _scale_option(value: str | None, human: str | None) -> Any:
+    """``--scale LOW-HIGH`` as ``(low, high)`` (``None`` without it); it needs a --human column to apply to."""
+    if value is None:
+        return None
+    if human is None:
+        raise UsageError("--scale says what scale the human labels are on; add --human COLUMN (or drop --scale)")
+    from ..errors import ValidationError
+    from ..stats.agreement import parse_scale
+
+    try:
+        return parse_scale(value)
+    except ValidationError as exc:
+        raise UsageError(f"--scale: {exc}") from None
+
+
 def _counts(frame: Any) -> dict[str, int]:
     counts = {status: int((frame["status"] == status).sum()) for status in ("scored", "unscored", "error")}
     abstained = int((frame["status"] == "abstained").sum())
@@ -156,10 +177,10 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     data = Path(args.data)
     items, _ = prepare_items(args, data)
     human = find_human(parser, items, args.human, data)
+    scale = _scale_option(args.scale, human)
     if human is not None:  # a label that is not one: exit 2 now, before any judge runs or anything is written
-        from ..calibration import parse_labels
-
-        parse_labels(items[human].tolist(), column=str(human))
+        read_labels(items[human].tolist(), str(human), scale=scale)
+    items = apply_candidate_model(parser, items, args.candidate_model, data)
     if not str(args.ledger).strip():
         raise UsageError("--ledger is empty; give a ledger file such as ledger.jsonl")
     batch = _batch_options(args)
@@ -167,7 +188,7 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     (judge,) = _build_judges(spec).values()
     frame = judge_many(judge, items, ledger=ledger, task_type=args.task_type, concurrency=args.concurrency,
                        progress=not args.no_progress, batch=batch)
-    labels = record_item_labels(ledger, items, human, task_type=args.task_type) if human is not None else 0
+    labels = record_item_labels(ledger, items, human, task_type=args.task_type, scale=scale) if human is not None else 0
     counts = _counts(frame)
     not_recorded = int(frame["ledger_error"].notna().sum()) if "ledger_error" in frame.columns else 0
     parts = ", ".join(f"{n} {'errors' if status == 'error' else status}" for status, n in counts.items())

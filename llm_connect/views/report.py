@@ -94,11 +94,12 @@ def _fit_titles(fig: Any) -> None:
 #: The "how to read this" line that heads each section of the report, by section.
 HOW_TO_READ = {
     "Verdicts": "one line per judge, from its agreement with people (Cohen's kappa and its interval): "
-                "\"no better than chance\" means do not use its scores; biases found by the probes follow.",
+                "\"no better than chance\" and \"one verdict\" mean do not use its scores; \"cannot tell yet\" "
+                "means the interval is too wide to decide, and says about how many labels would settle it; "
+                "biases found by the probes follow (an effect a judge has by definition is said as such).",
     "Judge runs": "how many items each judge scored; unscored rows are left out of every figure, never "
                   "counted as 0.",
-    "Summary": "each judge's agreement with the reference at the threshold: higher is better; compare with "
-               "the second annotator's, the ceiling.",
+    "Summary": "each judge's agreement with the reference at the threshold: higher is better.",
     "Agreement": "every pair of raters: kappa 0 is chance, 1 perfect; an interval reaching 0 means no "
                  "evidence of agreement.",
     "Judge cards": "what is saved for routing: the verdict with the numbers behind it.",
@@ -114,10 +115,20 @@ HOW_TO_READ = {
 }
 
 
-def _section(name: str, *parts: Any) -> Markup:
-    """A report section: its heading, its "how to read this" line, then its parts."""
+#: Added to the "Summary" line when the report has a ceiling: two annotators' agreement with each other.
+CEILING_HOWTO = " Compare with the annotators' agreement with each other, the ceiling (in Agreement)."
+
+
+def _section(name: str, *parts: Any, howto: str | None = None) -> Markup:
+    """A report section: its heading, its "how to read this" line (``howto``, else :data:`HOW_TO_READ`'s),
+    then its parts."""
     return join([html_format("<h3>{}</h3><p class='llm-connect-howto'><b>How to read this:</b> {}</p>",
-                             name, HOW_TO_READ[name]), *parts])
+                             name, HOW_TO_READ[name] if howto is None else howto), *parts])
+
+
+def _has_ceiling(report: Any) -> bool:
+    """Whether the report holds a ceiling: a pair of annotators (two or more label columns read as raters)."""
+    return any(getattr(p, "ceiling", False) for p in report.agreement.pairs)
 
 
 def _diagnostics_html(report: Any) -> Markup:
@@ -150,7 +161,8 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
     if usage:
         udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
         head.append(_section("Judge runs", frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)")))
-    body = [_section("Summary", frame_html(report.summary(), caption="Summary")),
+    summary_howto = HOW_TO_READ["Summary"] + (CEILING_HOWTO if _has_ceiling(report) else "")
+    body = [_section("Summary", frame_html(report.summary(), caption="Summary"), howto=summary_howto),
             _section("Agreement", Markup(report.agreement._repr_html_()))]
     if cards:
         body.append(_section("Judge cards", join(Markup(c._repr_html_()) for c in cards)))
@@ -214,7 +226,7 @@ def _estimates_html(report: Any, *, plots: bool) -> Markup:
             int(sum(bool(v) for v in design)), len(design)))
     if plots:
         fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
-        plot_estimates(est.drop(columns=["judge"]), ax=ax)
+        plot_estimates(est, ax=ax)  # its title names the judge (the frame's one judge)
         parts.append(html_format("<figure><img src='{}' alt='estimates per model'></figure>", png_data_uri(fig)))
     return join(parts)
 
