@@ -15,6 +15,7 @@ import pytest
 matplotlib.use("Agg")
 
 from llm_connect.calibration import CalibrationReport, calibrate, score_items
+from llm_connect.errors import JudgeFailedError
 from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, FunctionJudge, LLMJudge
 from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
 
@@ -208,15 +209,19 @@ def test_calibrate_without_probes_or_labels():
     assert limited.bias.result("f", "length").stats.n == 5
 
 
-def test_report_of_a_judge_that_never_scores():
+def test_a_judge_that_never_scores_is_refused_with_its_first_error_not_reported():
+    """No card saying "leaves 100% of items unscored", no agreement of a judge that judged nothing: calibrate
+    refuses, naming the judge and the reason of its first row, before the probes spend anything."""
     refusing = LLMJudge(ScriptedAdapter(lambda p, rc: "no"))
-    rep = calibrate({"llm": refusing, "exact": ExactMatchJudge()}, dataset(6), human="verdict", n_boot=20,
+    with pytest.raises(JudgeFailedError, match=r"judge llm scored none of the 6 items.*first error: .*quality_score"):
+        calibrate({"exact": ExactMatchJudge(), "llm": refusing}, dataset(6), human="verdict", n_boot=20,
+                  progress=False)
+    # one scored row is enough: the rest are unscored rows, kept out of agreement, never 0
+    half = LLMJudge(ScriptedAdapter(lambda p, rc: '{"quality_score": 1}' if "landmark 0" in p else "no"))
+    rep = calibrate({"llm": half, "exact": ExactMatchJudge()}, dataset(6), human="verdict", n_boot=20,
                     progress=False)
-    assert rep.scores["score_llm"].isna().all()
-    assert rep.agreement.pair("llm", "human").n == 0
-    assert rep.bias.result("llm", "length").stats.n == 0
+    assert rep.scores["score_llm"].notna().sum() == 1 and rep.agreement.pair("llm", "human").n == 1
     assert "<img" in rep._repr_html_()
-    assert rep.widget().controls.summary.value
 
 
 # -- the outputs a user reads back: scores table, parquet, plots per judge, p-values, intervals --------------
@@ -278,9 +283,11 @@ def test_score_kind_and_the_plots_each_judge_gets(report):
     assert {"reliability of exact against human", "exact score vs length"} <= set(figs)
     for j in ("embedding", "llm"):
         assert {f"{j} vs human", f"threshold sweep of {j}", f"reliability of {j} against human"} <= set(figs)
-    refusing = calibrate({"llm": LLMJudge(ScriptedAdapter(lambda p, rc: "no")), "exact": ExactMatchJudge()},
-                         dataset(6), human="verdict", probes=None, n_boot=0, progress=False)
-    assert refusing.plots_for("llm") == () and not any("llm" in name for name in refusing.figures())
+    priced = LLMJudge(ScriptedAdapter(['{"quality_score": 1}'], cycle=True, cost_per_call=0.01))
+    unpaid = calibrate({"llm": priced, "exact": ExactMatchJudge()}, dataset(6), human="verdict", probes=None,
+                       n_boot=0, progress=False, budget=0.0)  # no money: the LLM judge scores nothing
+    assert unpaid.score_kind("llm") == "none"
+    assert unpaid.plots_for("llm") == () and not any("llm" in name for name in unpaid.figures())
 
 
 def test_p_values_are_never_shown_as_zero():

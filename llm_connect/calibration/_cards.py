@@ -363,7 +363,8 @@ def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, 
                        confidence: float = 0.95) -> str:
     """Why a judge is weak, or ``""``: its kappa interval against people includes 0, or it gives one verdict
     to more than :data:`MAX_YES_RATE` of the items it scored, "yes" or "no" (see the module docstring). The
-    interval is taken as printed, at :data:`SHOWN_DIGITS` places: a bound of ``9.84e-17`` is ``0.00``, so it includes 0."""
+    interval is taken as printed, at :data:`SHOWN_DIGITS` places: a bound of ``9.84e-17`` is ``0.00``, so it
+    includes 0."""
     reasons = []
     lo, hi = _shown(kappa_low), _shown(kappa_high)  # decided on the figures printed
     if people and math.isfinite(lo) and math.isfinite(hi) and lo <= 0 <= hi:
