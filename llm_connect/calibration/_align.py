@@ -71,10 +71,11 @@ import numpy as np
 import pandas as pd
 
 from .._html import Markup
+from ..batch import run_batch
 from ..core import BudgetTracker, LLMAdapter, RunConfig
 from ..errors import BudgetExceededError, ValidationError
-from ..grading import Example, JudgeBase, LLMJudge, Rubric, judge_many
-from ..grading._batch import refuse_total_failure
+from ..grading import Example, JudgeBase, LLMJudge, Rubric
+from ..grading._batch import judge_plan, refuse_total_failure
 from ..stats.agreement import Estimate
 from ..stats.alignment import (
     METRICS,
@@ -676,7 +677,9 @@ def align(
     def judged(j: LLMJudge | _Routed, pos: np.ndarray, *, refuse: bool = False) -> np.ndarray:
         if pos.size == 0:
             return np.array([], dtype=float)
-        out = judge_many(j, items.frame(pos), concurrency=concurrency, progress=progress, budget=tracker)
+        # judge_many's plan, run as it runs it; a pass that is refused when it scores nothing does not warn too
+        plan = judge_plan(j, items.frame(pos), budget=tracker, warn_failure=not refuse)
+        out = run_batch(plan, concurrency=concurrency, progress=progress)
         _check_budget(out, tracker)
         if refuse:  # a judge that scored nothing: no comparison, no "kept: no held-out improvement"
             refuse_total_failure(out, str(judge.grader_id), what="align")
