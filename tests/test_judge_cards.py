@@ -297,3 +297,31 @@ def test_every_verdict_of_a_report_is_the_one_wording(tmp_path):
                                  yes_rate=card.yes_rate, confidence=card.confidence)
         assert card.verdict.startswith(f"{card.grader_id}: {head}")
         assert html.escape(card.verdict, quote=False) in page
+
+
+def test_what_exact_match_does_by_definition_is_said_as_such_not_flagged_as_a_bias(tmp_path):
+    from llm_connect import ExactMatchJudge, FunctionJudge, TokenF1Judge, calibrate
+    from llm_connect.calibration._cards import cards_from_report
+
+    likes_length = FunctionJudge(lambda b, c: min(1.0, len(c.split()) / 10), grader_id="likes-length")
+    report = calibrate([ExactMatchJudge(), TokenF1Judge(), likes_length], _qa_items(), human="human",
+                       probes=["length", "injection"], n_boot=200, progress=False)
+    cards = {c.grader_id: c for c in cards_from_report(report)}
+    exact = cards["exact-match"]
+    assert "biased" not in exact.verdict  # a padded answer no longer equals the reference: no defect
+    assert ("scores longer answers lower" in exact.verdict and "by definition, not as a bias: an answer padded with "
+            "filler no longer equals the reference" in exact.verdict)
+    assert "scores instructions planted in the answer lower" in exact.verdict
+    assert all(p.expected for p in exact.probes if p.source == "probe")
+    assert "biased" not in cards["token-f1"].verdict and "lower its precision" in cards["token-f1"].verdict
+    assert "biased toward longer answers" in cards["likes-length"].verdict  # a judge without that definition
+    bias = report.bias.frame.set_index(["judge", "probe"])
+    assert bias.loc[("exact-match", "length"), "by_definition"].startswith("an answer padded")
+    assert bias.loc[("likes-length", "length"), "by_definition"] == ""
+    assert "by definition: an answer padded" in exact._repr_html_()
+    # without a length probe, the length regression of exact match is read the same way
+    plain = calibrate([ExactMatchJudge()], _qa_items(), human="human", probes=None, n_boot=200, progress=False)
+    (card,) = cards_from_report(plain)
+    regression = [p for p in card.probes if p.source == "regression"]
+    assert regression and regression[0].by_definition.startswith("an answer padded")
+    assert "biased" not in card.verdict
