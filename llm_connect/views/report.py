@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._html import Markup, fmt, frame_html, html_format, join
+from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ._figures import new_figure, png_bytes, png_data_uri
 from .groups import group_breakdown_html
 from .leaderboard import leaderboard_section
@@ -162,7 +162,8 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
         udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
         head.append(_section("Judge runs", frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)")))
     summary_howto = HOW_TO_READ["Summary"] + (CEILING_HOWTO if _has_ceiling(report) else "")
-    body = [_section("Summary", frame_html(report.summary(), caption="Summary"), howto=summary_howto),
+    body = [_section("Summary", frame_html(_summary_shown(report.summary(), report.confidence), caption="Summary"),
+                     howto=summary_howto),
             _section("Agreement", Markup(report.agreement._repr_html_()))]
     if cards:
         body.append(_section("Judge cards", join(Markup(c._repr_html_()) for c in cards)))
@@ -183,6 +184,21 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
         )
         body.append(_section("Figures", html_format("<div>{}</div>", imgs)))
     return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+
+def _summary_shown(summary: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """The Summary as the page shows it: kappa and its interval in one column (``0.75 [0.41, 0.98]``, as the
+    Agreement table shows intervals), so the row leaves room for a weak judge's reason. The data
+    (``CalibrationReport.summary()``, the CSV files) keep their three columns."""
+    if not {"kappa", "kappa_low", "kappa_high"} <= set(summary.columns):
+        return summary
+    shown = summary.copy()
+    at = list(shown.columns).index("kappa")
+    kappa = [with_interval(k, lo, hi) for k, lo, hi in zip(shown["kappa"], shown["kappa_low"], shown["kappa_high"],
+                                                           strict=True)]
+    shown = shown.drop(columns=["kappa", "kappa_low", "kappa_high"])
+    shown.insert(at, f"kappa [{confidence:.0%} CI]", kappa)
+    return shown
+
 
 def _selective_html(report: Any) -> Markup:
     """The "Selective judges" section (``calibrate(..., selective=...)``): what each judge judges above its
@@ -234,10 +250,13 @@ def save_report_html(report: Any, path: str | Path, *, title: str = "Calibration
     """Write one self-contained HTML file (figures embedded) and return its path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-             "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 6px;"
-             "text-align:right}table.llm-connect{margin:1em 0}caption{margin-bottom:4px}"
-             # a wide table scrolls inside its own box instead of widening the page
+    style = ("body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1600px}"
+             # compact cells, headers that may wrap: the Summary and Agreement tables fit a 1400 px window
+             # without a scrollbar, and a long cell (a weak judge's reason) wraps in two lines, not seven
+             "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 4px;"
+             "text-align:right}table.llm-connect th{white-space:normal}"
+             "table.llm-connect{margin:1em 0;font-size:0.82em!important}caption{margin-bottom:4px;text-align:left}"
+             # a table still too wide scrolls inside its own box instead of widening the page
              ".llm-connect-report table{display:block;max-width:100%;overflow-x:auto}"
              ".llm-connect-report img{max-width:100%;height:auto}"
              ".llm-connect-howto{color:#4b5563;margin:0 0 6px;font-size:0.92em}")
