@@ -8,6 +8,7 @@ import math
 import re
 
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -332,3 +333,32 @@ def test_a_pairwise_judge_keeps_the_reply_of_each_order():
                     progress=False)
     replies = rep.scores_table()["reply_pair"].tolist()
     assert all(r.startswith("[baseline-first] {") and "\n[candidate-first] {" in r for r in replies)
+
+
+def test_the_summary_names_a_ceiling_only_when_two_annotators_give_one(report):
+    from llm_connect.views.report import CEILING_HOWTO
+
+    assert "the ceiling (in Agreement)" in CEILING_HOWTO
+    assert "the ceiling (in Agreement)" in report._repr_html_()  # rater1 and rater2: their agreement is the ceiling
+    one = calibrate(judges(), dataset(), human="verdict", reference_sep="|", probes=None, n_boot=0, progress=False)
+    page = one._repr_html_()
+    assert "ceiling" not in page and "second annotator" not in page
+
+
+def test_the_estimates_plot_names_the_judge_it_corrects(report):
+    from llm_connect.views import plot_estimates
+    from llm_connect.views.report import estimates_figure
+
+    est = report.estimates()
+    judge = est["judge"].iloc[0]
+    fig, ax = plt.subplots()
+    plot_estimates(est, ax=ax)
+    assert ax.get_title() == f"95% intervals from judge {judge}"
+    assert not any(label.get_text().startswith(judge) for label in ax.get_yticklabels())  # a name, not a group
+    fig2, ax2 = plt.subplots()
+    plot_estimates(est.drop(columns=["judge"]), judge="my-judge", ax=ax2)
+    assert ax2.get_title() == "95% intervals from judge my-judge"
+    plt.close(fig)
+    plt.close(fig2)
+    (drawn,) = estimates_figure(est).axes  # the figure of the report's Estimates section
+    assert drawn.get_title() == f"95% intervals from judge {judge}"

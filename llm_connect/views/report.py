@@ -241,10 +241,17 @@ def _estimates_html(report: Any, *, plots: bool) -> Markup:
             "the same sample as the command line's estimates and estimates.csv.</p>",
             int(sum(bool(v) for v in design)), len(design)))
     if plots:
-        fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
-        plot_estimates(est, ax=ax)  # its title names the judge (the frame's one judge)
-        parts.append(html_format("<figure><img src='{}' alt='estimates per model'></figure>", png_data_uri(fig)))
+        parts.append(html_format("<figure><img src='{}' alt='estimates per model'></figure>",
+                                 png_data_uri(estimates_figure(est))))
     return join(parts)
+
+
+def estimates_figure(est: pd.DataFrame) -> Any:
+    """The Estimates section's figure: :func:`plot_estimates` of the report's estimates, titled with the judge
+    whose scores they correct (the frame's one ``judge``)."""
+    fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
+    plot_estimates(est, ax=ax)
+    return fig
 
 def save_report_html(report: Any, path: str | Path, *, title: str = "Calibration report") -> Path:
     """Write one self-contained HTML file (figures embedded) and return its path."""
