@@ -17,7 +17,9 @@ from ._judges import JudgeSpec, _build_judges, _check_judges, judge_word
 _GRADE_HELP = """\
 Judge every row of DATA (a .jsonl or .csv/.tsv file with the columns prompt,
 baseline -- the reference answer -- and candidate; optionally id,
-candidate_model and a human label column) with one judge, and append each
+candidate_model -- or --candidate-model NAME for the rows that name none; a
+warning says when judgments would be recorded under model 'unknown' -- and a
+human label column, 0-1 or ratings on --scale LOW-HIGH) with one judge, and append each
 scored judgment to LEDGER under --task-type, as judge_many(..., ledger=)
 records it (grader id, rubric hash, item id). With --human COLUMN the labels
 in that column are recorded too (grader id "human", paired with the
