@@ -633,6 +633,9 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     if selective is not None and (args.pairwise or looks_pairwise(Path(args.data))):
         raise UsageError("--selective is for graded data (a verdict per answer), not pairs; drop it")
     if args.pairwise or looks_pairwise(Path(args.data)):  # pairs: a/b/tie, no threshold (cli/_pairwise.py)
+        if args.candidate_model is not None:
+            raise UsageError("--candidate-model names the model of graded answers; pairwise data names the models "
+                             "of its pairs in model_a and model_b: drop --candidate-model")
         return run_pairwise(args, parser)
     probes: Any = args.probes.strip().lower()
     if probes in ("none", "", "off"):
