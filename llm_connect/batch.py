@@ -326,12 +326,14 @@ async def arun_rows(
 
 
 def progress_bar(total: int, progress: bool, desc: str) -> Any:
-    """A tqdm bar of ``total`` items, or ``None`` when ``progress`` is off."""
+    """A tqdm bar of ``total`` items, or ``None`` when ``progress`` is off: the package's one bar
+    (:func:`llm_connect.stats._progress.progress_bar`: live on a terminal or in a notebook, one line per 5%
+    of the items in a log)."""
     if not progress:
         return None
-    from tqdm.auto import tqdm
+    from .stats._progress import progress_bar as bar
 
-    return tqdm(total=total, desc=desc, unit="item", dynamic_ncols=True)
+    return bar(total, desc=desc, unit="item")
 
 
 def run_rows(

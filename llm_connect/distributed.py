@@ -111,7 +111,7 @@ from .quality import BaseLedger
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RESUMED", "RateLimit", "SharedBudget", "grade_dataset"]
+__all__ = ["ACTOR_CPUS", "RESUMED", "UPSTREAM_CPUS", "RateLimit", "SharedBudget", "actor_cpus", "grade_dataset"]
 
 logger = logging.getLogger("llm_connect.distributed")
 
@@ -643,7 +643,8 @@ class _GradingActor:
             from .grading._batch_api import provider_batch_plan
 
             # the Batch APIs have no per-minute limit: the rows are not gated, they all wait for one round
-            plan, concurrency = provider_batch_plan(plan, self._batch_options(batch), concurrency=concurrency)
+            plan, concurrency = provider_batch_plan(plan, self._batch_options(batch), concurrency=concurrency,
+                                                    progress=False)  # no bars inside the actors
         elif self.permits is not None and self.rate_limit is not None:
             plan.work = _gated(plan.work, self.permits, _estimated_tokens(todo, self.rate_limit))
         out = run_batch(plan, concurrency=concurrency, progress=False)
@@ -732,6 +733,62 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
+#: The CPUs each grading actor reserves unless told otherwise (an HTTP judge mostly waits).
+ACTOR_CPUS = 0.25
+#: The CPUs the tasks in front of the actors (reading the dataset, splitting it into batches) need free: Ray
+#: Data runs each with one CPU, and an actor pool holds its CPUs for the whole job.
+UPSTREAM_CPUS = 1.0
+
+
+def _cluster_cpus(ray: Any) -> float | None:
+    """The CPUs of the running cluster (``None`` when Ray cannot say)."""
+    try:
+        cpus = ray.cluster_resources().get("CPU")
+    except Exception:  # a cluster that does not answer: leave the sizing to Ray
+        return None
+    return float(cpus) if isinstance(cpus, (int, float)) else None
+
+
+def actor_cpus(num_cpus: float | None, num_actors: int, cluster_cpus: float | None) -> float:
+    """The CPUs each of ``num_actors`` grading actors reserves on a cluster of ``cluster_cpus`` CPUs.
+
+    Parameters
+    ----------
+    num_cpus : float or None
+        What the caller asked for per actor; ``None``: :data:`ACTOR_CPUS`, or less so the actors leave
+        :data:`UPSTREAM_CPUS` free (down to 0).
+    num_actors : int
+        The actors in the pool.
+    cluster_cpus : float or None
+        The cluster's CPUs (``None``: unknown, nothing is checked).
+
+    Returns
+    -------
+    float
+        The CPUs per actor.
+
+    Raises
+    ------
+    ValidationError
+        When ``num_cpus`` was given and ``num_actors`` actors of that size leave less than
+        :data:`UPSTREAM_CPUS` of the cluster for the tasks that feed them: the job would wait forever.
+    """
+    if cluster_cpus is None:
+        return ACTOR_CPUS if num_cpus is None else float(num_cpus)
+    spare = max(0.0, cluster_cpus - UPSTREAM_CPUS)
+    if num_cpus is None:
+        return min(ACTOR_CPUS, math.floor(100 * spare / num_actors) / 100)
+    if num_actors * num_cpus > spare + 1e-9:
+        fits = math.floor(100 * spare / num_actors) / 100
+        raise ValidationError(
+            f"grade_dataset: {num_actors} actor(s) x num_cpus={num_cpus:g} hold {num_actors * num_cpus:g} of the "
+            f"cluster's {cluster_cpus:g} CPU(s) for the whole job, leaving less than the {UPSTREAM_CPUS:g} the "
+            "tasks that read and split the dataset need, so the job would wait forever; pass num_cpus="
+            f"{fits:g} or less (0 suits a judge that calls an HTTP endpoint), fewer actors, or start Ray with "
+            "more CPUs (ray.init(num_cpus=N))")
+    return float(num_cpus)
+
+
 def grade_dataset(
     ds: Any,
     judge_factory: Callable[[], Judge],
@@ -744,7 +801,7 @@ def grade_dataset(
     rate_limit: RateLimit | Mapping[str, Any] | None = None,
     run_config: Any = None,
     budget: BudgetTracker | float | None = None,
-    num_cpus: float = 0.25,
+    num_cpus: float | None = None,
     ray_remote_args: Mapping[str, Any] | None = None,
     batch: Any = False,
 ) -> Any:
@@ -759,8 +816,18 @@ def grade_dataset(
     ``num_actors``: actors in the pool (Ray Data's ``ActorPoolStrategy(size=...)``); ``concurrency``: judgments each
     actor keeps in flight (``judge_many``'s ``concurrency``), so ``num_actors * concurrency`` at once;
     ``batch_size``: rows handed to an actor at a time. ``num_cpus``: CPUs reserved per actor (an HTTP
-    judge needs little; a local model wants 1 or more); ``ray_remote_args``: more of Ray's actor
-    options (``num_gpus``, ``resources``, ``runtime_env``...).
+    judge needs little; a local model wants 1 or more; default :data:`ACTOR_CPUS`, or less when the
+    cluster cannot spare it, see below); ``ray_remote_args``: more of Ray's actor options (``num_gpus``,
+    ``resources``, ``runtime_env``...).
+
+    Sizing: the pool's actors hold their CPUs for the whole job, and the tasks that read and split the
+    dataset in front of them need :data:`UPSTREAM_CPUS` more; were none left, they would wait for a CPU
+    forever and the job with them. So the actors are sized to leave it: by default each reserves
+    :data:`ACTOR_CPUS`, less when ``num_actors`` of them would not leave :data:`UPSTREAM_CPUS` of the
+    cluster's CPUs (down to 0: an actor that waits on HTTP needs no CPU of its own), and a ``num_cpus``
+    given that does not leave it is a :class:`~llm_connect.errors.ValidationError` saying what would
+    fit (checked against ``ray.cluster_resources()`` when the job is defined; an autoscaling cluster
+    that will grow can pass ``num_cpus=0``).
     ``rate_limit``: a :class:`RateLimit` (or a dict of its fields) enforced across all actors by one
     shared limiter (see the module docs). ``ledger`` and ``task_type``: record each scored row and skip,
     on a rerun, the items the same grader and rubric already scored (needs an ``id`` column; adds the
@@ -803,7 +870,8 @@ def grade_dataset(
     _positive_int("concurrency", concurrency)
     _positive_int("num_actors", num_actors)
     _positive_int("batch_size", batch_size)
-    if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus >= 0:
+    if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float))
+                                 or not num_cpus >= 0):
         raise ValidationError(f"num_cpus must be a number >= 0, got {num_cpus!r}")
     check_ledger(ledger, task_type)
     limit = RateLimit.of(rate_limit)
@@ -847,11 +915,13 @@ def grade_dataset(
         limiter = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(_Schedule).remote()
     # Ray Data starts a pool's actors with max_restarts=-1 and max_task_retries=-1 (restart a dead actor,
     # run its batch again); ray_remote_args may not turn that off
-    options: dict[str, Any] = {"num_cpus": num_cpus, **(ray_remote_args or {})}
+    options: dict[str, Any] = {**(ray_remote_args or {})}
     for key in ("max_restarts", "max_task_retries"):
         if key in options:
             raise ValidationError(f"ray_remote_args: {key} is set by Ray Data to -1 (a dead actor's batch is run "
                                   "again, so no row is lost); leave it out")
+    given = options.pop("num_cpus", num_cpus)  # ray_remote_args' own num_cpus, else the argument
+    options["num_cpus"] = actor_cpus(given, num_actors, _cluster_cpus(ray))
     # blocks of batch_size rows (a streaming split, no shuffle): a block is one task, so a dataset read
     # as one big block would otherwise go to one actor while the others idle
     ds = ds.repartition(target_num_rows_per_block=batch_size)

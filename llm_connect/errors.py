@@ -16,6 +16,7 @@ Where a contract says ``ValueError`` (or ``TypeError``, ``ImportError``,
     ├── BudgetExceededError                     the run's budget is spent
     ├── QualityNotMet (AssertionError)          a quality gate failed: the interval lies below the threshold
     ├── QualityInconclusive (AssertionError)    a quality gate is not settled: the interval holds the threshold
+    ├── JudgeFailedError                        a judge scored no item: every call failed (the first error says why)
     ├── MissingDependencyError (ImportError)    an optional extra is not installed
     └── AdapterError                            a provider call failed (status, message, what to do)
         ├── AuthenticationError                 401/403: key missing or refused
@@ -42,6 +43,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingShapeError",
     "JudgeAbstained",
+    "JudgeFailedError",
     "JudgeReplyError",
     "LLMConnectError",
     "LogprobsUnavailableError",
@@ -125,6 +127,29 @@ class BudgetExceededError(LLMConnectError):
         )
         self.spent_usd = spent_usd
         self.limit_usd = limit_usd
+
+
+class JudgeFailedError(LLMConnectError):
+    """A judge scored none of the items it was given: every row failed (an error, or a reply with no verdict).
+
+    A run in which nothing was scored has nothing to measure, so ``align`` and ``calibrate`` refuse it
+    rather than report agreement, a card or "no improvement" about a judge that never judged. The
+    message names the judge and its first error (the same fault is usually behind every row: a
+    missing model or extra, a refused key, an endpoint that is down). ``judge``: its name;
+    ``first_error``: that error's text; ``n``: the rows it was given.
+    """
+
+    def __init__(self, judge: str, first_error: str, n: int, *, what: str = "") -> None:
+        doing = f" ({what})" if what else ""
+        shown = first_error if len(first_error) <= 400 else first_error[:399] + "…"
+        super().__init__(
+            f"judge {judge} scored none of the {n} items{doing}: every row failed; first error: {shown}. "
+            "Fix that error (usually the same on every row: a missing model or extra, a refused key, an "
+            "endpoint that is down) and run again"
+        )
+        self.judge = judge
+        self.first_error = first_error
+        self.n = n
 
 
 #: This project's distribution name (``[project].name``): ``llm-connect`` on PyPI is an unrelated project,

@@ -164,6 +164,8 @@ smol = LLMJudge(LlamaCppAdapter(), seed=0)
 local_config = RunConfig()
 few = qa[qa["id"].isin(["qa-001", "qa-002", "qa-006", "qa-021"])]
 small_run = judge_many(smol, few, run_config=local_config, concurrency=1)
+# a judge that cannot run (no model, no llama.cpp) fails every row: stop here with its first error
+assert (small_run["status"] == "scored").all(), small_run["error"].dropna().head(1).tolist()
 small_run[["id", "candidate", "human", "quality_score", "status", "notes", "latency_ms"]]
 
 # %% [markdown]

@@ -71,7 +71,8 @@ replies[["id", "prompt", "candidate", "human", "style", "notes"]].head(6)
 #
 # `Rubric(criteria, *, scale, examples, instructions, name, reference)`.
 # `reference=False`: the judge is shown the reply and the customer's message,
-# no reference answer, and a blank baseline is no error. Its `hash` identifies
+# no reference answer, and the items need no `baseline` (a blank one, or no
+# column at all, is no error). Its `hash` identifies
 # it wherever scores are recorded (ledgers, judge cards), and it round-trips
 # through YAML.
 
@@ -120,8 +121,10 @@ print("[user]", judge.build_prompt(LLMResponse("", "-", "-"), LLMResponse("Full.
 from llm_connect import judge_many
 from llm_connect.calibration import card_from_scores, parse_labels
 
-items = replies.assign(baseline="")
+items = replies                     # no baseline column: the rubric shows no reference (reference=False)
 scored = judge_many(judge, items, concurrency=1)
+# a judge that cannot run (no model, no llama.cpp) fails every row: stop here with its first error
+assert (scored["status"] == "scored").all(), scored["error"].dropna().head(1).tolist()
 people = parse_labels(replies["human"])
 before = card_from_scores(scored["quality_score"], people, grader_id=judge.grader_id, rubric_hash=judge.rubric_hash)
 before

@@ -8,6 +8,7 @@ import math
 import re
 
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ import pytest
 matplotlib.use("Agg")
 
 from llm_connect.calibration import CalibrationReport, calibrate, score_items
+from llm_connect.errors import JudgeFailedError
 from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, FunctionJudge, LLMJudge
 from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
 
@@ -208,15 +210,19 @@ def test_calibrate_without_probes_or_labels():
     assert limited.bias.result("f", "length").stats.n == 5
 
 
-def test_report_of_a_judge_that_never_scores():
+def test_a_judge_that_never_scores_is_refused_with_its_first_error_not_reported():
+    """No card saying "leaves 100% of items unscored", no agreement of a judge that judged nothing: calibrate
+    refuses, naming the judge and the reason of its first row, before the probes spend anything."""
     refusing = LLMJudge(ScriptedAdapter(lambda p, rc: "no"))
-    rep = calibrate({"llm": refusing, "exact": ExactMatchJudge()}, dataset(6), human="verdict", n_boot=20,
+    with pytest.raises(JudgeFailedError, match=r"judge llm scored none of the 6 items.*first error: .*quality_score"):
+        calibrate({"exact": ExactMatchJudge(), "llm": refusing}, dataset(6), human="verdict", n_boot=20,
+                  progress=False)
+    # one scored row is enough: the rest are unscored rows, kept out of agreement, never 0
+    half = LLMJudge(ScriptedAdapter(lambda p, rc: '{"quality_score": 1}' if "landmark 0" in p else "no"))
+    rep = calibrate({"llm": half, "exact": ExactMatchJudge()}, dataset(6), human="verdict", n_boot=20,
                     progress=False)
-    assert rep.scores["score_llm"].isna().all()
-    assert rep.agreement.pair("llm", "human").n == 0
-    assert rep.bias.result("llm", "length").stats.n == 0
+    assert rep.scores["score_llm"].notna().sum() == 1 and rep.agreement.pair("llm", "human").n == 1
     assert "<img" in rep._repr_html_()
-    assert rep.widget().controls.summary.value
 
 
 # -- the outputs a user reads back: scores table, parquet, plots per judge, p-values, intervals --------------
@@ -278,9 +284,11 @@ def test_score_kind_and_the_plots_each_judge_gets(report):
     assert {"reliability of exact against human", "exact score vs length"} <= set(figs)
     for j in ("embedding", "llm"):
         assert {f"{j} vs human", f"threshold sweep of {j}", f"reliability of {j} against human"} <= set(figs)
-    refusing = calibrate({"llm": LLMJudge(ScriptedAdapter(lambda p, rc: "no")), "exact": ExactMatchJudge()},
-                         dataset(6), human="verdict", probes=None, n_boot=0, progress=False)
-    assert refusing.plots_for("llm") == () and not any("llm" in name for name in refusing.figures())
+    priced = LLMJudge(ScriptedAdapter(['{"quality_score": 1}'], cycle=True, cost_per_call=0.01))
+    unpaid = calibrate({"llm": priced, "exact": ExactMatchJudge()}, dataset(6), human="verdict", probes=None,
+                       n_boot=0, progress=False, budget=0.0)  # no money: the LLM judge scores nothing
+    assert unpaid.score_kind("llm") == "none"
+    assert unpaid.plots_for("llm") == () and not any("llm" in name for name in unpaid.figures())
 
 
 def test_p_values_are_never_shown_as_zero():
@@ -351,3 +359,32 @@ def test_items_of_conversations_and_agent_runs_are_shown_as_transcripts(report, 
     assert page.count("class='llmc-call'") == 5 and "&lt;script&gt;window.__pwned=1" in page
     saved = conv.to_html(tmp_path / "report.html").read_text(encoding="utf-8")
     assert "<h3>Transcripts</h3>" in saved
+
+
+def test_the_summary_names_a_ceiling_only_when_two_annotators_give_one(report):
+    from llm_connect.views.report import CEILING_HOWTO
+
+    assert "the ceiling (in Agreement)" in CEILING_HOWTO
+    assert "the ceiling (in Agreement)" in report._repr_html_()  # rater1 and rater2: their agreement is the ceiling
+    one = calibrate(judges(), dataset(), human="verdict", reference_sep="|", probes=None, n_boot=0, progress=False)
+    page = one._repr_html_()
+    assert "ceiling" not in page and "second annotator" not in page
+
+
+def test_the_estimates_plot_names_the_judge_it_corrects(report):
+    from llm_connect.views import plot_estimates
+    from llm_connect.views.report import estimates_figure
+
+    est = report.estimates()
+    judge = est["judge"].iloc[0]
+    fig, ax = plt.subplots()
+    plot_estimates(est, ax=ax)
+    assert ax.get_title() == f"95% intervals from judge {judge}"
+    assert not any(label.get_text().startswith(judge) for label in ax.get_yticklabels())  # a name, not a group
+    fig2, ax2 = plt.subplots()
+    plot_estimates(est.drop(columns=["judge"]), judge="my-judge", ax=ax2)
+    assert ax2.get_title() == "95% intervals from judge my-judge"
+    plt.close(fig)
+    plt.close(fig2)
+    (drawn,) = estimates_figure(est).axes  # the figure of the report's Estimates section
+    assert drawn.get_title() == f"95% intervals from judge {judge}"

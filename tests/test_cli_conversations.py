@@ -76,7 +76,8 @@ def test_calibrate_and_view_get_the_conversation(tmp_path, capsys):
                  "--human", "label", "--no-progress"]) == 0
     records = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
     items = [r for r in records if r["kind"] == "item"]
-    assert [(r["fields"]["conversation_id"], r["fields"]["turn"]) for r in items] == [("c1", "0"), ("c1", "1"), ("c2", "0")]
+    assert [(r["fields"]["conversation_id"], r["fields"]["turn"]) for r in items] == [
+        ("c1", "0"), ("c1", "1"), ("c2", "0")]
     assert items[1]["messages"] == ITALY and items[1]["candidate"] == "Rome"
     assert items[1]["candidate_run"] == [{"role": "assistant", "content": "Rome"}]
     assert items[0]["context"] == ["France's capital is Paris."] and items[0]["prompt"] == "Capital of France?"

@@ -122,13 +122,17 @@ def test_demo_help_says_what_it_does(capsys):
 
 def test_the_demo_ends_on_the_next_step_when_the_embedded_judge_is_weak():
     import io
-    from types import SimpleNamespace
 
+    import numpy as np
+
+    from llm_connect.calibration import card_from_scores
     from llm_connect.cli._demo import NEXT_STEP_COMMAND, _print_next_step
     from llm_connect.cli._judges import _model_spec
 
-    chance = SimpleNamespace(grader_id="llm-judge", weak="",
-                             verdict="llm-judge: no better than chance against people (kappa 0.02, 95% CI -0.10..0.14)")
+    rng = np.random.default_rng(0)
+    human = (rng.random(80) < 0.5).astype(float)
+    chance = card_from_scores((rng.random(80) < 0.5).astype(float), human, grader_id="llm-judge", n_boot=200)
+    assert chance.kappa_low <= 0  # a coin against people
     out = io.StringIO()
     _print_next_step([chance], "local", out)
     text = out.getvalue()
@@ -142,7 +146,9 @@ def test_the_demo_ends_on_the_next_step_when_the_embedded_judge_is_weak():
         main(["demo", "--llm", "openai:MODEL", "--base-url", "http://HOST:1/v1", "--help"])
     assert exit_.value.code == 0  # demo takes these options
     # a judge that did well, or one that is not the embedded model, gets no such advice
-    good = SimpleNamespace(grader_id="llm-judge", weak="", verdict="llm-judge: substantial agreement (kappa 0.70)")
+    good = card_from_scores(np.where(rng.random(80) < 0.9, human, 1 - human), human, grader_id="llm-judge",
+                            n_boot=200)
+    assert good.kappa_low > 0.4 and not good.weak
     for card, llm in ((good, "local"), (chance, "openai:gpt-4o-mini")):
         out = io.StringIO()
         _print_next_step([card], llm, out)

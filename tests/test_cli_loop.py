@@ -217,3 +217,77 @@ def test_grade_that_judged_nothing_records_no_label_and_the_rerun_records_them_o
     assert "recorded 0 judgment(s) and 0 human label(s)" in capsys.readouterr().out
     recorded = QualityLedger(ledger).read_all()
     assert sorted(o.tags["grader_id"] for o in recorded) == ["human"] * 6 + ["llm-judge"] * 6
+
+
+def _observations(ledger):
+    return [json.loads(line) for line in ledger.read_text().splitlines()]
+
+
+def test_grade_names_the_candidate_model_or_says_it_is_unknown(tmp_path, capsys):
+    rows = [{k: v for k, v in r.items() if k != "candidate_model"} for r in ROWS]
+    data = write_csv(tmp_path / "qa.csv", rows)
+    assert grade(data, tmp_path / "unknown.jsonl", "--human", "label") == 0
+    err = capsys.readouterr().err
+    assert "qa.csv has no candidate_model column" in err and "'unknown'" in err and "--candidate-model" in err
+    assert {o["model_id"] for o in _observations(tmp_path / "unknown.jsonl")} == {"unknown"}
+    ledger = tmp_path / "named.jsonl"
+    assert grade(data, ledger, "--human", "label", "--candidate-model", "gpt-x") == 0
+    assert "candidate_model" not in capsys.readouterr().err
+    observations = _observations(ledger)
+    assert {(o["adapter_id"], o["model_id"]) for o in observations} == {("gpt-x", "gpt-x")}
+    assert sum(o["tags"]["grader_id"] == "human" for o in observations) == 24  # the labels under the same model
+    paired = paired_frame(ledger, "qa", grader_id="exact-match")
+    assert len(paired) == 24 and paired["human"].notna().all()
+    # rows that name their model keep it; the option names the others
+    mixed = write_csv(tmp_path / "mixed.csv", [dict(r, candidate_model="m1" if k < 4 else "")
+                                               for k, r in enumerate(ROWS)])
+    assert grade(mixed, tmp_path / "mixed.jsonl", "--candidate-model", "m9") == 0
+    models = [o["model_id"] for o in _observations(tmp_path / "mixed.jsonl")]
+    assert models.count("m1") == 4 and models.count("m9") == 20
+    capsys.readouterr()
+    assert grade(mixed, tmp_path / "mixed2.jsonl") == 0
+    assert "names no candidate_model on 20 of its 24 rows" in capsys.readouterr().err
+    # every row names its model: the option would do nothing, so it is a mistake
+    with pytest.raises(SystemExit) as exc:
+        grade(write_csv(tmp_path / "all.csv", ROWS), tmp_path / "x.jsonl", "--candidate-model", "m9")
+    assert exc.value.code == 2 and "drop --candidate-model" in capsys.readouterr().err
+
+
+def test_calibrate_takes_the_candidate_model_and_warns_only_when_it_records(tmp_path, capsys):
+    rows = [{"id": r["id"], "prompt": r["prompt"], "baseline": r["baseline"], "candidate": r["candidate"],
+             "human": r["label"]} for r in ROWS]
+    data = write_csv(tmp_path / "qa.csv", rows)
+    args = ["calibrate", str(data), "--judges", "exact", "--probes", "none", "--n-boot", "0", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "o1")]) == 0
+    assert "candidate_model" not in capsys.readouterr().err  # nothing recorded: nothing to say
+    ledger = tmp_path / "l.jsonl"
+    assert main([*args, "--out", str(tmp_path / "o2"), "--ledger", str(ledger)]) == 0
+    assert "recorded under model 'unknown'" in capsys.readouterr().err
+    named = tmp_path / "named.jsonl"
+    assert main([*args, "--out", str(tmp_path / "o3"), "--ledger", str(named), "--candidate-model", "gpt-x"]) == 0
+    assert "candidate_model" not in capsys.readouterr().err
+    assert {o["model_id"] for o in _observations(named)} == {"gpt-x"}
+    scores = pd.read_csv(tmp_path / "o3" / "scores.csv")
+    assert (scores["candidate_model"] == "gpt-x").all()
+
+
+def test_grade_takes_a_label_scale_and_no_command_suggests_an_option_it_lacks(tmp_path, capsys):
+    rated = [dict(r, label=5 if r["label"] == "yes" else 1) for r in ROWS]
+    data = write_csv(tmp_path / "rated.csv", rated)
+    with pytest.raises(SystemExit) as exc:
+        grade(data, tmp_path / "l.jsonl", "--human", "label")
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--scale 1-5" in err and "scale=(" not in err
+    ledger = tmp_path / "l.jsonl"
+    assert grade(data, ledger, "--human", "label", "--scale", "1-5") == 0
+    labels = [o["quality_score"] for o in _observations(ledger) if o["tags"]["grader_id"] == "human"]
+    assert sorted(set(labels)) == [0.0, 1.0] and len(labels) == 24
+    with pytest.raises(SystemExit) as exc:
+        grade(data, tmp_path / "l2.jsonl", "--scale", "1-5")
+    assert exc.value.code == 2 and "add --human COLUMN" in capsys.readouterr().err
+    # estimate has no --scale: it says what it reads instead of suggesting one
+    graded = write_csv(tmp_path / "graded.csv", [{"judge": 0.5, "label": r["label"]} for r in rated])
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", str(graded), "--judge", "judge", "--human", "label", "--out", str(tmp_path / "e")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--scale" not in err and "reads 0-1 labels" in err

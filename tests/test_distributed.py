@@ -7,6 +7,8 @@ The cluster is ``ray.init(num_cpus=2)`` for the module; every judgment is an HTT
 from __future__ import annotations
 
 import functools
+import json
+import os
 import re
 import subprocess
 import sys
@@ -117,6 +119,57 @@ def test_rate_limit_is_validated():
             RateLimit.of(bad)
     assert RateLimit(requests_per_minute=100).block_requests() == 4  # at most 1/20 of a minute's, minus one
     assert RateLimit(requests_per_minute=6000).block_requests() == 8
+
+
+def test_actors_are_sized_to_leave_the_tasks_in_front_of_them_a_cpu():
+    from llm_connect.distributed import ACTOR_CPUS, UPSTREAM_CPUS, actor_cpus
+
+    assert actor_cpus(None, 4, 2.0) == ACTOR_CPUS  # room enough: the default
+    assert actor_cpus(None, 1, 1.0) == 0.0  # one CPU: the actor takes none, the split of the dataset gets it
+    assert actor_cpus(None, 3, 1.5) == 0.16 and 1.5 - UPSTREAM_CPUS >= 3 * 0.16
+    assert actor_cpus(None, 2, None) == ACTOR_CPUS and actor_cpus(2.0, 2, None) == 2.0  # unknown: Ray decides
+    assert actor_cpus(0.5, 2, 2.0) == 0.5
+    with pytest.raises(ValidationError, match=r"1 actor\(s\) x num_cpus=1 .* cluster's 1 CPU.*wait forever.*"
+                                              r"num_cpus=0 or less.*ray.init\(num_cpus=N\)"):
+        actor_cpus(1.0, 1, 1.0)
+
+
+ONE_CPU_JOB = """
+import functools, json, sys
+import pandas as pd
+import ray
+from llm_connect import ExactMatchJudge
+from llm_connect.distributed import grade_dataset
+from llm_connect.errors import ValidationError
+
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+ray.data.DataContext.get_current().enable_progress_bars = False
+items = pd.DataFrame({"id": range(20), "prompt": ["q"] * 20, "baseline": ["a"] * 20, "candidate": ["a", "b"] * 10})
+out = grade_dataset(ray.data.from_pandas(items), functools.partial(ExactMatchJudge), num_actors=1,
+                    batch_size=8).to_pandas()
+try:
+    grade_dataset(ray.data.from_pandas(items), functools.partial(ExactMatchJudge), num_actors=1, num_cpus=1)
+    refused = ""
+except ValidationError as exc:
+    refused = str(exc)
+print(json.dumps({"rows": len(out), "scored": int((out["status"] == "scored").sum()),
+                  "ids": sorted(int(i) for i in out["id"]), "refused": refused}))
+ray.shutdown()
+"""
+
+
+@pytest.mark.timeout(420)  # a regression hangs forever: fail instead
+def test_a_one_cpu_cluster_finishes_with_the_default_actors_and_refuses_actors_that_would_hang():
+    """ray.init(num_cpus=1) with one actor: the actor held the only CPU while the repartition in front of it
+    waited for one, forever. Now the default actor takes none and the job ends; an actor asked to hold the CPU
+    is refused before anything runs, with what would fit."""
+    pytest.importorskip("ray", reason=SKIP_MESSAGE)
+    env = {**os.environ, "RAY_raylet_start_wait_time_s": "180"}  # a busy machine starts a node slowly
+    proc = subprocess.run([sys.executable, "-c", ONE_CPU_JOB], capture_output=True, text=True, timeout=400, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["rows"] == 20 and result["scored"] == 20 and result["ids"] == list(range(20))
+    assert "wait forever" in result["refused"] and "num_cpus=0" in result["refused"]
 
 
 def test_bad_arguments_are_refused(ray_cluster):

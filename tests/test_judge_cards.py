@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing as mp
+import sys
 
 import numpy as np
 import pytest
@@ -215,3 +216,112 @@ def test_cards_without_labels_check_against_exact_match():
     assert card.grader_id == "coin" and card.reference == "exact-match" and not card.people
     assert "against exact-match (no human labels)" in card.verdict
     assert not card.calibrated and not card.meets(min_kappa=-1.0)
+
+
+# -- one voice: every verdict comes from agreement_verdict ------------------------------------------------
+
+
+def test_an_interval_too_wide_to_decide_says_so_and_how_many_labels_would_settle_it():
+    from llm_connect.calibration._cards import agreement_verdict, labels_to_settle
+
+    line = agreement_verdict(0.34, -0.02, 0.66, 32)
+    assert line.startswith("cannot tell yet against people: kappa 0.34 (fair), but its 95% CI -0.02..0.66 on 32 items "
+                           "reaches chance, too wide to decide")
+    assert labels_to_settle(0.34, -0.02, 32) == 36 and "about 4 more labelled items (36 in all)" in line
+    assert "human correction" in line and "fair agreement" not in line and "no better than chance" not in line
+    # the verdict of a card is that clause, whatever reads it (CLI, demo, report, cards.csv)
+    assert judge_verdict("j", kappa=0.34, kappa_low=-0.02, kappa_high=0.66, n=32) == f"j: {line}"
+    # slight at best is decided: no better than chance; no number of labels makes a kappa of 0 beat chance
+    assert agreement_verdict(0.15, -0.1, 0.4, 32).startswith("no better than chance")
+    assert labels_to_settle(0.0, -0.2, 32) is None
+
+
+def test_more_labels_narrow_the_interval_as_one_over_root_n():
+    """The premise of labels_to_settle: the bootstrap interval of kappa halves when the items are four times as
+    many (the same judge, the same people)."""
+    rng = np.random.default_rng(11)
+    human = (rng.random(40) < 0.5).astype(float)
+    judge = np.where(rng.random(40) < 0.7, human, 1 - human)
+    small = card_from_scores(judge, human, grader_id="j", n_boot=2000, seed=1)
+    big = card_from_scores(np.tile(judge, 4), np.tile(human, 4), grader_id="j", n_boot=2000, seed=1)
+    assert big.kappa == pytest.approx(small.kappa)
+    ratio = (big.kappa_high - big.kappa_low) / (small.kappa_high - small.kappa_low)
+    assert 0.4 < ratio < 0.6
+
+
+@pytest.mark.parametrize("verdict", [0.0, 1.0])
+def test_a_judge_that_gives_one_verdict_is_flagged_whichever_the_verdict(verdict):
+    rng = np.random.default_rng(3)
+    human = (rng.random(60) < 0.5).astype(float)
+    card = card_from_scores(np.full(60, verdict), human, grader_id="j", n_boot=200)
+    word = "yes" if verdict else "no"
+    assert f"it says {word} to 100% of the items it scored" in card.weak
+    assert card.verdict.startswith(f"j: one verdict against people: it says {word} to every item it scored")
+    assert "do not use its scores" in card.verdict and "flagged weak" in card.verdict
+    nearly = np.where(np.arange(60) < 2, 1.0 - verdict, verdict)  # 58 of 60 the same: almost every item
+    assert f"it says {word} to 97% of the items it scored" in card_from_scores(nearly, human, grader_id="j",
+                                                                                 n_boot=200).weak
+    # without human labels the one-verdict flag still holds (only the interval needs people)
+    from llm_connect.calibration._cards import weak_judge_reasons
+
+    assert weak_judge_reasons(kappa_low=0.0, kappa_high=0.0, yes_rate=0.0, people=False) != ""
+
+
+def test_the_command_line_prints_the_whole_verdict_line(tmp_path, capsys):
+    from llm_connect.cli._calibrate import _print_verdicts
+
+    effects = [ProbeEffect(f"probe-{k}-" + "x" * 40, 0.2, 0.1, 0.3, 0.001, 30) for k in range(8)]
+    card = card_from_scores(*_labels(seed=4), grader_id="llm-judge", n_boot=100, probes=effects,
+                            unscored_rate=0.4)
+    assert len(card.verdict) > 400
+    _print_verdicts([card], sys.stdout)
+    printed = capsys.readouterr().out
+    assert card.verdict in printed and "…" not in printed  # never cut off
+
+
+def test_every_verdict_of_a_report_is_the_one_wording(tmp_path):
+    """Cards, the page and cards.csv print the same line, whose agreement clause is agreement_verdict's."""
+    import html
+
+    from llm_connect import ExactMatchJudge, FunctionJudge, calibrate
+    from llm_connect.calibration._cards import agreement_verdict, cards_frame, cards_from_report
+
+    coin = FunctionJudge(lambda b, c: float(len(c) % 2), grader_id="coin")
+    report = calibrate([ExactMatchJudge(), coin], _qa_items(32), human="human", probes=None, n_boot=300,
+                       progress=False)
+    page = report.to_html(tmp_path / "report.html").read_text(encoding="utf-8")
+    cards = cards_from_report(report)
+    assert cards_frame(cards)["verdict"].tolist() == [c.verdict for c in cards]
+    for card in cards:
+        head = agreement_verdict(card.kappa, card.kappa_low, card.kappa_high, card.n_labelled,
+                                 yes_rate=card.yes_rate, confidence=card.confidence)
+        assert card.verdict.startswith(f"{card.grader_id}: {head}")
+        assert html.escape(card.verdict, quote=False) in page
+
+
+def test_what_exact_match_does_by_definition_is_said_as_such_not_flagged_as_a_bias(tmp_path):
+    from llm_connect import ExactMatchJudge, FunctionJudge, TokenF1Judge, calibrate
+    from llm_connect.calibration._cards import cards_from_report
+
+    likes_length = FunctionJudge(lambda b, c: min(1.0, len(c.split()) / 10), grader_id="likes-length")
+    report = calibrate([ExactMatchJudge(), TokenF1Judge(), likes_length], _qa_items(), human="human",
+                       probes=["length", "injection"], n_boot=200, progress=False)
+    cards = {c.grader_id: c for c in cards_from_report(report)}
+    exact = cards["exact-match"]
+    assert "biased" not in exact.verdict  # a padded answer no longer equals the reference: no defect
+    assert ("scores longer answers lower" in exact.verdict and "by definition, not as a bias: an answer padded with "
+            "filler no longer equals the reference" in exact.verdict)
+    assert "scores instructions planted in the answer lower" in exact.verdict
+    assert all(p.expected for p in exact.probes if p.source == "probe")
+    assert "biased" not in cards["token-f1"].verdict and "lower its precision" in cards["token-f1"].verdict
+    assert "biased toward longer answers" in cards["likes-length"].verdict  # a judge without that definition
+    bias = report.bias.frame.set_index(["judge", "probe"])
+    assert bias.loc[("exact-match", "length"), "by_definition"].startswith("an answer padded")
+    assert bias.loc[("likes-length", "length"), "by_definition"] == ""
+    assert "by definition: an answer padded" in exact._repr_html_()
+    # without a length probe, the length regression of exact match is read the same way
+    plain = calibrate([ExactMatchJudge()], _qa_items(), human="human", probes=None, n_boot=200, progress=False)
+    (card,) = cards_from_report(plain)
+    regression = [p for p in card.probes if p.source == "regression"]
+    assert regression and regression[0].by_definition.startswith("an answer padded")
+    assert "biased" not in card.verdict

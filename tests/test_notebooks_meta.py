@@ -311,3 +311,22 @@ def test_grounding_model_reads_no_labels_and_finds_claims_by_their_text(helpers)
         == ("supported", 1)
     assert helpers.claim_verdict("Standard delivery costs 5.90 euros.", ["Delivery costs 4.90 euros (standard)."]) \
         == ("contradicted", 1)
+
+
+_NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                 "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+
+
+def test_the_docs_count_the_notebooks_there_are():
+    """README, the docs' index and contributing say how many tutorials there are: the number there is."""
+    root = NOTEBOOKS.parent
+    said = []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for match in re.finditer(r"\b(\w+) (?:tutorial )?notebooks\b", page.read_text(encoding="utf-8"), re.I):
+            word = match.group(1).lower()
+            if word in _NUMBER_WORDS or word.isdigit():
+                count = int(word) if word.isdigit() else _NUMBER_WORDS.index(word)
+                said.append((page.name, match.group(0), count))
+    assert {name for name, _, _ in said} >= {"README.md", "index.md", "contributing.md", "notebooks.md"}, said
+    wrong = [(name, text) for name, text, count in said if count != len(NAMES)]
+    assert not wrong, f"these say another number of notebooks than the {len(NAMES)} there are: {wrong}"

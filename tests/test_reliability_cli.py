@@ -368,11 +368,14 @@ def test_a_judge_that_scores_no_item_exits_1_naming_it(tmp_path, server):
     )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
-    line = [x for x in proc.stderr.splitlines() if "error:" in x]
-    assert len(line) == 1 and "judge llm-judge scored none of the 2 items" in line[0] and "first error" in line[0]
-    assert ESC not in proc.stderr and ESC not in proc.stdout and "\x07" not in proc.stdout
-    assert "\\x1b" in proc.stdout  # the refusal is shown, escaped
-    assert (tmp_path / "o" / "scores.csv").is_file() and (tmp_path / "o" / "report.html").is_file()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llm-connect calibrate: error: judge llm-judge scored none of "
+                                                   "the 2 items"), proc.stderr  # one line, no warning before it
+    assert "first error" in lines[0]
+    assert ESC not in proc.stderr and ESC not in proc.stdout and "\x07" not in proc.stderr
+    assert "\\x1b" in proc.stderr  # the refusal is shown, escaped
+    # nothing measured, nothing written: no card, no agreement of a judge that judged nothing
+    assert not (tmp_path / "o" / "scores.csv").exists() and not (tmp_path / "o" / "report.html").exists()
 
 
 # -- 6. odd input files ------------------------------------------------------------------------------------

@@ -144,3 +144,30 @@ def test_the_viewer_says_what_its_colours_mean_in_chromium(report, browser, tmp_
         assert legend.find_elements(By.CSS_SELECTOR, f".{cls}")
     assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
     browser.save_screenshot(str(tmp_path / "viewer.png"))  # docs/viewer.png is docs/make_viewer_screenshot.py's
+
+
+@pytest.mark.slow
+def test_summary_and_agreement_fit_a_1400_pixel_window_and_no_cell_wraps_tall(report, browser, tmp_path):
+    page = report.to_html(tmp_path / "report.html")
+    browser.set_window_size(1400, 900)
+    try:
+        browser.get(page.as_uri())
+        measured = browser.execute_script("""
+            const out = {};
+            for (const t of document.querySelectorAll('.llm-connect-report table')) {
+              const cap = t.querySelector('caption');
+              const name = cap ? cap.textContent.split(' ')[0] : '';
+              if (name !== 'Summary' && name !== 'Agreement') continue;
+              const heights = Array.from(t.querySelectorAll('tbody td')).map(c => c.getBoundingClientRect().height);
+              out[name] = {scroll: t.scrollWidth, client: t.clientWidth, right: t.getBoundingClientRect().right,
+                           window: window.innerWidth, tallest: Math.max(...heights), lowest: Math.min(...heights)};
+            }
+            return out;""")
+    finally:
+        browser.set_window_size(1280, 900)
+    assert set(measured) == {"Summary", "Agreement"}, measured
+    for name, m in measured.items():
+        assert m["scroll"] <= m["client"] + 1, (name, m)  # no scrollbar: every column in view
+        assert m["right"] <= m["window"], (name, m)
+        assert m["tallest"] <= 2.5 * m["lowest"], (name, m)  # the "weak" reason wraps in two lines at most
+    assert any(report.summary()["weak"].astype(bool))  # the fixture has a weak judge, so its reason was measured

@@ -247,6 +247,31 @@ def test_no_reference_rubric_accepts_a_blank_or_missing_baseline_in_a_batch():
     assert df["status"].tolist() == ["error"] * 3 and df["error"].str.contains("baseline").all()
 
 
+def test_no_reference_rubric_needs_no_baseline_column_in_judge_many_score_items_or_calibrate(tmp_path):
+    """The docs say the baseline of a reference-free rubric may be absent: the column too, everywhere."""
+    from llm_connect.calibration import calibrate, score_items
+    from llm_connect.errors import ValidationError
+
+    a = ScriptedAdapter([reply(1)], cycle=True)
+    items = pd.DataFrame({"id": range(4), "prompt": ["Hi?", "Help?", "Refund?", "Hours?"],
+                          "candidate": ["Hello!", "Sure.", "No.", "9-5"], "human": [1, 1, 0, 1]})
+    df = judge_many(LLMJudge(a, rubric=POLITE), items, progress=False)
+    assert df["status"].tolist() == ["scored"] * 4 and "baseline" not in df.columns  # no column made up
+    frame = score_items(LLMJudge(a, rubric=POLITE), items, human="human", progress=False)
+    assert frame["status_llm-judge"].tolist() == ["scored"] * 4
+    path = tmp_path / "replies.jsonl"
+    items.to_json(path, orient="records", lines=True)
+    report = calibrate(LLMJudge(a, rubric=POLITE), path, human="human", probes="length", n_boot=0, progress=False)
+    assert report.meta.usage["llm-judge"]["scored"] == 4 and report.bias.results[0].stats.n == 4
+    # a judge that compares with a reference still needs the column, and says so before any call
+    with pytest.raises(ValidationError, match="baseline"):
+        judge_many(LLMJudge(a, rubric=Rubric("Is it correct?")), items, progress=False)
+    calls = len(a.calls)
+    with pytest.raises(ValidationError, match="baseline"):
+        calibrate([LLMJudge(a, rubric=POLITE), LLMJudge(a, grader_id="correct")], items, progress=False)
+    assert len(a.calls) == calls
+
+
 def test_a_likert_reply_maps_to_zero_one():
     rubric = Rubric("How faithful is the summary to the source?", scale=(1, 5))
     a = ScriptedAdapter([reply(4), reply(1), reply(5), reply(6)])

@@ -1140,10 +1140,9 @@ class BatchCollector:
         total = sum(len(entry["requests"]) for entry, _ in polls.values())
         bar = None
         if self.options.progress:
-            from tqdm.auto import tqdm
+            from ..stats._progress import progress_bar
 
-            bar = tqdm(total=total, desc=f"{self.desc}: batch round {self.rounds}", unit="request",
-                       dynamic_ncols=True)
+            bar = progress_bar(total, desc=f"{self.desc}: batch round {self.rounds}", unit="request")
         counts: dict[str, dict[str, int]] = {}
         out: dict[str, dict[str, dict[str, Any]]] = {}
         lost: dict[str, dict[str, Any]] = {}
@@ -1170,8 +1169,8 @@ class BatchCollector:
                 if bar is not None:
                     sums = {k: sum(c.get(k, 0) for c in counts.values())
                             for k in ("validating", "in_progress", "completed", "failed")}
-                    bar.n = min(total, sums["completed"] + sums["failed"])
-                    bar.set_postfix(sums, refresh=True)
+                    bar.set_postfix(sums, refresh=False)
+                    bar.update(max(0, min(total, sums["completed"] + sums["failed"]) - bar.n))  # redrawn as it allows
                 if not todo:
                     break
                 if self.options.max_wait_s is not None and time.monotonic() - started > self.options.max_wait_s:

@@ -22,8 +22,8 @@ observational diagnostics          :func:`length_effect`, :func:`length_controll
 features                           :func:`model_family`, :func:`text_features`
 quality estimates (PPI++,          :func:`estimate_quality`, :func:`labels_needed`
 active inference)                  (from ``stats.estimates``)
-verdicts and judge cards           :func:`judge_verdict`, :class:`JudgeCard`,
-                                   :class:`JudgeCardRegistry`, :func:`card_from_scores`
+verdicts and judge cards           :func:`agreement_verdict` (the one wording), :func:`judge_verdict`,
+                                   :class:`JudgeCard`, :class:`JudgeCardRegistry`, :func:`card_from_scores`
 pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`PairwiseReport`,
                                    :func:`parse_preferences`, :func:`battles`
 align a judge to people           :func:`align` -> :class:`Alignment` (held-out proof; rubrics:
@@ -60,7 +60,15 @@ from ._agreement import (
 from ._align import Alignment, align
 from ._bias import PROBES, BiasReport, ProbeResult, paired_shift, perturb_items, probe_judge, run_probes
 from ._calibrate import calibrate
-from ._cards import JudgeCard, JudgeCardRegistry, ProbeEffect, card_from_scores, judge_verdict, registry_path
+from ._cards import (
+    JudgeCard,
+    JudgeCardRegistry,
+    ProbeEffect,
+    agreement_verdict,
+    card_from_scores,
+    judge_verdict,
+    registry_path,
+)
 from ._diagnostics import (
     LengthControlled,
     LengthEffect,
@@ -112,6 +120,7 @@ __all__ = [
     "ScoredItems",
     "SelfPreference",
     "agreement_table",
+    "agreement_verdict",
     "align",
     "battles",
     "bootstrap_ci",

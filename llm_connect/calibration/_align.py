@@ -76,9 +76,11 @@ import numpy as np
 import pandas as pd
 
 from .._html import Markup
+from ..batch import run_batch
 from ..core import BudgetTracker, LLMAdapter, RunConfig
 from ..errors import BudgetExceededError, ValidationError
-from ..grading import Example, JudgeBase, LLMJudge, Rubric, judge_many
+from ..grading import Example, JudgeBase, LLMJudge, Rubric
+from ..grading._batch import judge_plan, refuse_total_failure
 from ..stats.agreement import Estimate
 from ..stats.alignment import (
     METRICS,
@@ -660,6 +662,9 @@ def align(
     :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so
     the change is not accepted).
 
+    Raises :class:`~llm_connect.errors.JudgeFailedError` (naming the first error) when the original judge
+    scores none of the labelled items: with nothing scored there is nothing to align or compare.
+
     Returns an :class:`Alignment`. See :mod:`llm_connect.calibration._align` for the procedure and
     what it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's optimizers and
     EvalGen.
@@ -751,11 +756,15 @@ def align(
     key_of = np.empty(len(keys), dtype=object)
     key_of[:] = keys
 
-    def judged(j: LLMJudge | _Routed, pos: np.ndarray) -> np.ndarray:
+    def judged(j: LLMJudge | _Routed, pos: np.ndarray, *, refuse: bool = False) -> np.ndarray:
         if pos.size == 0:
             return np.array([], dtype=float)
-        out = judge_many(j, items.frame(pos), concurrency=concurrency, progress=progress, budget=tracker)
+        # judge_many's plan, run as it runs it; a pass that is refused when it scores nothing does not warn too
+        plan = judge_plan(j, items.frame(pos), budget=tracker, warn_failure=not refuse)
+        out = run_batch(plan, concurrency=concurrency, progress=progress)
         _check_budget(out, tracker)
+        if refuse:  # a judge that scored nothing: no comparison, no "kept: no held-out improvement"
+            refuse_total_failure(out, str(judge.grader_id), what="align")
         scores = pd.to_numeric(out["quality_score"], errors="coerce").to_numpy(dtype=float, copy=True)
         scores[(out["status"] != "scored").to_numpy()] = np.nan
         return scores
@@ -794,7 +803,7 @@ def align(
     _say_plan(plan, judge, progress)
 
     # 3. the original on every labelled item (its held-out replies are read only in step 5)
-    items.score0 = judged(judge, np.arange(len(frame)))
+    items.score0 = judged(judge, np.arange(len(frame)), refuse=True)
     items.verdict0 = np.where(np.isfinite(items.score0), (items.score0 >= original.threshold).astype(float), np.nan)
     s0 = items.score0[sel_pos]
     continuous = bool(np.any(np.isfinite(s0) & ~np.isin(s0, (0.0, 1.0))))

@@ -89,6 +89,16 @@ class ProbeResult:
     stats: ShiftStats
     items: pd.DataFrame = field(compare=False, repr=False)
     threshold: float = 0.5
+    #: Why this probe lowers the judge's score by the judge's own definition (the judge's ``by_definition``
+    #: for the probe: exact match gives 0 to a padded answer, which no longer equals the reference), or ``""``.
+    #: A drop it explains is what the judge is, not a bias.
+    by_definition: str = ""
+
+    @property
+    def expected(self) -> str:
+        """:attr:`by_definition` when the score dropped (the direction the judge's definition explains), else ``""``."""
+        shift = self.stats.mean_shift
+        return self.by_definition if self.by_definition and math.isfinite(shift) and shift < 0 else ""
 
     def row(self) -> dict[str, Any]:
         s = self.stats
@@ -96,7 +106,7 @@ class ProbeResult:
             "judge": self.judge, "probe": self.probe, "n": s.n, "mean_original": s.mean_original,
             "mean_perturbed": s.mean_perturbed, "mean_shift": s.mean_shift, "shift_low": s.shift_low,
             "shift_high": s.shift_high, "p_value": s.p_value, "flip_rate": s.flip_rate,
-            "flips_up": s.flips_up, "flips_down": s.flips_down, "note": s.note,
+            "flips_up": s.flips_up, "flips_down": s.flips_down, "note": s.note, "by_definition": self.expected,
         }
 
     @property
@@ -130,7 +140,7 @@ class BiasReport:
     def frame(self) -> pd.DataFrame:
         rows = [r.row() for r in self.results]
         cols = ["judge", "probe", "n", "mean_original", "mean_perturbed", "mean_shift", "shift_low", "shift_high",
-                "p_value", "flip_rate", "flips_up", "flips_down", "note"]
+                "p_value", "flip_rate", "flips_up", "flips_down", "note", "by_definition"]
         return pd.DataFrame(rows, columns=cols)
 
     def result(self, judge: str, probe: str) -> ProbeResult:
@@ -143,9 +153,10 @@ class BiasReport:
         rows = []
         for r in self.results:
             s = r.stats
+            note = s.note or (f"by definition: {r.expected}" if r.expected else "")
             rows.append({"judge": r.judge, "probe": r.probe, "n": s.n,
                          "mean shift": with_interval(s.mean_shift, s.shift_low, s.shift_high),
-                         "p": s.p_value, "flipped": s.flip_rate, "note": s.note})
+                         "p": s.p_value, "flipped": s.flip_rate, "note": note})
         return frame_html(pd.DataFrame(rows), caption="Bias probes (score after minus before, 95% bootstrap interval)")
 
 
@@ -215,7 +226,17 @@ def probe_judge(
         "perturbed": perturbed,
     })
     detail["shift"] = detail["perturbed"] - detail["original"]
-    return ProbeResult(name, probe, stats, detail, threshold)
+    return ProbeResult(name, probe, stats, detail, threshold, by_definition=by_definition_of(judge, probe))
+
+
+def by_definition_of(judge: Any, probe: str) -> str:
+    """Why ``probe`` lowers ``judge``'s score by the judge's own definition (its ``by_definition`` mapping,
+    e.g. :class:`~llm_connect.grading.ExactMatchJudge`'s), or ``""``."""
+    declared = getattr(judge, "by_definition", None)
+    if not isinstance(declared, Mapping):
+        return ""
+    why = declared.get(probe)
+    return why if isinstance(why, str) else ""
 
 
 def _scores(batch: pd.DataFrame) -> np.ndarray:

@@ -28,7 +28,15 @@ from ._cards import card_reference
 from ._groups import group_breakdown, group_column
 from ._pairwise import calibrate_pairwise, is_pairwise_input
 from ._report import CalibrationReport
-from ._runner import ItemsLike, _named_judges, _score_items, items_table, load_items, parse_labels
+from ._runner import (
+    ItemsLike,
+    _named_judges,
+    _score_items,
+    items_table,
+    load_items,
+    needs_reference,
+    parse_labels,
+)
 from ._selective import parse_selective, selective_judges, selective_results
 
 if TYPE_CHECKING:
@@ -61,7 +69,7 @@ def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: 
     columns = columns or list(annotators)
     if not columns:
         raise ValidationError("selective= needs human labels to calibrate against: pass human=COLUMN")
-    frame = items_table(items)
+    frame = items_table(items, baseline=needs_reference(named.values()))
     if columns[0] not in frame.columns:
         raise ValidationError(f"no label column {columns[0]!r} in the data")
     labelled = int(np.isfinite(parse_labels(frame[columns[0]].tolist(), column=str(columns[0]))).sum())
@@ -177,6 +185,11 @@ def calibrate(
     not turns (:func:`~llm_connect.calibration.agreement_table`); the agreement table's caption and
     rows say which column and how many conversations. A column the items lack is an error before any
     judge runs. The bias probes' intervals still treat items as independent.
+
+
+    Raises :class:`~llm_connect.errors.JudgeFailedError`, naming the judge and its first error, when a judge
+    scores none of the items for a reason of its own (every row an error, or a reply with no verdict; not
+    the budget running out): a judge that judged nothing gets no agreement, card or verdict.
     """
     judges, items = judge_and_items(judges, items, func="calibrate")
     check_confidence(confidence)
@@ -219,14 +232,14 @@ def calibrate(
         (by_one, *more) = by_columns(by) or [""]  # the package's one reading of by=
         if more:
             raise ValidationError(f"calibrate groups by one column, got {by!r}; pass by='COLUMN'")
-        items = items_table(items)
+        items = items_table(items, baseline=needs_reference(named.values()))
         humans = [human] if isinstance(human, str) else list(human or [])
         group_col = group_column(items.columns, by_one, labels=[*humans, *annotators])
         by = by_one
     scored = _score_items(named, items, human=human, annotators=annotators, reference_sep=reference_sep,
                           concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
                           task_type=task_type, scale=scale, epochs=epochs, reducer=reducer, budget=tracker,
-                          batch=batch)
+                          batch=batch, refuse_failure=True)
     scores = scored.to_frame()  # users read the attrs mirror; the stages below get ``scored``
     ann = scored.annotators
     if groups is None and scale is not None:

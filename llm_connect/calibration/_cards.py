@@ -17,14 +17,22 @@ A calibration run measures; this module decides. Every judge gets
 
 The verdict rule
 ----------------
-With ``k`` the judge's Cohen's kappa against the reference and ``[lo, hi]``
-its bootstrap interval (``confidence``, 95% by default):
+One function words every verdict, :func:`agreement_verdict` (the cards, the command line's
+verdict lines, the demo and the report all print what it says). With ``k`` the judge's Cohen's
+kappa against the reference, ``[lo, hi]`` its bootstrap interval (``confidence``, 95% by
+default) on ``n`` paired items, and the share of its scored items it said "yes" to:
 
-1. fewer than :data:`MIN_LABELLED` paired items, or no kappa: *not enough
+1. it said the same on every item it scored (0% or 100% "yes"): *one verdict* — kappa is 0 by
+   construction, it cannot tell good answers from bad; do not use its scores;
+2. fewer than :data:`MIN_LABELLED` paired items, or no kappa: *not enough
    evidence* — label more items before trusting it;
-2. ``lo <= 0`` (the interval does not exclude chance): *no better than chance*
-   — do not use its scores;
-3. otherwise the agreement band of ``k`` (Landis & Koch 1977, "The
+3. ``lo <= 0`` (the interval does not exclude chance) and ``k`` below :data:`UNDECIDED_FROM`
+   (slight at best): *no better than chance* — do not use its scores;
+4. ``lo <= 0`` but ``k`` fair or better: *cannot tell yet* — the interval is too wide to decide,
+   and about how many labelled items in all would settle it, were the kappa to hold
+   (:func:`labels_to_settle`: the interval's half-width shrinks as ``1/sqrt(n)``); until then use
+   its scores only with human correction;
+5. otherwise the agreement band of ``k`` (Landis & Koch 1977, "The
    measurement of observer agreement for categorical data", Biometrics 33):
    slight (< 0.2), fair (< 0.4), moderate (< 0.6), substantial (< 0.8), almost
    perfect; slight and fair add "use its scores only with human correction".
@@ -40,9 +48,17 @@ Weak judges
 -----------
 A judge is flagged *weak* (the card's ``weak`` field, a clause of its verdict, the printed
 summary and the report), with the reason, when its kappa interval against people includes 0
-(``lo <= 0 <= hi``: it cannot be told from chance), or when it says "yes" to more than
-:data:`MAX_YES_RATE` of the items it scored (its verdicts say little whatever its kappa):
+(``lo <= 0 <= hi``: it cannot be told from chance), or when it gives one verdict, "yes" or "no", to
+more than :data:`MAX_YES_RATE` of the items it scored (its verdicts say little whatever its kappa):
 see :func:`weak_judge_reasons`.
+
+Effects a judge has by definition
+---------------------------------
+A probe that moves a judge's score the way the judge is defined to move is not a bias: exact match
+gives 0 to an answer padded with filler or carrying a planted instruction, because that answer no
+longer equals the reference. A judge declares such effects (``by_definition``, probe -> why; see
+:class:`~llm_connect.grading.ExactMatchJudge`); the card then says "as exact match does by
+definition" instead of "biased", and the effect is no defect in the verdict.
 """
 
 from __future__ import annotations
@@ -71,15 +87,18 @@ __all__ = [
     "MAX_YES_RATE",
     "MIN_LABELLED",
     "MIN_MEAN_BIAS",
+    "UNDECIDED_FROM",
     "JudgeCard",
     "JudgeCardRegistry",
     "ProbeEffect",
     "agreement_band",
+    "agreement_verdict",
     "card_from_scores",
     "card_reference",
     "cards_frame",
     "cards_from_report",
     "judge_verdict",
+    "labels_to_settle",
     "mean_difference",
     "registry_path",
     "reliability_entry",
@@ -98,7 +117,8 @@ MIN_MEAN_BIAS = 0.05
 MAX_UNSCORED_RATE = 0.10
 """An unscored rate above this is reported."""
 MAX_YES_RATE = 0.95
-"""A judge that says "yes" to more than this share of the items it scored is flagged as weak."""
+"""A judge that gives one verdict ("yes", or "no") to more than this share of the items it scored is flagged as
+weak."""
 
 CARD_COLUMNS = (
     "grader_id",
@@ -200,15 +220,102 @@ class ProbeEffect:
     p_value: float = math.nan
     n: int = 0
     source: str = "probe"  # "probe" (perturb and re-judge) or "regression" (observational, OLS)
+    #: Why the judge scores this way by its own definition (its ``by_definition`` for the probe: exact match
+    #: gives 0 to a padded answer), or ``""``; a drop it explains is said as such, never as a bias.
+    by_definition: str = ""
 
     @property
     def significant(self) -> bool:
         return _finite(self.p_value) and self.p_value < BIAS_ALPHA and _finite(self.effect) and self.effect != 0
 
+    @property
+    def expected(self) -> bool:
+        """The effect is a drop the judge's own definition explains (:attr:`by_definition`): not a bias."""
+        return bool(self.by_definition) and _finite(self.effect) and self.effect < 0
+
     def words(self) -> str:
         target = _PROBE_WORDS.get(self.probe, self.probe)
+        if self.expected:
+            return (f"scores {target} lower ({_signed(self.effect)}, {_p(self.p_value)}) by definition, not as a "
+                    f"bias: {self.by_definition}")
         direction = "toward" if self.effect > 0 else "against"
         return f"biased {direction} {target} ({_signed(self.effect)}, {_p(self.p_value)})"
+
+
+#: The kappa from which a judge whose interval still reaches chance is *undecided* rather than *no better than
+#: chance*: the lower edge of the "fair" band. A point estimate below it is slight agreement at best.
+UNDECIDED_FROM = 0.2
+
+
+def labels_to_settle(kappa: float, kappa_low: float, n: int) -> int | None:
+    """About how many labelled items in all would lift a kappa interval's lower end above 0, if the kappa held.
+
+    An interval's half-width shrinks as ``1/sqrt(n)``: the lower half ``kappa - kappa_low`` measured on ``n``
+    items is ``kappa`` (just enough to exclude 0) on ``n * ((kappa - kappa_low) / kappa) ** 2`` items.
+    ``None`` when it cannot be said (``kappa <= 0``: no number of labels would; or a bound is missing).
+    """
+    k, lo = _num(kappa), _num(kappa_low)
+    if not (math.isfinite(k) and math.isfinite(lo)) or k <= 0 or n <= 0:
+        return None
+    return max(int(n) + 1, math.ceil(n * ((k - lo) / k) ** 2))
+
+
+def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int, *, yes_rate: float = math.nan,
+                      against: str = "against people", confidence: float = 0.95) -> str:
+    """What a judge's agreement means, in words: the one wording of every verdict (cards, the command line, the
+    demo, the report all come through here).
+
+    Parameters
+    ----------
+    kappa, kappa_low, kappa_high : float
+        Cohen's kappa against the reference and its interval (decided as printed, at :data:`SHOWN_DIGITS`).
+    n : int
+        The paired (labelled) items it was measured on.
+    yes_rate : float, optional
+        The share of the items it scored that the judge said "yes" to (NaN when unknown).
+    against : str
+        What it was checked against, as the line says it (``"against people"``).
+    confidence : float
+        The interval's level.
+
+    Returns
+    -------
+    str
+        One clause, by the rule in this module's docstring: *not enough evidence* (fewer than
+        :data:`MIN_LABELLED` items, or no kappa); *one verdict* (it said the same on every item it scored:
+        kappa is 0 by construction); *no better than chance* (the interval reaches 0 and kappa is below
+        :data:`UNDECIDED_FROM`); *cannot tell yet* (the interval reaches 0 but kappa is fair or better: too
+        wide to decide, and about how many labelled items in all would settle it,
+        :func:`labels_to_settle`); else the Landis & Koch band, with "use its scores only with human
+        correction" for slight and fair.
+    """
+    ci = f"{confidence:.0%} CI"
+    k, lo, hi = _shown(kappa), _shown(kappa_low), _shown(kappa_high)  # decided as printed
+    rate = _num(yes_rate)
+    interval = f"{lo:.2f}..{hi:.2f}" if math.isfinite(lo) and math.isfinite(hi) else "no interval"
+    if math.isfinite(rate) and rate in (0.0, 1.0):
+        word = "yes" if rate == 1.0 else "no"
+        return (f"one verdict {against}: it says {word} to every item it scored, so it cannot tell good answers "
+                f"from bad (kappa {k:.2f} by construction); do not use its scores" if math.isfinite(k) else
+                f"one verdict {against}: it says {word} to every item it scored, so it cannot tell good answers "
+                "from bad; do not use its scores")
+    if n < MIN_LABELLED or not math.isfinite(k):
+        return (f"not enough evidence {against} (n={n}; at least {MIN_LABELLED} paired items needed); "
+                "label more items before trusting it")
+    if not math.isfinite(lo) or lo <= 0:
+        if k < UNDECIDED_FROM or not math.isfinite(lo):
+            return f"no better than chance {against} (kappa {k:.2f}, {ci} {interval}); do not use its scores"
+        settle = labels_to_settle(k, lo, n)
+        more = (f"; about {settle - n} more labelled items ({settle} in all) would settle it if its kappa holds"
+                if settle is not None else "")
+        return (f"cannot tell yet {against}: kappa {k:.2f} ({agreement_band(k)}), but its {ci} {interval} on {n} "
+                f"items reaches chance, too wide to decide{more}; until then use its scores only with human "
+                "correction (estimate_quality)")
+    band = agreement_band(k)
+    head = f"{band} agreement {against} (kappa {k:.2f}, {ci} {interval})"
+    if band in ("slight", "fair"):
+        head += "; use its scores only with human correction (estimate_quality)"
+    return head
 
 
 def judge_verdict(
@@ -226,30 +333,18 @@ def judge_verdict(
     bias_low: float = math.nan,
     bias_high: float = math.nan,
     unscored_rate: float = math.nan,
+    yes_rate: float = math.nan,
 ) -> str:
     """One line a user can act on, by the rule in this module's docstring.
 
     ``people``: whether ``reference`` is human labels (the verdict then says
-    "against people"; otherwise "against <reference>").
+    "against people"; otherwise "against <reference>"). The agreement clause is
+    :func:`agreement_verdict`'s (``yes_rate``: the share of its scored items the judge
+    said "yes" to); then the biases, the mean bias and the unscored rate.
     """
     against = "against people" if people else f"against {reference} (no human labels)"
-    ci = f"{confidence:.0%} CI"
-    parts: list[str] = []
-    k, lo, hi = _shown(kappa), _shown(kappa_low), _shown(kappa_high)  # decided as printed
-    if n < MIN_LABELLED or not math.isfinite(k):
-        parts.append(
-            f"not enough evidence {against} (n={n}; at least {MIN_LABELLED} paired items needed); "
-            "label more items before trusting it"
-        )
-    elif not math.isfinite(lo) or lo <= 0:
-        interval = f"{lo:.2f}..{hi:.2f}" if math.isfinite(lo) and math.isfinite(hi) else "no interval"
-        parts.append(f"no better than chance {against} (kappa {k:.2f}, {ci} {interval}); do not use its scores")
-    else:
-        band = agreement_band(k)
-        head = f"{band} agreement {against} (kappa {k:.2f}, {ci} {lo:.2f}..{hi:.2f})"
-        if band in ("slight", "fair"):
-            head += "; use its scores only with human correction (estimate_quality)"
-        parts.append(head)
+    parts: list[str] = [agreement_verdict(kappa, kappa_low, kappa_high, n, yes_rate=yes_rate, against=against,
+                                          confidence=confidence)]
     for b in biases:
         if b.significant:
             parts.append(b.words())
@@ -266,16 +361,18 @@ def judge_verdict(
 
 def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, people: bool = True,
                        confidence: float = 0.95) -> str:
-    """Why a judge is weak, or ``""``: its kappa interval against people includes 0, or its "yes" rate
-    is above :data:`MAX_YES_RATE` (see the module docstring). The interval is taken as printed, at
-    :data:`SHOWN_DIGITS` places: a bound of ``9.84e-17`` is ``0.00``, so it includes 0."""
+    """Why a judge is weak, or ``""``: its kappa interval against people includes 0, or it gives one verdict
+    to more than :data:`MAX_YES_RATE` of the items it scored, "yes" or "no" (see the module docstring). The
+    interval is taken as printed, at :data:`SHOWN_DIGITS` places: a bound of ``9.84e-17`` is ``0.00``, so it
+    includes 0."""
     reasons = []
     lo, hi = _shown(kappa_low), _shown(kappa_high)  # decided on the figures printed
     if people and math.isfinite(lo) and math.isfinite(hi) and lo <= 0 <= hi:
         reasons.append(f"its kappa interval against people includes 0 ({confidence:.0%} CI {lo:.2f}..{hi:.2f})")
     rate = _num(yes_rate)
-    if math.isfinite(rate) and rate > MAX_YES_RATE:
-        reasons.append(f"it says yes to {rate:.0%} of the items it scored (more than {MAX_YES_RATE:.0%})")
+    if math.isfinite(rate) and max(rate, 1.0 - rate) > MAX_YES_RATE:  # one verdict on almost every item, either one
+        word, share = ("yes", rate) if rate >= 0.5 else ("no", 1.0 - rate)
+        reasons.append(f"it says {word} to {share:.0%} of the items it scored (more than {MAX_YES_RATE:.0%})")
     return "; ".join(reasons)
 
 
@@ -530,7 +627,9 @@ class JudgeCard:
         if self.probes:
             probes = frame_html(
                 pd.DataFrame([{"probe": p.probe, "source": p.source, "effect": p.effect, "low": p.low,
-                               "high": p.high, "p": p.p_value, "n": p.n} for p in self.probes]),
+                               "high": p.high, "p": p.p_value, "n": p.n,
+                               "note": f"by definition: {p.by_definition}" if p.expected else ""}
+                              for p in self.probes]),
                 caption="bias probes",
             )
         return html_format(
@@ -667,7 +766,7 @@ def card_from_scores(
                               confidence=confidence)
     verdict = judge_verdict(grader_id, kappa=kap.value, kappa_low=kap.low, kappa_high=kap.high, n=pair.n,
                             reference=reference_name, people=people, confidence=confidence, biases=probes,
-                            mean_bias=mb, bias_low=ml, bias_high=mh, unscored_rate=rate)
+                            mean_bias=mb, bias_low=ml, bias_high=mh, unscored_rate=rate, yes_rate=yes_rate)
     if weak:
         verdict += f"; flagged weak: {weak}"
     return JudgeCard(
@@ -861,7 +960,7 @@ def _probe_effects(report: Any, judge: str) -> tuple[list[ProbeEffect], float | 
                 continue
             s = r.stats
             effects.append(ProbeEffect(r.probe, _num(s.mean_shift), _num(s.shift_low), _num(s.shift_high),
-                                       _num(s.p_value), int(s.n)))
+                                       _num(s.p_value), int(s.n), by_definition=getattr(r, "by_definition", "")))
             if r.probe == "position" and _finite(s.flip_rate):
                 consistency = 1.0 - float(s.flip_rate)
     if not any(e.probe == "length" for e in effects):
@@ -870,8 +969,9 @@ def _probe_effects(report: Any, judge: str) -> tuple[list[ProbeEffect], float | 
         except (ValueError, KeyError, np.linalg.LinAlgError):
             eff = None
         if eff is not None and _finite(eff.coef):
+            declared = (getattr(report.meta, "by_definition", None) or {}).get(judge) or {}
             effects.append(ProbeEffect("length", float(eff.coef), _num(eff.low), _num(eff.high), _num(eff.p_value),
-                                       int(eff.n), source="regression"))
+                                       int(eff.n), source="regression", by_definition=declared.get("length", "")))
     return effects, consistency
 
 

@@ -198,7 +198,8 @@ def bias_by_group(
             mask = (labels == group).to_numpy()
             stats = paired_shift(original[mask], perturbed[mask], threshold=r.threshold, n_boot=n_boot,
                                  confidence=confidence, seed=seed)
-            row = BiasReport([ProbeResult(r.judge, r.probe, stats, pd.DataFrame(), r.threshold)]).frame
+            row = BiasReport([ProbeResult(r.judge, r.probe, stats, pd.DataFrame(), r.threshold,
+                                          by_definition=r.by_definition)]).frame
             parts.append(_with_group(row, group, int(mask.sum()), min_n, "probed items"))
     if not parts:
         return _with_group(BiasReport([]).frame, ALL, 0, min_n, "probed items").iloc[0:0]

@@ -584,12 +584,15 @@ def calibrate_pairwise(
     for name, values in labels.items():
         out[f"winner_{name}"] = values
 
+    from ..grading._batch import refuse_total_failure
+
     kwargs: dict[str, Any] = {"concurrency": concurrency, "progress": progress, "run_config": run_config,
                               "budget": as_budget(budget)}  # one tracker for every judge and the probe
     ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
     usage: dict[str, dict[str, Any]] = {}
     for name, judge in named.items():
-        batch = _judge_pairs(judge, pairs, ledger=ledger, task_type=task_type, **kwargs)
+        batch = _judge_pairs(judge, pairs, ledger=ledger, task_type=task_type, warn_failure=False, **kwargs)
+        refuse_total_failure(batch, name, what="calibrate")  # a judge that judged nothing has nothing to measure
         status = batch["status"].tolist()
         scored = np.asarray(status) == "scored"
         verdicts = batch["verdict"].tolist() if "verdict" in batch.columns else [None] * n

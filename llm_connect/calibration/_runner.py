@@ -43,6 +43,7 @@ __all__ = [
     "judge_items",
     "lacks_text",
     "load_items",
+    "needs_reference",
     "parse_labels",
     "parse_scale",
     "score_items",
@@ -140,20 +141,33 @@ def lacks_text(items: pd.DataFrame) -> pd.Series:
 COLUMN_ALIASES = {"reference": "baseline"}
 
 
-def items_table(items: ItemsLike) -> pd.DataFrame:
+def items_table(items: ItemsLike, *, baseline: bool = True) -> pd.DataFrame:
     """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
 
     The batch engine's item-frame builder (:func:`llm_connect.batch.items_frame`) with
     :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
     :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
-    is read with :func:`load_items`.
+    is read with :func:`load_items`. ``baseline=False`` (every judge of the run is shown no reference,
+    such as an ``LLMJudge`` whose rubric has ``reference=False``): the items need no ``baseline``
+    column; without one it is added, empty (``None``).
     """
     if isinstance(items, (str, os.PathLike)):
-        return load_items(items)
+        items = load_items(items, items=False)
     frame = items_frame(items, ("candidate",), aliases=COLUMN_ALIASES)
-    # conversation items: the question is the last user message, and a reference-free judge needs no baseline
-    required = ("candidate",) if "messages" in frame.columns else REQUIRED_COLUMNS
-    return items_frame(frame, required).reset_index(drop=True)
+    # conversation items: the question may be the last user message; a reference-free run needs no baseline
+    required = tuple(c for c in REQUIRED_COLUMNS if (c != "baseline" or baseline)
+                     and (c != "prompt" or "messages" not in frame.columns))
+    frame = items_frame(frame, required).reset_index(drop=True)
+    if "baseline" not in frame.columns:
+        frame["baseline"] = None
+    return frame
+
+
+def needs_reference(judges: Iterable[Any]) -> bool:
+    """Whether any of ``judges`` compares with a reference (the items then need a ``baseline`` column)."""
+    from ..grading import judge_abilities
+
+    return any(judge_abilities(j).needs_reference for j in judges)
 
 
 def load_items(path: str | os.PathLike[str], *, items: bool = True) -> pd.DataFrame:
@@ -294,6 +308,7 @@ def judge_items(
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
     provider_batch: Any = False,
+    warn_failure: bool = True,
 ) -> pd.DataFrame:
     """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
@@ -312,6 +327,9 @@ def judge_items(
     ``provider_batch``: ``judge_many``'s ``batch=`` (the provider Batch APIs; see
     :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or
     :class:`~llm_connect.adapters.BatchOptions`.
+
+    ``warn_failure``: log a warning when no row was scored (as ``judge_many`` does); a caller that refuses
+    such a run itself turns it off.
 
     A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
     as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
@@ -333,9 +351,10 @@ def judge_items(
             batch[c] = batch[c].map(_reply_or_none).astype(object)
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
     plan = judge_plan(judge, batch, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
-                      replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget)
+                      replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget,
+                      warn_failure=warn_failure)
     plan, concurrency = provider_batch_plan(plan, provider_batch, ledger=open_ledger_of(ledger),
-                                            concurrency=concurrency)
+                                            concurrency=concurrency, progress=progress)
     return run_batch(plan, concurrency=concurrency, progress=progress)
 
 
@@ -413,7 +432,8 @@ class ScoredItems:
     ``None`` when the run had no budget. ``pass_distributions``: per selective judge's scorer
     (``calibrate(..., selective=...)``), each row's verdict distribution (its ``pass_distribution``
     column), from which the confidence is read again at a threshold chosen later (``"best"``); kept
-    out of ``attrs`` (a list per row).
+    out of ``attrs`` (a list per row). ``by_definition``: per judge, the probe effects it has by its own
+    definition (its ``by_definition``: probe -> why, e.g. exact match's), which its card says as such.
     """
 
     frame: pd.DataFrame
@@ -432,6 +452,7 @@ class ScoredItems:
     reliability: dict[str, dict[str, Any]] = field(default_factory=dict)
     budget: dict[str, Any] | None = None
     pass_distributions: dict[str, list[Any]] = field(default_factory=dict, repr=False)
+    by_definition: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, Any]:
         """Every field but the frame (and the per-row ``pass_distributions``), as a dict (what
@@ -586,16 +607,20 @@ def _score_items(
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
     batch: Any = False,
+    refuse_failure: bool = False,
 ) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
     :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both.
-    ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``)."""
+    ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure``
+    (``calibrate``'s): a judge that scored no item for a reason of its own raises
+    :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the next judge runs."""
+    from ..grading._batch import refuse_total_failure
     from ..grading._epochs import check_epochs, reducer_of
 
     k = check_epochs(epochs)
     reducer_of(reducer)  # a bad reducer: an error before any judge runs
-    frame = items_table(items)
     named = _named_judges(judges)
+    frame = items_table(items, baseline=needs_reference(named.values()))
     n = len(frame)
     out = pd.DataFrame(index=range(n))
     out["id"] = frame["id"].tolist() if "id" in frame.columns else list(range(n))
@@ -642,7 +667,9 @@ def _score_items(
         batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
                             epochs=k, reducer=reducer, budget=tracker,
-                            provider_batch=judge_batch_state(provider, ledger, name))
+                            provider_batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
+        if refuse_failure:
+            refuse_total_failure(batch, name, what="calibrate")
         if k > 1:
             reliability[name] = dict(batch.attrs["reliability"])
         scores = pd.to_numeric(batch["quality_score"], errors="coerce").to_numpy(dtype=float)
@@ -696,4 +723,6 @@ def _score_items(
         reliability=reliability,
         budget=spent.snapshot() if spent is not None else None,
         pass_distributions=distributions,
+        by_definition={k: {str(p): str(w) for p, w in (getattr(j, "by_definition", None) or {}).items()}
+                       for k, j in named.items() if getattr(j, "by_definition", None)},
     )

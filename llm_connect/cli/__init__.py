@@ -7,9 +7,9 @@ each added by its ``_add_<name>(subparsers)`` function listed in :func:`build_pa
 the defaults ``func`` (called with the parsed arguments and its own parser, returning the exit
 code) and ``_parser`` (itself).
 
-Exit status: 0 done; 1 done, but a judge scored no item at all (its outputs are
-written, stderr names the judge and its first error) or a ``--require`` gate
-failed (one line per failed requirement); 2 a user error -- a bad
+Exit status: 0 done; 1 a judge scored no item at all (nothing is measured or
+written: stderr names the judge and its first error, :class:`~llm_connect.errors.JudgeFailedError`),
+or a ``--require`` gate failed (one line per failed requirement); 2 a user error -- a bad
 option, file, column or output directory, a missing optional extra, an
 unreadable ledger -- reported as one ``llm-connect <command>: error: ...`` line
 on stderr with no traceback, as argparse does (:func:`main` turns any
@@ -28,7 +28,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import LLMConnectError
+from .._textsafe import one_line
+from ..errors import JudgeFailedError, LLMConnectError
 from ._align import _add_align
 from ._calibrate import _add_calibrate
 from ._common import (
@@ -119,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return 141
+    except JudgeFailedError as exc:  # the run itself failed (exit 1), not the user's invocation (exit 2)
+        if os.environ.get("LLM_CONNECT_DEBUG"):
+            raise
+        print(f"{command.prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 1
     except (LLMConnectError, OSError, ValueError) as exc:
         if os.environ.get("LLM_CONNECT_DEBUG"):
             raise

@@ -27,10 +27,12 @@ from ._common import (
     _requirements,
     _table,
     _warn,
+    read_labels,
 )
 from ._inputs import (
     INPUT_HELP,
     add_input_options,
+    apply_candidate_model,
     check_resume,
     close_run,
     open_run,
@@ -58,8 +60,9 @@ blank in scores.csv, and counted in the summary ("N rows lack text"). A blank
 candidate is an (empty) answer and is judged. --out must not hold DATA
 itself, and must be writable: both are checked before any judge runs.
 
-Exit status: 0 done; 1 a judge scored no item (outputs written, stderr names
-the judge and its first error); 2 a user error (one line on stderr).
+Exit status: 0 done; 1 a judge scored no item (nothing is measured or
+written: stderr names the judge and its first error); 2 a user error (one
+line on stderr).
 
 Writes into --out (text cells that start with =, +, -, @ get a leading ' so a
 spreadsheet does not run them as formulas):
@@ -101,7 +104,10 @@ spreadsheet does not run them as formulas):
                  (1 - alpha, held with probability confidence_level, 1 -
                  delta), risk_upper, confidence_source, note, verdict
   bias.csv       one row per judge and probe: n, mean_shift (shift_low,
-                 shift_high), p_value (Wilcoxon), flip_rate, and more
+                 shift_high), p_value (Wilcoxon), flip_rate, and more;
+                 by_definition: why the judge scores the perturbed answer
+                 lower by its own definition (exact match: a padded answer no
+                 longer equals the reference), so it is no bias
   agreement_by_group.csv, bias_by_group.csv
                  with --by COLUMN: agreement.csv and bias.csv per value of
                  COLUMN (column group, n_items: its rows, group_note: a
@@ -292,6 +298,14 @@ def _add_calibrate(subparsers: Any) -> None:
         "name without its suffix)",
     )
     p.add_argument(
+        "--candidate-model",
+        metavar="NAME",
+        default=None,
+        help="the model that wrote the candidates, for the rows of DATA that name none in a candidate_model column "
+        "(all rows when there is no such column); with --ledger the judgments are recorded under it (without it, "
+        "under 'unknown', with a warning)",
+    )
+    p.add_argument(
         "--by",
         metavar="COLUMN",
         help="break every agreement and bias figure down per value of this input column (e.g. candidate_model), "
@@ -309,8 +323,8 @@ def _print_verdicts(cards: Sequence[Any], out: Any) -> None:
     if not cards:
         return
     print("verdicts:", file=out)
-    for card in cards:
-        print(f"  {safe_text(card.verdict, limit=400)}", file=out)
+    for card in cards:  # whole: a verdict's last clause (a bias, the weak flag) is often the one to act on
+        print(f"  {safe_text(card.verdict)}", file=out)
     print(file=out)
 
 
@@ -369,7 +383,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
     summary = report.summary()
     if "weak" in summary.columns:
         for _, r in summary[summary["weak"].astype(bool)].iterrows():
-            print(f"  WEAK JUDGE {safe_text(r['judge'])}: {safe_text(r['weak'], limit=400)}", file=out)
+            print(f"  WEAK JUDGE {safe_text(r['judge'])}: {safe_text(r['weak'])}", file=out)
     if report.bias is not None and report.bias.results:
         rows = [("judge", "probe", "n", "shift [95% CI]", "p", "flipped")]
         for r in report.bias.results:
@@ -380,7 +394,7 @@ def _print_summary(report: Any, paths: dict[str, Path], out: Any, *, lacking: in
             rows.append(
                 (
                     r.judge,
-                    r.probe,
+                    r.probe + (" (by definition)" if getattr(r, "expected", "") else ""),
                     str(s.n),
                     f"{f(s.mean_shift, '+.3f')} [{f(s.shift_low, '+.3f')}, {f(s.shift_high, '+.3f')}]",
                     format_p(s.p_value),
@@ -619,6 +633,9 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     if selective is not None and (args.pairwise or looks_pairwise(Path(args.data))):
         raise UsageError("--selective is for graded data (a verdict per answer), not pairs; drop it")
     if args.pairwise or looks_pairwise(Path(args.data)):  # pairs: a/b/tie, no threshold (cli/_pairwise.py)
+        if args.candidate_model is not None:
+            raise UsageError("--candidate-model names the model of graded answers; pairwise data names the models "
+                             "of its pairs in model_a and model_b: drop --candidate-model")
         return run_pairwise(args, parser)
     probes: Any = args.probes.strip().lower()
     if probes in ("none", "", "off"):
@@ -642,6 +659,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     data = Path(args.data)
     check_resume(args, data)  # --resume: OUT holds a run on this DATA
     items, selection = prepare_items(args, data)  # --columns, --wide, --where, --limit / --sample
+    items = apply_candidate_model(parser, items, args.candidate_model, data, recorded=args.ledger is not None)
     humans = _split(args.human) if args.human is not None else (["human"] if "human" in items.columns else [])
     if args.human is None and not humans:
         warn_no_human(parser, items)  # a column named label, gold, correct...: never silently ignored
@@ -652,7 +670,6 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         raise UsageError(
             f"no column {', '.join(map(repr, missing))} in {args.data}; it has {', '.join(map(str, items.columns))}"
         )
-    from ..calibration import parse_labels
     from ..calibration._runner import parse_scale
 
     scale = parse_scale(args.scale)  # a bad scale: exit 2 now
@@ -670,7 +687,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     if "best" in thresholds.values() and not humans and not _split(args.annotators):
         raise UsageError("--threshold JUDGE=best needs human labels to choose against (--human COLUMN)")
     for column in columns:  # a label that is not one: exit 2 now, before --out is made and any judge runs
-        parse_labels(items[column].tolist(), column=str(column), scale=scale)
+        read_labels(items[column].tolist(), str(column), scale=scale)
     if args.by is not None:  # a column the data lacks: exit 2 now, before --out is made and any judge runs
         from ..calibration._groups import group_column
         from ..errors import ValidationError

@@ -39,6 +39,28 @@ class UsageError(ConfigError):
     """A problem with the command line or its inputs: reported in one line, exit status 2."""
 
 
+def read_labels(values: Iterable[Any], column: str, *, scale: Any = None, scale_option: bool = True) -> Any:
+    """A label column through :func:`~llm_connect.stats.labels.parse_labels`, its error said in the command's
+    own words: with ``scale_option`` (the command has ``--scale``) the scale to declare as ``--scale LOW-HIGH``;
+    without it, that this command reads 0-1 labels (a :class:`UsageError` either way)."""
+    from ..stats.labels import parse_labels
+
+    try:
+        return parse_labels(values, column=column, scale=scale)
+    except ValidationError as exc:
+        suggested = getattr(exc, "scale", None)
+        text = str(exc)
+        if scale is not None:
+            raise UsageError(text) from None
+        if scale_option:
+            low, high = suggested if suggested is not None else (1, 5)
+            raise UsageError(re.sub(r"scale=\(\d+, \d+\)", f"--scale {low}-{high}", text)) from None
+        text = re.sub(r"; declare their scale: scale=\(\d+, \d+\)$", "", text)
+        text = re.sub(r", or ratings on a declared scale \(scale=\(\d+, \d+\)\)$", "", text)
+        raise UsageError(f"{text}; this command reads 0-1 labels: rescale the column to 0..1 (e.g. (rating - 1) / 4 "
+                         "for 1-5 ratings)") from None
+
+
 def confidence_option(value: float) -> float:
     """``--confidence`` through the package's one check of a confidence level (a :class:`UsageError`)."""
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -206,8 +207,10 @@ def _print_next_step(cards: Any, llm: str, out: Any) -> None:
     card = next((c for c in cards if c.grader_id == "llm-judge"), None)
     if card is None:
         return
-    unsure = "not enough evidence" in card.verdict
-    weak = unsure or "no better than chance" in card.verdict or bool(getattr(card, "weak", ""))
+    from ..calibration._cards import MIN_LABELLED
+
+    unsure = card.n_labelled < MIN_LABELLED or not math.isfinite(card.kappa)  # the verdict: not enough evidence
+    weak = unsure or bool(card.weak) or not (math.isfinite(card.kappa_low) and card.kappa_low > 0)
     kind, path = _model_spec(llm, "llm")
     if not weak or kind != "local":
         return

@@ -20,6 +20,7 @@ from ._common import (
     _table,
     confidence_option,
     parse_requirement,
+    read_labels,
 )
 from ._judges import _split
 
@@ -74,7 +75,7 @@ def _group_name(row: Any, by: Sequence[str]) -> str:
 def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import pandas as pd
 
-    from ..calibration import ESTIMATE_METHODS, estimate_quality, load_items, parse_labels
+    from ..calibration import ESTIMATE_METHODS, estimate_quality, load_items
 
     methods = _split(args.method)
     unknown = [m for m in methods if m not in ESTIMATE_METHODS]
@@ -95,10 +96,10 @@ def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         )
     paths = _prepare_out(Path(args.out), ESTIMATE_OUTPUTS, inputs=[data])
     frame = items.copy()
-    frame[args.human] = parse_labels(frame[args.human].tolist(), column=args.human)
+    frame[args.human] = read_labels(frame[args.human].tolist(), args.human, scale_option=False)
     judge = frame[args.judge]
     if not (pd.api.types.is_numeric_dtype(judge) or pd.api.types.is_bool_dtype(judge)):  # text read from a CSV
-        frame[args.judge] = parse_labels(judge.tolist(), column=args.judge)
+        frame[args.judge] = read_labels(judge.tolist(), args.judge, scale_option=False)
     table = estimate_quality(frame, judge=args.judge, human=args.human, by=by or None, methods=tuple(methods),
                              confidence=args.confidence, weights=args.weights)
     csv_safe_frame(table).to_csv(paths["estimates"], index=False)

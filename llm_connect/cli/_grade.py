@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import safe_text
-from ._common import GRADER_IDS, JUDGES, UsageError, _warn
-from ._inputs import add_per_turn_option, find_human, prepare_items
+from ._common import GRADER_IDS, JUDGES, UsageError, _warn, read_labels
+from ._inputs import add_per_turn_option, apply_candidate_model, find_human, prepare_items
 from ._judges import JudgeSpec, _build_judges, _check_judges, judge_word
 
 _GRADE_HELP = """\
 Judge every row of DATA (a .jsonl or .csv/.tsv file with the columns prompt,
 baseline -- the reference answer -- and candidate; optionally id,
-candidate_model and a human label column) with one judge, and append each
+candidate_model -- or --candidate-model NAME for the rows that name none; a
+warning says when judgments would be recorded under model 'unknown' -- and a
+human label column, 0-1 or ratings on --scale LOW-HIGH) with one judge, and append each
 scored judgment to LEDGER under --task-type, as judge_many(..., ledger=)
 records it (grader id, rubric hash, item id). With --human COLUMN the labels
 in that column are recorded too (grader id "human", paired with the
@@ -60,6 +62,12 @@ def _add_grade(subparsers: Any) -> None:
     p.add_argument("--human", metavar="COLUMN",
                    help="column with the human verdict (booleans, yes/no or a 0-1 score), recorded as labels "
                    "(default: a column named 'human', if any)")
+    p.add_argument("--scale", metavar="LOW-HIGH", default=None,
+                   help="with --human: the labels are ratings on this scale (e.g. 1-5), recorded as "
+                   "(rating - LOW) / (HIGH - LOW) so they sit on the judges' 0..1")
+    p.add_argument("--candidate-model", metavar="NAME", default=None,
+                   help="the model that wrote the candidates, when DATA has no candidate_model column; the "
+                   "judgments and labels are recorded under it (without either, under 'unknown')")
     p.add_argument("--llm", default="local", metavar="SPEC",
                    help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
     p.add_argument("--embedder", default="local", metavar="SPEC",
@@ -123,6 +131,21 @@ def already_note(judgments: int, labels: int) -> str:
     return f"; {found} already in the ledger, not recorded again" if found else ""
 
 
+def _scale_option(value: str | None, human: str | None) -> Any:
+    """``--scale LOW-HIGH`` as ``(low, high)`` (``None`` without it); it needs a --human column to apply to."""
+    if value is None:
+        return None
+    if human is None:
+        raise UsageError("--scale says what scale the human labels are on; add --human COLUMN (or drop --scale)")
+    from ..errors import ValidationError
+    from ..stats.agreement import parse_scale
+
+    try:
+        return parse_scale(value)
+    except ValidationError as exc:
+        raise UsageError(f"--scale: {exc}") from None
+
+
 def _counts(frame: Any) -> dict[str, int]:
     counts = {status: int((frame["status"] == status).sum()) for status in ("scored", "unscored", "error")}
     abstained = int((frame["status"] == "abstained").sum())
@@ -171,10 +194,10 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     data = Path(args.data)
     items, _ = prepare_items(args, data)
     human = find_human(parser, items, args.human, data)
+    scale = _scale_option(args.scale, human)
     if human is not None:  # a label that is not one: exit 2 now, before any judge runs or anything is written
-        from ..calibration import parse_labels
-
-        parse_labels(items[human].tolist(), column=str(human))
+        read_labels(items[human].tolist(), str(human), scale=scale)
+    items = apply_candidate_model(parser, items, args.candidate_model, data)
     if not str(args.ledger).strip():
         raise UsageError("--ledger is empty; give a ledger file such as ledger.jsonl")
     batch = _batch_options(args)
@@ -184,7 +207,7 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                        progress=not args.no_progress, batch=batch)
     counts = _counts(frame)
     # labels only for a run that judged something: a run that judged nothing (endpoint down, stopped) records none
-    labels, labels_held = (record_item_labels(ledger, items, human, task_type=args.task_type)
+    labels, labels_held = (record_item_labels(ledger, items, human, task_type=args.task_type, scale=scale)
                            if human is not None and counts["scored"] else (0, 0))
     not_recorded = int(frame["ledger_error"].notna().sum()) if "ledger_error" in frame.columns else 0
     ledger_note = frame.attrs.get("ledger") or {}

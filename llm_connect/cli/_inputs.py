@@ -527,6 +527,37 @@ def check_item_columns(frame: Any, data: Path, *, renamed: bool = False) -> None
     )
 
 
+def apply_candidate_model(parser: argparse.ArgumentParser, items: Any, name: str | None, data: Path, *,
+                          recorded: bool = True) -> Any:
+    """``--candidate-model NAME``: the model that wrote the candidates, set as ``candidate_model`` on every
+    row that names none (a missing or blank cell, or every row when DATA has no such column); rows that name
+    their model keep it. Without the option, one warning line when rows name no model (``recorded``: their
+    judgments go to a ledger, where they are recorded under model ``unknown``, which routing cannot tell
+    from another model's)."""
+    import sys
+
+    from ..batch import candidate_names
+
+    column = items["candidate_model"].tolist() if "candidate_model" in items.columns else [None] * len(items)
+    unnamed = [i for i, m in enumerate(column) if candidate_names(m)[1] == "unknown"]
+    if name is not None:
+        if not name.strip():
+            raise UsageError("--candidate-model is empty; name the model that wrote the candidates, e.g. gpt-4o-mini")
+        if not unnamed:
+            raise UsageError(f"every row of {data.name} names its model in candidate_model; drop --candidate-model "
+                             "(or rename that column with --columns to set one model for all)")
+        items, blank = items.copy(), set(unnamed)
+        items["candidate_model"] = [name.strip() if i in blank else m for i, m in enumerate(column)]
+        return items
+    if unnamed and recorded:
+        which = "has no candidate_model column" if "candidate_model" not in items.columns else (
+            f"names no candidate_model on {len(unnamed)} of its {len(items)} rows")
+        print(f"{parser.prog}: warning: {data.name} {which}: those judgments are recorded under model 'unknown', "
+              "so routing cannot tell the models that wrote the answers apart; pass --candidate-model NAME (or add "
+              "the column)", file=sys.stderr)
+    return items
+
+
 #: Column names that often hold the human verdict.
 HUMAN_CANDIDATES = ("label", "labels", "gold_label", "human_label", "human_labels", "gold", "correct", "is_correct",
                     "iscorrect", "correctness", "verdict", "judgment", "judgement", "annotation", "rating", "score",

@@ -19,6 +19,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from ..batch import (
+    BUDGET_EXHAUSTED,
+    INTERRUPTED,
     LEDGER_ERROR,
     RESULT_COLUMNS,
     BatchPlan,
@@ -47,7 +49,7 @@ from ..batch import (
 )
 from ..conversations import as_response, normalize_messages
 from ..core import BudgetTracker, LLMResponse, RunConfig
-from ..errors import JudgeReplyError, ValidationError
+from ..errors import JudgeFailedError, JudgeReplyError, ValidationError
 from ..quality import BaseLedger
 from ._base import GradingResult, Judge, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
 from ._batch_api import provider_batch_plan
@@ -77,7 +79,9 @@ __all__ = [
     "judge_many",
     "judge_plan",
     "observation_for",
+    "refuse_total_failure",
     "run_rows",
+    "total_failure",
 ]
 
 
@@ -256,6 +260,48 @@ def item_prompt(rec: Mapping[Any, Any], messages: list[dict[str, Any]] | None) -
                 return str(message["content"])
         raise ValidationError("prompt is missing and the messages hold no user message to take it from")
     return item_text(value, "prompt")
+#: The columns a judge shown no reference needs (``needs_reference = False``, e.g. a rubric with
+#: ``reference=False``): no ``baseline``.
+_NO_REFERENCE_COLUMNS = ("prompt", "candidate")
+
+
+def total_failure(statuses: Any, errors: Any) -> str | None:
+    """The first error of a run in which no row was scored, or ``None`` when the run is no total failure.
+
+    ``statuses`` / ``errors``: each row's ``status`` and ``error`` (a frame's columns, or lists). ``None``
+    when there are no rows, when any row was scored or abstained (a selective judge's abstention is a
+    decision), or when every failure is the run's budget running out or a stop (Ctrl-C): those say
+    nothing about the judge. Otherwise the first error that is the judge's own (an unscored row's reason
+    counts: a reply with no verdict on every row is a judge that does not work).
+    """
+    statuses, errors = list(statuses), list(errors)
+    if not statuses or any(s in ("scored", "abstained") for s in statuses):
+        return None
+    for status, error in zip(statuses, errors, strict=True):
+        if status not in ("error", "unscored"):
+            continue
+        text = "no reason given" if error is None or (isinstance(error, float) and math.isnan(error)) else str(error)
+        if BUDGET_EXHAUSTED in text or text == INTERRUPTED:
+            continue
+        return text
+    return None
+
+
+def refuse_total_failure(frame: Any, judge: str, *, what: str = "") -> None:
+    """Raise :class:`~llm_connect.errors.JudgeFailedError` (naming ``judge`` and its first error) when the batch
+    ``frame`` (``judge_many``'s) scored no row for a reason of the judge's own (:func:`total_failure`)."""
+    if frame is None or not len(frame):
+        return
+    first = total_failure(frame["status"], frame["error"])
+    if first is not None:
+        raise JudgeFailedError(judge, first, len(frame), what=what)
+
+
+def _warn_total_failure(rows: list[Row], label: str) -> None:
+    first = total_failure([r.get("status") for r in rows], [r.get("error") for r in rows])
+    if first is not None:
+        log.warning("llm_connect: %s scored none of the %d items: every row failed; first error: %s", label,
+                    len(rows), first)
 
 
 def judge_plan(
@@ -270,8 +316,12 @@ def judge_plan(
     desc: str | None = None,
     epochs: int = 1,
     reducer: str | Reducer = "mean",
+    warn_failure: bool = True,
 ) -> BatchPlan:
     """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
+
+    ``warn_failure``: log a warning with the first error when no row was scored (see :func:`judge_many`);
+    a caller that refuses such a run itself (``calibrate``, ``align``) turns it off.
 
     ``desc`` labels the progress bar (default: the judge's ``grader_id``; calibration says
     ``"grading: <grader_id>"`` and ``"probe: <probe> — <grader_id>"``).
@@ -294,9 +344,9 @@ def judge_plan(
             f"it was calibrated on, and {k} judgments an item reduced to one are not that judgment; calibrate a "
             f"judge that judges {k} times instead: SelectiveJudge(judge, epochs={k}).calibrate(...) (or "
             f"calibrate(..., epochs={k}, selective=...)), and judge with epochs=1")
+    abilities = judge_abilities(judge)
     frame = item_frame(items, judge)
     check_ledger(ledger, task_type)
-    abilities = judge_abilities(judge)
     rc = run_config or RunConfig()
     records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
     n = len(records)
@@ -336,6 +386,7 @@ def judge_plan(
         rec = records[i]
         messages = item_messages(rec)
         prompt = item_prompt(rec, messages)
+        prompt = item_text(rec["prompt"], "prompt")
         reference = reference_text(rec.get("baseline"), sep=abilities.reference_sep,
                                    required=abilities.needs_reference)
         baseline = as_response(rec.get("baseline"), text=reference, adapter_id="baseline", model_id="reference")
@@ -412,7 +463,14 @@ def judge_plan(
                      for e in range(k)])
             return out
 
-    return BatchPlan(n * k, work, finish, desc=label if k == 1 else f"{label} ({k} epochs)",
+    plain_finish = finish
+
+    def finish_and_warn(rows: list[Row], interrupted: bool) -> Any:
+        if warn_failure and not interrupted:
+            _warn_total_failure(rows, label)
+        return plain_finish(rows, interrupted)
+
+    return BatchPlan(n * k, work, finish_and_warn, desc=label if k == 1 else f"{label} ({k} epochs)",
                      budget=batch_budget(budget, run_config), prepare=prepare if callable(prepare_batch) else None)
 
 
@@ -522,7 +580,9 @@ def judge_many(
     """Judge many (prompt, baseline, candidate) items; one row per item, in input order, never fewer.
 
     ``items``: a DataFrame or an iterable of mappings with ``prompt``,
-    ``baseline`` and ``candidate`` texts; other columns are carried through
+    ``baseline`` and ``candidate`` texts (a judge shown no reference, such as an
+    ``LLMJudge`` whose rubric has ``reference=False``, needs no ``baseline``
+    column: a missing or blank one is no error); other columns are carried through
     (``candidate_model`` also names the candidate's model, ``id`` the item).
     Returns the input columns plus ``quality_score``, ``notes``, ``grader_id``,
     ``status`` (``scored``/``unscored``/``error``, and ``abstained`` for a selective judge or a cascade
@@ -534,6 +594,12 @@ def judge_many(
     A missing (None/NaN) prompt, baseline or candidate, or a blank baseline,
     is an ``error`` row naming the column (never a match); an empty candidate
     is an answer and is scored.
+
+    A run that scored no row -- every row an ``error`` or ``unscored`` for a reason of the judge's own, not
+    the budget running out or a stop -- logs a warning with the first error (logger ``llm_connect``), so
+    a judge that cannot run (a missing model or extra, a refused key) is never a silent column of NaN;
+    :func:`~llm_connect.calibration.calibrate` and :func:`~llm_connect.calibration.align` refuse such a run
+    (:class:`~llm_connect.errors.JudgeFailedError`).
 
     With ``ledger`` and ``task_type``, each scored row is appended to the
     ledger once (a judgment the ledger already holds -- same item, grader, rubric and candidate model --
@@ -597,7 +663,7 @@ def judge_many(
     """
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
-    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency)
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
     return run_batch(plan, concurrency=concurrency, progress=progress)
 
 
@@ -626,5 +692,5 @@ async def ajudge_many(
     """
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
-    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency)
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
     return await arun_batch(plan, concurrency=concurrency, progress=progress)

@@ -21,17 +21,20 @@ __all__ = ["provider_batch_plan"]
 
 
 def provider_batch_plan(plan: BatchPlan, batch: Any, *, ledger: Any = None,
-                        concurrency: int = 16) -> tuple[BatchPlan, int]:
+                        concurrency: int = 16, progress: bool = True) -> tuple[BatchPlan, int]:
     """``(plan, concurrency)`` to run: unchanged when ``batch`` is off, else the plan whose rows' adapter
     calls go through the Batch APIs, run with every row at once (a round holds every row's calls).
 
     ``batch``: ``True`` (state beside ``ledger``: ``<ledger>.batches/``), a folder for the state, or
     :class:`~llm_connect.adapters.BatchOptions`. The same call with the same state resumes: submitted
-    batches are collected, not submitted again.
+    batches are collected, not submitted again. ``progress``: the run's own switch; ``False`` turns the
+    batches' polling bar off too, whatever the options say (a quiet run is quiet).
     """
     options = batch_options(batch, ledger)
     if options is None:
         return plan, concurrency
+    if not progress and options.progress:
+        options = replace(options, progress=False)
     collector = BatchCollector(plan.n, options, desc=plan.desc)
     finish = plan.finish
 

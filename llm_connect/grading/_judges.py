@@ -12,7 +12,7 @@ import re
 import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .._runtime import acall_complete, acall_embed, to_thread
 from ..core import EmbeddingAdapter, LLMAdapter, LLMResponse, RunConfig
@@ -119,6 +119,12 @@ class ExactMatchJudge(InlineJudge):
     reference_sep: str | None = None
 
     splits_references = True
+    #: What the bias probes do to it by definition (probe -> why), said as such on its judge card, not as a bias.
+    by_definition: ClassVar[Mapping[str, str]] = {
+        "length": "an answer padded with filler no longer equals the reference",
+        "format": "an answer reformatted as markdown no longer equals the reference",
+        "injection": "an answer with an instruction appended no longer equals the reference",
+    }
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)

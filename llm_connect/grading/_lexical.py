@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..core import LLMResponse, RunConfig
 from ._base import GradingResult, InlineJudge, validate_grader_id
@@ -133,6 +134,11 @@ class TokenF1Judge(_LexicalJudge):
     """
 
     grader_id: str = "token-f1"
+    #: What the bias probes do to it by definition (probe -> why), said as such on its judge card, not as a bias.
+    by_definition: ClassVar[Mapping[str, str]] = {
+        "length": "filler words lower its precision, so its F1",
+        "injection": "the planted instruction's words lower its precision, so its F1",
+    }
 
     def tokens(self, text: str) -> list[str]:
         return self._normalize(text).split()

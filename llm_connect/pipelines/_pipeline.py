@@ -657,7 +657,7 @@ class Pipeline:
         from ..grading._batch_api import provider_batch_plan
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
-                                                concurrency=concurrency)
+                                                concurrency=concurrency, progress=progress)
         return run_batch(plan, concurrency=concurrency, progress=progress)
 
     async def arun_many(
@@ -677,7 +677,7 @@ class Pipeline:
         from ..grading._batch_api import provider_batch_plan
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
-                                                concurrency=concurrency)
+                                                concurrency=concurrency, progress=progress)
         return await arun_batch(plan, concurrency=concurrency, progress=progress)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:

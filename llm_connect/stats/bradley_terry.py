@@ -427,11 +427,11 @@ def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int |
     rng = np.random.default_rng(seed)
     chunk = max(1, min(n_boot, _CELLS_BUDGET // max(3 * p, pairs.m * pairs.m, 1)))
     out = np.empty((n_boot, pairs.m))
-    from tqdm.auto import tqdm
+    from ._progress import progress_bar
 
     hess_inv = np.linalg.inv(_hessian(pairs, theta_hat, pairs.wins_i + pairs.wins_j + pairs.ties))
     show = (n_boot > chunk) if progress is None else bool(progress)
-    with tqdm(total=n_boot, desc="leaderboard: bootstrap", unit="resample", disable=not show, leave=False) as bar:
+    with progress_bar(n_boot, desc="leaderboard: bootstrap", unit="resample", show=show, leave=False) as bar:
         done = 0
         while done < n_boot:
             k = min(chunk, n_boot - done)
@@ -454,7 +454,8 @@ def _bootstrap_cells(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: in
     (pair, share won) outcomes of ``pairs.cells``, each adding its share to one side's wins and the
     rest to the other's."""
     from scipy.sparse import csr_matrix
-    from tqdm.auto import tqdm
+
+    from ._progress import progress_bar
 
     assert pairs.cells is not None
     pair, share, counts = pairs.cells
@@ -467,7 +468,7 @@ def _bootstrap_cells(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: in
     out = np.empty((n_boot, pairs.m))
     hess_inv = np.linalg.inv(_hessian(pairs, theta_hat, pairs.wins_i + pairs.wins_j + pairs.ties))
     show = (n_boot > chunk) if progress is None else bool(progress)
-    with tqdm(total=n_boot, desc="leaderboard: bootstrap", unit="resample", disable=not show, leave=False) as bar:
+    with progress_bar(n_boot, desc="leaderboard: bootstrap", unit="resample", show=show, leave=False) as bar:
         done = 0
         while done < n_boot:
             k = min(chunk, n_boot - done)
@@ -739,7 +740,8 @@ def _style_bootstrap(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, x: np.ndarra
     steps with the Hessian held at the point estimate); a resample that does not settle is finished by
     :func:`_style_fit`."""
     from scipy.sparse import csr_matrix
-    from tqdm.auto import tqdm
+
+    from ._progress import progress_bar
 
     r, k = x.shape
     pen = _style_penalty(m, k, penalty)
@@ -755,8 +757,7 @@ def _style_bootstrap(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, x: np.ndarra
     chunk = max(1, min(n_boot, _ROWS_BUDGET // max(r, 1)))
     out = np.empty((n_boot, m + k))
     show = (n_boot > chunk) if progress is None else bool(progress)
-    with tqdm(total=n_boot, desc="leaderboard: style bootstrap", unit="resample", disable=not show,
-              leave=False) as bar:
+    with progress_bar(n_boot, desc="leaderboard: style bootstrap", unit="resample", show=show, leave=False) as bar:
         done = 0
         while done < n_boot:
             b = min(chunk, n_boot - done)

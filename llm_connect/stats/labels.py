@@ -34,7 +34,8 @@ def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = N
 
     Blank, ``None`` and NaN become NaN (an unlabelled item). Anything else
     raises ``ValueError`` naming the column and a few of the values it could
-    not read (and, for whole numbers beyond 1, the ``scale`` to declare).
+    not read (and, for whole numbers beyond 1, the ``scale`` to declare, also
+    as the error's ``scale`` attribute: ``(low, high)``, else ``None``).
     """
     bounds = parse_scale(scale)
     out = []
@@ -89,15 +90,19 @@ def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = N
         numbers = [f for f in (_number(b) for b in bad) if math.isfinite(f)]
         if numbers and len(numbers) == len(bad) and all(f == int(f) for f in numbers):
             low = int(min(0.0, *numbers)) if min(numbers) < 1 else 1
-            raise ValidationError(
+            exc = ValidationError(
                 f"column {column!r} holds ratings such as {shown}, not 0-1 labels; declare their scale: "
-                f"--scale {low}-{int(max(numbers))} (calibrate(..., scale=({low}, {int(max(numbers))})))"
+                f"scale=({low}, {int(max(numbers))})"
             )
-        raise ValidationError(
+            exc.scale = (low, int(max(numbers)))  # type: ignore[attr-defined]  # the scale to suggest
+            raise exc
+        exc = ValidationError(
             f"column {column!r} holds {len(bad)} value(s) that are not a label: {shown}; "
             "use booleans, yes/no or a score from 0 to 1 (blank for unlabelled), or ratings on a declared "
-            "scale (--scale 1-5)"
+            "scale (scale=(1, 5))"
         )
+        exc.scale = None  # type: ignore[attr-defined]  # no scale to suggest from these values
+        raise exc
     return np.asarray(out, dtype=float)
 
 

@@ -341,14 +341,30 @@ _METHOD_STYLE = {
 }
 
 
-def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
+def plot_estimates(data: pd.DataFrame, *, judge: str | None = None, ax: Any = None, **kwargs: Any) -> Axes:
     """A forest plot of :func:`estimate_quality`'s frame: per group, each method's interval and estimate.
 
     Groups run down the y axis (labelled by their ``by`` values); within a group
     the methods sit side by side (judge only, human only, PPI, PPI++, in that
     order), each with its own marker and a legend entry. Rows whose estimate is
-    NaN (e.g. a group without labels) are not drawn. ``**kwargs`` go to each
-    ``Axes.errorbar`` call. Returns the Axes.
+    NaN (e.g. a group without labels) are not drawn. The title names the judge
+    whose scores the estimates correct: ``judge``, else the frame's ``judge``
+    column when it holds one name (as a calibration report's estimates do; a
+    ``judge`` column with several names is a group like the others).
+    ``**kwargs`` go to each ``Axes.errorbar`` call. Returns the Axes.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The frame of :func:`~llm_connect.stats.estimates.estimate_quality`.
+    judge : str, optional
+        The judge the estimates come from, named in the title.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
     """
     if not isinstance(data, pd.DataFrame):
         raise ValidationError("data must be the DataFrame returned by estimate_quality()")
@@ -360,6 +376,9 @@ def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes
         import matplotlib.pyplot as plt
 
         ax = plt.gca()
+    if "judge" in data.columns and data["judge"].nunique(dropna=False) == 1:  # one judge: its name, not a group
+        judge = judge if judge is not None else str(data["judge"].iloc[0])
+        data = data.drop(columns=["judge"])
     by_cols = [c for c in data.columns if c not in RESULT_COLUMNS]
     frame = data.reset_index(drop=True)
     if by_cols:
@@ -392,7 +411,8 @@ def plot_estimates(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes
     ax.set_ylim(-0.6, n_groups - 0.4)
     ax.set_xlabel("mean quality")
     conf = pd.to_numeric(frame.get("confidence", pd.Series(dtype=float)), errors="coerce").dropna().unique()
-    ax.set_title(f"{conf[0]:.0%} intervals" if len(conf) == 1 else "intervals")
+    title = f"{conf[0]:.0%} intervals" if len(conf) == 1 else "intervals"
+    ax.set_title(f"{title} from judge {_text(judge)}" if judge else title)
     if drawn == 0:
         ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center")
     handles, _ = ax.get_legend_handles_labels()

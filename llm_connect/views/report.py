@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._html import Markup, fmt, frame_html, html_format, join
+from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ._figures import new_figure, png_bytes, png_data_uri
 from ._transcript import report_transcripts
 from .groups import group_breakdown_html
@@ -95,11 +95,12 @@ def _fit_titles(fig: Any) -> None:
 #: The "how to read this" line that heads each section of the report, by section.
 HOW_TO_READ = {
     "Verdicts": "one line per judge, from its agreement with people (Cohen's kappa and its interval): "
-                "\"no better than chance\" means do not use its scores; biases found by the probes follow.",
+                "\"no better than chance\" and \"one verdict\" mean do not use its scores; \"cannot tell yet\" "
+                "means the interval is too wide to decide, and says about how many labels would settle it; "
+                "biases found by the probes follow (an effect a judge has by definition is said as such).",
     "Judge runs": "how many items each judge scored; unscored rows are left out of every figure, never "
                   "counted as 0.",
-    "Summary": "each judge's agreement with the reference at the threshold: higher is better; compare with "
-               "the second annotator's, the ceiling.",
+    "Summary": "each judge's agreement with the reference at the threshold: higher is better.",
     "Agreement": "every pair of raters: kappa 0 is chance, 1 perfect; an interval reaching 0 means no "
                  "evidence of agreement.",
     "Judge cards": "what is saved for routing: the verdict with the numbers behind it.",
@@ -117,10 +118,20 @@ HOW_TO_READ = {
 }
 
 
-def _section(name: str, *parts: Any) -> Markup:
-    """A report section: its heading, its "how to read this" line, then its parts."""
+#: Added to the "Summary" line when the report has a ceiling: two annotators' agreement with each other.
+CEILING_HOWTO = " Compare with the annotators' agreement with each other, the ceiling (in Agreement)."
+
+
+def _section(name: str, *parts: Any, howto: str | None = None) -> Markup:
+    """A report section: its heading, its "how to read this" line (``howto``, else :data:`HOW_TO_READ`'s),
+    then its parts."""
     return join([html_format("<h3>{}</h3><p class='llm-connect-howto'><b>How to read this:</b> {}</p>",
-                             name, HOW_TO_READ[name]), *parts])
+                             name, HOW_TO_READ[name] if howto is None else howto), *parts])
+
+
+def _has_ceiling(report: Any) -> bool:
+    """Whether the report holds a ceiling: a pair of annotators (two or more label columns read as raters)."""
+    return any(getattr(p, "ceiling", False) for p in report.agreement.pairs)
 
 
 def _diagnostics_html(report: Any) -> Markup:
@@ -153,7 +164,9 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
     if usage:
         udf = pd.DataFrame([{"judge": k, **v} for k, v in usage.items()])
         head.append(_section("Judge runs", frame_html(udf, caption="Judge runs (unscored rows are NaN, never 0)")))
-    body = [_section("Summary", frame_html(report.summary(), caption="Summary")),
+    summary_howto = HOW_TO_READ["Summary"] + (CEILING_HOWTO if _has_ceiling(report) else "")
+    body = [_section("Summary", frame_html(_summary_shown(report.summary(), report.confidence), caption="Summary"),
+                     howto=summary_howto),
             _section("Agreement", Markup(report.agreement._repr_html_()))]
     if cards:
         body.append(_section("Judge cards", join(Markup(c._repr_html_()) for c in cards)))
@@ -177,6 +190,21 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
         )
         body.append(_section("Figures", html_format("<div>{}</div>", imgs)))
     return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+
+def _summary_shown(summary: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """The Summary as the page shows it: kappa and its interval in one column (``0.75 [0.41, 0.98]``, as the
+    Agreement table shows intervals), so the row leaves room for a weak judge's reason. The data
+    (``CalibrationReport.summary()``, the CSV files) keep their three columns."""
+    if not {"kappa", "kappa_low", "kappa_high"} <= set(summary.columns):
+        return summary
+    shown = summary.copy()
+    at = list(shown.columns).index("kappa")
+    kappa = [with_interval(k, lo, hi) for k, lo, hi in zip(shown["kappa"], shown["kappa_low"], shown["kappa_high"],
+                                                           strict=True)]
+    shown = shown.drop(columns=["kappa", "kappa_low", "kappa_high"])
+    shown.insert(at, f"kappa [{confidence:.0%} CI]", kappa)
+    return shown
+
 
 def _selective_html(report: Any) -> Markup:
     """The "Selective judges" section (``calibrate(..., selective=...)``): what each judge judges above its
@@ -219,19 +247,29 @@ def _estimates_html(report: Any, *, plots: bool) -> Markup:
             "the same sample as the command line's estimates and estimates.csv.</p>",
             int(sum(bool(v) for v in design)), len(design)))
     if plots:
-        fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
-        plot_estimates(est.drop(columns=["judge"]), ax=ax)
-        parts.append(html_format("<figure><img src='{}' alt='estimates per model'></figure>", png_data_uri(fig)))
+        parts.append(html_format("<figure><img src='{}' alt='estimates per model'></figure>",
+                                 png_data_uri(estimates_figure(est))))
     return join(parts)
+
+
+def estimates_figure(est: pd.DataFrame) -> Any:
+    """The Estimates section's figure: :func:`plot_estimates` of the report's estimates, titled with the judge
+    whose scores they correct (the frame's one ``judge``)."""
+    fig, ax = new_figure(6, 1.2 + 0.45 * est["candidate_model"].nunique())
+    plot_estimates(est, ax=ax)
+    return fig
 
 def save_report_html(report: Any, path: str | Path, *, title: str = "Calibration report") -> Path:
     """Write one self-contained HTML file (figures embedded) and return its path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-             "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 6px;"
-             "text-align:right}table.llm-connect{margin:1em 0}caption{margin-bottom:4px}"
-             # a wide table scrolls inside its own box instead of widening the page
+    style = ("body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1600px}"
+             # compact cells, headers that may wrap: the Summary and Agreement tables fit a 1400 px window
+             # without a scrollbar, and a long cell (a weak judge's reason) wraps in two lines, not seven
+             "table.llm-connect td,table.llm-connect th{border:1px solid #ccc;padding:2px 4px;"
+             "text-align:right}table.llm-connect th{white-space:normal}"
+             "table.llm-connect{margin:1em 0;font-size:0.82em!important}caption{margin-bottom:4px;text-align:left}"
+             # a table still too wide scrolls inside its own box instead of widening the page
              ".llm-connect-report table{display:block;max-width:100%;overflow-x:auto}"
              ".llm-connect-report img{max-width:100%;height:auto}"
              ".llm-connect-howto{color:#4b5563;margin:0 0 6px;font-size:0.92em}")
