@@ -260,11 +260,6 @@ def item_prompt(rec: Mapping[Any, Any], messages: list[dict[str, Any]] | None) -
                 return str(message["content"])
         raise ValidationError("prompt is missing and the messages hold no user message to take it from")
     return item_text(value, "prompt")
-#: The columns a judge shown no reference needs (``needs_reference = False``, e.g. a rubric with
-#: ``reference=False``): no ``baseline``.
-_NO_REFERENCE_COLUMNS = ("prompt", "candidate")
-
-
 def total_failure(statuses: Any, errors: Any) -> str | None:
     """The first error of a run in which no row was scored, or ``None`` when the run is no total failure.
 
