@@ -936,8 +936,12 @@ class ChatHTTPAdapter(HTTPAdapter):
         A provider that reports more cached tokens than prompt tokens is believed about the prompt tokens
         and the cached count is cut to them (logged), so the cost is never below the cached price.
         """
-        content, tokens_in, tokens_out, finish_reason, logprobs = self._parse(body)
-        read, written = self._cache_usage(body)
+        try:
+            content, tokens_in, tokens_out, finish_reason, logprobs = self._parse(body)
+            read, written = self._cache_usage(body)
+        except BaseException:
+            body = None  # a traceback keeps this frame's locals, and a reply body may quote the key
+            raise
         if read + written > tokens_in:
             logger.warning("%s: the reply reports %d cached + %d cache-written of %d prompt tokens; counting at "
                            "most the prompt tokens as cached", self.adapter_id, read, written, tokens_in)
