@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any, ClassVar
 
 from ..core import RunConfig, TokenLogprob
@@ -25,7 +26,7 @@ def _content(prompt: str, breaks: tuple[int, ...]) -> str | list[dict[str, Any]]
             return [{"type": "text", "text": prompt, "cache_control": dict(_EPHEMERAL)}]
         return prompt
     bounds = [0, *cuts, len(prompt)]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt[a:b]} for a, b in zip(bounds, bounds[1:])]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt[a:b]} for a, b in pairwise(bounds)]
     stable = len(cuts) if breaks[-1] >= len(prompt) else len(cuts) - 1  # the index of the block ending the stable part
     blocks[stable]["cache_control"] = dict(_EPHEMERAL)
     return blocks

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core import BudgetReservation, LLMResponse, RunConfig
+from ..core import BudgetReservation, RunConfig
 from ..errors import AdapterError, BudgetExceededError, ValidationError
 from .pricing import BATCH_DISCOUNT
 
