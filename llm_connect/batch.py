@@ -129,8 +129,9 @@ log = logging.getLogger("llm_connect")
 #: The columns of one judgment, in every result frame (``judge_many``, ``grade_many``,
 #: ``Pipeline.run_many``). ``judge_cost_usd`` is what the judging itself cost (every call
 #: the judge made) and ``judge_tokens_in`` / ``judge_tokens_out`` the tokens those calls used
-#: (``tokens_in`` / ``tokens_out``, the same numbers under their older names); a candidate's own
-#: cost is ``candidate_cost_usd`` (``grade_many``).
+#: (``tokens_in`` / ``tokens_out``, the same numbers under their older names); ``judge_tokens_cached`` is
+#: how many of ``judge_tokens_in`` the provider read from its prompt cache (priced at the cached rate in
+#: ``judge_cost_usd``); a candidate's own cost is ``candidate_cost_usd`` (``grade_many``).
 RESULT_COLUMNS = (
     "quality_score",
     "notes",
@@ -140,6 +141,7 @@ RESULT_COLUMNS = (
     "latency_ms",
     "tokens_in",
     "tokens_out",
+    "judge_tokens_cached",
     "judge_tokens_in",
     "judge_tokens_out",
     "judge_cost_usd",
@@ -201,7 +203,7 @@ Row = dict[str, Any]
 Work = Callable[[int], Awaitable[Row]]
 
 _FLOAT_COLUMNS = ("quality_score", "latency_ms", "judge_cost_usd")
-_INT_COLUMNS = ("tokens_in", "tokens_out", "judge_tokens_in", "judge_tokens_out", "calls")
+_INT_COLUMNS = ("tokens_in", "tokens_out", "judge_tokens_in", "judge_tokens_out", "judge_tokens_cached", "calls")
 #: The judge's usage under the names beside ``judge_cost_usd``: a row that does not set them
 #: itself has its ``tokens_in`` / ``tokens_out`` there (see :func:`attach_rows`).
 _JUDGE_TOKENS = {"judge_tokens_in": "tokens_in", "judge_tokens_out": "tokens_out"}
@@ -214,7 +216,7 @@ def _usage_from_exception(exc: BaseException) -> Row:
     response = getattr(exc, "response", None)  # JudgeReplyError / BudgetExceededError carry what was paid
     if isinstance(response, LLMResponse):
         return {"tokens_in": response.tokens_in, "tokens_out": response.tokens_out,
-                "judge_cost_usd": response.cost_usd}
+                "judge_cost_usd": response.cost_usd, "judge_tokens_cached": response.tokens_cached}
     return {}
 
 

@@ -54,6 +54,13 @@ class LLMResponse:
     with tool calls, the tool results and the final answer, as OpenAI chat messages;
     see :mod:`llm_connect.conversations`): ``content`` is then the final answer's text.
     ``None`` for a plain text reply.
+
+    ``tokens_cached`` counts the prompt tokens the provider read from its prompt cache (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``) and
+    ``tokens_cache_written`` those it wrote to it (Anthropic's ``cache_creation_input_tokens``);
+    both are part of ``tokens_in`` and ``cost_usd`` prices them at the cached and cache-write
+    rates (:class:`~llm_connect.adapters.pricing.Price`). ``cached`` is something else: the whole
+    reply came from the on-disk response cache and nothing was paid.
     """
 
     content: str
@@ -69,6 +76,8 @@ class LLMResponse:
     finish_reason: str | None = None
     raw: Any = field(default=None, compare=False, repr=False)
     messages: tuple[Mapping[str, Any], ...] | None = field(default=None, hash=False)
+    tokens_cached: int = 0
+    tokens_cache_written: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.content, str):
@@ -82,8 +91,13 @@ class LLMResponse:
                     raise ValidationError(f"LLMResponse.messages[{k}] must be a chat message (a mapping), "
                                           f"got {type(message).__name__}")
             object.__setattr__(self, "messages", tuple(self.messages))
-        for name in ("tokens_in", "tokens_out", "cost_usd", "latency_ms"):
+        for name in ("tokens_in", "tokens_out", "cost_usd", "latency_ms", "tokens_cached", "tokens_cache_written"):
             _check_non_negative(f"LLMResponse.{name}", getattr(self, name))
+        if self.tokens_cached + self.tokens_cache_written > self.tokens_in:
+            raise ValidationError(
+                f"LLMResponse: tokens_cached ({self.tokens_cached}) + tokens_cache_written "
+                f"({self.tokens_cache_written}) must be <= tokens_in ({self.tokens_in}): both are prompt tokens"
+            )
 
     @property
     def total_tokens(self) -> int:
@@ -350,9 +364,39 @@ def budget_scope(budget: BudgetTracker | float | None) -> Iterator[BudgetTracker
         _ACTIVE_BUDGETS.reset(token)
 
 
+def _check_prefix(value: Any) -> int | tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValidationError(f"RunConfig.stable_prefix_chars must be >= 0, got {value!r}")
+        return value
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise ValidationError("RunConfig.stable_prefix_chars must be an int (the length of the stable prefix) or "
+                              f"a sequence of increasing ints (its block boundaries), got {type(value).__name__}")
+    out = tuple(value)
+    previous = 0
+    for k in out:
+        if isinstance(k, bool) or not isinstance(k, int) or k <= previous:
+            raise ValidationError("RunConfig.stable_prefix_chars must be increasing positive ints (character "
+                                  f"offsets into the prompt), got {value!r}")
+        previous = k
+    return out
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """How one call is made. The first four fields are pinned; the rest are extras."""
+    """How one call is made. The first four fields are pinned; the rest are extras.
+
+    ``stable_prefix_chars`` marks the part of the prompt that repeats across calls (a judge's
+    instructions and a conversation's transcript so far) so that a provider's prompt cache can
+    reuse it: an int ``N`` says the first ``N`` characters of the prompt are stable; a sequence of
+    increasing offsets ``(a, b, ..., N)`` also gives the boundaries of its parts (e.g. the end of
+    the instructions, then the end of each earlier turn), and the last one ends the stable part.
+    The Anthropic adapter sends the prompt as text blocks split at these offsets with
+    ``cache_control`` on the block that ends at ``N`` (Anthropic finds an earlier call's cached
+    prefix at any of those block boundaries); OpenAI caches shared prefixes by itself and other
+    adapters ignore it. It never changes the reply, and a prompt shorter than an offset is sent
+    whole.
+    """
 
     temperature: float = 0.0
     max_tokens: int | None = None
@@ -363,6 +407,7 @@ class RunConfig:
     system_prompt: str | None = None
     json_output: bool = False
     top_logprobs: int | None = None
+    stable_prefix_chars: int | tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
@@ -379,6 +424,16 @@ class RunConfig:
             raise ValidationError(f"RunConfig.timeout_s must be > 0, got {self.timeout_s!r}")
         if self.top_logprobs is not None and not (0 <= self.top_logprobs <= 20):
             raise ValidationError("RunConfig.top_logprobs must be between 0 and 20")
+        if self.stable_prefix_chars is not None:
+            object.__setattr__(self, "stable_prefix_chars", _check_prefix(self.stable_prefix_chars))
+
+    @property
+    def stable_breaks(self) -> tuple[int, ...]:
+        """The offsets of :attr:`stable_prefix_chars` as a tuple (empty when unset); the last ends the stable part."""
+        value = self.stable_prefix_chars
+        if value is None or value == 0:
+            return ()
+        return (value,) if isinstance(value, int) else value
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""

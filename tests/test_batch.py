@@ -29,7 +29,7 @@ from llm_connect.grading import LLM_JUDGE_RUBRIC_HASH, ajudge_many, grade_many
 from llm_connect.testing import ScriptedAdapter
 
 RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "tokens_in", "tokens_out",
-          "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
+          "judge_tokens_cached", "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
 
 
 def items(n: int, **extra):

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core import BudgetReservation, LLMResponse, RunConfig
+from ..core import BudgetReservation, RunConfig
 from ..errors import AdapterError, BudgetExceededError, ValidationError
 from .pricing import BATCH_DISCOUNT
 
@@ -901,12 +901,8 @@ class BatchCollector:
 
             return failed, 0.0
         self._served(row, request.local_id, where[1])
-        content, tokens_in, tokens_out, finish_reason, logprobs = adapter._parse(outcome["body"])
-        bill = adapter._cost(tokens_in, tokens_out, batch=True)
-        response = LLMResponse(
-            content=content, adapter_id=adapter.adapter_id, model_id=adapter.model_id, tokens_in=tokens_in,
-            tokens_out=tokens_out, cost_usd=self._share(request, bill), latency_ms=0.0,
-            logprobs=logprobs, finish_reason=finish_reason, raw=outcome["body"])
+        # the usage of a batched reply is read as a direct one's, cached prompt tokens included
+        response = adapter._response(outcome["body"], 0.0, batch=True, share=lambda bill: self._share(request, bill))
 
         async def replied() -> Any:
             return response

@@ -81,6 +81,7 @@ def _encode(response: LLMResponse) -> dict[str, Any]:
         "content": response.content,
         "tokens_in": response.tokens_in,
         "tokens_out": response.tokens_out,
+        "tokens_cached": response.tokens_cached,
         "finish_reason": response.finish_reason,
         "logprobs": None
         if response.logprobs is None
@@ -133,12 +134,15 @@ def _decode(text: Any, *, adapter_id: str, model_id: str, latency_ms: float) -> 
                 raise _Malformed("a top-logprobs list is not [[token, logprob], ...]")
             items.append(TokenLogprob(token, _number(logprob), tuple((a, _number(b)) for a, b in top)))
         decoded = tuple(items)
+    if _count(data.get("tokens_cached", 0)) > _count(data.get("tokens_in", 0)):
+        raise _Malformed("more cached tokens than prompt tokens")
     return LLMResponse(
         content=data["content"],
         adapter_id=adapter_id,
         model_id=model_id,
         tokens_in=_count(data.get("tokens_in", 0)),
         tokens_out=_count(data.get("tokens_out", 0)),
+        tokens_cached=_count(data.get("tokens_cached", 0)),
         cost_usd=0.0,
         latency_ms=latency_ms,
         logprobs=decoded,

@@ -536,8 +536,16 @@ class HTTPAdapter:
         """Whether ``cost_usd`` reflects a real price (always true for a server on this machine)."""
         return self.price is not None or self._loopback
 
-    def _cost(self, tokens_in: int, tokens_out: int, *, batch: bool = False) -> float:
-        """The list price of the tokens (``batch=True``: the Batch API's discounted price)."""
+    #: a cached input token's price as a share of the input price when the price table gives none
+    cached_input_factor: ClassVar[float] = pricing.CACHED_INPUT_FACTOR
+
+    def _cost(
+        self, tokens_in: int, tokens_out: int, *, batch: bool = False, tokens_cached: int = 0,
+        tokens_cache_written: int = 0,
+    ) -> float:
+        """The list price of the tokens (``batch=True``: the Batch API's discounted price); prompt tokens read
+        from (``tokens_cached``) or written to (``tokens_cache_written``) the provider's prompt cache at the
+        cached and cache-write rates."""
         version = pricing.table_version()
         if self._price_cache is None or self._price_cache[0] != version:
             self._price_cache = (version, self.price)
@@ -546,7 +554,8 @@ class HTTPAdapter:
             if not self._loopback:
                 _warn_unknown_price(self.model_id)
             return 0.0
-        return price.cost(tokens_in, tokens_out, batch=batch)
+        return price.cost(tokens_in, tokens_out, batch=batch, tokens_cached=tokens_cached,
+                          tokens_cache_written=tokens_cache_written, cached_factor=self.cached_input_factor)
 
     # -- session on the background loop -------------------------------------------
 
@@ -922,6 +931,46 @@ class ChatHTTPAdapter(HTTPAdapter):
         """What :meth:`_parse` returns, or the error to raise (returned, so no frame holding ``body`` raises it)."""
         raise NotImplementedError
 
+    def _cache_usage(self, body: Any) -> tuple[int, int]:
+        """``(prompt tokens read from the provider's prompt cache, prompt tokens written to it)`` from a reply
+        body; ``(0, 0)`` when it says nothing (the default)."""
+        return 0, 0
+
+    def _response(
+        self, body: Any, latency_ms: float, *, batch: bool = False, share: Callable[[float], float] | None = None
+    ) -> LLMResponse:
+        """The :class:`LLMResponse` of a reply body, with its prompt-cache usage priced at the cached rates.
+
+        A provider that reports more cached tokens than prompt tokens is believed about the prompt tokens
+        and the cached count is cut to them (logged), so the cost is never below the cached price.
+        """
+        try:
+            content, tokens_in, tokens_out, finish_reason, logprobs = self._parse(body)
+            read, written = self._cache_usage(body)
+        except BaseException:
+            body = None  # a traceback keeps this frame's locals, and a reply body may quote the key
+            raise
+        if read + written > tokens_in:
+            logger.warning("%s: the reply reports %d cached + %d cache-written of %d prompt tokens; counting at "
+                           "most the prompt tokens as cached", self.adapter_id, read, written, tokens_in)
+            written = min(written, tokens_in)
+            read = min(read, tokens_in - written)
+        cost = self._cost(tokens_in, tokens_out, batch=batch, tokens_cached=read, tokens_cache_written=written)
+        return LLMResponse(
+            content=content,
+            adapter_id=self.adapter_id,
+            model_id=self.model_id,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=share(cost) if share is not None else cost,
+            latency_ms=latency_ms,
+            logprobs=logprobs,
+            finish_reason=finish_reason,
+            raw=body,
+            tokens_cached=read,
+            tokens_cache_written=written,
+        )
+
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One call, blocking; safe inside a running event loop (e.g. Jupyter)."""
         return _runtime.run_sync(self._acomplete(prompt, run_config or RunConfig()))
@@ -948,22 +997,10 @@ class ChatHTTPAdapter(HTTPAdapter):
                 tokens=tokens_in_estimate + tokens_out_cap,
             )
             try:
-                content, tokens_in, tokens_out, finish_reason, logprobs = self._parse(body)
+                return self._response(body, latency_ms)
             except BaseException:
                 body = None  # a traceback keeps this frame's locals, and a reply body may quote the key
                 raise
-            return LLMResponse(
-                content=content,
-                adapter_id=self.adapter_id,
-                model_id=self.model_id,
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
-                cost_usd=self._cost(tokens_in, tokens_out),
-                latency_ms=latency_ms,
-                logprobs=logprobs,
-                finish_reason=finish_reason,
-                raw=body,
-            )
 
         estimate_usd = self._cost(tokens_in_estimate, tokens_out_cap)
         from ._batches import active_collector

@@ -27,7 +27,12 @@ class OpenAICompatibleAdapter(ChatHTTPAdapter):
     system message, ``json_output`` as ``response_format={"type": "json_object"}``,
     ``top_logprobs=k`` as ``logprobs: true, top_logprobs: k`` (parsed into
     ``LLMResponse.logprobs``), and every ``model_params`` entry (``seed``,
-    ``top_p``, ``stop``...) as is. See :class:`~._http.HTTPAdapter` for retries,
+    ``top_p``, ``stop``...) as is. OpenAI caches a prompt's prefix shared with
+    earlier requests by itself (prompts of 1024 tokens or more): the reply's
+    ``usage.prompt_tokens_details.cached_tokens`` becomes
+    ``LLMResponse.tokens_cached``, priced at the model's cached rate
+    (:mod:`.pricing`); ``RunConfig.stable_prefix_chars`` needs no request field
+    here, only a prompt whose stable part comes first. See :class:`~._http.HTTPAdapter` for retries,
     limits and the other keyword arguments; ``cache=`` (a path or a
     :class:`ResponseCache`) turns on the on-disk response cache.
     """
@@ -83,6 +88,22 @@ class OpenAICompatibleAdapter(ChatHTTPAdapter):
             choice.get("finish_reason"),
             _parse_logprobs(choice.get("logprobs")),
         )
+
+    def _cache_usage(self, body: Any) -> tuple[int, int]:
+        return _cached_tokens(body), 0
+
+
+def _cached_tokens(body: Any) -> int:
+    """``usage.prompt_tokens_details.cached_tokens`` (Chat Completions) or ``usage.input_tokens_details.cached_tokens``
+    (the Responses API's shape); 0 when absent."""
+    usage = body.get("usage") if isinstance(body, Mapping) else None
+    if not isinstance(usage, Mapping):
+        return 0
+    for name in ("prompt_tokens_details", "input_tokens_details"):
+        cached = usage_int(usage.get(name), "cached_tokens")
+        if cached:
+            return cached
+    return 0
 
 
 def _parse_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:

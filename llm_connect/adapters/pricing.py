@@ -8,6 +8,15 @@ name, else by the longest table entry its name starts with
 (``"gpt-4o-mini-2024-07-18"`` uses ``"gpt-4o-mini"``). A model with no price
 costs 0.0 and :func:`price_for` returns ``None``, so callers can tell
 "free" from "unknown".
+
+Prompt-cache rates: input tokens a provider read from its prompt cache cost
+``cached_input_per_million`` (default: the input price times the provider's
+documented factor, :data:`CACHED_INPUT_FACTOR` for OpenAI-compatible
+endpoints, :data:`ANTHROPIC_CACHE_READ_FACTOR` for Anthropic), and tokens
+written to Anthropic's cache cost ``cache_write_per_million`` (default: the
+input price times :data:`ANTHROPIC_CACHE_WRITE_FACTOR`, the 5-minute cache).
+The table gives the published cached rate of the models where it differs from
+the factor (``gpt-4.1``: a quarter of the input price).
 """
 
 from __future__ import annotations
@@ -20,7 +29,10 @@ from dataclasses import dataclass
 from ..errors import ValidationError
 
 __all__ = [
+    "ANTHROPIC_CACHE_READ_FACTOR",
+    "ANTHROPIC_CACHE_WRITE_FACTOR",
     "BATCH_DISCOUNT",
+    "CACHED_INPUT_FACTOR",
     "DEFAULT_PRICES",
     "Price",
     "cost_usd",
@@ -32,24 +44,86 @@ __all__ = [
 #: The share of the list price a request sent through a provider's Batch API costs: OpenAI's Batch API and
 #: Anthropic's Message Batches both bill batched requests at 50% of the list price.
 BATCH_DISCOUNT = 0.5
+#: OpenAI's price of a cached input token as a share of the input price, for a model whose table entry
+#: gives no cached rate (``gpt-4o``, ``gpt-4o-mini``, ``o3-mini``: half the input price).
+CACHED_INPUT_FACTOR = 0.5
+#: Anthropic's price of a cache read (``cache_read_input_tokens``) as a share of the input price.
+ANTHROPIC_CACHE_READ_FACTOR = 0.1
+#: Anthropic's price of a cache write (``cache_creation_input_tokens``, the 5-minute cache) as a share of the
+#: input price.
+ANTHROPIC_CACHE_WRITE_FACTOR = 1.25
 
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million input and output tokens."""
+    """USD per million input and output tokens, and per million cached input tokens.
+
+    ``cached_input_per_million``: a prompt-cache read; ``None`` = the input price times the
+    provider's factor (see :meth:`cost`). ``cache_write_per_million``: a prompt-cache write
+    (Anthropic); ``None`` = the input price times :data:`ANTHROPIC_CACHE_WRITE_FACTOR`.
+    """
 
     input_per_million: float
     output_per_million: float = 0.0
+    cached_input_per_million: float | None = None
+    cache_write_per_million: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("input_per_million", "output_per_million"):
+        for name in ("input_per_million", "output_per_million", "cached_input_per_million", "cache_write_per_million"):
             value = getattr(self, name)
+            if value is None and name.startswith("cache"):
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
                 raise ValidationError(f"Price.{name} must be a number >= 0, got {value!r}")
 
-    def cost(self, tokens_in: int, tokens_out: int, *, batch: bool = False) -> float:
-        """USD for the tokens; ``batch=True`` applies :data:`BATCH_DISCOUNT` (a Batch API request)."""
-        full = (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / 1_000_000
+    def cost(
+        self,
+        tokens_in: int,
+        tokens_out: int,
+        *,
+        batch: bool = False,
+        tokens_cached: int = 0,
+        tokens_cache_written: int = 0,
+        cached_factor: float = CACHED_INPUT_FACTOR,
+    ) -> float:
+        """USD for the tokens.
+
+        Parameters
+        ----------
+        tokens_in, tokens_out
+            All prompt tokens (cached ones included) and the generated tokens.
+        batch
+            A Batch API request: everything at :data:`BATCH_DISCOUNT` of the price.
+        tokens_cached
+            Prompt tokens read from the provider's prompt cache, priced at the cached rate.
+        tokens_cache_written
+            Prompt tokens written to the prompt cache (Anthropic), priced at the cache-write rate.
+        cached_factor
+            The cached rate as a share of the input price when this price gives none
+            (:data:`CACHED_INPUT_FACTOR` for OpenAI, :data:`ANTHROPIC_CACHE_READ_FACTOR` for Anthropic).
+
+        Returns
+        -------
+        float
+            USD.
+
+        Raises
+        ------
+        ValidationError
+            When the cached and written tokens are more than ``tokens_in``.
+        """
+        if tokens_cached < 0 or tokens_cache_written < 0 or tokens_cached + tokens_cache_written > tokens_in:
+            raise ValidationError(
+                f"Price.cost: cached ({tokens_cached}) and cache-written ({tokens_cache_written}) tokens must be "
+                f">= 0 and together <= tokens_in ({tokens_in})"
+            )
+        cached_rate = (self.input_per_million * cached_factor if self.cached_input_per_million is None
+                       else self.cached_input_per_million)
+        write_rate = (self.input_per_million * ANTHROPIC_CACHE_WRITE_FACTOR if self.cache_write_per_million is None
+                      else self.cache_write_per_million)
+        plain = tokens_in - tokens_cached - tokens_cache_written
+        full = (plain * self.input_per_million + tokens_cached * cached_rate + tokens_cache_written * write_rate
+                + tokens_out * self.output_per_million) / 1_000_000
         return full * BATCH_DISCOUNT if batch else full
 
 
@@ -58,13 +132,13 @@ DEFAULT_PRICES: Mapping[str, Price] = {
     # OpenAI chat
     "gpt-4o": Price(2.50, 10.00),
     "gpt-4o-mini": Price(0.15, 0.60),
-    "gpt-4.1": Price(2.00, 8.00),
-    "gpt-4.1-mini": Price(0.40, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.40),
+    "gpt-4.1": Price(2.00, 8.00, 0.50),
+    "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
+    "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
     "gpt-4-turbo": Price(10.00, 30.00),
     "gpt-3.5-turbo": Price(0.50, 1.50),
     "o3-mini": Price(1.10, 4.40),
-    "o4-mini": Price(1.10, 4.40),
+    "o4-mini": Price(1.10, 4.40, 0.275),
     # OpenAI embeddings (input only)
     "text-embedding-3-small": Price(0.02),
     "text-embedding-3-large": Price(0.13),
@@ -89,12 +163,23 @@ def table_version() -> int:
     return _version
 
 
-def register_price(model: str, input_per_million: float, output_per_million: float = 0.0) -> None:
-    """Set (or replace) the price of ``model`` for this process; it wins over the default table."""
+def register_price(
+    model: str,
+    input_per_million: float,
+    output_per_million: float = 0.0,
+    *,
+    cached_input_per_million: float | None = None,
+    cache_write_per_million: float | None = None,
+) -> None:
+    """Set (or replace) the price of ``model`` for this process; it wins over the default table.
+
+    ``cached_input_per_million`` / ``cache_write_per_million``: the prompt-cache read and write
+    rates (``None``: the provider's documented share of the input price, see :class:`Price`).
+    """
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("register_price: model must be a non-empty string")
     global _version
-    price = Price(input_per_million, output_per_million)
+    price = Price(input_per_million, output_per_million, cached_input_per_million, cache_write_per_million)
     with _lock:
         _registered[model] = price
         _version += 1
@@ -141,8 +226,14 @@ def cost_usd(
     prices: Mapping[str, Price | tuple[float, float]] | None = None,
     *,
     batch: bool = False,
+    tokens_cached: int = 0,
+    tokens_cache_written: int = 0,
+    cached_factor: float = CACHED_INPUT_FACTOR,
 ) -> float:
     """What a call cost, in USD; 0.0 for a model with no known price. ``batch=True``: sent through a
-    provider's Batch API, at :data:`BATCH_DISCOUNT` of the list price."""
+    provider's Batch API, at :data:`BATCH_DISCOUNT` of the list price; ``tokens_cached`` /
+    ``tokens_cache_written``: prompt tokens read from / written to the prompt cache (see :meth:`Price.cost`)."""
     price = price_for(model, prices)
-    return 0.0 if price is None else price.cost(tokens_in, tokens_out, batch=batch)
+    return 0.0 if price is None else price.cost(tokens_in, tokens_out, batch=batch, tokens_cached=tokens_cached,
+                                                tokens_cache_written=tokens_cache_written,
+                                                cached_factor=cached_factor)

@@ -79,6 +79,8 @@ class GradingResult:
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     details: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: of ``tokens_in``, those the provider read from its prompt cache (priced at the cached rate in ``cost_usd``)
+    tokens_cached: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "quality_score", validate_score(self.quality_score))
@@ -267,7 +269,8 @@ def observation_for(
     """The candidate's :class:`QualityObservation` for one grade, with grader id, rubric hash and item id in tags.
 
     ``item_id`` is stored as plain JSON (see :func:`llm_connect.batch.plain_item_id`); a missing one
-    (None/NaN) is left out. The judge's own cost is ``tags["judge_cost_usd"]``; ``cost_usd`` is the candidate's.
+    (None/NaN) is left out. The judge's own cost is ``tags["judge_cost_usd"]``; ``cost_usd`` is the candidate's;
+    ``tags["judge_tokens_cached"]``: the judge's prompt tokens read from the provider's prompt cache (when any).
     """
     cand = result.candidate_response
     tags: dict[str, Any] = {"grader_id": result.grader_id}
@@ -280,6 +283,8 @@ def observation_for(
         tags["item_id"] = item_id
     if result.cost_usd:
         tags["judge_cost_usd"] = result.cost_usd
+    if getattr(result, "tokens_cached", 0):
+        tags["judge_tokens_cached"] = int(result.tokens_cached)
     if extra_tags:
         tags.update(extra_tags)
     base = result.baseline_response.adapter_id

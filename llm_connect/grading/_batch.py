@@ -100,6 +100,7 @@ def result_row(judge: Judge, result: GradingResult) -> Row:
         "tokens_in": result.tokens_in,
         "tokens_out": result.tokens_out,
         "judge_cost_usd": result.cost_usd,
+        "judge_tokens_cached": getattr(result, "tokens_cached", 0),
         **judge_result_columns(judge, result),
     }
 
@@ -516,6 +517,7 @@ def reduce_item(epoch_rows: list[Row], reducer: Any, reducer_name: str, *, pairw
     row["tokens_in"] = sum(int(r.get("tokens_in") or 0) for r in epoch_rows)
     row["tokens_out"] = sum(int(r.get("tokens_out") or 0) for r in epoch_rows)
     row["judge_cost_usd"] = math.fsum(_finite_or_zero(r.get("judge_cost_usd")) for r in epoch_rows)
+    row["judge_tokens_cached"] = sum(int(r.get("judge_tokens_cached") or 0) for r in epoch_rows)
     row["latency_ms"] = math.fsum(_finite_or_zero(r.get("latency_ms")) for r in epoch_rows)
     if "calls" in extra:  # a pipeline's (or any judge's) count of LLM calls: every epoch's
         row["calls"] = sum(int(r.get("calls") or 0) for r in epoch_rows)
@@ -548,6 +550,7 @@ def reduced_observation(row: Row, results: Mapping[tuple[int, int], GradingResul
     try:
         result = replace(results[(i, first)], quality_score=row["quality_score"],
                          tokens_in=int(row["tokens_in"]), tokens_out=int(row["tokens_out"]),
+                         tokens_cached=int(row.get("judge_tokens_cached") or 0),
                          cost_usd=float(row["judge_cost_usd"]))
         return observation_for(result, task_type=task_type, judge=judge, item_id=item_id, extra_tags={
             **(tags or {}), "epochs": len(scores), "reducer": reducer_name,

@@ -67,6 +67,7 @@ def _sum_usage(parts: Iterable[Any]) -> dict[str, Any]:
     return {
         "tokens_in": sum(int(p.tokens_in) for p in parts),
         "tokens_out": sum(int(p.tokens_out) for p in parts),
+        "tokens_cached": sum(int(getattr(p, "tokens_cached", 0)) for p in parts),
         "cost_usd": math.fsum(float(p.cost_usd) for p in parts),
         "latency_ms": math.fsum(float(p.latency_ms) for p in parts),
     }

@@ -95,6 +95,7 @@ def _own_object(reply: str, untrusted: UntrustedText, key: str) -> dict[str, Any
 
 def _usage(replies: Sequence[LLMResponse]) -> dict[str, Any]:
     return {"tokens_in": sum(r.tokens_in for r in replies), "tokens_out": sum(r.tokens_out for r in replies),
+            "tokens_cached": sum(r.tokens_cached for r in replies),
             "cost_usd": sum(r.cost_usd for r in replies), "latency_ms": sum(r.latency_ms for r in replies)}
 
 

@@ -99,6 +99,7 @@ def _usage_of(responses: Sequence[LLMResponse]) -> dict[str, Any]:
     return {
         "tokens_in": sum(r.tokens_in for r in responses),
         "tokens_out": sum(r.tokens_out for r in responses),
+        "tokens_cached": sum(r.tokens_cached for r in responses),
         "cost_usd": sum(r.cost_usd for r in responses),
         "latency_ms": sum(r.latency_ms for r in responses),
     }

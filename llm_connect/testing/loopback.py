@@ -32,6 +32,19 @@ ends), ``"echo_auth"`` (a 200 whose non-JSON body echoes the request's
 ``fail_first_with`` and the rest succeed. 429 replies carry
 ``Retry-After: retry_after`` unless it is ``None``.
 
+Prompt caching (``prompt_cache=True``, the default, as OpenAI's is on): the
+server counts a prompt's tokens as its words (as ``usage`` always did) and
+behaves like the providers' prompt caches, per server and model. Chat
+completions: a prompt of 1024 tokens or more has the longest prefix it shares
+with an earlier such request cached in 128-token steps (at least 1024),
+reported in ``usage.prompt_tokens_details.cached_tokens`` (part of
+``prompt_tokens``). Messages: the prefix up to a content block marked with
+``cache_control`` (1024 tokens or more) is written to the cache, reported in
+``usage.cache_creation_input_tokens``; a later request whose prefix up to that
+block, or up to one of the 20 block boundaries before it, was cached reads it,
+reported in ``usage.cache_read_input_tokens``; ``input_tokens`` counts the rest,
+as Anthropic's does. :meth:`LoopbackServer.reset` empties the cache.
+
 The server binds 127.0.0.1 only and stops when the ``with`` block ends (a
 subprocess also stops when its parent goes away, and after ``max_lifetime_s``).
 aiohttp is imported when a server starts. Run one from a shell with
@@ -72,6 +85,12 @@ _MiB = 1024 * 1024
 _ENDLESS_CHUNK = b"a" * 65536
 
 _WORD = re.compile(r"\S+")
+#: OpenAI's prompt cache: prompts this long or longer, cached in steps of this many tokens
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
+#: Anthropic's prompt cache looks for a cached prefix this many content blocks back from a breakpoint
+CACHE_LOOKBACK_BLOCKS = 20
+_CACHE_MAX_ENTRIES = 200_000
 _TOKEN = re.compile(r"\s*\S+")
 
 
@@ -162,6 +181,8 @@ class _Core:
         self.embedding_dim = int(config.get("embedding_dim", 16))
         self.model = config.get("model")
         self.require_api_key = config.get("require_api_key")
+        self.prompt_cache = bool(config.get("prompt_cache", True))
+        self._prefixes: dict[tuple[str, str, bytes], None] = {}  # (api, model, digest of a prefix), oldest first
         self.reply = reply
         self.log = log
         from ._batch_api import BatchAPI  # the Batch APIs (files, batches; Anthropic's message batches)
@@ -180,6 +201,7 @@ class _Core:
             self.in_flight = 0
             self.max_in_flight = 0
             self.requests.clear()
+            self._prefixes.clear()
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
@@ -328,6 +350,83 @@ class _Core:
                 return "".join(tokens[:max_tokens]), "length"
         return text, "stop"
 
+    # -- the prompt cache ------------------------------------------------------------
+
+    def _remember(self, keys: list[tuple[str, str, bytes]]) -> None:
+        with self._lock:
+            for key in keys:
+                self._prefixes.pop(key, None)
+                self._prefixes[key] = None
+            while len(self._prefixes) > _CACHE_MAX_ENTRIES:
+                del self._prefixes[next(iter(self._prefixes))]
+
+    def _known(self, key: tuple[str, str, bytes]) -> bool:
+        with self._lock:
+            return key in self._prefixes
+
+    def _openai_cached(self, model: str, messages: list[Any]) -> int:
+        """OpenAI's automatic prefix cache: how many of this prompt's tokens an earlier request had cached."""
+        digest = hashlib.sha256()
+        steps: list[tuple[int, bytes]] = []  # (tokens, digest of the prefix) at every 128-token step
+        count = 0
+        for m in messages:
+            if not isinstance(m, dict):
+                continue
+            digest.update(b"\x01" + str(m.get("role")).encode("utf-8") + b"\x01")
+            for word in _message_text(m.get("content")).split():
+                digest.update(word.encode("utf-8") + b"\x00")
+                count += 1
+                if count % CACHE_STEP_TOKENS == 0:
+                    steps.append((count, digest.copy().digest()))
+        if count < CACHE_MIN_TOKENS:
+            return 0
+        cached = 0
+        for tokens, key in reversed(steps):
+            if tokens < CACHE_MIN_TOKENS:
+                break
+            if self._known(("openai", model, key)):
+                cached = tokens
+                break
+        self._remember([("openai", model, key) for tokens, key in steps if tokens >= CACHE_MIN_TOKENS])
+        return cached
+
+    def _anthropic_cached(self, model: str, body: dict[str, Any]) -> tuple[int, int, int]:
+        """``(all prompt tokens, read from the cache, written to it)`` for a Messages request."""
+        blocks: list[tuple[str, Any]] = []  # (role, block or text) in the order the API reads them
+        system = body.get("system")
+        for block in (system if isinstance(system, list) else [system] if isinstance(system, str) else []):
+            blocks.append(("system", block))
+        for m in body.get("messages") or []:
+            if not isinstance(m, dict):
+                continue
+            content = m.get("content")
+            for block in (content if isinstance(content, list) else [content]):
+                blocks.append((str(m.get("role")), block))
+        digest = hashlib.sha256()
+        ends: list[tuple[int, bytes, bool]] = []  # per block: (tokens so far, digest so far, has cache_control)
+        count = 0
+        for role, block in blocks:
+            text = block.get("text", "") if isinstance(block, dict) else block if isinstance(block, str) else ""
+            digest.update(b"\x01" + role.encode("utf-8") + b"\x01")
+            for word in str(text).split():
+                digest.update(word.encode("utf-8") + b"\x00")
+                count += 1
+            ends.append((count, digest.copy().digest(), isinstance(block, dict) and bool(block.get("cache_control"))))
+        marks = [i for i, end in enumerate(ends) if end[2]]
+        if not self.prompt_cache or not marks:
+            return count, 0, 0
+        last = marks[-1]
+        if ends[last][0] < CACHE_MIN_TOKENS:
+            return count, 0, 0
+        read = 0
+        for i in range(last, max(-1, last - CACHE_LOOKBACK_BLOCKS - 1), -1):
+            if ends[i][0] >= CACHE_MIN_TOKENS and self._known(("anthropic", model, ends[i][1])):
+                read = ends[i][0]
+                break
+        written = ends[last][0] - read
+        self._remember([("anthropic", model, ends[i][1]) for i in marks if ends[i][0] >= CACHE_MIN_TOKENS])
+        return count, read, written
+
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages") or []
         users = [_message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
@@ -351,6 +450,8 @@ class _Core:
             choice["logprobs"] = {"content": entries, "refusal": None}
         tokens_in = sum(_count_words(_message_text(m.get("content"))) for m in messages if isinstance(m, dict))
         tokens_out = max(1, _count_words(content))
+        model = str(body.get("model", ""))
+        cached = self._openai_cached(model, messages) if self.prompt_cache else 0
         return {
             "id": f"chatcmpl-loopback-{self.index}",
             "object": "chat.completion",
@@ -361,6 +462,7 @@ class _Core:
                 "prompt_tokens": tokens_in,
                 "completion_tokens": tokens_out,
                 "total_tokens": tokens_in + tokens_out,
+                "prompt_tokens_details": {"cached_tokens": cached},
             },
         }
 
@@ -369,9 +471,12 @@ class _Core:
         users = [_message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
         prompt = users[-1] if users else ""
         content, finish = self._complete(prompt, body.get("max_tokens"))
-        system = body.get("system")
-        tokens_in = sum(_count_words(_message_text(m.get("content"))) for m in messages if isinstance(m, dict))
-        tokens_in += _count_words(system) if isinstance(system, str) else 0
+        tokens_in, read, written = self._anthropic_cached(str(body.get("model", "")), body)
+        usage: dict[str, Any] = {"input_tokens": tokens_in - read - written,
+                                 "output_tokens": max(1, _count_words(content))}
+        if self.prompt_cache:
+            usage["cache_creation_input_tokens"] = written
+            usage["cache_read_input_tokens"] = read
         return {
             "id": f"msg_loopback_{self.index}",
             "type": "message",
@@ -380,7 +485,7 @@ class _Core:
             "content": [{"type": "text", "text": content}],
             "stop_reason": "end_turn" if finish == "stop" else "max_tokens",
             "stop_sequence": None,
-            "usage": {"input_tokens": tokens_in, "output_tokens": max(1, _count_words(content))},
+            "usage": usage,
         }
 
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -454,6 +559,7 @@ class LoopbackServer:
         embedding_dim: length of the embedding vectors.
         port: 0 (default) picks a free port.
         max_lifetime_s: a subprocess server exits after this long regardless.
+        prompt_cache: simulate the providers' prompt caches (default on; see the module docstring).
         batch: the Batch APIs' behaviour (``polls``, ``hold``, ``hold_from``, ``fail_every``, ``expire_after``,
             ``validation_error``, ``max_requests``, ``list_error``; see :mod:`llm_connect.testing._batch_api`).
     """
@@ -477,6 +583,7 @@ class LoopbackServer:
         port: int = 0,
         max_lifetime_s: float = 3600.0,
         batch: Mapping[str, Any] | None = None,
+        prompt_cache: bool = True,
     ) -> None:
         if mode not in ("thread", "process"):
             raise ValueError(f"LoopbackServer: mode must be 'thread' or 'process', got {mode!r}")
@@ -499,6 +606,7 @@ class LoopbackServer:
             "embedding_dim": embedding_dim,
             "reply": reply if isinstance(reply, str) else None,
             "batch": dict(batch or {}),
+            "prompt_cache": bool(prompt_cache),
         }
         self._reply = reply
         # validate now, in the caller's thread
@@ -639,7 +747,8 @@ class LoopbackServer:
             return list(self._core.requests)
 
     def reset(self) -> None:
-        """Zero the counters, forget the requests and restart the call index (so ``fail_first`` applies again)."""
+        """Zero the counters, forget the requests and the prompt cache and restart the call index (so
+        ``fail_first`` applies again)."""
         if self._core is not None:
             self._core.reset()
             return
