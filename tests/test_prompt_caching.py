@@ -194,3 +194,28 @@ def test_judge_many_reports_the_judges_cached_tokens_and_their_price_and_tags_th
     assert df["judge_cost_usd"][1] < PRICE.cost(int(df["judge_tokens_in"][1]), int(df["judge_tokens_out"][1]))
     tags = [o.tags for o in ledger]
     assert [t.get("judge_tokens_cached", 0) for t in tags] == cached
+
+
+def test_per_turn_judging_marks_the_transcript_stable_and_later_turns_read_it_from_the_cache():
+    """An LLMJudge on the turns of one conversation: each prompt's documents and transcript are marked stable
+    (``stable_prefix_chars``, block ends), so the Anthropic adapter puts ``cache_control`` on them and every turn
+    after the first reads the earlier turns' prefix from the provider's cache."""
+    from llm_connect.conversations import per_turn
+
+    messages = [{"role": "system", "content": words(1100, "s")}]
+    for k in range(4):
+        messages += [{"role": "user", "content": f"question {k}? " + words(40, f"u{k}_")},
+                     {"role": "assistant", "content": f"answer {k}. " + words(40, f"a{k}_")}]
+    items = per_turn([{"id": "conv", "messages": messages}]).assign(baseline="a reference answer")
+    with LoopbackServer() as server:
+        adapter = AnthropicAdapter("judge-model", base_url=server.anthropic_base_url, prices=PRICES)
+        df = judge_many(LLMJudge(adapter), items, concurrency=1, progress=False)
+        bodies = [r.body for r in server.requests if r.path.endswith("/messages")]
+    assert len(bodies) == 4
+    for body in bodies:
+        blocks = body["messages"][0]["content"]
+        marked = [i for i, b in enumerate(blocks) if b.get("cache_control")]
+        assert marked == [len(blocks) - 2]  # the stable part's last block; the replies come after it
+        assert "The reply to grade:" in blocks[-1]["text"] and "The reply to grade:" not in blocks[-2]["text"]
+    cached = df["judge_tokens_cached"].tolist()
+    assert cached[0] == 0 and all(c > 1000 for c in cached[1:])

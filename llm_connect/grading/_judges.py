@@ -34,7 +34,7 @@ from ._rubric import (
     register_builtin,
     word_reply_format,
 )
-from ._transcript import CONVERSATION_LAYOUT, CONVERSATION_LAYOUT_HASH, ItemView, item_view, reply_view
+from ._transcript import CONVERSATION_LAYOUT, CONVERSATION_LAYOUT_HASH, ItemView, item_view, reply_view, stable_offsets
 
 __all__ = [
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -770,6 +770,16 @@ class LLMJudge(JudgeBase):
             parts.append(local_ask(rubric))
         return "\n\n".join(parts)
 
+    def _cache_config(self, config: RunConfig, judge_prompt: str, baseline: LLMResponse,
+                      candidate: LLMResponse) -> RunConfig:
+        """``config`` marking a conversation prompt's stable part (:func:`stable_offsets`) for a provider's prefix
+        cache (``RunConfig.stable_prefix_chars``), unless the caller marked one; a plain item's is unchanged."""
+        view = self._view_for(baseline, candidate)
+        if view is None or config.stable_prefix_chars is not None:
+            return config
+        offsets = stable_offsets(judge_prompt, view)
+        return config if offsets is None else config.replace(stable_prefix_chars=offsets)
+
     def judge_config(self, run_config: RunConfig) -> RunConfig:
         params: Mapping[str, Any] = run_config.model_params
         if self.seed is not None:
@@ -863,7 +873,7 @@ class LLMJudge(JudgeBase):
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
         judge_prompt = self.build_prompt(baseline, candidate, prompt)
-        config = self.judge_config(run_config)
+        config = self._cache_config(self.judge_config(run_config), judge_prompt, baseline, candidate)
         reply = self.adapter.complete(judge_prompt, config)
         return self._result(reply, baseline, candidate, prompt, judge_prompt, config)
 
@@ -871,7 +881,7 @@ class LLMJudge(JudgeBase):
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
         judge_prompt = self.build_prompt(baseline, candidate, prompt)
-        config = self.judge_config(run_config)
+        config = self._cache_config(self.judge_config(run_config), judge_prompt, baseline, candidate)
         reply = await acall_complete(self.adapter, judge_prompt, config)
         return self._result(reply, baseline, candidate, prompt, judge_prompt, config)
 

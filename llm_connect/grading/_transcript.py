@@ -40,7 +40,7 @@ from ..core import LLMResponse
 from ..errors import ValidationError
 from ._parse import UntrustedText, defang, fence_block, fence_for
 
-__all__ = ["CONVERSATION_LAYOUT", "CONVERSATION_LAYOUT_HASH", "ItemView", "item_view"]
+__all__ = ["CONVERSATION_LAYOUT", "CONVERSATION_LAYOUT_HASH", "ItemView", "item_view", "stable_offsets"]
 
 #: The fixed text of the conversation layout (its section headings and the data note); its hash
 #: (:data:`CONVERSATION_LAYOUT_HASH`) is part of the ``rubric_hash`` of a judge bound to a conversation item.
@@ -229,3 +229,23 @@ def defang_all(text: str, *fences: str) -> str:
     for f in fences:
         text = defang(text, f)
     return text
+
+
+def stable_offsets(prompt: str, view: ItemView) -> tuple[int, ...] | None:
+    """Where the stable part of a conversation prompt may be cut, for a provider's prefix cache.
+
+    The offsets (characters) just after the judge's fixed head and after each document and message block,
+    in order; the last ends the stable part (what every later turn of the conversation repeats byte for byte).
+    ``RunConfig.stable_prefix_chars`` takes them: the Anthropic adapter sends the prompt as text blocks cut
+    there, ``cache_control`` on the last, so the next turn finds this turn's prefix at a block boundary.
+    ``None`` when the prompt has no document or message block.
+    """
+    import re
+
+    fence = re.escape(view.fence)
+    ends = [m.end() for m in re.finditer(rf"<<<END (?:DOCUMENT|MESSAGE) [^\n]*? {fence}>>>", prompt)]
+    if not ends:
+        return None
+    heads = [prompt.find(CONVERSATION_LAYOUT[k]) for k in ("documents", "transcript")]
+    head = min((h for h in heads if h > 0), default=0)
+    return tuple(([head] if 0 < head < ends[0] else []) + ends)
