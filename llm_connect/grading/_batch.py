@@ -382,7 +382,6 @@ def judge_plan(
         rec = records[i]
         messages = item_messages(rec)
         prompt = item_prompt(rec, messages)
-        prompt = item_text(rec["prompt"], "prompt")
         reference = reference_text(rec.get("baseline"), sep=abilities.reference_sep,
                                    required=abilities.needs_reference)
         baseline = as_response(rec.get("baseline"), text=reference, adapter_id="baseline", model_id="reference")
