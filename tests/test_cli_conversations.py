@@ -84,3 +84,32 @@ def test_calibrate_and_view_get_the_conversation(tmp_path, capsys):
     assert items[1]["judges"]["exact-match"]["score"] == 1.0
     assert main(["view", str(out)]) == 0
     assert (out / "viewer.html").is_file()
+
+
+def test_per_turn_grades_a_conversation_with_a_reference_free_rubric(tmp_path, capsys, monkeypatch):
+    """``grade --per-turn --judge llm --rubric R.yaml``: a rubric with ``reference: false`` judges each assistant
+    reply of a conversation file with no baseline; each turn is recorded once, with its conversation and turn,
+    and the judge was shown the transcript before the reply."""
+    from llm_connect import Rubric
+    from llm_connect.testing import LoopbackServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    rubric = tmp_path / "polite.yaml"
+    Rubric("Is the reply polite and on topic?", reference=False, name="polite").to_yaml(rubric)
+    conv = {"conversation_id": "c1", "messages": [*ITALY, {"role": "assistant", "content": "Rome"}]}
+    data = write_jsonl(tmp_path / "conv.jsonl", [conv])
+    ledger = tmp_path / "l.jsonl"
+    argv = ["grade", str(data), "--per-turn", "--judge", "llm", "--rubric", str(rubric), "--ledger", str(ledger),
+            "--task-type", "chat", "--no-progress"]
+    with LoopbackServer() as server:
+        assert main([*argv, "--llm", "openai:judge-1", "--base-url", server.base_url]) == 0
+        prompts = [r.body["messages"][-1]["content"] for r in server.requests if r.path.endswith("/completions")]
+    assert "2 scored" in capsys.readouterr().out
+    assert len(prompts) == 2
+    assert prompts[1].index("And Italy?") < prompts[1].index("The reply to grade:") < prompts[1].rindex("Rome")
+    obs = QualityLedger(ledger).read_all()
+    assert sorted((o.tags["conversation_id"], o.tags["turn"]) for o in obs) == [("c1", 0), ("c1", 1)]
+    with pytest.raises(SystemExit) as exc:  # a rubric only applies to the llm judge
+        main(["grade", str(data), "--per-turn", "--judge", "exact", "--rubric", str(rubric), "--ledger",
+              str(ledger), "--task-type", "chat", "--no-progress"])
+    assert exc.value.code == 2 and "--rubric" in capsys.readouterr().err

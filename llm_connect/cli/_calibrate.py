@@ -39,7 +39,16 @@ from ._inputs import (
     prepare_items,
     warn_no_human,
 )
-from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, _split, judges_option
+from ._judges import (
+    JudgeSpec,
+    _build_judges,
+    _check_judges,
+    _limit,
+    _split,
+    add_rubric_option,
+    judges_option,
+    needs_reference,
+)
 from ._pairwise import PAIRWISE_HELP, add_pairwise_arguments, looks_pairwise, run_pairwise
 
 # -- calibrate ----------------------------------------------------------------------------------
@@ -166,6 +175,7 @@ def _add_calibrate(subparsers: Any) -> None:
         metavar="SPEC",
         help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)",
     )
+    add_rubric_option(p)
     p.add_argument(
         "--embedder",
         default="local",
@@ -658,7 +668,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     )
     data = Path(args.data)
     check_resume(args, data)  # --resume: OUT holds a run on this DATA
-    items, selection = prepare_items(args, data)  # --columns, --wide, --where, --limit / --sample
+    # --columns, --wide, --where, --limit / --sample; no baseline needed when no judge compares with one
+    items, selection = prepare_items(args, data, reference=needs_reference(spec))
     items = apply_candidate_model(parser, items, args.candidate_model, data, recorded=args.ledger is not None)
     humans = _split(args.human) if args.human is not None else (["human"] if "human" in items.columns else [])
     if args.human is None and not humans:

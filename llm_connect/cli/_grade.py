@@ -12,7 +12,7 @@ from typing import Any
 from .._textsafe import safe_text
 from ._common import GRADER_IDS, JUDGES, UsageError, _warn, read_labels
 from ._inputs import add_per_turn_option, apply_candidate_model, find_human, prepare_items
-from ._judges import JudgeSpec, _build_judges, _check_judges, judge_word
+from ._judges import JudgeSpec, _build_judges, _check_judges, add_rubric_option, judge_word, needs_reference
 
 _GRADE_HELP = """\
 Judge every row of DATA (a .jsonl or .csv/.tsv file with the columns prompt,
@@ -70,6 +70,7 @@ def _add_grade(subparsers: Any) -> None:
                    "judgments and labels are recorded under it (without either, under 'unknown')")
     p.add_argument("--llm", default="local", metavar="SPEC",
                    help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
+    add_rubric_option(p)
     p.add_argument("--embedder", default="local", metavar="SPEC",
                    help="the embedding model: local, local:PATH or openai:MODEL (default: local)")
     p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
@@ -189,10 +190,10 @@ def _run_grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     spec = JudgeSpec(judges=word, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
                      normalize=args.normalize,
                      reference_sep=None if args.reference_sep in (None, "none") else args.reference_sep,
-                     seed=args.seed)
+                     seed=args.seed, rubric=args.rubric)
     _check_judges(spec)  # a missing extra, a bad spec or URL: before reading anything
     data = Path(args.data)
-    items, _ = prepare_items(args, data)
+    items, _ = prepare_items(args, data, reference=needs_reference(spec))
     human = find_human(parser, items, args.human, data)
     scale = _scale_option(args.scale, human)
     if human is not None:  # a label that is not one: exit 2 now, before any judge runs or anything is written

@@ -319,7 +319,8 @@ class Selection:
         return f"rows: used {self.used} of {self.rows} ({'; '.join(self.steps)})"
 
 
-def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) -> tuple[Any, Selection]:
+def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False,
+                  reference: bool = True) -> tuple[Any, Selection]:
     """Read DATA and apply ``--columns``, ``--wide``, ``--where`` and ``--limit`` / ``--sample``; the item
     frame calibrate reads (indexed 0..n-1) and what was done. ``pairs``: DATA holds pairs
     (``candidate_a``, ``candidate_b``), read as :func:`~llm_connect.calibration._pairwise.pairwise_table`
@@ -335,8 +336,9 @@ def prepare_items(args: argparse.Namespace, data: Path, *, pairs: bool = False) 
             raise UsageError("--wide does not apply to pairwise data: each row already holds a pair "
                              "(candidate_a, candidate_b); use --columns to name them")
         table: Any = pairwise_table
-    else:
-        table = items_table
+    else:  # reference=False: no judge of the command compares with a reference (no baseline column needed)
+        def table(frame: Any) -> Any:
+            return items_table(frame, baseline=reference)
     limit, sample = _count(args.limit, "--limit"), _count(args.sample, "--sample")
     if limit is not None and sample is not None:
         raise UsageError("give --limit or --sample, not both")

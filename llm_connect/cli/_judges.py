@@ -115,11 +115,45 @@ class JudgeSpec:
     normalize: str | None = None
     reference_sep: str | None = None
     seed: int = 0
+    rubric: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> JudgeSpec:
         return cls(judges=args.judges, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
-                   normalize=args.normalize, reference_sep=args.reference_sep, seed=args.seed)
+                   normalize=args.normalize, reference_sep=args.reference_sep, seed=args.seed,
+                   rubric=getattr(args, "rubric", None))
+
+
+def add_rubric_option(p: argparse.ArgumentParser) -> None:
+    """``--rubric FILE``: the LLM judge's rubric, a YAML file (``llm-connect align`` writes one)."""
+    p.add_argument("--rubric", metavar="FILE", default=None,
+                   help="the LLM judge's rubric, a YAML file (e.g. the rubric.yaml llm-connect align writes); a "
+                        "rubric with reference: false needs no baseline (e.g. the turns of --per-turn)")
+
+
+def read_rubric(path: str | None) -> Any:
+    """The :class:`~llm_connect.grading.Rubric` of ``--rubric`` (``None`` without it); an unreadable file is a
+    :class:`UsageError` saying what is wrong."""
+    if not path:
+        return None
+    from ..errors import ValidationError
+    from ..grading import Rubric
+
+    try:
+        return Rubric.from_yaml(Path(path))
+    except FileNotFoundError:
+        raise UsageError(f"--rubric {safe_text(path)!r}: no such file") from None
+    except (ValidationError, ValueError, OSError) as exc:
+        raise UsageError(f"--rubric {safe_text(path)!r}: not a rubric YAML file: {safe_text(str(exc), limit=300)}") \
+            from None
+
+
+def needs_reference(args: JudgeSpec) -> bool:
+    """Whether any judge of ``args`` compares with a reference, so the items need a ``baseline`` column: all but
+    the LLM judge with a ``--rubric`` whose ``reference`` is false."""
+    rubric = read_rubric(args.rubric)
+    return any(not (name == "llm" and rubric is not None and not rubric.reference)
+               for name in dict.fromkeys(judge_word(n) for n in _split(args.judges)))
 
 
 def _check_judges(args: JudgeSpec) -> list[str]:
@@ -134,6 +168,9 @@ def _check_judges(args: JudgeSpec) -> list[str]:
     names = list(dict.fromkeys(judge_word(n) for n in _split(args.judges)))  # grader ids name them too
     if not names:
         raise UsageError("--judges is empty; choose from " + ", ".join(JUDGES))
+    if args.rubric and "llm" not in names:
+        raise UsageError("--rubric is the LLM judge's rubric: add the llm judge, or drop --rubric")
+    read_rubric(args.rubric)  # an unreadable rubric: before any model loads
     if args.base_url:
         from urllib.parse import urlsplit
 
@@ -208,6 +245,7 @@ def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
     )
 
     names = _check_judges(args)
+    rubric = read_rubric(args.rubric) if "llm" in names else None
     if args.base_url:  # .../v1/chat/completions copied whole: the base, before the first request
         from dataclasses import replace
 
@@ -239,7 +277,7 @@ def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
             embedder = _build_embedder(args.embedder, args.base_url, cache)
             judge = EmbeddingSimilarityJudge(embedder, reference_sep=args.reference_sep)
         else:
-            judge = LLMJudge(_build_llm(args.llm, args.base_url, cache), seed=args.seed)
+            judge = LLMJudge(_build_llm(args.llm, args.base_url, cache), seed=args.seed, rubric=rubric)
         judges[judge.grader_id] = judge  # one name per judge: its grader_id
     return judges
 
