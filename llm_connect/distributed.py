@@ -908,8 +908,9 @@ def grade_dataset(
         if missing:
             raise ValidationError(f"the dataset lacks the column(s) {missing}; it has {names}. Rename them "
                                   "(ds.rename_columns({'question': 'prompt'}))")
-        if ledger is not None and "id" not in names:
-            raise ValidationError("a ledger needs an 'id' column (unique per item): resuming skips items by id")
+        if ledger is not None and "id" not in names and not {"conversation_id", "turn"} <= set(names):
+            raise ValidationError("a ledger needs an 'id' column (unique per item), or the 'conversation_id' and "
+                                  "'turn' of conversation items: resuming skips items by their key")
     limiter = None
     if limit is not None:
         limiter = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(_Schedule).remote()

@@ -484,3 +484,38 @@ def test_grade_dataset_batch_without_a_state_folder_warns_that_nothing_resumes(r
     ds = ray_cluster.data.from_pandas(items(4))
     with pytest.warns(UserWarning, match="state has no folder .* submits its batches again"):
         grade_dataset(ds, functools.partial(make_judge, fresh.base_url), batch=True)  # lazy: nothing runs
+
+
+def test_grade_dataset_takes_conversation_items_unchanged(ray_cluster, fresh, tmp_path):
+    """Conversation items (messages with tool calls, trajectories, documents, conversation_id and turn) through
+    Ray Data's Arrow round trip: every row as judge_many scores it, the judge shown each turn's transcript, and
+    each turn recorded once under its conversation and turn."""
+    from llm_connect import QualityLedger, TrajectoryMatchJudge, judge_many
+    from llm_connect.conversations import per_turn
+    from llm_connect.distributed import grade_dataset
+
+    call = {"id": "k1", "type": "function", "function": {"name": "search", "arguments": '{"q": "louvre"}'}}
+    conversations = []
+    for c in range(6):
+        messages = [{"role": "user", "content": f"Where is museum {c}?"},
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "k1", "content": "It is in Paris."},
+                    {"role": "assistant", "content": "In Paris."},
+                    {"role": "user", "content": "Thanks!"},
+                    {"role": "assistant", "content": "You're welcome."}]
+        conversations.append({"conversation_id": f"c{c}", "messages": messages, "context": ["Paris has museums."]})
+    df = per_turn(conversations)
+    df["baseline"] = [list(r) if isinstance(r, list) else r for r in df["candidate"]]
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    out = grade_dataset(ray_cluster.data.from_pandas(df), functools.partial(make_judge, fresh.base_url),
+                        ledger=ledger, task_type="chat", num_actors=1, concurrency=4, batch_size=6).to_pandas()
+    assert len(out) == 12 and (out["status"] == "scored").all(), out[["status", "error"]]
+    prompts = [r.body["messages"][-1]["content"] for r in fresh.requests]
+    assert sum("MESSAGE" in p and "Where is museum" in p for p in prompts) == 12
+    recorded = sorted((o.tags["conversation_id"], o.tags["turn"]) for o in ledger.read_all())
+    assert recorded == sorted((f"c{c}", t) for c in range(6) for t in (0, 1))
+    direct = judge_many(TrajectoryMatchJudge("strict"), df, progress=False)
+    traj = grade_dataset(ray_cluster.data.from_pandas(df), functools.partial(TrajectoryMatchJudge, "strict"),
+                         num_actors=1, batch_size=6).to_pandas()
+    assert traj.sort_values(["conversation_id", "turn"])["quality_score"].tolist() == \
+        direct.sort_values(["conversation_id", "turn"])["quality_score"].tolist() == [1.0] * 12
