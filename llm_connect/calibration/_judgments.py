@@ -288,8 +288,8 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
     texts = {c: [_text(v) for v in column(c)] for c in ("prompt", "candidate_model")}
     texts.update({c: [_final_text(v) for v in column(c)] for c in ("baseline", "candidate")})
     runs = {c: [_run(v) for v in column(c)] for c in ("baseline", "candidate")}
-    transcript = {"messages": [_messages(v, parse=True) for v in column("messages")],
-                  "context": [_documents(v) for v in column("context")]}
+    transcript: dict[str, list[Any]] = {"messages": [_messages(v, parse=True) for v in column("messages")],
+                                        "context": [_documents(v) for v in column("context")]}
     label_scores = {lab: [_score(v) for v in column(f"score_{lab}")] for lab in labels}
     people_scores = label_scores.get(people, [None] * n) if people else [None] * n
     per_judge: dict[str, dict[str, list[Any]]] = {
