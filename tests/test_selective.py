@@ -8,6 +8,7 @@ call); the judges against scripted LLM judges whose token probabilities are know
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -405,6 +406,33 @@ def test_rubric_examples_make_the_simulated_annotators():
     assert all(len(v.rubric.examples) == 3 for v in versions[1:])
     again = panel.calibrate(items, human="human", progress=False, seed=1)
     assert [v.rubric_hash for v in again.members()] == [v.rubric_hash for v in versions]  # seeded
+
+
+def test_calibrate_builds_the_simulated_annotators_as_a_selective_judge_does():
+    """calibrate(selective=...) on a JSON-scoring LLMJudge whose rubric has worked examples picks the "panel"
+    confidence; it builds the panel's rubric versions (seeded) as SelectiveJudge.calibrate does, never a panel
+    of one judge whose confidence is 0 or 1."""
+    from llm_connect.calibration import calibrate
+    from llm_connect.grading import Example, Rubric
+
+    items = _items(120, seed=9)
+    p_yes = items["p_yes"].to_numpy()
+
+    def reply(prompt, run_config):  # a score that depends on the examples shown: the versions disagree
+        p = float(p_yes[int(ITEM.findall(prompt)[-1])]) + 0.05 * prompt.count("example answer")
+        return json.dumps({"quality_score": min(max(p - 0.1, 0.0), 1.0)})
+
+    examples = tuple(Example(f"q{i}", "ref", f"example answer {i}", float(i % 2)) for i in range(6))
+    judge = LLMJudge(ScriptedAdapter(reply), rubric=Rubric("Is the answer correct?", examples=examples),
+                     grader_id="j")
+    report = calibrate({"j": judge}, items, human="human", selective={"alpha": 0.2, "delta": 0.2}, probes=None,
+                       n_boot=0, progress=False, seed=1)
+    chosen = report.selective["j"]
+    direct = SelectiveJudge(judge, alpha=0.2, delta=0.2).calibrate(items, human="human", progress=False, seed=1)
+    assert chosen.source == direct.source == "panel"
+    assert len(chosen.members()) == len(direct.members()) > 1
+    assert [v.rubric_hash for v in chosen.members()] == [v.rubric_hash for v in direct.members()]
+    assert report.scores["confidence_j"].nunique() > 2  # agreement across versions, not 0 or 1
 
 
 def test_selective_judge_inside_old_compound_judges():

@@ -59,7 +59,7 @@ def default_groups(scores: pd.DataFrame) -> dict[str, str]:
 
 def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: Sequence[str],
                      levels: tuple[float, float], thresholds: Mapping[str, Any] | None,
-                     threshold: float, epochs: int = 1) -> dict[str, Any]:
+                     threshold: float, epochs: int = 1, seed: int = 0) -> dict[str, Any]:
     """The selective judges of ``calibrate(..., selective=...)``, after checking there are enough human labels
     (before any judge runs)."""
     from ..stats.selective import min_items
@@ -78,7 +78,8 @@ def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: 
         raise ValidationError(f"selective: too few labelled items: {labelled}; the guarantee at alpha={alpha:g}, "
                               f"delta={delta:g} needs at least {need} (with fewer, even no disagreement at all cannot "
                               "pass the exact binomial bound); label more items or raise alpha or delta")
-    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold, epochs=epochs)
+    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold, epochs=epochs,
+                            seed=seed)
 
 
 def calibrate(
@@ -225,7 +226,8 @@ def calibrate(
     specs: dict[str, Any] = {}
     if levels is not None:  # each judge run as a selective judge's scorer: its confidence beside its score
         specs = _selective_specs(named, items, human, annotators, levels, thresholds, threshold,
-                                 epochs=epochs if isinstance(epochs, int) and not isinstance(epochs, bool) else 1)
+                                 epochs=epochs if isinstance(epochs, int) and not isinstance(epochs, bool) else 1,
+                                 seed=seed)
         named = {name: spec.scorer for name, spec in specs.items()}
     group_col = None
     if by is not None:  # checked before any judge runs

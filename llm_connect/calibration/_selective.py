@@ -74,12 +74,14 @@ def parse_selective(value: Any) -> tuple[float, float] | None:
 
 def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
                      thresholds: Mapping[str, Any] | None = None, threshold: float = 0.5,
-                     epochs: int = 1) -> dict[str, Any]:
+                     epochs: int = 1, seed: int = 0) -> dict[str, Any]:
     """Each judge as a :class:`~llm_connect.grading.SelectiveJudge` held to ``alpha`` and ``delta`` (one already
     selective keeps its confidence source); its threshold is the judge's number in ``thresholds``, else
     ``threshold`` (a threshold chosen by cross-validation, ``"best"``, is known only later:
     :func:`selective_results` then reads the confidence again there). With ``epochs > 1`` the run judges each
-    item ``epochs`` times itself, so a judge that already judges several times is refused."""
+    item ``epochs`` times itself, so a judge that already judges several times is refused. A judge whose
+    confidence is a ``"panel"`` of rubric versions gets them here, seeded by ``seed``
+    (:meth:`~llm_connect.grading.SelectiveJudge.with_panel`), as ``SelectiveJudge.calibrate`` builds them."""
     from ..grading import SelectiveJudge
 
     out = {}
@@ -90,6 +92,7 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
             spec = judge.replace(alpha=alpha, delta=delta, cutoff=None, calibration=None)
         else:
             spec = SelectiveJudge(judge, alpha=alpha, delta=delta, threshold=t)
+        spec = spec.with_panel(seed)  # a "panel" confidence from worked examples: its versions, as calibrate builds
         if epochs > 1 and spec.repeats > 1:
             raise ValidationError(f"selective judge {name!r} already judges each item {spec.repeats} times; with "
                                   f"epochs={epochs} each would be {epochs * spec.repeats}: drop epochs= here or "

@@ -875,6 +875,25 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
 
     # -- calibration -----------------------------------------------------------------------------
 
+    def with_panel(self, seed: int = 0) -> SelectiveJudge:
+        """The judge as it calibrates and judges: with a ``"panel"`` confidence and no panel yet (an ``LLMJudge``
+        whose rubric has worked examples), a copy holding its panel of rubric versions, each shown a seeded half
+        of the examples (see the module docstring); this judge itself otherwise. A panel of one judge would give
+        every verdict a confidence of 0 or 1, not the agreement across annotators the source stands for.
+
+        Parameters
+        ----------
+        seed
+            Seeds which worked examples each version is shown.
+
+        Returns
+        -------
+        SelectiveJudge
+        """
+        if self.source == "panel" and not self.panel and not isinstance(self.inner, PanelJudge):
+            return self.replace(panel=self._variants(seed), seed=seed)
+        return self
+
     def _variants(self, seed: int) -> list[Judge]:
         """``panel_size`` versions of an LLMJudge whose rubric has worked examples, each shown a seeded half of
         them in a seeded order (the paper's simulated annotators differ in their few-shot examples)."""
@@ -956,9 +975,7 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
                 f"too few labelled {unit} to calibrate {self.grader_id!r}: {len(labelled)}; the guarantee at "
                 f"alpha={self.alpha:g}, delta={self.delta:g} needs at least {need} (with fewer, even no disagreement "
                 f"at all cannot pass the exact binomial bound); label more {unit} or raise alpha or delta")
-        judge = self
-        if self.source == "panel" and not self.panel and not isinstance(self.inner, PanelJudge):
-            judge = self.replace(panel=self._variants(seed), seed=seed)
+        judge = self.with_panel(seed)
         if judge.source is None:  # no usable signal: nothing to run
             empty = fixed_sequence_cutoff([], [], alpha=self.alpha, delta=self.delta, strict=False)
             cut = dataclasses.replace(empty, n=len(labelled), note=judge.note)
@@ -1303,8 +1320,7 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         report: list[dict[str, Any]] = []
         for i, stage in enumerate(self.stages):
             reached = len(remaining)
-            if stage.source == "panel" and not stage.panel and not isinstance(stage.inner, PanelJudge):
-                stage = stage.replace(panel=stage._variants(seed), seed=seed)
+            stage = stage.with_panel(seed)
             if reached == 0 or stage.source is None:
                 cut = fixed_sequence_cutoff([], [], alpha=self.alpha, delta=self.delta, strict=False)
                 if stage.source is None:
