@@ -145,7 +145,9 @@ def _mean_interval(values: list[float], policy: RoutingPolicy,
     Pass/fail scores (all 0 or 1) get the Wilson score interval, which stays
     honest at the edges (95 passes out of 95 is not proof of a 100% pass rate;
     a bootstrap would say [1, 1]). Other scores get a seeded percentile
-    bootstrap of the mean (``scipy.stats.bootstrap``). With ``clusters`` (the
+    bootstrap of the mean (``scipy.stats.bootstrap``); scores all equal (not 0 or 1), whose every resample
+    has the same mean, get Hoeffding's bound instead (``"hoeffding"``,
+    :func:`~llm_connect.stats.estimates.equal_labels_interval`). With ``clusters`` (the
     conversation of each observation) a seeded percentile bootstrap that
     resamples whole conversations (``"cluster bootstrap"``; no interval with
     fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them); scores all
@@ -177,8 +179,11 @@ def _mean_interval(values: list[float], policy: RoutingPolicy,
 
         ci = binomtest(int(data.sum()), len(data)).proportion_ci(confidence_level=policy.confidence, method="wilson")
         return float(ci.low), float(ci.high), "wilson"
-    if np.all(data == data[0]):
-        return (float(data[0]), float(data[0]), "bootstrap")
+    if np.all(data == data[0]):  # every resample has the same mean: a bootstrap would say [x, x]
+        from .stats.estimates import equal_labels_interval
+
+        lo_eq, hi_eq, _ = equal_labels_interval(float(data[0]), len(data), policy.confidence)
+        return lo_eq, hi_eq, "hoeffding"
     from scipy.stats import bootstrap
 
     res = bootstrap(

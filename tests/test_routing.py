@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -75,6 +76,17 @@ def test_bootstrap_interval_matches_an_independent_percentile_bootstrap(ledger):
     assert ev.loc[0, "quality_low"] == pytest.approx(low, abs=0.01)
     assert ev.loc[0, "quality_high"] == pytest.approx(high, abs=0.01)
     assert ev.loc[0, "mean_quality"] == pytest.approx(scores.mean())
+
+
+def test_scores_all_equal_get_an_honest_interval_not_a_point(ledger):
+    """Five judge scores of 0.9 and nothing else: every bootstrap resample has mean 0.9, so a bootstrap says
+    [0.9, 0.9] and route would certify the adapter at 0.85 with certainty. Hoeffding's bound is used instead."""
+    for _ in range(5):
+        ledger.append(QualityObservation("qa", "same", "m", 0.0, 0.9, 1, 1, 1, recorded_at=NOW))
+    ev = evidence_table(ledger, "qa", policy=RoutingPolicy(), now=NOW)
+    half = math.sqrt(math.log(2 / 0.05) / (2 * 5))
+    assert ev.loc[0, "quality_low"] == pytest.approx(0.9 - half) and ev.loc[0, "quality_high"] == 1.0
+    assert route(ledger, "qa", threshold=0.85, min_observations=5, now=NOW).adapter_id is None
 
 
 def test_min_observations_and_max_age(ledger):
