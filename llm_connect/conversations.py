@@ -58,6 +58,7 @@ __all__ = [
     "TURN_COLUMNS",
     "as_response",
     "conversation_key",
+    "documents",
     "final_answer",
     "is_trajectory",
     "message_text",
@@ -322,6 +323,31 @@ def as_response(reply: Any, *, adapter_id: str = "candidate", model_id: str = "u
 
 
 def _check_context(value: Any, where: str) -> list[str]:
+    return list(documents(value, where=where) or ())
+
+
+def documents(value: Any, *, where: str = "") -> tuple[str, ...] | None:
+    """An item's ``context`` as a tuple of documents, checked: the one reading every judge and view uses.
+
+    Parameters
+    ----------
+    value
+        A list (or tuple, or numpy array) of strings; ``None`` or NaN for an item without documents.
+    where
+        Where the value is, for an error (``"line 3"``).
+
+    Returns
+    -------
+    tuple of str or None
+        The documents; ``None`` when the item has none.
+
+    Raises
+    ------
+    ValidationError
+        A string, a mapping or another non-list, or a document that is not a string.
+    """
+    if value is None or (isinstance(value, float) and value != value):  # NaN: a row without documents
+        return None
     value = _as_list(value)
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise ValidationError(_where(where, f"context must be a list of strings (the documents), got "
@@ -329,7 +355,7 @@ def _check_context(value: Any, where: str) -> list[str]:
     for j, doc in enumerate(value):
         if not isinstance(doc, str):
             raise ValidationError(_where(where, f"context[{j}] is a {type(doc).__name__}, not a string"))
-    return list(value)
+    return tuple(value)
 
 
 # -- turns ---------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from ._pairwise_local import (
 )
 from ._parse import Found, UntrustedText, defang, find_json_objects, json_key, quote
 from ._rubric import Rubric, _esc, example_texts, examples_fence
-from ._transcript import CONVERSATION_LAYOUT, CONVERSATION_LAYOUT_HASH, ItemView, item_view, reply_view
+from ._transcript import CONVERSATION_LAYOUT, CONVERSATION_LAYOUT_HASH, ItemBinding, ItemView
 from ._verdicts import PAIRWISE_ORDERS, PAIRWISE_SCORES, combine_orders, majority_vote, offered_label, verdict_for
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ def _pairwise_conversation_head(rubric: Rubric | None, allow_tie: bool) -> str:
 
 
 @dataclass
-class PairwiseJudge(_DetailedBatch):
+class PairwiseJudge(_DetailedBatch, ItemBinding):
     """Asks which of two answers is better, baseline and candidate, in both orders by default.
 
     Calls: 2 per judgment (baseline shown first as A, then candidate first),
@@ -353,24 +353,7 @@ class PairwiseJudge(_DetailedBatch):
         ValidationError
             Malformed messages or documents; ``scoring="a-b"`` (its one-token local layout shows no transcript).
         """
-        view = item_view(messages, context)
-        if view is None:
-            return self
-        self._check_conversation()
-        bound = copy.copy(self)
-        bound.__dict__["_view"] = view
-        return bound
-
-    @property
-    def item(self) -> ItemView | None:
-        """The conversation item this judge is bound to (:meth:`with_item`), or ``None``."""
-        return self.__dict__.get("_view")
-
-    def _view_for(self, baseline: LLMResponse, candidate: LLMResponse) -> ItemView | None:
-        view = self.item or reply_view(baseline, candidate)
-        if view is not None:
-            self._check_conversation()
-        return view
+        return self.bind_item(messages, context)
 
     def _check_conversation(self) -> None:
         if self.scoring == "a-b":

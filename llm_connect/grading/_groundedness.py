@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._runtime import acall_complete
+from ..conversations import documents as read_documents
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, JudgeBase, validate_grader_id
@@ -105,21 +106,6 @@ def _spent(replies: Sequence[LLMResponse]) -> LLMResponse:
     return LLMResponse(content=last.content, adapter_id=last.adapter_id, model_id=last.model_id, **_usage(replies))
 
 
-def _documents(context: Any) -> tuple[str, ...] | None:
-    if context is None:
-        return None
-    if isinstance(context, float) and context != context:  # NaN: a row without a context
-        return None
-    if type(context).__name__ == "ndarray":
-        context = context.tolist()
-    if isinstance(context, (str, bytes, Mapping)) or not isinstance(context, Sequence):
-        raise ValidationError(f"context must be a list of strings (the documents), got {type(context).__name__}")
-    for j, doc in enumerate(context):
-        if not isinstance(doc, str):
-            raise ValidationError(f"context[{j}] is a {type(doc).__name__}, not a string")
-    return tuple(context)
-
-
 class GroundednessJudge(JudgeBase):
     """The share of the answer's factual claims that its documents (the item's ``context``) support.
 
@@ -166,7 +152,7 @@ class GroundednessJudge(JudgeBase):
             raise ValidationError(f"rubric must be a Rubric, got {type(rubric).__name__}")
         self.adapter = adapter
         self.rubric = rubric
-        self.context = _documents(context)
+        self.context = read_documents(context)
         self.grader_id = validate_grader_id(grader_id)
         self.seed = seed
 
@@ -187,8 +173,8 @@ class GroundednessJudge(JudgeBase):
 
     def with_context(self, context: Any) -> GroundednessJudge:
         """A copy judging against ``context`` (a missing one keeps this judge's own documents)."""
-        documents = _documents(context)
-        return self if documents is None else self._copy(context=documents)
+        docs = read_documents(context)
+        return self if docs is None else self._copy(context=docs)
 
     def with_seed_offset(self, offset: int) -> GroundednessJudge:
         """The judge of a later epoch (``judge_many(epochs=...)``): ``seed + offset`` when a seed is set."""
@@ -266,7 +252,7 @@ class GroundednessJudge(JudgeBase):
         return [out[k] for k in range(1, len(claims) + 1)]
 
     def _documents_for(self, context: Any) -> tuple[str, ...]:
-        documents = _documents(context) if context is not None else self.context
+        documents = read_documents(context) if context is not None else self.context
         if documents is None:
             raise ValidationError("GroundednessJudge needs the documents the answer may use: give the item a context "
                                   "column (a list of strings), or judge(..., context=[...])")

@@ -34,7 +34,7 @@ from ._rubric import (
     register_builtin,
     word_reply_format,
 )
-from ._transcript import CONVERSATION_LAYOUT, CONVERSATION_LAYOUT_HASH, ItemView, item_view, reply_view, stable_offsets
+from ._transcript import CONVERSATION_LAYOUT, CONVERSATION_LAYOUT_HASH, ItemBinding, ItemView, stable_offsets
 
 __all__ = [
     "LLM_JUDGE_LOGPROB_RUBRIC",
@@ -494,7 +494,7 @@ register_builtin("yes-no", Rubric(
 
 
 @dataclass
-class LLMJudge(JudgeBase):
+class LLMJudge(JudgeBase, ItemBinding):
     """Asks an LLM to grade the candidate against the baseline with a fixed rubric.
 
     One ``judge()`` makes exactly one adapter call, with the caller's run config
@@ -616,20 +616,7 @@ class LLMJudge(JudgeBase):
         ValidationError
             Malformed messages or documents.
         """
-        view = item_view(messages, context)
-        if view is None:
-            return self
-        bound = copy.copy(self)
-        bound.__dict__["_view"] = view
-        return bound
-
-    @property
-    def item(self) -> ItemView | None:
-        """The conversation item this judge is bound to (:meth:`with_item`), or ``None``."""
-        return self.__dict__.get("_view")
-
-    def _view_for(self, baseline: LLMResponse, candidate: LLMResponse) -> ItemView | None:
-        return self.item or reply_view(baseline, candidate)
+        return self.bind_item(messages, context)
 
     @property
     def needs_reference(self) -> bool:

@@ -30,17 +30,18 @@ any of them is never taken as the judge's (:class:`~llm_connect.grading._parse.U
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..conversations import documents
 from ..core import LLMResponse
-from ..errors import ValidationError
 from ._parse import UntrustedText, defang, fence_block, fence_for
 
-__all__ = ["CONVERSATION_LAYOUT", "CONVERSATION_LAYOUT_HASH", "ItemView", "item_view", "stable_offsets"]
+__all__ = ["CONVERSATION_LAYOUT", "CONVERSATION_LAYOUT_HASH", "ItemBinding", "ItemView", "item_view", "stable_offsets"]
 
 #: The fixed text of the conversation layout (its section headings and the data note); its hash
 #: (:data:`CONVERSATION_LAYOUT_HASH`) is part of the ``rubric_hash`` of a judge bound to a conversation item.
@@ -126,21 +127,6 @@ def _role(message: Mapping[str, Any]) -> str:
     return "SYSTEM" if role == "developer" else role.upper()
 
 
-def _documents(context: Any) -> tuple[str, ...]:
-    if context is None:
-        return ()
-    if type(context).__name__ == "ndarray":
-        context = context.tolist()
-    if isinstance(context, float) and context != context:  # NaN: a row without documents
-        return ()
-    if isinstance(context, (str, bytes, Mapping)) or not isinstance(context, Sequence):
-        raise ValidationError(f"context must be a list of strings (the documents), got {type(context).__name__}")
-    for j, doc in enumerate(context):
-        if not isinstance(doc, str):
-            raise ValidationError(f"context[{j}] is a {type(doc).__name__}, not a string")
-    return tuple(context)
-
-
 @dataclass(frozen=True)
 class ItemView:
     """A conversation item as a judge shows it: its ``messages`` (normalized) and ``context`` documents.
@@ -211,7 +197,7 @@ def item_view(messages: Any = None, context: Any = None) -> ItemView | None:
     has no messages before it) is a view with an empty transcript."""
     from ..conversations import normalize_messages
 
-    docs = _documents(context)
+    docs = documents(context) or ()
     if messages is None or (isinstance(messages, float) and messages != messages):
         if not docs:
             return None
@@ -249,3 +235,35 @@ def stable_offsets(prompt: str, view: ItemView) -> tuple[int, ...] | None:
     heads = [prompt.find(CONVERSATION_LAYOUT[k]) for k in ("documents", "transcript")]
     head = min((h for h in heads if h > 0), default=0)
     return tuple(([head] if 0 < head < ends[0] else []) + ends)
+
+
+class ItemBinding:
+    """What a judge that shows conversation items shares: binding to one item (:meth:`bind_item`), the item it is
+    bound to (:attr:`item`) and the view of a pair of replies (:meth:`_view_for`). A judge whose layout cannot
+    show a conversation refuses in :meth:`_check_conversation`."""
+
+    uses_item = True
+
+    def bind_item(self, messages: Any = None, context: Any = None) -> Any:
+        """A copy bound to the item's ``messages`` and ``context``; this judge itself for an item with neither."""
+        view = item_view(messages, context)
+        if view is None:
+            return self
+        self._check_conversation()
+        bound = copy.copy(self)
+        bound.__dict__["_view"] = view
+        return bound
+
+    @property
+    def item(self) -> ItemView | None:
+        """The conversation item this judge is bound to (``with_item``), or ``None``."""
+        return self.__dict__.get("_view")
+
+    def _view_for(self, baseline: LLMResponse, candidate: LLMResponse) -> ItemView | None:
+        view = self.item or reply_view(baseline, candidate)
+        if view is not None:
+            self._check_conversation()
+        return view
+
+    def _check_conversation(self) -> None:
+        """Raise when the judge's layout cannot show a conversation (nothing to check by default)."""
