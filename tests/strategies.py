@@ -34,6 +34,7 @@ Two families, named for their purpose:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -256,3 +257,59 @@ def paris_judge(refusal: str = "Sorry, I cannot grade that.") -> Callable[[str],
         return json.dumps({"notes": "ok", "quality_score": 1.0 if "Paris" in candidate else 0.0})
 
     return reply
+
+
+# -- scripted LLM judges whose token probabilities are known (selective judging) -----------------------------
+
+SCRIPTED_ITEM = re.compile(r"item-(\d+)")
+
+
+def selective_items(n, seed=0):
+    """Items ``item-i`` with a known P(yes) per item and a human label drawn from it (a calibrated judge)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    p_yes = rng.uniform(size=n)
+    human = rng.uniform(size=n) < p_yes
+    return pd.DataFrame({"id": [f"q{i}" for i in range(n)], "prompt": [f"question {i}?" for i in range(n)],
+                         "baseline": ["the reference"] * n, "candidate": [f"answer item-{i}" for i in range(n)],
+                         "human": np.where(human, "yes", "no"), "p_yes": p_yes})
+
+
+def calibrated_p_yes(labels, *, low, seed, sure=0.0):
+    """P(yes) of a calibrated judge of ``labels``: sure to a degree u ~ U(low, 1) (a share ``sure`` of the items
+    at u ~ U(0.995, 1)), and right with probability u."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y = np.asarray(labels, dtype=bool)
+    u = np.where(rng.uniform(size=y.size) < sure, rng.uniform(0.995, 1.0, size=y.size),
+                 rng.uniform(low, 1.0, size=y.size))
+    verdict = np.where(rng.uniform(size=y.size) < u, y, ~y)
+    return np.where(verdict, u, 1 - u)
+
+
+def yes_no_adapter(p_yes, cost=0.001):
+    """A scripted adapter answering "yes"/"no" for ``item-i`` with P(yes) = ``p_yes[i]`` in its logprobs."""
+    import math
+
+    from llm_connect import LLMResponse, TokenLogprob
+    from llm_connect.testing import ScriptedAdapter
+
+    def reply(prompt, run_config):
+        p = float(p_yes[int(SCRIPTED_ITEM.search(prompt).group(1))])
+        p = min(max(p, 1e-6), 1 - 1e-6)
+        token = "yes" if p >= 0.5 else "no"
+        top = (("yes", math.log(p)), ("no", math.log(1 - p)))
+        return LLMResponse(content=token, adapter_id="s", model_id="m",
+                           logprobs=(TokenLogprob(token, dict(top)[token], top),))
+
+    return ScriptedAdapter(reply, adapter_id="scripted:judge", model_id="judge-model", cost_per_call=cost)
+
+
+def yes_no_judge(p_yes, grader_id="llm-judge", cost=0.001):
+    """An ``LLMJudge(scoring="yes-no")`` on :func:`yes_no_adapter`."""
+    from llm_connect import LLMJudge
+
+    return LLMJudge(yes_no_adapter(p_yes, cost), grader_id=grader_id, scoring="yes-no")

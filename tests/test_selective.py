@@ -17,8 +17,9 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 from statsmodels.stats.proportion import proportion_confint
+from strategies import SCRIPTED_ITEM, calibrated_p_yes, selective_items, yes_no_adapter, yes_no_judge
 
-from llm_connect import LLMResponse, RunConfig, TokenLogprob
+from llm_connect import LLMResponse, RunConfig
 from llm_connect.errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
 from llm_connect.grading import (
     CascadeJudge,
@@ -227,44 +228,8 @@ def test_evaluate_cutoff_on_held_out_items():
 
 # -- a scripted LLM judge whose token probabilities are known ---------------------------------------
 
-ITEM = re.compile(r"item-(\d+)")
-
-
-def _items(n, seed=0):
-    """Items ``item-i`` with a known P(yes) per item and a human label drawn from it (a calibrated judge)."""
-    rng = np.random.default_rng(seed)
-    p_yes = rng.uniform(size=n)
-    human = rng.uniform(size=n) < p_yes
-    return pd.DataFrame({"id": [f"q{i}" for i in range(n)], "prompt": [f"question {i}?" for i in range(n)],
-                         "baseline": ["the reference"] * n, "candidate": [f"answer item-{i}" for i in range(n)],
-                         "human": np.where(human, "yes", "no"), "p_yes": p_yes})
-
-
-def _calibrated(labels, *, low, seed, sure=0.0):
-    """P(yes) of a calibrated judge of ``labels``: sure to a degree u ~ U(low, 1) (a share ``sure`` of the items
-    at u ~ U(0.995, 1)), and right with probability u."""
-    rng = np.random.default_rng(seed)
-    y = np.asarray(labels, dtype=bool)
-    u = np.where(rng.uniform(size=y.size) < sure, rng.uniform(0.995, 1.0, size=y.size),
-                 rng.uniform(low, 1.0, size=y.size))
-    verdict = np.where(rng.uniform(size=y.size) < u, y, ~y)
-    return np.where(verdict, u, 1 - u)
-
-
-def _yes_no_adapter(p_yes, cost=0.001):
-    def reply(prompt, run_config):
-        p = float(p_yes[int(ITEM.search(prompt).group(1))])
-        p = min(max(p, 1e-6), 1 - 1e-6)
-        token = "yes" if p >= 0.5 else "no"
-        top = (("yes", math.log(p)), ("no", math.log(1 - p)))
-        return LLMResponse(content=token, adapter_id="s", model_id="m",
-                           logprobs=(TokenLogprob(token, dict(top)[token], top),))
-
-    return ScriptedAdapter(reply, adapter_id="scripted:judge", model_id="judge-model", cost_per_call=cost)
-
-
-def _llm(p_yes, grader_id="llm-judge", cost=0.001):
-    return LLMJudge(_yes_no_adapter(p_yes, cost), grader_id=grader_id, scoring="yes-no")
+ITEM = SCRIPTED_ITEM
+_items, _calibrated, _yes_no_adapter, _llm = selective_items, calibrated_p_yes, yes_no_adapter, yes_no_judge
 
 
 def test_selective_llm_judge_logprob_confidence_calibrate_and_abstain(tmp_path):
