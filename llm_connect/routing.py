@@ -138,6 +138,19 @@ class RoutingPolicy:
             raise ValidationError(f"cluster must be 'auto', None or the name of a tag, got {self.cluster!r}")
 
 
+def _equal_scores_interval(value: float, n: int, confidence: float) -> tuple[float, float]:
+    """An exact interval for the mean of scores in 0..1 when ``n`` of them all equal ``value``.
+
+    Let ``p`` be the probability of a score equal to ``value``. ``n`` draws all equal to it bound ``p`` below by
+    the one-sided Clopper–Pearson bound ``q = (α/2)^(1/n)`` (Clopper & Pearson 1934); the rest of the mass lies
+    anywhere in 0..1, so the mean lies in ``[value·q, value + (1 − value)(1 − q)]``. For ``value`` 1 or 0 this
+    is the Clopper–Pearson interval of ``n`` successes (or failures) of ``n``; a bootstrap would say
+    ``[value, value]``.
+    """
+    q = ((1.0 - confidence) / 2.0) ** (1.0 / n)
+    return value * q, value + (1.0 - value) * (1.0 - q)
+
+
 def _mean_interval(values: list[float], policy: RoutingPolicy,
                    clusters: list[Any] | None = None) -> tuple[float, float, str]:
     """An interval for the mean quality.
@@ -146,8 +159,8 @@ def _mean_interval(values: list[float], policy: RoutingPolicy,
     honest at the edges (95 passes out of 95 is not proof of a 100% pass rate;
     a bootstrap would say [1, 1]). Other scores get a seeded percentile
     bootstrap of the mean (``scipy.stats.bootstrap``); scores all equal (not 0 or 1), whose every resample
-    has the same mean, get Hoeffding's bound instead (``"hoeffding"``,
-    :func:`~llm_connect.stats.estimates.equal_labels_interval`). With ``clusters`` (the
+    has the same mean, get :func:`_equal_scores_interval` instead (``"exact (equal scores)"``). With
+    ``clusters`` (the
     conversation of each observation) a seeded percentile bootstrap that
     resamples whole conversations (``"cluster bootstrap"``; no interval with
     fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them); scores all
@@ -180,10 +193,8 @@ def _mean_interval(values: list[float], policy: RoutingPolicy,
         ci = binomtest(int(data.sum()), len(data)).proportion_ci(confidence_level=policy.confidence, method="wilson")
         return float(ci.low), float(ci.high), "wilson"
     if np.all(data == data[0]):  # every resample has the same mean: a bootstrap would say [x, x]
-        from .stats.estimates import equal_labels_interval
-
-        lo_eq, hi_eq, _ = equal_labels_interval(float(data[0]), len(data), policy.confidence)
-        return lo_eq, hi_eq, "hoeffding"
+        lo_eq, hi_eq = _equal_scores_interval(float(data[0]), len(data), policy.confidence)
+        return lo_eq, hi_eq, "exact (equal scores)"
     from scipy.stats import bootstrap
 
     res = bootstrap(

@@ -158,7 +158,7 @@ def routing_decision(tmp_path: Path, make_obs) -> tuple[str, set[str], list[str]
     now = datetime(2026, 1, 2, tzinfo=UTC)
     task = evil("task_type")
     for i in range(25):
-        for adapter, quality in (("good", 0.95), ("weak", 0.3)):
+        for adapter, quality in (("good", 0.94 + 0.01 * (i % 3)), ("weak", 0.3)):  # scores that vary: a bootstrap
             ledger.append(make_obs(task_type=task, adapter_id=evil(f"{adapter} adapter"),
                                            model_id=evil(f"{adapter} model"), quality_score=quality,
                                            recorded_at=now - timedelta(minutes=i)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -80,12 +79,17 @@ def test_bootstrap_interval_matches_an_independent_percentile_bootstrap(ledger):
 
 def test_scores_all_equal_get_an_honest_interval_not_a_point(ledger):
     """Five judge scores of 0.9 and nothing else: every bootstrap resample has mean 0.9, so a bootstrap says
-    [0.9, 0.9] and route would certify the adapter at 0.85 with certainty. Hoeffding's bound is used instead."""
+    [0.9, 0.9] and route would certify the adapter at 0.85 with certainty. The exact bound is used instead: the
+    share of scores equal to 0.9 is at least q = 0.025^(1/5) (Clopper–Pearson), the rest anywhere in 0..1."""
+    from scipy.stats import beta
+
     for _ in range(5):
         ledger.append(QualityObservation("qa", "same", "m", 0.0, 0.9, 1, 1, 1, recorded_at=NOW))
     ev = evidence_table(ledger, "qa", policy=RoutingPolicy(), now=NOW)
-    half = math.sqrt(math.log(2 / 0.05) / (2 * 5))
-    assert ev.loc[0, "quality_low"] == pytest.approx(0.9 - half) and ev.loc[0, "quality_high"] == 1.0
+    q = beta.ppf(0.025, 5, 1)  # scipy's Clopper–Pearson lower bound of 5 successes in 5
+    assert q == pytest.approx(0.025 ** (1 / 5))
+    assert ev.loc[0, "quality_low"] == pytest.approx(0.9 * q) and ev.loc[0, "quality_high"] == pytest.approx(
+        0.9 + 0.1 * (1 - q))
     assert route(ledger, "qa", threshold=0.85, min_observations=5, now=NOW).adapter_id is None
 
 
