@@ -138,6 +138,7 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     ray.data.DataContext.get_current().enable_progress_bars = False
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the factories above, for the workers
+    ray.cloudpickle.register_pickle_by_value(sys.modules["strategies"])  # and the builders they call
     yield ray
     ray.shutdown()
 
