@@ -29,7 +29,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, MissingDependencyError, module_installed
+from ..errors import DISTRIBUTION, ConfigError, MissingDependencyError, module_installed
 
 __all__ = ["OnnxLlama", "convert", "load_model", "missing_for_runtime", "writer_versions"]
 
@@ -69,9 +69,10 @@ def writer_versions() -> dict[str, str]:
     try:
         found["converter"] = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     except OSError:  # no source beside the bytecode: the package's version stands for it
-        from .. import __version__
-
-        found["converter"] = str(__version__)
+        try:
+            found["converter"] = version(DISTRIBUTION)
+        except PackageNotFoundError:
+            found["converter"] = "unknown"
     return found
 
 
