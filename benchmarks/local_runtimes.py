@@ -16,6 +16,8 @@ one-token verdict read from its logprobs) on the first N items of ``data/qa_cali
   part) and the peak (``VmHWM``);
 - the load average (``/proc/loadavg``) when the process started: on a shared machine, read each figure with it.
 
+The processes run with ``OMP_WAIT_POLICY=PASSIVE`` (unless it is set), as under the ``llm-connect`` command.
+
 Run: ``python benchmarks/local_runtimes.py [--n 80] [--runtime transformers --runtime llama.cpp]``. Targets: the
 first verdict <= 3 s from a warm cache, <= 0.20 s median per judgment, on an idle 2-core machine, for each runtime.
 """
@@ -92,7 +94,9 @@ def child(runtime: str, n: int, started: float) -> dict[str, Any]:
 
 def measure(runtime: str, n: int, cache: Path) -> dict[str, Any]:
     """``child`` in a new process with ``cache`` as the converted-model cache."""
-    env = {**os.environ, "LLM_CONNECT_CACHE_DIR": str(cache)}
+    # OpenMP waits passively, as under the llm-connect command: llama.cpp (and PyTorch, before) otherwise
+    # busy-wait between steps, many times slower on a machine shared with other work
+    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "LLM_CONNECT_CACHE_DIR": str(cache)}
     started = time.time()
     done = subprocess.run([sys.executable, __file__, "--child", runtime, "--n", str(n), "--started", repr(started)],
                           env=env, capture_output=True, text=True)
