@@ -9,9 +9,9 @@ the chat template in the manifest. The entry is kept in the converted-model cach
 versions of the libraries that wrote it.
 
 Later processes load it with onnxruntime (imported in a few tenths of a second, no torch): the weights are
-memory-mapped from the cache (onnxruntime maps aligned external data; weights are not pre-packed, so they stay
-shared with the page cache), the tokenizer is read by ``tokenizers`` and the chat template rendered with jinja2
-as transformers renders it. :class:`OnnxLlama` runs one forward pass over new tokens given the KV cache of the
+memory-mapped from the cache (onnxruntime maps aligned external data) and the layers' matrices packed for its
+GEMM kernels, the tokenizer is read by ``tokenizers`` and the chat template rendered with jinja2 as
+transformers renders it. :class:`OnnxLlama` runs one forward pass over new tokens given the KV cache of the
 ones before (``past``) and returns the last position's logits and the extended KV cache; the adapter
 (``TransformersAdapter``) does the sampling, the logprobs and the prefix reuse on numpy.
 
@@ -329,12 +329,13 @@ class OnnxLlama:
         options.intra_op_num_threads = max(1, int(threads))
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.log_severity_level = 3
         # threads sleep between calls rather than spin (a spinning pool is many times slower on a busy machine)
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        # weights stay memory-mapped from the cache instead of being copied into packed buffers
-        options.add_session_config_entry("session.disable_prepacking", "1")
+        # The weights are mapped from the cache; the matrices of the layers are then packed into the GEMM
+        # kernels' layout (half a second, anonymous memory of their size), which makes a judgment about a third
+        # cheaper (MatMul is four fifths of a forward pass). The embedding table stays mapped.
         self.session = ort.InferenceSession(str(entry / GRAPH), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(entry / TOKENIZER))
         self._template = _compile_template(config["chat_template"])
