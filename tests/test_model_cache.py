@@ -111,6 +111,8 @@ def _another_models_entry(entry: Path, tmp_path: Path) -> None:
 CORRUPTIONS = {
     "an unreadable manifest": (lambda e, t: (e / "manifest.json").write_text("{half a manifest"),
                                "its manifest.json is missing or unreadable"),
+    "an edited manifest": (lambda e, t: (e / "manifest.json").write_text(
+        (e / "manifest.json").read_text().replace('"layers": 1', '"layers": 2')), "its manifest.json is corrupt"),
     "no manifest (a partial copy)": (lambda e, t: (e / "manifest.json").unlink(), "its manifest.json is missing"),
     "a truncated file": (lambda e, t: os.truncate(e / "weights.bin", 100),
                          f"weights.bin has 100 bytes, {len(WEIGHTS)} were written"),

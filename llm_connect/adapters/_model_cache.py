@@ -10,7 +10,7 @@ result here, so that later processes load it in a fraction of a second instead o
 ``<cache>`` is ``$LLM_CONNECT_CACHE_DIR``, else the user cache directory (``platformdirs``:
 ``~/.cache/llm-connect`` on Linux). An entry's key is the model file's content hash (SHA-256) and the versions
 of the libraries that wrote it, so a changed file or an upgrade builds a new entry. Its manifest records every
-file's size and SHA-256.
+file's size and SHA-256, and its own (of the rest of its content).
 
 **Checked before use, cheaply.** Hashing the 540 MB of weights at every load would cost half a second, so the
 full hashes are compared once, and again whenever a file's stat (size, modification and change times, inode)
@@ -98,6 +98,12 @@ def _write_json(path: Path, data: Any) -> None:
         raise
 
 
+def _digest_of(manifest: dict[str, Any]) -> str:
+    """The SHA-256 of a manifest's content without its own ``digest`` (so an edited manifest is found)."""
+    body = {key: value for key, value in manifest.items() if key != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def _read_json(path: Path) -> Any:
     """The JSON object at ``path``, or ``None`` when it is missing or unreadable."""
     try:
@@ -144,6 +150,8 @@ def check_entry(entry: Path, digest: str, versions: dict[str, str]) -> str | Non
     manifest = _read_json(entry / MANIFEST)
     if manifest is None:
         return f"its {MANIFEST} is missing or unreadable"
+    if manifest.get("digest") != _digest_of(manifest):
+        return f"its {MANIFEST} is corrupt (its content is not what was written)"
     if manifest.get("format") != FORMAT:
         return f"its format is {manifest.get('format')!r}, this version writes {FORMAT}"
     source = manifest.get("source")
@@ -247,6 +255,7 @@ def open_entry(source: Path, versions: dict[str, str], build: Callable[[Path], d
             manifest = {"format": FORMAT, "versions": versions, "files": files, "config": config,
                         "source": {"name": source.name, "sha256": digest, "size": source.stat().st_size},
                         "seconds": round(took, 1)}
+            manifest["digest"] = _digest_of(manifest)
             _write_json(building / MANIFEST, manifest)
             _write_json(building / STAMP, {name: _stat_key(building / name) for name in files})
             if entry.exists():
