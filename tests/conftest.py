@@ -20,9 +20,9 @@ comments, so a test that only names Ray or a model in a message is not caught. A
 than about five seconds for another reason carries ``@pytest.mark.slow`` itself.
 
 The embedded LLM's converted-model cache (``LLM_CONNECT_CACHE_DIR``) points, for the whole session and the
-processes its tests start, at pytest's own cache directory (``.pytest_cache/d/llm-connect-models``), never at
-the user's: the model is converted once there and reused by later runs (``--cache-clear`` empties it). Tests of
-the cache itself give each process a directory of their own.
+processes its tests start, at a temporary directory removed when the session ends, never at the user's cache
+directory: the model is converted once per session there. Tests of the cache itself give each process a
+directory of their own.
 """
 
 from __future__ import annotations
@@ -48,16 +48,12 @@ NQ301 = SHARED / "data" / "nq301"
 
 def pytest_configure(config: pytest.Config) -> None:
     """Keep the converted-model cache out of the user's cache directory (see the module docstring)."""
-    cache = getattr(config, "cache", None)
-    if cache is not None:
-        where = str(cache.mkdir("llm-connect-models"))
-    else:  # pytest -p no:cacheprovider: a directory for this session
-        import atexit
-        import shutil
-        import tempfile
+    import atexit
+    import shutil
+    import tempfile
 
-        where = tempfile.mkdtemp(prefix="llm-connect-models-")
-        atexit.register(shutil.rmtree, where, True)
+    where = tempfile.mkdtemp(prefix="llm-connect-models-")
+    atexit.register(shutil.rmtree, where, True)
     os.environ["LLM_CONNECT_CACHE_DIR"] = where
 
 
