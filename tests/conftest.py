@@ -18,6 +18,11 @@ The fast loop is ``python -m pytest -m "not slow"``; the full suite is ``python 
 and adds ``slow`` to all of these. Code is read as tokens, without strings, docstrings and
 comments, so a test that only names Ray or a model in a message is not caught. A test that takes more
 than about five seconds for another reason carries ``@pytest.mark.slow`` itself.
+
+The embedded LLM's converted-model cache (``LLM_CONNECT_CACHE_DIR``) points, for the whole session and the
+processes its tests start, at a temporary directory removed when the session ends, never at the user's cache
+directory: the model is converted once per session there. Tests of the cache itself give each process a
+directory of their own.
 """
 
 from __future__ import annotations
@@ -42,6 +47,17 @@ os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 NQ301 = SHARED / "data" / "nq301"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the converted-model cache out of the user's cache directory (see the module docstring)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="llm-connect-models-")
+    atexit.register(shutil.rmtree, where, True)
+    os.environ["LLM_CONNECT_CACHE_DIR"] = where
 
 
 @pytest.fixture

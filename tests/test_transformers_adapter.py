@@ -1,8 +1,11 @@
-"""TransformersAdapter: the embedded SmolLM2 GGUF on transformers + PyTorch, the runtime that needs no compile.
+"""TransformersAdapter: the embedded SmolLM2 GGUF converted once by transformers and run on onnxruntime, the
+runtime that needs no compile.
 
-The real model runs (no mocks): repeatable to the bit, the instructions decoded once, the yes-no judge and the
-pairwise judge scoring every item, and the demo itself on this runtime with llama.cpp made unimportable (what a
-first install with the ``local`` extra alone runs).
+The real model runs (no mocks): the converted model against transformers reading the GGUF itself (the same
+tokens, texts and, to float rounding, logits), repeatable to the bit, the instructions decoded once, the yes-no
+judge and the pairwise judge scoring every item, and the demo itself on this runtime with llama.cpp made
+unimportable (what a first install with the ``local`` extra alone runs). The converted-model cache has its own
+tests (``test_model_cache.py``); here it is the session's (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from llm_connect.errors import BadRequestError, ValidationError
 
 pytest.importorskip("transformers", reason="the local extra is not installed: pip install -e '.[local]'")
 pytest.importorskip("gguf", reason="the local extra is not installed: pip install -e '.[local]'")
+pytest.importorskip("onnxruntime", reason="the local extra is not installed: pip install -e '.[local]'")
 
 from llm_connect.adapters import TransformersAdapter, default_gguf_path
 
@@ -42,6 +46,43 @@ def item_prompt(question: str, reference: str, answer: str) -> str:
 @pytest.fixture(scope="module")
 def adapter() -> TransformersAdapter:
     return TransformersAdapter().load()
+
+
+def test_the_converted_model_reads_as_transformers_reads_the_gguf(adapter):
+    """Tokens of the chat template, the text of every token and the logits: those of transformers' own model
+    of the same GGUF file (the reference implementation), the logits to float32 rounding."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = default_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    model = adapter._model
+    chats = [[{"role": "user", "content": "Hi"}],
+             [{"role": "system", "content": SYSTEM}, {"role": "user", "content": item_prompt(*ITEMS[2])}],
+             [{"role": "system", "content": "  spaces\n\ttabs "},
+              {"role": "user", "content": "é 日本 🙂 <|im_end|> x"}]]
+    for chat in chats:
+        for generation in (True, False):
+            ours = model.chat_tokens(chat, add_generation_prompt=generation)
+            theirs = tokenizer.apply_chat_template(chat, add_generation_prompt=generation, tokenize=True,
+                                                   return_dict=False)
+            assert ours == list(theirs)
+    every = list(range(model.vocab))
+    assert [model.decode([i]) for i in every] == [tokenizer.decode([i]) for i in every]
+    sample = model.chat_tokens(chats[2], add_generation_prompt=True)
+    assert model.decode(sample, skip_special_tokens=True) == tokenizer.decode(sample, skip_special_tokens=True)
+
+    reference = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True,
+                                                     dtype=torch.float32).eval()
+    for chat in chats:
+        tokens = model.chat_tokens(chat, add_generation_prompt=True)
+        with torch.inference_mode():
+            expected = reference(torch.tensor([tokens])).logits[0, -1].double().numpy()
+        cut = len(tokens) // 2  # decoded in two segments, as a reused prefix is
+        logits, _ = model.forward(tokens[cut:], model.forward(tokens[:cut], None)[1])
+        assert np.abs(logits - expected).max() < 1e-3 * max(1.0, np.abs(expected).max())
+        assert int(np.argmax(logits)) == int(np.argmax(expected))
 
 
 def test_one_token_verdicts_are_repeatable_to_the_bit_and_the_instructions_decoded_once(adapter):
@@ -119,7 +160,7 @@ def test_the_demo_runs_on_this_runtime_when_llama_cpp_is_not_installed(tmp_path)
     done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=900,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "the LLM judge (SmolLM2-135M on transformers;" in done.stdout
+    assert "the LLM judge (SmolLM2-135M on onnxruntime;" in done.stdout
     assert "llm-judge: 12 scored, 0 unscored, 0 errors" in done.stdout
     rows = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
     scores = [r["judges"]["llm-judge"]["score"] for r in rows if r.get("kind") == "item"]

@@ -7,7 +7,7 @@ adapter                         talks to                                     nee
 ``OpenAICompatibleEmbedder``    any OpenAI-compatible ``/embeddings``        (core)
 ``AnthropicAdapter``            Anthropic's Messages API                     (core)
 ``LlamaCppAdapter``             a GGUF file in-process (SmolLM2 by default)  ``[llama]`` extra
-``TransformersAdapter``         the same GGUF on transformers + PyTorch      ``[local]`` extra
+``TransformersAdapter``         the same GGUF, converted once, onnxruntime   ``[local]`` extra
 ``SentenceTransformerEmbedder`` sentence-transformers (MiniLM by default)    ``[local]`` extra
 ==============================  ===========================================  ==================
 
@@ -15,7 +15,7 @@ The HTTP adapters share one base class (:class:`HTTPAdapter`: session on the
 package's event loop, retries, rate limits, error translation) and the chat
 ones one more (:class:`ChatHTTPAdapter`: response cache, budget, cost).
 :func:`local_adapter` gives the embedded LLM on the runtime installed (llama.cpp
-when it is, transformers otherwise).
+when it is, the converted model on onnxruntime otherwise).
 Importing this package imports neither aiohttp nor llama_cpp, torch or
 sentence_transformers: each is imported on first use.
 """

