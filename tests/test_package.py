@@ -236,6 +236,38 @@ def test_no_import_cycles():
     assert cycles == []
 
 
+def _floor(module: str) -> str:
+    """The floor of a module: its subpackage or top-level module (``stats``, ``batch``, ``_runtime``), or ``""``
+    for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_no_private_name_is_imported_across_subpackages():
+    """A floor reaches another only through public names: no ``from X import _name`` (a private function, class,
+    constant or module) where X sits in another subpackage or top-level module than the importer. Within one
+    subpackage private names are shared freely; ``__dunder__`` names are not private."""
+    problems = []
+    for name, path in MODULES.items():
+        here = name.split(".")
+        package = here if path.name == "__init__.py" else here[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = ".".join([*package[: len(package) - (node.level - 1)], *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            if base != "llm_connect" and not base.startswith("llm_connect."):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not (alias.name.startswith("__") and alias.name.endswith("__"))
+                target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                if private and _floor(target) != _floor(name):
+                    problems.append(f"{name} (line {node.lineno}) imports {alias.name} from {base}")
+    assert problems == []
+
+
 def test_the_views_floor_is_reached_only_through_the_display_seam():
     """Below views, a convenience method (report.widget(), Pipeline.plot()) looks its view up by name
     through llm_connect._display at call time; every name so looked up exists in llm_connect.views."""
