@@ -436,7 +436,8 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, rows, args, messa
 
 
 def test_the_bootstraps_chord_steps_reach_the_same_optimum_as_newton():
-    from llm_connect.stats.bradley_terry import _aggregate, _fit_bt, _fit_bt_chord, _hessian
+    from llm_connect.stats._bt_fit import _fit_bt, _fit_bt_chord, _hessian
+    from llm_connect.stats._comparisons import _aggregate
 
     rng = np.random.default_rng(13)
     df = simulate(rng.normal(0, 1, 12), 3000, rng, tie_rate=0.1)

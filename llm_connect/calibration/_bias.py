@@ -33,7 +33,7 @@ from .._html import frame_html, html_format, p_text, with_interval
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
-from ..stats.shift import ShiftStats, _empty_shift, paired_shift
+from ..stats.shift import ShiftStats, empty_shift, paired_shift
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._runner import ItemsLike, _named_judges, is_pairwise, items_table, judge_items
 
@@ -161,7 +161,7 @@ class BiasReport:
 
 
 def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> ProbeResult:
-    stats = _empty_shift(reason)
+    stats = empty_shift(reason)
     return ProbeResult(judge, probe, stats, pd.DataFrame(), threshold)
 
 

@@ -52,7 +52,7 @@ from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
-from ..stats.bradley_terry import _probability_column, _real
+from ..stats.bradley_terry import is_probability_column, real_number
 from ..stats.preferences import (
     PREFERENCES,
     majority_preference,
@@ -489,8 +489,8 @@ def battles(
         out["response_a"], out["response_b"] = frame[found[0]].to_numpy(), frame[found[1]].to_numpy()
     winners = out["winner"]
     decided = winners.isin(PREFERENCES)
-    if _probability_column(pd.unique(winners.dropna().to_numpy(dtype=object)).tolist()):
-        decided |= winners.map(lambda v: (f := _real(v)) is not None and 0.0 <= f <= 1.0).astype(bool)
+    if is_probability_column(pd.unique(winners.dropna().to_numpy(dtype=object)).tolist()):
+        decided |= winners.map(lambda v: (f := real_number(v)) is not None and 0.0 <= f <= 1.0).astype(bool)
     keep = decided & out["model_a"].notna() & out["model_b"].notna()
     result = out[keep.to_numpy(dtype=bool)].reset_index(drop=True)
     result.attrs["dropped"] = int((~keep).sum())

@@ -14,7 +14,7 @@ import pandas as pd
 from .._html import Markup, frame_html, html_format, join, with_interval
 from ..calibration._leaderboard import _shown_board, side_by_side
 from ..errors import ValidationError
-from ..stats.bradley_terry import MEAN, _need_columns
+from ..stats.bradley_terry import MEAN, need_columns
 from ._figures import new_figure, png_data_uri
 from .plots import _axes, _text
 
@@ -31,7 +31,7 @@ def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Ax
     labelled ``group / model``. ``**kwargs`` go to ``Axes.errorbar``. Returns the Axes."""
     if data is None or not isinstance(data, pd.DataFrame):
         raise ValidationError("data is required: pass a leaderboard(...) frame")
-    _need_columns(data, ["model", "rating"])
+    need_columns(data, ["model", "rating"])
     ax = _axes(ax)
     frame = data.sort_values("rating", ascending=True).reset_index(drop=True)
     by = [c for c in data.attrs.get("by", []) if c in frame.columns]
