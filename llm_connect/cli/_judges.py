@@ -95,10 +95,9 @@ def _model_spec(spec: str, what: str) -> tuple[str, str | None]:
 def _shown_url(url: str) -> str:
     """``url`` fit to print: no ``user:password@`` (the adapters' redaction, or a regex if it does not parse)."""
     from .._textsafe import redact_urls
-    from ..adapters._http import _safe_url
 
     try:
-        shown = _safe_url(url)
+        shown = redact_urls(url, mask="***")
     except ValueError:
         shown = url
     return safe_text(redact_urls(shown))
