@@ -268,6 +268,20 @@ def test_no_private_name_is_imported_across_subpackages():
     assert problems == []
 
 
+
+MAX_MODULE_LINES = 1000
+MAX_CALIBRATION_LINES = 6000
+
+
+def test_rooms_of_one_idea_are_small():
+    """No module of the package is over 1,000 lines (a larger one holds more than one idea: split it by idea into
+    private modules beside it), and the calibration floor stays under 6,000 lines in all."""
+    sizes = {path.relative_to(PKG).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+             for path in PKG.rglob("*.py")}
+    assert sorted(f"{name}: {n} lines" for name, n in sizes.items() if n > MAX_MODULE_LINES) == []
+    calibration = sum(n for name, n in sizes.items() if name.startswith("calibration/"))
+    assert calibration <= MAX_CALIBRATION_LINES, f"calibration/ holds {calibration} lines"
+
 def test_the_views_floor_is_reached_only_through_the_display_seam():
     """Below views, a convenience method (report.widget(), Pipeline.plot()) looks its view up by name
     through llm_connect._display at call time; every name so looked up exists in llm_connect.views."""
