@@ -225,24 +225,27 @@ def test_the_public_names_of_the_documented_files_have_numpydoc_sections(module)
     assert not problems, _report(problems)
 
 
-def _doctests(objects: list[tuple[str, Any]]) -> list[doctest.DocTest]:
-    finder = doctest.DocTestFinder(recurse=False)
-    tests = []
-    for name, obj in objects:
-        for test in finder.find(obj, name, globs={"llm_connect": llm_connect, **vars(llm_connect)}):
-            if test.examples:
-                tests.append(test)
-    return tests
+def _defined_in(module_name: str) -> list[tuple[str, Any]]:
+    """The public classes and functions defined in a module (its methods are reached from them)."""
+    module = importlib.import_module(module_name)
+    return [(f"{module_name}.{name}", obj) for name, obj in vars(module).items()
+            if not name.startswith("_") and _documented(obj) and obj.__module__ == module_name]
 
 
 @pytest.mark.parametrize("module", DONE)
 def test_the_examples_of_the_documented_files_run(module):
-    tests = _doctests([(name, obj) for name, obj in _public_names() if obj.__module__ == module])
+    finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    globs = {**vars(importlib.import_module(module)), "llm_connect": llm_connect}
     out: list[str] = []
-    for test in tests:
-        runner.run(test, out=out.append)
+    ran = 0
+    for name, obj in _defined_in(module):
+        for test in finder.find(obj, name, globs=dict(globs)):
+            if test.examples:
+                ran += 1
+                runner.run(test, out=out.append)
     assert runner.failures == 0, "".join(out)
+    assert ran, f"{module}: no examples at all"
 
 
 # -- the shared run-option texts -------------------------------------------------------------------------------------
