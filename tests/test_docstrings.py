@@ -380,6 +380,11 @@ def test_the_site_extension_fills_the_placeholders_from_the_source(tmp_path):
                 The items.
             {concurrency}
             {batch}
+
+            See Also
+            --------
+            plain : Not decorated.
+            llm_connect.judge_many
             """
 
 
@@ -392,7 +397,9 @@ def test_the_site_extension_fills_the_placeholders_from_the_source(tmp_path):
                 The items.
             """
         '''), encoding="utf-8")
-    extensions = griffe.load_extensions(f"{REPO / 'docs' / 'hooks' / 'griffe_shared.py'}:SharedParameters")
+    hooks = REPO / "docs" / "hooks"
+    extensions = griffe.load_extensions(f"{hooks / 'griffe_shared.py'}:SharedParameters",
+                                        f"{hooks / 'griffe_rst.py'}:RstToMarkdown")
     module = griffe.load("shared_demo", search_paths=[str(tmp_path)], extensions=extensions,
                          docstring_parser="numpy")
     run = module["run"]
@@ -401,4 +408,9 @@ def test_the_site_extension_fills_the_placeholders_from_the_source(tmp_path):
     assert [p.name for p in parameters] == ["items", "concurrency", "batch"]
     assert parameters[1].description == RUN_OPTIONS["concurrency"].split("\n", 1)[1].replace("\n    ", "\n").strip()
     assert "{concurrency}" in module["plain"].docstring.value
+    see_also = next(s for s in sections if s.kind.value == "admonition" and s.title == "See Also").value.contents
+    assert see_also.splitlines() == [
+        '- <code><autoref identifier="shared_demo.plain" optional hover>plain</autoref></code>: Not decorated.',
+        '- <code><autoref identifier="llm_connect.judge_many" optional hover>llm_connect.judge_many</autoref></code>',
+    ]
     sys.modules.pop("shared_demo", None)
