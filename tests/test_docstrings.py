@@ -17,6 +17,7 @@ every reader.
 from __future__ import annotations
 
 import doctest
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -101,6 +102,7 @@ def public_modules() -> list[str]:
     return names
 
 
+@functools.cache
 def _module_objects() -> dict[str, Any]:
     """``{"module.name": object}`` for each class and function in a public module's ``__all__``, once each."""
     objects: dict[str, Any] = {}
