@@ -66,6 +66,7 @@ def test_import_creates_no_files(tmp_path):
 # DESIGN.md: a module imports only from those above it in this list.
 LAYERS = [
     "errors",
+    "_docstrings",  # the shared run-option texts, spliced into docstrings (imports nothing of the package)
     "stats",  # statistics on arrays and frames: imports errors only (test_stats_imports_only_errors)
     "_textsafe",
     "_html",  # the one HTML/escaping helper
@@ -74,6 +75,7 @@ LAYERS = [
     "_runtime",
     "quality",
     "adapters",
+    "_options",  # the one check of the shared run options (concurrency, budget, batch, ...)
     "testing",  # the test doubles' package, loopback server included
     "loopback",  # a shim re-exporting testing.loopback
     "batch",  # the one batch engine: grading, pipelines and calibration run on it
