@@ -52,10 +52,14 @@ given, and one the factory does not take is a :class:`~llm_connect.errors.Config
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _registry
 from ._registry import BUILTINS, ENTRY_POINT_GROUPS, SHARED_OPTIONS, Plugin
+
+if TYPE_CHECKING:
+    from ..core import EmbeddingAdapter, LLMAdapter
+    from ..grading import Judge
 
 __all__ = [
     "BUILTINS",
@@ -77,7 +81,7 @@ __all__ = [
 ]
 
 
-def adapter(spec: str, /, **options: Any) -> Any:
+def adapter(spec: str, /, **options: Any) -> LLMAdapter:
     """Build the LLM adapter a spec names.
 
     Parameters
@@ -113,10 +117,11 @@ def adapter(spec: str, /, **options: Any) -> Any:
     >>> plugins.adapter("openai:gpt-4o-mini", base_url="http://127.0.0.1:8000/v1").model_id
     'gpt-4o-mini'
     """
-    return _registry.build("adapter", spec, options)
+    built: LLMAdapter = _registry.build("adapter", spec, options)
+    return built
 
 
-def embedder(spec: str, /, **options: Any) -> Any:
+def embedder(spec: str, /, **options: Any) -> EmbeddingAdapter:
     """Build the embedder a spec names (``local``, ``local:PATH``, ``openai:MODEL`` or a plugin's name).
 
     Parameters
@@ -140,10 +145,11 @@ def embedder(spec: str, /, **options: Any) -> Any:
     --------
     available_embedders, register_embedder
     """
-    return _registry.build("embedder", spec, options)
+    built: EmbeddingAdapter = _registry.build("embedder", spec, options)
+    return built
 
 
-def judge(name: str, /, **options: Any) -> Any:
+def judge(name: str, /, **options: Any) -> Judge:
     """Build the judge a name (or grader id) names.
 
     Parameters
@@ -180,7 +186,8 @@ def judge(name: str, /, **options: Any) -> Any:
     >>> plugins.judge("contains", reference_sep="|").grader_id
     'contains'
     """
-    return _registry.build("judge", name, options)
+    built: Judge = _registry.build("judge", name, options)
+    return built
 
 
 def available_adapters(*, usage: bool = False) -> tuple[str, ...]:

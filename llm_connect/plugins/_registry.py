@@ -384,7 +384,7 @@ def build(kind: str, name: str, options: Mapping[str, Any]) -> Any:
         args: tuple[Any, ...] = () if plugin.argument() is None else (arg,)
         return _checked(plugin, _call(plugin, args, options))
     options = dict(options)
-    shared = {k: options.get(k) for k in ("base_url", "cache") if k in options}
+    shared: dict[str, Any] = {k: options.get(k) for k in ("base_url", "cache") if k in options}
     for option, sub in (("llm", "adapter"), ("embedder", "embedder")):
         if isinstance(options.get(option), str) and plugin.takes(option):
             options[option] = build(sub, options[option], shared)
