@@ -13,7 +13,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -104,6 +106,8 @@ class Plugin:
     grader_id : str
         For a judge, the grader id of the judges it builds (the name unless a built-in says otherwise);
         for an adapter or embedder, the name.
+    factory_object : callable, optional
+        The factory itself, for one registered in code (``None``: :attr:`target` is imported on first use).
 
     See Also
     --------
@@ -211,22 +215,48 @@ def _normal(dist_name: str | None) -> str:
     return re.sub(r"[-_.]+", "-", dist_name or "").lower()
 
 
+def _path_state() -> tuple[tuple[str, float], ...]:
+    """``sys.path`` with each entry's modification time: it changes when a distribution is installed or a
+    directory is put on the path, which is when the entry points must be read again."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime))
+        except (OSError, ValueError, TypeError):
+            state.append((str(entry), -1.0))
+    return tuple(state)
+
+
+_scanned: list[tuple[tuple[tuple[str, float], ...], dict[str, list[Plugin]]]] = []
+
+
 def _entry_points(kind: str) -> list[Plugin]:
     """The entry points of ``kind``'s group, of every distribution but this one, sorted by name; the same entry
-    point seen twice (a distribution on the path twice) counts once."""
+    point seen twice (a distribution on the path twice) counts once. The installed distributions are read
+    once for the three groups, and again only when ``sys.path`` or a directory on it changes."""
     from importlib.metadata import entry_points
 
-    found: dict[tuple[str, str, str], Plugin] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
-        dist = getattr(ep, "dist", None)
-        dist_name = dist.metadata["Name"] if dist is not None else None
-        if _normal(dist_name) == _normal(DISTRIBUTION):
-            continue  # the built-ins, declared in pyproject.toml and registered in code (BUILTINS)
-        version = f" {dist.version}" if dist is not None and dist.version else ""
-        origin = f"entry point {ep.name!r} in group {ep.group!r} of {dist_name or 'an unnamed distribution'}{version}"
-        key = (ep.name, ep.value, _normal(dist_name))
-        found.setdefault(key, Plugin(kind, ep.name, ep.value, origin))
-    return sorted(found.values(), key=lambda p: p.name)
+    state = _path_state()
+    with _lock:
+        if _scanned and _scanned[0][0] == state:
+            return list(_scanned[0][1][kind])
+    installed = entry_points()  # one reading of the installed distributions, for the three groups
+    scan: dict[str, list[Plugin]] = {}
+    for group_kind, group in ENTRY_POINT_GROUPS.items():
+        found: dict[tuple[str, str, str], Plugin] = {}
+        for ep in installed.select(group=group):
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            if _normal(dist_name) == _normal(DISTRIBUTION):
+                continue  # the built-ins, declared in pyproject.toml and registered in code (BUILTINS)
+            version = f" {dist.version}" if dist is not None and dist.version else ""
+            origin = (f"entry point {ep.name!r} in group {group!r} of {dist_name or 'an unnamed distribution'}"
+                      f"{version}")
+            found.setdefault((ep.name, ep.value, _normal(dist_name)), Plugin(group_kind, ep.name, ep.value, origin))
+        scan[group_kind] = sorted(found.values(), key=lambda p: p.name)
+    with _lock:
+        _scanned[:] = [(state, scan)]
+    return list(scan[kind])
 
 
 def _clash(kind: str, new: Plugin, old: Plugin, key: str) -> ConfigError:
