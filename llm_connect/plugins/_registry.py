@@ -160,22 +160,45 @@ class Plugin:
         return obj
 
     def parameters(self) -> Mapping[str, inspect.Parameter] | None:
-        """The factory's parameters (``None`` when its signature cannot be read)."""
+        """The factory's parameters.
+
+        Returns
+        -------
+        mapping of str to inspect.Parameter, or None
+            ``None`` when its signature cannot be read (a builtin); the factory is loaded first.
+        """
         try:
             return inspect.signature(self.load()).parameters
         except (TypeError, ValueError):
             return None
 
     def takes(self, option: str) -> bool:
-        """Whether the factory's signature names ``option`` (``**kwargs`` does not count: shared options such as
-        ``llm`` and ``seed`` reach only the factories that ask for them by name)."""
+        """Whether the factory's signature names ``option``.
+
+        Parameters
+        ----------
+        option : str
+            An option's name, e.g. ``"llm"``.
+
+        Returns
+        -------
+        bool
+            ``**kwargs`` does not count: the shared options (``llm``, ``seed``...) reach only the factories that
+            name them.
+        """
         params = self.parameters()
         return params is not None and option in params and params[option].kind in (
             inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
     def argument(self) -> tuple[str, bool] | None:
-        """For an adapter or embedder: the name of the factory's first positional parameter (the text after the
-        colon of a spec) and whether it is required; ``None`` when it takes none."""
+        """The argument a spec gives after its colon, for an adapter or embedder.
+
+        Returns
+        -------
+        tuple of (str, bool), or None
+            The name of the factory's first positional parameter and whether it is required (no default);
+            ``None`` when the factory takes no positional parameter.
+        """
         params = self.parameters()
         if params is None:
             return ("ARG", False)
