@@ -268,7 +268,7 @@ def test_a_judge_that_gives_one_verdict_is_flagged_whichever_the_verdict(verdict
 
 
 def test_the_command_line_prints_the_whole_verdict_line(tmp_path, capsys):
-    from llm_connect.cli._calibrate import _print_verdicts
+    from llm_connect.cli._summary import _print_verdicts
 
     effects = [ProbeEffect(f"probe-{k}-" + "x" * 40, 0.2, 0.1, 0.3, 0.001, 30) for k in range(8)]
     card = card_from_scores(*_labels(seed=4), grader_id="llm-judge", n_boot=100, probes=effects,

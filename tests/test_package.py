@@ -81,6 +81,7 @@ LAYERS = [
     "batch",  # the one batch engine: grading, pipelines and calibration run on it
     "conversations",  # chat messages and agent trajectories as items (OpenAI JSON Lines, OTLP GenAI spans)
     "grading",
+    "plugins",  # adapters, embedders and judges by name (built-ins, entry points): the CLI and from_config read it
     "pipelines",
     "frames",
     "calibration",
