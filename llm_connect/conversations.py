@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .batch import is_missing
 from .core import LLMResponse
 from .errors import ValidationError
+from .items import is_missing
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -12,7 +12,7 @@ How a job runs
 way Ray Data runs LLM batch inference). Each actor calls ``judge_factory()``
 once, so adapters, HTTP sessions and local models are built once per actor, and
 runs the package's async batch engine (:func:`llm_connect.grading.judge_plan`
-on :func:`llm_connect.batch.run_batch`) on each batch with ``concurrency``
+on :func:`llm_connect.runner.run_plan`) on each batch with ``concurrency``
 items in flight. So the job has ``num_actors * concurrency`` judgments in
 flight, and each output row has the columns ``judge_many`` gives it: a failed
 item is an ``error`` row, an unusable reply an ``unscored`` one, never dropped.
@@ -62,7 +62,7 @@ the ledger already holds -- recorded by another actor, a retried batch or an ear
 recorded again, as :meth:`~llm_connect.quality.BaseLedger.extend_once` says),
 and a job run again with the same ledger skips the items that the same grader
 and rubric already scored (keyed by grader id, rubric hash and the item's key,
-:func:`~llm_connect.batch.item_key`: its id and its candidate's adapter and model,
+:func:`~llm_connect.items.item_key`: its id and its candidate's adapter and model,
 so one question answered by two models is two items; an id is matched on its text,
 ``1.0`` is ``1``, and a row whose id is missing is keyed by its texts, never by its
 position): their rows
@@ -88,25 +88,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .batch import (
-    ITEM_COLUMNS,
-    LEDGER_ERROR,
-    RESULT_COLUMNS,
-    attach_rows,
-    check_ledger,
-    column_values,
-    describe_error,
-    extend_once,
-    item_id_text,
-    item_ids,
-    item_key,
-    run_batch,
-)
+from .columns import RESULT_COLUMNS
 from .core import BudgetReservation, BudgetTracker, _check_non_negative, as_budget
 from .errors import BudgetExceededError, MissingDependencyError, ValidationError
 from .grading._base import Judge, judge_abilities
-from .grading._batch import judge_plan
+from .grading._judge_many import judge_plan
+from .items import ITEM_COLUMNS, column_values, item_id_text, item_ids, item_key
 from .quality import BaseLedger
+from .runner import LEDGER_ERROR, attach_rows, check_ledger, describe_error, extend_once, run_plan
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -534,12 +523,12 @@ def _estimated_tokens(frame: Any, limit: RateLimit) -> list[float]:
 # -- the ledger: what is done, and recording a batch at once ---------------------------------
 
 
-ItemKey = tuple[str, str, str]  # (id text, adapter_id, model_id): batch.item_key
+ItemKey = tuple[str, str, str]  # (id text, adapter_id, model_id): items.item_key
 
 
 def _row_keys(batch: pd.DataFrame) -> list[ItemKey]:
     """The key of each row of ``batch``, as ``judge_many`` records it: its id (or, without one, the key of its
-    texts; :func:`~llm_connect.batch.item_ids`) and its candidate (``candidate_model``, ``candidate_adapter``)."""
+    texts; :func:`~llm_connect.items.item_ids`) and its candidate (``candidate_model``, ``candidate_adapter``)."""
     ids = item_ids(batch)
     models, adapters = column_values(batch, "candidate_model"), column_values(batch, "candidate_adapter")
     return [item_key(i, m, a) for i, m, a in zip(ids, models, adapters, strict=True)]
@@ -547,7 +536,7 @@ def _row_keys(batch: pd.DataFrame) -> list[ItemKey]:
 
 def _done_items(ledger: Any, task_type: str, grader_id: str, rubric_hash: str | None) -> dict[ItemKey, Any]:
     """The observations of ``ledger`` this grader and rubric already recorded for ``task_type``, by item key
-    (:func:`~llm_connect.batch.item_key`: the item id and the candidate's adapter and model, so one question
+    (:func:`~llm_connect.items.item_key`: the item id and the candidate's adapter and model, so one question
     answered by two models is two items)."""
     done: dict[ItemKey, Any] = {}
     for obs in ledger.by_task_type(task_type):
@@ -562,7 +551,7 @@ def _done_items(ledger: Any, task_type: str, grader_id: str, rubric_hash: str | 
 class _BatchRecorder:
     """A ledger stand-in for one batch: ``append`` keeps the observation (tagged with the job's ``run_id``),
     :meth:`flush` records them all at once, as every entry point records: once
-    (:func:`~llm_connect.batch.extend_once`; a judgment another actor, a retried batch or an earlier job
+    (:func:`~llm_connect.runner.extend_once`; a judgment another actor, a retried batch or an earlier job
     recorded meanwhile is not recorded again)."""
 
     def __init__(self, run_id: str) -> None:
@@ -647,7 +636,7 @@ class _GradingActor:
                                                     progress=False)  # no bars inside the actors
         elif self.permits is not None and self.rate_limit is not None:
             plan.work = _gated(plan.work, self.permits, _estimated_tokens(todo, self.rate_limit))
-        out = run_batch(plan, concurrency=concurrency, progress=False)
+        out = run_plan(plan, concurrency=concurrency, progress=False)
         out.attrs = {}
         if recorder is not None:
             failed = recorder.flush(self.ledger)

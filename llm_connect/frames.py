@@ -33,16 +33,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .batch import (
-    CONVERSATION_COLUMNS,
-    RESULT_FRAME_COLUMNS,
-    canonical_item_id,
-    conversation_tags,
-    item_id_text,
-    item_ids,
-    renamed_keyword,
-)
+from .columns import RESULT_FRAME_COLUMNS
 from .errors import ValidationError
+from .items import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 from .quality import MAX_LINE_BYTES, BaseLedger, ParquetLedger, QualityLedger, QualityObservation
 from .quality._base import is_parquet_location
 from .quality._ledger_io import (
@@ -55,6 +48,7 @@ from .quality._ledger_io import (
     observation_columns,
     read_columns,
 )
+from .runner import renamed_keyword
 
 _log = logging.getLogger("llm_connect")
 
@@ -88,7 +82,7 @@ LEDGER_COLUMNS = (
     "total_tokens",
 )
 TAG_PREFIX = "tag."
-_CONVERSATION_TAGS = ("conversation_id", "turn")  # batch.CONVERSATION_TAGS: columns paired_frame keeps
+_CONVERSATION_TAGS = ("conversation_id", "turn")  # items.CONVERSATION_TAGS: columns paired_frame keeps
 
 TagsMode = Literal["expand", "dict"]
 _LAYOUT: dict[str, TagLayout] = {"expand": "columns", "dict": "dicts"}  # how each mode reads tags
@@ -414,7 +408,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     (``tokens_in``, ``tokens_out``, ``judge_tokens_in``, ``judge_tokens_out`` (the same counts
     beside the cost), ``judge_cost_usd``, ``latency_ms``): the same names as
     the judge's columns of :func:`~llm_connect.grading.judge_many` (see
-    :data:`llm_connect.batch.RESULT_FRAME_COLUMNS`).
+    :data:`llm_connect.columns.RESULT_FRAME_COLUMNS`).
     """
     rows = []
     for k, r in enumerate(results):
@@ -527,11 +521,11 @@ def record_labels(
     or ``candidate_model``; ``model_id`` or ``candidate_model``, else the adapter).
     ``annotator``: a column naming who labelled each row; without one the tag
     is ``"anonymous"``. Ids are converted as ``judge_many`` records them
-    (:func:`~llm_connect.batch.canonical_item_id`: a whole float such as ``1.0``
+    (:func:`~llm_connect.items.canonical_item_id`: a whole float such as ``1.0``
     is ``1``, numpy scalars are plain Python); a labelled row without an id is an
     error. Turns of a conversation (a frame with ``conversation_id`` / ``turn`` /
     ``messages`` columns, as :func:`~llm_connect.conversations.per_turn` gives) are
-    keyed as ``judge_many`` keys them (:func:`~llm_connect.batch.item_ids`: each turn
+    keyed as ``judge_many`` keys them (:func:`~llm_connect.items.item_ids`: each turn
     its own item; without an ``item_id`` column), and their labels carry the tags
     ``conversation_id`` and ``turn``. Every row is validated before anything is written, and
     all are written under one lock.
@@ -609,7 +603,7 @@ def paired_frame(
     Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]``
     is ``grader_id`` (the judge's scores) or ``human`` (the labels written by
     :func:`record_labels`) and joins them on ``tags["item_id"]`` (matched on its
-    text, :func:`~llm_connect.batch.item_id_text`: ``1``, ``1.0`` and ``"1"`` are
+    text, :func:`~llm_connect.items.item_id_text`: ``1``, ``1.0`` and ``"1"`` are
     one item) and ``adapter_id``. Columns: ``task_type``, ``item_id`` (text), ``adapter_id``,
     ``model_id`` (the candidate's model), a column named ``grader_id`` (the judge's
     score; the mean when it judged the item more than once) and one named

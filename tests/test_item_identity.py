@@ -17,7 +17,10 @@ import pandas as pd
 import pytest
 
 from llm_connect import ExactMatchJudge, QualityLedger, judge_many
-from llm_connect.batch import (
+from llm_connect.calibration import Labeller
+from llm_connect.errors import ValidationError
+from llm_connect.frames import paired_frame, record_labels
+from llm_connect.items import (
     CONTENT_KEY_PREFIX,
     canonical_item_id,
     content_item_id,
@@ -26,9 +29,6 @@ from llm_connect.batch import (
     item_key,
     row_item_id,
 )
-from llm_connect.calibration import Labeller
-from llm_connect.errors import ValidationError
-from llm_connect.frames import paired_frame, record_labels
 
 # Ray's own deprecation notices are not ours
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")

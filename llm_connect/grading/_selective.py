@@ -109,9 +109,9 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._html import fmt, frame_html, html_format, join, kv_table
-from ..batch import ITEM_COLUMNS, candidate_names, item_id_text, item_ids, items_frame
 from ..core import LLMResponse, RunConfig, as_budget
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
+from ..items import ITEM_COLUMNS, candidate_names, item_id_text, item_ids, items_frame
 from ..quality import BaseLedger
 from ..stats.labels import parse_labels
 from ..stats.selective import Guaranteed, SelectiveCutoff, check_level, fixed_sequence_cutoff, min_items
@@ -124,9 +124,9 @@ from ._base import (
     validate_grader_id,
     validate_score,
 )
-from ._batch import judge_many, raw_reply_of
 from ._compound import PanelJudge, WrapperJudge, _bound, _spent, _sum_usage
 from ._epochs import epoch_run_config, reduce_scores, reducer_of, reseed
+from ._judge_many import judge_many, raw_reply_of
 
 if TYPE_CHECKING:
     import pandas as pd

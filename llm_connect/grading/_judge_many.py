@@ -1,11 +1,11 @@
 """Judging many items: :func:`judge_many` and :func:`ajudge_many`, on the one batch engine.
 
 The engine (rows in order, never fewer; unscored / error rows; budget; Ctrl-C)
-is :mod:`llm_connect.batch`; this module supplies the judge's row work: the
+is :mod:`llm_connect.runner`; this module supplies the judge's row work: the
 item's texts as responses, the judge called through its declared abilities
 (:func:`~llm_connect.grading._base.acall_judge`), the judge's own columns, and
 the ledger record (:func:`~llm_connect.grading._base.observation_for`).
-``judge_many`` and ``ajudge_many`` build the same :class:`~llm_connect.batch.BatchPlan`,
+``judge_many`` and ``ajudge_many`` build the same :class:`~llm_connect.runner.RunPlan`,
 so they return the same columns.
 """
 
@@ -18,39 +18,41 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from ..batch import (
-    BUDGET_EXHAUSTED,
-    INTERRUPTED,
-    LEDGER_ERROR,
-    RESULT_COLUMNS,
-    BatchPlan,
-    LedgerSink,
-    Row,
-    arun_batch,
-    arun_rows,
-    attach_rows,
-    batch_budget,
+from ..columns import RESULT_COLUMNS
+from ..conversations import as_response, normalize_messages
+from ..core import BudgetTracker, LLMResponse, RunConfig
+from ..errors import JudgeFailedError, JudgeReplyError, ValidationError
+from ..items import (
     candidate_names,
-    check_ledger,
     conversation_tags,
-    describe_error,
     is_missing,
     item_ids,
     item_text,
     items_frame,
+    reference_text,
+    row_item_id,
+)
+from ..quality import BaseLedger
+from ..runner import (
+    BUDGET_EXHAUSTED,
+    INTERRUPTED,
+    LEDGER_ERROR,
+    LedgerSink,
+    Row,
+    RunPlan,
+    arun_plan,
+    arun_rows,
+    attach_rows,
+    check_ledger,
+    describe_error,
     ledger_columns,
     progress_bar,
     record_row,
     record_rows_now,
-    reference_text,
-    row_item_id,
-    run_batch,
+    run_budget,
+    run_plan,
     run_rows,
 )
-from ..conversations import as_response, normalize_messages
-from ..core import BudgetTracker, LLMResponse, RunConfig
-from ..errors import JudgeFailedError, JudgeReplyError, ValidationError
-from ..quality import BaseLedger
 from ._base import GradingResult, Judge, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
 from ._batch_api import provider_batch_plan
 from ._epochs import (
@@ -313,7 +315,7 @@ def judge_plan(
     epochs: int = 1,
     reducer: str | Reducer = "mean",
     warn_failure: bool = True,
-) -> BatchPlan:
+) -> RunPlan:
     """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
 
     ``warn_failure``: log a warning with the first error when no row was scored (see :func:`judge_many`);
@@ -465,8 +467,8 @@ def judge_plan(
             _warn_total_failure(rows, label)
         return plain_finish(rows, interrupted)
 
-    return BatchPlan(n * k, work, finish_and_warn, desc=label if k == 1 else f"{label} ({k} epochs)",
-                     budget=batch_budget(budget, run_config), prepare=prepare if callable(prepare_batch) else None)
+    return RunPlan(n * k, work, finish_and_warn, desc=label if k == 1 else f"{label} ({k} epochs)",
+                     budget=run_budget(budget, run_config), prepare=prepare if callable(prepare_batch) else None)
 
 
 def _pairwise_verdict(score: float) -> str:
@@ -602,9 +604,9 @@ def judge_many(
     ledger once (a judgment the ledger already holds -- same item, grader, rubric and candidate model --
     is not recorded again: ``df.attrs["ledger"]`` counts ``recorded`` and ``already``, and a warning says
     how many were found already) with its item id (the ``id`` as
-    :func:`~llm_connect.batch.canonical_item_id` converts it: a whole float is an int; a row without
+    :func:`~llm_connect.items.canonical_item_id` converts it: a whole float is an int; a row without
     one -- no ``id`` column, or NaN/None in it -- is keyed by its texts, ``"row:<sha256>"``
-    (:func:`~llm_connect.batch.content_item_id`), never by its position, which is another item's id),
+    (:func:`~llm_connect.items.content_item_id`), never by its position, which is another item's id),
     and a ``ledger_error`` column is added: a row whose observation could not be recorded keeps its
     status and score, and says why there.
 
@@ -661,7 +663,7 @@ def judge_many(
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
     plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
-    return run_batch(plan, concurrency=concurrency, progress=progress)
+    return run_plan(plan, concurrency=concurrency, progress=progress)
 
 
 async def ajudge_many(
@@ -690,4 +692,4 @@ async def ajudge_many(
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
     plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
-    return await arun_batch(plan, concurrency=concurrency, progress=progress)
+    return await arun_plan(plan, concurrency=concurrency, progress=progress)
