@@ -352,8 +352,8 @@ def judge_plan(
     unusable: dict[int, str] = {}  # work position -> the reply of a judgment that comes out unscored
     unusable_prompts: dict[int, str] = {}  # work position -> the prompt sent for it
     label = desc or str(judge.grader_id)
-    runner = [judge]  # the judge the rows call: the one its ``aprepare_batch`` returned, when it has one
-    prepare_batch = _declared(judge, "aprepare_batch", None)
+    runner = [judge]  # the judge the rows call: the one its ``aprepare_run`` returned, when it has one
+    prepare_batch = _declared(judge, "aprepare_run", None)
     epoch_judges: dict[int, Any] = {}  # epoch -> its (reseeded) judge, built after the pre-pass
     results: dict[tuple[int, int], GradingResult] = {}  # (item, epoch) -> result, for the ledger (k > 1)
     item_judges: dict[int, Any] = {}  # item -> the judge bound to it (its rubric hash is the record's), k > 1
