@@ -308,10 +308,10 @@ def judge_items(
     epochs: int = 1,
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
-    provider_batch: Any = False,
+    batch: Any = False,
     warn_failure: bool = True,
 ) -> pd.DataFrame:
-    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
+    """``judge_many`` over ``items`` (with the baseline prepared for this judge); its result frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`).
     Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
     repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
@@ -320,12 +320,12 @@ def judge_items(
     With ``ledger`` and ``task_type`` every scored row is recorded as
     ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
 
-    ``budget``: the batch budget, as ``judge_many(..., budget=...)`` takes it (a
+    ``budget``: the run budget, as ``judge_many(..., budget=...)`` takes it (a
     :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``):
     every paid call of the judge is reserved on it, and once it is spent the rows not attempted are
     ``error`` rows saying "budget exhausted". Pass one tracker to several calls to share one limit.
 
-    ``provider_batch``: ``judge_many``'s ``batch=`` (the provider Batch APIs; see
+    ``batch``: the providers' Batch APIs, as ``judge_many(..., batch=...)`` takes it (see
     :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or
     :class:`~llm_connect.adapters.BatchOptions`.
 
@@ -333,7 +333,7 @@ def judge_items(
     such a run itself turns it off.
 
     A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
-    as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
+    as ``None``, never as ``""``: the runner makes that row an ``error`` row
     saying which text is missing, as it does for a blank baseline (an empty answer
     against an empty reference is not a match). See :func:`lacks_text`.
     """
@@ -344,17 +344,17 @@ def judge_items(
     # the texts, and what a conversation item adds (its messages, documents, conversation and turn)
     columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id", *CONVERSATION_COLUMNS,
                            "context") if c in items.columns]
-    batch = items[columns].copy()
-    if "baseline" in batch.columns:
-        batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
+    frame = items[columns].copy()
+    if "baseline" in frame.columns:
+        frame["baseline"] = _baseline_for(judge, frame["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
-        if c in batch.columns:
-            batch[c] = batch[c].map(_reply_or_none).astype(object)
+        if c in frame.columns:
+            frame[c] = frame[c].map(_reply_or_none).astype(object)
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
-    plan = judge_plan(judge, batch, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
+    plan = judge_plan(judge, frame, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
                       replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget,
                       warn_failure=warn_failure)
-    plan, concurrency = provider_batch_plan(plan, provider_batch, ledger=open_ledger_of(ledger),
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=open_ledger_of(ledger),
                                             concurrency=concurrency, progress=progress)
     return run_plan(plan, concurrency=concurrency, progress=progress)
 
@@ -668,7 +668,7 @@ def _score_items(
         batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
                             epochs=k, reducer=reducer, budget=tracker,
-                            provider_batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
+                            batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
         if refuse_failure:
             refuse_total_failure(batch, name, what="calibrate")
         if k > 1:

@@ -1,4 +1,4 @@
-"""The ``batch=`` switch of the batch runners: a :class:`~llm_connect.runner.RunPlan` run through the
+"""The ``batch=`` switch of every judging entry point: a :class:`~llm_connect.runner.RunPlan` run through the
 providers' Batch APIs (:mod:`llm_connect.adapters._batches`).
 
 ``judge_many``, ``ajudge_many``, ``Pipeline.run_many``, ``calibrate`` and ``grade_dataset`` build their

@@ -1,6 +1,6 @@
-"""Judging many items: :func:`judge_many` and :func:`ajudge_many`, on the one batch engine.
+"""Judging many items: :func:`judge_many` and :func:`ajudge_many`, on the runner.
 
-The engine (rows in order, never fewer; unscored / error rows; budget; Ctrl-C)
+The runner (rows in order, never fewer; unscored / error rows; budget; Ctrl-C)
 is :mod:`llm_connect.runner`; this module supplies the judge's row work: the
 item's texts as responses, the judge called through its declared abilities
 (:func:`~llm_connect.grading._base.acall_judge`), the judge's own columns, and
@@ -117,7 +117,7 @@ async def record_result(ledger: LedgerSink, row: Row, result: GradingResult, *, 
 
 def finish_rows(judge: Judge, frame: Any, columns: tuple[str, ...],
                 replies: Mapping[int, str] | None = None, prompts: Mapping[int, str] | None = None) -> Any:
-    """The ``finish`` step of a judge's batch: its ``grader_id`` on every row, the rows attached to ``frame``
+    """The ``finish`` step of a judge's run: its ``grader_id`` on every row, the rows attached to ``frame``
     (with ``replies`` and ``prompts``: the raw reply and the judge's prompt of each unscored or abstained
     row, by position, in its ``raw_reply`` and ``judge_prompt``). A judge that may abstain (it declares
     ``abstains``: a selective judge, a cascade) has ``attrs["counts"]["abstained"]`` even when it is 0."""
@@ -286,8 +286,8 @@ def total_failure(statuses: Any, errors: Any) -> str | None:
 
 
 def refuse_total_failure(frame: Any, judge: str, *, what: str = "") -> None:
-    """Raise :class:`~llm_connect.errors.JudgeFailedError` (naming ``judge`` and its first error) when the batch
-    ``frame`` (``judge_many``'s) scored no row for a reason of the judge's own (:func:`total_failure`)."""
+    """Raise :class:`~llm_connect.errors.JudgeFailedError` (naming ``judge`` and its first error) when the
+    result ``frame`` (``judge_many``'s) scored no row for a reason of the judge's own (:func:`total_failure`)."""
     if frame is None or not len(frame):
         return
     first = total_failure(frame["status"], frame["error"])
@@ -316,7 +316,7 @@ def judge_plan(
     reducer: str | Reducer = "mean",
     warn_failure: bool = True,
 ) -> RunPlan:
-    """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
+    """The run plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
 
     ``warn_failure``: log a warning with the first error when no row was scored (see :func:`judge_many`);
     a caller that refuses such a run itself (``calibrate``, ``align``) turns it off.
@@ -353,7 +353,7 @@ def judge_plan(
     unusable_prompts: dict[int, str] = {}  # work position -> the prompt sent for it
     label = desc or str(judge.grader_id)
     runner = [judge]  # the judge the rows call: the one its ``aprepare_run`` returned, when it has one
-    prepare_batch = _declared(judge, "aprepare_run", None)
+    prepare_run = _declared(judge, "aprepare_run", None)
     epoch_judges: dict[int, Any] = {}  # epoch -> its (reseeded) judge, built after the pre-pass
     results: dict[tuple[int, int], GradingResult] = {}  # (item, epoch) -> result, for the ledger (k > 1)
     item_judges: dict[int, Any] = {}  # item -> the judge bound to it (its rubric hash is the record's), k > 1
@@ -369,10 +369,10 @@ def judge_plan(
             except ValidationError:
                 continue
         try:
-            runner[0] = await prepare_batch(
+            runner[0] = await prepare_run(
                 pairs, progress=lambda total: progress_bar(total, progress, f"{label}: embedding {total:,} texts"))
         except Exception as exc:  # the rows run as they would without it
-            log.warning("llm_connect: %s: the batch pre-pass failed (%s); judging row by row",
+            log.warning("llm_connect: %s: the pre-pass failed (%s); judging row by row",
                         label, describe_error(exc))
 
     def judge_of(epoch: int) -> Any:
@@ -468,7 +468,7 @@ def judge_plan(
         return plain_finish(rows, interrupted)
 
     return RunPlan(n * k, work, finish_and_warn, desc=label if k == 1 else f"{label} ({k} epochs)",
-                     budget=run_budget(budget, run_config), prepare=prepare if callable(prepare_batch) else None)
+                     budget=run_budget(budget, run_config), prepare=prepare if callable(prepare_run) else None)
 
 
 def _pairwise_verdict(score: float) -> str:
@@ -611,9 +611,9 @@ def judge_many(
     status and score, and says why there.
 
     Spend, and how to cap the judge's: every paid call made for a row is
-    charged to the batch budget, the judge's own included (the judge's call
+    charged to the run budget, the judge's own included (the judge's call
     config drops the caller's tracker, as the grading contract says, but the
-    batch still counts its cost). The batch budget is ``budget`` (a
+    run still counts its cost). The run budget is ``budget`` (a
     :class:`~llm_connect.BudgetTracker`, or a limit in USD), else
     ``run_config.budget_tracker``. So ``judge_many(judge, items, budget=5.0)``
     spends at most about $5 on judging: a call starts only while money is
