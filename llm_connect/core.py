@@ -26,10 +26,28 @@ __all__ = [
     "active_budgets",
     "as_budget",
     "budget_scope",
+    "check_non_negative",
 ]
 
 
-def _check_non_negative(name: str, value: Any) -> None:
+def check_non_negative(name: str, value: Any) -> None:
+    """Check that ``value`` is a number ``>= 0`` (an amount of money or of tokens), as every tracker checks it.
+
+    The one check of the amounts a :class:`BudgetTracker` (and a tracker kept elsewhere, such as
+    :class:`~llm_connect.distributed.SharedBudget`) is given: a limit, a charge, an estimate.
+
+    Parameters
+    ----------
+    name : str
+        What the value is, for the message (``"cost_usd"``, ``"LLMResponse.tokens_in"``).
+    value : Any
+        The value to check.
+
+    Raises
+    ------
+    ValidationError
+        ``value`` is not an int or a float (a bool is not a number here), is NaN, or is negative.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(f"{name} must be a number, got {type(value).__name__}")
     if math.isnan(value) or value < 0:
@@ -92,7 +110,7 @@ class LLMResponse:
                                           f"got {type(message).__name__}")
             object.__setattr__(self, "messages", tuple(self.messages))
         for name in ("tokens_in", "tokens_out", "cost_usd", "latency_ms", "tokens_cached", "tokens_cache_written"):
-            _check_non_negative(f"LLMResponse.{name}", getattr(self, name))
+            check_non_negative(f"LLMResponse.{name}", getattr(self, name))
         if self.tokens_cached + self.tokens_cache_written > self.tokens_in:
             raise ValidationError(
                 f"LLMResponse: tokens_cached ({self.tokens_cached}) + tokens_cache_written "
@@ -167,7 +185,7 @@ class BudgetTracker:
 
     def __init__(self, limit_usd: float | None = None) -> None:
         if limit_usd is not None:
-            _check_non_negative("limit_usd", limit_usd)
+            check_non_negative("limit_usd", limit_usd)
         self.limit_usd = None if limit_usd is None else float(limit_usd)
         self._spent = 0.0
         self._calls = 0
@@ -215,7 +233,7 @@ class BudgetTracker:
             return self._spent + _EPSILON_USD >= self.limit_usd
 
     def charge(self, cost_usd: float) -> None:
-        _check_non_negative("cost_usd", cost_usd)
+        check_non_negative("cost_usd", cost_usd)
         with self._changed:
             self._spent += float(cost_usd)
             self._calls += 1
@@ -260,7 +278,7 @@ class BudgetTracker:
         ``spent < limit``: wait for them to settle and try again); raises
         :class:`BudgetExceededError` when the money is spent.
         """
-        _check_non_negative("estimated_usd", estimated_usd)
+        check_non_negative("estimated_usd", estimated_usd)
         with self._lock:
             return self._try_reserve_locked(float(estimated_usd))
 
@@ -276,7 +294,7 @@ class BudgetTracker:
         once the money is spent. An estimate of 0.0 (price unknown) still stops
         new calls once ``spent_usd >= limit_usd``.
         """
-        _check_non_negative("estimated_usd", estimated_usd)
+        check_non_negative("estimated_usd", estimated_usd)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._changed:
             while True:
@@ -331,8 +349,8 @@ def as_budget(budget: BudgetTracker | float | None, *, what: str = "budget") -> 
     return BudgetTracker(limit_usd=float(budget))
 
 
-# The batch budgets of the code running now (innermost last): set by the batch
-# engine for each row, read by the adapters' one call wrapper. It travels into
+# The run budgets of the code running now (innermost last): set by the runner
+# (llm_connect.runner) for each row, read by the adapters' one call wrapper. It travels into
 # tasks and worker threads with the context (``_runtime`` copies it).
 _ACTIVE_BUDGETS: ContextVar[tuple[BudgetTracker, ...]] = ContextVar("llm_connect_active_budgets", default=())
 
@@ -346,8 +364,8 @@ def active_budgets() -> tuple[BudgetTracker, ...]:
 def budget_scope(budget: BudgetTracker | float | None) -> Iterator[BudgetTracker | None]:
     """Charge every adapter call made inside the block to ``budget`` too, whatever its run config says.
 
-    This is how the batch runtime makes a judge's spend count although the
-    judge's call config has no budget tracker: each row runs inside the batch
+    This is how the runner makes a judge's spend count although the
+    judge's call config has no budget tracker: each row runs inside the run
     budget's scope. It reaches the tasks and worker threads the block starts.
     Scopes nest (a call is charged to every enclosing budget, once each).
     Yields the tracker (a number becomes a new tracker with that limit).
@@ -450,7 +468,7 @@ class LLMAdapter(Protocol):
 
 @runtime_checkable
 class AsyncLLMAdapter(Protocol):
-    """An adapter that can also be awaited (the batch runtime prefers it)."""
+    """An adapter that can also be awaited (the runner prefers it)."""
 
     adapter_id: str
     model_id: str

@@ -136,9 +136,9 @@ def _exact_judge():
 
 
 def _actor(ledger):
-    from llm_connect.distributed import _GradingActor
+    from llm_connect.distributed._actor import GradingActor
 
-    return _GradingActor(_exact_judge, 4, ledger, "qa", None, None, None, run_id="r1")
+    return GradingActor(_exact_judge, 4, ledger, "qa", None, None, None, run_id="r1")
 
 
 def test_the_actor_resumes_by_id_and_candidate_model(tmp_path):
