@@ -77,20 +77,37 @@ class SharedReservation(BudgetReservation):
 
 
 class SharedBudget(BudgetTracker):
-    """One budget for every actor of a :func:`grade_dataset` job: a :class:`~llm_connect.core.BudgetTracker`
-    whose money is kept by one small Ray actor, as the rate limit is.
+    """One budget for every actor of a :func:`~llm_connect.distributed.grade_dataset` job: a
+    :class:`~llm_connect.core.BudgetTracker` whose money is kept by one small Ray actor, as the rate limit is.
 
     It is a ``BudgetTracker`` in every way that counts (reservations before each call, settled after it;
     ``spent_usd``, ``exhausted``, ``snapshot()``...), read from and charged to that actor, so each actor's
     calls are refused once the whole job's spend reaches ``limit_usd``: the job overshoots it by no more
     than the calls in flight, and rows not attempted are ``error`` rows saying "budget exhausted", as in
     ``judge_many``. Read ``spent_usd`` here after the dataset is consumed to see what the job spent.
-    ``spent_usd=``: money already spent (e.g. by an earlier job) counted against the limit.
 
     The actor is started on first use (Ray must be running) and lives as long as this object's handle;
     each call is a round trip to it (a millisecond or so on one host, next to a model call's seconds).
     Pass it as ``grade_dataset(..., budget=...)`` or in ``run_config.budget_tracker``; a plain
     ``BudgetTracker`` or a number given there becomes one (with that limit and spend).
+
+    Parameters
+    ----------
+    limit_usd : float, optional
+        The job's limit in USD; ``None``: no limit (the spend is still counted).
+    spent_usd : float, default 0.0
+        Money already spent (e.g. by an earlier job), counted against the limit.
+
+    Raises
+    ------
+    ValidationError
+        ``limit_usd`` or ``spent_usd`` is not a number >= 0.
+    MissingDependencyError
+        On first use without Ray (``pip install -e '.[ray]'``).
+
+    See Also
+    --------
+    llm_connect.core.BudgetTracker : the one-process tracker it stands in for.
     """
 
     def __init__(self, limit_usd: float | None = None, *, spent_usd: float = 0.0) -> None:

@@ -105,55 +105,84 @@ def grade_dataset(
 ) -> Any:
     """Judge every row of a Ray Dataset on a pool of Ray actors; a Ray Dataset of ``judge_many``'s rows.
 
-    ``ds``: a ``ray.data.Dataset`` of items with ``prompt``, ``baseline`` and ``candidate`` texts (other
-    columns are carried through, ``id`` names the item). ``judge_factory``: a zero-argument callable
-    returning the judge (e.g. ``functools.partial(make_judge, url)``); each actor calls it once, so every
-    actor builds its own adapters and models. It is pickled to the workers (cloudpickle): define it in
-    an importable module or build it from library callables.
+    Each actor builds its own judge (``judge_factory()``, once) and runs ``judge_many``'s runner on each
+    chunk of ``batch_size`` rows Ray Data hands it, ``concurrency`` judgments in flight, so
+    ``num_actors * concurrency`` at once; a failed item is an ``error`` row, never a dropped one.
 
-    ``num_actors``: actors in the pool (Ray Data's ``ActorPoolStrategy(size=...)``); ``concurrency``: judgments each
-    actor keeps in flight (``judge_many``'s ``concurrency``), so ``num_actors * concurrency`` at once;
-    ``batch_size``: rows handed to an actor at a time. ``num_cpus``: CPUs reserved per actor (an HTTP
-    judge needs little; a local model wants 1 or more; default :data:`ACTOR_CPUS`, or less when the
-    cluster cannot spare it, see below); ``ray_remote_args``: more of Ray's actor options (``num_gpus``,
-    ``resources``, ``runtime_env``...).
+    Parameters
+    ----------
+    ds : ray.data.Dataset
+        Items with ``prompt``, ``baseline`` and ``candidate`` texts (other columns are carried through,
+        ``id`` names the item).
+    judge_factory : callable
+        A zero-argument callable returning the judge (e.g. ``functools.partial(make_judge, url)``); each
+        actor calls it once, so every actor builds its own adapters and models. It is pickled to the
+        workers (cloudpickle): define it in an importable module or build it from library callables.
+    concurrency : int, default 16
+        Judgments each actor keeps in flight (``judge_many``'s ``concurrency``).
+    num_actors : int, default 2
+        Actors in the pool (Ray Data's ``ActorPoolStrategy(size=...)``).
+    batch_size : int, default 512
+        Rows handed to an actor at a time (Ray Data's ``map_batches(batch_size=)``: a chunk).
+    ledger : BaseLedger, optional
+        Record each scored row and skip, on a rerun, the items the same grader and rubric already scored
+        (needs ``task_type`` and an ``id`` column; adds the ``ledger_error`` and ``resumed`` columns). A
+        ``ParquetLedger`` takes appends from every host without a lock.
+    task_type : str, optional
+        The task type the rows are recorded under (required with ``ledger``).
+    rate_limit : RateLimit or dict, optional
+        Requests and tokens per minute enforced across all actors by one shared limiter (see
+        :class:`RateLimit` and the module docs).
+    run_config : RunConfig, optional
+        Passed to the judge as in ``judge_many``; a tracker in its ``budget_tracker`` becomes a
+        :class:`SharedBudget` (below).
+    budget : BudgetTracker, float or SharedBudget, optional
+        One budget for the whole job, kept by a Ray actor as the rate limit is, so every actor's paid calls
+        count against it and, once it is spent, the rows not attempted are ``error`` rows saying "budget
+        exhausted" (as ``judge_many``'s budget). A ``BudgetTracker`` lives in one process, so its limit and
+        spend so far become a ``SharedBudget`` and the tracker itself is not charged: pass a
+        ``SharedBudget`` to read the job's spend (``.spent_usd``) afterwards.
+    num_cpus : float, optional
+        CPUs reserved per actor (an HTTP judge needs little; a local model wants 1 or more). Default
+        :data:`ACTOR_CPUS`, or less when the cluster cannot spare it: the pool's actors hold their CPUs for
+        the whole job and the tasks that read and split the dataset in front of them need
+        :data:`UPSTREAM_CPUS` more (see :func:`actor_cpus`). An autoscaling cluster that will grow can pass
+        ``num_cpus=0``.
+    ray_remote_args : dict, optional
+        More of Ray's actor options (``num_gpus``, ``resources``, ``runtime_env``...); not
+        ``max_restarts`` / ``max_task_retries``, which Ray Data sets so a dead actor's chunk is run again.
+    batch : bool, str, os.PathLike or BatchOptions, default False
+        The providers' Batch APIs: ``True`` (or a state folder, or
+        :class:`~llm_connect.adapters.BatchOptions`) sends the judges' calls to an OpenAI-compatible or
+        Anthropic adapter through the provider's Batch API, at half the price, as
+        :func:`~llm_connect.grading.judge_many` does: each chunk is one provider batch per round, with the
+        same rows, statuses and ledger records as without it. The state lives beside the ledger
+        (``<ledger>.batches/ray-<key>/``, one folder per chunk, named by its rows) or in the folder given,
+        so the same job run again after a crash collects the submitted batches instead of submitting them
+        again; without a ledger or a folder nothing is resumed (a warning says so). ``rate_limit`` does
+        not apply to batched calls (the Batch APIs have no per-minute limit).
 
-    Sizing: the pool's actors hold their CPUs for the whole job, and the tasks that read and split the
-    dataset in front of them need :data:`UPSTREAM_CPUS` more; were none left, they would wait for a CPU
-    forever and the job with them. So the actors are sized to leave it: by default each reserves
-    :data:`ACTOR_CPUS`, less when ``num_actors`` of them would not leave :data:`UPSTREAM_CPUS` of the
-    cluster's CPUs (down to 0: an actor that waits on HTTP needs no CPU of its own), and a ``num_cpus``
-    given that does not leave it is a :class:`~llm_connect.errors.ValidationError` saying what would
-    fit (checked against ``ray.cluster_resources()`` when the job is defined; an autoscaling cluster
-    that will grow can pass ``num_cpus=0``).
-    ``rate_limit``: a :class:`RateLimit` (or a dict of its fields) enforced across all actors by one
-    shared limiter (see the module docs). ``ledger`` and ``task_type``: record each scored row and skip,
-    on a rerun, the items the same grader and rubric already scored (needs an ``id`` column; adds the
-    ``ledger_error`` and ``resumed`` columns). ``run_config``: passed to the judge as in ``judge_many``.
-    ``budget`` (a limit in USD, a ``BudgetTracker`` or a :class:`SharedBudget`; and a tracker in
-    ``run_config.budget_tracker``): one budget for the whole job, kept by a Ray actor as the rate limit
-    is, so every actor's paid calls count against it and, once it is spent, the rows not attempted are
-    ``error`` rows saying "budget exhausted" (as ``judge_many``'s budget). A ``BudgetTracker`` lives in
-    one process, so its limit and spend so far become a ``SharedBudget`` and the tracker itself is not
-    charged: pass a ``SharedBudget`` to read the job's spend (``.spent_usd``) afterwards.
+    Returns
+    -------
+    ray.data.Dataset
+        Lazy (``.to_pandas()``, ``.write_parquet(...)``, ...): the input columns plus ``quality_score``,
+        ``notes``, ``grader_id``, ``status``, ``error``, ``latency_ms``, ``tokens_in``, ``tokens_out``,
+        ``judge_cost_usd`` and the judge's own columns; one row per input row (not in input order unless
+        the dataset's ``preserve_order`` execution option is set).
 
-    ``batch``: ``True`` (or a state folder, or :class:`~llm_connect.adapters.BatchOptions`) sends the
-    judges' calls to an OpenAI-compatible or Anthropic adapter through the provider's Batch API, at half
-    the price, as :func:`~llm_connect.grading.judge_many` does: each chunk of ``batch_size`` rows is
-    one provider batch per round, with the same rows, statuses and ledger records as without it. The
-    state lives beside the ledger (``<ledger>.batches/ray-<key>/``, one folder per chunk, named by
-    its rows) or in the folder given, so the same job run again after a crash collects the submitted
-    batches instead of submitting them again; without a ledger or a folder nothing is resumed.
-    ``rate_limit`` does not apply to batched calls (the Batch APIs have no per-minute limit).
+    Raises
+    ------
+    MissingDependencyError
+        Ray is not installed (``pip install -e '.[ray]'``).
+    ValidationError
+        A bad argument, a ledger without ``task_type`` or an ``id`` column, items lacking a text column,
+        or a ``num_cpus`` that leaves the cluster no CPU for the tasks feeding the actors (the message
+        says what would fit).
 
-    Returns the lazy Ray Dataset (``.to_pandas()``, ``.write_parquet(...)``, ...): the input columns
-    plus ``quality_score``, ``notes``, ``grader_id``, ``status``, ``error``, ``latency_ms``,
-    ``tokens_in``, ``tokens_out``, ``judge_cost_usd`` and the judge's own columns; one row per input
-    row (not in input order unless the dataset's ``preserve_order`` execution option is set).
-
-    Errors: :class:`~llm_connect.errors.MissingDependencyError` without Ray
-    (``pip install -e '.[ray]'``); :class:`~llm_connect.errors.ValidationError` for a bad
-    argument, a ledger without ``task_type`` or ``id`` column, or items lacking a text column.
+    See Also
+    --------
+    llm_connect.grading.judge_many : the same rows on one machine.
+    RateLimit, SharedBudget : one rate limit and one budget for the cluster.
     """
     ray = need_ray()
     if not isinstance(ds, ray.data.Dataset):

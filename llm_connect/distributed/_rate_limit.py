@@ -28,13 +28,36 @@ CHARS_PER_TOKEN = 4
 class RateLimit:
     """A limit for the whole cluster: requests and tokens per minute, shared by every actor of a job.
 
-    ``requests_per_minute``, ``tokens_per_minute``: ``None`` leaves that side unlimited (at least
-    one must be set). ``block``: requests an actor takes from the shared limiter per round trip
-    (lowered for small limits so the endpoint sees at most the limit +5% in any minute).
-    ``requests_per_item``: the calls the judge makes per item (a compound judge's count).
-    ``output_tokens``: tokens assumed for a reply when estimating a request's tokens (the estimate
-    is settled with the reply's real count after the call).
-    A dict with the same keys is accepted wherever a ``RateLimit`` is.
+    Enforced by one small Ray actor (the limiter) on one schedule, whatever the number of actors: in any
+    window of ``W`` seconds the items released make at most ``W*r + B + 1`` requests (``r`` a second,
+    ``B`` = :meth:`burst_requests`); see :mod:`llm_connect.distributed`. A dict with the same keys is
+    accepted wherever a ``RateLimit`` is (:meth:`of`).
+
+    Parameters
+    ----------
+    requests_per_minute : float, optional
+        Requests a minute across the cluster; ``None`` leaves requests unlimited.
+    tokens_per_minute : float, optional
+        Tokens (in and out) a minute across the cluster; ``None`` leaves tokens unlimited. At least one of
+        the two must be set.
+    block : int, default 8
+        Requests an actor takes from the limiter per round trip (lowered for small limits so the endpoint
+        sees at most the limit +5% in any minute).
+    requests_per_item : int, default 1
+        The calls the judge makes per item (a compound judge's count).
+    output_tokens : int, default 256
+        Tokens assumed for a reply when a request's tokens are estimated (the estimate is settled with the
+        reply's real count after the call).
+
+    Raises
+    ------
+    ValidationError
+        Neither limit is set, a limit is not a finite number > 0, or ``block``, ``requests_per_item`` or
+        ``output_tokens`` is not an int in range.
+
+    See Also
+    --------
+    llm_connect.distributed.grade_dataset : takes it as ``rate_limit=``.
     """
 
     requests_per_minute: float | None = None
