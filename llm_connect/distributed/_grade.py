@@ -204,12 +204,12 @@ def grade_dataset(
     limit = RateLimit.of(rate_limit)
     from ..adapters._batches import batch_options
 
-    batching = batch_options(batch, ledger)
-    if batching is not None and batching.state_dir is not None:
+    batch_api = batch_options(batch, ledger)
+    if batch_api is not None and batch_api.state_dir is not None:
         from pathlib import Path
 
-        batching = replace(batching, state_dir=Path(batching.state_dir).resolve())
-    elif batching is not None:
+        batch_api = replace(batch_api, state_dir=Path(batch_api.state_dir).resolve())
+    elif batch_api is not None:
         import warnings
 
         warnings.warn("grade_dataset(batch=...): the batches' state has no folder (no ledger, or a ledger at a URI), "
@@ -265,7 +265,7 @@ def grade_dataset(
             "run_config": run_config,
             "run_id": uuid.uuid4().hex,
             "budget": shared,
-            "batch": batching,
+            "batch": batch_api,
         },
         compute=ray.data.ActorPoolStrategy(size=num_actors),
         batch_size=batch_size,
