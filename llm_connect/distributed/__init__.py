@@ -11,8 +11,8 @@ How a job runs
 (``ds.map_batches(..., compute=ActorPoolStrategy(size=num_actors), batch_format="pandas")``, the
 way Ray Data runs LLM inference over a dataset). Each actor calls ``judge_factory()``
 once, so adapters, HTTP sessions and local models are built once per actor, and
-runs the package's runner (:func:`llm_connect.grading.judge_plan` on
-:func:`llm_connect.runner.run_plan`) on each *chunk* of rows Ray Data hands it
+runs ``judge_many``'s run plan on the package's runner
+(:func:`llm_connect.runner.run_plan`) on each *chunk* of rows Ray Data hands it
 (``batch_size`` rows; Ray's ``map_batches`` calls it a batch) with ``concurrency``
 items in flight. So the job has ``num_actors * concurrency`` judgments in
 flight, and each output row has the columns ``judge_many`` gives it: a failed
