@@ -35,10 +35,28 @@ __all__ = [
     "active_budgets",
     "as_budget",
     "budget_scope",
+    "check_non_negative",
 ]
 
 
-def _check_non_negative(name: str, value: Any) -> None:
+def check_non_negative(name: str, value: Any) -> None:
+    """Check that ``value`` is a number ``>= 0`` (an amount of money or of tokens), as every tracker checks it.
+
+    The one check of the amounts a :class:`BudgetTracker` (and a tracker kept elsewhere, such as
+    :class:`~llm_connect.distributed.SharedBudget`) is given: a limit, a charge, an estimate.
+
+    Parameters
+    ----------
+    name : str
+        What the value is, for the message (``"cost_usd"``, ``"LLMResponse.tokens_in"``).
+    value : Any
+        The value to check.
+
+    Raises
+    ------
+    ValidationError
+        ``value`` is not an int or a float (a bool is not a number here), is NaN, or is negative.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(f"{name} must be a number, got {type(value).__name__}")
     if math.isnan(value) or value < 0:
@@ -166,7 +184,7 @@ class LLMResponse:
                                           f"got {type(message).__name__}")
             object.__setattr__(self, "messages", tuple(self.messages))
         for name in ("tokens_in", "tokens_out", "cost_usd", "latency_ms", "tokens_cached", "tokens_cache_written"):
-            _check_non_negative(f"LLMResponse.{name}", getattr(self, name))
+            check_non_negative(f"LLMResponse.{name}", getattr(self, name))
         if self.tokens_cached + self.tokens_cache_written > self.tokens_in:
             raise ValidationError(
                 f"LLMResponse: tokens_cached ({self.tokens_cached}) + tokens_cache_written "
@@ -314,7 +332,7 @@ class BudgetTracker:
 
     def __init__(self, limit_usd: float | None = None) -> None:
         if limit_usd is not None:
-            _check_non_negative("limit_usd", limit_usd)
+            check_non_negative("limit_usd", limit_usd)
         self.limit_usd = None if limit_usd is None else float(limit_usd)
         self._spent = 0.0
         self._calls = 0
@@ -378,7 +396,7 @@ class BudgetTracker:
         ValidationError
             When ``cost_usd`` is negative, NaN or not a number.
         """
-        _check_non_negative("cost_usd", cost_usd)
+        check_non_negative("cost_usd", cost_usd)
         with self._changed:
             self._spent += float(cost_usd)
             self._calls += 1
@@ -442,7 +460,7 @@ class BudgetTracker:
         ValidationError
             When ``estimated_usd`` is negative, NaN or not a number.
         """
-        _check_non_negative("estimated_usd", estimated_usd)
+        check_non_negative("estimated_usd", estimated_usd)
         with self._lock:
             return self._try_reserve_locked(float(estimated_usd))
 
@@ -476,7 +494,7 @@ class BudgetTracker:
         ValidationError
             When ``estimated_usd`` is negative, NaN or not a number.
         """
-        _check_non_negative("estimated_usd", estimated_usd)
+        check_non_negative("estimated_usd", estimated_usd)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._changed:
             while True:
@@ -555,8 +573,8 @@ def as_budget(budget: BudgetTracker | float | None, *, what: str = "budget") -> 
     return BudgetTracker(limit_usd=float(budget))
 
 
-# The batch budgets of the code running now (innermost last): set by the batch
-# engine for each row, read by the adapters' one call wrapper. It travels into
+# The run budgets of the code running now (innermost last): set by the runner
+# (llm_connect.runner) for each row, read by the adapters' one call wrapper. It travels into
 # tasks and worker threads with the context (``_runtime`` copies it).
 _ACTIVE_BUDGETS: ContextVar[tuple[BudgetTracker, ...]] = ContextVar("llm_connect_active_budgets", default=())
 

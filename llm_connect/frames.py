@@ -33,16 +33,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .batch import (
-    CONVERSATION_COLUMNS,
-    RESULT_FRAME_COLUMNS,
-    canonical_item_id,
-    conversation_tags,
-    item_id_text,
-    item_ids,
-    renamed_keyword,
-)
+from .columns import RESULT_FRAME_COLUMNS
 from .errors import ValidationError
+from .items import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 from .quality import MAX_LINE_BYTES, BaseLedger, ParquetLedger, QualityLedger, QualityObservation
 from .quality._base import is_parquet_location
 from .quality._ledger_io import (
@@ -55,6 +48,7 @@ from .quality._ledger_io import (
     observation_columns,
     read_columns,
 )
+from .runner import renamed_keyword
 
 _log = logging.getLogger("llm_connect")
 
@@ -88,7 +82,7 @@ LEDGER_COLUMNS = (
     "total_tokens",
 )
 TAG_PREFIX = "tag."
-_CONVERSATION_TAGS = ("conversation_id", "turn")  # batch.CONVERSATION_TAGS: columns paired_frame keeps
+_CONVERSATION_TAGS = ("conversation_id", "turn")  # items.CONVERSATION_TAGS: columns paired_frame keeps
 
 TagsMode = Literal["expand", "dict"]
 _LAYOUT: dict[str, TagLayout] = {"expand": "columns", "dict": "dicts"}  # how each mode reads tags
@@ -604,10 +598,10 @@ def record_labels(
     latency, and ``tags`` ``grader_id``, ``item_id`` and ``annotator``, with the same ``task_type``,
     ``item_id`` and adapter as the judge's observation of that answer, so :func:`paired_frame` can join
     them. Rows whose label is missing (NaN) are unlabelled and skipped. Ids are converted as
-    ``judge_many`` records them (:func:`~llm_connect.batch.canonical_item_id`: a whole float such as
+    ``judge_many`` records them (:func:`~llm_connect.items.canonical_item_id`: a whole float such as
     ``1.0`` is ``1``, numpy scalars are plain Python). Turns of a conversation (a frame with
     ``conversation_id`` / ``turn`` / ``messages`` columns, as :func:`~llm_connect.conversations.per_turn`
-    gives) are keyed as ``judge_many`` keys them (:func:`~llm_connect.batch.item_ids`: each turn its own
+    gives) are keyed as ``judge_many`` keys them (:func:`~llm_connect.items.item_ids`: each turn its own
     item; without an ``item_id`` column), and their labels carry the tags ``conversation_id`` and
     ``turn``. Every row is validated before anything is written, and all are written under one lock.
 
@@ -734,7 +728,7 @@ def paired_frame(
 
     Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]`` is ``grader_id`` (the
     judge's scores) or ``human`` (the labels written by :func:`record_labels`) and joins them on
-    ``tags["item_id"]`` (matched on its text, :func:`~llm_connect.batch.item_id_text`: ``1``, ``1.0`` and
+    ``tags["item_id"]`` (matched on its text, :func:`~llm_connect.items.item_id_text`: ``1``, ``1.0`` and
     ``"1"`` are one item) and ``adapter_id``. A label taken back by an undo marker (grader
     ``f"{human}-undo"``, tag ``undoes`` naming the label's ``label_id``, as
     :meth:`~llm_connect.calibration.Labeller.undo` writes) is left out.

@@ -44,9 +44,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._html import fmt, html_format, html_table
-from .batch import item_id_text
 from .errors import UncalibratedJudgeError, ValidationError
 from .frames import HOLD_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
+from .items import item_id_text
 from .quality import BaseLedger, QualityObservation, is_stale, open_ledger
 from .stats._validate import check_confidence
 

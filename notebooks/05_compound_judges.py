@@ -51,7 +51,7 @@ qa = pd.read_json(DATA / "qa_calibration.jsonl", lines=True, dtype=False)
 # > `tutorial_helpers.py`, next to this notebook) sees only the texts in the
 # > prompt: it decides by word overlap — does the candidate contain every content
 # > word of one of the references? — and never reads the human label. It goes
-# > through the same parser, retries, batch runtime and traces as a hosted model
+# > through the same parser, retries, runner and traces as a hosted model
 # > would.
 
 # %%

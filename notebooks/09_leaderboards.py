@@ -78,7 +78,7 @@ ax = plot_leaderboard(human_board)
 # > the **longer** one — the length bias real judges show — except on a quarter
 # > of the calls, drawn from a hash of the answers and the call's seed, where it
 # > picks the other (a sampled model's noise). It never reads `better`. It goes
-# > through the same `PairwiseJudge` parser, batch engine and both-orders logic
+# > through the same `PairwiseJudge` parser, runner and both-orders logic
 # > as a hosted model would.
 #
 # `judge_many` takes answer A as the `baseline` and answer B as the
@@ -168,7 +168,7 @@ lc_judge[["model", "n", "win_rate", "lc_win_rate", "lc_win_rate_low", "lc_win_ra
 # `tournament` takes N models' answers to the same prompts (a long frame: a
 # prompt, a model, an answer), schedules the comparisons on each prompt (all
 # pairs here; `pairs=k` draws k at random per prompt), lets a coin decide which
-# model is shown as A, and runs them through the batch engine. SmolLM2-135M
+# model is shown as A, and runs them through the runner. SmolLM2-135M
 # writes its own answers to six of the prompts, beside the two in the data.
 
 # %%

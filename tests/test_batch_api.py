@@ -507,16 +507,17 @@ def test_grade_datasets_actor_keeps_a_state_per_ray_batch_and_resumes_it(tmp_pat
     """grade_dataset(batch=...)'s actor, run in this process (the Ray run is in test_distributed.py): a Ray
     batch's provider batch lives in its own folder named by its rows, so the actor that runs the same Ray
     batch again (a restarted actor, or the job run again) collects it instead of submitting again."""
-    from llm_connect.distributed import RESUMED, _GradingActor
+    from llm_connect.distributed import RESUMED
+    from llm_connect.distributed._actor import GradingActor
 
     ledger = QualityLedger(tmp_path / "ledger.jsonl")
     frame = pd.DataFrame(items(8))
     with LoopbackServer(batch={"hold": True}) as server:
         direct = judge_many(LLMJudge(openai(server)), frame, progress=False)
 
-        def actor(**options) -> _GradingActor:
+        def actor(**options) -> GradingActor:
             batch = BatchOptions(state_dir=tmp_path / "ledger.jsonl.batches", **options)
-            return _GradingActor(lambda: LLMJudge(openai(server)), 4, ledger, "qa", None, None, None, run_id="r",
+            return GradingActor(lambda: LLMJudge(openai(server)), 4, ledger, "qa", None, None, None, run_id="r",
                                  batch=batch)
 
         stopped = actor(max_wait_s=0.2, poll_interval_s=0.02)(frame.iloc[:4])

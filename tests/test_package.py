@@ -73,12 +73,14 @@ LAYERS = [
     "_display",  # the seam through which a lower floor reaches a view by name, at call time
     "core",
     "_runtime",
+    "items",  # what an item holds and which item a row is (ids, keys, the turn in the key); imports errors only
+    "columns",  # the column tuples of every result frame; imports nothing
     "quality",
     "adapters",
     "_options",  # the one check of the shared run options (concurrency, budget, batch, ...)
     "testing",  # the test doubles' package, loopback server included
     "loopback",  # a shim re-exporting testing.loopback
-    "batch",  # the one batch engine: grading, pipelines and calibration run on it
+    "runner",  # items in, one row per item out (RunPlan): grading, pipelines and calibration run on it
     "conversations",  # chat messages and agent trajectories as items (OpenAI JSON Lines, OTLP GenAI spans)
     "grading",
     "plugins",  # adapters, embedders and judges by name (built-ins, entry points): the CLI and from_config read it

@@ -37,12 +37,17 @@ PUBLIC: dict[str, str] = {
     'llm_connect.adapters.pricing': (
         'DEFAULT_PRICES Price cost_usd price_for register_price registered_prices'
     ),
-    'llm_connect.batch': (
-        'BUDGET_EXHAUSTED BatchPlan GRADE_COLUMNS INTERRUPTED ITEM_COLUMNS LEDGER_ERROR PIPELINE_COLUMNS '
-        'PIPELINE_EXTRA_COLUMNS RESULT_COLUMNS RESULT_FRAME_COLUMNS arun_batch arun_rows attach_rows '
-        'batch_budget check_ledger column_values describe_error is_missing item_text items_frame '
-        'ledger_columns note_budget plain_item_id progress_bar record_row reference_text row_for_exception '
-        'row_item_id run_batch run_rows'
+    # issue 35: llm_connect.batch (the row engine) became runner, items and columns; "batch" is the Batch APIs'
+    'llm_connect.columns': (
+        'GRADE_COLUMNS PIPELINE_COLUMNS PIPELINE_EXTRA_COLUMNS RESULT_COLUMNS RESULT_FRAME_COLUMNS'
+    ),
+    'llm_connect.items': (
+        'ITEM_COLUMNS column_values is_missing item_text items_frame reference_text row_item_id'
+    ),
+    'llm_connect.runner': (
+        'BUDGET_EXHAUSTED INTERRUPTED LEDGER_ERROR RunPlan arun_plan arun_rows attach_rows check_ledger '
+        'describe_error ledger_columns note_budget progress_bar record_row row_for_exception run_budget run_plan '
+        'run_rows'
     ),
     'llm_connect.calibration': (
         'AgreementTable BiasReport CalibrationReport DEFAULT_INJECTION ESTIMATE_METHODS Estimate JudgeCard '

@@ -76,11 +76,11 @@ import numpy as np
 import pandas as pd
 
 from .._html import Markup
-from ..batch import run_batch
 from ..core import BudgetTracker, LLMAdapter, RunConfig
 from ..errors import BudgetExceededError, ValidationError
 from ..grading import Example, JudgeBase, LLMJudge, Rubric
-from ..grading._batch import judge_plan, refuse_total_failure
+from ..grading._judge_many import judge_plan, refuse_total_failure
+from ..runner import run_plan
 from ..stats.agreement import Estimate
 from ..stats.alignment import (
     METRICS,
@@ -606,7 +606,7 @@ class _Routed(JudgeBase):
 
 
 def _check_budget(frame: pd.DataFrame, tracker: BudgetTracker) -> None:
-    from ..batch import BUDGET_EXHAUSTED
+    from ..runner import BUDGET_EXHAUSTED
 
     errors = frame.loc[frame["status"] == "error", "error"].astype(str)
     if errors.str.contains(BUDGET_EXHAUSTED, regex=False).any():
@@ -669,7 +669,7 @@ def align(
     what it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's optimizers and
     EvalGen.
     """
-    from ..batch import item_ids, items_frame
+    from ..items import item_ids, items_frame
 
     if not isinstance(judge, LLMJudge):
         raise ValidationError(f"align improves an LLMJudge's rubric; got {type(judge).__name__}")
@@ -761,7 +761,7 @@ def align(
             return np.array([], dtype=float)
         # judge_many's plan, run as it runs it; a pass that is refused when it scores nothing does not warn too
         plan = judge_plan(j, items.frame(pos), budget=tracker, warn_failure=not refuse)
-        out = run_batch(plan, concurrency=concurrency, progress=progress)
+        out = run_plan(plan, concurrency=concurrency, progress=progress)
         _check_budget(out, tracker)
         if refuse:  # a judge that scored nothing: no comparison, no "kept: no held-out improvement"
             refuse_total_failure(out, str(judge.grader_id), what="align")

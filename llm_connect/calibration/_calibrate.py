@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..runner import judge_and_items
 from ..stats._validate import by_columns, check_confidence
 from ..stats.clusters import cluster_column
 from ._agreement import agreement_table

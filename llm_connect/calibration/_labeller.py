@@ -34,8 +34,8 @@ Skip, undo and hold markers are people's records, never a judge's score nor a la
 ``llm-connect ledger stats`` and :func:`~llm_connect.frames.paired_frame` leave them out.
 
 Item ids are converted as :func:`~llm_connect.grading.judge_many` records them
-(:func:`~llm_connect.batch.canonical_item_id`: numpy integers are plain ints, a whole float such as
-``1.0`` is ``1``) and matched on their text (:func:`~llm_connect.batch.item_id_text`), so labels pair
+(:func:`~llm_connect.items.canonical_item_id`: numpy integers are plain ints, a whole float such as
+``1.0`` is ``1``) and matched on their text (:func:`~llm_connect.items.item_id_text`), so labels pair
 with the judge's scores whatever the ids' dtype.
 
 A restarted kernel (a new ``Labeller`` with the same items, ledger, task type, annotator,
@@ -131,10 +131,11 @@ import pandas as pd
 
 from .._display import view
 from .._html import escape, kv_table, with_interval
-from ..batch import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids, renamed_keyword
 from ..errors import ValidationError
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
+from ..items import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 from ..quality import BaseLedger, QualityObservation
+from ..runner import renamed_keyword
 from ..stats._validate import check_confidence
 from ..stats.estimates import estimate_quality, labels_needed
 from ..stats.sampling import (
@@ -542,7 +543,7 @@ class Labeller:
             raise ValidationError(f"items lack {', '.join(missing)}; their columns are {list(frame.columns)[:20]}")
         if conversational:  # a conversation's turns: keyed as judge_many keys them (the turn is part of the item)
             if "prompt" not in frame.columns:
-                from ..grading._batch import item_messages, item_prompt
+                from ..grading._judge_many import item_messages, item_prompt
 
                 frame = frame.assign(prompt=[item_prompt(r, item_messages(r)) for r in frame.to_dict("records")])
             keyed = frame.rename(columns={id_col: "id"}) if id_col not in (None, "id") else frame

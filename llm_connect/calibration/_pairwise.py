@@ -48,9 +48,9 @@ import pandas as pd
 
 from .._display import view
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
-from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..runner import judge_and_items
 from ..stats._validate import check_confidence
 from ..stats.bradley_terry import is_probability_column, real_number
 from ..stats.preferences import (
@@ -584,7 +584,7 @@ def calibrate_pairwise(
     for name, values in labels.items():
         out[f"winner_{name}"] = values
 
-    from ..grading._batch import refuse_total_failure
+    from ..grading._judge_many import refuse_total_failure
 
     kwargs: dict[str, Any] = {"concurrency": concurrency, "progress": progress, "run_config": run_config,
                               "budget": as_budget(budget)}  # one tracker for every judge and the probe

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 import pandas as pd
 
-from ..batch import CONVERSATION_COLUMNS, ITEM_COLUMNS, batch_budget, is_judge, items_frame, judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame
+from ..runner import is_judge, judge_and_items, run_budget
 from ..stats.agreement import parse_scale
 from ..stats.labels import parse_labels
 from ._features import model_family, text_features
@@ -144,7 +145,7 @@ COLUMN_ALIASES = {"reference": "baseline"}
 def items_table(items: ItemsLike, *, baseline: bool = True) -> pd.DataFrame:
     """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
 
-    The batch engine's item-frame builder (:func:`llm_connect.batch.items_frame`) with
+    The batch engine's item-frame builder (:func:`llm_connect.items.items_frame`) with
     :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
     :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
     is read with :func:`load_items`. ``baseline=False`` (every judge of the run is shown no reference,
@@ -307,11 +308,11 @@ def judge_items(
     epochs: int = 1,
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
-    provider_batch: Any = False,
+    batch: Any = False,
     warn_failure: bool = True,
 ) -> pd.DataFrame:
-    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
-    the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
+    """``judge_many`` over ``items`` (with the baseline prepared for this judge); its result frame, with
+    the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`).
     Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
     repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
     reliability in ``attrs["reliability"]``).
@@ -319,12 +320,12 @@ def judge_items(
     With ``ledger`` and ``task_type`` every scored row is recorded as
     ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
 
-    ``budget``: the batch budget, as ``judge_many(..., budget=...)`` takes it (a
+    ``budget``: the run budget, as ``judge_many(..., budget=...)`` takes it (a
     :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``):
     every paid call of the judge is reserved on it, and once it is spent the rows not attempted are
     ``error`` rows saying "budget exhausted". Pass one tracker to several calls to share one limit.
 
-    ``provider_batch``: ``judge_many``'s ``batch=`` (the provider Batch APIs; see
+    ``batch``: the providers' Batch APIs, as ``judge_many(..., batch=...)`` takes it (see
     :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or
     :class:`~llm_connect.adapters.BatchOptions`.
 
@@ -332,30 +333,30 @@ def judge_items(
     such a run itself turns it off.
 
     A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
-    as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
+    as ``None``, never as ``""``: the runner makes that row an ``error`` row
     saying which text is missing, as it does for a blank baseline (an empty answer
     against an empty reference is not a match). See :func:`lacks_text`.
     """
-    from ..batch import run_batch
-    from ..grading._batch import judge_plan
     from ..grading._batch_api import provider_batch_plan
+    from ..grading._judge_many import judge_plan
+    from ..runner import run_plan
 
     # the texts, and what a conversation item adds (its messages, documents, conversation and turn)
     columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id", *CONVERSATION_COLUMNS,
                            "context") if c in items.columns]
-    batch = items[columns].copy()
-    if "baseline" in batch.columns:
-        batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
+    frame = items[columns].copy()
+    if "baseline" in frame.columns:
+        frame["baseline"] = _baseline_for(judge, frame["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
-        if c in batch.columns:
-            batch[c] = batch[c].map(_reply_or_none).astype(object)
+        if c in frame.columns:
+            frame[c] = frame[c].map(_reply_or_none).astype(object)
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
-    plan = judge_plan(judge, batch, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
+    plan = judge_plan(judge, frame, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
                       replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget,
                       warn_failure=warn_failure)
-    plan, concurrency = provider_batch_plan(plan, provider_batch, ledger=open_ledger_of(ledger),
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=open_ledger_of(ledger),
                                             concurrency=concurrency, progress=progress)
-    return run_batch(plan, concurrency=concurrency, progress=progress)
+    return run_plan(plan, concurrency=concurrency, progress=progress)
 
 
 def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
@@ -614,8 +615,8 @@ def _score_items(
     ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure``
     (``calibrate``'s): a judge that scored no item for a reason of its own raises
     :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the next judge runs."""
-    from ..grading._batch import refuse_total_failure
     from ..grading._epochs import check_epochs, reducer_of
+    from ..grading._judge_many import refuse_total_failure
 
     k = check_epochs(epochs)
     reducer_of(reducer)  # a bad reducer: an error before any judge runs
@@ -628,7 +629,7 @@ def _score_items(
         if c in frame.columns:
             out[c] = frame[c].tolist()
         elif c == "prompt":  # a conversation item's question: its last user message
-            from ..grading._batch import item_messages, item_prompt
+            from ..grading._judge_many import item_messages, item_prompt
 
             out[c] = [item_prompt(r, item_messages(r)) for r in frame.to_dict("records")]
         else:  # no baseline: for judges that need no reference
@@ -667,7 +668,7 @@ def _score_items(
         batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
                             epochs=k, reducer=reducer, budget=tracker,
-                            provider_batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
+                            batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
         if refuse_failure:
             refuse_total_failure(batch, name, what="calibrate")
         if k > 1:
@@ -702,7 +703,7 @@ def _score_items(
             usage[name]["ledger_already"] = int(batch.attrs["ledger"]["already"])
     for name in label_names:
         out[f"score_{name}"] = labels[name]
-    spent = batch_budget(tracker, run_config)  # the budget every judge's batch ran on, if any
+    spent = run_budget(tracker, run_config)  # the budget every judge's batch ran on, if any
 
     features = text_features(out["candidate"], out["baseline"])
     out = pd.concat([out, features], axis=1)

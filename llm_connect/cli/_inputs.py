@@ -538,7 +538,7 @@ def apply_candidate_model(parser: argparse.ArgumentParser, items: Any, name: str
     from another model's)."""
     import sys
 
-    from ..batch import candidate_names
+    from ..items import candidate_names
 
     column = items["candidate_model"].tolist() if "candidate_model" in items.columns else [None] * len(items)
     unnamed = [i for i, m in enumerate(column) if candidate_names(m)[1] == "unknown"]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..batch import is_missing
+from ..items import is_missing
 from ..core import LLMResponse
 from ..errors import ValidationError
 

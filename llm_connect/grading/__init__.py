@@ -41,7 +41,6 @@ from ._base import (
     observation_for,
     supports_async,
 )
-from ._batch import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
 from ._compound import (
     PAIRWISE_RUBRIC,
     CascadeJudge,
@@ -54,6 +53,7 @@ from ._compound import (
 )
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
 from ._groundedness import GroundednessJudge
+from ._judge_many import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
 from ._judges import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,

@@ -18,9 +18,9 @@ from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from .._html import kv_table
 from .._runtime import to_thread
-from ..batch import plain_item_id
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import ValidationError
+from ..items import canonical_item_id
 from ..quality import QualityObservation
 
 __all__ = [
@@ -268,7 +268,7 @@ def observation_for(
 ) -> QualityObservation:
     """The candidate's :class:`QualityObservation` for one grade, with grader id, rubric hash and item id in tags.
 
-    ``item_id`` is stored as plain JSON (see :func:`llm_connect.batch.plain_item_id`); a missing one
+    ``item_id`` is stored as plain JSON (see :func:`llm_connect.items.canonical_item_id`); a missing one
     (None/NaN) is left out. The judge's own cost is ``tags["judge_cost_usd"]``; ``cost_usd`` is the candidate's;
     ``tags["judge_tokens_cached"]``: the judge's prompt tokens read from the provider's prompt cache (when any).
     """
@@ -278,7 +278,7 @@ def observation_for(
     rubric_hash = rubric_hash or result.details.get("rubric_hash")
     if rubric_hash:
         tags["rubric_hash"] = rubric_hash
-    item_id = plain_item_id(item_id)
+    item_id = canonical_item_id(item_id)
     if item_id is not None:
         tags["item_id"] = item_id
     if result.cost_usd:

@@ -29,8 +29,8 @@ from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ..quality import BaseLedger
 from ._base import GradingResult, Judge, JudgeBase, acall_judge, validate_grader_id, validate_score
-from ._batch import judge_many
 from ._epochs import Reducer, _alpha
+from ._judge_many import judge_many
 from ._judges import DEFAULT_TOP_LOGPROBS, _hash, with_decision_settings
 from ._pairwise_local import (
     PAIRWISE_LOCAL_RUBRIC,

@@ -176,7 +176,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 #: Texts an :class:`EmbeddingSimilarityJudge` sends in one embedder call when it embeds a
-#: batch's distinct texts ahead of its rows (see :meth:`EmbeddingSimilarityJudge.aprepare_batch`).
+#: run's distinct texts ahead of its rows (see :meth:`EmbeddingSimilarityJudge.aprepare_run`).
 EMBED_CHUNK = 2048
 
 
@@ -188,11 +188,11 @@ class EmbeddingSimilarityJudge(JudgeBase):
     baseline's references and the candidate are embedded in one batch and the
     best-matching reference counts.
 
-    In a batch (``judge_many``, ``calibrate``) the judge first embeds every
+    In a run of many items (``judge_many``, ``calibrate``) the judge first embeds every
     distinct text its rows need (each reference after splitting, each candidate)
     once, longest first, ``chunk_size`` texts an embedder call, and then scores
     the rows from those vectors without calling the embedder again (see
-    :meth:`aprepare_batch`): the same scores, statuses and errors as row by row.
+    :meth:`aprepare_run`): the same scores, statuses and errors as row by row.
     """
 
     embedder: EmbeddingAdapter
@@ -208,7 +208,7 @@ class EmbeddingSimilarityJudge(JudgeBase):
             raise ValidationError("EmbeddingSimilarityJudge needs an embedder with an embed(texts) method")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValidationError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
-        self._vectors: dict[str, Any] = {}  # text -> vector, filled by aprepare_batch on a copy
+        self._vectors: dict[str, Any] = {}  # text -> vector, filled by aprepare_run on a copy
 
     def texts_for(self, baseline: str, candidate: str) -> list[str]:
         """The texts the judge embeds for one row: the baseline's references, then the candidate."""
@@ -269,10 +269,10 @@ class EmbeddingSimilarityJudge(JudgeBase):
             vectors = await acall_embed(self.embedder, texts)
         return self._result(texts, vectors, baseline, candidate)
 
-    async def aprepare_batch(
+    async def aprepare_run(
         self, pairs: Iterable[tuple[str, str]], *, progress: Callable[[int], Any] | None = None
     ) -> EmbeddingSimilarityJudge:
-        """A copy of this judge holding the vectors of every distinct text of ``pairs``, for one batch run.
+        """A copy of this judge holding the vectors of every distinct text of ``pairs``, for one run.
 
         ``pairs``: each row's ``(baseline, candidate)`` texts. The texts the rows will embed
         (:meth:`texts_for`: each reference after splitting on ``reference_sep``, each candidate)
@@ -280,8 +280,8 @@ class EmbeddingSimilarityJudge(JudgeBase):
         texts are of similar length) and embedded ``chunk_size`` at a time: through the
         embedder's ``aembed_array``/``embed_array`` when it has them (one numpy array a call,
         e.g. :class:`~llm_connect.adapters.SentenceTransformerEmbedder`), else its
-        ``aembed``/``embed`` (an HTTP embedder splits a call into its own requests). The batch
-        engine calls this once before the rows (``judge_many``, ``calibrate``), outside any
+        ``aembed``/``embed`` (an HTTP embedder splits a call into its own requests). The
+        runner calls this once before the rows (``judge_many``, ``calibrate``), outside any
         per-row lock; the copy then scores each row from the vectors, with no embedder call.
 
         Scores, statuses and errors are those of the row-by-row path: a row is scored by
@@ -295,7 +295,7 @@ class EmbeddingSimilarityJudge(JudgeBase):
 
         Memory: the vectors stay as the embedder's arrays (float32 from sentence-transformers:
         15,000 rows with 3 references each, about 40,000 distinct texts x 384 dimensions, take
-        about 60 MB), for the run only: the copy is dropped when the batch ends.
+        about 60 MB), for the run only: the copy is dropped when the run ends.
         """
         distinct: dict[str, None] = {}
         for baseline, candidate in pairs:

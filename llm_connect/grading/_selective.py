@@ -109,9 +109,9 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._html import fmt, frame_html, html_format, join, kv_table
-from ..batch import ITEM_COLUMNS, candidate_names, item_id_text, item_ids, items_frame
 from ..core import LLMResponse, RunConfig, as_budget
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
+from ..items import ITEM_COLUMNS, candidate_names, item_id_text, item_ids, items_frame
 from ..quality import BaseLedger
 from ..stats.labels import parse_labels
 from ..stats.selective import Guaranteed, SelectiveCutoff, check_level, fixed_sequence_cutoff, min_items
@@ -124,9 +124,9 @@ from ._base import (
     validate_grader_id,
     validate_score,
 )
-from ._batch import judge_many, raw_reply_of
 from ._compound import PanelJudge, WrapperJudge, _bound, _spent, _sum_usage
 from ._epochs import epoch_run_config, reduce_scores, reducer_of, reseed
+from ._judge_many import judge_many, raw_reply_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -542,9 +542,9 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         cols["confidence"] = result.details.get("confidence")
         return cols
 
-    async def aprepare_batch(self, pairs: Any, *, progress: Any = None) -> SelectiveJudge:
-        """The inner judge's batch pre-pass (an embedding judge embeds every distinct text once), when it has one."""
-        prepare = _declared(self.inner, "aprepare_batch", None)
+    async def aprepare_run(self, pairs: Any, *, progress: Any = None) -> SelectiveJudge:
+        """The inner judge's pre-pass over a run (an embedding judge embeds each distinct text once), if it has one."""
+        prepare = _declared(self.inner, "aprepare_run", None)
         if not callable(prepare) or self.source == "panel":
             return self
         prepared = await prepare(pairs, progress=progress)
@@ -1110,8 +1110,8 @@ class ConfidenceJudge(WrapperJudge):
         dist = result.details.get(PASS_DISTRIBUTION)
         return {"confidence": conf, PASS_DISTRIBUTION: [[float(v), float(w)] for v, w in dist] if dist else None}
 
-    async def aprepare_batch(self, pairs: Any, *, progress: Any = None) -> ConfidenceJudge:
-        return ConfidenceJudge(await self.selective.aprepare_batch(pairs, progress=progress))
+    async def aprepare_run(self, pairs: Any, *, progress: Any = None) -> ConfidenceJudge:
+        return ConfidenceJudge(await self.selective.aprepare_run(pairs, progress=progress))
 
     def with_seed_offset(self, offset: int) -> ConfidenceJudge:
         return ConfidenceJudge(self.selective.with_seed_offset(offset))
@@ -1227,9 +1227,9 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         return {"decided_by": d.get("decided_by"), "stage": d.get("stage"), "confidence": d.get("confidence"),
                 "details": dict(d)}
 
-    async def aprepare_batch(self, pairs: Any, *, progress: Any = None) -> SelectiveCascade:
+    async def aprepare_run(self, pairs: Any, *, progress: Any = None) -> SelectiveCascade:
         pairs = list(pairs)
-        stages = [await s.aprepare_batch(pairs, progress=progress) for s in self.stages]
+        stages = [await s.aprepare_run(pairs, progress=progress) for s in self.stages]
         return dataclasses.replace(self, judges=stages, calibration=self.calibration)
 
     def with_seed_offset(self, offset: int) -> SelectiveCascade:

@@ -16,13 +16,14 @@ import math
 import random
 from typing import TYPE_CHECKING, Any
 
-from ..batch import is_missing, items_frame, judge_and_items
 from ..core import BudgetTracker, RunConfig
 from ..errors import ValidationError
+from ..items import is_missing, items_frame
 from ..quality import BaseLedger
+from ..runner import judge_and_items
 from ._base import Judge, judge_abilities
-from ._batch import judge_many
 from ._epochs import Reducer
+from ._judge_many import judge_many
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -47,25 +47,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from .._display import view
 from .._html import html_format, html_table
 from .._runtime import on_background, run_sync
-from ..batch import (
-    PIPELINE_COLUMNS,
-    PIPELINE_EXTRA_COLUMNS,
-    BatchPlan,
-    arun_batch,
-    attach_rows,
-    batch_budget,
-    item_text,
-    items_frame,
-    reference_text,
-    run_batch,
-)
+from ..columns import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS
 from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
 from ..grading._base import GradingResult, validate_grader_id, validate_score
-from ..grading._batch import reduce_item
 from ..grading._compound import WrapperJudge
 from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
+from ..grading._judge_many import reduce_item
 from ..grading._parse import brief_repr
+from ..items import item_text, items_frame, reference_text
+from ..runner import RunPlan, arun_plan, attach_rows, run_budget, run_plan
 from ._scales import Scale
 from ._trace import PipelineResult, Trace, UnitOutput
 from ._unit_base import NodeContext, _check_name
@@ -526,7 +517,7 @@ class Pipeline:
         return run_sync(self._run_traced(item, run_config, Trace()))
 
     def _plan(self, items: Any, run_config: RunConfig | None, budget: BudgetTracker | float | None,
-              epochs: int = 1, reducer: str | Reducer = "mean") -> BatchPlan:
+              epochs: int = 1, reducer: str | Reducer = "mean") -> RunPlan:
         """The batch plan of :meth:`run_many` (and of :meth:`arun_many`: the same rows and columns).
 
         With ``epochs=k > 1`` the plan has ``k * n`` runs, epoch-major (every item's epoch 0
@@ -560,8 +551,8 @@ class Pipeline:
         def finish(rows: list[dict[str, Any]], interrupted: bool) -> Any:
             return self._finish(frame, rows, traces, interrupted, k, reducer, reducer_name)
 
-        return BatchPlan(n * k, work, finish, desc=self.name if k == 1 else f"{self.name} ({k} epochs)",
-                         budget=batch_budget(budget, run_config))
+        return RunPlan(n * k, work, finish, desc=self.name if k == 1 else f"{self.name} ({k} epochs)",
+                         budget=run_budget(budget, run_config))
 
     def _finish(self, frame: Any, rows: list[dict[str, Any]], traces: list[Trace], interrupted: bool,
                 k: int = 1, reducer: str | Reducer = "mean", reducer_name: str = "mean") -> Any:
@@ -616,7 +607,7 @@ class Pipeline:
     ) -> pd.DataFrame:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
-        Columns (:data:`~llm_connect.batch.PIPELINE_COLUMNS`): the items' own, then a
+        Columns (:data:`~llm_connect.columns.PIPELINE_COLUMNS`): the items' own, then a
         judge's result columns, as :func:`~llm_connect.grading.judge_many` of
         :meth:`as_judge` gives them: ``quality_score``, ``notes``, ``grader_id`` (the
         pipeline's name), ``status`` (scored / unscored / error), ``error``,
@@ -624,7 +615,7 @@ class Pipeline:
         ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
         ``verdict``, ``passed``, ``calls`` and ``trace``.
         ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
-        the one batch engine (:mod:`llm_connect.batch`), as :func:`llm_connect.grading.judge_many` does. An item
+        the one batch engine (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many` does. An item
         whose field read by the templates is missing (None/NaN), or whose
         ``baseline``/``reference`` is blank, is an ``error`` row naming it.
 
@@ -658,7 +649,7 @@ class Pipeline:
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
                                                 concurrency=concurrency, progress=progress)
-        return run_batch(plan, concurrency=concurrency, progress=progress)
+        return run_plan(plan, concurrency=concurrency, progress=progress)
 
     async def arun_many(
         self,
@@ -678,7 +669,7 @@ class Pipeline:
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
                                                 concurrency=concurrency, progress=progress)
-        return await arun_batch(plan, concurrency=concurrency, progress=progress)
+        return await arun_plan(plan, concurrency=concurrency, progress=progress)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
         """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""

@@ -1,12 +1,14 @@
-"""The one batch engine: items in, one row per item out, in order, never fewer.
+"""The runner: items in, one row per item out, in order, never fewer.
 
 ``grading`` (``judge_many``, ``grade_many``), ``pipelines`` (``Pipeline.run_many``)
 and ``calibration`` (through ``judge_many``) all run here; this module imports
-none of them. A batch is an items frame (:func:`items_frame`), a per-row
-coroutine ``work(i) -> row`` and a ``finish(rows, interrupted) -> frame`` step
-(usually :func:`attach_rows`), gathered in a :class:`BatchPlan` and run by
-:func:`run_batch` (sync) or :func:`arun_batch` (awaitable): both take the same
-path, so the sync and async twins of a batch return the same columns.
+none of them. A run is ``n`` rows of a per-row coroutine ``work(i) -> row`` and a
+``finish(rows, interrupted) -> frame`` step (usually :func:`attach_rows`, onto an
+items frame, :func:`llm_connect.items.items_frame`), gathered in a :class:`RunPlan`
+and run by :func:`run_plan` (sync) or :func:`arun_plan` (awaitable): both take the
+same path, so the sync and async twins of an entry point return the same columns.
+("Batch" means only the providers' Batch APIs, :mod:`llm_connect.adapters`: a
+plan's rows go through them with ``batch=``, see ``llm_connect.grading.judge_many``.)
 
 Every item becomes exactly one row, in input order: ``scored``, ``unscored``
 (the judge's reply held no usable verdict: the reason is kept, the score is
@@ -19,42 +21,32 @@ the package's background event loop (so the sync API works inside Jupyter),
 finished are kept, the others are ``error`` rows saying they were interrupted,
 and ``df.attrs["interrupted"]`` is True.
 
-Money: a run has one *batch budget* (``budget=``, a :class:`BudgetTracker`
-or a limit in USD; by default ``run_config.budget_tracker``). Each row runs
-inside its scope (:func:`llm_connect.core.budget_scope`), so every paid call
-made anywhere in the row (the judge's own, although its call config drops
+Money: a run has one *run budget* (``budget=``, a :class:`BudgetTracker`
+or a limit in USD; by default ``run_config.budget_tracker``; :func:`run_budget`).
+Each row runs inside its scope (:func:`llm_connect.core.budget_scope`), so every paid
+call made anywhere in the row (the judge's own, although its call config drops
 the caller's tracker; each member of a compound judge; each unit of a
 pipeline) is reserved on it before the call and charged after it. A reply
 that came back is kept and its cost counted; once the money is spent no call
 starts, and the rows not attempted are ``error`` rows saying "budget
 exhausted". ``df.attrs["budget"]`` holds the budget's state at the end.
 
-Recording to a ledger is the caller's: the engine only offers
+Recording to a ledger is the caller's: the runner only offers
 :func:`record_row`, which records what a ``make()`` callable builds and reports a
 failure in the row's ``ledger_error`` column (the judgment stands), and
 :func:`record_rows_now`, its sync twin for a ``finish`` step. Both record once
 (:func:`extend_once`): a judgment the ledger already holds (same item, grader,
 rubric and candidate) is not written again, and ``attrs["ledger"]`` counts it.
+Rows that finish together are written together (a group commit per ledger and
+event loop), so the ledger recording lives with the runner that runs the rows.
 
-Item identity is one rule, kept here: an item's id is converted once (:func:`canonical_item_id`: a whole
-float is an int, numpy scalars are plain Python, NaN/None/NA is missing) and matched on its text
-(:func:`item_id_text`); an item without an id is keyed by its texts (:func:`content_item_id`,
-``"row:<sha256>"``), never by its row position; with its candidate, an item's key is :func:`item_key`.
-``judge_many`` and ``grade_many`` record these ids, ``record_labels`` and the Labeller write them,
-``paired_frame`` joins on them and ``grade_dataset`` resumes by them.
-
-Every column tuple of a result frame lives here: :data:`RESULT_COLUMNS` (a
-judge's result), :data:`GRADE_COLUMNS` (``grade_many``) and
-:data:`PIPELINE_EXTRA_COLUMNS` (what a pipeline adds to a judge's result; :data:`PIPELINE_COLUMNS`
-is ``Pipeline.run_many``'s). A judge's own cost is ``judge_cost_usd`` in every result
-frame (``cost_usd`` in a ledger frame is the candidate's).
+What a row is of (item texts, item ids and keys) is :mod:`llm_connect.items`;
+the columns a result frame holds are :mod:`llm_connect.columns`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import math
 import threading
@@ -74,127 +66,36 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUDGET_EXHAUSTED",
-    "CONTENT_KEY_PREFIX",
-    "CONVERSATION_COLUMNS",
-    "CONVERSATION_TAGS",
-    "GRADE_COLUMNS",
     "INTERRUPTED",
-    "ITEM_COLUMNS",
     "LEDGER_ERROR",
-    "PIPELINE_COLUMNS",
-    "PIPELINE_EXTRA_COLUMNS",
     "RECORDED",
-    "RESULT_COLUMNS",
-    "RESULT_FRAME_COLUMNS",
-    "BatchPlan",
     "LedgerSink",
-    "arun_batch",
+    "Row",
+    "RunPlan",
+    "Work",
+    "arun_plan",
     "arun_rows",
     "attach_rows",
-    "batch_budget",
-    "candidate_names",
-    "canonical_item_id",
     "check_ledger",
-    "column_values",
-    "content_item_id",
-    "conversation_tags",
     "describe_error",
     "extend_once",
     "is_judge",
-    "is_missing",
-    "item_id_of",
-    "item_id_text",
-    "item_ids",
-    "item_key",
-    "item_text",
-    "items_frame",
     "judge_and_items",
     "ledger_columns",
     "note_budget",
     "note_ledger",
-    "plain_item_id",
     "progress_bar",
     "record_row",
     "record_rows_now",
-    "reference_text",
     "renamed_keyword",
     "row_for_exception",
-    "row_item_id",
-    "run_batch",
+    "run_budget",
+    "run_plan",
     "run_rows",
 ]
 
 log = logging.getLogger("llm_connect")
 
-#: The columns of one judgment, in every result frame (``judge_many``, ``grade_many``,
-#: ``Pipeline.run_many``). ``judge_cost_usd`` is what the judging itself cost (every call
-#: the judge made) and ``judge_tokens_in`` / ``judge_tokens_out`` the tokens those calls used
-#: (``tokens_in`` / ``tokens_out``, the same numbers under their older names); ``judge_tokens_cached`` is
-#: how many of ``judge_tokens_in`` the provider read from its prompt cache (priced at the cached rate in
-#: ``judge_cost_usd``); a candidate's own cost is ``candidate_cost_usd`` (``grade_many``).
-RESULT_COLUMNS = (
-    "quality_score",
-    "notes",
-    "grader_id",
-    "status",
-    "error",
-    "latency_ms",
-    "tokens_in",
-    "tokens_out",
-    "judge_tokens_cached",
-    "judge_tokens_in",
-    "judge_tokens_out",
-    "judge_cost_usd",
-)
-#: ``grade_many``: the generated texts, the judge's result, then the candidate's own usage.
-GRADE_COLUMNS = (
-    "baseline",
-    "candidate",
-    *RESULT_COLUMNS,
-    "candidate_adapter_id",
-    "candidate_model_id",
-    "candidate_cost_usd",
-    "candidate_latency_ms",
-    "candidate_tokens_in",
-    "candidate_tokens_out",
-    "baseline_cost_usd",
-)
-#: What a pipeline adds to a judge's result columns (``Pipeline.run_many`` and
-#: ``judge_many(pipeline.as_judge())`` alike).
-PIPELINE_EXTRA_COLUMNS = ("verdict", "passed", "calls", "trace")
-#: ``Pipeline.run_many``: a judge's result columns, then the pipeline's own.
-PIPELINE_COLUMNS = (*RESULT_COLUMNS, *PIPELINE_EXTRA_COLUMNS)
-#: ``frames.results_frame``: GradingResult objects as rows -- the texts, both sides' ids, the
-#: candidate's own usage, then the judge's (named as in ``RESULT_COLUMNS``).
-RESULT_FRAME_COLUMNS = (
-    "grader_id",
-    "quality_score",
-    "notes",
-    "baseline",
-    "candidate",
-    "baseline_adapter_id",
-    "baseline_model_id",
-    "candidate_adapter_id",
-    "candidate_model_id",
-    "candidate_tokens_in",
-    "candidate_tokens_out",
-    "candidate_cost_usd",
-    "candidate_latency_ms",
-    "tokens_in",
-    "tokens_out",
-    "judge_tokens_in",
-    "judge_tokens_out",
-    "judge_cost_usd",
-    "latency_ms",
-)
-#: The texts a judgment reads from each item.
-ITEM_COLUMNS = ("prompt", "baseline", "candidate")
-#: What a conversation item adds to its texts (see :mod:`llm_connect.conversations`): the messages before the
-#: judged reply, the conversation it belongs to and the reply's turn in it. They are part of the item's identity
-#: (:func:`item_ids`) and travel with every row (result frames, ledger tags, labels).
-CONVERSATION_COLUMNS = ("messages", "conversation_id", "turn")
-#: The columns of an item that travel to its ledger records as tags of the same name.
-CONVERSATION_TAGS = ("conversation_id", "turn")
 LEDGER_ERROR = "ledger_error"
 BUDGET_EXHAUSTED = "budget exhausted"
 INTERRUPTED = "interrupted: the run was stopped before this row finished"
@@ -258,7 +159,7 @@ def row_for_exception(exc: Exception) -> Row:
 
 
 class _Run:
-    """Shared state of one batch run: the rows, and an event set when the workers are gone."""
+    """Shared state of one run: the rows, and an event set when the workers are gone."""
 
     def __init__(self, n: int) -> None:
         self.rows: list[Row | None] = [None] * n
@@ -285,7 +186,7 @@ async def arun_rows(
     the run. Every row gets ``status``, ``error`` and ``latency_ms``.
     ``progress``: a tqdm-like bar (``update(1)`` per row) or ``None``.
 
-    ``budget``: the run's batch budget. Each row runs in its scope, so every
+    ``budget``: the run budget. Each row runs in its scope, so every
     adapter call of the row is charged to it; once it is spent, the rows not
     yet started are ``error`` rows saying "budget exhausted" (not attempted).
     """
@@ -351,7 +252,7 @@ def run_rows(
 
     A ``KeyboardInterrupt`` stops the run: finished rows are kept, the rest are
     ``error`` rows saying so, and ``interrupted`` is True. ``budget``: the
-    run's batch budget (see :func:`arun_rows`).
+    run budget (see :func:`arun_rows`).
     """
     state = _Run(n)
     bar = progress_bar(n, progress, desc)
@@ -381,13 +282,35 @@ async def _arun_rows_with_bar(
 
 
 @dataclass
-class BatchPlan:
-    """One batch, ready to run: ``n`` rows of ``work``, turned into a frame by ``finish(rows, interrupted)``.
+class RunPlan:
+    """One run, ready to go: ``n`` rows of ``work``, turned into a frame by ``finish(rows, interrupted)``.
 
-    ``desc`` labels the progress bar; ``budget`` is the batch budget (see the module docs).
-    ``prepare``: an optional ``async prepare(progress: bool)`` awaited once before the rows, in the
-    batch budget's scope (e.g. an embedding judge embedding the batch's distinct texts in a few large
-    calls); it must not fail the batch (a step it could not do is left to the rows).
+    What every judging entry point builds (``judge_many``'s :func:`~llm_connect.grading.judge_plan`,
+    ``Pipeline.run_many``, ``grade_many``) and hands to :func:`run_plan` or :func:`arun_plan`, so its sync
+    and async twins run the same rows and return the same columns.
+
+    Parameters
+    ----------
+    n : int
+        The rows to run (``work(0)`` to ``work(n - 1)``).
+    work : callable
+        ``async work(i) -> row``: row ``i``'s result columns (a dict). An exception makes an ``unscored``,
+        ``abstained`` or ``error`` row (:func:`row_for_exception`); it never stops the run.
+    finish : callable
+        ``finish(rows, interrupted) -> frame``: the rows, in order, made into the run's result (usually
+        :func:`attach_rows` onto the items frame).
+    desc : str, default "judging"
+        The progress bar's label.
+    budget : BudgetTracker, optional
+        The run budget (see the module docs): every paid call of a row is reserved on it.
+    prepare : callable, optional
+        ``async prepare(progress: bool)``, awaited once before the rows in the run budget's scope (e.g. an
+        embedding judge embedding the run's distinct texts in a few large calls). It must not fail the run:
+        a step it could not do is left to the rows.
+
+    See Also
+    --------
+    run_plan, arun_plan : run a plan to its frame.
     """
 
     n: int
@@ -398,14 +321,39 @@ class BatchPlan:
     prepare: Callable[[bool], Awaitable[None]] | None = None
 
 
-async def _prepare(plan: BatchPlan, progress: bool) -> None:
+async def _prepare(plan: RunPlan, progress: bool) -> None:
     if plan.prepare is not None and plan.n:
         with budget_scope(plan.budget):
             await plan.prepare(progress)
 
 
-def run_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
-    """Run ``plan`` to its frame (sync; works inside a running Jupyter loop). Ctrl-C keeps finished rows."""
+def run_plan(plan: RunPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
+    """Run ``plan`` to its frame (sync; works inside a running Jupyter loop).
+
+    Parameters
+    ----------
+    plan : RunPlan
+        The rows, their work and the step that makes them a frame.
+    concurrency : int, default 16
+        Rows in flight at once.
+    progress : bool, default True
+        Show a progress bar labelled ``plan.desc``.
+
+    Returns
+    -------
+    Any
+        What ``plan.finish`` returns (a DataFrame, with ``attrs["budget"]`` when the plan has a budget).
+        Ctrl-C keeps the rows that finished; the others are ``error`` rows saying they were interrupted.
+
+    Raises
+    ------
+    ValidationError
+        ``concurrency`` is not a positive integer.
+
+    See Also
+    --------
+    arun_plan : the awaitable twin.
+    """
     try:
         run_sync(_prepare(plan, progress))
     except KeyboardInterrupt:  # no row has started: every row says it was interrupted
@@ -417,8 +365,32 @@ def run_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) 
     return note_budget(plan.finish(rows, interrupted), plan.budget)
 
 
-async def arun_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
-    """The awaitable twin of :func:`run_batch`: the same rows, the same frame."""
+async def arun_plan(plan: RunPlan, *, concurrency: int = 16, progress: bool = True) -> Any:
+    """The awaitable twin of :func:`run_plan`: the same rows, the same frame.
+
+    Parameters
+    ----------
+    plan : RunPlan
+        The rows, their work and the step that makes them a frame.
+    concurrency : int, default 16
+        Rows in flight at once.
+    progress : bool, default True
+        Show a progress bar labelled ``plan.desc``.
+
+    Returns
+    -------
+    Any
+        What ``plan.finish`` returns, as :func:`run_plan` returns it.
+
+    Raises
+    ------
+    ValidationError
+        ``concurrency`` is not a positive integer.
+
+    See Also
+    --------
+    run_plan : the sync twin.
+    """
     await on_background(_prepare(plan, progress))
     rows = await _arun_rows_with_bar(
         plan.n, plan.work, concurrency=concurrency, progress=progress, desc=plan.desc, budget=plan.budget
@@ -426,8 +398,7 @@ async def arun_batch(plan: BatchPlan, *, concurrency: int = 16, progress: bool =
     return note_budget(plan.finish(rows, False), plan.budget)
 
 
-# -- items ---------------------------------------------------------------------------
-
+# -- judges and items as an entry point is given them -------------------------------
 
 def is_judge(value: Any) -> bool:
     """A judge: an object with a callable ``judge`` method (the :class:`~llm_connect.grading.Judge` protocol)."""
@@ -491,81 +462,7 @@ def renamed_keyword(new: Any, old: Any, *, func: str, new_name: str, old_name: s
     return old
 
 
-def items_frame(items: Any, required: Iterable[str], *, aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """``items`` (a DataFrame, copied, or an iterable of mappings) as a DataFrame holding ``required``.
-
-    ``aliases`` maps an accepted alternative name to a required column
-    (``{"reference": "baseline"}``): it is renamed only when the required column is absent.
-    A missing column is a :class:`ValidationError` naming it and what the items have.
-    """
-    import pandas as pd
-
-    required = list(required)
-    if isinstance(items, pd.DataFrame):
-        frame = items.copy()
-    else:
-        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-            raise ValidationError("items must be a DataFrame or an iterable of mappings with " + ", ".join(required))
-        records = list(items)
-        for k, rec in enumerate(records):
-            if not isinstance(rec, Mapping):
-                raise ValidationError(f"item {k} is a {type(rec).__name__}, not a mapping with " + ", ".join(required))
-        frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=required)
-    renames = {alt: name for alt, name in (aliases or {}).items() if name not in frame.columns and alt in frame.columns}
-    if renames:
-        frame = frame.rename(columns=renames)
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        raise ValidationError(
-            f"items lack the column(s) {missing}; they have {list(frame.columns)}. "
-            "Rename your columns (e.g. df.rename(columns={'question': 'prompt'}))"
-        )
-    return frame
-
-
-def is_missing(value: Any) -> bool:
-    """True for None and for the missing-value markers of Python, numpy and pandas (NaN, NaT, pd.NA)."""
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return False
-    if isinstance(value, float):
-        return math.isnan(value)
-    try:
-        import pandas as pd
-
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):  # a container: not a missing scalar
-        return False
-
-
-def item_text(value: Any, column: str) -> str:
-    """The text of an item's ``column``; a missing value (None/NaN/NA) is an error, never the text "nan"."""
-    if isinstance(value, str):
-        return value
-    if is_missing(value):
-        raise ValidationError(f"{column} is missing (None/NaN) in this row")
-    return str(value)
-
-
-def reference_text(value: Any, *, sep: str | None = None, column: str = "baseline", required: bool = True) -> str:
-    """The baseline's text; missing or blank (nothing to compare with) is an error, as is a baseline
-    with no non-empty reference when split on ``sep`` (a judge's declared reference separator).
-    ``required=False`` (a judge shown no reference, e.g. a rubric with ``reference=False``): any
-    baseline is fine, a missing one is ``""``."""
-    if not required:
-        return "" if is_missing(value) else item_text(value, column)
-    text = item_text(value, column)
-    if not text.strip():
-        raise ValidationError(f"{column} is blank (empty or whitespace only): there is no reference to compare with")
-    if isinstance(sep, str) and sep and not any(part.strip() for part in text.split(sep)):
-        raise ValidationError(f"{column} holds no non-empty reference when split on reference_sep={sep!r}")
-    return text
-
-
-def column_values(frame: Any, column: str) -> list[Any]:
-    """The values of ``column`` as a list (``None`` for each row when there is no such column)."""
-    return frame[column].tolist() if column in frame.columns else [None] * len(frame)
+# -- rows into a frame ----------------------------------------------------------------
 
 
 def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted: bool) -> pd.DataFrame:
@@ -596,7 +493,7 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
     out.attrs["interrupted"] = interrupted
     out.attrs["counts"] = {s: sum(1 for r in rows if r.get("status") == s) for s in ("scored", "unscored", "error")}
     abstained = sum(1 for r in rows if r.get("status") == "abstained")
-    if abstained:  # a selective judge's rows (its batch plan adds the count even when it is 0)
+    if abstained:  # a selective judge's rows (its run plan adds the count even when it is 0)
         out.attrs["counts"]["abstained"] = abstained
     note_ledger(out, rows)
     return out
@@ -605,8 +502,26 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
 # -- money ---------------------------------------------------------------------------
 
 
-def batch_budget(budget: BudgetTracker | float | None, run_config: RunConfig | None) -> BudgetTracker | None:
-    """The batch budget of a run: ``budget`` (a tracker, or a limit in USD), else the run config's tracker."""
+def run_budget(budget: BudgetTracker | float | None, run_config: RunConfig | None) -> BudgetTracker | None:
+    """The run budget of an entry point: ``budget``, else the run config's tracker.
+
+    Parameters
+    ----------
+    budget : BudgetTracker, float or None
+        A tracker, or a limit in USD (a new tracker with that limit; see :func:`llm_connect.core.as_budget`).
+    run_config : RunConfig or None
+        Its ``budget_tracker`` is the run budget when ``budget`` is ``None``.
+
+    Returns
+    -------
+    BudgetTracker or None
+        The tracker every paid call of the run is reserved on (``None``: no limit, nothing counted).
+
+    Raises
+    ------
+    ValidationError
+        ``budget`` is neither a tracker, a number >= 0 nor ``None``.
+    """
     tracker = as_budget(budget)
     if tracker is None and run_config is not None:
         tracker = run_config.budget_tracker
@@ -614,7 +529,7 @@ def batch_budget(budget: BudgetTracker | float | None, run_config: RunConfig | N
 
 
 def note_budget(out: Any, budget: BudgetTracker | None) -> pd.DataFrame:
-    """Record the batch budget's state in ``out.attrs["budget"]`` (when there is one)."""
+    """Record the run budget's state in ``out.attrs["budget"]`` (when there is one)."""
     if budget is not None:
         out.attrs["budget"] = budget.snapshot()
     return out
@@ -623,203 +538,8 @@ def note_budget(out: Any, budget: BudgetTracker | None) -> pd.DataFrame:
 # -- ledger --------------------------------------------------------------------------
 
 
-# Item identity: one rule everywhere. An item's id is converted once (canonical_item_id) and matched on its
-# text (item_id_text); an item without an id is keyed by its texts (content_item_id), never by its row position
-# (which is another item's id); with the candidate, an item's key is item_key. judge_many / grade_many record
-# these ids, record_labels and the Labeller write them, paired_frame joins on them and grade_dataset resumes by
-# them.
-
-#: The prefix of the key of an item without an id (``"row:"`` and 24 hex digits of a SHA-256 of its texts,
-#: see :func:`content_item_id`). Ids of this form are reserved: give your own ids another form.
-CONTENT_KEY_PREFIX = "row:"
-_CONTENT_DIGITS = 24  # 96 bits: two different texts share a key with probability ~2**-96 per pair
-
-
-def canonical_item_id(value: Any) -> str | int | float | bool | None:
-    """The one conversion of an item id, as every ledger record stores it.
-
-    ``None`` when missing (None, NaN, NaT, pd.NA); numpy / pandas scalars as plain Python; a whole
-    float as an int (pandas turns ids 1, 2, NaN into 1.0, 2.0, NaN, so ``1.0`` is item ``1``); a
-    non-finite float and any other object (not str, int, float or bool) as its text. Strings are
-    kept as they are (``"1"`` stays text; ids are matched on their text, :func:`item_id_text`)."""
-    if is_missing(value):
-        return None
-    item = getattr(value, "item", None)  # numpy / pandas scalars
-    if callable(item) and not isinstance(value, (str, bytes)):
-        try:
-            value = item()  # numpy / pandas scalar -> Python
-        except (TypeError, ValueError):
-            pass
-    if isinstance(value, (bool, str, int)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return str(value)
-        return int(value) if value.is_integer() else value
-    return str(value)
-
-
-#: The former name of :func:`canonical_item_id` (kept: it is public).
-plain_item_id = canonical_item_id
-
-
-def item_id_text(value: Any) -> str | None:
-    """The text an item id is matched on everywhere (``paired_frame``'s join, the Labeller, ``grade_dataset``'s
-    resume): ``str`` of :func:`canonical_item_id`, ``None`` when missing. So ``1``, ``1.0``, ``np.int64(1)``
-    and ``"1"`` are one item, as they are once written to a CSV and read back."""
-    item_id = canonical_item_id(value)
-    return None if item_id is None else str(item_id)
-
-
-def _content_text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    value = _as_plain_list(value)
-    if isinstance(value, (list, tuple, Mapping)):  # a trajectory or a list of messages: its JSON, keys sorted
-        return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
-    return None if is_missing(value) else str(value)
-
-
-def _as_plain_list(value: Any) -> Any:
-    """A numpy array (a list column read from Parquet) as a list; anything else as it is."""
-    if type(value).__name__ == "ndarray" and hasattr(value, "tolist"):
-        return value.tolist()
-    return value
-
-
-def content_item_id(*texts: Any) -> str:
-    """The key of an item without an id: :data:`CONTENT_KEY_PREFIX` and 24 hex digits of a SHA-256 of its
-    texts (``prompt``, ``baseline``, ``candidate``, then for a conversation item its ``messages``,
-    ``conversation_id`` and ``turn``; a missing text counts as absent, a list of messages as its JSON).
-
-    It depends on the item alone, never on its row position, so it cannot be another item's id: the same
-    texts are the same item in every run and every ordering (judged twice, they are averaged as one item, as
-    they should be), different texts are different items."""
-    payload = json.dumps([_content_text(t) for t in texts], ensure_ascii=True, separators=(",", ":"))
-    digest = hashlib.sha256(payload.encode("ascii")).hexdigest()
-    return CONTENT_KEY_PREFIX + digest[:_CONTENT_DIGITS]
-
-
-def _messages_text(messages: Any) -> str | None:
-    """The messages of an item as they are keyed: their JSON, keys sorted (a JSON string and the list it holds are
-    one conversation); ``None`` when missing."""
-    messages = _as_plain_list(messages)
-    if isinstance(messages, str):
-        try:
-            messages = json.loads(messages)
-        except json.JSONDecodeError:
-            return messages  # not JSON: keyed by its text (its row fails on its own)
-    elif not isinstance(messages, (list, tuple)) and is_missing(messages):
-        return None
-    return _content_text(messages)
-
-
-def item_id_of(item_id: Any, texts: Iterable[Any] = (), *, messages: Any = None, conversation_id: Any = None,
-               turn: Any = None) -> str | int | float | bool:
-    """The item id recorded for one item: the one rule behind :func:`item_ids` and :func:`row_item_id`.
-
-    Parameters
-    ----------
-    item_id : Any
-        The item's ``id`` (missing: None/NaN/NA).
-    texts : iterable
-        Its texts (``prompt``, ``baseline``, ``candidate``), which key an item without an id.
-    messages, conversation_id, turn : Any, optional
-        A conversation item's messages before the judged reply, its conversation and the reply's turn.
-
-    Returns
-    -------
-    str, int, float or bool
-        An item that is not part of a conversation (no ``conversation_id``, no ``turn``): its id as
-        :func:`canonical_item_id` converts it, as always. With a ``turn``, every turn of a conversation is its own
-        item: ``"<id>#turn=<k>"`` (``"<conversation_id>/<id>#turn=<k>"`` when the conversation id is not the
-        item's id). An item without an id: the key of its texts (:func:`content_item_id`), which for a
-        conversation item also covers its messages, conversation id and turn.
-
-    Raises
-    ------
-    ValidationError
-        An item without an id and without texts to key it by.
-    """
-    cid, k = canonical_item_id(conversation_id), canonical_item_id(turn)
-    found = canonical_item_id(item_id)
-    if found is not None:
-        if cid is None and k is None:
-            return found
-        text = str(found)
-        if cid is not None and str(cid) != text:
-            text = f"{cid}/{text}"
-        return text if k is None else f"{text}#turn={k}"
-    texts = list(texts)
-    if not texts:
-        raise ValidationError("an item has no id (its 'id' is missing) and no texts to key it by: give every item an "
-                              "id, or pass its texts (prompt, baseline, candidate)")
-    if cid is None and k is None and _messages_text(messages) is None:
-        return content_item_id(*texts)  # a plain item: the key it always had
-    return content_item_id(*texts, _messages_text(messages), cid, k)
-
-
-def row_item_id(ids: list[Any], i: int, texts: Iterable[Any] | None = None, *, messages: Any = None,
-                conversation_id: Any = None, turn: Any = None) -> str | int | float | bool:
-    """The item id recorded for row ``i``: its ``id`` (:func:`canonical_item_id`); for a row without one, the
-    key of its ``texts`` (:func:`content_item_id`); a conversation item's turn makes it its own item
-    (:func:`item_id_of`). An id-less row without ``texts`` is a :class:`ValidationError`: a row's position is
-    never its id (it is another item's)."""
-    if texts is None and canonical_item_id(ids[i]) is None:
-        raise ValidationError(f"row {i} has no item id (its 'id' is missing) and no texts to key it by: "
-                              "give every item an id, or pass its texts (prompt, baseline, candidate)")
-    return item_id_of(ids[i], () if texts is None else texts, messages=messages, conversation_id=conversation_id,
-                      turn=turn)
-
-
-def item_ids(frame: Any, texts: Iterable[str] = ITEM_COLUMNS) -> list[str | int | float | bool]:
-    """The item id of every row of ``frame``, as :func:`judge_many` records it (:func:`item_id_of`): the row's
-    ``id`` (:func:`canonical_item_id`), or for a row without one (no ``id`` column, or a missing value in it) the
-    key of its ``texts`` columns (:func:`content_item_id`); a row of a conversation (``conversation_id`` /
-    ``turn`` columns) is keyed by its turn too, and an id-less one by its ``messages``."""
-    ids = column_values(frame, "id")
-    columns = [column_values(frame, c) for c in texts]
-    messages, cids, turns = (column_values(frame, c) for c in CONVERSATION_COLUMNS)
-    return [item_id_of(ids[i], [col[i] for col in columns], messages=messages[i], conversation_id=cids[i],
-                       turn=turns[i]) for i in range(len(ids))]
-
-
-def conversation_tags(row: Mapping[Any, Any]) -> dict[str, Any]:
-    """The tags a conversation item's records carry: its ``conversation_id`` and ``turn`` (plain JSON values,
-    :func:`canonical_item_id`), those it has."""
-    out: dict[str, Any] = {}
-    for key in CONVERSATION_TAGS:
-        value = canonical_item_id(row.get(key))
-        if value is not None:
-            out[key] = value
-    return out
-
-
-def candidate_names(candidate_model: Any, candidate_adapter: Any = None) -> tuple[str, str]:
-    """``(adapter_id, model_id)`` of an item's candidate, as :func:`~llm_connect.grading.judge_many` records
-    them: ``candidate_model`` names its model (``"unknown"`` when absent or blank), ``candidate_adapter`` its
-    adapter (else the model)."""
-    model = candidate_model if isinstance(candidate_model, str) and candidate_model.strip() else "unknown"
-    adapter = candidate_adapter if isinstance(candidate_adapter, str) and candidate_adapter.strip() else model
-    return adapter, model
-
-
-def item_key(item_id: Any, candidate_model: Any = None, candidate_adapter: Any = None) -> tuple[str, str, str]:
-    """The one canonical key of a judged item: ``(id text, adapter_id, model_id)`` -- its id as matched
-    everywhere (:func:`item_id_text`) and its candidate (:func:`candidate_names`), so the same question
-    answered by two models is two items. For a ledger observation pass ``tags["item_id"]``, ``model_id``
-    and ``adapter_id``; for an item, its recorded id (:func:`item_ids`), ``candidate_model`` and
-    ``candidate_adapter``. A missing id is a :class:`ValidationError` (key an id-less item by
-    :func:`item_ids` first)."""
-    text = item_id_text(item_id)
-    if text is None:
-        raise ValidationError("an item without an id has no key: give it an id, or key it by its texts (item_ids)")
-    adapter, model = candidate_names(candidate_model, candidate_adapter)
-    return text, adapter, model
-
-
 class LedgerSink(Protocol):
-    """What a batch records to: a :class:`~llm_connect.quality.BaseLedger`, or any object with
+    """What a run records to: a :class:`~llm_connect.quality.BaseLedger`, or any object with
     ``append(observation)`` (:func:`record_row` writes a group at once through its ``extend`` when it has one)."""
 
     def append(self, observation: QualityObservation, /) -> None: ...
@@ -955,7 +675,7 @@ async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> N
 
 
 def record_rows_now(ledger: LedgerSink, pairs: list[tuple[Row, Any]]) -> None:
-    """Record each ``(row, observation)`` once, at once (sync: a batch's ``finish`` step), as
+    """Record each ``(row, observation)`` once, at once (sync: a plan's ``finish`` step), as
     :func:`record_row` records one: ``ledger_error`` and :data:`RECORDED` set on each row. Rows whose
     observation is ``None`` are left alone."""
     todo = [(row, obs) for row, obs in pairs if obs is not None]
@@ -995,5 +715,5 @@ def note_ledger(out: Any, rows: list[Row]) -> None:
 
 
 def ledger_columns(ledger: LedgerSink | None) -> tuple[str, ...]:
-    """``("ledger_error",)`` when a batch records to a ledger, else nothing."""
+    """``("ledger_error",)`` when a run records to a ledger, else nothing."""
     return (LEDGER_ERROR,) if ledger is not None else ()
