@@ -24,6 +24,10 @@ BATCH_API_MODULES = {
     "llm_connect.adapters._batches",  # the Batch APIs' client: submit, poll, collect, resume
     "llm_connect.grading._batch_api",  # a run plan's batch= switch
     "llm_connect.testing._batch_api",  # the loopback server's fake Batch APIs
+    "llm_connect.adapters._batch_driver",  # one provider's Batch API: the interface each provider module implements
+    "llm_connect.adapters._batch_openai",  # OpenAI's Batch API
+    "llm_connect.adapters._batch_anthropic",  # Anthropic's Message Batches API
+    "llm_connect.adapters._batch_state",  # the state store of a run through the Batch APIs
 }
 #: Public names that say "batch": each is about the Batch APIs.
 BATCH_API_NAMES = {"BatchOptions", "BatchRequestError", "BATCH_DISCOUNT"}

@@ -1,5 +1,5 @@
-"""Anthropic's Message Batches: ``POST /v1/messages/batches`` submits, ``GET /v1/messages/batches/{id}`` polls,
-and its ``results`` (JSON Lines) are collected.
+"""Anthropic's Batch API (Message Batches): ``POST /v1/messages/batches`` submits,
+``GET /v1/messages/batches/{id}`` polls, and its ``results`` (JSON Lines) are collected.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The state store of a batched run: a folder (beside the ledger, or the one given as ``batch=``) whose
-``state.json`` names every submitted batch and its requests, written before anything is submitted, merged under a
-lock when several runs share the folder, with the collected replies kept until the run finishes
-(:class:`BatchState`); :func:`state_subfolder` names one part's folder, :func:`resubmit_expired` sends the
+"""The state store of a run through the providers' Batch APIs: a folder (beside the ledger, or the one given as
+``batch=``) whose ``state.json`` names every submitted batch and its requests, written before anything is
+submitted, merged under a lock when several runs share the folder, with the collected replies kept until the run
+finishes (:class:`BatchState`); :func:`state_subfolder` names one part's folder, :func:`resubmit_expired` sends the
 unfinished requests again. How a run goes through the Batch APIs is in :mod:`llm_connect.adapters._batches`.
 """
 

@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..items import is_missing
 from ..core import LLMResponse
 from ..errors import ValidationError
+from ..items import is_missing
 
 __all__ = ["ROLES", "as_response", "documents", "final_answer", "is_trajectory", "message_text", "normalize_message",
            "normalize_messages"]
