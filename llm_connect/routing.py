@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ._html import fmt, html_format, html_table
+from ._display import view
+from ._html import fmt
 from .batch import item_id_text
 from .errors import UncalibratedJudgeError, ValidationError
 from .frames import HOLD_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
@@ -706,23 +707,7 @@ class RoutingDecision:
         return head + "\n" + self.evidence[cols].to_string(index=False, float_format=lambda v: fmt(v, 4))
 
     def _repr_html_(self) -> str:
-        head = html_format(
-            "<p><b>{}</b> &rarr; <b>{}</b>: {} (threshold {:g} on the lower end of a {:.0%} interval, n &ge; {})</p>",
-            self.task_type, self.adapter_id or "no adapter", self.reason, self.policy.threshold,
-            self.policy.confidence, self.policy.min_observations,
-        )
-        if self.evidence is None or not len(self.evidence):
-            return head
-        rows = ([_cell(v) for v in row] for row in self.evidence.itertuples(index=False, name=None))
-        return head + html_table(rows, header=[str(c) for c in self.evidence.columns])
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    if value is None:
-        return ""
-    return str(value)
+        return view("routing_decision_html")(self)
 
 
 def route(

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from .._html import kv_table
+from .._display import view
 from .._runtime import to_thread
 from ..batch import plain_item_id
 from ..core import LLMAdapter, LLMResponse, RunConfig
@@ -92,14 +92,7 @@ class GradingResult:
                 raise ValidationError(f"{name} must be an LLMResponse")
 
     def _repr_html_(self) -> str:
-        return kv_table([
-            ("grader_id", self.grader_id),
-            ("quality_score", f"{self.quality_score:.4g}"),
-            ("notes", self.notes),
-            ("baseline", self.baseline_response.content[:300]),
-            ("candidate", self.candidate_response.content[:300]),
-            ("judge cost (USD)", f"{self.cost_usd:.6f}"),
-        ])
+        return view("grading_result_html")(self)
 
 
 @runtime_checkable

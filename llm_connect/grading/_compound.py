@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._html import kv_table
+from .._display import view
 from .._runtime import acall_complete, on_background, run_sync
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
@@ -110,16 +110,6 @@ def _details_list(data: Any, kind: str, helper: str) -> list[Mapping[str, Any]]:
             raise ValidationError(f"{helper} reads {kind} judgments, got details of kind {d.get('kind')!r}")
         out.append(d)
     return out
-
-
-def _html_table(rows: Sequence[tuple[str, Any]], caption: str) -> str:
-    return kv_table(((k, _fmt(v)) for k, v in rows), caption=caption)
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "n/a" if math.isnan(v) else f"{v:.4g}"
-    return str(v)
 
 
 class WrapperJudge(JudgeBase):
@@ -588,7 +578,7 @@ class PairwiseSummary:
     first_position_rate: float
 
     def _repr_html_(self) -> str:
-        return _html_table(list(self.__dict__.items()), "pairwise summary")
+        return view("pairwise_summary_html")(self)
 
 
 # -- panel ------------------------------------------------------------------------------
@@ -771,9 +761,7 @@ class PanelAgreement:
     members: tuple[str, ...]
 
     def _repr_html_(self) -> str:
-        rows = [("Krippendorff's alpha", self.alpha), ("level", self.level), ("items", self.n_items),
-                ("members", ", ".join(self.members))]
-        return _html_table(rows, "panel agreement")
+        return view("panel_agreement_html")(self)
 
 
 # -- cascade -----------------------------------------------------------------------------
@@ -932,5 +920,5 @@ class CascadeSummary:
     saved_share: float
 
     def _repr_html_(self) -> str:
-        return _html_table(list(self.__dict__.items()), "cascade summary")
+        return view("cascade_summary_html")(self)
 

@@ -108,7 +108,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._html import fmt, frame_html, html_format, join, kv_table
+from .._display import view
 from ..batch import ITEM_COLUMNS, candidate_names, item_id_text, item_ids, items_frame
 from ..core import LLMResponse, RunConfig, as_budget
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
@@ -615,8 +615,6 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         UncalibratedJudgeError
             The judge has no calibration to draw (not calibrated yet, or its cut-off was set by hand).
         """
-        from .._display import view
-
         if self.calibration is None:
             raise UncalibratedJudgeError(
                 f"selective judge {self.grader_id!r} has no calibration to plot: call .calibrate(data, human=COLUMN) "
@@ -625,18 +623,7 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return view("plot_risk_coverage")(self, ax=ax, **kwargs)
 
     def _repr_html_(self) -> str:
-        s = self.summary()
-        rows = [("judge", self.grader_id), ("confidence", s["source"] or "none (no usable signal)"),
-                ("cut-off", fmt(s["cutoff"]) if s["cutoff"] is not None else "∞ (abstains on every item)"),
-                ("coverage (calibration items judged)", fmt(s["coverage"])),
-                ("agreement on judged items", fmt(s["agreement"])),
-                ("guarantee", f"agreement ≥ {self.guaranteed_agreement:.0%} with probability ≥ "
-                              f"{self.confidence_level:.0%} (alpha={self.alpha:g}, delta={self.delta:g})"),
-                ("labelled items", f"{s['n']} (at least {s['n_min']} needed)")]
-        if s["note"]:
-            rows.append(("note", s["note"]))
-        return str(html_format("<div class='llm-connect-selective'><p><b>{}</b></p>{}</div>", self.describe(),
-                               kv_table(rows, caption="selective judge", attrs={"class_": "llm-connect"})))
+        return str(view("selective_judge_html")(self))
 
     # -- judging -------------------------------------------------------------------------------
 
@@ -1359,12 +1346,7 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
                 f"{self.guarantee.describe()}; leaves {left:.0%} for people")
 
     def _repr_html_(self) -> str:
-        import pandas as pd
-
-        parts = [html_format("<p><b>{}</b></p>", self.describe())]
-        if self.calibration:
-            parts.append(frame_html(pd.DataFrame(list(self.calibration)), caption="stages (calibration)"))
-        return str(html_format("<div class='llm-connect-selective'>{}</div>", join(parts)))
+        return str(view("selective_cascade_html")(self))
 
     def summary(self, frame: pd.DataFrame, *, labels: Any = None, ledger: BaseLedger | None = None,
                 task_type: str | None = None) -> SelectiveCascadeSummary:
@@ -1486,20 +1468,7 @@ class SelectiveCascadeSummary(Guaranteed):
         return out
 
     def _repr_html_(self) -> str:
-        share = self.judged / self.n if self.n else math.nan
-        rows = [("items", self.n), ("decided by judges", f"{self.judged} ({fmt(share)})"),
-                ("left for people", f"{self.human} ({fmt(self.human_share)})"),
-                ("guarantee", f"agreement ≥ {self.guaranteed_agreement:.0%} with probability ≥ "
-                              f"{self.confidence_level:.0%}"),
-                ("judges' cost per item (USD)", fmt(self.cost_per_item_usd)),
-                ("always the last judge (USD)", fmt(self.always_last_cost_usd)),
-                ("saved", fmt(self.saved_share))]
-        if self.labelled_by_people:
-            rows += [("labelled by people", self.labelled_by_people),
-                     ("combined agreement (at least)", fmt(self.combined_agreement))]
-        return str(html_format("<div class='llm-connect-selective'><p><b>{}</b></p>{}{}</div>", self.describe(),
-                               kv_table(rows, caption="cascade", attrs={"class_": "llm-connect"}),
-                               frame_html(self.to_frame(), caption="who decided")))
+        return str(view("selective_cascade_summary_html")(self))
 
 
 def _ledger_labels(ledger: BaseLedger, task_type: str) -> dict[tuple[str, str], float]:

@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .._display import view
-from .._html import html_format, html_table
 from .._runtime import on_background, run_sync
 from ..batch import (
     PIPELINE_COLUMNS,
@@ -447,18 +446,7 @@ class Pipeline:
         return view("plot_pipeline")(self, ax=ax, **kwargs)
 
     def _repr_html_(self) -> str:
-        try:
-            g = self._compiled()
-        except ConfigError as exc:
-            return html_format("<p>{}: not runnable yet: {}</p>", self.name, str(exc))
-        rows = []
-        for node in g.nodes.values():
-            adapter = getattr(node.adapter, "adapter_id", "") if node.adapter is not None else ""
-            rows.append([node.id, node.unit.describe(), ", ".join(node.inputs) or "item", str(adapter)])
-        cap = f"{self.name}: {self.llm_units} LLM calls per item"
-        if self.threshold is not None:
-            cap += f", pass at score >= {self.threshold:g}"
-        return html_table(rows, header=["node", "unit", "inputs", "adapter"], caption=cap)
+        return view("pipeline_html")(self)
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={len(self.stages)}, threshold={self.threshold!r})"
