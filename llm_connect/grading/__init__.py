@@ -15,7 +15,8 @@ compound judges                    :class:`PairwiseJudge` (both orders), :class:
                                    :class:`CascadeJudge`, :func:`consistency_rate`
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
 agreement with people)             :func:`cascade` -> :class:`SelectiveCascade`,
-                                   :class:`SelectiveCascadeSummary`, :class:`ConfidenceJudge`
+                                   :class:`SelectiveCascadeSummary`, :class:`ConfidenceJudge`,
+                                   :func:`confidence_sources`, :func:`one_row_per_cluster`
 many items at once                 :func:`judge_many`, :func:`ajudge_many`, :func:`grade_many`,
                                    :class:`PairedGrader`, :class:`BaselineGrader`
 repeated judging (epochs)          ``judge_many(..., epochs=k, reducer=...)``, :data:`REDUCERS`,
@@ -52,8 +53,10 @@ from ._compound import (
     PanelJudge,
     consistency_rate,
 )
+from ._confidence import CONFIDENCE_SOURCES, confidence_sources
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
 from ._groundedness import GroundednessJudge
+from ._human_labels import one_row_per_cluster
 from ._judges import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,
@@ -74,15 +77,9 @@ from ._lexical import ContainsJudge, TokenF1Judge, token_f1
 from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
 from ._rubric import Example, Rubric
-from ._selective import (
-    CONFIDENCE_SOURCES,
-    ConfidenceJudge,
-    SelectiveCascade,
-    SelectiveCascadeSummary,
-    SelectiveJudge,
-    cascade,
-    confidence_sources,
-)
+from ._selective import ConfidenceJudge, SelectiveJudge
+from ._selective_cascade import SelectiveCascade, cascade
+from ._selective_summary import SelectiveCascadeSummary
 from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
 from ._trajectory import TOOL_ARGS_MODES, TRAJECTORY_MODES, TrajectoryMatchJudge
 
@@ -144,6 +141,7 @@ __all__ = [
     "judge_many",
     "normalize_squad",
     "observation_for",
+    "one_row_per_cluster",
     "parse_score_reply",
     "reseed",
     "run_rows",

@@ -103,13 +103,13 @@ def selective_judge_html(judge: SelectiveJudge) -> Markup:
     -------
     Markup
     """
-    s = judge.summary()
+    s, g = judge.summary(), judge.guarantee
     rows = [("judge", judge.grader_id), ("confidence", s["source"] or "none (no usable signal)"),
             ("cut-off", fmt(s["cutoff"]) if s["cutoff"] is not None else "∞ (abstains on every item)"),
             ("coverage (calibration items judged)", fmt(s["coverage"])),
             ("agreement on judged items", fmt(s["agreement"])),
-            ("guarantee", f"agreement ≥ {judge.guaranteed_agreement:.0%} with probability ≥ "
-                          f"{judge.confidence_level:.0%} (alpha={judge.alpha:g}, delta={judge.delta:g})"),
+            ("guarantee", f"agreement ≥ {g.guaranteed_agreement:.0%} with probability ≥ "
+                          f"{g.confidence_level:.0%} (alpha={g.alpha:g}, delta={g.delta:g})"),
             ("labelled items", f"{s['n']} (at least {s['n_min']} needed)")]
     if s["note"]:
         rows.append(("note", s["note"]))
@@ -149,8 +149,8 @@ def selective_cascade_summary_html(summary: SelectiveCascadeSummary) -> Markup:
     share = summary.judged / summary.n if summary.n else math.nan
     rows = [("items", summary.n), ("decided by judges", f"{summary.judged} ({fmt(share)})"),
             ("left for people", f"{summary.human} ({fmt(summary.human_share)})"),
-            ("guarantee", f"agreement ≥ {summary.guaranteed_agreement:.0%} with probability ≥ "
-                          f"{summary.confidence_level:.0%}"),
+            ("guarantee", f"agreement ≥ {summary.guarantee.guaranteed_agreement:.0%} with probability ≥ "
+                          f"{summary.guarantee.confidence_level:.0%}"),
             ("judges' cost per item (USD)", fmt(summary.cost_per_item_usd)),
             ("always the last judge (USD)", fmt(summary.always_last_cost_usd)),
             ("saved", fmt(summary.saved_share))]
