@@ -36,8 +36,14 @@ from llm_connect.calibration import (
     self_preference,
 )
 from llm_connect.calibration._bias import ShiftStats
-from llm_connect.grading import ExactMatchJudge, GradingResult, LLMJudge
-from llm_connect.grading._compound import CascadeSummary, PairwiseSummary, PanelAgreement
+from llm_connect.grading import (
+    CascadeSummary,
+    ExactMatchJudge,
+    GradingResult,
+    LLMJudge,
+    PairwiseSummary,
+    PanelAgreement,
+)
 from llm_connect.pipelines import BooleanScale, JudgeUnit, Pipeline, PipelineResult, Trace, TraceRecord
 from llm_connect.routing import RoutingPolicy, route
 from llm_connect.testing import ScriptedAdapter

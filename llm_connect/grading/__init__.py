@@ -12,7 +12,8 @@ plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJud
 agent runs (tool calls)            :class:`TrajectoryMatchJudge` (strict, unordered, subset, superset)
 answers grounded in documents      :class:`GroundednessJudge` (the share of claims the item's context supports)
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
-                                   :class:`CascadeJudge`, :func:`consistency_rate`
+                                   :class:`CascadeJudge`, :func:`consistency_rate`; their base
+                                   :class:`WrapperJudge` (a judge made of other judges)
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
 agreement with people)             :func:`cascade` -> :class:`SelectiveCascade`,
                                    :class:`SelectiveCascadeSummary`, :class:`ConfidenceJudge`,
@@ -43,16 +44,7 @@ from ._base import (
     supports_async,
 )
 from ._batch import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
-from ._compound import (
-    PAIRWISE_RUBRIC,
-    CascadeJudge,
-    CascadeSummary,
-    PairwiseJudge,
-    PairwiseSummary,
-    PanelAgreement,
-    PanelJudge,
-    consistency_rate,
-)
+from ._cascade import CascadeJudge, CascadeSummary
 from ._confidence import CONFIDENCE_SOURCES, confidence_sources
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
 from ._groundedness import GroundednessJudge
@@ -75,6 +67,8 @@ from ._judges import (
 )
 from ._lexical import ContainsJudge, TokenF1Judge, token_f1
 from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
+from ._pairwise import PAIRWISE_RUBRIC, PairwiseJudge, PairwiseSummary, consistency_rate
+from ._panel import PanelAgreement, PanelJudge
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
 from ._rubric import Example, Rubric
 from ._selective import ConfidenceJudge, SelectiveJudge
@@ -82,6 +76,7 @@ from ._selective_cascade import SelectiveCascade, cascade
 from ._selective_summary import SelectiveCascadeSummary
 from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
 from ._trajectory import TOOL_ARGS_MODES, TRAJECTORY_MODES, TrajectoryMatchJudge
+from ._wrapper import WrapperJudge
 
 __all__ = [
     "CONFIDENCE_SOURCES",
@@ -129,6 +124,7 @@ __all__ = [
     "SelectiveJudge",
     "TokenF1Judge",
     "TrajectoryMatchJudge",
+    "WrapperJudge",
     "ajudge_many",
     "cascade",
     "confidence_sources",

@@ -55,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._base import GradingResult, Judge, _declared
-from ._compound import PanelJudge
+from ._panel import PanelJudge
 
 __all__ = ["CONFIDENCE_SOURCES", "PASS_DISTRIBUTION", "confidence_sources", "pass_distribution", "pass_mass",
            "pass_probability"]

@@ -77,7 +77,6 @@ from ._base import (
     validate_score,
 )
 from ._batch import judge_many, raw_reply_of
-from ._compound import PanelJudge, WrapperJudge, _bound, _spent, _sum_usage
 from ._confidence import (
     CONFIDENCE_SOURCES,
     PASS_DISTRIBUTION,
@@ -92,6 +91,8 @@ from ._confidence import (
 )
 from ._epochs import epoch_run_config, reduce_scores, reducer_of, reseed
 from ._human_labels import calibration_table, label_numbers, one_row_per_cluster, read_items
+from ._panel import PanelJudge
+from ._wrapper import WrapperJudge, _bound, _spent, _sum_usage
 
 if TYPE_CHECKING:
     import pandas as pd

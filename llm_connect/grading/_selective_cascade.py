@@ -28,10 +28,10 @@ from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, Va
 from ..stats.selective import Guarantee, Guaranteed, fixed_sequence_cutoff, min_items
 from ._base import GradingResult, Judge, validate_grader_id
 from ._batch import judge_many
-from ._compound import WrapperJudge, _spent, _sum_usage
 from ._human_labels import HUMAN, calibration_table, label_numbers, read_items
 from ._selective import SelectiveJudge, _digest, _usage_response
 from ._selective_summary import SelectiveCascadeSummary, cascade_summary
+from ._wrapper import WrapperJudge, _spent, _sum_usage
 
 if TYPE_CHECKING:
     import pandas as pd

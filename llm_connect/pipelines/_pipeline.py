@@ -60,9 +60,9 @@ from ..batch import (
 )
 from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
+from ..grading import WrapperJudge
 from ..grading._base import GradingResult, validate_grader_id, validate_score
 from ..grading._batch import reduce_item
-from ..grading._compound import WrapperJudge
 from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
 from ..grading._parse import brief_repr
 from ._scales import Scale
