@@ -46,26 +46,30 @@ from ._base import (
 from ._batch import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
 from ._cascade import CascadeJudge, CascadeSummary
 from ._confidence import CONFIDENCE_SOURCES, confidence_sources
+from ._embedding import EmbeddingSimilarityJudge
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
+from ._function import FunctionJudge
 from ._groundedness import GroundednessJudge
 from ._human_labels import one_row_per_cluster
-from ._judges import (
+from ._lexical import (
+    NORMALIZERS,
+    ContainsJudge,
+    ExactMatchJudge,
+    TokenF1Judge,
+    normalize_squad,
+    split_references,
+    token_f1,
+)
+from ._llm_judge import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,
     LLM_JUDGE_RUBRIC_HASH,
     LOCAL_JUDGE_INSTRUCTIONS,
     LOCAL_JUDGE_RUBRIC,
     LOCAL_JUDGE_RUBRIC_HASH,
-    NORMALIZERS,
     VERDICT_JSON_SCHEMA,
-    EmbeddingSimilarityJudge,
-    ExactMatchJudge,
-    FunctionJudge,
     LLMJudge,
-    normalize_squad,
-    split_references,
 )
-from ._lexical import ContainsJudge, TokenF1Judge, token_f1
 from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
 from ._pairwise import PAIRWISE_RUBRIC, PairwiseJudge, PairwiseSummary, consistency_rate
 from ._panel import PanelAgreement, PanelJudge

@@ -16,7 +16,7 @@ from .._runtime import acall_complete
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, validate_grader_id
-from ._judges import DEFAULT_TOP_LOGPROBS, _hash, with_decision_settings
+from ._llm_judge import DEFAULT_TOP_LOGPROBS, _hash, with_decision_settings
 from ._pairwise_local import (
     PAIRWISE_LOCAL_RUBRIC,
     local_pairwise_hash,
