@@ -213,3 +213,20 @@ def test_whose_scores_and_which_labels_count_are_public(make_obs):
     assert standing_labels([kept, undone], "human") == [kept, undone]  # no marker among them: nothing undone
     assert label_grader_ids() == {"human-skip", "human-undo", "human-hold"}
     assert label_grader_ids("annotator") >= {"annotator", "annotator-skip", "annotator-undo", "annotator-hold"}
+
+
+def test_no_other_floor_imports_a_private_routing_name():
+    """What the CLI needs of routing is public (``grader_key``, ``label_grader_ids``, ``standing_labels``): no module
+    outside routing imports an underscore name from it."""
+    import ast
+    from pathlib import Path
+
+    import llm_connect
+
+    root = Path(llm_connect.__file__).parent
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "routing":
+                found += [f"{path.relative_to(root)}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert found == []
