@@ -127,6 +127,13 @@ def cascade_summary() -> tuple[str, set[str], list[str]]:
     return CascadeSummary(10, 3, 0.3, 0.5, 0.1, 0.4, 0.13, 1.3, 0.8, 0.6)._repr_html_(), TABLE, []
 
 
+def selective_judge() -> tuple[str, set[str], list[str]]:
+    from llm_connect.grading import SelectiveJudge, TokenF1Judge
+
+    judge = SelectiveJudge(TokenF1Judge(grader_id=evil("selective grader")), cutoff=0.8)
+    return judge._repr_html_(), TABLE | PARAGRAPH | {"div"}, ["selective grader"]
+
+
 def _trace() -> Trace:
     return Trace([
         TraceRecord(evil("node"), evil("unit"), "judge", "ok", attempt=1, inputs=(evil("input"),),
@@ -273,6 +280,7 @@ BUILDERS = {
     "PairwiseSummary": pairwise_summary,
     "PanelAgreement": panel_agreement,
     "CascadeSummary": cascade_summary,
+    "SelectiveJudge": selective_judge,
     "Trace": trace,
     "PipelineResult": pipeline_result,
     "Pipeline": pipeline,
