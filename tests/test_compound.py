@@ -11,14 +11,18 @@ import numpy as np
 import pytest
 
 from llm_connect import BudgetTracker, JudgeReplyError, LLMResponse, RunConfig, TokenLogprob, ValidationError
-from llm_connect.grading import ExactMatchJudge, FunctionJudge, GradingResult, LLMJudge, judge_many
-from llm_connect.grading._compound import (
+from llm_connect.grading import (
     CascadeJudge,
     CascadeSummary,
+    ExactMatchJudge,
+    FunctionJudge,
+    GradingResult,
+    LLMJudge,
     PairwiseJudge,
     PanelAgreement,
     PanelJudge,
     consistency_rate,
+    judge_many,
 )
 from llm_connect.testing import ScriptedAdapter
 

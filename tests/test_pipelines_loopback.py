@@ -10,8 +10,7 @@ import yaml
 from test_pipelines import VERBATIM_YAML  # the config, verbatim (tests/ is on sys.path)
 
 from llm_connect.adapters import OpenAICompatibleAdapter
-from llm_connect.grading import LLMJudge
-from llm_connect.grading._compound import CascadeJudge, PairwiseJudge
+from llm_connect.grading import CascadeJudge, LLMJudge, PairwiseJudge
 from llm_connect.loopback import LoopbackServer
 from llm_connect.pipelines import from_config
 

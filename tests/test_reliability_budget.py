@@ -14,8 +14,7 @@ import pytest
 
 from llm_connect import BudgetTracker, ExactMatchJudge, LLMJudge, LLMResponse, PairedGrader, RunConfig
 from llm_connect.adapters import OpenAICompatibleAdapter, Price
-from llm_connect.grading import GradingResult, ajudge_many, grade_many, judge_many
-from llm_connect.grading._compound import CascadeJudge, PanelJudge
+from llm_connect.grading import CascadeJudge, GradingResult, PanelJudge, ajudge_many, grade_many, judge_many
 from llm_connect.loopback import LoopbackServer
 from llm_connect.pipelines import BooleanScale, JudgeUnit, Layer, MeanPool, Pipeline
 from llm_connect.testing import ScriptedAdapter

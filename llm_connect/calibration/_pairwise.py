@@ -6,7 +6,7 @@ default; several annotators allowed) holding ``a``, ``b`` or ``tie`` (the words 
 exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric codes such as
 1/2/0 need ``codes=``, see :func:`preference_codes`: a number is never guessed).
 
-Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the batch engine with
+Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the runner with
 answer A as its ``baseline`` and answer B as its ``candidate``; its verdict is read as ``a``,
 ``b`` or ``tie``. Nothing is thresholded: a tie is a third label, never a score of 0.5 read as a
 win. Against people the report gives, per judge:
@@ -177,7 +177,7 @@ def _order_labels(details: Any, *, swapped: bool) -> dict[str, str | None]:
 
 def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kwargs: Any) -> pd.DataFrame:
     """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the
-    other way round when ``swapped``), through the batch engine."""
+    other way round when ``swapped``), through the runner."""
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
     items = pd.DataFrame({"id": pairs["id"].tolist(), "prompt": pairs["prompt"].tolist(),
                           "baseline": pairs[first].tolist(), "candidate": pairs[second].tolist()})

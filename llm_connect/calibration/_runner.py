@@ -108,7 +108,7 @@ def _missing(value: Any) -> bool:
 
 
 def _text_or_none(value: Any) -> str | None:
-    """The text a judge sees, or ``None`` when it is missing (the batch engine makes that row an error)."""
+    """The text a judge sees, or ``None`` when it is missing (the runner makes that row an error)."""
     return None if _missing(value) else str(value)
 
 
@@ -145,7 +145,7 @@ COLUMN_ALIASES = {"reference": "baseline"}
 def items_table(items: ItemsLike, *, baseline: bool = True) -> pd.DataFrame:
     """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
 
-    The batch engine's item-frame builder (:func:`llm_connect.items.items_frame`) with
+    The runner's item-frame builder (:func:`llm_connect.items.items_frame`) with
     :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
     :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
     is read with :func:`load_items`. ``baseline=False`` (every judge of the run is shown no reference,
@@ -428,7 +428,7 @@ class ScoredItems:
     ``ledger_already``: judgments recorded, and judgments the ledger held already) are keyed by judge name;
     ``reliability`` too, for a run in epochs (``epochs > 1``): each judge's run-to-run reliability
     (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
-    ``budget``: the batch budget's state once every judge had run (``limit_usd``, ``spent_usd``,
+    ``budget``: the run budget's state once every judge had run (``limit_usd``, ``spent_usd``,
     ``calls``...: :meth:`~llm_connect.BudgetTracker.snapshot`, as ``judge_many``'s ``attrs["budget"]``),
     ``None`` when the run had no budget. ``pass_distributions``: per selective judge's scorer
     (``calibrate(..., selective=...)``), each row's verdict distribution (its ``pass_distribution``

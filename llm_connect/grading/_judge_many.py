@@ -66,7 +66,7 @@ from ._epochs import (
     reducer_of,
     reseed,
 )
-from ._judges import LLMJudge
+from ._llm_judge import LLMJudge
 
 if TYPE_CHECKING:
     import pandas as pd

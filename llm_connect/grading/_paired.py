@@ -1,6 +1,6 @@
 """``PairedGrader`` and :func:`grade_many`: generate a baseline and a candidate answer, then judge them.
 
-Runs on the one batch engine (:mod:`llm_connect.runner`) with the judge row
+Runs on the one runner (:mod:`llm_connect.runner`) with the judge row
 work of :mod:`._batch`; records through
 :func:`~llm_connect.grading._base.observation_for`.
 """
@@ -73,7 +73,7 @@ class PairedGrader:
         prompt: str,
         run_config: RunConfig,
     ) -> tuple[LLMResponse, LLMResponse, GradingResult]:
-        """Async twin of :meth:`grade` that also returns the two responses (for the batch runtime)."""
+        """Async twin of :meth:`grade` that also returns the two responses (for the runner)."""
         baseline, candidate = await asyncio.gather(
             acall_complete(baseline_adapter, prompt, run_config),
             acall_complete(candidate_adapter, prompt, run_config),
@@ -116,13 +116,13 @@ def grade_many(
     answers, ``"row:<sha256>"``, see :func:`~llm_connect.items.content_item_id`),
     and a ``ledger_error`` column says when that failed (the row stays scored).
 
-    Spend, and how to cap the judge's: the batch budget is ``budget`` (a
+    Spend, and how to cap the judge's: the run budget is ``budget`` (a
     tracker, or a limit in USD), else ``run_config.budget_tracker``; every
     paid call of a row (both answers and the judge's own, which its call
     config would not charge) is charged to it once. ``budget=5.0`` caps the
     whole run at about $5: once it is spent no call starts, and the rows not
     attempted are ``error`` rows saying "budget exhausted". A tracker in
-    ``run_config`` that is not the batch budget is charged for the two
+    ``run_config`` that is not the run budget is charged for the two
     answers only. ``df.attrs["budget"]`` holds the limit, the spend and the calls.
     """
     if not isinstance(grader, PairedGrader):

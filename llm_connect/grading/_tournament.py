@@ -3,7 +3,7 @@
 :func:`tournament` schedules the comparisons (every pair of models on each prompt, or a seeded
 random subset of them per prompt, with a coin deciding which model is shown as A, as Chatbot
 Arena samples its battles: Chiang et al. 2024, "Chatbot Arena: An Open Platform for Evaluating
-LLMs by Human Preference"), runs them through the one batch engine (:func:`judge_many` with the
+LLMs by Human Preference"), runs them through the one runner (:func:`judge_many` with the
 pairwise judge: concurrency, budget, ledger, epochs, progress) and returns the battles with
 ``model_a``, ``model_b`` and ``winner`` beside the judge's columns, the frame
 :func:`llm_connect.calibration.leaderboard` reads.

@@ -45,13 +45,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .._display import view
-from .._html import html_format, html_table
 from .._runtime import on_background, run_sync
 from ..columns import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS
 from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
+from ..grading import WrapperJudge
 from ..grading._base import GradingResult, validate_grader_id, validate_score
-from ..grading._compound import WrapperJudge
 from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
 from ..grading._judge_many import reduce_item
 from ..grading._parse import brief_repr
@@ -438,18 +437,7 @@ class Pipeline:
         return view("plot_pipeline")(self, ax=ax, **kwargs)
 
     def _repr_html_(self) -> str:
-        try:
-            g = self._compiled()
-        except ConfigError as exc:
-            return html_format("<p>{}: not runnable yet: {}</p>", self.name, str(exc))
-        rows = []
-        for node in g.nodes.values():
-            adapter = getattr(node.adapter, "adapter_id", "") if node.adapter is not None else ""
-            rows.append([node.id, node.unit.describe(), ", ".join(node.inputs) or "item", str(adapter)])
-        cap = f"{self.name}: {self.llm_units} LLM calls per item"
-        if self.threshold is not None:
-            cap += f", pass at score >= {self.threshold:g}"
-        return html_table(rows, header=["node", "unit", "inputs", "adapter"], caption=cap)
+        return view("pipeline_html")(self)
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={len(self.stages)}, threshold={self.threshold!r})"
@@ -615,12 +603,12 @@ class Pipeline:
         ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
         ``verdict``, ``passed``, ``calls`` and ``trace``.
         ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
-        the one batch engine (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many` does. An item
+        the one runner (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many` does. An item
         whose field read by the templates is missing (None/NaN), or whose
         ``baseline``/``reference`` is blank, is an ``error`` row naming it.
 
         Spend, and how to cap it: every call of every unit is charged to the
-        batch budget, ``budget`` (a :class:`~llm_connect.BudgetTracker`, or a
+        run budget, ``budget`` (a :class:`~llm_connect.BudgetTracker`, or a
         limit in USD), else ``run_config.budget_tracker``. ``budget=0.50``
         caps the run at about $0.50: a call starts only while money is left
         (the limit is overshot by at most the calls in flight when it was
@@ -710,7 +698,7 @@ def _notes(final: UnitOutput, passed: bool | None, threshold: float | None) -> s
 
 
 def _usage_response(trace: Trace, adapter_id: str) -> LLMResponse:
-    """A stand-in response holding a run's summed usage, for the batch engine's unscored/error rows."""
+    """A stand-in response holding a run's summed usage, for the runner's unscored/error rows."""
     return LLMResponse(content="", adapter_id=adapter_id, model_id="pipeline", tokens_in=trace.tokens_in,
                        tokens_out=trace.tokens_out, cost_usd=trace.cost_usd, latency_ms=trace.latency_ms)
 

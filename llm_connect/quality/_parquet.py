@@ -235,9 +235,9 @@ class ParquetLedger(BaseLedger):
         return f"ParquetLedger({self.root!r})"
 
     def _repr_html_(self) -> str:
-        import html
+        from .._display import view
 
-        return f"<code>ParquetLedger</code> at <code>{html.escape(self.root)}</code>"
+        return view("ledger_html")("ParquetLedger", self.root)
 
     # -- where it lives ------------------------------------------------------------------------
 

@@ -13,10 +13,17 @@ Every value goes into HTML through the one escaping helper,
 
 from ._transcript import transcript_html
 from .alignment import alignment_html
+from .grading import (
+    cascade_summary_html,
+    epoch_reliability_html,
+    grading_result_html,
+    pairwise_summary_html,
+    panel_agreement_html,
+)
 from .groups import group_breakdown_figure, group_breakdown_html, plot_group_kappa
 from .labeller import labeller_widget
 from .leaderboard import leaderboard_section, plot_leaderboard
-from .pipeline import plot_pipeline
+from .pipeline import pipeline_html, pipeline_result_html, plot_pipeline, trace_html
 from .plots import (
     length_profile,
     plot_agreement_heatmap,
@@ -27,20 +34,35 @@ from .plots import (
     plot_score_vs_length,
     plot_threshold_sweep,
 )
+from .quality import ledger_html, quality_check_html
 from .report import pairwise_report_html, report_figures, report_html, report_widget, save_report_html
-from .selective import plot_risk_coverage
+from .routing import routing_decision_html
+from .selective import (
+    plot_risk_coverage,
+    selective_cascade_html,
+    selective_cascade_summary_html,
+    selective_judge_html,
+)
 from .viewer import JudgmentViewer, content_security_policy, viewer_html
 
 __all__ = [
     "JudgmentViewer",
     "alignment_html",
+    "cascade_summary_html",
     "content_security_policy",
+    "epoch_reliability_html",
+    "grading_result_html",
     "group_breakdown_figure",
     "group_breakdown_html",
     "labeller_widget",
     "leaderboard_section",
+    "ledger_html",
     "length_profile",
     "pairwise_report_html",
+    "pairwise_summary_html",
+    "panel_agreement_html",
+    "pipeline_html",
+    "pipeline_result_html",
     "plot_agreement_heatmap",
     "plot_bias_forest",
     "plot_estimates",
@@ -52,10 +74,16 @@ __all__ = [
     "plot_risk_coverage",
     "plot_score_vs_length",
     "plot_threshold_sweep",
+    "quality_check_html",
     "report_figures",
     "report_html",
     "report_widget",
+    "routing_decision_html",
     "save_report_html",
+    "selective_cascade_html",
+    "selective_cascade_summary_html",
+    "selective_judge_html",
+    "trace_html",
     "transcript_html",
     "viewer_html",
 ]
