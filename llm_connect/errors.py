@@ -94,7 +94,7 @@ class JudgeAbstained(JudgeReplyError):
     In a batch the row's status is *abstained* (no score, never 0; its ``confidence`` in the row),
     and a cascade passes the item to its next judge or to people. A subclass of
     :class:`JudgeReplyError`, so code written for unusable replies (a panel member that gives
-    none, the fixed-band ``CascadeJudge`` escalating) treats an abstention as one. ``confidence``:
+    none, the fixed-band ``EscalationJudge`` escalating) treats an abstention as one. ``confidence``:
     the judge's confidence on the item; ``cutoff``: its cut-off; ``result``: the withheld judgment
     (a ``GradingResult``, for audit, never a score), when there is one; ``columns``: the judge's own
     columns of the batch row (``decided_by``, ``stage``...); ``response``: what the abstaining

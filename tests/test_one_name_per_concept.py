@@ -25,10 +25,7 @@ from llm_connect.calibration import (
     ScoredItems,
     calibrate,
     calibrate_pairwise,
-    estimate_quality,
     judge_items,
-    labels_needed,
-    leaderboard,
     probe_judge,
     run_probes,
     score_items,
@@ -38,6 +35,7 @@ from llm_connect.errors import ValidationError
 from llm_connect.frames import paired_frame, results_frame
 from llm_connect.grading import FunctionJudge, PairwiseJudge, judge_many, tournament
 from llm_connect.routing import RoutingPolicy
+from llm_connect.stats import estimate_quality, labels_needed, leaderboard
 from llm_connect.stats.agreement import bootstrap_ci, grouped_correlation
 from llm_connect.stats.gate import score_interval
 from llm_connect.stats.regression import ols

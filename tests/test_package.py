@@ -75,7 +75,6 @@ LAYERS = [
     "quality",
     "adapters",
     "testing",  # the test doubles' package, loopback server included
-    "loopback",  # a shim re-exporting testing.loopback
     "batch",  # the one batch engine: grading, pipelines and calibration run on it
     "conversations",  # chat messages and agent trajectories as items (OpenAI JSON Lines, OTLP GenAI spans)
     "grading",
@@ -90,13 +89,11 @@ LAYERS = [
 
 
 def test_readme_what_is_inside_lists_the_layers_in_order():
-    """The architecture page's "What is inside" table names the layering test's modules, in its order (the
-    shim aside)."""
+    """The architecture page's "What is inside" table names the layering test's modules, in its order."""
     readme = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     table = readme.split("## What is inside", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| `llm_connect\.(\w+)` \|", table, flags=re.M)
-    assert listed == [layer for layer in LAYERS if layer != "loopback"]
-    assert "`llm_connect.loopback`" in table  # the shim is named in the testing row
+    assert listed == LAYERS
 
 
 def _layer_of(module_path: Path) -> str:

@@ -11,8 +11,8 @@ from test_pipelines import VERBATIM_YAML  # the issue's config, verbatim (tests/
 
 from llm_connect.adapters import OpenAICompatibleAdapter
 from llm_connect.grading import LLMJudge
-from llm_connect.grading._compound import CascadeJudge, PairwiseJudge
-from llm_connect.loopback import LoopbackServer
+from llm_connect.grading._compound import EscalationJudge, PairwiseJudge
+from llm_connect.testing.loopback import LoopbackServer
 from llm_connect.pipelines import from_config
 
 ITEM = re.compile(r"\[item (\d+)\]")
@@ -88,7 +88,7 @@ def test_pairwise_and_cascade_call_counts_over_http():
         assert frame["quality_score"].tolist() == [1.0] * 10 and frame["consistent"].all()
 
         server.reset()
-        cascade = CascadeJudge(LLMJudge(adapter, grader_id="cheap"), LLMJudge(adapter, grader_id="dear"))
+        cascade = EscalationJudge(LLMJudge(adapter, grader_id="cheap"), LLMJudge(adapter, grader_id="dear"))
         items = [{"prompt": "q", "baseline": "b", "candidate": "unsure" if i < 3 else "sure"} for i in range(10)]
         frame = cascade.judge_many(items, progress=False)
         assert server.stats()["total"] == 10 + 3

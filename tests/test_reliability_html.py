@@ -37,7 +37,7 @@ from llm_connect.calibration import (
 )
 from llm_connect.calibration._bias import ShiftStats
 from llm_connect.grading import ExactMatchJudge, GradingResult, LLMJudge
-from llm_connect.grading._compound import CascadeSummary, PairwiseSummary, PanelAgreement
+from llm_connect.grading._compound import EscalationSummary, PairwiseSummary, PanelAgreement
 from llm_connect.pipelines import BooleanScale, JudgeUnit, Pipeline, PipelineResult, Trace, TraceRecord
 from llm_connect.routing import RoutingPolicy, route
 from llm_connect.testing import ScriptedAdapter
@@ -117,8 +117,8 @@ def panel_agreement() -> tuple[str, set[str], list[str]]:
     return html, TABLE, ["level", "member a"]
 
 
-def cascade_summary() -> tuple[str, set[str], list[str]]:
-    return CascadeSummary(10, 3, 0.3, 0.5, 0.1, 0.4, 0.13, 1.3, 0.8, 0.6)._repr_html_(), TABLE, []
+def escalation_summary() -> tuple[str, set[str], list[str]]:
+    return EscalationSummary(10, 3, 0.3, 0.5, 0.1, 0.4, 0.13, 1.3, 0.8, 0.6)._repr_html_(), TABLE, []
 
 
 def _trace() -> Trace:
@@ -266,7 +266,7 @@ BUILDERS = {
     "GradingResult": grading_result,
     "PairwiseSummary": pairwise_summary,
     "PanelAgreement": panel_agreement,
-    "CascadeSummary": cascade_summary,
+    "EscalationSummary": escalation_summary,
     "Trace": trace,
     "PipelineResult": pipeline_result,
     "Pipeline": pipeline,

@@ -996,7 +996,7 @@ class Labeller:
 
     def _width_with(self, width: float, n_plan: int, left: int) -> float:
         """About the width with ``left`` more labels: ``1/sqrt(labels)``, or PPI++'s
-        ``var(Y)·((1 − ρ²)/n + ρ²/M)`` (:func:`~llm_connect.calibration.labels_needed`) for ``"random"``
+        ``var(Y)·((1 − ρ²)/n + ρ²/M)`` (:func:`~llm_connect.stats.labels_needed`) for ``"random"``
         and ``"overlap"`` with a judge, with ``ρ`` the judge–label correlation on the labels."""
         total = n_plan + left
         if self.judge is not None and self.strategy in ("random", "overlap"):
@@ -1033,7 +1033,7 @@ class Labeller:
         item's own label left out, :func:`calibrated_scores`), ``n_labels``, ``sampling_probability``
         (``π_i``: for a shown item the one it was shown with) and
         ``inclusion_probability`` (``π_i · K_s / N_s``, the ``weights=`` column of
-        :func:`~llm_connect.calibration.estimate_quality`; ``df.attrs["weights"]`` names it)."""
+        :func:`~llm_connect.stats.estimate_quality`; ``df.attrs["weights"]`` names it)."""
         self._refresh()
         items = self._items
         labels = self._state.labels
@@ -1062,7 +1062,7 @@ class Labeller:
         return self.strategy != "random"
 
     def estimate(self, by: str | Sequence[str] | None = None, **kwargs: Any) -> pd.DataFrame:
-        """:func:`~llm_connect.calibration.estimate_quality` on :meth:`frame` with the right weights:
+        """:func:`~llm_connect.stats.estimate_quality` on :meth:`frame` with the right weights:
         none for ``"random"``; ``inclusion_probability`` otherwise. ``by`` names columns of the frame
         (e.g. ``"model_id"``). Without a judge only the human-only interval is given. Other keyword
         arguments (``methods``, ``confidence``) go through."""

@@ -106,8 +106,8 @@ def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, 
     import pandas as pd
 
     from ..batch import candidate_names, item_ids
-    from ..calibration import parse_labels
     from ..frames import record_labels
+    from ..stats.labels import parse_labels
 
     models = items["candidate_model"].tolist() if "candidate_model" in items.columns else [None] * len(items)
     adapters = items["candidate_adapter"].tolist() if "candidate_adapter" in items.columns else [None] * len(items)

@@ -12,7 +12,8 @@ plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJud
 agent runs (tool calls)            :class:`TrajectoryMatchJudge` (strict, unordered, subset, superset)
 answers grounded in documents      :class:`GroundednessJudge` (the share of claims the item's context supports)
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
-                                   :class:`CascadeJudge`, :func:`consistency_rate`
+                                   :class:`EscalationJudge` (a fixed band, no guarantee),
+                                   :func:`consistency_rate`
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
 agreement with people)             :func:`cascade` -> :class:`SelectiveCascade`,
                                    :class:`SelectiveCascadeSummary`, :class:`ConfidenceJudge`
@@ -27,7 +28,8 @@ leaderboards)                      :func:`winner_of`, :data:`TOURNAMENT_COLUMNS`
 
 :func:`tournament`, :func:`schedule_battles`, :func:`epoch_reliability` and
 :class:`EpochReliability` are also exported from ``llm_connect``; the leaderboards they feed
-live in :mod:`llm_connect.calibration` (:func:`~llm_connect.calibration.leaderboard`).
+are fitted in :mod:`llm_connect.stats` (:func:`~llm_connect.stats.leaderboard`), from the judged pairs that
+:func:`~llm_connect.calibration.battle_outcomes` reads.
 """
 
 from ._base import (
@@ -44,8 +46,8 @@ from ._base import (
 from ._batch import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
 from ._compound import (
     PAIRWISE_RUBRIC,
-    CascadeJudge,
-    CascadeSummary,
+    EscalationJudge,
+    EscalationSummary,
     PairwiseJudge,
     PairwiseSummary,
     PanelAgreement,
@@ -106,12 +108,12 @@ __all__ = [
     "VERDICT_JSON_SCHEMA",
     "AsyncJudge",
     "BaselineGrader",
-    "CascadeJudge",
-    "CascadeSummary",
     "ConfidenceJudge",
     "ContainsJudge",
     "EmbeddingSimilarityJudge",
     "EpochReliability",
+    "EscalationJudge",
+    "EscalationSummary",
     "ExactMatchJudge",
     "Example",
     "FunctionJudge",

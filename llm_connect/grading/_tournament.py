@@ -6,7 +6,7 @@ Arena samples its battles: Chiang et al. 2024, "Chatbot Arena: An Open Platform 
 LLMs by Human Preference"), runs them through the one batch engine (:func:`judge_many` with the
 pairwise judge: concurrency, budget, ledger, epochs, progress) and returns the battles with
 ``model_a``, ``model_b`` and ``winner`` beside the judge's columns, the frame
-:func:`llm_connect.calibration.leaderboard` reads.
+:func:`llm_connect.stats.leaderboard` reads.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def tournament(
     columns. ``winner``: ``"a"``, ``"b"`` or ``"tie"`` from the (reduced) score (:func:`winner_of`;
     a pairwise judge whose orders disagree calls a tie); ``None`` for an unscored or error
     battle, which stays in the frame (its reason in ``error``) and is counted in
-    ``df.attrs["counts"]``: pass the frame to :func:`llm_connect.calibration.battles` to keep the
+    ``df.attrs["counts"]``: pass the frame to :func:`llm_connect.calibration.battle_outcomes` to keep the
     decided battles only, or straight to ``leaderboard(df, model_a="model_a", model_b="model_b",
     winner="winner")``. ``df.attrs`` also keeps ``judge_many``'s (``budget``, ``reliability``
     with epochs...).

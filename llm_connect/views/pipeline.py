@@ -1,4 +1,4 @@
-"""A pipeline's graph, drawn with matplotlib: what :meth:`llm_connect.pipelines.Pipeline.draw` shows."""
+"""A pipeline's graph, drawn with matplotlib: what :meth:`llm_connect.pipelines.Pipeline.plot` shows."""
 
 from __future__ import annotations
 
