@@ -850,7 +850,7 @@ def grade_dataset(
 
     Returns the lazy Ray Dataset (``.to_pandas()``, ``.write_parquet(...)``, ...): the input columns
     plus ``quality_score``, ``notes``, ``grader_id``, ``status``, ``error``, ``latency_ms``,
-    ``tokens_in``, ``tokens_out``, ``judge_cost_usd`` and the judge's own columns; one row per input
+    ``judge_tokens_in``, ``judge_tokens_out``, ``judge_cost_usd`` and the judge's own columns; one row per input
     row (not in input order unless the dataset's ``preserve_order`` execution option is set).
 
     Errors: :class:`~llm_connect.errors.MissingDependencyError` without Ray

@@ -40,7 +40,6 @@ from .batch import (
     conversation_tags,
     item_id_text,
     item_ids,
-    renamed_keyword,
 )
 from .errors import ValidationError
 from .quality import MAX_LINE_BYTES, BaseLedger, ParquetLedger, QualityLedger, QualityObservation
@@ -411,8 +410,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     ``candidate`` texts, each side's adapter and model ids (categoricals), the
     candidate's own usage (``candidate_tokens_in``, ``candidate_tokens_out``,
     ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
-    (``tokens_in``, ``tokens_out``, ``judge_tokens_in``, ``judge_tokens_out`` (the same counts
-    beside the cost), ``judge_cost_usd``, ``latency_ms``): the same names as
+    (``judge_tokens_in``, ``judge_tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names as
     the judge's columns of :func:`~llm_connect.grading.judge_many` (see
     :data:`llm_connect.batch.RESULT_FRAME_COLUMNS`).
     """
@@ -439,8 +437,6 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 float(cand.latency_ms),
                 int(getattr(r, "tokens_in", 0)),
                 int(getattr(r, "tokens_out", 0)),
-                int(getattr(r, "tokens_in", 0)),
-                int(getattr(r, "tokens_out", 0)),
                 float(getattr(r, "cost_usd", 0.0)),
                 float(getattr(r, "latency_ms", 0.0)),
             )
@@ -448,8 +444,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
-    for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out", "judge_tokens_in",
-              "judge_tokens_out"):
+    for c in ("candidate_tokens_in", "candidate_tokens_out", "judge_tokens_in", "judge_tokens_out"):
         frame[c] = frame[c].astype("int64")
     for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "judge_cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
@@ -602,7 +597,6 @@ def paired_frame(
     human: str = HUMAN_GRADER_ID,
     rubric_hash: str | None = None,
     threshold: float = 0.5,
-    judge: str | None = None,
 ) -> pd.DataFrame:
     """One row per judged (item, adapter): the judge's score beside the human label, for :func:`estimate_quality`.
 
@@ -628,10 +622,8 @@ def paired_frame(
 
     Observations of one grader under several rubrics are never pooled: pass
     ``rubric_hash=`` to choose one, or the call raises naming them.
-
-    ``judge=`` is the older name of ``grader_id=``: still accepted, with a :class:`DeprecationWarning`.
     """
-    judge = renamed_keyword(grader_id, judge, func="paired_frame", new_name="grader_id", old_name="judge")
+    judge = grader_id
     if judge is None:
         raise ValidationError("paired_frame() needs grader_id=: the grader id of the judge whose scores to pair "
                               "with the human labels (e.g. grader_id='llm-judge')")

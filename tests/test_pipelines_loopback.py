@@ -12,8 +12,8 @@ from test_pipelines import VERBATIM_YAML  # the issue's config, verbatim (tests/
 from llm_connect.adapters import OpenAICompatibleAdapter
 from llm_connect.grading import LLMJudge
 from llm_connect.grading._compound import EscalationJudge, PairwiseJudge
-from llm_connect.testing.loopback import LoopbackServer
 from llm_connect.pipelines import from_config
+from llm_connect.testing.loopback import LoopbackServer
 
 ITEM = re.compile(r"\[item (\d+)\]")
 
@@ -43,7 +43,7 @@ def test_verbatim_config_makes_six_http_calls_per_item():
     assert stats["total"] == 6 * 20 and stats["by_outcome"] == {"ok": 120}
     assert frame["calls"].tolist() == [6] * 20
     assert frame["passed"].tolist() == [i % 2 == 0 for i in range(20)]
-    assert frame["tokens_in"].gt(0).all() and frame["tokens_out"].gt(0).all()
+    assert frame["judge_tokens_in"].gt(0).all() and frame["judge_tokens_out"].gt(0).all()
     assert frame.attrs["totals"]["calls"] == 120
 
 

@@ -16,9 +16,9 @@ from llm_connect import BudgetTracker, ExactMatchJudge, LLMJudge, LLMResponse, P
 from llm_connect.adapters import OpenAICompatibleAdapter, Price
 from llm_connect.grading import GradingResult, ajudge_many, grade_many, judge_many
 from llm_connect.grading._compound import EscalationJudge, PanelJudge
-from llm_connect.testing.loopback import LoopbackServer
 from llm_connect.pipelines import BooleanScale, JudgeUnit, Layer, MeanPool, Pipeline
 from llm_connect.testing import ScriptedAdapter
+from llm_connect.testing.loopback import LoopbackServer
 
 VERDICT = '{"quality_score": 0.75, "notes": "fine"}'
 MODEL = "priced-judge"

@@ -22,8 +22,8 @@ from strategies import SCRIPTED_ITEM, calibrated_p_yes, selective_items, yes_no_
 from llm_connect import LLMResponse, RunConfig
 from llm_connect.errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
 from llm_connect.grading import (
-    EscalationJudge,
     ConfidenceJudge,
+    EscalationJudge,
     ExactMatchJudge,
     FunctionJudge,
     LLMJudge,

@@ -131,7 +131,7 @@ import pandas as pd
 
 from .._display import view
 from .._html import escape, kv_table, with_interval
-from ..batch import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids, renamed_keyword
+from ..batch import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 from ..errors import ValidationError
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
 from ..quality import BaseLedger, QualityObservation
@@ -392,8 +392,7 @@ class Labeller:
     ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
     scores may come from); ``task_type``: the task type of the judge's observations;
     ``annotator``: who labels (a name); ``grader_id``: the judge's grader id (its scores drive
-    ``"active"`` and the estimates; ``None``: human-only intervals; ``judge=``, its older name, is
-    still accepted with a :class:`DeprecationWarning`); ``strategy``: ``"random"``,
+    ``"active"`` and the estimates; ``None``: human-only intervals); ``strategy``: ``"random"``,
     ``"stratified"``, ``"active"``, ``"overlap"`` or ``"abstained"`` (the rows of a selective judge's or
     cascade's ``judge_many`` frame it abstained on, most uncertain first); ``seed``: the order's seed.
 
@@ -445,9 +444,8 @@ class Labeller:
         confidence: float = 0.95,
         hold_seconds: float = 900.0,
         unit: str = "turn",
-        judge: str | None = None,
     ) -> None:
-        judge = renamed_keyword(grader_id, judge, func="Labeller", new_name="grader_id", old_name="judge")
+        judge = grader_id
         if strategy not in STRATEGIES:
             raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
         if unit not in UNITS:

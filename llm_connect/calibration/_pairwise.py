@@ -48,7 +48,6 @@ import pandas as pd
 
 from .._display import view
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
-from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
@@ -532,11 +531,7 @@ def calibrate_pairwise(
     ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a limit in
     USD (by default ``run_config.budget_tracker``). Once it is spent no call starts, and the pairs
     not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a winner.
-
-    The order ``calibrate_pairwise(items, judges)`` of earlier releases still works, with a
-    :class:`DeprecationWarning`.
     """
-    judges, items = judge_and_items(judges, items, func="calibrate_pairwise")
     check_confidence(confidence)
     pairs = pairwise_table(items)
     named = _named_judges(judges)
@@ -615,7 +610,6 @@ def calibrate_pairwise(
             "scored": int(scored.sum()), "unscored": int((np.asarray(status) == "unscored").sum()),
             "error": int((np.asarray(status) == "error").sum()),
             "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
-            "tokens_in": int(batch["tokens_in"].sum()), "tokens_out": int(batch["tokens_out"].sum()),
             "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
             "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 import pandas as pd
 
-from ..batch import CONVERSATION_COLUMNS, ITEM_COLUMNS, batch_budget, is_judge, items_frame, judge_and_items
+from ..batch import CONVERSATION_COLUMNS, ITEM_COLUMNS, batch_budget, is_judge, items_frame
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats.agreement import parse_scale
@@ -47,7 +46,6 @@ __all__ = [
     "parse_labels",
     "parse_scale",
     "score_items",
-    "score_judges",
 ]
 
 REQUIRED_COLUMNS = ITEM_COLUMNS
@@ -417,7 +415,7 @@ class ScoredItems:
     """What scoring hands to the next stages (agreement, probes, cards, report): the frame of
     :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
     (which many pandas operations drop). ``ScoredItems.from_frame(score_items(judges, items))``
-    builds it from a scored frame (the replacement of the deprecated :func:`score_judges`).
+    builds it from a scored frame.
 
     ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
     ``passthrough``: the input's other columns, carried into the frame (a name that would clash
@@ -546,48 +544,12 @@ def score_items(
     ``judge_many(..., batch=...)`` does (``True``: state beside ``ledger``; a folder; or
     :class:`~llm_connect.adapters.BatchOptions`); each judge keeps its own state folder, so the same
     call resumes a killed run without submitting anything twice.
-
-    The order ``score_items(items, judges)`` of earlier releases still works, with a
-    :class:`DeprecationWarning`.
     """
-    judges, items = judge_and_items(judges, items, func="score_items")
     return _score_items(
         judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
         progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
         reducer=reducer, budget=budget, batch=batch,
     ).to_frame()
-
-
-def score_judges(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    scale: Any = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-) -> ScoredItems:
-    """Deprecated: use :func:`score_items` (the frame) and :meth:`ScoredItems.from_frame` (its fields).
-
-    :func:`score_items` as :class:`ScoredItems`, with the same arguments; it warns with a
-    :class:`DeprecationWarning` naming the replacement, then does what it did.
-    """
-    warnings.warn("score_judges() is deprecated: use score_items(judges, items, ...), which returns the same "
-                  "frame, and ScoredItems.from_frame(frame) for its fields", DeprecationWarning, stacklevel=2)
-    judges, items = judge_and_items(judges, items, func="score_judges")
-    return _score_items(
-        judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
-        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
-        reducer=reducer, budget=budget,
-    )
 
 
 def _score_items(
@@ -692,8 +654,6 @@ def _score_items(
             "abstained": int((np.asarray(status) == "abstained").sum()),
             "error": int((np.asarray(status) == "error").sum()),
             "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
-            "tokens_in": int(batch["tokens_in"].sum()),
-            "tokens_out": int(batch["tokens_out"].sum()),
             "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
             "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }

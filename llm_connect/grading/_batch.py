@@ -585,7 +585,7 @@ def judge_many(
     ``status`` (``scored``/``unscored``/``error``, and ``abstained`` for a selective judge or a cascade
     below its calibrated cut-off: no score, its ``confidence`` in the row, never recorded in the ledger;
     see :class:`~llm_connect.grading.SelectiveJudge`), ``error``, ``latency_ms``,
-    ``tokens_in``, ``tokens_out``, ``judge_cost_usd`` (the judge's own usage: every call it made), then
+    ``judge_tokens_in``, ``judge_tokens_out``, ``judge_cost_usd`` (the judge's own usage: every call it made), then
     the judge's own columns when it declares ``extra_columns`` (a compound
     judge's verdict, votes, ``details``...).
     A missing (None/NaN) prompt, baseline or candidate, or a blank baseline,

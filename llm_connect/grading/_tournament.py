@@ -16,7 +16,7 @@ import math
 import random
 from typing import TYPE_CHECKING, Any
 
-from ..batch import is_missing, items_frame, judge_and_items
+from ..batch import is_missing, items_frame
 from ..core import BudgetTracker, RunConfig
 from ..errors import ValidationError
 from ..quality import BaseLedger
@@ -172,11 +172,7 @@ def tournament(
     decided battles only, or straight to ``leaderboard(df, model_a="model_a", model_b="model_b",
     winner="winner")``. ``df.attrs`` also keeps ``judge_many``'s (``budget``, ``reliability``
     with epochs...).
-
-    The order ``tournament(answers, judge)`` of earlier releases still works, with a
-    :class:`DeprecationWarning` (the judge comes first, as in ``judge_many(judge, items)``).
     """
-    judge, answers = judge_and_items(judge, answers, func="tournament", names=("judge", "answers"))
     if not judge_abilities(judge).pairwise:
         reason = getattr(judge, "not_pairwise_reason", None)  # a PipelineJudge says why it is not
         raise ValidationError("a tournament needs a pairwise judge (one that compares two answers, such as "

@@ -631,7 +631,7 @@ class Pipeline:
         judge's result columns, as :func:`~llm_connect.grading.judge_many` of
         :meth:`as_judge` gives them: ``quality_score``, ``notes``, ``grader_id`` (the
         pipeline's name), ``status`` (scored / unscored / error), ``error``,
-        ``latency_ms`` (the item's wall time), ``tokens_in``, ``tokens_out``,
+        ``latency_ms`` (the item's wall time), ``judge_tokens_in``, ``judge_tokens_out``,
         ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
         ``verdict``, ``passed``, ``calls`` and ``trace``.
         ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
