@@ -66,9 +66,9 @@ from ._report import CalibrationReport
 from ._runner import (
     ItemsLike,
     ScoredItems,
+    _judge_items,
     _named_judges,
     _passthrough_names,
-    judge_items,
     judge_name,
     load_items,
     open_ledger_of,
@@ -180,7 +180,7 @@ def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kw
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
     items = pd.DataFrame({"id": pairs["id"].tolist(), "prompt": pairs["prompt"].tolist(),
                           "baseline": pairs[first].tolist(), "candidate": pairs[second].tolist()})
-    return judge_items(judge, items, **kwargs)
+    return _judge_items(judge, items, **kwargs)
 
 
 @dataclass
@@ -533,8 +533,8 @@ def calibrate_pairwise(
     not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a winner.
     """
     check_confidence(confidence)
-    pairs = pairwise_table(items)
     named = _named_judges(judges)
+    pairs = pairwise_table(items)
     not_pairwise = [k for k, j in named.items() if not is_pairwise(j)]
     if not_pairwise:
         raise ValidationError(f"judge(s) {', '.join(not_pairwise)} are not pairwise; pairwise data (candidate_a, "

@@ -39,7 +39,6 @@ __all__ = [
     "ScoredItems",
     "items_table",
     "judge_family",
-    "judge_items",
     "lacks_text",
     "load_items",
     "needs_reference",
@@ -291,7 +290,7 @@ def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -
     return baselines.map(lambda b: None if _missing(b) else "\n".join(split_references(str(b), reference_sep)))
 
 
-def judge_items(
+def _judge_items(
     judge: Judge,
     items: pd.DataFrame,
     *,
@@ -308,7 +307,8 @@ def judge_items(
     provider_batch: Any = False,
     warn_failure: bool = True,
 ) -> pd.DataFrame:
-    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
+    """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this
+    judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); the batch frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
     Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
     repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
@@ -389,7 +389,15 @@ def _rubric_hash(judge: Any) -> str | None:
 
 
 def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict[str, Any]:
-    """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``)."""
+    """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``).
+
+    Items where the judges belong (a DataFrame, a path, or mappings) are a :class:`ValidationError`
+    saying the order: the judges come first, as in ``judge_many(judge, items)``.
+    """
+    if isinstance(judges, (str, os.PathLike, pd.DataFrame)) or (
+            isinstance(judges, (list, tuple)) and judges and all(isinstance(j, Mapping) for j in judges)):
+        raise ValidationError(f"got items ({type(judges).__name__}) where the judges go: pass the judges first, "
+                              "then the items, as in calibrate(judges, items) and judge_many(judge, items)")
     if isinstance(judges, Mapping):
         named = {judge_name(k): j for k, j in judges.items()}
     elif is_judge(judges):  # one judge
@@ -626,7 +634,7 @@ def _score_items(
     ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
     provider = batch  # the Batch API switch (the loop below names each judge's frame ``batch``)
     for name, judge in named.items():
-        batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
+        batch = _judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
                             epochs=k, reducer=reducer, budget=tracker,
                             provider_batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
