@@ -43,7 +43,7 @@ from ._base import (
     observation_for,
     supports_async,
 )
-from ._batch import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
+from ._batch import RESULT_COLUMNS, ajudge_many, judge_many
 from ._compound import (
     PAIRWISE_RUBRIC,
     EscalationJudge,
@@ -148,7 +148,6 @@ __all__ = [
     "observation_for",
     "parse_score_reply",
     "reseed",
-    "run_rows",
     "schedule_battles",
     "split_references",
     "supports_async",
