@@ -508,6 +508,10 @@ def score_items(
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
+    Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages
+    read. To run one judge over items call :func:`~llm_connect.grading.judge_many` (one row per item,
+    the judge's result columns); to generate the answers first, :func:`~llm_connect.grading.grade_many`.
+
     ``judges``: a judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
     ``items``: a DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file
     (:func:`load_items`) with ``prompt``, ``baseline`` (the
