@@ -24,8 +24,8 @@ __all__ = [
 
 #: The columns of one judgment, in every result frame (``judge_many``, ``grade_many``,
 #: ``Pipeline.run_many``). ``judge_cost_usd`` is what the judging itself cost (every call
-#: the judge made) and ``judge_tokens_in`` / ``judge_tokens_out`` the tokens those calls used
-#: (``tokens_in`` / ``tokens_out``, the same numbers under their older names); ``judge_tokens_cached`` is
+#: the judge made) and ``judge_tokens_in`` / ``judge_tokens_out`` the tokens those calls used (once, under
+#: these names: a ledger's ``tokens_in`` is the candidate's); ``judge_tokens_cached`` is
 #: how many of ``judge_tokens_in`` the provider read from its prompt cache (priced at the cached rate in
 #: ``judge_cost_usd``); a candidate's own cost is ``candidate_cost_usd`` (``grade_many``).
 RESULT_COLUMNS = (
@@ -35,8 +35,6 @@ RESULT_COLUMNS = (
     "status",
     "error",
     "latency_ms",
-    "tokens_in",
-    "tokens_out",
     "judge_tokens_cached",
     "judge_tokens_in",
     "judge_tokens_out",
@@ -76,8 +74,6 @@ RESULT_FRAME_COLUMNS = (
     "candidate_tokens_out",
     "candidate_cost_usd",
     "candidate_latency_ms",
-    "tokens_in",
-    "tokens_out",
     "judge_tokens_in",
     "judge_tokens_out",
     "judge_cost_usd",

@@ -136,7 +136,7 @@ class JudgeAbstained(JudgeReplyError):
     In a run over many items the row's status is *abstained* (no score, never 0; its ``confidence`` in
     the row), and a cascade passes the item to its next judge or to people. A subclass of
     :class:`JudgeReplyError`, so code written for unusable replies (a panel member that gives none, the
-    fixed-band ``CascadeJudge`` escalating) treats an abstention as one.
+    fixed-band ``EscalationJudge`` escalating) treats an abstention as one.
 
     Parameters
     ----------

@@ -48,7 +48,6 @@ from .quality._ledger_io import (
     observation_columns,
     read_columns,
 )
-from .runner import renamed_keyword
 
 _log = logging.getLogger("llm_connect")
 
@@ -470,8 +469,8 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
         ``quality_score``, ``notes``, the ``baseline`` and ``candidate`` texts, each side's adapter and
         model ids (categoricals), the candidate's own usage (``candidate_tokens_in``,
         ``candidate_tokens_out``, ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
-        (``tokens_in``, ``tokens_out``, ``judge_tokens_in``, ``judge_tokens_out`` (the same counts
-        beside the cost), ``judge_cost_usd``, ``latency_ms``): the same names as the judge's columns of
+        (``judge_tokens_in``, ``judge_tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names as the
+        judge's columns of
         :func:`~llm_connect.grading.judge_many`.
 
     Raises
@@ -516,8 +515,6 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 float(cand.latency_ms),
                 int(getattr(r, "tokens_in", 0)),
                 int(getattr(r, "tokens_out", 0)),
-                int(getattr(r, "tokens_in", 0)),
-                int(getattr(r, "tokens_out", 0)),
                 float(getattr(r, "cost_usd", 0.0)),
                 float(getattr(r, "latency_ms", 0.0)),
             )
@@ -525,8 +522,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
-    for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out", "judge_tokens_in",
-              "judge_tokens_out"):
+    for c in ("candidate_tokens_in", "candidate_tokens_out", "judge_tokens_in", "judge_tokens_out"):
         frame[c] = frame[c].astype("int64")
     for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "judge_cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
@@ -722,7 +718,6 @@ def paired_frame(
     human: str = HUMAN_GRADER_ID,
     rubric_hash: str | None = None,
     threshold: float = 0.5,
-    judge: str | None = None,
 ) -> pd.DataFrame:
     """One row per judged (item, adapter): the judge's score beside the human label, for ``estimate_quality``.
 
@@ -748,8 +743,6 @@ def paired_frame(
         without it, a grader scored under several rubrics is an error naming them.
     threshold : float, default 0.5
         Where a label becomes a yes, for the annotators' agreement.
-    judge : str, optional
-        The older name of ``grader_id``: still accepted, with a :class:`DeprecationWarning`.
 
     Returns
     -------
@@ -793,7 +786,7 @@ def paired_frame(
       item_id  llm-judge  human  n_annotators
     0       7        1.0    0.0             1
     """
-    judge = renamed_keyword(grader_id, judge, func="paired_frame", new_name="grader_id", old_name="judge")
+    judge = grader_id
     if judge is None:
         raise ValidationError("paired_frame() needs grader_id=: the grader id of the judge whose scores to pair "
                               "with the human labels (e.g. grader_id='llm-judge')")

@@ -15,7 +15,7 @@ grader for the task type :func:`route` raises, naming them, unless
 - ``"ppi++"`` with ``human="human"``: prediction-powered inference from the
   judge's scores and the human labels recorded for the same items and adapter
   (:func:`~llm_connect.frames.record_labels`), valid however biased the judge
-  is (:func:`~llm_connect.calibration.estimate_quality`; Angelopoulos, Duchi &
+  is (:func:`~llm_connect.stats.estimate_quality`; Angelopoulos, Duchi &
   Zrnic 2023, *PPI++*, arXiv:2311.01453). Labels of items the judge did not
   score (a selective judge's abstentions, labelled with
   ``Labeller(..., strategy="abstained")``) count too: those items are a stratum
@@ -439,7 +439,7 @@ def _ppi_interval(
     import numpy as np
     import pandas as pd
 
-    from .calibration import estimate_quality
+    from .stats import estimate_quality
 
     per_item: dict[str, list[float]] = {}
     item_cluster: dict[str, Any] = {}

@@ -80,14 +80,12 @@ __all__ = [
     "describe_error",
     "extend_once",
     "is_judge",
-    "judge_and_items",
     "ledger_columns",
     "note_budget",
     "note_ledger",
     "progress_bar",
     "record_row",
     "record_rows_now",
-    "renamed_keyword",
     "row_for_exception",
     "run_budget",
     "run_plan",
@@ -403,63 +401,6 @@ async def arun_plan(plan: RunPlan, *, concurrency: int = 16, progress: bool = Tr
 def is_judge(value: Any) -> bool:
     """A judge: an object with a callable ``judge`` method (the :class:`~llm_connect.grading.Judge` protocol)."""
     return callable(getattr(value, "judge", None)) and not isinstance(value, (str, bytes, Mapping))
-
-
-def _are_judges(value: Any) -> bool:
-    """One judge, a non-empty mapping of names to judges, or a non-empty list or tuple of judges."""
-    if is_judge(value):
-        return True
-    if isinstance(value, Mapping):
-        return bool(value) and all(is_judge(j) for j in value.values())
-    return isinstance(value, (list, tuple)) and bool(value) and all(is_judge(j) for j in value)
-
-
-def _are_items(value: Any) -> bool:
-    """Items: a DataFrame, a path (``str`` or ``os.PathLike``) or a non-empty list or tuple of mappings."""
-    import os
-
-    import pandas as pd
-
-    if isinstance(value, (str, os.PathLike, pd.DataFrame)):
-        return True
-    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(r, Mapping) for r in value)
-
-
-def judge_and_items(judge: Any, items: Any, *, func: str, names: tuple[str, str] = ("judges", "items")) -> tuple[
-        Any, Any]:
-    """The ``(judge, items)`` a public entry point was called with, in that order (``judge_many``'s).
-
-    The one place where the older order ``func(items, judges)`` of the calibration entry points is
-    recognised: when the first argument is items (a DataFrame, a path, or a list of mappings) and the
-    second judges (a judge, a mapping of names to judges, or a list of judges), they are swapped and
-    a :class:`DeprecationWarning` says the new order. Anything else is returned as given (the
-    callee reports what is wrong). ``names``: how ``func``'s two parameters are called, for the
-    warning.
-    """
-    if _are_items(judge) and _are_judges(items):
-        import warnings
-
-        first, second = names
-        warnings.warn(f"{func}({second}, {first}) is deprecated: pass the {first} first, {func}({first}, {second}) "
-                      "(as judge_many(judge, items)); the old order will stop working in a future release",
-                      DeprecationWarning, stacklevel=3)
-        return items, judge
-    return judge, items
-
-
-def renamed_keyword(new: Any, old: Any, *, func: str, new_name: str, old_name: str) -> Any:
-    """The value of a keyword renamed from ``old_name`` to ``new_name``: ``new`` (``None`` when not
-    given), else ``old`` with a :class:`DeprecationWarning` saying the new name; both given is a
-    :class:`~llm_connect.errors.ValidationError`."""
-    if old is None:
-        return new
-    if new is not None:
-        raise ValidationError(f"{func}() got both {new_name}= and its old name {old_name}=; pass {new_name}= only")
-    import warnings
-
-    warnings.warn(f"{func}({old_name}=...) is deprecated: use {func}({new_name}=...); the old name will stop "
-                  "working in a future release", DeprecationWarning, stacklevel=3)
-    return old
 
 
 # -- rows into a frame ----------------------------------------------------------------

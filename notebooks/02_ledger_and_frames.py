@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llm_connect import QualityLedger, QualityObservation, is_stale
+from llm_connect import QualityLedger, QualityObservation
+from llm_connect.quality import is_stale
 
 workdir = Path(tempfile.mkdtemp(prefix="llm-connect-ledger-"))
 ledger = QualityLedger(workdir / "ledger.jsonl")

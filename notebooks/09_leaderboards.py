@@ -37,7 +37,9 @@ from pathlib import Path
 import pandas as pd
 
 from llm_connect import PairwiseJudge, judge_many, leaderboard
-from llm_connect.calibration import battles, compare_leaderboards, length_controlled_win_rate, plot_leaderboard
+from llm_connect.calibration import battle_outcomes, compare_leaderboards
+from llm_connect.stats import length_controlled_win_rate
+from llm_connect.views import plot_leaderboard
 
 DATA = Path("../data")                                # notebooks run with their own folder as cwd
 pairs = pd.read_json(DATA / "pairwise.jsonl", lines=True, dtype=False)
@@ -107,7 +109,7 @@ items = pd.DataFrame({"id": pairs["id"], "prompt": pairs["prompt"], "baseline": 
                       "candidate": pairs["answer_b"], "baseline_model": pairs["answer_a_model"],
                       "candidate_model": pairs["answer_b_model"]})
 judged = judge_many(judge, items, progress=False)
-judge_battles = battles(judged)
+judge_battles = battle_outcomes(judged)
 print(f"{len(judge_battles)} battles, {judge_battles.attrs['dropped']} without a winner; "
       f"winners: {judge_battles['winner'].value_counts().to_dict()}")
 
@@ -241,7 +243,7 @@ pd.DataFrame(repeated.attrs["position_consistency"])
 # says nothing about whether it is right.
 
 # %%
-steady = battles(repeated)
+steady = battle_outcomes(repeated)
 steady_board = leaderboard(steady, n_boot=300, seed=0)
 assert len(repeated) == len(items) and repeated["epochs_scored"].max() == 5
 assert 0.0 <= reliability.agreement <= 1.0 and reliability.epochs == 5

@@ -21,7 +21,7 @@ from llm_connect.calibration import ScoredItems, score_items
 from llm_connect.errors import ValidationError
 from llm_connect.testing import DeterministicEmbedder
 
-COMPARED = ["quality_score", "notes", "status", "error", "tokens_in", "tokens_out", "judge_cost_usd"]
+COMPARED = ["quality_score", "notes", "status", "error", "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
 
 
 class RowByRowJudge(EmbeddingSimilarityJudge):

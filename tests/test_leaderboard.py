@@ -12,14 +12,10 @@ import pandas as pd
 import pytest
 
 from llm_connect import leaderboard as top_level_leaderboard
-from llm_connect.calibration import (
-    LeaderboardComparison,
-    compare_leaderboards,
-    leaderboard,
-    length_controlled_win_rate,
-    plot_leaderboard,
-)
+from llm_connect.calibration import LeaderboardComparison, compare_leaderboards
 from llm_connect.errors import ValidationError
+from llm_connect.stats import leaderboard, length_controlled_win_rate
+from llm_connect.views import plot_leaderboard
 
 ELO = 400 / math.log(10)
 
@@ -486,7 +482,7 @@ def _model_pairs(n: int = 36) -> list[dict]:
 
 def test_pairwise_report_and_cli_carry_a_leaderboard_section(tmp_path, capsys):
     from llm_connect.adapters import OpenAICompatibleAdapter
-    from llm_connect.calibration import battles, calibrate
+    from llm_connect.calibration import battle_outcomes, calibrate
     from llm_connect.cli import main
     from llm_connect.grading import PairwiseJudge
     from llm_connect.testing import LoopbackServer
@@ -497,7 +493,7 @@ def test_pairwise_report_and_cli_carry_a_leaderboard_section(tmp_path, capsys):
         report = calibrate({"capital": judge}, rows, pairwise=True, n_boot=200, progress=False)
         boards = report.leaderboards()
         assert list(boards) == ["human", "capital"]
-        expected = leaderboard(battles(report, winner="human"), n_boot=200, seed=report.seed)
+        expected = leaderboard(battle_outcomes(report, winner="human"), n_boot=200, seed=report.seed)
         pd.testing.assert_frame_equal(boards["human"], expected)
         assert boards["human"].iloc[0]["model"] == "strong"
         html = str(report.html(plots=True))

@@ -742,7 +742,7 @@ def test_graph_dot_and_matplotlib_drawing():
     assert "pass if score >= 0.7" in dot
     fig, ax = plt.subplots()
     try:
-        out = pipeline.draw(ax=ax)
+        out = pipeline.plot(ax=ax)
         assert out is ax
         texts = {t.get_text() for t in ax.texts}
         assert {"item", "judge[0]", "verify[2]", "majority[0]"} <= texts

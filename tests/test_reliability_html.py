@@ -37,7 +37,7 @@ from llm_connect.calibration import (
 )
 from llm_connect.calibration._bias import ShiftStats
 from llm_connect.grading import (
-    CascadeSummary,
+    EscalationSummary,
     ExactMatchJudge,
     GradingResult,
     LLMJudge,
@@ -123,8 +123,8 @@ def panel_agreement() -> tuple[str, set[str], list[str]]:
     return html, TABLE, ["level", "member a"]
 
 
-def cascade_summary() -> tuple[str, set[str], list[str]]:
-    return CascadeSummary(10, 3, 0.3, 0.5, 0.1, 0.4, 0.13, 1.3, 0.8, 0.6)._repr_html_(), TABLE, []
+def escalation_summary() -> tuple[str, set[str], list[str]]:
+    return EscalationSummary(10, 3, 0.3, 0.5, 0.1, 0.4, 0.13, 1.3, 0.8, 0.6)._repr_html_(), TABLE, []
 
 
 def selective_judge() -> tuple[str, set[str], list[str]]:
@@ -279,7 +279,7 @@ BUILDERS = {
     "GradingResult": grading_result,
     "PairwiseSummary": pairwise_summary,
     "PanelAgreement": panel_agreement,
-    "CascadeSummary": cascade_summary,
+    "EscalationSummary": escalation_summary,
     "SelectiveJudge": selective_judge,
     "Trace": trace,
     "PipelineResult": pipeline_result,
@@ -420,7 +420,7 @@ def test_html_is_built_in_views_and_objects_reach_it_by_name():
     assert paths and problems == []
     from llm_connect import views
 
-    for name in ("grading_result_html", "pairwise_summary_html", "panel_agreement_html", "cascade_summary_html",
+    for name in ("grading_result_html", "pairwise_summary_html", "panel_agreement_html", "escalation_summary_html",
                  "epoch_reliability_html", "selective_judge_html", "selective_cascade_html",
                  "selective_cascade_summary_html", "pipeline_html", "trace_html", "pipeline_result_html",
                  "routing_decision_html", "ledger_html", "quality_check_html"):

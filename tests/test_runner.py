@@ -28,8 +28,8 @@ from llm_connect.grading import LLM_JUDGE_RUBRIC_HASH, ajudge_many, grade_many
 from llm_connect.items import content_item_id
 from llm_connect.testing import ScriptedAdapter
 
-RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "tokens_in", "tokens_out",
-          "judge_tokens_cached", "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
+RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "judge_tokens_cached",
+          "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
 
 
 def items(n: int, **extra):
@@ -75,7 +75,7 @@ def test_unparseable_reply_is_unscored_with_reason_never_zero_and_failures_are_e
     assert df.loc[0, "quality_score"] == 0.7
     assert math.isnan(df.loc[1, "quality_score"]) and "no JSON object" in df.loc[1, "error"]
     assert "no JSON object" in df.loc[1, "notes"]
-    assert df.loc[1, "tokens_out"] > 0  # the unparseable call was made: its usage is reported
+    assert df.loc[1, "judge_tokens_out"] > 0  # the unparseable call was made: its usage is reported
     assert "ServerError" in df.loc[2, "error"] and math.isnan(df.loc[2, "quality_score"])
     assert "candidate is missing" in df.loc[3, "error"]
     assert df.attrs["counts"] == {"scored": 1, "unscored": 1, "error": 2}

@@ -134,6 +134,6 @@ def test_no_public_callable_takes_provider_batch_and_every_batch_parameter_is_th
             elif name == "batch" and "Batch API" not in docs:
                 problems.append(f"{label}(batch=) does not say it is the providers' Batch APIs")
     assert problems == []
-    from llm_connect.calibration import judge_items
+    from llm_connect.calibration._runner import _judge_items  # calibration's (private) run of one judge
 
-    assert "batch" in inspect.signature(judge_items).parameters  # the one keyword, as judge_many's
+    assert "batch" in inspect.signature(_judge_items).parameters  # the one keyword, as judge_many's

@@ -89,8 +89,6 @@ _GRADED_LABELS = {
     "scale_alpha_ordinal": "Krippendorff's alpha (ordinal, on the scale)",
     "scale_alpha_interval": "Krippendorff's alpha (interval, on the scale)",
 }
-#: The old names of statistics, still read by ``pair[...]`` (the frame has the new ones only).
-_STAT_ALIASES = {"krippendorff_alpha": "alpha_interval", "krippendorff_alpha_nominal": "alpha_nominal"}
 
 
 @dataclass(frozen=True)
@@ -120,7 +118,7 @@ class PairAgreement:
     n_clusters: int | None = None
 
     def __getitem__(self, statistic: str) -> Estimate:
-        return self.estimates[_STAT_ALIASES.get(statistic, statistic)]
+        return self.estimates[statistic]
 
     def counts(self) -> dict[str, int | None]:
         """The verdict counts read from ``judge_a``'s side against ``judge_b``, the reference rater.

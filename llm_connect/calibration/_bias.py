@@ -35,7 +35,7 @@ from ..errors import ValidationError
 from ..stats._validate import check_confidence
 from ..stats.shift import ShiftStats, empty_shift, paired_shift
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
-from ._runner import ItemsLike, _named_judges, is_pairwise, items_table, judge_items
+from ._runner import ItemsLike, _judge_items, _named_judges, is_pairwise, items_table
 
 if TYPE_CHECKING:
     from ..grading import Judge
@@ -204,7 +204,7 @@ def probe_judge(
     kwargs: dict[str, Any] = {"reference_sep": reference_sep, "concurrency": concurrency, "progress": progress,
                               "run_config": run_config, "budget": as_budget(budget)}
     if original_scores is None:
-        original = _scores(judge_items(judge, items, **kwargs))
+        original = _scores(_judge_items(judge, items, **kwargs))
     else:
         original = np.asarray(original_scores, dtype=float)
         if len(original) != len(items):
@@ -213,10 +213,10 @@ def probe_judge(
     label = f"probe: {probe} \N{EM DASH} {name}"
     if probe == "position":
         # The references stay one text when swapped into the candidate's place.
-        perturbed = 1.0 - _scores(judge_items(judge, perturbed_items,
+        perturbed = 1.0 - _scores(_judge_items(judge, perturbed_items,
                                               **{**kwargs, "reference_sep": None, "desc": label}))
     else:
-        perturbed = _scores(judge_items(judge, perturbed_items, **kwargs, desc=label))
+        perturbed = _scores(_judge_items(judge, perturbed_items, **kwargs, desc=label))
     stats = paired_shift(original, perturbed, threshold=threshold, n_boot=n_boot, confidence=confidence, seed=seed)
     detail = pd.DataFrame({
         "id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),

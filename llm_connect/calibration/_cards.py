@@ -2,7 +2,7 @@
 
 A calibration run measures; this module decides. Every judge gets
 
-- a **verdict**: one line a user can act on, derived by :func:`judge_verdict`
+- a **verdict**: one line a user can act on, derived by :func:`card_verdict`
   from the judge's Cohen's kappa interval against people (or, without human
   labels, against the best non-LLM judge) and from its significant biases;
 - a **card** (:class:`JudgeCard`), one per ``(grader_id, rubric_hash)``: how
@@ -95,9 +95,9 @@ __all__ = [
     "agreement_verdict",
     "card_from_scores",
     "card_reference",
+    "card_verdict",
     "cards_frame",
     "cards_from_report",
-    "judge_verdict",
     "labels_to_settle",
     "mean_difference",
     "registry_path",
@@ -318,7 +318,7 @@ def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int,
     return head
 
 
-def judge_verdict(
+def card_verdict(
     name: str,
     *,
     kappa: float,
@@ -335,12 +335,45 @@ def judge_verdict(
     unscored_rate: float = math.nan,
     yes_rate: float = math.nan,
 ) -> str:
-    """One line a user can act on, by the rule in this module's docstring.
+    """The verdict on a judge: the one line of its card (:attr:`JudgeCard.verdict`), by the rule in this
+    module's docstring.
 
-    ``people``: whether ``reference`` is human labels (the verdict then says
-    "against people"; otherwise "against <reference>"). The agreement clause is
-    :func:`agreement_verdict`'s (``yes_rate``: the share of its scored items the judge
-    said "yes" to); then the biases, the mean bias and the unscored rate.
+    Not to be confused with a judge's verdict on an item (the ``verdict`` column of a pipeline's or a
+    pairwise judge's rows): this is calibration's verdict on the judge itself.
+
+    Parameters
+    ----------
+    name : str
+        The judge's name, the line's first word.
+    kappa, kappa_low, kappa_high : float
+        Cohen's kappa against ``reference`` and its interval.
+    n : int
+        The paired (labelled) items it was measured on.
+    reference : str
+        What the judge was checked against (``"human"``, or another judge's name).
+    people : bool
+        Whether ``reference`` is human labels (the verdict then says "against people"; otherwise
+        "against <reference>").
+    confidence : float
+        The interval's level.
+    biases : iterable of ProbeEffect
+        The bias probes' effects; the significant ones get a clause each.
+    mean_bias, bias_low, bias_high : float
+        The judge's mean difference from the reference and its interval (NaN: unknown).
+    unscored_rate : float
+        The share of items the judge left unscored (NaN: unknown).
+    yes_rate : float
+        The share of its scored items the judge said "yes" to (NaN: unknown).
+
+    Returns
+    -------
+    str
+        The agreement clause of :func:`agreement_verdict`, then the biases, the mean bias and the
+        unscored rate.
+
+    See Also
+    --------
+    agreement_verdict : the agreement clause alone, the one wording every verdict line shares.
     """
     against = "against people" if people else f"against {reference} (no human labels)"
     parts: list[str] = [agreement_verdict(kappa, kappa_low, kappa_high, n, yes_rate=yes_rate, against=against,
@@ -675,7 +708,7 @@ def _paid(feature: Any, coef: Any, low: Any, high: Any) -> str:
 def style_entry(judge: Any, people: Any = None, *, models: bool = True,
                 confidence: float = 0.95) -> dict[str, Any] | None:
     """A judge card's :attr:`JudgeCard.style`: the style coefficients of the judge's own preferences
-    (``judge``: a :func:`~llm_connect.calibration.style_effects` frame) beside people's (``people``: the
+    (``judge``: a :func:`~llm_connect.stats.style_effects` frame) beside people's (``people``: the
     same for people's preferences, on the pairs they labelled; ``None`` or a reason when there are
     none), and the card's one line, e.g. ``"this judge pays +40 Elo for bold text (+10 to +70); people pay
     +5 Elo for bold text (-20 to +30)"``: Elo per unit of each feature (for the Arena features, from
@@ -764,7 +797,7 @@ def card_from_scores(
     yes_rate = float(said_yes.mean()) if said_yes.size else math.nan
     weak = weak_judge_reasons(kappa_low=kap.low, kappa_high=kap.high, yes_rate=yes_rate, people=people,
                               confidence=confidence)
-    verdict = judge_verdict(grader_id, kappa=kap.value, kappa_low=kap.low, kappa_high=kap.high, n=pair.n,
+    verdict = card_verdict(grader_id, kappa=kap.value, kappa_low=kap.low, kappa_high=kap.high, n=pair.n,
                             reference=reference_name, people=people, confidence=confidence, biases=probes,
                             mean_bias=mb, bias_low=ml, bias_high=mh, unscored_rate=rate, yes_rate=yes_rate)
     if weak:

@@ -135,7 +135,6 @@ from ..errors import ValidationError
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
 from ..items import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 from ..quality import BaseLedger, QualityObservation
-from ..runner import renamed_keyword
 from ..stats._validate import check_confidence
 from ..stats.estimates import estimate_quality, labels_needed
 from ..stats.sampling import (
@@ -393,8 +392,7 @@ class Labeller:
     ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
     scores may come from); ``task_type``: the task type of the judge's observations;
     ``annotator``: who labels (a name); ``grader_id``: the judge's grader id (its scores drive
-    ``"active"`` and the estimates; ``None``: human-only intervals; ``judge=``, its older name, is
-    still accepted with a :class:`DeprecationWarning`); ``strategy``: ``"random"``,
+    ``"active"`` and the estimates; ``None``: human-only intervals); ``strategy``: ``"random"``,
     ``"stratified"``, ``"active"``, ``"overlap"`` or ``"abstained"`` (the rows of a selective judge's or
     cascade's ``judge_many`` frame it abstained on, most uncertain first); ``seed``: the order's seed.
 
@@ -446,9 +444,8 @@ class Labeller:
         confidence: float = 0.95,
         hold_seconds: float = 900.0,
         unit: str = "turn",
-        judge: str | None = None,
     ) -> None:
-        judge = renamed_keyword(grader_id, judge, func="Labeller", new_name="grader_id", old_name="judge")
+        judge = grader_id
         if strategy not in STRATEGIES:
             raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
         if unit not in UNITS:
@@ -997,7 +994,7 @@ class Labeller:
 
     def _width_with(self, width: float, n_plan: int, left: int) -> float:
         """About the width with ``left`` more labels: ``1/sqrt(labels)``, or PPI++'s
-        ``var(Y)·((1 − ρ²)/n + ρ²/M)`` (:func:`~llm_connect.calibration.labels_needed`) for ``"random"``
+        ``var(Y)·((1 − ρ²)/n + ρ²/M)`` (:func:`~llm_connect.stats.labels_needed`) for ``"random"``
         and ``"overlap"`` with a judge, with ``ρ`` the judge–label correlation on the labels."""
         total = n_plan + left
         if self.judge is not None and self.strategy in ("random", "overlap"):
@@ -1034,7 +1031,7 @@ class Labeller:
         item's own label left out, :func:`calibrated_scores`), ``n_labels``, ``sampling_probability``
         (``π_i``: for a shown item the one it was shown with) and
         ``inclusion_probability`` (``π_i · K_s / N_s``, the ``weights=`` column of
-        :func:`~llm_connect.calibration.estimate_quality`; ``df.attrs["weights"]`` names it)."""
+        :func:`~llm_connect.stats.estimate_quality`; ``df.attrs["weights"]`` names it)."""
         self._refresh()
         items = self._items
         labels = self._state.labels
@@ -1063,7 +1060,7 @@ class Labeller:
         return self.strategy != "random"
 
     def estimate(self, by: str | Sequence[str] | None = None, **kwargs: Any) -> pd.DataFrame:
-        """:func:`~llm_connect.calibration.estimate_quality` on :meth:`frame` with the right weights:
+        """:func:`~llm_connect.stats.estimate_quality` on :meth:`frame` with the right weights:
         none for ``"random"``; ``inclusion_probability`` otherwise. ``by`` names columns of the frame
         (e.g. ``"model_id"``). Without a judge only the human-only interval is given. Other keyword
         arguments (``methods``, ``confidence``) go through."""

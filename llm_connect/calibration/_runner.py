@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,7 +25,7 @@ import pandas as pd
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame
-from ..runner import is_judge, judge_and_items, run_budget
+from ..runner import is_judge, run_budget
 from ..stats.agreement import parse_scale
 from ..stats.labels import parse_labels
 from ._features import model_family, text_features
@@ -41,14 +40,12 @@ __all__ = [
     "ScoredItems",
     "items_table",
     "judge_family",
-    "judge_items",
     "lacks_text",
     "load_items",
     "needs_reference",
     "parse_labels",
     "parse_scale",
     "score_items",
-    "score_judges",
 ]
 
 REQUIRED_COLUMNS = ITEM_COLUMNS
@@ -294,7 +291,7 @@ def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -
     return baselines.map(lambda b: None if _missing(b) else "\n".join(split_references(str(b), reference_sep)))
 
 
-def judge_items(
+def _judge_items(
     judge: Judge,
     items: pd.DataFrame,
     *,
@@ -311,7 +308,8 @@ def judge_items(
     batch: Any = False,
     warn_failure: bool = True,
 ) -> pd.DataFrame:
-    """``judge_many`` over ``items`` (with the baseline prepared for this judge); its result frame, with
+    """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this
+    judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with
     the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`).
     Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
     repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
@@ -392,7 +390,15 @@ def _rubric_hash(judge: Any) -> str | None:
 
 
 def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict[str, Any]:
-    """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``)."""
+    """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``).
+
+    Items where the judges belong (a DataFrame, a path, or mappings) are a :class:`ValidationError`
+    saying the order: the judges come first, as in ``judge_many(judge, items)``.
+    """
+    if isinstance(judges, (str, os.PathLike, pd.DataFrame)) or (
+            isinstance(judges, (list, tuple)) and judges and all(isinstance(j, Mapping) for j in judges)):
+        raise ValidationError(f"got items ({type(judges).__name__}) where the judges go: pass the judges first, "
+                              "then the items, as in calibrate(judges, items) and judge_many(judge, items)")
     if isinstance(judges, Mapping):
         named = {judge_name(k): j for k, j in judges.items()}
     elif is_judge(judges):  # one judge
@@ -418,7 +424,7 @@ class ScoredItems:
     """What scoring hands to the next stages (agreement, probes, cards, report): the frame of
     :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
     (which many pandas operations drop). ``ScoredItems.from_frame(score_items(judges, items))``
-    builds it from a scored frame (the replacement of the deprecated :func:`score_judges`).
+    builds it from a scored frame.
 
     ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
     ``passthrough``: the input's other columns, carried into the frame (a name that would clash
@@ -503,6 +509,10 @@ def score_items(
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
+    Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages
+    read. To run one judge over items call :func:`~llm_connect.grading.judge_many` (one row per item,
+    the judge's result columns); to generate the answers first, :func:`~llm_connect.grading.grade_many`.
+
     ``judges``: a judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
     ``items``: a DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file
     (:func:`load_items`) with ``prompt``, ``baseline`` (the
@@ -547,48 +557,12 @@ def score_items(
     ``judge_many(..., batch=...)`` does (``True``: state beside ``ledger``; a folder; or
     :class:`~llm_connect.adapters.BatchOptions`); each judge keeps its own state folder, so the same
     call resumes a killed run without submitting anything twice.
-
-    The order ``score_items(items, judges)`` of earlier releases still works, with a
-    :class:`DeprecationWarning`.
     """
-    judges, items = judge_and_items(judges, items, func="score_items")
     return _score_items(
         judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
         progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
         reducer=reducer, budget=budget, batch=batch,
     ).to_frame()
-
-
-def score_judges(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    scale: Any = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-) -> ScoredItems:
-    """Deprecated: use :func:`score_items` (the frame) and :meth:`ScoredItems.from_frame` (its fields).
-
-    :func:`score_items` as :class:`ScoredItems`, with the same arguments; it warns with a
-    :class:`DeprecationWarning` naming the replacement, then does what it did.
-    """
-    warnings.warn("score_judges() is deprecated: use score_items(judges, items, ...), which returns the same "
-                  "frame, and ScoredItems.from_frame(frame) for its fields", DeprecationWarning, stacklevel=2)
-    judges, items = judge_and_items(judges, items, func="score_judges")
-    return _score_items(
-        judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
-        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
-        reducer=reducer, budget=budget,
-    )
 
 
 def _score_items(
@@ -665,7 +639,7 @@ def _score_items(
     ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
     provider = batch  # the Batch API switch (the loop below names each judge's frame ``batch``)
     for name, judge in named.items():
-        batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
+        batch = _judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
                             epochs=k, reducer=reducer, budget=tracker,
                             batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
@@ -693,8 +667,6 @@ def _score_items(
             "abstained": int((np.asarray(status) == "abstained").sum()),
             "error": int((np.asarray(status) == "error").sum()),
             "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
-            "tokens_in": int(batch["tokens_in"].sum()),
-            "tokens_out": int(batch["tokens_out"].sum()),
             "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
             "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }

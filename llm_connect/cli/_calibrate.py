@@ -62,7 +62,7 @@ def _add_calibrate(subparsers: Any) -> None:
 
 def _check_selective(items: Any, humans: Sequence[str], levels: tuple[float, float]) -> None:
     """--selective needs a human label column and enough labelled items for alpha and delta."""
-    from ..calibration import parse_labels
+    from ..stats.labels import parse_labels
     from ..stats.selective import min_items
 
     if not humans:

@@ -78,8 +78,8 @@ def _record_demo_labels(ledger: Any, items: Any) -> int:
     """The two annotators' labels, recorded beside the judgments (grader_id "human", one annotator each)."""
     import pandas as pd
 
-    from ..calibration import parse_labels
     from ..frames import record_labels
+    from ..stats.labels import parse_labels
 
     written = 0
     for column in ("human", "human_2"):

@@ -108,9 +108,9 @@ def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, 
     (once per item and annotator: not recorded again). Blank labels are unlabelled rows."""
     import pandas as pd
 
-    from ..calibration import parse_labels
     from ..frames import record_labels
     from ..items import candidate_names, item_ids
+    from ..stats.labels import parse_labels
 
     models = items["candidate_model"].tolist() if "candidate_model" in items.columns else [None] * len(items)
     adapters = items["candidate_adapter"].tolist() if "candidate_adapter" in items.columns else [None] * len(items)

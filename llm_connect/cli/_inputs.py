@@ -569,7 +569,7 @@ HUMAN_CANDIDATES = ("label", "labels", "gold_label", "human_label", "human_label
 def human_candidates(items: Any) -> list[str]:
     """The columns of ``items`` named like a human verdict (:data:`HUMAN_CANDIDATES`, any case) whose
     values read as labels (booleans, yes/no, 0..1)."""
-    from ..calibration import parse_labels
+    from ..stats.labels import parse_labels
 
     out = []
     for column in items.columns:

@@ -166,7 +166,7 @@ def grade_dataset(
     -------
     ray.data.Dataset
         Lazy (``.to_pandas()``, ``.write_parquet(...)``, ...): the input columns plus ``quality_score``,
-        ``notes``, ``grader_id``, ``status``, ``error``, ``latency_ms``, ``tokens_in``, ``tokens_out``,
+        ``notes``, ``grader_id``, ``status``, ``error``, ``latency_ms``, ``judge_tokens_in``, ``judge_tokens_out``,
         ``judge_cost_usd`` and the judge's own columns; one row per input row (not in input order unless
         the dataset's ``preserve_order`` execution option is set).
 

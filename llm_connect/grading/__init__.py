@@ -12,7 +12,8 @@ plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJud
 agent runs (tool calls)            :class:`TrajectoryMatchJudge` (strict, unordered, subset, superset)
 answers grounded in documents      :class:`GroundednessJudge` (the share of claims the item's context supports)
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
-                                   :class:`CascadeJudge`, :func:`consistency_rate`; their base
+                                   :class:`EscalationJudge` (a fixed band, no guarantee),
+                                   :func:`consistency_rate`; their base
                                    :class:`WrapperJudge` (a judge made of other judges)
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
 agreement with people)             :func:`cascade` -> :class:`SelectiveCascade`,
@@ -29,7 +30,8 @@ leaderboards)                      :func:`winner_of`, :data:`TOURNAMENT_COLUMNS`
 
 :func:`tournament`, :func:`schedule_battles`, :func:`epoch_reliability` and
 :class:`EpochReliability` are also exported from ``llm_connect``; the leaderboards they feed
-live in :mod:`llm_connect.calibration` (:func:`~llm_connect.calibration.leaderboard`).
+are fitted in :mod:`llm_connect.stats` (:func:`~llm_connect.stats.leaderboard`), from the judged pairs that
+:func:`~llm_connect.calibration.battle_outcomes` reads.
 """
 
 from ._base import (
@@ -43,14 +45,14 @@ from ._base import (
     observation_for,
     supports_async,
 )
-from ._cascade import CascadeJudge, CascadeSummary
 from ._confidence import CONFIDENCE_SOURCES, confidence_sources
 from ._embedding import EmbeddingSimilarityJudge
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
+from ._escalation import EscalationJudge, EscalationSummary
 from ._function import FunctionJudge
 from ._groundedness import GroundednessJudge
 from ._human_labels import one_row_per_cluster
-from ._judge_many import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
+from ._judge_many import RESULT_COLUMNS, ajudge_many, judge_many
 from ._lexical import (
     NORMALIZERS,
     ContainsJudge,
@@ -102,12 +104,12 @@ __all__ = [
     "VERDICT_JSON_SCHEMA",
     "AsyncJudge",
     "BaselineGrader",
-    "CascadeJudge",
-    "CascadeSummary",
     "ConfidenceJudge",
     "ContainsJudge",
     "EmbeddingSimilarityJudge",
     "EpochReliability",
+    "EscalationJudge",
+    "EscalationSummary",
     "ExactMatchJudge",
     "Example",
     "FunctionJudge",
@@ -144,7 +146,6 @@ __all__ = [
     "one_row_per_cluster",
     "parse_score_reply",
     "reseed",
-    "run_rows",
     "schedule_battles",
     "split_references",
     "supports_async",

@@ -149,7 +149,7 @@ def judge_prompt_of(details: Mapping[str, Any]) -> str | None:
 
     ``LLMJudge`` keeps it as ``judge_prompt`` (with its system message, when it sent one, shown first
     as ``[system]`` then ``[user]``); a pairwise judge has one per order (``[order]``), a panel one per
-    member (``[member]``), a cascade the dear judge's when it escalated, else the cheap one's.
+    member (``[member]``), an escalation judge the dear judge's when it escalated, else the cheap one's.
     """
     def own(d: Mapping[str, Any]) -> str | None:
         text, system = d.get("judge_prompt"), d.get("judge_system_prompt")
@@ -164,7 +164,7 @@ def _audit_text(details: Any, own: Callable[[Mapping[str, Any]], str | None], or
                 label: Callable[[str, str], str], sep: str) -> str | None:
     """The one walk of a judgment's ``details`` behind :func:`judge_prompt_of` and :func:`raw_reply_of`:
     the judge's own text (``own``), else each pairwise order's ``order_field`` and each panel member's
-    text (``label``-led, joined by ``sep``), else the cascade's deciding judge's."""
+    text (``label``-led, joined by ``sep``), else the escalation judge's deciding judge's."""
     if not isinstance(details, Mapping):
         return None
     text = own(details)
@@ -205,7 +205,7 @@ def raw_reply_of(details: Mapping[str, Any]) -> str | None:
     """The raw reply text in a judgment's ``details``, for audit; ``None`` when the judge made no LLM call.
 
     ``LLMJudge`` keeps it as ``raw_reply``; a pairwise judge has one per order (shown as
-    ``[order] reply`` lines), a panel one per member (``[member] reply``), a cascade the dear
+    ``[order] reply`` lines), a panel one per member (``[member] reply``), an escalation judge the dear
     judge's when it escalated, else the cheap one's.
     """
     def own(d: Mapping[str, Any]) -> str | None:
@@ -672,7 +672,7 @@ def judge_many(
     -------
     DataFrame
         The input columns plus ``quality_score``, ``notes``, ``grader_id``, ``status``, ``error``,
-        ``latency_ms``, ``tokens_in``, ``tokens_out``, ``judge_tokens_cached``, ``judge_tokens_in``,
+        ``latency_ms``, ``judge_tokens_cached``, ``judge_tokens_in``,
         ``judge_tokens_out``, ``judge_cost_usd`` (the judge's own usage: every call it made;
         :data:`~llm_connect.columns.RESULT_COLUMNS`), then the judge's own columns when it declares
         ``extra_columns`` (a compound judge's verdict, votes, ``details``...); an input column of the same

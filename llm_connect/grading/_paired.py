@@ -99,7 +99,9 @@ def grade_many(
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
 ) -> pd.DataFrame:
-    """Generate a baseline and a candidate answer for each prompt, then grade them.
+    """Grade each prompt: generate a baseline and a candidate answer, then judge them.
+
+    "Grade" is generate-then-judge; to judge answers you already have, call :func:`judge_many`.
 
     ``items``: prompts (strings), or a DataFrame / mappings with a ``prompt``
     column (plus ``id`` and any extras, carried through). One row per item, in

@@ -33,7 +33,7 @@ Abstentions and the ledger
 --------------------------
 An abstention raises :class:`~llm_connect.errors.JudgeAbstained` from ``judge()`` (a
 :class:`~llm_connect.errors.JudgeReplyError`, so a panel member that abstains is left out and the
-fixed-band :class:`~llm_connect.grading.CascadeJudge` escalates). In ``judge_many`` (and
+fixed-band :class:`~llm_connect.grading.EscalationJudge` escalates). In ``judge_many`` (and
 ``grade_dataset``) the row is ``abstained``: ``quality_score`` NaN, ``confidence`` set, ``notes``
 saying why, its cost counted, and ``df.attrs["counts"]["abstained"]``. An abstained row is **not
 recorded in a ledger**: the ledger holds quality observations, and an abstention observes none;

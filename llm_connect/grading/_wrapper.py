@@ -2,7 +2,7 @@
 details a batch diagnostic reads.
 
 Each compound judge (:class:`~llm_connect.grading.PairwiseJudge`, :class:`~llm_connect.grading.PanelJudge`,
-:class:`~llm_connect.grading.CascadeJudge`, the selective judges, :class:`~llm_connect.pipelines.PipelineJudge`)
+:class:`~llm_connect.grading.EscalationJudge`, the selective judges, :class:`~llm_connect.pipelines.PipelineJudge`)
 is a :class:`~llm_connect.grading.Judge` with ``judge()`` and ``ajudge()`` (sub-calls that do not depend on
 each other run concurrently), makes a documented number of calls, and reports in its
 :class:`~llm_connect.grading.GradingResult` the summed ``tokens_in``, ``tokens_out``, ``cost_usd`` and
@@ -96,7 +96,7 @@ class WrapperJudge(JudgeBase):
     See Also
     --------
     JudgeBase : The base of every judge (the shared validation).
-    PanelJudge, CascadeJudge, PairwiseJudge : Compound judges built on it.
+    PanelJudge, EscalationJudge, PairwiseJudge : Compound judges built on it.
     """
 
     grader_id: str

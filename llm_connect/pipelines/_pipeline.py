@@ -31,7 +31,7 @@ The base class :class:`Unit` lives here, beside :class:`Pipeline`, because
 ``unit >> unit`` makes a pipeline. The LLM units and pools derive from it in
 modules above this one; the pipeline asks a unit what it is through the class
 attributes it declares (``calls_llm``, ``checks_one_verdict``) and its methods,
-never through its class, so it imports none of them. :meth:`Pipeline.draw` is
+never through its class, so it imports none of them. :meth:`Pipeline.plot` is
 drawn by :func:`llm_connect.views.plot_pipeline`, found by name at call time.
 """
 
@@ -430,10 +430,21 @@ class Pipeline:
         lines.append("}")
         return "\n".join(lines)
 
-    def draw(self, ax: Any = None, **kwargs: Any) -> Any:
-        """Draw the graph with matplotlib (layers left to right); returns the Axes.
+    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
+        """Plot the graph with matplotlib (layers left to right), as every ``.plot()`` of the package does.
 
-        The drawing is :func:`llm_connect.views.plot_pipeline` (``kwargs`` go to its box labels)."""
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure's Axes when ``None``.
+        **kwargs
+            Passed to the box labels of :func:`llm_connect.views.plot_pipeline`, which draws it.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The Axes drawn on.
+        """
         return view("plot_pipeline")(self, ax=ax, **kwargs)
 
     def _repr_html_(self) -> str:
@@ -599,7 +610,7 @@ class Pipeline:
         judge's result columns, as :func:`~llm_connect.grading.judge_many` of
         :meth:`as_judge` gives them: ``quality_score``, ``notes``, ``grader_id`` (the
         pipeline's name), ``status`` (scored / unscored / error), ``error``,
-        ``latency_ms`` (the item's wall time), ``tokens_in``, ``tokens_out``,
+        ``latency_ms`` (the item's wall time), ``judge_tokens_in``, ``judge_tokens_out``,
         ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
         ``verdict``, ``passed``, ``calls`` and ``trace``.
         ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on

@@ -268,7 +268,7 @@ def to_scale(scores: Any, scale: tuple[int, int]) -> np.ndarray:
     The documented binning rule of graded agreement: a machine judge's score ``s`` goes to the
     nearest step of the scale (halves round up; 1..5: 0-0.124 -> 1, 0.125-0.374 -> 2, ...,
     0.875-1 -> 5), and a label given on the scale (stored as ``(rating - low) / (high - low)`` by
-    :func:`~llm_connect.calibration.parse_labels`) comes back to its own rating (a non-integer
+    :func:`~llm_connect.stats.labels.parse_labels`) comes back to its own rating (a non-integer
     rating, such as a mean of raters, to the nearest step). NaN stays NaN.
     """
     low, high = scale

@@ -14,8 +14,8 @@ Every value goes into HTML through the one escaping helper,
 from ._transcript import transcript_html
 from .alignment import alignment_html
 from .grading import (
-    cascade_summary_html,
     epoch_reliability_html,
+    escalation_summary_html,
     grading_result_html,
     pairwise_summary_html,
     panel_agreement_html,
@@ -48,9 +48,9 @@ from .viewer import JudgmentViewer, content_security_policy, viewer_html
 __all__ = [
     "JudgmentViewer",
     "alignment_html",
-    "cascade_summary_html",
     "content_security_policy",
     "epoch_reliability_html",
+    "escalation_summary_html",
     "grading_result_html",
     "group_breakdown_figure",
     "group_breakdown_html",

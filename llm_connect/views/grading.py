@@ -2,7 +2,7 @@
 
 What Jupyter shows for a :class:`~llm_connect.grading.GradingResult`, a
 :class:`~llm_connect.grading.PairwiseSummary`, a :class:`~llm_connect.grading.PanelAgreement`, a
-:class:`~llm_connect.grading.CascadeSummary` and an :class:`~llm_connect.grading.EpochReliability`: each
+:class:`~llm_connect.grading.EscalationSummary` and an :class:`~llm_connect.grading.EpochReliability`: each
 object's ``_repr_html_`` reaches its view here by name (:func:`llm_connect._display.view`). The numbers are
 the objects'; nothing is computed here but the layout, and every value is escaped by
 :mod:`llm_connect._html`.
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from .._html import Markup, kv_table
 
 if TYPE_CHECKING:
-    from ..grading import CascadeSummary, EpochReliability, GradingResult, PairwiseSummary, PanelAgreement
+    from ..grading import EpochReliability, EscalationSummary, GradingResult, PairwiseSummary, PanelAgreement
 
 __all__ = [
-    "cascade_summary_html",
     "epoch_reliability_html",
+    "escalation_summary_html",
     "grading_result_html",
     "pairwise_summary_html",
     "panel_agreement_html",
@@ -98,18 +98,18 @@ def panel_agreement_html(agreement: PanelAgreement) -> Markup:
     return _fields_table(rows, "panel agreement")
 
 
-def cascade_summary_html(summary: CascadeSummary) -> Markup:
-    """A fixed-band cascade's batch (escalations, cost, savings) as a table.
+def escalation_summary_html(summary: EscalationSummary) -> Markup:
+    """An escalation judge's batch (escalations, cost, savings) as a table.
 
     Parameters
     ----------
-    summary : CascadeSummary
+    summary : EscalationSummary
 
     Returns
     -------
     Markup
     """
-    return _fields_table(list(summary.__dict__.items()), "cascade summary")
+    return _fields_table(list(summary.__dict__.items()), "escalation summary")
 
 
 def epoch_reliability_html(reliability: EpochReliability) -> Markup:

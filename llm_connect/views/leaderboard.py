@@ -26,7 +26,7 @@ __all__ = ["leaderboard_section", "plot_leaderboard", "style_section"]
 
 def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
     """Ratings with their intervals, best at the top (``data``: a
-    :func:`~llm_connect.calibration.leaderboard` frame, or any frame with ``model``, ``rating`` and
+    :func:`~llm_connect.stats.leaderboard` frame, or any frame with ``model``, ``rating`` and
     optionally ``rating_low``/``rating_high``). With several groups (a ``by=`` frame) each model is
     labelled ``group / model``. ``**kwargs`` go to ``Axes.errorbar``. Returns the Axes."""
     if data is None or not isinstance(data, pd.DataFrame):

@@ -1,4 +1,4 @@
-"""A pipeline's graph, drawn with matplotlib (what :meth:`llm_connect.pipelines.Pipeline.draw` shows), and the
+"""A pipeline's graph, drawn with matplotlib (what :meth:`llm_connect.pipelines.Pipeline.plot` shows), and the
 HTML Jupyter shows for a pipeline, its run's trace and an item's result.
 """
 

@@ -1,5 +1,5 @@
-"""A cheap judge first, the dear one only when the cheap one is unsure (a fixed band of scores), and what that
-saved over a batch (:class:`CascadeSummary`). The cascade with a guaranteed agreement with people is
+"""Escalation: a cheap judge first, the dear one only when the cheap one is unsure (a fixed band of scores), and
+what that saved over a batch (:class:`EscalationSummary`). The cascade with a guaranteed agreement with people is
 :func:`~llm_connect.grading.cascade` (:mod:`llm_connect.grading._selective_cascade`).
 """
 
@@ -16,11 +16,11 @@ from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, Judge, acall_judge, validate_grader_id, validate_score
 from ._wrapper import _bound, _DetailedBatch, _details_list, _spent, _sum_usage, _usage_response
 
-__all__ = ["CascadeJudge", "CascadeSummary"]
+__all__ = ["EscalationJudge", "EscalationSummary"]
 
 
 @dataclass
-class CascadeJudge(_DetailedBatch):
+class EscalationJudge(_DetailedBatch):
     """A cheap judge first; the dear one only when the cheap one is unsure.
 
     Escalates when the cheap score lies within ``band`` (inclusive: ``lo <=
@@ -32,25 +32,45 @@ class CascadeJudge(_DetailedBatch):
     ``escalated``, ``reason``, both scores and costs. ``summary(...)`` gives the
     share escalated and the cost saved over a batch.
 
-    The band is fixed by hand and promises nothing. For a band chosen on labelled
-    items so that the judged items agree with people at a guaranteed level, with
-    the unsure items left for people, use :func:`~llm_connect.grading.cascade`
+    The band is fixed by hand and promises nothing, and every item gets a score. That is
+    the difference from :func:`~llm_connect.grading.cascade`
     (:class:`~llm_connect.grading.SelectiveCascade`; Jung, Brahman & Choi, ICLR 2025,
-    arXiv:2407.18370). This fixed-band judge stays for compatibility.
+    arXiv:2407.18370), which chooses each judge's cut-off on labelled items so that the
+    judged items agree with people at a guaranteed level, and leaves the items no judge is
+    sure of to people. Use this judge to save the dear judge's cost; use ``cascade`` when
+    the agreement must be guaranteed.
+
+    Parameters
+    ----------
+    cheap, dear : Judge
+        The judge asked first, and the one asked when the cheap one is unsure.
+    band : tuple of float
+        ``(lo, hi)``, the cheap scores (inclusive) that escalate; ``0 <= lo <= hi <= 1``.
+    grader_id : str
+        The judge's id in results and the ledger (default ``"escalation"``).
+
+    Raises
+    ------
+    ValidationError
+        A member that is not a judge, or a band that is not a pair within ``[0, 1]`` in order.
+
+    See Also
+    --------
+    cascade : judges in turn, each trusted above a cut-off chosen with a guarantee; people last.
     """
 
     cheap: Judge
     dear: Judge
     band: tuple[float, float] = (0.3, 0.7)
-    grader_id: str = "cascade"
+    grader_id: str = "escalation"
 
     extra_columns = ("escalated", "cheap_score", "dear_score", "details")
 
-    #: ``judge_many`` hands the cascade each item's messages and documents; it binds the judges that read them.
+    #: ``judge_many`` hands the judge each item's messages and documents; it binds the judges that read them.
     uses_item = True
 
-    def with_item(self, *, messages: Any = None, context: Any = None) -> CascadeJudge:
-        """The cascade of one conversation item: its cheap and dear judges bound to the item's messages and
+    def with_item(self, *, messages: Any = None, context: Any = None) -> EscalationJudge:
+        """The judge of one conversation item: its cheap and dear judges bound to the item's messages and
         documents when they read them."""
         cheap, dear = _bound(self.cheap, messages, context), _bound(self.dear, messages, context)
         if cheap is self.cheap and dear is self.dear:
@@ -63,7 +83,7 @@ class CascadeJudge(_DetailedBatch):
         validate_grader_id(self.grader_id)
         for name in ("cheap", "dear"):
             if not callable(getattr(getattr(self, name), "judge", None)):
-                raise ValidationError(f"CascadeJudge {name} must be a judge with a judge(...) method")
+                raise ValidationError(f"EscalationJudge {name} must be a judge with a judge(...) method")
         try:
             lo, hi = self.band
         except (TypeError, ValueError):
@@ -92,7 +112,7 @@ class CascadeJudge(_DetailedBatch):
                 reason = f"cheap score {cheap_result.quality_score:.3g} in band [{lo:g}, {hi:g}]"
         cheap_cost = float(cheap_spent.cost_usd) if cheap_spent is not None else 0.0
         details: dict[str, Any] = {
-            "kind": "cascade", "band": (lo, hi), "escalated": reason is not None, "reason": reason,
+            "kind": "escalation", "band": (lo, hi), "escalated": reason is not None, "reason": reason,
             "cheap_score": cheap_result.quality_score if cheap_result else None,
             "cheap_notes": cheap_result.notes if cheap_result else None,
             "cheap_cost_usd": cheap_cost, "dear_score": None, "dear_cost_usd": 0.0,
@@ -127,13 +147,13 @@ class CascadeJudge(_DetailedBatch):
         }
 
     @staticmethod
-    def summary(results_or_frame: Any) -> CascadeSummary:
+    def summary(results_or_frame: Any) -> EscalationSummary:
         """Share escalated and cost saved versus always asking the dear judge, over the scored judgments.
 
         The dear judge's cost per item is estimated as its mean cost over the
         escalated items (so it is NaN, as are the savings, when none escalated).
         """
-        details = _details_list(results_or_frame, "cascade", "CascadeJudge.summary")
+        details = _details_list(results_or_frame, "escalation", "EscalationJudge.summary")
         n = len(details)
         escalated = [d for d in details if d["escalated"]]
         cheap_cost = math.fsum(float(d["cheap_cost_usd"]) for d in details)
@@ -142,7 +162,7 @@ class CascadeJudge(_DetailedBatch):
         always = per_item * n
         actual = cheap_cost + dear_cost
         saved = always - actual
-        return CascadeSummary(
+        return EscalationSummary(
             n=n,
             escalated=len(escalated),
             share_escalated=len(escalated) / n if n else math.nan,
@@ -157,8 +177,9 @@ class CascadeJudge(_DetailedBatch):
 
 
 @dataclass(frozen=True)
-class CascadeSummary:
-    """How a cascade did over a batch: escalations, what it cost, and what always-dear would have cost."""
+class EscalationSummary:
+    """How an :class:`EscalationJudge` did over a batch: escalations, what it cost, and what always-dear
+    would have cost."""
 
     n: int
     escalated: int
@@ -172,4 +193,4 @@ class CascadeSummary:
     saved_share: float
 
     def _repr_html_(self) -> str:
-        return view("cascade_summary_html")(self)
+        return view("escalation_summary_html")(self)
