@@ -78,6 +78,7 @@ RESULT_FRAME_COLUMNS = (
     "candidate_latency_ms",
     "tokens_in",
     "tokens_out",
+    "judge_tokens_cached",
     "judge_tokens_in",
     "judge_tokens_out",
     "judge_cost_usd",

@@ -470,9 +470,10 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
         ``quality_score``, ``notes``, the ``baseline`` and ``candidate`` texts, each side's adapter and
         model ids (categoricals), the candidate's own usage (``candidate_tokens_in``,
         ``candidate_tokens_out``, ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
-        (``tokens_in``, ``tokens_out``, ``judge_tokens_in``, ``judge_tokens_out`` (the same counts
-        beside the cost), ``judge_cost_usd``, ``latency_ms``): the same names as the judge's columns of
-        :func:`~llm_connect.grading.judge_many`.
+        (``tokens_in``, ``tokens_out``, ``judge_tokens_cached`` (how many of the input tokens the provider
+        read from its prompt cache, priced at the cached rate), ``judge_tokens_in``, ``judge_tokens_out``
+        (the same counts beside the cost), ``judge_cost_usd``, ``latency_ms``): the same names as the
+        judge's columns of :func:`~llm_connect.grading.judge_many`.
 
     Raises
     ------
@@ -516,6 +517,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 float(cand.latency_ms),
                 int(getattr(r, "tokens_in", 0)),
                 int(getattr(r, "tokens_out", 0)),
+                int(getattr(r, "tokens_cached", 0)),
                 int(getattr(r, "tokens_in", 0)),
                 int(getattr(r, "tokens_out", 0)),
                 float(getattr(r, "cost_usd", 0.0)),
@@ -525,8 +527,8 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
-    for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out", "judge_tokens_in",
-              "judge_tokens_out"):
+    for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out", "judge_tokens_cached",
+              "judge_tokens_in", "judge_tokens_out"):
         frame[c] = frame[c].astype("int64")
     for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "judge_cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
