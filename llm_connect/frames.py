@@ -726,7 +726,8 @@ def paired_frame(
     threshold: float = 0.5,
     judge: str | None = None,
 ) -> pd.DataFrame:
-    """One row per judged (item, adapter): the judge's score beside the human label, for ``estimate_quality``.
+    """One row per judged or labelled (item, adapter): the judge's score beside the human label, for
+    ``estimate_quality``.
 
     Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]`` is ``grader_id`` (the
     judge's scores) or ``human`` (the labels written by :func:`record_labels`) and joins them on
@@ -758,7 +759,9 @@ def paired_frame(
     DataFrame
         Columns ``task_type``, ``item_id`` (text), ``adapter_id``, ``model_id`` (the candidate's model), a
         column named ``grader_id`` (the judge's score; the mean when it judged the item more than once)
-        and one named ``human`` (the annotators' mean label, NaN where the item is unlabelled), plus
+        and one named ``human`` (the annotators' mean label, NaN where the item is unlabelled; a labelled item
+        the judge did not score, e.g. a selective judge's abstention, has NaN in the judge's column:
+        ``estimate_quality(..., judge_missing="stratify")`` estimates those from the labels alone), plus
         ``judge``/``human`` aliases under those literal names when the grader ids differ from them;
         ``n_judge``, ``n_annotators`` and ``annotator_agreement`` (the share of annotator pairs whose
         verdicts at ``threshold`` agree; NaN with fewer than two annotators); for conversation items

@@ -264,3 +264,13 @@ def test_cli_route_prints_the_clustering_and_the_unjudged_labels(tmp_path, capsy
     assert "observations taken as independent" in out
     (row,) = [line.split() for line in out.splitlines() if line.strip().startswith("bot-1")]
     assert row[header.index("interval") + 1] == "—"
+
+
+def test_paired_frame_keeps_the_labelled_turns_the_judge_did_not_score(tmp_path):
+    """The rows route counts as n_unjudged: labelled turns without a judge score, with their conversation."""
+    from llm_connect.frames import paired_frame
+
+    paired = paired_frame(_judged_turns(tmp_path), "chat", grader_id="llm-judge")
+    unjudged = paired[paired["llm-judge"].isna()]
+    assert len(paired) == 36 and len(unjudged) == 12 and unjudged["human"].notna().all()
+    assert set(unjudged["turn"]) == {2} and unjudged["conversation_id"].nunique() == 12
