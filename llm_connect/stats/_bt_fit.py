@@ -190,8 +190,8 @@ def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int |
 
 
 def _row_cells(pairs: _Pairs) -> np.ndarray:
-    if pairs.row_cell is None:  # pragma: no cover - _aggregate always records them
-        raise ValueError("the comparisons were counted without their cells: a clustered bootstrap needs them")
+    """Each comparison's bootstrap cell (recorded by ``_aggregate``), which a clustered bootstrap counts."""
+    assert pairs.row_cell is not None, "_aggregate records every comparison's cell"
     return pairs.row_cell
 
 
