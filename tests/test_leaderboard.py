@@ -591,6 +591,11 @@ def test_too_few_conversations_give_no_interval_and_say_why():
     (note,) = board.attrs["cluster_notes"]
     assert "only 6 compared conversation(s)" in note and "at least 10" in note
     assert leaderboard(df, n_boot=200, cluster=None)["rating_low"].notna().all()  # independent rows: as before
+    labelled = df.assign(judge=df["winner"], human=df["winner"].where(np.arange(len(df)) % 2 == 0))
+    out = compare_leaderboards(labelled, judge_winner="judge", human_winner="human", n_boot=100)
+    assert out.anchored is not None and out.anchored["rating_low"].isna().all()
+    said = [n for n in out.notes if "only 6 compared conversation(s) (clusters of 'conversation_id')" in n]
+    assert [n.split(":")[0] for n in said] == ["on the judge's board", "on the people's board", "on the anchored board"]
 
 
 def test_continuous_preferences_and_style_control_resample_conversations_too():

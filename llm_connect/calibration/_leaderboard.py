@@ -167,8 +167,9 @@ def compare_leaderboards(
     notes: list[str] = []
     column = cluster_column(frame, cluster, what="the comparisons")
     ids = None if column is None else cluster_codes(frame[column].reset_index(drop=True))
-    grouped: dict[str, Any] = {} if ids is None else {"c": ids}
-    by = "c" if ids is not None else None
+    name = "cluster" if column in (None, "a", "b", "w") else str(column)  # the cluster column, named in notes
+    by = None if ids is None else name
+    grouped: dict[str, Any] = {} if ids is None else {name: ids}
     judge_board = leaderboard(pd.DataFrame({"a": a, "b": b, "w": judge, **grouped}), model_a="a", model_b="b",
                               winner="w", confidence=conf, n_boot=n_boot, seed=seed, progress=False, cluster=by)
     has_h = np.array([h is not None for h in human], dtype=bool)
@@ -176,7 +177,7 @@ def compare_leaderboards(
     if has_h.any():
         try:
             human_board = leaderboard(pd.DataFrame({"a": a[has_h], "b": b[has_h], "w": human[has_h],
-                                                    **({} if ids is None else {"c": ids[has_h]})}),
+                                                    **({} if ids is None else {name: ids[has_h]})}),
                                       model_a="a", model_b="b", winner="w", confidence=conf, n_boot=n_boot,
                                       seed=seed, progress=False, cluster=by)
         except ValidationError as exc:
