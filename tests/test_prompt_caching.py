@@ -219,3 +219,54 @@ def test_per_turn_judging_marks_the_transcript_stable_and_later_turns_read_it_fr
         assert "The reply to grade:" in blocks[-1]["text"] and "The reply to grade:" not in blocks[-2]["text"]
     cached = df["judge_tokens_cached"].tolist()
     assert cached[0] == 0 and all(c > 1000 for c in cached[1:])
+
+
+# -- every result frame and every row that is not a verdict reports them -----------------------------------------
+
+
+def _long_rows(n: int) -> list[dict]:
+    question = words(1500, "q")  # a shared prefix past the loopback's 1024-token cache minimum
+    return [{"id": i, "prompt": question, "baseline": f"reference {i}", "candidate": f"answer {i}"} for i in range(n)]
+
+
+def test_results_frame_reports_the_judges_cached_tokens_as_judge_many_does():
+    from llm_connect.frames import results_frame
+
+    rows = _long_rows(3)
+    with LoopbackServer() as server:
+        judge = LLMJudge(OpenAICompatibleAdapter("judge-model", base_url=server.base_url, prices=PRICES))
+        results = [judge.judge(LLMResponse(r["baseline"], "reference", "answers"),
+                               LLMResponse(r["candidate"], "m", "m"), prompt=r["prompt"], run_config=RunConfig())
+                   for r in rows]
+    with LoopbackServer() as server:  # a fresh cache: the same prompts, the same counts
+        judge = LLMJudge(OpenAICompatibleAdapter("judge-model", base_url=server.base_url, prices=PRICES))
+        many = judge_many(judge, rows, concurrency=1, progress=False)
+    frame = results_frame(results)
+    assert frame["judge_tokens_cached"].tolist() == [r.tokens_cached for r in results]
+    assert frame["judge_tokens_cached"].tolist() == many["judge_tokens_cached"].tolist()
+    assert frame["judge_tokens_cached"].iloc[0] == 0 and frame["judge_tokens_cached"].iloc[1] > 1024
+    assert frame["judge_tokens_cached"].dtype == "int64"
+
+
+def test_abstained_selective_rows_and_rows_a_cascade_leaves_report_their_cached_tokens():
+    """A selective judge that abstains (and a cascade whose every stage abstains) returns no verdict, but the calls
+    were made: their rows carry the cached input tokens (priced at the cached rate) as a scored row would."""
+    from llm_connect.grading import SelectiveJudge, cascade
+
+    rows = _long_rows(4)
+    with LoopbackServer() as server:
+        inner = LLMJudge(OpenAICompatibleAdapter("judge-model", base_url=server.base_url, prices=PRICES))
+        scored = judge_many(inner, rows, concurrency=1, progress=False)
+    with LoopbackServer() as server:
+        inner = LLMJudge(OpenAICompatibleAdapter("judge-model", base_url=server.base_url, prices=PRICES))
+        never_sure = SelectiveJudge(inner, confidence="margin", cutoff=1.0 + 1e-9)
+        abstained = judge_many(never_sure, rows, concurrency=1, progress=False)
+    with LoopbackServer() as server:
+        inner = LLMJudge(OpenAICompatibleAdapter("judge-model", base_url=server.base_url, prices=PRICES))
+        chain = cascade([SelectiveJudge(inner, confidence="margin", cutoff=1.0 + 1e-9)], alpha=0.1, delta=0.1)
+        left = judge_many(chain, rows, concurrency=1, progress=False)
+    for frame in (abstained, left):
+        assert (frame["status"] == "abstained").all()
+        assert frame["judge_tokens_cached"].tolist() == scored["judge_tokens_cached"].tolist()
+        assert frame["judge_cost_usd"].tolist() == pytest.approx(scored["judge_cost_usd"].tolist())
+    assert scored["judge_tokens_cached"].iloc[1] > 1024

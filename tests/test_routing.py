@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from llm_connect import QualityLedger, QualityObservation
@@ -230,3 +232,81 @@ def test_no_other_floor_imports_a_private_routing_name():
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "routing":
                 found += [f"{path.relative_to(root)}: {a.name}" for a in node.names if a.name.startswith("_")]
     assert found == []
+
+
+# -- conversation items judged into the ledger --------------------------------------------------------------------
+
+
+def _judged_turns(tmp_path, conversations: int = 12):
+    """Turns of conversations judged by an LLM judge into a ledger (the last turn of each left unjudged) and
+    labelled by people on every turn: the ledger ``grade --per-turn`` and the Labeller leave."""
+    from llm_connect import LLMJudge, Rubric, judge_many
+    from llm_connect.conversations import per_turn
+    from llm_connect.frames import record_labels
+    from llm_connect.testing import ScriptedAdapter
+
+    rng = np.random.default_rng(0)
+    convs = []
+    for g in range(conversations):
+        messages = [{"role": "system", "content": "You are a helpful bot."}]
+        for t in range(3):
+            messages += [{"role": "user", "content": f"question {t} of conversation {g}?"},
+                         {"role": "assistant", "content": f"answer {t} of {g}: " + ("right" if g % 3 else "wrong")}]
+        convs.append({"conversation_id": f"c{g}", "messages": messages})
+    turns = per_turn(convs).assign(candidate_model="bot-1")
+    def verdict(prompt: str, rc) -> str:  # the judge reads the judged reply, last in the prompt
+        return json.dumps({"notes": "ok", "quality_score": int("right" in prompt.rsplit("<<<CANDIDATE", 1)[1])})
+
+    judge = LLMJudge(ScriptedAdapter(verdict), rubric=Rubric("Is the answer right?", reference=False))
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+    judged = judge_many(judge, turns[turns["turn"] < 2], ledger=ledger, task_type="chat", progress=False)
+    assert (judged["status"] == "scored").all()
+    labels = turns.assign(human=[float(("right" in c) if rng.random() < 0.9 else ("right" not in c))
+                                 for c in turns["candidate"]])
+    record_labels(ledger, labels, task_type="chat", label="human")
+    return ledger
+
+
+def test_route_on_conversation_turns_clusters_by_conversation_and_counts_the_unjudged_labels(tmp_path):
+    ledger = _judged_turns(tmp_path)
+    decision = route(ledger, "chat", human="human", threshold=0.1, min_observations=5)
+    ev = decision.evidence.iloc[0]
+    assert (ev["method"], ev["cluster"], ev["n_clusters"]) == ("ppi++", "conversation_id", 12)
+    assert (ev["n"], ev["n_labelled"], ev["n_unjudged"]) == (36, 36, 12)  # the last turns: labelled, not judged
+    flat = route(ledger, "chat", human="human", threshold=0.1, min_observations=5, cluster=None).evidence.iloc[0]
+    assert flat["cluster"] is None and pd.isna(flat["n_clusters"])
+    assert ev["quality_high"] - ev["quality_low"] > flat["quality_high"] - flat["quality_low"]
+    shown = str(decision)
+    assert "conversation_id" in shown and "n_unjudged" in shown
+
+
+def test_cli_route_prints_the_clustering_and_the_unjudged_labels(tmp_path, capsys):
+    from llm_connect.cli import main
+
+    ledger = _judged_turns(tmp_path)
+    args = ["route", str(ledger.path), "chat", "--threshold", "0.1", "--min-observations", "5"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "clustered by tag 'conversation_id'" in out
+    assert "12 labelled item(s) the judge did not score (n_unjudged)" in out
+    lines = out.splitlines()
+    header = next(line.split() for line in lines if "n_unjudged" in line and "adapter" in line)
+    (row,) = [line.split() for line in lines if line.strip().startswith("bot-1")]
+    assert header[:5] == ["adapter", "method", "n", "n_labelled", "n_unjudged"] and row[1:5] == ["ppi++", "36",
+                                                                                                 "36", "12"]
+    assert row[header.index("interval") + 1] == "12"  # the clusters column: the conversations it rests on
+    assert main([*args, "--cluster", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "observations taken as independent" in out
+    (row,) = [line.split() for line in out.splitlines() if line.strip().startswith("bot-1")]
+    assert row[header.index("interval") + 1] == "—"
+
+
+def test_paired_frame_keeps_the_labelled_turns_the_judge_did_not_score(tmp_path):
+    """The rows route counts as n_unjudged: labelled turns without a judge score, with their conversation."""
+    from llm_connect.frames import paired_frame
+
+    paired = paired_frame(_judged_turns(tmp_path), "chat", grader_id="llm-judge")
+    unjudged = paired[paired["llm-judge"].isna()]
+    assert len(paired) == 36 and len(unjudged) == 12 and unjudged["human"].notna().all()
+    assert set(unjudged["turn"]) == {2} and unjudged["conversation_id"].nunique() == 12

@@ -38,6 +38,7 @@ from ..stats.bradley_terry import (
     style_effects,
     winner_agreement,
 )
+from ..stats.clusters import cluster_codes, cluster_column, cluster_sizes_text
 from ..stats.length_control import LENGTH_CONTROLLED_COLUMNS, length_controlled_win_rate
 
 __all__ = [
@@ -82,7 +83,9 @@ class LeaderboardComparison:
     (``scipy.stats``) between the judge's ratings and people's (and the anchored ones), over the
     models in both; ``pairs``: per pair of models, how often the judge agreed with people
     (three-way, a/b/tie) and each side's win rate of the first-named model; ``lam``: the PPI++
-    weight given to the judge (0: the judge is ignored, 1: trusted as much as people).
+    weight given to the judge (0: the judge is ignored, 1: trusted as much as people);
+    ``cluster`` / ``n_clusters``: the column the comparisons were clustered by (``None``: independent) and
+    how many clusters they fall in.
     """
 
     judge: pd.DataFrame
@@ -93,6 +96,8 @@ class LeaderboardComparison:
     confidence: float = 0.95
     lam: float = math.nan
     notes: list[str] = field(default_factory=list)
+    cluster: str | None = None
+    n_clusters: int | None = None
 
     def _repr_html_(self) -> str:
         return str(self.html())
@@ -131,6 +136,7 @@ def compare_leaderboards(
     n_boot: int = 1000,
     seed: int | None = 0,
     codes: str | Mapping[str, Any] | None = None,
+    cluster: str | None = "auto",
 ) -> LeaderboardComparison:
     """The judge's leaderboard beside people's on the same comparisons (see
     :class:`LeaderboardComparison`).
@@ -147,20 +153,33 @@ def compare_leaderboards(
     corrected by the judge's errors on the labelled ones, weighted by the PPI++ ``lambda``
     (Angelopoulos, Duchi & Zrnic 2023), with sandwich (Wald) intervals. Their rank correlation is
     Kendall's tau and Spearman's rho (``scipy.stats``).
+
+    ``cluster``: comparisons made on the turns of one conversation are not independent. ``"auto"``
+    (the default) clusters them by the ``conversation_id`` column when ``data`` has one, a column name
+    by that column, ``None`` not at all; the judge's and people's bootstraps then resample whole
+    conversations (see :func:`leaderboard`) and the anchored intervals are cluster-robust (CR1 sandwich,
+    ``t(G - 1)``); with too few conversations there are no intervals and ``notes`` say why. ``cluster``
+    and ``n_clusters`` of the result say which clustering was used.
     """
     conf, n_boot = check_leaderboard_settings(confidence, n_boot)
     frame, a, b, judge, _ = read_comparisons(data, model_a, model_b, judge_winner, codes, [human_winner])
     human = read_outcomes(frame[human_winner], human_winner, codes)
     notes: list[str] = []
-    judge_board = leaderboard(pd.DataFrame({"a": a, "b": b, "w": judge}), model_a="a", model_b="b", winner="w",
-                              confidence=conf, n_boot=n_boot, seed=seed, progress=False)
+    column = cluster_column(frame, cluster, what="the comparisons")
+    ids = None if column is None else cluster_codes(frame[column].reset_index(drop=True))
+    name = "cluster" if column in (None, "a", "b", "w") else str(column)  # the cluster column, named in notes
+    by = None if ids is None else name
+    grouped: dict[str, Any] = {} if ids is None else {name: ids}
+    judge_board = leaderboard(pd.DataFrame({"a": a, "b": b, "w": judge, **grouped}), model_a="a", model_b="b",
+                              winner="w", confidence=conf, n_boot=n_boot, seed=seed, progress=False, cluster=by)
     has_h = np.array([h is not None for h in human], dtype=bool)
     human_board = None
     if has_h.any():
         try:
-            human_board = leaderboard(pd.DataFrame({"a": a[has_h], "b": b[has_h], "w": human[has_h]}),
+            human_board = leaderboard(pd.DataFrame({"a": a[has_h], "b": b[has_h], "w": human[has_h],
+                                                    **({} if ids is None else {name: ids[has_h]})}),
                                       model_a="a", model_b="b", winner="w", confidence=conf, n_boot=n_boot,
-                                      seed=seed, progress=False)
+                                      seed=seed, progress=False, cluster=by)
         except ValidationError as exc:
             notes.append(f"people's leaderboard on the labelled comparisons alone cannot be fitted: {exc}")
     else:
@@ -169,7 +188,7 @@ def compare_leaderboards(
     anchored = None
     lam = math.nan
     if (has_h & has_j).any() and (has_j & ~has_h).any():
-        anchored, lam = ppi_board(a, b, human, judge, confidence=conf)
+        anchored, lam = ppi_board(a, b, human, judge, confidence=conf, clusters=ids, cluster=column)
     if (has_h & ~has_j).any():
         notes.append(f"{int((has_h & ~has_j).sum())} comparison(s) labelled by people but not decided by the judge "
                      "are in people's leaderboard, not in the anchored one")
@@ -181,6 +200,16 @@ def compare_leaderboards(
     if anchored is not None and anchored.attrs.get("judge_only"):
         notes.append(f"no person compared {', '.join(map(str, anchored.attrs['judge_only']))}: on the anchored "
                      "board they are rated by the judge alone (judge_only), without an interval")
+    n_clusters = None
+    if ids is not None:
+        n_clusters = len(np.unique(ids))
+        notes.append(f"comparisons {cluster_sizes_text(column, n_clusters)}: the bootstraps resample whole "
+                     "clusters and the anchored intervals are cluster-robust")
+        for name, board in (("judge's", judge_board), ("people's", human_board)):
+            notes += [f"on the {name} board: {note}" for note in (board.attrs.get("cluster_notes", [])
+                                                                   if board is not None else [])]
+        if anchored is not None and anchored.attrs.get("cluster_note"):
+            notes.append(f"on the anchored board: {anchored.attrs['cluster_note']}")
     rows = []
     if human_board is not None:
         rows.append(rating_correlation(judge_board, human_board, "judge", "human"))
@@ -189,7 +218,8 @@ def compare_leaderboards(
     correlation = pd.DataFrame(rows, columns=["a", "b", "n_models", "kendall_tau", "kendall_p", "spearman_rho",
                                               "spearman_p"])
     return LeaderboardComparison(judge=judge_board, human=human_board, anchored=anchored, correlation=correlation,
-                                 pairs=winner_agreement(a, b, judge, human), confidence=conf, lam=lam, notes=notes)
+                                 pairs=winner_agreement(a, b, judge, human), confidence=conf, lam=lam, notes=notes,
+                                 cluster=column, n_clusters=n_clusters)
 
 
 # -- the calibrate report's leaderboard section ----------------------------------------------------

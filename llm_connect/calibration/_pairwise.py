@@ -50,6 +50,7 @@ from .._display import view
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..items import CONVERSATION_TAGS
 from ..stats._validate import check_confidence
 from ..stats.bradley_terry import is_probability_column, real_number
 from ..stats.preferences import (
@@ -142,7 +143,9 @@ def pairwise_table(items: ItemsLike) -> pd.DataFrame:
         except (TypeError, ValueError) as exc:
             raise ValidationError(f"pairwise items must be a DataFrame or mappings: {exc}") from None
     frame.columns = [str(c) for c in frame.columns]
-    missing = [c for c in ("prompt", *PAIRWISE_COLUMNS) if c not in frame.columns]
+    # a conversation item's prompt may be left out: it is its last user message
+    needed = PAIRWISE_COLUMNS if "messages" in frame.columns else ("prompt", *PAIRWISE_COLUMNS)
+    missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise ValidationError(f"pairwise data needs the column(s) {', '.join(missing)}; "
                               f"it has {', '.join(map(str, frame.columns))}")
@@ -178,8 +181,11 @@ def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kw
     """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the
     other way round when ``swapped``), through the runner."""
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
-    items = pd.DataFrame({"id": pairs["id"].tolist(), "prompt": pairs["prompt"].tolist(),
-                          "baseline": pairs[first].tolist(), "candidate": pairs[second].tolist()})
+    items = pd.DataFrame({"id": pairs["id"].tolist(), "baseline": pairs[first].tolist(),
+                          "candidate": pairs[second].tolist()})
+    for c in ("prompt", "messages", "context", *CONVERSATION_TAGS):  # a conversation item's: the judge reads them
+        if c in pairs.columns:
+            items[c] = pairs[c].tolist()
     return _judge_items(judge, items, **kwargs)
 
 
@@ -445,6 +451,9 @@ def battle_outcomes(
     ``candidate_a``/``candidate_b``, ``answer_a``/``answer_b`` or a judge_many frame's
     ``baseline``/``candidate``), for ``leaderboard(..., style=True)``.
 
+    The pairs of a conversation item keep its ``conversation_id`` and ``turn`` columns, so
+    :func:`leaderboard` (``cluster="auto"``) resamples whole conversations.
+
     Rows without a winner (unscored or error judgments, unlabelled pairs) are dropped and
     counted in ``df.attrs["dropped"]``. A verdict that is not pairwise is a
     :class:`ValidationError`.
@@ -486,6 +495,9 @@ def battle_outcomes(
                                   "answer_a/answer_b or response_a/response_b; it has "
                                   f"{', '.join(map(str, frame.columns))}")
         out["response_a"], out["response_b"] = frame[found[0]].to_numpy(), frame[found[1]].to_numpy()
+    for c in CONVERSATION_TAGS:  # comparisons on the turns of one conversation are clustered by it
+        if c in frame.columns:
+            out[c] = frame[c].to_numpy()
     winners = out["winner"]
     decided = winners.isin(PREFERENCES)
     if is_probability_column(pd.unique(winners.dropna().to_numpy(dtype=object)).tolist()):

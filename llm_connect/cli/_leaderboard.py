@@ -62,6 +62,10 @@ def _add_leaderboard(subparsers: Any) -> None:
     p.add_argument("--text-a", metavar="COL", help="column of answer A's text for --style (default: response_a, "
                                                    "candidate_a or answer_a)")
     p.add_argument("--text-b", metavar="COL", help="column of answer B's text for --style")
+    p.add_argument("--cluster", metavar="COL", default="auto",
+                   help="column of the conversation each comparison belongs to: the bootstrap resamples whole "
+                        "conversations; 'none': independent comparisons (default: auto, conversation_id when DATA "
+                        "has it)")
     p.add_argument("--out", metavar="DIR", default=".", help="directory for leaderboard.csv (default: .)")
     p.set_defaults(func=_run_leaderboard, _parser=p)
 
@@ -94,7 +98,7 @@ def _run_leaderboard(args: argparse.Namespace, parser: argparse.ArgumentParser) 
                              inputs=[data])
         common = {"model_a": args.model_a, "model_b": args.model_b, "winner": args.winner, "by": by or None,
                   "confidence": args.confidence, "n_boot": args.n_boot, "seed": args.seed,
-                  "codes": args.preference_codes}
+                  "codes": args.preference_codes, "cluster": None if args.cluster == "none" else args.cluster}
         board = leaderboard(items, **common)
         controlled = None
         if style is not None:
@@ -105,7 +109,7 @@ def _run_leaderboard(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         message = str(exc).replace("codes='a=1,b=2,tie=0' (--preference-codes a=1,b=2,tie=0)",
                                    "--preference-codes a=1,b=2,tie=0").replace(
             "codes='probability'", "--preference-codes probability").replace(
-            "text_a= and text_b=", "--text-a and --text-b")
+            "text_a= and text_b=", "--text-a and --text-b").replace("cluster=None", "--cluster none")
         raise UsageError(message) from None
     csv_safe_frame(board).to_csv(paths["leaderboard"], index=False)
     _print_board(board, by, args.confidence, sys.stdout)
@@ -162,6 +166,8 @@ def _print_style(controlled: Any, by: list[str], confidence: float, out: Any) ->
 
 
 def _print_board(board: Any, by: list[str], confidence: float, out: Any) -> None:
+    import pandas as pd
+
     def f(x: Any) -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0f}"
 
@@ -169,7 +175,7 @@ def _print_board(board: Any, by: list[str], confidence: float, out: Any) -> None
     rows: list[tuple[Any, ...]] = [head]
     for r in board.to_dict("records"):
         low, high = r["rank_low"], r["rank_high"]
-        ranks = "—" if low is None or low != low else f"{low}-{high}"  # NA compares unequal to itself
+        ranks = "—" if low is None or bool(pd.isna(low)) else f"{low}-{high}"  # no interval, no rank range
         rows.append((*(r[c] for c in by), str(r["rank"]), r["model"], f(r["rating"]),
                      f"{f(r['rating_low'])}..{f(r['rating_high'])}", ranks, str(r["n"]), f"{r['win_rate']:.3f}"))
     attrs = board.attrs
@@ -179,3 +185,10 @@ def _print_board(board: Any, by: list[str], confidence: float, out: Any) -> None
                                                      ("n_self", "of a model with itself")) if attrs.get(k)]
     if skipped:
         print(f"  left out: {', '.join(skipped)}", file=out)
+    if attrs.get("cluster"):  # comparisons on the turns of one conversation: resampled together
+        print(f"  intervals: bootstrap over whole clusters, clustered by {safe_text(attrs['cluster'], limit=80)!r} "
+              f"({attrs.get('n_clusters')} clusters)", file=out)
+    elif attrs.get("n_boot"):
+        print("  intervals: bootstrap over single comparisons, taken as independent (no clusters)", file=out)
+    for note in attrs.get("cluster_notes", []):
+        print(f"  note: {safe_text(note.replace('cluster=None', '--cluster none'), limit=400)}", file=out)

@@ -25,8 +25,15 @@ Where TASK holds human labels (grader id human, e.g. from llm-connect grade
 judge's raw scores: Wilson (all scores 0 or 1) or a bootstrap of the mean.
 Every interval of a 0..1 quality is shown within 0..1.
 
+Observations that are turns of one conversation (tag conversation_id, as
+grade --per-turn records them) are not independent: the interval then
+resamples whole conversations or is cluster-robust (--cluster TAG chooses
+another tag, --cluster none takes them as independent); the output says which.
+
 Prints the decision, then one row per adapter: method, n (judgments used),
-n_labelled (human labels used), mean quality and its interval, mean cost and
+n_labelled (human labels used), n_unjudged (labelled items the judge did not
+score, e.g. a selective judge's abstentions: estimated from the labels alone),
+mean quality and its interval, the clusters it rests on, mean cost and
 latency, eligible, and why.
 
 Exit status: 0 the decision was made (with or without an adapter; --require-
@@ -62,6 +69,9 @@ def _add_route(subparsers: Any) -> None:
                    "or weak")
     p.add_argument("--min-kappa", type=float, default=0.4, help="kappa lower bound a card needs (default: 0.4)")
     p.add_argument("--require-adapter", action="store_true", help="exit 1 when no adapter meets the threshold")
+    p.add_argument("--cluster", metavar="TAG", default="auto",
+                   help="the tag naming each observation's conversation: its turns are resampled together; 'none': "
+                        "independent observations (default: auto, conversation_id when the ledger has it)")
     p.set_defaults(func=_run_route, _parser=p)
 
 
@@ -79,8 +89,9 @@ def _interval(low: Any, high: Any) -> str:
 
 def evidence_lines(evidence: Any, confidence: float) -> list[tuple[Any, ...]]:
     """The evidence table as text rows (a header first), every field from the ledger made safe."""
-    rows: list[tuple[Any, ...]] = [("adapter", "method", "n", "n_labelled", "mean", f"{confidence:.0%} interval",
-                                    "mean cost", "mean latency", "eligible", "reason")]
+    rows: list[tuple[Any, ...]] = [("adapter", "method", "n", "n_labelled", "n_unjudged", "mean",
+                                    f"{confidence:.0%} interval", "clusters", "mean cost", "mean latency", "eligible",
+                                    "reason")]
     for r in evidence.itertuples(index=False):
         mean = float(r.mean_quality) if r.mean_quality is not None else math.nan
         rows.append((
@@ -88,14 +99,25 @@ def evidence_lines(evidence: Any, confidence: float) -> list[tuple[Any, ...]]:
             safe_text(r.method or "—"),
             int(r.n),
             int(r.n_labelled),
+            int(r.n_unjudged),
             "—" if not math.isfinite(mean) else f"{min(max(mean, 0.0), 1.0):.3f}",
             _interval(r.quality_low, r.quality_high),
+            _clusters(r.cluster, r.n_clusters),
             "—" if not math.isfinite(float(r.mean_cost_usd)) else f"${float(r.mean_cost_usd):.6f}",
             "—" if not math.isfinite(float(r.mean_latency_ms)) else f"{fmt(float(r.mean_latency_ms))} ms",
             "yes" if r.eligible else "no",
             safe_text(r.reason, limit=200),
         ))
     return rows
+
+
+def _clusters(tag: Any, n_clusters: Any) -> str:
+    """How many clusters (conversations) an interval rests on: ``30`` or ``—`` (independent observations)."""
+    import pandas as pd
+
+    if not isinstance(tag, str) or n_clusters is None or bool(pd.isna(n_clusters)):
+        return "—"
+    return str(int(n_clusters))
 
 
 def _print_table(rows: list[tuple[Any, ...]]) -> None:
@@ -134,9 +156,12 @@ def _run_route(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     if human is None:  # labels (and the Labeller's markers) are never a judge's scores
         people = label_grader_ids(labels_id)
         mine = [o for o in mine if grader_key(o)[0] not in people]
+    if not args.cluster.strip():
+        raise UsageError("--cluster is empty; name the tag of each observation's conversation, or 'none'")
     policy = RoutingPolicy(threshold=args.threshold, confidence=args.confidence,
                            min_observations=args.min_observations,
-                           max_age=timedelta(days=days) if days > 0 else None, recent=args.recent)
+                           max_age=timedelta(days=days) if days > 0 else None, recent=args.recent,
+                           cluster=None if args.cluster == "none" else args.cluster)
     try:
         decision = route(mine, args.task, policy=policy, grader_id=args.grader_id, rubric_hash=args.rubric_hash,
                          human=human, require_calibrated=args.require_calibrated, min_kappa=args.min_kappa,
@@ -156,10 +181,24 @@ def _run_route(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     print(f"decided on the lower end of each adapter's {args.confidence:.0%} interval against "
           f"{args.threshold:g}, n >= {args.min_observations}; intervals from {basis}")
     if decision.evidence is not None and len(decision.evidence):
+        print(_clustering(decision.evidence))
+        unjudged = int(decision.evidence["n_unjudged"].sum())
+        if unjudged:
+            print(f"{unjudged} labelled item(s) the judge did not score (n_unjudged) are estimated from people's "
+                  "labels alone, a stratum of their own")
         _print_table(evidence_lines(decision.evidence, args.confidence))
     if args.require_adapter and not decision:
         return 1
     return 0
+
+
+def _clustering(evidence: Any) -> str:
+    """Which clustering the intervals used, in words."""
+    tags = sorted({t for t in evidence["cluster"] if isinstance(t, str)})
+    if not tags:
+        return "observations taken as independent (no conversation tag; --cluster TAG names one)"
+    return (f"clustered by tag {', '.join(repr(safe_text(t, limit=60)) for t in tags)}: the turns of one "
+            "conversation count together (column clusters: the conversations each interval rests on)")
 
 
 def _distinct_labels(observations: list[Any], labels_id: str) -> int:

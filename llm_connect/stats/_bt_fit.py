@@ -124,11 +124,38 @@ def _ratings(theta: np.ndarray) -> np.ndarray:
     return MEAN + _ELO * (theta - theta.mean(axis=-1, keepdims=True))
 
 
+class _ClusterDraws:
+    """Resamples of whole clusters of comparisons (the turns of one conversation), as cell counts.
+
+    The clustered (or "cases") bootstrap: draw ``G`` clusters with replacement from the ``G`` observed and keep
+    every comparison of each drawn cluster (Davison & Hinkley 1997, *Bootstrap Methods and their Application*,
+    section 3.8; Field & Welsh 2007, "Bootstrapping clustered data", JRSS B 69(3):369-390, the cluster
+    bootstrap; Cameron, Gelbach & Miller 2008, "Bootstrap-based improvements for inference with clustered
+    errors", Review of Economics and Statistics 90(3):414-427, the pairs cluster bootstrap). A resample is the
+    cluster counts ``w ~ Multinomial(G, 1/G)``; its count in each bootstrap cell is ``w @ C``, ``C[g, c]`` the
+    comparisons of cluster ``g`` in cell ``c``."""
+
+    def __init__(self, clusters: np.ndarray, row_cell: np.ndarray, n_cells: int) -> None:
+        from scipy.sparse import csr_matrix
+
+        _, codes = np.unique(np.asarray(clusters), return_inverse=True)
+        codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+        self.g = int(codes.max()) + 1 if len(codes) else 0
+        self.per_cluster_t = csr_matrix((np.ones(len(codes)), (np.asarray(row_cell, dtype=np.int64), codes)),
+                                        shape=(n_cells, self.g))  # C transposed: (cells, G), duplicates summed
+
+    def draw(self, rng: np.random.Generator, k: int) -> np.ndarray:
+        """``(k, cells)`` counts of ``k`` resamples of the clusters."""
+        weights = rng.multinomial(self.g, np.full(self.g, 1.0 / self.g), size=k).astype(float)
+        return np.asarray((self.per_cluster_t @ weights.T).T)
+
+
 def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int | None,
-                  progress: bool | None) -> np.ndarray:
-    """``(n_boot, M)`` ratings of resamples of the comparisons (multinomial over the pair-outcome cells)."""
+                  progress: bool | None, clusters: np.ndarray | None = None) -> np.ndarray:
+    """``(n_boot, M)`` ratings of resamples of the comparisons (multinomial over the pair-outcome cells), or
+    with ``clusters`` (one id per comparison, in ``pairs``' row order) of whole clusters (:class:`_ClusterDraws`)."""
     if pairs.cells is not None:
-        return _bootstrap_cells(pairs, theta_hat, n_boot, seed, progress)
+        return _bootstrap_cells(pairs, theta_hat, n_boot, seed, progress, clusters)
     counts = np.concatenate([pairs.wins_i, pairs.wins_j, pairs.ties])
     keep = counts > 0
     cells = counts[keep]
@@ -137,7 +164,8 @@ def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int |
     kind = np.repeat(np.arange(3), p)[keep]
     pair = np.tile(np.arange(p), 3)[keep]
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(3 * p, pairs.m * pairs.m, 1)))
+    grouped = None if clusters is None else _ClusterDraws(clusters, _row_cells(pairs), 3 * p)
+    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(3 * p, pairs.m * pairs.m, grouped.g if grouped else 1, 1)))
     out = np.empty((n_boot, pairs.m))
     from ._progress import progress_bar
 
@@ -147,7 +175,8 @@ def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int |
         done = 0
         while done < n_boot:
             k = min(chunk, n_boot - done)
-            draws = rng.multinomial(n, cells / n, size=k).astype(float)
+            draws = rng.multinomial(n, cells / n, size=k).astype(float) if grouped is None else \
+                grouped.draw(rng, k)[:, keep]
             wi = np.zeros((k, p))
             wj = np.zeros((k, p))
             for kd, targets in ((0, ((wi, 1.0),)), (1, ((wj, 1.0),)), (2, ((wi, 0.5), (wj, 0.5)))):
@@ -160,11 +189,17 @@ def _bootstrap_bt(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int |
     return out
 
 
+def _row_cells(pairs: _Pairs) -> np.ndarray:
+    """Each comparison's bootstrap cell (recorded by ``_aggregate``), which a clustered bootstrap counts."""
+    assert pairs.row_cell is not None, "_aggregate records every comparison's cell"
+    return pairs.row_cell
+
+
 def _bootstrap_cells(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: int | None,
-                     progress: bool | None) -> np.ndarray:
+                     progress: bool | None, clusters: np.ndarray | None = None) -> np.ndarray:
     """:func:`_bootstrap_bt` for continuous preferences: multinomial resamples over the distinct
-    (pair, share won) outcomes of ``pairs.cells``, each adding its share to one side's wins and the
-    rest to the other's."""
+    (pair, share won) outcomes of ``pairs.cells`` (or of whole ``clusters``), each adding its share to one
+    side's wins and the rest to the other's."""
     from scipy.sparse import csr_matrix
 
     from ._progress import progress_bar
@@ -176,7 +211,8 @@ def _bootstrap_cells(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: in
     to_i = csr_matrix((share, (np.arange(c), pair)), shape=(c, p))
     to_j = csr_matrix((1.0 - share, (np.arange(c), pair)), shape=(c, p))
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(c, p, pairs.m * pairs.m, 1)))
+    grouped = None if clusters is None else _ClusterDraws(clusters, _row_cells(pairs), c)
+    chunk = max(1, min(n_boot, _CELLS_BUDGET // max(c, p, pairs.m * pairs.m, grouped.g if grouped else 1, 1)))
     out = np.empty((n_boot, pairs.m))
     hess_inv = np.linalg.inv(_hessian(pairs, theta_hat, pairs.wins_i + pairs.wins_j + pairs.ties))
     show = (n_boot > chunk) if progress is None else bool(progress)
@@ -184,7 +220,8 @@ def _bootstrap_cells(pairs: _Pairs, theta_hat: np.ndarray, n_boot: int, seed: in
         done = 0
         while done < n_boot:
             k = min(chunk, n_boot - done)
-            draws = rng.multinomial(n, counts / counts.sum(), size=k).astype(float)
+            draws = rng.multinomial(n, counts / counts.sum(), size=k).astype(float) if grouped is None else \
+                grouped.draw(rng, k)
             wi = np.asarray((to_i.T @ draws.T).T)
             wj = np.asarray((to_j.T @ draws.T).T)
             out[done:done + k] = _ratings(_fit_bt_chord(pairs, wi, wj, theta_hat, hess_inv))
@@ -228,13 +265,13 @@ def not_identified(pairs: _Pairs) -> np.ndarray:
 
 
 def _board(pairs: _Pairs, *, confidence: float, n_boot: int, seed: int | None,
-           progress: bool | None) -> pd.DataFrame:
+           progress: bool | None, clusters: np.ndarray | None = None) -> pd.DataFrame:
     wi = (pairs.wins_i + 0.5 * pairs.ties)[None, :]
     wj = (pairs.wins_j + 0.5 * pairs.ties)[None, :]
     theta = _fit_bt(pairs, wi, wj)[0]
     rating = _ratings(theta)
     if n_boot > 0:
-        boot = _bootstrap_bt(pairs, theta, n_boot, seed, progress)
+        boot = _bootstrap_bt(pairs, theta, n_boot, seed, progress, clusters)
         tail = (1.0 - confidence) / 2.0
         low, high = np.quantile(boot, [tail, 1.0 - tail], axis=0)
     else:

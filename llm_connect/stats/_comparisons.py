@@ -201,7 +201,10 @@ class _Pairs:
     With probabilities among the winners (continuous preferences) a comparison adds its probability
     to the wins of the side it favours and the rest to the other side's (expected counts), and
     ``cells`` holds what the bootstrap resamples: the distinct (pair, share won by i) outcomes
-    ``(pair index, share, count)``; ``None`` when every winner is a, b or tie."""
+    ``(pair index, share, count)``; ``None`` when every winner is a, b or tie. ``row_cell``: per comparison
+    (in the order given), the bootstrap cell it falls in -- ``kind * P + pair`` with kind 0 (i won), 1 (j won)
+    or 2 (a tie) over the ``P`` pairs, or with ``cells`` its row there -- so that a bootstrap that resamples
+    clusters of comparisons (the turns of a conversation) can count each cluster's cells."""
 
     models: list[Any]
     i: np.ndarray
@@ -210,6 +213,7 @@ class _Pairs:
     wins_j: np.ndarray
     ties: np.ndarray
     cells: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    row_cell: np.ndarray | None = None
 
     @property
     def m(self) -> int:
@@ -241,22 +245,26 @@ def _aggregate(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, all_models: Se
     p = len(cells)
     fractional = np.fromiter((not isinstance(o, str) for o in outcome), dtype=bool, count=len(outcome))
     if not fractional.any():
+        kind = np.where(lo_won, 0, np.where(hi_won, 1, 2))
         return _Pairs(
             models=models, i=cells // m, j=cells % m,
             wins_i=np.bincount(inverse, weights=lo_won, minlength=p),
             wins_j=np.bincount(inverse, weights=hi_won, minlength=p),
             ties=np.bincount(inverse, weights=tie, minlength=p),
+            row_cell=(kind * p + inverse).astype(np.int64),
         )
     # continuous preferences: expected counts (a row adds p to one side's wins and 1 - p to the other's)
     y = _worth(outcome)
     share = np.where(ia == lo, y, 1.0 - y)  # the share won by the pair's first model
-    outcomes, counts = np.unique(np.column_stack([inverse.astype(float), share]), axis=0, return_counts=True)
+    outcomes, where, counts = np.unique(np.column_stack([inverse.astype(float), share]), axis=0, return_inverse=True,
+                                        return_counts=True)
     return _Pairs(
         models=models, i=cells // m, j=cells % m,
         wins_i=np.bincount(inverse, weights=np.where(fractional, share, lo_won), minlength=p),
         wins_j=np.bincount(inverse, weights=np.where(fractional, 1.0 - share, hi_won), minlength=p),
         ties=np.bincount(inverse, weights=tie, minlength=p),
         cells=(outcomes[:, 0].astype(np.int64), outcomes[:, 1], counts.astype(float)),
+        row_cell=np.asarray(where, dtype=np.int64).reshape(-1),
     )
 
 

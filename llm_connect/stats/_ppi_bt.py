@@ -146,9 +146,49 @@ def _ppi_sums(lab_i: np.ndarray, lab_j: np.ndarray, y: np.ndarray, yh: np.ndarra
     return cells // m, cells % m, sums
 
 
+def _clustered_covariance(st: dict[str, Any], theta: np.ndarray, lam: float, rows: tuple[np.ndarray, ...],
+                          clusters: np.ndarray, clusters_unlabelled: np.ndarray, m: int) -> tuple[np.ndarray, int]:
+    """The cluster-robust (CR1) sandwich covariance of the PPI++ estimate, and the number of clusters.
+
+    The estimate solves ``(1/n) sum_labelled d_r + (1/N) sum_unlabelled e_u = 0`` with per-row gradients
+    ``d_r = x_r ((1 - lam) sigma_r - y_r + lam yhat_r)`` and ``e_u = lam x_u (sigma_u - yhat_u)``; its
+    influence terms ``(d_r - dbar) / n`` and ``(e_u - ebar) / N`` are summed within each cluster (the labelled
+    and unlabelled comparisons of one conversation together), and ``Sigma = H^-1 [G/(G-1) sum_g S_g S_g^T]
+    H^-1`` (Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference", sections II-III:
+    the sandwich of an M-estimator with the meat summed by cluster). Without clusters (each row its own)
+    this is the usual sandwich up to the factors ``n/(n-1)``."""
+    lab_i, lab_j, y, yh, unl_i, unl_j, yh_u = rows
+    full = np.concatenate([[0.0], theta])
+    n, big_n = len(lab_i), len(unl_i)
+    _, codes = np.unique(np.concatenate([np.asarray(clusters), np.asarray(clusters_unlabelled)]),
+                         return_inverse=True)
+    codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+    g = int(codes.max()) + 1 if len(codes) else 0
+    c_lab, c_unl = codes[:n], codes[n:]
+
+    def per_cluster(i: np.ndarray, j: np.ndarray, coef: np.ndarray, where: np.ndarray) -> np.ndarray:
+        out = np.zeros((g, m))
+        np.add.at(out, (where, i), coef)
+        np.add.at(out, (where, j), -coef)
+        return out[:, 1:]  # model 0 is the reference
+
+    sig_l = _expit(full[lab_i] - full[lab_j])
+    d = per_cluster(lab_i, lab_j, (1.0 - lam) * sig_l - y + lam * yh, c_lab)
+    meat = (d - np.bincount(c_lab, minlength=g)[:, None] * (d.sum(axis=0) / n)) / n
+    if big_n and lam:
+        sig_u = _expit(full[unl_i] - full[unl_j])
+        e = per_cluster(unl_i, unl_j, lam * (sig_u - yh_u), c_unl)
+        meat = meat + (e - np.bincount(c_unl, minlength=g)[:, None] * (e.sum(axis=0) / big_n)) / big_n
+    if g < 2:
+        return np.full((m - 1, m - 1), np.nan), g
+    inv = np.linalg.inv(st["hess"])
+    return inv @ (g / (g - 1.0) * meat.T @ meat) @ inv, g
+
+
 def ppi_bradley_terry(
     lab_i: np.ndarray, lab_j: np.ndarray, y: np.ndarray, yhat: np.ndarray, unl_i: np.ndarray, unl_j: np.ndarray,
-    yhat_unlabelled: np.ndarray, m: int, *, lam: float | None = None,
+    yhat_unlabelled: np.ndarray, m: int, *, lam: float | None = None, clusters: np.ndarray | None = None,
+    clusters_unlabelled: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Prediction-powered Bradley-Terry (Boyeau et al. 2024, "AutoEval Done Right",
     arXiv:2403.07008; PPI++ for M-estimators, Angelopoulos, Duchi & Zrnic 2023, arXiv:2311.01453).
@@ -159,6 +199,12 @@ def ppi_bradley_terry(
     ``L_labelled(y) + lam * (L_unlabelled(yhat) - L_labelled(yhat))`` over log-strengths with
     model 0 fixed at 0; ``lam=None`` tunes it as PPI++ does (clipped to [0, 1]). Returns the
     ``m - 1`` log-strengths of models ``1..m-1``, their covariance (sandwich) and ``lam``.
+
+    ``clusters`` / ``clusters_unlabelled``: one cluster id per labelled / unlabelled row (the conversation
+    of a comparison made on one of its turns); the covariance is then cluster-robust (CR1, the gradients
+    summed within each cluster, labelled and unlabelled rows of a cluster together; see
+    :func:`_clustered_covariance`), NaN with fewer than 2 clusters. ``lam`` is tuned as without clusters
+    (any ``lam`` gives a valid estimate; the tuning only makes it tighter).
     """
     pi, pj, s = _ppi_sums(lab_i, lab_j, y, yhat, unl_i, unl_j, yhat_unlabelled, m)
     x = _design(pi, pj, m)
@@ -171,8 +217,13 @@ def ppi_bradley_terry(
         else:
             lam = 0.0
     theta = _ppi_objective_fit(x, s, lam, start)
-    cov = _ppi_covariance(_ppi_stats(x, s, theta, use_u and lam != 0), lam)
-    return theta, cov, float(lam)
+    st = _ppi_stats(x, s, theta, use_u and lam != 0)
+    if clusters is not None:
+        unlabelled = np.arange(len(unl_i)) if clusters_unlabelled is None else clusters_unlabelled
+        cov, _ = _clustered_covariance(st, theta, lam, (lab_i, lab_j, y, yhat, unl_i, unl_j, yhat_unlabelled),
+                                       clusters, unlabelled, m)
+        return theta, cov, float(lam)
+    return theta, _ppi_covariance(st, lam), float(lam)
 
 
 def _oriented(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, index: Mapping[Any, int]) -> tuple[np.ndarray, ...]:
@@ -184,7 +235,8 @@ def _oriented(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, index: Mapping[
 
 
 def ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray, *,
-               confidence: float) -> tuple[pd.DataFrame, float]:
+               confidence: float, clusters: np.ndarray | None = None,
+               cluster: str | None = None) -> tuple[pd.DataFrame, float]:
     """People's leaderboard anchored by the judge: PPI++ Bradley–Terry with the judge's winners on every
     comparison and people's on the ones they labelled, with Wald intervals from the sandwich covariance.
 
@@ -200,6 +252,13 @@ def ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray
         The judge's winners, read the same way (``None``: the judge did not decide).
     confidence : float
         The interval level.
+    clusters : numpy.ndarray, optional
+        One cluster id per comparison (the conversation of a comparison made on one of its turns): the
+        intervals are then cluster-robust (CR1 sandwich, ``t(G - 1)`` critical values; see
+        :func:`ppi_bradley_terry`), and with fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS`
+        clusters there are none (the ``note`` column and ``attrs["cluster_note"]`` say why).
+    cluster : str, optional
+        The name of the cluster column, for the notes.
 
     Returns
     -------
@@ -209,7 +268,7 @@ def ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray
         people's comparisons), then ``judge_only`` and ``note``. A model no person compared (``judge_only``)
         or whose strength people's comparisons cannot identify (it won or lost all of them) has no interval
         and the widest rank range. ``attrs``: ``method``, ``confidence``, ``lam``, ``n_labelled``,
-        ``n_unlabelled``, ``separated``, ``judge_only``.
+        ``n_unlabelled``, ``separated``, ``judge_only``, ``cluster``, ``n_clusters``, ``cluster_note``.
     lam : float
         The PPI++ weight of the judge's comparisons, in [0, 1].
 
@@ -230,7 +289,9 @@ def ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray
     _, _, yh, _ = _oriented(a[lab], b[lab], judge[lab], index)
     ui, uj, yu, _ = _oriented(a[unl], b[unl], judge[unl], index)
     m = len(models)
-    theta_r, cov_r, lam = ppi_bradley_terry(li, lj, y, yh, ui, uj, yu, m)
+    grouped = {} if clusters is None else {"clusters": np.asarray(clusters)[lab],
+                                           "clusters_unlabelled": np.asarray(clusters)[unl]}
+    theta_r, cov_r, lam = ppi_bradley_terry(li, lj, y, yh, ui, uj, yu, m, **grouped)
     embed = np.zeros((m, m - 1))
     embed[1:, :] = np.eye(m - 1)
     centre = np.eye(m) - 1.0 / m
@@ -238,6 +299,15 @@ def ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray
     rating = MEAN + a_map @ theta_r
     se = np.sqrt(np.clip(np.diag(a_map @ cov_r @ a_map.T), 0.0, None))
     z = float(norm.ppf(0.5 + confidence / 2.0))
+    n_clusters, cluster_note = None, None
+    if clusters is not None:
+        from .clusters import MIN_CLUSTERS, few_clusters_reason, t_critical
+
+        n_clusters = len(np.unique(np.asarray(clusters)[lab | unl]))
+        z = float(t_critical(confidence, n_clusters - 1))
+        if n_clusters < MIN_CLUSTERS:
+            cluster_note = few_clusters_reason(n_clusters, column=cluster, what="compared")
+            se = np.full(m, np.nan)
     low, high = rating - z * se, rating + z * se
     pairs = _aggregate(a[lab], b[lab], human[lab], models)
     people_n = np.bincount(np.concatenate([pairs.i, pairs.j]),
@@ -270,5 +340,7 @@ def ppi_board(a: np.ndarray, b: np.ndarray, human: np.ndarray, judge: np.ndarray
     frame.attrs.update(method="ppi++ bradley-terry", confidence=confidence, lam=lam,
                        n_labelled=int(lab.sum()), n_unlabelled=int(unl.sum()),
                        separated=[mm for mm, bad in zip(models, separated, strict=True) if bad],
-                       judge_only=[mm for mm, bad in zip(models, judge_only, strict=True) if bad])
+                       judge_only=[mm for mm, bad in zip(models, judge_only, strict=True) if bad],
+                       cluster=cluster if clusters is not None else None, n_clusters=n_clusters,
+                       cluster_note=cluster_note)
     return frame, lam

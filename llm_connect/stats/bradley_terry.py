@@ -71,6 +71,7 @@ from ._comparisons import (
 )
 from ._ppi_bt import ppi_board, ppi_bradley_terry
 from ._validate import by_columns, check_confidence, need_columns
+from .clusters import MIN_CLUSTERS, cluster_codes, cluster_column, few_clusters_reason
 from .style import (
     STYLE_COLUMNS,
     STYLE_SEPARATION_PENALTY,
@@ -152,17 +153,37 @@ def check_leaderboard_settings(confidence: Any, n_boot: Any, method: str = "brad
 
 def _one_board(a: np.ndarray, b: np.ndarray, outcome: np.ndarray, *, where: str, confidence: float, n_boot: int,
                seed: int | None, progress: bool | None, style_x: np.ndarray | None = None,
-               style_names: Sequence[str] = ()) -> pd.DataFrame:
+               style_names: Sequence[str] = (), clusters: np.ndarray | None = None,
+               cluster: str | None = None) -> pd.DataFrame:
     keep = pd.notna(outcome).astype(bool) & np.asarray(a != b, dtype=bool)
     all_models = pd.unique(np.concatenate([a, b])).tolist()
     if not keep.any():
         raise ValidationError(f"{where}no comparison with a winner between two different models")
     pairs = _aggregate(a[keep], b[keep], outcome[keep], all_models)
     _check_graph(pairs, pd.unique(np.concatenate([a[keep], b[keep]])).tolist(), where)
+    kept = None if clusters is None else clusters[keep]
+    n_clusters = None if kept is None else len(np.unique(kept))
+    note = None
+    if n_clusters is not None and n_clusters < MIN_CLUSTERS and n_boot > 0:
+        # too few clusters for a bootstrap over them to mean what it says: no interval, and the reason
+        note = where + few_clusters_reason(n_clusters, column=cluster, what="compared")
+        n_boot = 0
     if style_x is None:
-        return _board(pairs, confidence=confidence, n_boot=n_boot, seed=seed, progress=progress)
-    return _style_board(pairs, a[keep], b[keep], outcome[keep], style_x[keep], style_names, where=where,
-                        confidence=confidence, n_boot=n_boot, seed=seed, progress=progress)
+        out = _board(pairs, confidence=confidence, n_boot=n_boot, seed=seed, progress=progress, clusters=kept)
+    else:
+        out = _style_board(pairs, a[keep], b[keep], outcome[keep], style_x[keep], style_names, where=where,
+                           confidence=confidence, n_boot=n_boot, seed=seed, progress=progress, clusters=kept)
+    out.attrs.update(n_clusters=n_clusters, cluster_note=note)
+    return out
+
+
+def _clusters_of(frame: pd.DataFrame, cluster: Any) -> tuple[str | None, np.ndarray | None]:
+    """The column the comparisons are clustered by (``cluster`` read by
+    :func:`~llm_connect.stats.clusters.cluster_column`) and each row's cluster number (``None``: independent)."""
+    column = cluster_column(frame, cluster, what="the comparisons")
+    if column is None:
+        return None, None
+    return column, cluster_codes(frame[column].reset_index(drop=True))
 
 
 def _with_groups(frame: pd.DataFrame, by_cols: Sequence[str], values: Sequence[Any]) -> pd.DataFrame:
@@ -187,6 +208,7 @@ def leaderboard(
     style: Any = None,
     text_a: str | None = None,
     text_b: str | None = None,
+    cluster: str | None = "auto",
 ) -> pd.DataFrame:
     """Bradley-Terry ratings of the models compared in ``data``, with bootstrap intervals and ranks.
 
@@ -206,7 +228,24 @@ def leaderboard(
     comparisons), ``rank`` (1 = best), ``rank_low``/``rank_high`` (best and worst plausible rank
     from the intervals, as Chatbot Arena ranks), ``n`` (comparisons of the model), ``win_rate``
     (ties half). ``attrs`` holds the settings and counts (``method``, ``confidence``, ``n_boot``,
-    ``seed``, ``n_comparisons``, ``n_unlabelled``, ``n_self``).
+    ``seed``, ``n_comparisons``, ``n_unlabelled``, ``n_self``, and the clustering: ``cluster``,
+    ``n_clusters``, ``cluster_notes``).
+
+    **Comparisons in clusters.** Comparisons made on the turns of one conversation (or the steps of one
+    agent run) share its topic, user and difficulty: they are not independent, and a bootstrap that
+    resamples single comparisons gives intervals that are too narrow. ``cluster``: ``"auto"`` (the
+    default) clusters the comparisons by the ``conversation_id`` column when ``data`` has one, a column
+    name by that column, ``None`` treats them as independent (the numbers of earlier releases). With
+    clusters the bootstrap resamples whole clusters -- ``G`` clusters drawn with replacement from the
+    ``G`` observed, each bringing all its comparisons, the ratings refitted -- (the cluster bootstrap:
+    Davison & Hinkley 1997, *Bootstrap Methods and their Application*, section 3.8; Field & Welsh 2007,
+    "Bootstrapping clustered data", JRSS B 69(3); Cameron, Gelbach & Miller 2008, "Bootstrap-based
+    improvements for inference with clustered errors", Review of Economics and Statistics 90(3)); a row
+    whose cluster id is missing is a cluster of its own. ``attrs["cluster"]`` names the column used
+    (``None``: independent comparisons) and ``attrs["n_clusters"]`` counts the clusters of the
+    comparisons fitted. With fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters (in a
+    ``by`` group) there is no interval (NaN, no rank range) and ``attrs["cluster_notes"]`` says why and
+    what to do. The point ratings do not depend on the clustering.
 
     **Continuous preferences.** A winner column of probabilities that A is preferred (numbers from 0
     to 1, e.g. from a judge's logprobs; read as such when they are not all 0, 0.5 and 1, or always
@@ -257,32 +296,46 @@ def leaderboard(
     conf, n_boot = check_leaderboard_settings(confidence, n_boot, method)
     by_cols = by_columns(by, reserved=LEADERBOARD_COLUMNS, what="leaderboard")
     frame, a, b, outcome, notes = read_comparisons(data, model_a, model_b, winner, codes, by_cols)
+    column, clusters = _clusters_of(frame, cluster)
     design = _style_design(frame.reset_index(drop=True), style, text_a, text_b)
     settings = {"method": method, "confidence": conf, "n_boot": n_boot, "seed": seed, **notes,
-                **_style_settings(design)}
+                **_style_settings(design), "cluster": column}
+    if clusters is not None:
+        used = pd.notna(outcome).astype(bool) & np.asarray(a != b, dtype=bool)
+        settings["n_clusters"] = len(np.unique(clusters[used]))
+    else:
+        settings["n_clusters"] = None
     style_kw: dict[str, Any] = {} if design is None else {"style_names": design.names}
     if not by_cols:
         out = _one_board(a, b, outcome, where="", confidence=conf, n_boot=n_boot, seed=seed, progress=progress,
-                         style_x=None if design is None else design.x, **style_kw)
-        out.attrs.update(settings, n_comparisons=int(out["n"].sum() // 2))
+                         style_x=None if design is None else design.x, clusters=clusters, cluster=column,
+                         **style_kw)
+        note = out.attrs.pop("cluster_note")
+        out.attrs.update(settings, n_comparisons=int(out["n"].sum() // 2), cluster_notes=[note] if note else [])
         return out
     parts = []
     styles: list[pd.DataFrame] = []
     style_notes: list[str] = []
+    cluster_notes: list[str] = []
     fits: list[str] = []
     grouped = frame.reset_index(drop=True).groupby(by_cols, sort=True, dropna=False, observed=True)
     for key, rows in grouped.indices.items():
         values = key if isinstance(key, tuple) else (key,)
         where = "group " + ", ".join(f"{c}={v!r}" for c, v in zip(by_cols, values, strict=True)) + ": "
         part = _one_board(a[rows], b[rows], outcome[rows], where=where, confidence=conf, n_boot=n_boot, seed=seed,
-                          progress=progress, style_x=None if design is None else design.x[rows], **style_kw)
+                          progress=progress, style_x=None if design is None else design.x[rows],
+                          clusters=None if clusters is None else clusters[rows], cluster=column, **style_kw)
+        note = part.attrs.pop("cluster_note")
+        part.attrs.pop("n_clusters")
+        if note:
+            cluster_notes.append(note)
         if design is not None:  # a frame in attrs cannot be compared when the parts are concatenated
             styles.append(_with_groups(part.attrs.pop("style").copy(), by_cols, values))
             style_notes += part.attrs.pop("style_notes")
             fits.append(f"{where}{part.attrs.pop('style_fit')}")
         parts.append(_with_groups(part, by_cols, values))
     out = pd.concat(parts, ignore_index=True)
-    out.attrs.update(settings, by=by_cols, n_comparisons=int(out["n"].sum() // 2))
+    out.attrs.update(settings, by=by_cols, n_comparisons=int(out["n"].sum() // 2), cluster_notes=cluster_notes)
     if design is not None:
         out.attrs.update(style=pd.concat(styles, ignore_index=True), style_notes=style_notes,
                          style_fit="; ".join(fits))
@@ -304,6 +357,7 @@ def style_effects(
     seed: int | None = 0,
     codes: str | Mapping[str, Any] | None = None,
     progress: bool | None = None,
+    cluster: str | None = "auto",
 ) -> pd.DataFrame:
     """What style is worth in the preferences of ``data``: the style coefficients of the
     style-controlled Bradley–Terry fit (Chatbot Arena's style control; see :func:`leaderboard`,
@@ -318,22 +372,29 @@ def style_effects(
     ``model_a=None`` and ``model_b=None``: comparisons whose models are not named (or not
     wanted): the regression is on the style features alone, ``logit P(A preferred) = x . beta``,
     without ratings (what a judge pays for style, quality not held fixed).
+
+    ``cluster``: as :func:`leaderboard` reads it (``"auto"``: by ``conversation_id`` when ``data`` has it);
+    the bootstrap then resamples whole clusters, and with fewer than
+    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them there is no interval (``attrs["notes"]``
+    says why). ``attrs["cluster"]`` names the column used.
     """
     if (model_a is None) != (model_b is None):
         raise ValidationError("give both model columns (model_a=, model_b=) or neither (None: style alone)")
     if model_a is not None and model_b is not None:
         board = leaderboard(data, model_a=model_a, model_b=model_b, winner=winner, by=by, confidence=confidence,
                             n_boot=n_boot, seed=seed, codes=codes, progress=progress,
-                            style=True if style is None else style, text_a=text_a, text_b=text_b)
+                            style=True if style is None else style, text_a=text_a, text_b=text_b, cluster=cluster)
         out = board.attrs["style"].copy()
-        out.attrs.update(notes=list(board.attrs.get("style_notes", [])), fit=board.attrs.get("style_fit"),
-                         n=board.attrs.get("n_comparisons"))
+        out.attrs.update(notes=[*board.attrs.get("style_notes", []), *board.attrs.get("cluster_notes", [])],
+                         fit=board.attrs.get("style_fit"), n=board.attrs.get("n_comparisons"),
+                         cluster=board.attrs.get("cluster"))
         return out
     conf, n_boot = check_leaderboard_settings(confidence, n_boot)
     by_cols = by_columns(by, reserved=STYLE_COLUMNS, what="style_effects")
     frame = _frame(data).reset_index(drop=True)
     need_columns(frame, [winner, *by_cols])
     outcome = read_outcomes(frame[winner], winner, codes)
+    column, clusters = _clusters_of(frame, cluster)
     design = _style_design(frame, True if style is None else style, text_a, text_b)
     assert design is not None
     labelled = pd.notna(outcome).astype(bool)
@@ -348,11 +409,16 @@ def style_effects(
         if not len(used):
             raise ValidationError(f"{where}no comparison with a winner")
         zero = np.zeros(len(used), dtype=np.int64)
+        kept = None if clusters is None else clusters[used]
+        boots = n_boot
+        if kept is not None and n_boot > 0 and (g := len(np.unique(kept))) < MIN_CLUSTERS:
+            notes.append(where + few_clusters_reason(g, column=column, what="compared"))
+            boots = 0
         fit, said = _fit_style_rows(zero, zero, _worth(outcome[used]), design.x[used], design.names, 1, where=where,
-                                    confidence=conf, n_boot=n_boot, seed=seed, progress=progress)
+                                    confidence=conf, n_boot=boots, seed=seed, progress=progress, clusters=kept)
         notes += said
         fits.append(f"{where}{'none' if fit is None else fit.fit}")
         parts.append(_with_groups(_style_frame(fit), by_cols, values))
     out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    out.attrs.update(notes=notes, fit="; ".join(fits), n=int(labelled.sum()))
+    out.attrs.update(notes=notes, fit="; ".join(fits), n=int(labelled.sum()), cluster=column)
     return out

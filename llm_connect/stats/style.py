@@ -353,9 +353,10 @@ def _style_separated(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, x: np.ndarra
 
 def _style_bootstrap(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, x: np.ndarray, m: int, params_hat: np.ndarray,
                      *, penalty: float, n_boot: int, seed: int | None, progress: bool | None, tol: float = 1e-9,
-                     max_iter: int = 60) -> np.ndarray:
+                     max_iter: int = 60, clusters: np.ndarray | None = None) -> np.ndarray:
     """``(n_boot, m + k)`` fits of resamples of the comparisons (rows drawn with replacement, as FastChat's
-    ``compute_bootstrap_style_control``), all at once by the chord method of :func:`_fit_bt_chord` (Newton
+    ``compute_bootstrap_style_control``; with ``clusters``, one id per row, whole clusters drawn with
+    replacement, each bringing all its rows), all at once by the chord method of :func:`_fit_bt_chord` (Newton
     steps with the Hessian held at the point estimate); a resample that does not settle is finished by
     :func:`_style_fit`."""
     from scipy.sparse import csr_matrix
@@ -374,14 +375,21 @@ def _style_bootstrap(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, x: np.ndarra
     design_t = design.T.tocsr()
     rng = np.random.default_rng(seed)
     chunk = max(1, min(n_boot, _ROWS_BUDGET // max(r, 1)))
+    codes = None
+    if clusters is not None:
+        codes = np.asarray(np.unique(np.asarray(clusters), return_inverse=True)[1], dtype=np.int64).reshape(-1)
+    g = int(codes.max()) + 1 if codes is not None and len(codes) else 0
     out = np.empty((n_boot, m + k))
     show = (n_boot > chunk) if progress is None else bool(progress)
     with progress_bar(n_boot, desc="leaderboard: style bootstrap", unit="resample", show=show, leave=False) as bar:
         done = 0
         while done < n_boot:
             b = min(chunk, n_boot - done)
-            draws = rng.integers(0, r, size=(b, r)) + (np.arange(b) * r)[:, None]  # rows drawn with replacement
-            w = np.bincount(draws.ravel(), minlength=b * r).reshape(b, r).astype(float)
+            if codes is None:
+                draws = rng.integers(0, r, size=(b, r)) + (np.arange(b) * r)[:, None]  # rows drawn with replacement
+                w = np.bincount(draws.ravel(), minlength=b * r).reshape(b, r).astype(float)
+            else:  # clusters drawn with replacement: a row weighs as often as its cluster was drawn
+                w = rng.multinomial(g, np.full(g, 1.0 / g), size=b).astype(float)[:, codes]
             params = np.tile(params_hat, (b, 1))
             active = np.arange(b)
             last = np.full(b, np.inf)
@@ -457,9 +465,10 @@ class _StyleFit:
 
 def _fit_style_rows(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, x: np.ndarray, names: Sequence[str], m: int, *,
                     where: str, confidence: float, n_boot: int, seed: int | None,
-                    progress: bool | None) -> tuple[_StyleFit | None, list[str]]:
+                    progress: bool | None, clusters: np.ndarray | None = None) -> tuple[_StyleFit | None, list[str]]:
     """The style-controlled fit on single comparisons (``None`` when every feature had to be dropped)
-    and what was said about it (features dropped, a separated fit), each also a warning."""
+    and what was said about it (features dropped, a separated fit), each also a warning. ``clusters``: one id
+    per comparison; the bootstrap then resamples whole clusters."""
     import warnings
 
     finite = np.isfinite(x)
@@ -496,7 +505,7 @@ def _fit_style_rows(ia: np.ndarray, ib: np.ndarray, y: np.ndarray, x: np.ndarray
     r_low, r_high, c_low, c_high = nan_m, nan_m, nan_k, nan_k
     if n_boot > 0:
         boot = _style_bootstrap(ia, ib, y, xs, m, params, penalty=penalty, n_boot=n_boot, seed=seed,
-                                progress=progress)
+                                progress=progress, clusters=clusters)
         tail = (1.0 - confidence) / 2.0
         r_low, r_high = np.quantile(_ratings(boot[:, :m]), [tail, 1.0 - tail], axis=0)
         c_low, c_high = np.quantile(_ELO * boot[:, m:] / scale, [tail, 1.0 - tail], axis=0)
@@ -535,14 +544,15 @@ def _style_frame(fit: _StyleFit | None) -> StyleEffects:
 
 def _style_board(pairs: _Pairs, a: np.ndarray, b: np.ndarray, outcome: np.ndarray, x: np.ndarray,
                  names: Sequence[str], *, where: str, confidence: float, n_boot: int, seed: int | None,
-                 progress: bool | None) -> pd.DataFrame:
-    """The style-controlled board: ratings with the style features held at 0 (both answers alike)."""
+                 progress: bool | None, clusters: np.ndarray | None = None) -> pd.DataFrame:
+    """The style-controlled board: ratings with the style features held at 0 (both answers alike); ``clusters``
+    (one id per comparison): the bootstrap resamples whole clusters."""
     ia = pd.Categorical(a, categories=pairs.models).codes.astype(np.int64)
     ib = pd.Categorical(b, categories=pairs.models).codes.astype(np.int64)
     fit, notes = _fit_style_rows(ia, ib, _worth(outcome), x, names, pairs.m, where=where, confidence=confidence,
-                                 n_boot=n_boot, seed=seed, progress=progress)
+                                 n_boot=n_boot, seed=seed, progress=progress, clusters=clusters)
     if fit is None:
-        out = _board(pairs, confidence=confidence, n_boot=n_boot, seed=seed, progress=progress)
+        out = _board(pairs, confidence=confidence, n_boot=n_boot, seed=seed, progress=progress, clusters=clusters)
         notes = [*notes, f"{where}no style feature left to control for: these are the raw ratings"]
         out.attrs.update(style=_style_frame(None), style_notes=notes, style_fit="none")
         return out
