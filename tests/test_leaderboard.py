@@ -595,7 +595,7 @@ def test_too_few_conversations_give_no_interval_and_say_why():
 
 
 def test_continuous_preferences_and_style_control_resample_conversations_too():
-    from llm_connect.calibration import style_effects
+    from llm_connect.stats import style_effects
 
     rng = np.random.default_rng(3)
     df = simulate_conversations(rng, np.array([0.6, 0.0, -0.6]), 30, 6)
