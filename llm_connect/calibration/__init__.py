@@ -60,15 +60,8 @@ from ._agreement import (
 from ._align import Alignment, align
 from ._bias import PROBES, BiasReport, ProbeResult, paired_shift, perturb_items, probe_judge, run_probes
 from ._calibrate import calibrate
-from ._cards import (
-    JudgeCard,
-    JudgeCardRegistry,
-    ProbeEffect,
-    agreement_verdict,
-    card_from_scores,
-    judge_verdict,
-    registry_path,
-)
+from ._card_registry import JudgeCardRegistry, registry_path
+from ._cards import JudgeCard, card_from_scores
 from ._diagnostics import (
     LengthControlled,
     LengthEffect,
@@ -95,6 +88,7 @@ from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_prefer
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._report import CalibrationReport
 from ._runner import ScoredItems, judge_items, load_items, parse_labels, score_items, score_judges
+from ._verdicts import ProbeEffect, agreement_verdict, judge_verdict
 
 __all__ = [
     "DEFAULT_INJECTION",

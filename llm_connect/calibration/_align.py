@@ -91,7 +91,8 @@ from ..stats.alignment import (
     verdict_agreement,
 )
 from ..stats.clusters import cluster_codes, cluster_column
-from ._cards import JudgeCard, JudgeCardRegistry, card_from_scores
+from ._card_registry import JudgeCardRegistry
+from ._cards import JudgeCard, card_from_scores
 
 __all__ = ["ALIGN_EXAMPLE_COUNTS", "Alignment", "align", "plan_alignment"]
 

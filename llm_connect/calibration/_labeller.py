@@ -130,7 +130,6 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
-from .._html import escape, kv_table, with_interval
 from ..batch import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids, renamed_keyword
 from ..errors import ValidationError
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
@@ -1128,62 +1127,12 @@ class Labeller:
     # -- display -------------------------------------------------------------------------------
 
     def item_html(self) -> str:
-        """The current item as HTML (every text escaped); the done message when all are done."""
-        item = self.current
-        if item is None:
-            return ('<div class="llmc-done"><b>All done.</b> Every item of this labeller is labelled or skipped '
-                    f"({self.n_labelled} labelled by {escape(self.annotator)}).</div>")
-        e = escape
-        refs = "".join(f"<li>{e(r)}</li>" for r in item["references"]) or "<li><i>(none)</i></li>"
-        parts = [
-            f'<div class="llmc-item-head">item <span class="llmc-item-id">{e(str(item["item_id"]))}</span>'
-            f' · model <span class="llmc-model">{e(item["model_id"])}</span></div>',
-        ]
-        if item["conversation_id"] is not None:
-            what = (f"the whole conversation ({e(str(item['conversation_id']))}): label every turn together"
-                    if self.unit == "conversation" else
-                    f"turn {e(str(item['turn']))} of conversation {e(str(item['conversation_id']))}: label the "
-                    "judged reply")
-            parts.append(f'<div class="llmc-unit"><b>Label</b> {what}</div>')
-        if (item["messages"] is not None or item["context"] is not None or _is_trajectory(item["reply"])
-                or item["reference_run"] is not None):
-            whole = self.unit == "conversation"
-            transcript_html = view("transcript_html")  # the one renderer of transcripts, in views
-            parts.append('<div class="llmc-conversation">' + str(transcript_html(
-                item["messages"], context=item["context"], reply=None if whole else item["reply"],
-                reference=item["reference_run"])) + "</div>")
-            if item["references"]:
-                parts.append(f'<div><b>Reference(s)</b><ul class="llmc-references">{refs}</ul></div>')
-        else:
-            parts += [
-                f'<div><b>Prompt</b><pre class="llmc-prompt" style="white-space:pre-wrap">{e(item["prompt"])}'
-                "</pre></div>",
-                f'<div><b>Reference(s)</b><ul class="llmc-references">{refs}</ul></div>',
-                f'<div><b>Candidate</b><pre class="llmc-candidate" style="white-space:pre-wrap">'
-                f'{e(item["candidate"])}</pre></div>',
-            ]
-        if self.show_judge:
-            score = item["judge_score"]
-            shown = "not scored" if score is None else f"{score:.3g}"
-            reply = item["judge_reply"]
-            parts.append(
-                f'<div class="llmc-judge"><b>Judge {e(self.judge or "(none)")}</b>: {e(shown)}'
-                + (f'<pre style="white-space:pre-wrap">{e(reply)}</pre>' if reply else "") + "</div>"
-            )
-        return "".join(parts)
+        """The current item as HTML (every text escaped); the done message when all are done. Drawn by
+        :func:`llm_connect.views.labeller_item_html`."""
+        return str(view("labeller_item_html")(self))
 
     def _repr_html_(self) -> str:
-        prog = self.progress()
-        estimate = "—"
-        if prog["n_plan_labels"] >= 2:
-            row = self.estimate().iloc[0]
-            estimate = f"{row['method']}: " + with_interval(row["estimate"], row["ci_low"], row["ci_high"])
-        return str(kv_table([
-            ("annotator", self.annotator), ("task type", self.task_type), ("strategy", self.strategy),
-            ("judge", self.judge or "(none: human-only intervals)"),
-            ("labelled", f"{prog['n_labelled']} / {prog['n_total']}"),
-            ("estimate", estimate), ("progress", prog["text"]),
-        ], caption="Labeller", attrs={"class_": "llm-connect"}))
+        return str(view("labeller_html")(self))
 
     def __repr__(self) -> str:
         return (f"Labeller(annotator={self.annotator!r}, task_type={self.task_type!r}, strategy={self.strategy!r}, "

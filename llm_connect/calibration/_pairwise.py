@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
-from .._html import Markup, fmt, frame_html, html_format, join, with_interval
+from .._html import Markup, fmt
 from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
@@ -310,7 +310,8 @@ class PairwiseReport(CalibrationReport):
         position consistency, the position bias as its probe; the verdict by the cards' rule; and what
         the judge rewards besides quality (``card.style``: the style coefficients of its own
         preferences beside people's, :meth:`style_effects`)."""
-        from ._cards import JudgeCard, ProbeEffect, judge_verdict, style_entry
+        from ._cards import JudgeCard
+        from ._verdicts import ProbeEffect, judge_verdict, style_entry
 
         effects = self.style_effects()  # what each judge (and people) pays for style, when the pairs have texts
         named = {"model_a", "model_b"} <= set(map(str, self.scores.columns))
@@ -358,41 +359,6 @@ class PairwiseReport(CalibrationReport):
 
     def figures(self) -> dict[str, Any]:
         return {}
-
-    def section_html(self) -> Markup:
-        """The pairwise section: per judge against people, the confusions, every pair of raters."""
-        parts = [html_format("<h3>Pairwise agreement (a / b / tie; no threshold)</h3><p>{}</p>",
-                             "Three-way agreement and Cohen's kappa over a, b and tie; accuracy on the pairs "
-                             "people did not call a tie (a judge's tie counts as not correct); consistency: "
-                             "the share of pairs whose two orders picked the same answer; position: how often "
-                             "the answer shown first won (0.5 = no bias), binomial test.")]
-        rows = []
-        for r in self.pairwise.to_dict("records"):
-            rows.append({
-                "judge": r["judge"], "n": r["n"],
-                "agreement": with_interval(r["percent_agreement"], r["agreement_low"], r["agreement_high"]),
-                "kappa": with_interval(r["cohen_kappa"], r["kappa_low"], r["kappa_high"]),
-                "accuracy (non-tie)": f"{fmt(r['accuracy_non_tie'])} (decided {r['decided_non_tie']}"
-                                      f"/{r['n_non_tie']})",
-                "ties judge / people": f"{fmt(r['judge_tie_rate'])} / {fmt(r['human_tie_rate'])}",
-                "consistency": r["consistency"],
-                "first shown wins": with_interval(r["first_shown_win_rate"], r["position_low"] + 0.5,
-                                                  r["position_high"] + 0.5),
-                "p": r["position_p_value"],
-            })
-        if rows:
-            parts.append(frame_html(pd.DataFrame(rows), caption=f"Judges against people "
-                                                              f"({int(self.confidence * 100)}% intervals)"))
-        for r in self.pairwise.to_dict("records"):
-            confusion = pd.DataFrame(
-                [[f"judge {j}", *[r[f"judge_{j}_human_{h}"] for h in PREFERENCES]] for j in PREFERENCES],
-                columns=["", *[f"people {h}" for h in PREFERENCES]])
-            parts.append(frame_html(confusion, caption=f"Confusion of {r['judge']} against people"))
-        if len(self.pair_agreement):
-            shown = self.pair_agreement[["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa",
-                                         "krippendorff_alpha_nominal", "accuracy_non_tie", "ceiling"]]
-            parts.append(frame_html(shown, caption="Every pair of raters (three-way)"))
-        return join(parts)
 
     def _repr_html_(self) -> str:
         return self.html(plots=False)

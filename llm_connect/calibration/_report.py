@@ -18,10 +18,10 @@ from ._diagnostics import (
     LengthControlled,
     LengthEffect,
     SelfPreference,
-    _score_column,
     disagreements,
     length_controlled_scores,
     length_effect,
+    score_column,
     self_preference,
 )
 from ._runner import ScoredItems
@@ -162,8 +162,8 @@ class CalibrationReport:
         """Agreement of two judges, recomputed (e.g. at another threshold)."""
         t = self.threshold_of(judge_a) if threshold is None else threshold
         tb = self.threshold_of(judge_b) if threshold is None else threshold
-        return pair_agreement(self.scores[_score_column(self.scores, judge_a)],
-                              self.scores[_score_column(self.scores, judge_b)], judge_a=judge_a, judge_b=judge_b,
+        return pair_agreement(self.scores[score_column(self.scores, judge_a)],
+                              self.scores[score_column(self.scores, judge_b)], judge_a=judge_a, judge_b=judge_b,
                               threshold=t, threshold_b=tb, n_boot=self.n_boot if n_boot is None else n_boot,
                               confidence=self.confidence, seed=self.seed, cluster=self.cluster_ids)
 
@@ -182,8 +182,8 @@ class CalibrationReport:
         if ref is None:
             raise ValueError("no reference judge: pass reference=")
         kwargs.setdefault("reference_threshold", self.threshold_of(ref))
-        return threshold_sweep(self.scores[_score_column(self.scores, judge)],
-                               self.scores[_score_column(self.scores, ref)], **kwargs)
+        return threshold_sweep(self.scores[score_column(self.scores, judge)],
+                               self.scores[score_column(self.scores, ref)], **kwargs)
 
     def length_effect(self, judge: str, *, control: str | Sequence[str] | None = "auto", **kwargs: Any) -> LengthEffect:
         """:func:`length_effect`, controlling for :attr:`reference` by default."""
@@ -221,7 +221,7 @@ class CalibrationReport:
 
     def save_cards(self, ledger_or_registry: Any) -> list[Any]:
         """Save the judge cards in a registry (or the one beside a ledger); returns the cards."""
-        from ._cards import JudgeCardRegistry
+        from ._card_registry import JudgeCardRegistry
 
         registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
                     else JudgeCardRegistry.for_ledger(ledger_or_registry))
@@ -321,7 +321,8 @@ class CalibrationReport:
         chosen: ``threshold_selection``), ``yes_rate`` (share of its scored items it said yes to),
         ``weak`` (why it is flagged weak, or empty; see
         :func:`~llm_connect.calibration._cards.weak_judge_reasons`) and its largest bias shift."""
-        from ._cards import card_reference, weak_judge_reasons
+        from ._cards import card_reference
+        from ._verdicts import weak_judge_reasons
 
         ref, people = card_reference(self)
         chosen = getattr(self.agreement, "chosen", {})
@@ -360,7 +361,7 @@ class CalibrationReport:
     def score_kind(self, judge: str) -> str:
         """``"binary"`` when every score ``judge`` gave is 0 or 1 (exact match, a yes/no verdict),
         ``"graded"`` when it gave others, ``"none"`` when it scored no row."""
-        return score_kind(self.scores[_score_column(self.scores, judge)])
+        return score_kind(self.scores[score_column(self.scores, judge)])
 
     def plots_for(self, judge: str) -> tuple[str, ...]:
         """The per-judge plots the report draws for ``judge`` (the rule: :data:`PLOTS_BY_KIND` of its

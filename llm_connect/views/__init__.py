@@ -1,5 +1,6 @@
 """Every picture and page: plots, the report's HTML and widget, the judgment viewer,
-the leaderboard page, the Labeller widget and the transcripts of conversations and agent runs
+the leaderboard page, the Labeller widget, the HTML of every calibration object
+(agreement, bias probes, judge cards, leaderboards compared) and the transcripts of conversations and agent runs
 (:func:`transcript_html`, the one renderer the viewer, the report and the Labeller share).
 
 Views draw what they are given (a frame, a report object) and compute nothing
@@ -11,11 +12,22 @@ Every value goes into HTML through the one escaping helper,
 :mod:`llm_connect._html`.
 """
 
+from typing import TYPE_CHECKING
+
 from ._transcript import transcript_html
+from .agreement import agreement_table_html, pair_agreement_html
 from .alignment import alignment_html
+from .bias import (
+    bias_report_html,
+    length_controlled_html,
+    length_effect_html,
+    probe_result_html,
+    self_preference_html,
+)
+from .cards import card_registry_html, judge_card_html
 from .groups import group_breakdown_figure, group_breakdown_html, plot_group_kappa
-from .labeller import labeller_widget
-from .leaderboard import leaderboard_section, plot_leaderboard
+from .labeller import labeller_html, labeller_item_html, labeller_widget
+from .leaderboard import leaderboard_comparison_html, leaderboard_section, plot_leaderboard
 from .pipeline import plot_pipeline
 from .plots import (
     length_profile,
@@ -27,20 +39,38 @@ from .plots import (
     plot_score_vs_length,
     plot_threshold_sweep,
 )
-from .report import pairwise_report_html, report_figures, report_html, report_widget, save_report_html
+from .report import (
+    pairwise_report_html,
+    pairwise_section_html,
+    report_figures,
+    report_html,
+    report_widget,
+    save_report_html,
+)
 from .selective import plot_risk_coverage
 from .viewer import JudgmentViewer, content_security_policy, viewer_html
 
 __all__ = [
     "JudgmentViewer",
+    "agreement_table_html",
     "alignment_html",
+    "bias_report_html",
+    "card_registry_html",
     "content_security_policy",
     "group_breakdown_figure",
     "group_breakdown_html",
+    "judge_card_html",
+    "labeller_html",
+    "labeller_item_html",
     "labeller_widget",
+    "leaderboard_comparison_html",
     "leaderboard_section",
+    "length_controlled_html",
+    "length_effect_html",
     "length_profile",
+    "pair_agreement_html",
     "pairwise_report_html",
+    "pairwise_section_html",
     "plot_agreement_heatmap",
     "plot_bias_forest",
     "plot_estimates",
@@ -52,10 +82,41 @@ __all__ = [
     "plot_risk_coverage",
     "plot_score_vs_length",
     "plot_threshold_sweep",
+    "probe_result_html",
     "report_figures",
     "report_html",
     "report_widget",
     "save_report_html",
+    "self_preference_html",
     "transcript_html",
     "viewer_html",
 ]
+
+if TYPE_CHECKING:  # each view the seam names is what llm_connect._display promises it is (mypy checks)
+    from .._display import (
+        AlignmentPage,
+        FigureView,
+        ObjectPage,
+        Plot,
+        ReportFigures,
+        ReportPage,
+        SavedPage,
+        SectionPage,
+        Viewer,
+        Widget,
+    )
+
+    _object_pages: list[ObjectPage] = [
+        agreement_table_html, bias_report_html, card_registry_html, judge_card_html, labeller_html,
+        labeller_item_html, leaderboard_comparison_html, length_controlled_html, length_effect_html,
+        pair_agreement_html, probe_result_html, self_preference_html,
+    ]
+    _report_pages: list[ReportPage] = [pairwise_report_html, report_html]
+    _plots: list[Plot] = [plot_pipeline, plot_risk_coverage]
+    _widgets: list[Widget] = [labeller_widget, report_widget]
+    _alignment_page: AlignmentPage = alignment_html
+    _section_page: SectionPage = group_breakdown_html
+    _figure: FigureView = group_breakdown_figure
+    _figures: ReportFigures = report_figures
+    _saved_page: SavedPage = save_report_html
+    _viewer: Viewer = JudgmentViewer
