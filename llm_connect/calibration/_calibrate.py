@@ -26,7 +26,7 @@ from ._agreement import agreement_table
 from ._bias import run_probes
 from ._cards import card_reference
 from ._groups import group_breakdown, group_column
-from ._pairwise import calibrate_pairwise, is_pairwise_input
+from ._pairwise import PairwiseReport, calibrate_pairwise, is_pairwise_input
 from ._report import CalibrationReport
 from ._runner import (
     ItemsLike,
@@ -112,7 +112,7 @@ def calibrate(
     selective: Any = None,
     batch: Any = False,
     cluster: str | None = "auto",
-) -> CalibrationReport:
+) -> CalibrationReport | PairwiseReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
 

@@ -63,7 +63,7 @@ from ..stats.preferences import (
 )
 from ._agreement import AgreementTable
 from ._bias import BiasReport, ProbeResult, is_pairwise, paired_shift
-from ._report import CalibrationReport
+from ._report import _Report
 from ._runner import (
     ItemsLike,
     ScoredItems,
@@ -185,7 +185,7 @@ def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kw
 
 
 @dataclass
-class PairwiseReport(CalibrationReport):
+class PairwiseReport(_Report):
     """A pairwise calibration run: judges and people saying which of two answers is better.
 
     ``scores``: one row per pair (``id``, ``prompt``, ``candidate_a``, ``candidate_b``,
@@ -197,6 +197,11 @@ class PairwiseReport(CalibrationReport):
     ``pairwise``: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`);
     ``pair_agreement``: one row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
     No threshold is applied anywhere. ``bias`` holds the ``position`` probe when it ran.
+
+    It shares with :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``,
+    the judges and labels, cards, ``to_html``, ``to_parquet``) but has no threshold: no widget and no
+    judgment viewer, which compare scored judges at a threshold; read :meth:`scores_table` for each pair's
+    winners, orders and replies.
     """
 
     pairwise: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_CSV_COLUMNS)))
@@ -367,13 +372,6 @@ class PairwiseReport(CalibrationReport):
         """The pairwise report as an HTML fragment; drawn by :func:`llm_connect.views.pairwise_report_html`."""
         return Markup(view("pairwise_report_html")(self, plots=plots, title=title))
 
-    def widget(self) -> Any:
-        raise ValidationError("the widget compares scored judges at a threshold; a pairwise report has none: "
-                              "use its pairwise frame, scores_table() or to_html()")
-
-    def view(self, *, title: str = "Judgments", height: int = 760) -> Any:
-        raise ValidationError("the judgment viewer reads scored (not pairwise) runs; read scores_table() "
-                              "for each pair's winners, orders and replies")
 
 
 #: A pairwise judge's verdict (``judge_many`` of a ``PairwiseJudge``, a pipeline's pairwise unit) as a
@@ -394,7 +392,7 @@ def battles(
 
     Reads, without reshaping:
 
-    - a pairwise :class:`CalibrationReport` or its ``scores`` frame, and a
+    - a :class:`PairwiseReport` or its ``scores`` frame, and a
       :func:`~llm_connect.grading.tournament`'s frame: their ``model_a``, ``model_b`` and
       ``winner`` columns. ``winner``: whose preference (``"human"``, an annotator or a judge's
       name: the ``winner_<name>`` column); default the frame's ``winner`` column (people's when
@@ -416,7 +414,7 @@ def battles(
     counted in ``df.attrs["dropped"]``. A verdict that is not pairwise is a
     :class:`ValidationError`.
     """
-    frame = report_or_frame.scores if isinstance(report_or_frame, CalibrationReport) else report_or_frame
+    frame = report_or_frame.scores if isinstance(report_or_frame, _Report) else report_or_frame
     if not isinstance(frame, pd.DataFrame):
         raise ValidationError(f"battles takes a pairwise report or a DataFrame, got {type(frame).__name__}")
     column = "winner" if winner is None else f"winner_{winner}"
@@ -648,7 +646,7 @@ def calibrate_pairwise(
     bias = BiasReport(bias_results, math.nan) if probe_names else None
     return PairwiseReport(
         scores=out, agreement=AgreementTable(pairs=[], threshold=math.nan, confidence=confidence), bias=bias,
-        threshold=math.nan, n_boot=n_boot, confidence=confidence, seed=seed, scored=replace(scored_items, frame=out),
+        n_boot=n_boot, confidence=confidence, seed=seed, scored=replace(scored_items, frame=out),
         pairwise=pairwise, pair_agreement=pair_agreement,
     )
 

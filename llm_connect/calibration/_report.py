@@ -1,7 +1,9 @@
-"""``calibrate()`` and the :class:`CalibrationReport` it returns (HTML, widget, CSV files)."""
+"""The :class:`CalibrationReport` that ``calibrate()`` returns (HTML, widget, CSV files), and what it shares with a
+pairwise report (:class:`_Report`)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,27 +85,108 @@ def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass
-class CalibrationReport:
-    """Scores of several judges on one dataset, their agreement, and their biases.
+class _Report(ABC):
+    """What a calibration report and a pairwise report share: one run of judges over one dataset.
 
-    ``scores``: one row per item (see :func:`score_items`); ``agreement``: every
-    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran);
-    ``scored``: the judges' metadata (names, grader ids, rubric hashes, families,
-    usage) as :class:`~llm_connect.calibration.ScoredItems`, passed explicitly by
-    :func:`calibrate` (read from ``scores.attrs`` only for a report built by hand).
-    Methods compute further diagnostics on demand; ``_repr_html_``,
-    :meth:`to_html` and :meth:`widget` show it all.
+    ``scores``: one row per item (or pair); ``agreement``: the agreement table; ``bias``: the probes'
+    results (``None`` if none ran); ``n_boot``, ``confidence``, ``seed``: the intervals' settings;
+    ``scored``: the judges' metadata (names, grader ids, rubric hashes, families, usage) as
+    :class:`~llm_connect.calibration.ScoredItems`, passed explicitly by :func:`calibrate` (read from
+    ``scores.attrs`` only for a report built by hand). Each kind of report says what its cards, its
+    tables and its page are.
     """
 
     scores: pd.DataFrame
     agreement: AgreementTable
     bias: BiasReport | None = None
-    threshold: float = 0.5
-    thresholds: Mapping[str, float] = field(default_factory=dict)
     n_boot: int = 1000
     confidence: float = 0.95
     seed: int = 0
     scored: ScoredItems | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.scored is None:
+            self.scored = ScoredItems.from_frame(self.scores)
+
+    @property
+    def meta(self) -> ScoredItems:
+        """The judges' metadata (see :class:`~llm_connect.calibration.ScoredItems`)."""
+        assert self.scored is not None  # set in __post_init__
+        return self.scored
+
+    @property
+    def judges(self) -> list[str]:
+        """The machine judges (those that were run)."""
+        return list(self.meta.judges)
+
+    @property
+    def labels(self) -> list[str]:
+        """The human label columns scored as judges (``human`` and annotators)."""
+        return list(self.meta.labels)
+
+    @abstractmethod
+    def judge_cards(self) -> list[Any]:
+        """A :class:`~llm_connect.calibration.JudgeCard` per machine judge."""
+
+    @abstractmethod
+    def scores_table(self) -> pd.DataFrame:
+        """What ``scores.csv`` and ``scores.parquet`` hold: one row per item, in input order."""
+
+    @abstractmethod
+    def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
+        """The report as an HTML fragment."""
+
+    def verdicts(self) -> list[str]:
+        """One line per machine judge saying what to conclude (the rule: ``llm_connect.calibration._verdicts``)."""
+        return [c.verdict for c in self.judge_cards()]
+
+    def save_cards(self, ledger_or_registry: Any) -> list[Any]:
+        """Save the judge cards in a registry (or the one beside a ledger); returns the cards."""
+        from ._card_registry import JudgeCardRegistry
+
+        registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
+                    else JudgeCardRegistry.for_ledger(ledger_or_registry))
+        cards = self.judge_cards()
+        registry.save(cards)
+        return cards
+
+    def bias_frame(self) -> pd.DataFrame:
+        """What ``bias.csv`` holds: one row per judge and probe (:data:`BIAS_CSV_COLUMNS` first)."""
+        if self.bias is None:
+            return pd.DataFrame(columns=list(BIAS_CSV_COLUMNS))
+        frame = self.bias.frame
+        first = list(BIAS_CSV_COLUMNS)
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+    def to_parquet(self, path: str | Path) -> Path:
+        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and
+        return its path. Text is written as it is, not neutralised as in ``scores.csv``: Parquet is
+        read by code (pandas, DuckDB, Spark), not opened by a spreadsheet. A column holding values
+        of several kinds (numbers and text, say) is written as text."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        parquet_ready(self.scores_table()).to_parquet(p, index=False)
+        return p
+
+    def to_html(self, path: str | Path, *, title: str = "Calibration report") -> Path:
+        """Write one self-contained HTML file (figures embedded) and return its path."""
+        return Path(view("save_report_html")(self, path, title=title))
+
+
+@dataclass
+class CalibrationReport(_Report):
+    """Scores of several judges on one dataset, their agreement, and their biases.
+
+    ``scores``: one row per item (see :func:`score_items`); ``agreement``: every
+    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran);
+    ``scored``: the judges' metadata (see :class:`_Report`); ``threshold`` and ``thresholds``:
+    the score at or above which each judge says "yes".
+    Methods compute further diagnostics on demand; ``_repr_html_``,
+    :meth:`to_html`, :meth:`view` and :meth:`widget` show it all.
+    """
+
+    threshold: float = 0.5
+    thresholds: Mapping[str, float] = field(default_factory=dict)
     #: Agreement and bias per group (``calibrate(..., by=COLUMN)``): a
     #: :class:`~llm_connect.calibration._groups.GroupBreakdown`, or ``None`` without ``by``.
     by_group: Any = field(default=None, repr=False)
@@ -116,27 +199,7 @@ class CalibrationReport:
     #: (see :mod:`llm_connect.calibration._selective`); empty without ``selective``.
     selective: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self) -> None:
-        if self.scored is None:
-            self.scored = ScoredItems.from_frame(self.scores)
-
-    @property
-    def meta(self) -> ScoredItems:
-        """The judges' metadata (see :class:`~llm_connect.calibration.ScoredItems`)."""
-        assert self.scored is not None  # set in __post_init__
-        return self.scored
-
     # -- who is who ----------------------------------------------------------------------
-
-    @property
-    def judges(self) -> list[str]:
-        """The machine judges (those that were run)."""
-        return list(self.meta.judges)
-
-    @property
-    def labels(self) -> list[str]:
-        """The human label columns scored as judges (``human`` and annotators)."""
-        return list(self.meta.labels)
 
     @property
     def names(self) -> list[str]:
@@ -215,20 +278,6 @@ class CalibrationReport:
 
         return cards_from_report(self)
 
-    def verdicts(self) -> list[str]:
-        """One line per machine judge saying what to conclude (the rule: ``llm_connect.calibration._cards``)."""
-        return [c.verdict for c in self.judge_cards()]
-
-    def save_cards(self, ledger_or_registry: Any) -> list[Any]:
-        """Save the judge cards in a registry (or the one beside a ledger); returns the cards."""
-        from ._card_registry import JudgeCardRegistry
-
-        registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
-                    else JudgeCardRegistry.for_ledger(ledger_or_registry))
-        cards = self.judge_cards()
-        registry.save(cards)
-        return cards
-
     def estimates(self, *, judge: str | None = None, by: str | None = "candidate_model") -> pd.DataFrame | None:
         """Quality of the candidates (per model) from a judge and the human labels: PPI++, human-only and
         judge-only estimates (``estimate_quality``); ``None`` without human labels."""
@@ -281,13 +330,6 @@ class CalibrationReport:
 
         return selective_frame(self.selective, self.reference)
 
-    def bias_frame(self) -> pd.DataFrame:
-        if self.bias is None:
-            return pd.DataFrame(columns=list(BIAS_CSV_COLUMNS))
-        frame = self.bias.frame
-        first = list(BIAS_CSV_COLUMNS)
-        return frame[first + [c for c in frame.columns if c not in first]]
-
     def to_csv(self, directory: str | Path) -> dict[str, Path]:
         """Write ``scores.csv``, ``agreement.csv`` and ``bias.csv`` into ``directory`` (text cells that a
         spreadsheet would run as a formula are neutralised)."""
@@ -305,16 +347,6 @@ class CalibrationReport:
                 paths[key] = out / f"{key}.csv"
                 csv_safe_frame(table).to_csv(paths[key], index=False)
         return paths
-
-    def to_parquet(self, path: str | Path) -> Path:
-        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and
-        return its path. Text is written as it is, not neutralised as in ``scores.csv``: Parquet is
-        read by code (pandas, DuckDB, Spark), not opened by a spreadsheet. A column holding values
-        of several kinds (numbers and text, say) is written as text."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        parquet_ready(self.scores_table()).to_parquet(p, index=False)
-        return p
 
     def summary(self) -> pd.DataFrame:
         """One row per machine judge: agreement with the reference, its threshold (and how it was
@@ -389,10 +421,6 @@ class CalibrationReport:
 
     def _repr_html_(self) -> str:
         return self.html(plots=True)
-
-    def to_html(self, path: str | Path, *, title: str = "Calibration report") -> Path:
-        """Write one self-contained HTML file (figures embedded) and return its path."""
-        return Path(view("save_report_html")(self, path, title=title))
 
     # -- widget -------------------------------------------------------------------------------
 

@@ -281,7 +281,9 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         task_type="qa",
     )
     labels = _record_demo_labels(ledger, items)
-    from ..calibration import JudgeCardRegistry
+    from ..calibration import CalibrationReport, JudgeCardRegistry
+
+    assert isinstance(report, CalibrationReport)  # the demo's items are graded answers, not pairs
     from ..calibration._cards import cards_from_report
 
     cards = cards_from_report(report)
