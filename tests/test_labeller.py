@@ -337,7 +337,7 @@ def test_overlap_items_go_to_everyone_and_give_agreement(tmp_path):
         for k in range(n_shared + 5):
             item = lab.current["item_id"]
             if k < n_shared:
-                assert shared[lab._index[(item, lab.current["adapter_id"])]]
+                assert shared[lab._items.index[(item, lab.current["adapter_id"])]]
             flip = lab.annotator == "bob" and k == 0
             lab.label(1.0 - truth[item] if flip else truth[item])
     humans = _humans(led)
@@ -724,7 +724,7 @@ def test_overlap_items_are_never_held(tmp_path):
                 for a in ("ann", "bob"))
     a, b = ann.current, bob.current
     assert (a["item_id"], a["adapter_id"]) == (b["item_id"], b["adapter_id"])  # the shared share, for everyone
-    assert ann.plan.overlap[ann._index[(a["item_id"], a["adapter_id"])]]
+    assert ann.plan.overlap[ann._items.index[(a["item_id"], a["adapter_id"])]]
     assert not led.path.exists()  # nothing held
 
 
