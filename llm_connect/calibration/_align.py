@@ -681,8 +681,23 @@ def align(
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValidationError(f"seed must be an integer, got {seed!r}")
     seed = int(seed)
-    original = judge.current_rubric
-    frame = items_frame(data, ("prompt", "candidate", human))
+    frame = _labelled_items(items_frame(data, ("prompt", "candidate", human)), judge.current_rubric, human, item_ids)
+    tracker = budget if isinstance(budget, BudgetTracker) else BudgetTracker(None if budget is None else budget)
+    run = _Run(judge=judge, original=judge.current_rubric, frame=frame, tracker=tracker, spent_before=tracker.spent_usd,
+               optimizer=optimizer, metric=metric, seed=seed, concurrency=concurrency, progress=progress)
+    split = run.split(candidates, heldout=heldout, folds=folds, cluster=cluster)  # 1. held out, never seen
+    recipes, plan = run.candidates(candidates, split)  # 2. the candidates, their calls and cost said first
+    run.score_original()  # 3. the original on every labelled item (its held-out replies are read in step 5)
+    recipes = [r for r in recipes if r.kind != "threshold" or run.continuous(split)] or recipes
+    table, cv_verdicts, best = run.score_folds(recipes, split)  # 4. cross-validation on the selection split
+    held = run.score_heldout(best, len(recipes), split, cv_verdicts)  # 5. each rubric once on the held-out split
+    return run.result(held, table, split, plan, human=human, heldout=heldout)
+
+
+def _labelled_items(frame: pd.DataFrame, original: Rubric, human: str, item_ids: Any) -> pd.DataFrame:
+    """The labelled items as :func:`align` reads them: ``id``, ``baseline`` (blank without a reference),
+    ``human_unit`` (people's label in 0..1), ``human_verdict`` (1.0 pass, 0.0 fail) and ``notes``; the
+    unlabelled rows left out. Too few labels, or an id given twice, is a :class:`ValidationError`."""
     if "baseline" not in frame.columns:
         if original.reference:
             raise ValidationError("the rubric shows a reference (reference=True) but the data have no 'baseline' "
@@ -706,72 +721,122 @@ def align(
     if "notes" not in frame.columns:
         frame["notes"] = ""
     frame["notes"] = frame["notes"].where(frame["notes"].notna(), "").astype(str)
+    return frame
 
-    tracker = budget if isinstance(budget, BudgetTracker) else BudgetTracker(None if budget is None else budget)
-    spent_before = tracker.spent_usd
-    optimizer_spent: list[float] = []
 
-    # 1. the held-out split: never an item shown as a worked example, split by content (not by id)
-    fixed = [c for c in ([candidates] if isinstance(candidates, Rubric) else
-                         ([] if isinstance(candidates, str) else list(candidates))) if isinstance(c, Rubric)]
-    keys = [_content_key(p, b, c, original.reference)
-            for p, b, c in zip(frame["prompt"], frame["baseline"], frame["candidate"], strict=True)]
-    group, _ = pd.factorize(pd.Series(keys, dtype=object))  # one group per content, in order of appearance
-    cluster_col = cluster_column(frame.columns, cluster, what="the data")
-    conversation = cluster_codes(frame[cluster_col]) if cluster_col is not None else None
-    if conversation is not None:  # a conversation is one unit too: join the groups its turns fall in
-        group = _joined(group, conversation)
-    n_groups = int(group.max()) + 1 if len(group) else 0
-    shown_ids = {str(ex.item_id) for r in (original, *fixed) for ex in r.examples if ex.item_id is not None}
-    shown_keys = {_content_key(ex.prompt, ex.baseline, ex.candidate, original.reference)
-                  for r in (original, *fixed) for ex in r.examples}
-    shown_item = (frame["id"].astype(str).isin(shown_ids).to_numpy()
-                  | np.array([k in shown_keys for k in keys], dtype=bool))
-    g_keep_out = np.bincount(group, weights=shown_item.astype(float), minlength=n_groups) > 0
-    # a group's label: its items' majority verdict (ties pass), for stratifying the split and the folds
-    g_label = (np.bincount(group, weights=frame["human_verdict"].to_numpy(float), minlength=n_groups)
-               / np.bincount(group, minlength=n_groups) >= 0.5).astype(float)
-    _, ho_groups = stratified_split(g_label, heldout, seed=seed, keep_out=g_keep_out)
-    in_heldout = np.isin(group, ho_groups)
-    sel_pos, ho_pos = np.flatnonzero(~in_heldout), np.flatnonzero(in_heldout)
-    frame["split"] = "selection"
-    frame.loc[ho_pos, "split"] = "heldout"
-    if len(ho_pos) < 4 or frame.loc[ho_pos, "human_verdict"].nunique() < 2:
-        raise ValidationError(f"the held-out split ({len(ho_pos)} items) needs both labels; label more items or "
-                              "raise heldout")
-    sel_groups = np.setdiff1d(np.arange(n_groups), ho_groups)
-    smallest = int(min((g_label[sel_groups] == 1).sum(), (g_label[sel_groups] == 0).sum()))
-    if smallest < 2:
-        raise ValidationError("the selection split needs at least 2 items of each label for cross-validation")
-    k_folds = max(2, min(int(folds), smallest))
-    g_fold = np.full(n_groups, -1)
-    g_fold[sel_groups] = stratified_folds(g_label[sel_groups], k_folds, seed=seed)
-    frame["fold"] = g_fold[group]
+@dataclass
+class _Split:
+    """Step 1: the held-out split and the selection split's folds (positions in the labelled items)."""
 
-    items = _Items(ids=frame["id"].tolist(), prompt=frame["prompt"].astype(str).tolist(),
-                   baseline=frame["baseline"].tolist(), candidate=frame["candidate"].astype(str).tolist(),
-                   notes=frame["notes"].tolist(), human_unit=frame["human_unit"].to_numpy(float),
-                   human=frame["human_verdict"].to_numpy(float))
-    fold = frame["fold"].to_numpy(int)
-    id_text = np.array([str(i) for i in items.ids], dtype=object)
-    key_of = np.empty(len(keys), dtype=object)
-    key_of[:] = keys
+    sel_pos: np.ndarray
+    ho_pos: np.ndarray
+    fold: np.ndarray  # each item's fold (-1 held out)
+    k_folds: int
+    keys: list[tuple[str, str, str]]  # each item's content
+    conversation: np.ndarray | None  # each item's conversation (cluster) code, or None
+    cluster_col: str | None
 
-    def judged(j: LLMJudge | _Routed, pos: np.ndarray, *, refuse: bool = False) -> np.ndarray:
+
+@dataclass
+class _Held:
+    """Step 5: the chosen candidate's rubric and judge, and both rubrics' figures on the held-out split."""
+
+    best: str
+    rubric: Rubric
+    judge: LLMJudge
+    shown: tuple[str, ...]
+    stats: dict[str, Any]
+    difference: Estimate
+    accepted: bool
+    table: pd.DataFrame
+
+
+@dataclass
+class _Run:
+    """One :func:`align` run: the judge, the labelled items and what every step shares (the budget, how
+    judging runs, the optimizer's spending)."""
+
+    judge: LLMJudge
+    original: Rubric
+    frame: pd.DataFrame
+    tracker: BudgetTracker
+    spent_before: float
+    optimizer: Any
+    metric: str
+    seed: int
+    concurrency: int
+    progress: bool
+    optimizer_spent: list[float] = field(default_factory=list)
+    items: _Items = field(init=False)  # the labelled items as arrays (step 1 makes them)
+    keys: list[tuple[str, str, str]] = field(init=False)  # each labelled item's content (step 1)
+
+    # -- step 1 --------------------------------------------------------------------------------------
+
+    def split(self, candidates: Any, *, heldout: float, folds: int, cluster: str | None) -> _Split:
+        """The held-out split: never an item shown as a worked example, split by content (not by id), a
+        conversation never straddling it; the selection split's folds, stratified by label."""
+        frame, original = self.frame, self.original
+        fixed = [c for c in ([candidates] if isinstance(candidates, Rubric) else
+                             ([] if isinstance(candidates, str) else list(candidates))) if isinstance(c, Rubric)]
+        keys = self.keys = [_content_key(p, b, c, original.reference)
+                            for p, b, c in zip(frame["prompt"], frame["baseline"], frame["candidate"], strict=True)]
+        group, _ = pd.factorize(pd.Series(keys, dtype=object))  # one group per content, in order of appearance
+        cluster_col = cluster_column(frame.columns, cluster, what="the data")
+        conversation = cluster_codes(frame[cluster_col]) if cluster_col is not None else None
+        if conversation is not None:  # a conversation is one unit too: join the groups its turns fall in
+            group = _joined(group, conversation)
+        n_groups = int(group.max()) + 1 if len(group) else 0
+        shown_ids = {str(ex.item_id) for r in (original, *fixed) for ex in r.examples if ex.item_id is not None}
+        shown_keys = {_content_key(ex.prompt, ex.baseline, ex.candidate, original.reference)
+                      for r in (original, *fixed) for ex in r.examples}
+        shown_item = (frame["id"].astype(str).isin(shown_ids).to_numpy()
+                      | np.array([k in shown_keys for k in keys], dtype=bool))
+        g_keep_out = np.bincount(group, weights=shown_item.astype(float), minlength=n_groups) > 0
+        # a group's label: its items' majority verdict (ties pass), for stratifying the split and the folds
+        g_label = (np.bincount(group, weights=frame["human_verdict"].to_numpy(float), minlength=n_groups)
+                   / np.bincount(group, minlength=n_groups) >= 0.5).astype(float)
+        _, ho_groups = stratified_split(g_label, heldout, seed=self.seed, keep_out=g_keep_out)
+        in_heldout = np.isin(group, ho_groups)
+        sel_pos, ho_pos = np.flatnonzero(~in_heldout), np.flatnonzero(in_heldout)
+        frame["split"] = "selection"
+        frame.loc[ho_pos, "split"] = "heldout"
+        if len(ho_pos) < 4 or frame.loc[ho_pos, "human_verdict"].nunique() < 2:
+            raise ValidationError(f"the held-out split ({len(ho_pos)} items) needs both labels; label more items "
+                                  "or raise heldout")
+        sel_groups = np.setdiff1d(np.arange(n_groups), ho_groups)
+        smallest = int(min((g_label[sel_groups] == 1).sum(), (g_label[sel_groups] == 0).sum()))
+        if smallest < 2:
+            raise ValidationError("the selection split needs at least 2 items of each label for cross-validation")
+        k_folds = max(2, min(int(folds), smallest))
+        g_fold = np.full(n_groups, -1)
+        g_fold[sel_groups] = stratified_folds(g_label[sel_groups], k_folds, seed=self.seed)
+        frame["fold"] = g_fold[group]
+        self.items = _Items(ids=frame["id"].tolist(), prompt=frame["prompt"].astype(str).tolist(),
+                            baseline=frame["baseline"].tolist(), candidate=frame["candidate"].astype(str).tolist(),
+                            notes=frame["notes"].tolist(), human_unit=frame["human_unit"].to_numpy(float),
+                            human=frame["human_verdict"].to_numpy(float))
+        return _Split(sel_pos=sel_pos, ho_pos=ho_pos, fold=frame["fold"].to_numpy(int), k_folds=k_folds, keys=keys,
+                      conversation=conversation, cluster_col=cluster_col)
+
+    # -- judging -------------------------------------------------------------------------------------
+
+    def judged(self, j: LLMJudge | _Routed, pos: np.ndarray, *, refuse: bool = False) -> np.ndarray:
+        """``j``'s scores of the items at ``pos`` (NaN where not scored), run as ``judge_many`` runs them."""
         if pos.size == 0:
             return np.array([], dtype=float)
         # judge_many's plan, run as it runs it; a pass that is refused when it scores nothing does not warn too
-        plan = judge_plan(j, items.frame(pos), budget=tracker, warn_failure=not refuse)
-        out = run_batch(plan, concurrency=concurrency, progress=progress)
-        _check_budget(out, tracker)
+        plan = judge_plan(j, self.items.frame(pos), budget=self.tracker, warn_failure=not refuse)
+        out = run_batch(plan, concurrency=self.concurrency, progress=self.progress)
+        _check_budget(out, self.tracker)
         if refuse:  # a judge that scored nothing: no comparison, no "kept: no held-out improvement"
-            refuse_total_failure(out, str(judge.grader_id), what="align")
+            refuse_total_failure(out, str(self.judge.grader_id), what="align")
         scores = pd.to_numeric(out["quality_score"], errors="coerce").to_numpy(dtype=float, copy=True)
         scores[(out["status"] != "scored").to_numpy()] = np.nan
         return scores
 
-    def judged_by_fold(jobs: list[tuple[LLMJudge, np.ndarray]], size: int) -> np.ndarray:
+    def judged_by_fold(self, jobs: list[tuple[LLMJudge, np.ndarray]], size: int) -> np.ndarray:
         """Each job's judge on its items, all in one batch when no two jobs share an item's texts."""
+        items = self.items
         out = np.full(size, np.nan)
         keys: dict[tuple[str, str, str], LLMJudge] = {}
         clash = False
@@ -782,186 +847,223 @@ def align(
                 keys[key] = j
         if clash:
             for j, pos in jobs:
-                out[pos] = judged(j, pos)
+                out[pos] = self.judged(j, pos)
             return out
         every = np.concatenate([pos for _, pos in jobs]) if jobs else np.array([], dtype=int)
-        out[every] = judged(_Routed(keys, judge), every)
+        out[every] = self.judged(_Routed(keys, self.judge), every)
         return out
 
-    # 2. the plan and its cost, said before any call
-    from ..core import LLMResponse
+    # -- step 2 --------------------------------------------------------------------------------------
 
-    sample_prompt = judge.build_prompt(LLMResponse(items.baseline[0], "baseline", "reference"),
-                                       LLMResponse(items.candidate[0], "candidate", "candidate"), items.prompt[0])
-    # whether a threshold can move is known only after the original's pass: planned as a candidate without calls
-    recipes = _recipes(candidates, optimizer, continuous=True)
-    paid = [r for r in recipes if r.calls_judge]
-    plan = plan_alignment(len(frame), len(sel_pos), len(ho_pos),
-                          [r.k + (len(r.rubric.examples) if r.rubric is not None else 0) for r in paid], k_folds,
-                          judge=judge, optimizer=optimizer, n_rewrites=sum(r.kind == "rewrite" for r in recipes),
-                          sample_prompt=sample_prompt)
-    plan.update(candidates=len(recipes), selection=len(sel_pos), heldout=len(ho_pos), folds=k_folds)
-    _say_plan(plan, judge, progress)
+    def candidates(self, candidates: Any, split: _Split) -> tuple[list[_Recipe], dict[str, Any]]:
+        """The candidates to try, and the plan of the run: its calls and cost, said before any call."""
+        from ..core import LLMResponse
 
-    # 3. the original on every labelled item (its held-out replies are read only in step 5)
-    items.score0 = judged(judge, np.arange(len(frame)), refuse=True)
-    items.verdict0 = np.where(np.isfinite(items.score0), (items.score0 >= original.threshold).astype(float), np.nan)
-    s0 = items.score0[sel_pos]
-    continuous = bool(np.any(np.isfinite(s0) & ~np.isin(s0, (0.0, 1.0))))
-    recipes = [r for r in recipes if r.kind != "threshold" or continuous] or recipes
-    has_reference = np.array([b.strip() != "" for b in items.baseline], dtype=bool)
+        items = self.items
+        sample_prompt = self.judge.build_prompt(LLMResponse(items.baseline[0], "baseline", "reference"),
+                                                LLMResponse(items.candidate[0], "candidate", "candidate"),
+                                                items.prompt[0])
+        # whether a threshold can move is known only after the original's pass: planned as a candidate without calls
+        recipes = _recipes(candidates, self.optimizer, continuous=True)
+        paid = [r for r in recipes if r.calls_judge]
+        plan = plan_alignment(len(self.frame), len(split.sel_pos), len(split.ho_pos),
+                              [r.k + (len(r.rubric.examples) if r.rubric is not None else 0) for r in paid],
+                              split.k_folds, judge=self.judge, optimizer=self.optimizer,
+                              n_rewrites=sum(r.kind == "rewrite" for r in recipes), sample_prompt=sample_prompt)
+        plan.update(candidates=len(recipes), selection=len(split.sel_pos), heldout=len(split.ho_pos),
+                    folds=split.k_folds)
+        _say_plan(plan, self.judge, self.progress)
+        return recipes, plan
 
-    def build(recipe: _Recipe, train: np.ndarray,
+    # -- step 3 --------------------------------------------------------------------------------------
+
+    def score_original(self) -> None:
+        """The original judge on every labelled item: its scores and verdicts (``items.score0``/``verdict0``)."""
+        items = self.items
+        items.score0 = self.judged(self.judge, np.arange(len(self.frame)), refuse=True)
+        items.verdict0 = np.where(np.isfinite(items.score0), (items.score0 >= self.original.threshold).astype(float),
+                                  np.nan)
+
+    def continuous(self, split: _Split) -> bool:
+        """Whether the original's scores on the selection split leave a threshold to move (not all 0 or 1)."""
+        s0 = self.items.score0[split.sel_pos]
+        return bool(np.any(np.isfinite(s0) & ~np.isin(s0, (0.0, 1.0))))
+
+    def build(self, recipe: _Recipe, train: np.ndarray,
               rng: np.random.Generator) -> tuple[Rubric, tuple[str, ...], frozenset[tuple[str, str, str]]]:
         """The rubric ``recipe`` makes from the items at ``train``, the ids of the items it shows, and the
         contents of the worked examples it adds (no item of that content is judged by it)."""
+        items, original = self.items, self.original
         if recipe.kind == "fixed":
             assert recipe.rubric is not None
             return (recipe.rubric, tuple(str(e.item_id) for e in recipe.rubric.examples if e.item_id is not None),
                     frozenset(_content_key(e.prompt, e.baseline, e.candidate, original.reference)
                               for e in recipe.rubric.examples))
         if recipe.kind == "threshold":
-            t = _best_threshold(items.score0[train], items.human[train], metric, original.threshold)
+            t = _best_threshold(items.score0[train], items.human[train], self.metric, original.threshold)
             return original.replace(threshold=t), (), frozenset()
         rubric = original
         if recipe.kind == "rewrite":
-            criteria = _rewrite(optimizer, original, items, items.disagreements(train), rng, tracker, optimizer_spent)
+            criteria = _rewrite(self.optimizer, original, items, items.disagreements(train), rng, self.tracker,
+                                self.optimizer_spent)
             if criteria:
                 rubric = rubric.replace(criteria=criteria)
         if recipe.k:
+            has_reference = np.array([b.strip() != "" for b in items.baseline], dtype=bool)
             pool = train[has_reference[train]] if original.reference else train
             chosen = _draw_examples(items, pool, recipe.k, rng)
             rubric = rubric.replace(examples=original.examples + _examples_of(items, chosen, original))
-            return rubric, tuple(id_text[chosen]), frozenset(key_of[chosen])
+            return rubric, tuple(str(items.ids[i]) for i in chosen), frozenset(self.keys[i] for i in chosen)
         return rubric, (), frozenset()
 
-    # 4. every candidate by cross-validation on the selection split only
-    rows: list[dict[str, Any]] = []
-    sel_h = items.human[sel_pos]
-    cv_verdicts: dict[str, np.ndarray] = {}
-    for ci, recipe in enumerate(recipes):
-        built = []
-        for f in range(k_folds):
-            rng = np.random.default_rng([seed, ci, f])
-            train = sel_pos[fold[sel_pos] != f]
-            rubric, _, shown_here = build(recipe, train, rng)
-            val = sel_pos[fold[sel_pos] == f]
-            if shown_here:  # an item whose content is a worked example is not judged by that rubric
-                val = val[np.array([key_of[i] not in shown_here for i in val], dtype=bool)]
-            built.append((f, rubric, val))
-        scores = np.full(len(frame), np.nan)
-        if recipe.kind == "threshold":
-            for _, _, val in built:
-                scores[val] = items.score0[val]
-        else:  # every fold's judgments in one batch (one progress bar a candidate)
-            scores = judged_by_fold([(judge.with_rubric(r), val) for _, r, val in built], len(frame))
-        verdicts = np.full(len(frame), np.nan)
-        for f, rubric, val in built:
-            s = scores[val]
-            v = np.where(np.isfinite(s), (s >= rubric.threshold).astype(float), np.nan)
-            verdicts[val] = v
-            n, kap, agr = _metric(v, items.human[val], metric)
-            rows.append({"candidate": recipe.name, "fold": f, "n": n, "kappa": kap, "agreement": agr,
-                         "examples": len(rubric.examples), "threshold": rubric.threshold,
-                         "rubric_hash": judge.with_rubric(rubric).rubric_hash,
-                         "judge_calls": 0 if recipe.kind == "threshold" else val.size})
-        cv_verdicts[f"cv_{recipe.name}"] = verdicts
-        n, kap, agr = _metric(verdicts[sel_pos], sel_h, metric)
-        calls = 0 if recipe.kind == "threshold" else int(sum(val.size for _, _, val in built))
-        rows.append({"candidate": recipe.name, "fold": "all", "n": n, "kappa": kap, "agreement": agr,
-                     "examples": np.nan, "threshold": np.nan, "rubric_hash": None, "judge_calls": calls})
-    for f in [*range(k_folds), "all"]:
-        val = sel_pos if f == "all" else sel_pos[fold[sel_pos] == f]
-        n, kap, agr = _metric(items.verdict0[val], items.human[val], metric)
-        rows.append({"candidate": "original", "fold": f, "n": n, "kappa": kap, "agreement": agr,
-                     "examples": len(original.examples), "threshold": original.threshold,
-                     "rubric_hash": judge.rubric_hash, "judge_calls": 0})
-    table = pd.DataFrame(rows)
-    table["fold"] = table["fold"].astype(object)
+    # -- step 4 --------------------------------------------------------------------------------------
 
-    pooled = table[(table["fold"] == "all") & (table["candidate"] != "original")]
-    ranked = pooled.assign(_m=pooled[metric].fillna(-np.inf)).sort_values("_m", ascending=False, kind="stable")
-    best_name = str(ranked["candidate"].iloc[0])
-    best = next(r for r in recipes if r.name == best_name)
+    def score_folds(self, recipes: list[_Recipe],
+                    split: _Split) -> tuple[pd.DataFrame, dict[str, np.ndarray], _Recipe]:
+        """Every candidate by cross-validation on the selection split only: in each fold a candidate is built
+        from the other folds and judged on this one. Returns the table (one row per candidate and fold, and
+        each candidate's pooled ``"all"`` row), each candidate's out-of-fold verdicts and the best candidate."""
+        items, judge, original, metric = self.items, self.judge, self.original, self.metric
+        sel_pos, fold, n = split.sel_pos, split.fold, len(self.frame)
+        rows: list[dict[str, Any]] = []
+        cv_verdicts: dict[str, np.ndarray] = {}
+        for ci, recipe in enumerate(recipes):
+            built = []
+            for f in range(split.k_folds):
+                rng = np.random.default_rng([self.seed, ci, f])
+                rubric, _, shown_here = self.build(recipe, sel_pos[fold[sel_pos] != f], rng)
+                val = sel_pos[fold[sel_pos] == f]
+                if shown_here:  # an item whose content is a worked example is not judged by that rubric
+                    val = val[np.array([split.keys[i] not in shown_here for i in val], dtype=bool)]
+                built.append((f, rubric, val))
+            scores = np.full(n, np.nan)
+            if recipe.kind == "threshold":
+                for _, _, val in built:
+                    scores[val] = items.score0[val]
+            else:  # every fold's judgments in one batch (one progress bar a candidate)
+                scores = self.judged_by_fold([(judge.with_rubric(r), val) for _, r, val in built], n)
+            verdicts = np.full(n, np.nan)
+            for f, rubric, val in built:
+                s = scores[val]
+                v = np.where(np.isfinite(s), (s >= rubric.threshold).astype(float), np.nan)
+                verdicts[val] = v
+                n_val, kap, agr = _metric(v, items.human[val], metric)
+                rows.append({"candidate": recipe.name, "fold": f, "n": n_val, "kappa": kap, "agreement": agr,
+                             "examples": len(rubric.examples), "threshold": rubric.threshold,
+                             "rubric_hash": judge.with_rubric(rubric).rubric_hash,
+                             "judge_calls": 0 if recipe.kind == "threshold" else val.size})
+            cv_verdicts[f"cv_{recipe.name}"] = verdicts
+            n_sel, kap, agr = _metric(verdicts[sel_pos], items.human[sel_pos], metric)
+            calls = 0 if recipe.kind == "threshold" else int(sum(val.size for _, _, val in built))
+            rows.append({"candidate": recipe.name, "fold": "all", "n": n_sel, "kappa": kap, "agreement": agr,
+                         "examples": np.nan, "threshold": np.nan, "rubric_hash": None, "judge_calls": calls})
+        for f in [*range(split.k_folds), "all"]:
+            val = sel_pos if f == "all" else sel_pos[fold[sel_pos] == f]
+            n_val, kap, agr = _metric(items.verdict0[val], items.human[val], metric)
+            rows.append({"candidate": "original", "fold": f, "n": n_val, "kappa": kap, "agreement": agr,
+                         "examples": len(original.examples), "threshold": original.threshold,
+                         "rubric_hash": judge.rubric_hash, "judge_calls": 0})
+        table = pd.DataFrame(rows)
+        table["fold"] = table["fold"].astype(object)
+        pooled = table[(table["fold"] == "all") & (table["candidate"] != "original")]
+        ranked = pooled.assign(_m=pooled[metric].fillna(-np.inf)).sort_values("_m", ascending=False, kind="stable")
+        best_name = str(ranked["candidate"].iloc[0])
+        return table, cv_verdicts, next(r for r in recipes if r.name == best_name)
 
-    # the chosen recipe built on the whole selection split (its examples are selection items only)
-    rubric, shown, shown_contents = build(best, sel_pos, np.random.default_rng([seed, len(recipes), k_folds]))
-    aligned_judge = judge.with_rubric(rubric)
-    if shown_contents & set(key_of[ho_pos]):  # pragma: no cover - the split keeps examples' contents out of it
-        raise AssertionError("a worked example has the content of a held-out item")
+    # -- step 5 --------------------------------------------------------------------------------------
 
-    # 5. the original and the chosen candidate, each once, on the held-out split
-    aligned_scores = np.full(len(frame), np.nan)
-    aligned_scores[ho_pos] = items.score0[ho_pos] if best.kind == "threshold" else judged(aligned_judge, ho_pos)
-    frame["original_score"], frame["original_verdict"] = items.score0, items.verdict0
-    frame = pd.concat([frame, pd.DataFrame(cv_verdicts, index=frame.index)], axis=1)
-    frame["aligned_score"] = aligned_scores
-    frame["aligned_verdict"] = np.where(np.isfinite(aligned_scores), (aligned_scores >= rubric.threshold)
-                                        .astype(float), np.nan)
-    h = items.human[ho_pos]
-    v0, v1 = items.verdict0[ho_pos], frame["aligned_verdict"].to_numpy(float)[ho_pos]
-    held_clusters = conversation[ho_pos] if conversation is not None else None
-    stats = {name: verdict_agreement(v, h, n_boot=N_BOOT, seed=seed, cluster=held_clusters)
-             for name, v in (("original", v0), ("aligned", v1))}
-    diff = paired_difference(h, v0, v1, metric=metric, n_boot=N_BOOT, seed=seed, cluster=held_clusters)
-    accepted = bool(diff.defined and math.isfinite(diff.low) and diff.low > 0)
-    held = pd.DataFrame([
-        {"rubric": name, "rubric_hash": j.rubric_hash, "name": r.name, "candidate": c, "n": st.n,
-         "kappa": st.kappa, "kappa_low": st.kappa_low, "kappa_high": st.kappa_high, "agreement": st.agreement,
-         "agreement_low": st.agreement_low, "agreement_high": st.agreement_high}
-        for name, j, r, c, st in (("original", judge, original, "original", stats["original"]),
-                                  ("aligned", aligned_judge, rubric, best_name, stats["aligned"]))])
-    held.attrs["difference"] = {"metric": metric, "value": diff.value, "low": diff.low, "high": diff.high,
-                                "reason": diff.reason}
-    if accepted:
-        reason = (f"accepted: {best_name} raises held-out {metric} by {diff.value:+.2f} "
-                  f"[{diff.low:+.2f}, {diff.high:+.2f}]")
-    elif not diff.defined or not math.isfinite(diff.low):
-        reason = f"{_REASON_KEPT} ({diff.reason})"
-    else:
-        reason = (f"{_REASON_KEPT} (difference {diff.value:+.2f}, interval [{diff.low:+.2f}, {diff.high:+.2f}] "
-                  f"{_where_interval_lies(diff.low, diff.high)})")
+    def score_heldout(self, best: _Recipe, n_recipes: int, split: _Split,
+                      cv_verdicts: dict[str, np.ndarray]) -> _Held:
+        """The chosen recipe built on the whole selection split, then the original and it, each once, on the
+        held-out split: Cohen's kappa and agreement with their intervals, and the paired bootstrap of the
+        difference; accepted only when that interval lies above 0. Adds the rubrics' scores and verdicts (and
+        the candidates' out-of-fold verdicts) to the labelled items."""
+        items, judge, ho_pos = self.items, self.judge, split.ho_pos
+        rubric, shown, shown_contents = self.build(best, split.sel_pos,
+                                                   np.random.default_rng([self.seed, n_recipes, split.k_folds]))
+        aligned_judge = judge.with_rubric(rubric)
+        if shown_contents & {split.keys[i] for i in ho_pos}:  # pragma: no cover - the split keeps them apart
+            raise AssertionError("a worked example has the content of a held-out item")
+        frame = self.frame
+        aligned_scores = np.full(len(frame), np.nan)
+        aligned_scores[ho_pos] = items.score0[ho_pos] if best.kind == "threshold" else self.judged(aligned_judge,
+                                                                                                  ho_pos)
+        frame["original_score"], frame["original_verdict"] = items.score0, items.verdict0
+        frame = self.frame = pd.concat([frame, pd.DataFrame(cv_verdicts, index=frame.index)], axis=1)
+        frame["aligned_score"] = aligned_scores
+        frame["aligned_verdict"] = np.where(np.isfinite(aligned_scores), (aligned_scores >= rubric.threshold)
+                                            .astype(float), np.nan)
+        h = items.human[ho_pos]
+        v0, v1 = items.verdict0[ho_pos], frame["aligned_verdict"].to_numpy(float)[ho_pos]
+        held_clusters = split.conversation[ho_pos] if split.conversation is not None else None
+        stats = {name: verdict_agreement(v, h, n_boot=N_BOOT, seed=self.seed, cluster=held_clusters)
+                 for name, v in (("original", v0), ("aligned", v1))}
+        diff = paired_difference(h, v0, v1, metric=self.metric, n_boot=N_BOOT, seed=self.seed, cluster=held_clusters)
+        accepted = bool(diff.defined and math.isfinite(diff.low) and diff.low > 0)
+        table = pd.DataFrame([
+            {"rubric": name, "rubric_hash": j.rubric_hash, "name": r.name, "candidate": c, "n": st.n,
+             "kappa": st.kappa, "kappa_low": st.kappa_low, "kappa_high": st.kappa_high, "agreement": st.agreement,
+             "agreement_low": st.agreement_low, "agreement_high": st.agreement_high}
+            for name, j, r, c, st in (("original", judge, self.original, "original", stats["original"]),
+                                      ("aligned", aligned_judge, rubric, best.name, stats["aligned"]))])
+        table.attrs["difference"] = {"metric": self.metric, "value": diff.value, "low": diff.low, "high": diff.high,
+                                     "reason": diff.reason}
+        return _Held(best=best.name, rubric=rubric, judge=aligned_judge, shown=shown, stats=stats, difference=diff,
+                     accepted=accepted, table=table)
 
-    cost = max(0.0, tracker.spent_usd - spent_before)
-    provenance = {
-        "kind": "align",
-        "parent_rubric_hash": judge.rubric_hash,
-        "grader_id": judge.grader_id,
-        "human_column": human,
-        "labels": {"n": len(frame), "pass": int((frame["human_verdict"] == 1).sum()),
-                   "fail": int((frame["human_verdict"] == 0).sum())},
-        "split": {"selection": len(sel_pos), "heldout": len(ho_pos), "folds": int(k_folds),
-                  "heldout_share": float(heldout), "seed": seed, "stratified_by": "label",
-                  "grouped_by": ["content", *([cluster_col] if cluster_col is not None else [])]},
-        "candidate": best_name,
-        "examples": list(shown),
-        "threshold": rubric.threshold,
-        "metric": metric,
-        "heldout": {name: {"n": st.n, "kappa": st.kappa, "kappa_low": st.kappa_low, "kappa_high": st.kappa_high,
-                           "agreement": st.agreement} for name, st in stats.items()},
-        "difference": {"value": diff.value, "low": diff.low, "high": diff.high},
-        "accepted": accepted,
-        "cost_usd": cost,
-    }
-    plan["cost_spent_usd"] = cost
-    return Alignment(
-        accepted=accepted,
-        rubric=rubric if accepted else original,
-        judge=aligned_judge if accepted else judge,
-        heldout=held,
-        heldout_ids=frame.loc[ho_pos, "id"].tolist(),
-        candidates=table,
-        cost_usd=cost,
-        reason=reason,
-        difference=diff,
-        metric=metric,
-        original_rubric=original,
-        aligned_rubric=rubric,
-        original_judge=judge,
-        aligned_judge=aligned_judge,
-        chosen=best_name,
-        items=frame,
-        plan=plan,
-        provenance=provenance,
-    )
+    # -- the result ----------------------------------------------------------------------------------
 
+    def result(self, held: _Held, table: pd.DataFrame, split: _Split, plan: dict[str, Any], *, human: str,
+               heldout: float) -> Alignment:
+        """The :class:`Alignment`: the decision in one line, its provenance, what was spent."""
+        diff, metric, frame, judge = held.difference, self.metric, self.frame, self.judge
+        if held.accepted:
+            reason = (f"accepted: {held.best} raises held-out {metric} by {diff.value:+.2f} "
+                      f"[{diff.low:+.2f}, {diff.high:+.2f}]")
+        elif not diff.defined or not math.isfinite(diff.low):
+            reason = f"{_REASON_KEPT} ({diff.reason})"
+        else:
+            reason = (f"{_REASON_KEPT} (difference {diff.value:+.2f}, interval [{diff.low:+.2f}, {diff.high:+.2f}] "
+                      f"{_where_interval_lies(diff.low, diff.high)})")
+        cost = max(0.0, self.tracker.spent_usd - self.spent_before)
+        provenance = {
+            "kind": "align",
+            "parent_rubric_hash": judge.rubric_hash,
+            "grader_id": judge.grader_id,
+            "human_column": human,
+            "labels": {"n": len(frame), "pass": int((frame["human_verdict"] == 1).sum()),
+                       "fail": int((frame["human_verdict"] == 0).sum())},
+            "split": {"selection": len(split.sel_pos), "heldout": len(split.ho_pos), "folds": int(split.k_folds),
+                      "heldout_share": float(heldout), "seed": self.seed, "stratified_by": "label",
+                      "grouped_by": ["content", *([split.cluster_col] if split.cluster_col is not None else [])]},
+            "candidate": held.best,
+            "examples": list(held.shown),
+            "threshold": held.rubric.threshold,
+            "metric": metric,
+            "heldout": {name: {"n": st.n, "kappa": st.kappa, "kappa_low": st.kappa_low, "kappa_high": st.kappa_high,
+                               "agreement": st.agreement} for name, st in held.stats.items()},
+            "difference": {"value": diff.value, "low": diff.low, "high": diff.high},
+            "accepted": held.accepted,
+            "cost_usd": cost,
+        }
+        plan["cost_spent_usd"] = cost
+        return Alignment(
+            accepted=held.accepted,
+            rubric=held.rubric if held.accepted else self.original,
+            judge=held.judge if held.accepted else judge,
+            heldout=held.table,
+            heldout_ids=frame.loc[split.ho_pos, "id"].tolist(),
+            candidates=table,
+            cost_usd=cost,
+            reason=reason,
+            difference=diff,
+            metric=metric,
+            original_rubric=self.original,
+            aligned_rubric=held.rubric,
+            original_judge=judge,
+            aligned_judge=held.judge,
+            chosen=held.best,
+            items=frame,
+            plan=plan,
+            provenance=provenance,
+        )
