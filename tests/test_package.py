@@ -81,6 +81,7 @@ LAYERS = [
     "grading",
     "pipelines",
     "frames",
+    "labelling",  # people label answers in the notebook (the Labeller); calibration checks judges against them
     "calibration",
     "views",  # every picture and page; matplotlib, ipywidgets and ipyevents only here
     "routing",

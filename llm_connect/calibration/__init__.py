@@ -37,8 +37,8 @@ leaderboards                       :func:`leaderboard` (``style=``: style contro
 run-to-run reliability             ``calibrate(..., epochs=k)``, :meth:`JudgeCard.with_reliability`
 every judgment as records          :func:`judgment_records`, :func:`write_judgments`,
                                    :func:`read_judgments` (the page: ``views.JudgmentViewer``)
-label in the notebook              :class:`Labeller` (designs: ``stats.sampling``; widget:
-                                   ``views.labeller_widget``)
+label in the notebook              :class:`Labeller` (from :mod:`llm_connect.labelling`; designs:
+                                   ``stats.sampling``; widget: ``views.labeller_widget``)
 =================================  ==========================================================
 
 A report's ``widget()``, ``html()`` and ``to_html()`` reach their views through
@@ -46,6 +46,7 @@ A report's ``widget()``, ``html()`` and ``to_html()`` reach their views through
 and matplotlib and ipywidgets are imported only when a plot or a widget is made.
 """
 
+from ..labelling import Labeller
 from ..stats.estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
 from ._agreement import (
     STATISTICS,
@@ -75,7 +76,6 @@ from ._diagnostics import (
 )
 from ._features import model_family, text_features
 from ._judgments import judgment_records, read_judgments, write_judgments
-from ._labeller import Labeller
 from ._leaderboard import (
     LeaderboardComparison,
     compare_leaderboards,

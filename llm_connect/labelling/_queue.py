@@ -1,4 +1,4 @@
-"""Which item a :class:`~llm_connect.calibration.Labeller` shows next: its seeded sampling plan, the queue the
+"""Which item a :class:`~llm_connect.labelling.Labeller` shows next: its seeded sampling plan, the queue the
 plan walks, and the rule that passes over items already done, labelled by another annotator or held by one.
 
 The designs (``"random"``, ``"stratified"``, ``"active"``, ``"overlap"``, ``"abstained"``) are statistics on
@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..stats.sampling import active_probabilities, learned_plan, make_plan, residual_walk
-from ._label_items import LabelItems
-from ._label_log import LabelState
+from ._items import LabelItems
+from ._log import LabelState
 
 __all__ = ["LabelQueue"]
 

@@ -1,39 +1,6 @@
-"""Label answers in the notebook: a :class:`Labeller` that feeds the ledger and the estimates.
-
-One item at a time (prompt, reference(s), candidate; the judge's score and reply only on
-request, so they do not anchor the annotator), each label appended to the quality ledger the
-moment it is given, and progress told in the terms that matter: how wide the interval on the
-mean quality is now, and about how many more labels would make it as narrow as wanted.
-
-The Labeller is a façade over three rooms: its items (:mod:`._label_items`: ids, keys, the judge's
-scores, conversations as items), the ledger it writes and reads back (:mod:`._label_log`: labels,
-skips, undos and holds), and the plan that chooses the next item (:mod:`._label_queue`, over the
-designs of :mod:`llm_connect.stats.sampling`); its pages and widget are drawn in
-:mod:`llm_connect.views.labeller`. The guide (``docs/guides/labelling.md``) tells the whole story.
-
-A restarted kernel (a new ``Labeller`` with the same items, ledger, task type, annotator,
-strategy and seed) rebuilds the same seeded order and shows the first item that annotator has
-neither labelled nor skipped: an item is never shown twice to one annotator unless its label was
-undone. Several annotators may label at once from separate processes: each action is one
-``append`` under the ledger's file lock, and before choosing the next item the labeller re-reads
-the ledger, so an item another annotator has labelled, or holds (shown to them and not yet
-labelled, skipped or expired after ``hold_seconds``), is passed over (except the ``"overlap"``
-share, which everyone labels). Of two annotators who take one item at the same moment, the first
-hold in the ledger's order keeps it.
-
-Every strategy gives each labelled item an inclusion probability ``π_i · K_s / N_s`` (the
-``inclusion_probability`` column of :meth:`Labeller.frame`), and :meth:`Labeller.estimate` weights
-by it (for the learned ``"active"`` rule with the judge calibrated on the labels, each item's own
-label left out: the ``prediction`` column). Only labels given under the labeller's own plan
-(``tags["plan"]``) enter :meth:`Labeller.frame` and the estimates; labels from elsewhere still keep
-their items from being shown again.
-
-``unit="conversation"`` labels a whole conversation: one label of the conversation, recorded once
-with ``item_id`` = the conversation id, never copied onto its turns (a person who read the whole
-conversation gave one judgment: copying it onto each of K turns would count it K times and pair it
-with per-turn judge scores the person never gave). In :meth:`Labeller.frame` and the estimates a
-conversation is one item; its judge score is the mean of its turns' scores.
-"""
+"""The :class:`Labeller`: label answers one at a time in Jupyter, every label to the ledger at once; a façade
+over its items (:mod:`._items`), the ledger it writes and reads back (:mod:`._log`) and the plan that picks the
+next item (:mod:`._queue`). What it does as a whole: :mod:`llm_connect.labelling`."""
 
 from __future__ import annotations
 
@@ -55,9 +22,9 @@ from ..quality import BaseLedger
 from ..stats._validate import check_confidence
 from ..stats.estimates import estimate_quality, labels_needed
 from ..stats.sampling import STRATEGIES, SamplingPlan, calibrated_scores
-from ._label_items import UNITS, label_items, read_items
-from ._label_log import LabelLog
-from ._label_queue import LabelQueue
+from ._items import UNITS, label_items, read_items
+from ._log import LabelLog
+from ._queue import LabelQueue
 
 __all__ = ["STRATEGIES", "Labeller"]
 
@@ -73,7 +40,7 @@ class Labeller:
     ``prompt``, ``candidate``, optionally reference(s) (``references`` list, ``reference`` or
     ``baseline``; ``reference_sep="|"`` splits one text into several), ``candidate_model`` /
     ``candidate_adapter`` / ``adapter_id`` / ``model_id``, and the judge's score and reply (see
-    :mod:`llm_connect.calibration._label_items`). One item is one (id, adapter): the same question answered by two
+    :mod:`llm_connect.labelling._items`). One item is one (id, adapter): the same question answered by two
     models is two items.
 
     ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
@@ -95,10 +62,10 @@ class Labeller:
     the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
     (the interval width progress plans for, default 0.05), ``confidence`` (0.95), ``hold_seconds``
     (how long an item shown to this annotator is held from the others, default 900 s, renewed while
-    it is shown; 0 takes no holds; see :mod:`llm_connect.calibration._label_log`), ``unit``
+    it is shown; 0 takes no holds; see :mod:`llm_connect.labelling._log`), ``unit``
     (``"turn"``, the default: each row is an item; ``"conversation"``: the rows of one
     ``conversation_id`` (and candidate model) are one item, the whole conversation shown and labelled
-    at once; see the module docstring).
+    at once; see :mod:`llm_connect.labelling`).
 
     Items of a conversation or an agent run (columns ``messages``, ``context``, a ``candidate`` or
     reference that is a list of chat messages; see :mod:`llm_connect.conversations`) are shown as a
@@ -371,7 +338,7 @@ class Labeller:
 
     def _width_with(self, width: float, n_plan: int, left: int) -> float:
         """About the width with ``left`` more labels: ``1/sqrt(labels)``, or PPI++'s
-        ``var(Y)·((1 − ρ²)/n + ρ²/M)`` (:func:`~llm_connect.calibration.labels_needed`) for ``"random"``
+        ``var(Y)·((1 − ρ²)/n + ρ²/M)`` (:func:`~llm_connect.stats.labels_needed`) for ``"random"``
         and ``"overlap"`` with a judge, with ``ρ`` the judge–label correlation on the labels."""
         total = n_plan + left
         if self.judge is not None and self.strategy in ("random", "overlap"):
@@ -408,7 +375,7 @@ class Labeller:
         item's own label left out, :func:`calibrated_scores`), ``n_labels``, ``sampling_probability``
         (``π_i``: for a shown item the one it was shown with) and
         ``inclusion_probability`` (``π_i · K_s / N_s``, the ``weights=`` column of
-        :func:`~llm_connect.calibration.estimate_quality`; ``df.attrs["weights"]`` names it)."""
+        :func:`~llm_connect.stats.estimate_quality`; ``df.attrs["weights"]`` names it)."""
         self._refresh()
         items = self._items.frame
         labels = self._state.labels
@@ -437,7 +404,7 @@ class Labeller:
         return self.strategy != "random"
 
     def estimate(self, by: str | Sequence[str] | None = None, **kwargs: Any) -> pd.DataFrame:
-        """:func:`~llm_connect.calibration.estimate_quality` on :meth:`frame` with the right weights:
+        """:func:`~llm_connect.stats.estimate_quality` on :meth:`frame` with the right weights:
         none for ``"random"``; ``inclusion_probability`` otherwise. ``by`` names columns of the frame
         (e.g. ``"model_id"``). Without a judge only the human-only interval is given. Other keyword
         arguments (``methods``, ``confidence``) go through."""

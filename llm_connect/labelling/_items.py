@@ -1,4 +1,4 @@
-"""What a :class:`~llm_connect.calibration.Labeller` shows: its items, read from a frame.
+"""What a :class:`~llm_connect.labelling.Labeller` shows: its items, read from a frame.
 
 One item is one ``(id, adapter)``: the same question answered by two models is two items. Item ids are
 converted as :func:`~llm_connect.grading.judge_many` records them (:func:`~llm_connect.batch.canonical_item_id`)

@@ -1,4 +1,4 @@
-"""What a :class:`~llm_connect.calibration.Labeller` keeps in the ledger, and the state it reads back from it.
+"""What a :class:`~llm_connect.labelling.Labeller` keeps in the ledger, and the state it reads back from it.
 
 Every action is one appended :class:`~llm_connect.quality.QualityObservation` of the labeller's
 ``task_type``, with the candidate's ``adapter_id`` / ``model_id`` chosen exactly as
@@ -35,7 +35,7 @@ import pandas as pd
 from ..batch import canonical_item_id, item_id_text
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
 from ..quality import BaseLedger, QualityObservation
-from ._label_items import LabelItems
+from ._items import LabelItems
 
 __all__ = ["LabelLog", "LabelState"]
 
