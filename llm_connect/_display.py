@@ -20,7 +20,7 @@ checks statically that each of its functions is what the seam promises.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args, overload
 
@@ -32,10 +32,10 @@ __all__ = [
     "Plot",
     "ReportFigures",
     "ReportPage",
+    "ReportViewer",
     "SavedPage",
     "SectionPage",
     "ViewName",
-    "Viewer",
     "Widget",
     "view",
 ]
@@ -98,10 +98,10 @@ class Widget(Protocol):
     def __call__(self, obj: Any, /) -> Any: ...
 
 
-class Viewer(Protocol):
-    """The judgment viewer's class: a page of judgment records, shown in a sandboxed iframe."""
+class ReportViewer(Protocol):
+    """Every judgment of a report in one page (a ``JudgmentViewer``, shown in a sandboxed iframe)."""
 
-    def from_records(self, records: Iterable[Mapping[str, Any]], /, *, height: int = ...) -> Any: ...
+    def __call__(self, report: Any, /, *, title: str = ..., height: int = ...) -> Any: ...
 
 
 ObjectPageName = Literal[
@@ -115,7 +115,7 @@ WidgetName = Literal["labeller_widget", "report_widget"]
 #: Every view a floor below :mod:`llm_connect.views` reaches through :func:`view`, each typed by an overload.
 ViewName = Literal[
     ObjectPageName, ReportPageName, PlotName, WidgetName, "alignment_html", "group_breakdown_figure",
-    "group_breakdown_html", "report_figures", "save_report_html", "JudgmentViewer",
+    "group_breakdown_html", "judgment_viewer", "report_figures", "save_report_html",
 ]
 #: The names of :data:`ViewName`, for a test (each one is in ``llm_connect.views.__all__``).
 VIEW_NAMES: frozenset[str] = frozenset(
@@ -142,7 +142,7 @@ def view(name: Literal["report_figures"]) -> ReportFigures: ...
 @overload
 def view(name: Literal["save_report_html"]) -> SavedPage: ...
 @overload
-def view(name: Literal["JudgmentViewer"]) -> Viewer: ...
+def view(name: Literal["judgment_viewer"]) -> ReportViewer: ...
 @overload
 def view(name: str) -> Any: ...
 
@@ -159,8 +159,8 @@ def view(name: str) -> Any:
     Returns
     -------
     callable
-        The view: a function that takes the object (or plain data) and returns HTML, a figure or a
-        widget, or the :class:`~llm_connect.views.JudgmentViewer` class.
+        The view: a function that takes the object (or plain data) and returns HTML, a figure, a
+        widget or a page.
 
     Raises
     ------

@@ -49,15 +49,14 @@ PUBLIC: dict[str, str] = {
         'JudgeCardRegistry JudgmentViewer Labeller LeaderboardComparison LengthControlled LengthEffect PROBES '
         'PairAgreement PairwiseReport ProbeEffect ProbeResult STATISTICS ScoredItems SelfPreference '
         'agreement_table battles bootstrap_ci calibrate calibrate_pairwise card_from_scores '
-        'compare_leaderboards disagreements estimate_quality judge_items judge_verdict judgment_records '
+        'compare_leaderboards disagreements estimate_quality judge_items judge_verdict '
         'labels_needed leaderboard length_controlled_scores length_controlled_win_rate length_effect '
         'length_profile load_items model_family ols pad_with_filler pair_agreement paired_shift parse_labels '
         'parse_preferences perturb_items plant_injection plot_agreement_heatmap plot_bias_forest '
         'plot_estimates plot_judge_scatter plot_leaderboard plot_reliability plot_score_vs_length '
-        'plot_threshold_sweep preference_codes probe_judge read_judgments registry_path reliability_table '
-        'run_probes score_items score_judges self_preference text_features threshold_sweep to_markdown '
-        'write_judgments'
-    ),
+        'plot_threshold_sweep preference_codes probe_judge registry_path reliability_table '
+        'run_probes score_items score_judges self_preference text_features threshold_sweep to_markdown'
+    ),  # judgment_records, read_judgments, write_judgments: the viewer's records, now in llm_connect.views
     'llm_connect.cli': (
         'CALIBRATE_STATS ESTIMATE_STATS MAX_AGE_DAYS_MAX N_BOOT_MAX UsageError build_parser main '
         'parse_requirement'

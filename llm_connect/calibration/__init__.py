@@ -35,8 +35,8 @@ leaderboards                       :func:`leaderboard` (``style=``: style contro
                                    (from ``stats``), :func:`compare_leaderboards` ->
                                    :class:`LeaderboardComparison`
 run-to-run reliability             ``calibrate(..., epochs=k)``, :meth:`JudgeCard.with_reliability`
-every judgment as records          :func:`judgment_records`, :func:`write_judgments`,
-                                   :func:`read_judgments` (the page: ``views.JudgmentViewer``)
+every judgment in one page         :meth:`CalibrationReport.view` (records and ``judgments.jsonl``:
+                                   ``views.judgment_records``, ``views.write_judgments``)
 label in the notebook              :class:`Labeller` (from :mod:`llm_connect.labelling`; designs:
                                    ``stats.sampling``; widget: ``views.labeller_widget``)
 =================================  ==========================================================
@@ -75,7 +75,6 @@ from ._diagnostics import (
     self_preference,
 )
 from ._features import model_family, text_features
-from ._judgments import judgment_records, read_judgments, write_judgments
 from ._leaderboard import (
     LeaderboardComparison,
     compare_leaderboards,
@@ -126,7 +125,6 @@ __all__ = [
     "estimate_quality",
     "judge_items",
     "judge_verdict",
-    "judgment_records",
     "labels_needed",
     "leaderboard",
     "length_controlled_scores",
@@ -153,7 +151,6 @@ __all__ = [
     "plot_threshold_sweep",
     "preference_codes",
     "probe_judge",
-    "read_judgments",
     "registry_path",
     "reliability_table",
     "run_probes",
@@ -165,7 +162,6 @@ __all__ = [
     "text_features",
     "threshold_sweep",
     "to_markdown",
-    "write_judgments",
 ]
 
 

@@ -429,12 +429,10 @@ class CalibrationReport(_Report):
         and status, the human labels), filters by judge, status, disagreement with people and probe,
         sorting by disagreement, and per item the exact prompt each judge saw and its raw reply.
 
-        Returns a :class:`~llm_connect.calibration.JudgmentViewer`: a notebook shows it in a sandboxed
+        Returns a :class:`~llm_connect.views.JudgmentViewer`: a notebook shows it in a sandboxed
         iframe; ``.save(path)`` writes the self-contained page. ``llm-connect view OUT_DIR`` shows the
         same page from the ``judgments.jsonl`` that ``calibrate`` writes."""
-        from ._judgments import judgment_records
-
-        return view("JudgmentViewer").from_records(judgment_records(self, title=title), height=height)
+        return view("judgment_viewer")(self, title=title, height=height)
 
     def widget(self) -> Any:
         """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and

@@ -622,7 +622,7 @@ def _batch_state(args: argparse.Namespace) -> Any:
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..calibration import PROBES, calibrate
-    from ..calibration._judgments import write_judgments
+    from ..views.judgments import write_judgments
 
     args.judges = judges_option(args.judges)  # grader ids (exact-match) name judges too; "did you mean" for a typo
     args.threshold, thresholds = _parse_thresholds(args.threshold)

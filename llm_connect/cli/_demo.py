@@ -236,8 +236,8 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
 
     from ..calibration import calibrate, load_items
-    from ..calibration._judgments import write_judgments
     from ..quality import QualityLedger
+    from ..views.judgments import write_judgments
 
     start = time.perf_counter()
     if args.seed < 0:

@@ -1,7 +1,8 @@
-"""Every picture and page: plots, the report's HTML and widget, the judgment viewer,
+"""Every picture and page: plots, the report's HTML and widget, the judgment viewer and its records
+(``judgments.jsonl``: :func:`judgment_records`, :func:`write_judgments`, :func:`read_judgments`),
 the leaderboard page, the Labeller widget, the HTML of every calibration object
-(agreement, bias probes, judge cards, leaderboards compared) and the transcripts of conversations and agent runs
-(:func:`transcript_html`, the one renderer the viewer, the report and the Labeller share).
+(agreement, bias probes, judge cards, leaderboards compared) and the transcripts of conversations and agent
+runs (:func:`transcript_html`, the one renderer the viewer, the report and the Labeller share).
 
 Views draw what they are given (a frame, a report object) and compute nothing
 of their own beyond layout; the numbers come from :mod:`llm_connect.stats` and
@@ -26,6 +27,7 @@ from .bias import (
 )
 from .cards import card_registry_html, judge_card_html
 from .groups import group_breakdown_figure, group_breakdown_html, plot_group_kappa
+from .judgments import judgment_records, judgment_viewer, read_judgments, write_judgments
 from .labeller import labeller_html, labeller_item_html, labeller_widget
 from .leaderboard import leaderboard_comparison_html, leaderboard_section, plot_leaderboard
 from .pipeline import plot_pipeline
@@ -60,6 +62,8 @@ __all__ = [
     "group_breakdown_figure",
     "group_breakdown_html",
     "judge_card_html",
+    "judgment_records",
+    "judgment_viewer",
     "labeller_html",
     "labeller_item_html",
     "labeller_widget",
@@ -83,6 +87,7 @@ __all__ = [
     "plot_score_vs_length",
     "plot_threshold_sweep",
     "probe_result_html",
+    "read_judgments",
     "report_figures",
     "report_html",
     "report_widget",
@@ -90,6 +95,7 @@ __all__ = [
     "self_preference_html",
     "transcript_html",
     "viewer_html",
+    "write_judgments",
 ]
 
 if TYPE_CHECKING:  # each view the seam names is what llm_connect._display promises it is (mypy checks)
@@ -100,9 +106,9 @@ if TYPE_CHECKING:  # each view the seam names is what llm_connect._display promi
         Plot,
         ReportFigures,
         ReportPage,
+        ReportViewer,
         SavedPage,
         SectionPage,
-        Viewer,
         Widget,
     )
 
@@ -119,4 +125,4 @@ if TYPE_CHECKING:  # each view the seam names is what llm_connect._display promi
     _figure: FigureView = group_breakdown_figure
     _figures: ReportFigures = report_figures
     _saved_page: SavedPage = save_report_html
-    _viewer: Viewer = JudgmentViewer
+    _viewer: ReportViewer = judgment_viewer
