@@ -81,6 +81,7 @@ LAYERS = [
     "grading",
     "pipelines",
     "frames",
+    "cards",  # judge cards, their verdicts in words and the registry beside a ledger (calibration makes them)
     "labelling",  # people label answers in the notebook (the Labeller); calibration checks judges against them
     "calibration",
     "views",  # every picture and page; matplotlib, ipywidgets and ipyevents only here

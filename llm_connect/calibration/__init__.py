@@ -46,6 +46,7 @@ A report's ``widget()``, ``html()`` and ``to_html()`` reach their views through
 and matplotlib and ipywidgets are imported only when a plot or a widget is made.
 """
 
+from ..cards import JudgeCard, JudgeCardRegistry, ProbeEffect, agreement_verdict, judge_verdict, registry_path
 from ..labelling import Labeller
 from ..stats.estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
 from ._agreement import (
@@ -61,8 +62,7 @@ from ._agreement import (
 from ._align import Alignment, align
 from ._bias import PROBES, BiasReport, ProbeResult, paired_shift, perturb_items, probe_judge, run_probes
 from ._calibrate import calibrate
-from ._card_registry import JudgeCardRegistry, registry_path
-from ._cards import JudgeCard, card_from_scores
+from ._cards import card_from_scores
 from ._diagnostics import (
     LengthControlled,
     LengthEffect,
@@ -87,7 +87,6 @@ from ._pairwise import PairwiseReport, battles, calibrate_pairwise, parse_prefer
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._report import CalibrationReport
 from ._runner import ScoredItems, judge_items, load_items, parse_labels, score_items, score_judges
-from ._verdicts import ProbeEffect, agreement_verdict, judge_verdict
 
 __all__ = [
     "DEFAULT_INJECTION",

@@ -10,11 +10,11 @@ from typing import Any
 import pandas as pd
 
 from .._html import Markup
+from ..cards import JudgeCard, JudgeCardRegistry
 from ..errors import ValidationError
 from ..grading import LLMJudge, Rubric
 from ..stats.agreement import Estimate
-from ._card_registry import JudgeCardRegistry
-from ._cards import JudgeCard, card_from_scores
+from ._cards import card_from_scores
 
 __all__ = ["N_BOOT", "Alignment"]
 

@@ -315,8 +315,7 @@ class PairwiseReport(_Report):
         position consistency, the position bias as its probe; the verdict by the cards' rule; and what
         the judge rewards besides quality (``card.style``: the style coefficients of its own
         preferences beside people's, :meth:`style_effects`)."""
-        from ._cards import JudgeCard
-        from ._verdicts import ProbeEffect, judge_verdict, style_entry
+        from ..cards import JudgeCard, ProbeEffect, judge_verdict, style_entry
 
         effects = self.style_effects()  # what each judge (and people) pays for style, when the pairs have texts
         named = {"model_a", "model_b"} <= set(map(str, self.scores.columns))

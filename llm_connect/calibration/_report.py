@@ -142,7 +142,7 @@ class _Report(ABC):
 
     def save_cards(self, ledger_or_registry: Any) -> list[Any]:
         """Save the judge cards in a registry (or the one beside a ledger); returns the cards."""
-        from ._card_registry import JudgeCardRegistry
+        from ..cards import JudgeCardRegistry
 
         registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
                     else JudgeCardRegistry.for_ledger(ledger_or_registry))
@@ -353,8 +353,8 @@ class CalibrationReport(_Report):
         chosen: ``threshold_selection``), ``yes_rate`` (share of its scored items it said yes to),
         ``weak`` (why it is flagged weak, or empty; see
         :func:`~llm_connect.calibration._cards.weak_judge_reasons`) and its largest bias shift."""
+        from ..cards import weak_judge_reasons
         from ._cards import card_reference
-        from ._verdicts import weak_judge_reasons
 
         ref, people = card_reference(self)
         chosen = getattr(self.agreement, "chosen", {})

@@ -740,7 +740,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         batch=_batch_state(args),
     )
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
-    from ..calibration._cards import cards_frame, cards_from_report
+    from ..calibration._cards import cards_from_report
+    from ..cards import cards_frame
 
     cards = cards_from_report(report)
     written = _write_csvs(report, paths)

@@ -207,7 +207,7 @@ def _print_next_step(cards: Any, llm: str, out: Any) -> None:
     card = next((c for c in cards if c.grader_id == "llm-judge"), None)
     if card is None:
         return
-    from ..calibration._verdicts import MIN_LABELLED
+    from ..cards import MIN_LABELLED
 
     unsure = card.n_labelled < MIN_LABELLED or not math.isfinite(card.kappa)  # the verdict: not enough evidence
     weak = unsure or bool(card.weak) or not (math.isfinite(card.kappa_low) and card.kappa_low > 0)

@@ -158,7 +158,7 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
     cards = report.judge_cards()
     written: dict[str, Path] = {}
-    from ..calibration._cards import cards_frame
+    from ..cards import cards_frame
 
     for key, table in (("scores", report.scores_table()), ("agreement", report.agreement_frame()),
                        ("pairwise", report.pairwise_frame()), ("bias", report.bias_frame()),

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .._html import Markup, fmt, frame_html, html_format, join, kv_table, with_interval
-from ..calibration._verdicts import selective_line
+from ..cards import selective_line
 
 __all__ = ["card_registry_html", "judge_card_html"]
 

@@ -341,7 +341,7 @@ def _paid(feature: Any, coef: Any, low: Any, high: Any) -> str:
 def style_entry(judge: Any, people: Any = None, *, models: bool = True,
                 confidence: float = 0.95) -> dict[str, Any] | None:
     """A judge card's :attr:`JudgeCard.style`: the style coefficients of the judge's own preferences
-    (``judge``: a :func:`~llm_connect.calibration.style_effects` frame) beside people's (``people``: the
+    (``judge``: a :func:`~llm_connect.stats.style_effects` frame) beside people's (``people``: the
     same for people's preferences, on the pairs they labelled; ``None`` or a reason when there are
     none), and the card's one line, e.g. ``"this judge pays +40 Elo for bold text (+10 to +70); people pay
     +5 Elo for bold text (-20 to +30)"``: Elo per unit of each feature (for the Arena features, from

@@ -16,7 +16,7 @@ from .._display import view
 from ..errors import ValidationError
 from ..quality import BaseLedger
 from ..quality._ledger_io import temp_file_beside
-from ._cards import JudgeCard, cards_frame
+from ._card import JudgeCard, cards_frame
 
 __all__ = ["JudgeCardRegistry", "registry_path"]
 
