@@ -252,6 +252,26 @@ def test_the_views_floor_is_reached_only_through_the_display_seam():
     assert set(views.__all__) >= wanted
 
 
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_calibration_is_rooms_of_one_idea():
+    """calibration/ at most 6,000 lines and no module of it (or of the floors it was split into, or of views)
+    over 1,000; align() reads as its named steps, and the Labeller is a façade over its rooms."""
+    import inspect
+
+    from llm_connect.calibration import align
+    from llm_connect.labelling import Labeller
+
+    assert sum(_lines(p) for p in (PKG / "calibration").rglob("*.py")) <= 6000
+    big = {str(p.relative_to(PKG)): _lines(p) for floor in ("calibration", "cards", "labelling", "views")
+           for p in (PKG / floor).rglob("*.py") if _lines(p) > 1000}
+    assert big == {}
+    assert len(inspect.getsource(align).splitlines()) <= 80
+    assert len([m for m in vars(Labeller) if callable(getattr(Labeller, m))]) <= 25
+
+
 def test_py_typed_is_shipped():
     assert (PKG / "py.typed").exists()
 
