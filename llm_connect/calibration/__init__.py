@@ -1,8 +1,8 @@
 """Run judges against references and people: runs, probes, pairwise runs, groups, cards, reports.
 
 This floor runs judges (:mod:`llm_connect.grading`) over a dataset and keeps what
-comes out as data: scores frames, agreement tables, bias reports, judge cards and
-their registry, the calibration report. The statistics it applies are pure
+comes out as data: scores frames, agreement tables, bias reports, judge cards (their
+class and registry: :mod:`llm_connect.cards`), the calibration report. The statistics it applies are pure
 functions in :mod:`llm_connect.stats`; every picture and page of its results is
 drawn in :mod:`llm_connect.views` (the ``plot_*`` names and ``JudgmentViewer`` are
 still importable from here, loaded from ``views`` on first use).
@@ -22,8 +22,9 @@ observational diagnostics          :func:`length_effect`, :func:`length_controll
 features                           :func:`model_family`, :func:`text_features`
 quality estimates (PPI++,          :func:`estimate_quality`, :func:`labels_needed`
 active inference)                  (from ``stats.estimates``)
-verdicts and judge cards           :func:`agreement_verdict` (the one wording), :func:`judge_verdict`,
-                                   :class:`JudgeCard`, :class:`JudgeCardRegistry`, :func:`card_from_scores`
+verdicts and judge cards           :func:`card_from_scores`; the card, its verdict and the registry
+                                   (:class:`JudgeCard`, :func:`agreement_verdict`, :class:`JudgeCardRegistry`)
+                                   are :mod:`llm_connect.cards`
 pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`PairwiseReport`,
                                    :func:`parse_preferences`, :func:`battles`
 align a judge to people           :func:`align` -> :class:`Alignment` (held-out proof; rubrics:
@@ -41,7 +42,7 @@ label in the notebook              :class:`Labeller` (from :mod:`llm_connect.lab
                                    ``stats.sampling``; widget: ``views.labeller_widget``)
 =================================  ==========================================================
 
-A report's ``widget()``, ``html()`` and ``to_html()`` reach their views through
+A report's ``widget()``, ``html()``, ``to_html()`` and every object's ``_repr_html_`` reach their views through
 :mod:`llm_connect._display` at call time, so this floor never imports ``views``
 and matplotlib and ipywidgets are imported only when a plot or a widget is made.
 """

@@ -137,7 +137,7 @@ class _Report(ABC):
         """The report as an HTML fragment."""
 
     def verdicts(self) -> list[str]:
-        """One line per machine judge saying what to conclude (the rule: ``llm_connect.calibration._verdicts``)."""
+        """One line per machine judge saying what to conclude (the rule: ``llm_connect.cards._verdicts``)."""
         return [c.verdict for c in self.judge_cards()]
 
     def save_cards(self, ledger_or_registry: Any) -> list[Any]:

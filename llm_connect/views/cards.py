@@ -1,5 +1,5 @@
 """Judge cards as HTML: one card (:func:`judge_card_html`, the ``_repr_html_`` of
-:class:`~llm_connect.calibration.JudgeCard`) and a registry of them (:func:`card_registry_html`)."""
+:class:`~llm_connect.cards.JudgeCard`) and a registry of them (:func:`card_registry_html`)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def judge_card_html(card: Any) -> Markup:
 
 
 def card_registry_html(registry: Any) -> Markup:
-    """Every card of a :class:`~llm_connect.calibration.JudgeCardRegistry`, or a line saying it has none.
+    """Every card of a :class:`~llm_connect.cards.JudgeCardRegistry`, or a line saying it has none.
 
     Parameters
     ----------

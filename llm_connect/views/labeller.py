@@ -2,11 +2,11 @@
 (:func:`labeller_html`), and the widget: one item at a time, buttons and keyboard shortcuts that label into
 the ledger.
 
-:meth:`Labeller.widget() <llm_connect.calibration.Labeller.widget>` reaches :func:`labeller_widget`
+:meth:`Labeller.widget() <llm_connect.labelling.Labeller.widget>` reaches :func:`labeller_widget`
 (and ``item_html()`` / ``_repr_html_`` the two pages) through :func:`llm_connect._display.view`. The
 widget draws what the Labeller gives it
-(:meth:`~llm_connect.calibration.Labeller.item_html`, :meth:`~llm_connect.calibration.Labeller.progress`,
-:attr:`~llm_connect.calibration.Labeller.current`) and its buttons call the Labeller's programmatic
+(:meth:`~llm_connect.labelling.Labeller.item_html`, :meth:`~llm_connect.labelling.Labeller.progress`,
+:attr:`~llm_connect.labelling.Labeller.current`) and its buttons call the Labeller's programmatic
 API (``label``, ``skip``, ``undo``, ``show_judge``): everything it does can be done without it.
 """
 
@@ -29,7 +29,7 @@ def _is_trajectory(value: Any) -> bool:
 
 
 def labeller_item_html(labeller: Any) -> str:
-    """The item a :class:`~llm_connect.calibration.Labeller` shows now, as HTML (every text escaped): its id
+    """The item a :class:`~llm_connect.labelling.Labeller` shows now, as HTML (every text escaped): its id
     and model, the prompt, the reference(s) and the candidate (a transcript for a conversation or an agent
     run), and the judge's score and reply when ``show_judge`` is on; the done message when all are done.
 
@@ -86,7 +86,7 @@ def labeller_item_html(labeller: Any) -> str:
 
 
 def labeller_html(labeller: Any) -> str:
-    """A :class:`~llm_connect.calibration.Labeller` in one table: who labels what, how far, the estimate.
+    """A :class:`~llm_connect.labelling.Labeller` in one table: who labels what, how far, the estimate.
 
     Parameters
     ----------
@@ -111,7 +111,7 @@ def labeller_html(labeller: Any) -> str:
 
 
 def labeller_widget(labeller: Any) -> Any:
-    """The labelling widget (ipywidgets) of a :class:`~llm_connect.calibration.Labeller`: the item,
+    """The labelling widget (ipywidgets) of a :class:`~llm_connect.labelling.Labeller`: the item,
     buttons Correct / Incorrect / Partial (with the score slider) / Skip / Undo / Show judge, a note,
     the progress line. Keyboard shortcuts with ``ipyevents`` installed (hover over the item): ``c``
     correct, ``x`` incorrect, ``p`` partial, ``s`` skip, ``u`` undo, ``j`` show/hide the judge. CSS
