@@ -16,7 +16,7 @@ in six is a copy of a reference, so texts repeat across rows as in real data. We
   ``reference_sep="|"``, ``probes=None`` and ``n_boot=200`` (the defaults of the
   CLI are ``probes="auto"``, ``n_boot=1000``; bias probes embed their
   perturbed answers as more texts);
-- ``row by row``: the embedding judge as it ran before the batch pre-pass (one
+- ``row by row``: the embedding judge as it ran before the pre-pass (one
   embedder call per row, under the embedder's lock) on the first ``--subset``
   rows, for the before/after figure.
 
@@ -82,9 +82,9 @@ def make_rows(questions: int, answers: int, seed: int) -> list[dict[str, Any]]:
 
 
 class RowByRowEmbeddingJudge(EmbeddingSimilarityJudge):
-    """The embedding judge without the batch pre-pass: one embedder call per row (the path before it)."""
+    """The embedding judge without the pre-pass: one embedder call per row (the path before it)."""
 
-    aprepare_batch = None  # type: ignore[assignment]
+    aprepare_run = None  # type: ignore[assignment]
 
 
 def timed(label: str, run: Any) -> tuple[float, Any]:

@@ -142,9 +142,10 @@ def run_ray(ray: Any, df: pd.DataFrame, url: str, concurrency: int, actors: int,
 
 def limiter_rate(ray: Any, calls: int = 2_000) -> None:
     """Round trips a second to the shared limiter from one caller, one at a time (what bounds the cluster's pace)."""
-    from llm_connect.distributed import RateLimit, _Schedule
+    from llm_connect.distributed import RateLimit
+    from llm_connect.distributed._rate_limit import Schedule
 
-    limiter = ray.remote(num_cpus=0)(_Schedule).remote()
+    limiter = ray.remote(num_cpus=0)(Schedule).remote()
     ray.get(limiter.grant.remote(0.0))  # started
     t0 = time.perf_counter()
     for _ in range(calls):

@@ -26,7 +26,7 @@ from typing import Any
 
 from llm_connect import LLMJudge, judge_many
 from llm_connect.adapters import OpenAICompatibleAdapter
-from llm_connect.loopback import LoopbackServer
+from llm_connect.testing.loopback import LoopbackServer
 
 
 def make_items(n: int) -> list[dict[str, str]]:

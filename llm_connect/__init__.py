@@ -53,22 +53,14 @@ if _TYPE_CHECKING:
     from .calibration import (
         Alignment,
         CalibrationReport,
-        JudgeCard,
-        JudgeCardRegistry,
-        Labeller,
         agreement_table,
         align,
         calibrate,
         compare_leaderboards,
-        estimate_quality,
-        labels_needed,
-        leaderboard,
-        length_controlled_win_rate,
-        plot_estimates,
         run_probes,
         score_items,
-        style_effects,
     )
+    from .cards import JudgeCard, JudgeCardRegistry
     from .distributed import SharedBudget
     from .frames import (
         ledger_frame,
@@ -81,10 +73,10 @@ if _TYPE_CHECKING:
         LLM_JUDGE_RUBRIC_HASH,
         LOCAL_JUDGE_RUBRIC_HASH,
         BaselineGrader,
-        CascadeJudge,
         ContainsJudge,
         EmbeddingSimilarityJudge,
         EpochReliability,
+        EscalationJudge,
         ExactMatchJudge,
         Example,
         FunctionJudge,
@@ -108,21 +100,26 @@ if _TYPE_CHECKING:
         schedule_battles,
         tournament,
     )
-    from .pipelines import (
-        Pipeline,
-        from_config,
-    )
+    from .labelling import Labeller
+    from .pipelines import Pipeline
     from .quality import (
         ParquetLedger,
         QualityLedger,
         QualityObservation,
-        is_stale,
     )
     from .routing import (
         RoutingDecision,
         evidence_table,
         route,
     )
+    from .stats import (
+        estimate_quality,
+        labels_needed,
+        leaderboard,
+        length_controlled_win_rate,
+        style_effects,
+    )
+    from .views import plot_estimates
 
 __version__ = "0.1.0"
 
@@ -135,7 +132,7 @@ _LAZY: dict[str, str] = {
     "Example": ".grading",
     "align": ".calibration",
     "Alignment": ".calibration",
-    "style_effects": ".calibration",
+    "style_effects": ".stats",
     "SharedBudget": ".distributed",
     "AnthropicAdapter": ".adapters",
     "LlamaCppAdapter": ".adapters",
@@ -145,17 +142,17 @@ _LAZY: dict[str, str] = {
     "OpenAICompatibleEmbedder": ".adapters",
     "SentenceTransformerEmbedder": ".adapters",
     "CalibrationReport": ".calibration",
-    "JudgeCard": ".calibration",
-    "JudgeCardRegistry": ".calibration",
-    "Labeller": ".calibration",
+    "JudgeCard": ".cards",
+    "JudgeCardRegistry": ".cards",
+    "Labeller": ".labelling",
     "agreement_table": ".calibration",
     "calibrate": ".calibration",
     "compare_leaderboards": ".calibration",
-    "estimate_quality": ".calibration",
-    "labels_needed": ".calibration",
-    "leaderboard": ".calibration",
-    "length_controlled_win_rate": ".calibration",
-    "plot_estimates": ".calibration",
+    "estimate_quality": ".stats",
+    "labels_needed": ".stats",
+    "leaderboard": ".stats",
+    "length_controlled_win_rate": ".stats",
+    "plot_estimates": ".views",
     "run_probes": ".calibration",
     "score_items": ".calibration",
     "ledger_frame": ".frames",
@@ -164,10 +161,10 @@ _LAZY: dict[str, str] = {
     "record_labels": ".frames",
     "results_frame": ".frames",
     "BaselineGrader": ".grading",
-    "CascadeJudge": ".grading",
     "ContainsJudge": ".grading",
     "EmbeddingSimilarityJudge": ".grading",
     "EpochReliability": ".grading",
+    "EscalationJudge": ".grading",
     "ExactMatchJudge": ".grading",
     "FunctionJudge": ".grading",
     "GradingResult": ".grading",
@@ -188,11 +185,9 @@ _LAZY: dict[str, str] = {
     "schedule_battles": ".grading",
     "tournament": ".grading",
     "Pipeline": ".pipelines",
-    "from_config": ".pipelines",
     "ParquetLedger": ".quality",
     "QualityLedger": ".quality",
     "QualityObservation": ".quality",
-    "is_stale": ".quality",
     "RoutingDecision": ".routing",
     "evidence_table": ".routing",
     "route": ".routing",
@@ -210,12 +205,12 @@ __all__ = [
     "BudgetExceededError",
     "BudgetTracker",
     "CalibrationReport",
-    "CascadeJudge",
     "ConfigError",
     "ContainsJudge",
     "EmbeddingAdapter",
     "EmbeddingSimilarityJudge",
     "EpochReliability",
+    "EscalationJudge",
     "ExactMatchJudge",
     "Example",
     "FunctionJudge",
@@ -264,9 +259,7 @@ __all__ = [
     "epoch_reliability",
     "estimate_quality",
     "evidence_table",
-    "from_config",
     "grade_many",
-    "is_stale",
     "judge_many",
     "labels_needed",
     "leaderboard",
@@ -298,4 +291,6 @@ def __getattr__(name: str) -> _Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names (``__all__``) and the module's dunders: what ``dir(llm_connect)`` and tab
+    completion offer, neither the submodules nor the private helpers."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})

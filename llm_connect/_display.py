@@ -3,8 +3,8 @@
 :mod:`llm_connect.views` sits above every floor that computes: it draws what the
 others give it, and nothing below it imports it. A data object that offers a
 picture or a page as a convenience (``CalibrationReport.widget()``,
-``.to_html()``, ``Labeller.widget()``, ``Pipeline.draw()``, every ``_repr_html_``
-of the calibration floor) looks its view up here by name when it is called, as
+``.to_html()``, ``Labeller.widget()``, ``Pipeline.plot()``, every ``_repr_html_``
+of the floors below) looks its view up here by name when it is called, as
 pandas' ``DataFrame.plot`` finds its plotting backend. So the floors stay one-way,
 ``import llm_connect`` never loads matplotlib or ipywidgets, and a view is one
 function in ``views/`` that takes the object (or plain data) and returns HTML, a
@@ -28,6 +28,7 @@ __all__ = [
     "VIEW_NAMES",
     "AlignmentPage",
     "FigureView",
+    "LedgerPage",
     "ObjectPage",
     "Plot",
     "ReportFigures",
@@ -104,10 +105,19 @@ class ReportViewer(Protocol):
     def __call__(self, report: Any, /, *, title: str = ..., height: int = ...) -> Any: ...
 
 
+class LedgerPage(Protocol):
+    """A ledger in one line of HTML: its kind (``"QualityLedger"``) and where it lives."""
+
+    def __call__(self, kind: str, location: str, /) -> str: ...
+
+
 ObjectPageName = Literal[
-    "agreement_table_html", "bias_report_html", "card_registry_html", "judge_card_html", "labeller_html",
-    "labeller_item_html", "leaderboard_comparison_html", "length_controlled_html", "length_effect_html",
-    "pair_agreement_html", "probe_result_html", "self_preference_html",
+    "agreement_table_html", "bias_report_html", "card_registry_html", "epoch_reliability_html",
+    "escalation_summary_html", "grading_result_html", "judge_card_html", "labeller_html", "labeller_item_html",
+    "leaderboard_comparison_html", "length_controlled_html", "length_effect_html", "pair_agreement_html",
+    "pairwise_summary_html", "panel_agreement_html", "pipeline_html", "pipeline_result_html", "probe_result_html",
+    "quality_check_html", "routing_decision_html", "selective_cascade_html", "selective_cascade_summary_html",
+    "selective_judge_html", "self_preference_html", "trace_html",
 ]
 ReportPageName = Literal["pairwise_report_html", "report_html"]
 PlotName = Literal["plot_pipeline", "plot_risk_coverage"]
@@ -115,7 +125,7 @@ WidgetName = Literal["labeller_widget", "report_widget"]
 #: Every view a floor below :mod:`llm_connect.views` reaches through :func:`view`, each typed by an overload.
 ViewName = Literal[
     ObjectPageName, ReportPageName, PlotName, WidgetName, "alignment_html", "group_breakdown_figure",
-    "group_breakdown_html", "judgment_viewer", "report_figures", "save_report_html",
+    "group_breakdown_html", "judgment_viewer", "ledger_html", "report_figures", "save_report_html",
 ]
 #: The names of :data:`ViewName`, for a test (each one is in ``llm_connect.views.__all__``).
 VIEW_NAMES: frozenset[str] = frozenset(
@@ -143,6 +153,8 @@ def view(name: Literal["report_figures"]) -> ReportFigures: ...
 def view(name: Literal["save_report_html"]) -> SavedPage: ...
 @overload
 def view(name: Literal["judgment_viewer"]) -> ReportViewer: ...
+@overload
+def view(name: Literal["ledger_html"]) -> LedgerPage: ...
 @overload
 def view(name: str) -> Any: ...
 

@@ -90,7 +90,7 @@ async def on_background(coro: Coroutine[Any, Any, T]) -> T:
 async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run a blocking callable in the background loop's wide executor, in a copy of the caller's context.
 
-    The context matters: it carries the batch budget a row's calls are charged
+    The context matters: it carries the run budget a row's calls are charged
     to (:func:`llm_connect.core.budget_scope`), which a sync judge's adapter
     calls in the worker thread must see (``run_in_executor`` alone drops it).
     """

@@ -9,7 +9,7 @@ untrusted:
   overrides and lone surrogates become visible escapes (``\\x1b``, ``\\n``,
   ``\\u202e``, ``\\udc80``), so a value can neither drive the terminal nor fake
   a line of output, and printing never fails on an unencodable character.
-- :func:`redact_urls` drops the ``user:password@`` part of any URL in a text.
+- :func:`redact_urls` drops the ``user:password@`` part of any URL in a text (or masks it as ``***@``).
 - :func:`csv_cell` / :func:`csv_safe_frame` apply the OWASP rule against CSV
   (formula) injection: a text cell starting with ``=``, ``+``, ``-``, ``@``,
   tab or carriage return gets a leading ``'``. Numbers are never touched, nor
@@ -45,9 +45,25 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def redact_urls(text: str) -> str:
-    """``text`` with the credentials of every ``scheme://user:password@host`` URL removed."""
-    return _URL_USERINFO.sub(r"\1", text)
+def redact_urls(text: str, *, mask: str = "") -> str:
+    """``text`` with the credentials of every ``scheme://user:password@host`` URL removed.
+
+    Parameters
+    ----------
+    text : str
+        Any text: a URL, a message quoting URLs.
+    mask : str, default ""
+        What stands where the credentials were: ``""`` drops them with their ``@``
+        (``https://host/v1``); ``"***"`` shows that there were some (``https://***@host/v1``), as the
+        adapters' messages and ``repr`` do.
+
+    Returns
+    -------
+    str
+        ``text`` with the ``user:password@`` part of every URL (up to the last ``@`` before the host's
+        path, query or fragment) replaced.
+    """
+    return _URL_USERINFO.sub(lambda m: m.group(1) + (mask + "@" if mask else ""), text)
 
 
 def safe_text(value: Any, *, limit: int | None = None) -> str:

@@ -60,11 +60,28 @@ __all__ = [
 
 
 class LLMConnectError(Exception):
-    """Base class of every error raised by ``llm_connect``."""
+    """Base class of every error raised by ``llm_connect`` on purpose.
+
+    See Also
+    --------
+    llm_connect.errors : The tree of its subclasses, drawn in the module's docstring.
+
+    Examples
+    --------
+    >>> from llm_connect import RunConfig
+    >>> try:
+    ...     RunConfig(temperature=-1)
+    ... except LLMConnectError as exc:
+    ...     print(type(exc).__name__, "-", exc)
+    ValidationError - RunConfig.temperature must be >= 0, got -1
+    """
 
 
 class ValidationError(LLMConnectError, ValueError):
-    """An argument, a field or an observation is invalid."""
+    """An argument, a field or an observation is invalid; the message names it and says what it must be.
+
+    Also a ``ValueError``, so ``except ValueError`` keeps working where a contract names that.
+    """
 
 
 class ConfigError(ValidationError):
@@ -76,7 +93,22 @@ class EmbeddingShapeError(ValidationError):
 
 
 class JudgeReplyError(ValidationError):
-    """A judge's reply holds no usable verdict. In a batch this row is *unscored*, never 0."""
+    """A judge's reply holds no usable verdict. In a run over many items its row is *unscored*, never 0.
+
+    Parameters
+    ----------
+    message : str
+        What was wrong with the reply.
+    reply : str, optional
+        The reply itself, kept for audit.
+
+    Attributes
+    ----------
+    reply : str or None
+        The reply.
+    response : LLMResponse or None
+        The response that held the reply, when there was one (its usage and cost are still counted).
+    """
 
     def __init__(self, message: str, *, reply: str | None = None) -> None:
         super().__init__(message)
@@ -85,20 +117,56 @@ class JudgeReplyError(ValidationError):
 
 
 class LogprobsUnavailableError(JudgeReplyError):
-    """Logprob scoring was asked for but the adapter returned no token probabilities."""
+    """Logprob scoring was asked for but the adapter returned no token probabilities.
+
+    Never a silent fallback to the text verdict: the row is *unscored*, with this reason.
+
+    Parameters
+    ----------
+    message : str
+        What was missing.
+    reply : str, optional
+        The reply, kept for audit.
+    """
 
 
 class JudgeAbstained(JudgeReplyError):
     """A selective judge's confidence is below its calibrated cut-off: it gives no verdict on this item.
 
-    In a batch the row's status is *abstained* (no score, never 0; its ``confidence`` in the row),
-    and a cascade passes the item to its next judge or to people. A subclass of
-    :class:`JudgeReplyError`, so code written for unusable replies (a panel member that gives
-    none, the fixed-band ``CascadeJudge`` escalating) treats an abstention as one. ``confidence``:
-    the judge's confidence on the item; ``cutoff``: its cut-off; ``result``: the withheld judgment
-    (a ``GradingResult``, for audit, never a score), when there is one; ``columns``: the judge's own
-    columns of the batch row (``decided_by``, ``stage``...); ``response``: what the abstaining
-    judgment cost, as for any unusable reply.
+    In a run over many items the row's status is *abstained* (no score, never 0; its ``confidence`` in
+    the row), and a cascade passes the item to its next judge or to people. A subclass of
+    :class:`JudgeReplyError`, so code written for unusable replies (a panel member that gives none, the
+    fixed-band ``EscalationJudge`` escalating) treats an abstention as one.
+
+    Parameters
+    ----------
+    message : str
+        Why the judge abstained.
+    confidence : float, optional
+        The judge's confidence on the item.
+    cutoff : float, optional
+        Its calibrated cut-off.
+    result : GradingResult, optional
+        The withheld judgment, for audit (never a score), when there is one.
+    columns : dict, optional
+        The judge's own columns of the item's row (``decided_by``, ``stage``, ...).
+
+    Attributes
+    ----------
+    confidence : float or None
+        As given.
+    cutoff : float or None
+        As given.
+    result : GradingResult or None
+        As given.
+    columns : dict
+        As given (a copy; empty when none).
+    response : LLMResponse or None
+        What the abstaining judgment cost, as for any unusable reply.
+
+    See Also
+    --------
+    llm_connect.SelectiveJudge : The judge that abstains.
     """
 
     def __init__(self, message: str, *, confidence: float | None = None, cutoff: float | None = None,
@@ -118,7 +186,26 @@ class UncalibratedJudgeError(ValidationError):
 
 
 class BudgetExceededError(LLMConnectError):
-    """The run's budget is spent; the message holds what was spent and the limit."""
+    """The run's budget is spent; the message holds what was spent and the limit, and what to do.
+
+    Parameters
+    ----------
+    spent_usd : float
+        What was spent, in USD.
+    limit_usd : float
+        The limit, in USD.
+
+    Attributes
+    ----------
+    spent_usd : float
+        As given.
+    limit_usd : float
+        As given.
+
+    See Also
+    --------
+    llm_connect.BudgetTracker : Raises it.
+    """
 
     def __init__(self, spent_usd: float, limit_usd: float) -> None:
         super().__init__(
@@ -135,8 +222,27 @@ class JudgeFailedError(LLMConnectError):
     A run in which nothing was scored has nothing to measure, so ``align`` and ``calibrate`` refuse it
     rather than report agreement, a card or "no improvement" about a judge that never judged. The
     message names the judge and its first error (the same fault is usually behind every row: a
-    missing model or extra, a refused key, an endpoint that is down). ``judge``: its name;
-    ``first_error``: that error's text; ``n``: the rows it was given.
+    missing model or extra, a refused key, an endpoint that is down).
+
+    Parameters
+    ----------
+    judge : str
+        The judge's name.
+    first_error : str
+        The first row's error (shown cut to 400 characters).
+    n : int
+        How many rows the judge was given.
+    what : str, default ""
+        What the run was doing, shown in the message (e.g. ``"the original rubric"``).
+
+    Attributes
+    ----------
+    judge : str
+        As given.
+    first_error : str
+        As given, whole.
+    n : int
+        As given.
     """
 
     def __init__(self, judge: str, first_error: str, n: int, *, what: str = "") -> None:
@@ -158,8 +264,20 @@ DISTRIBUTION = "llm-connect-judges"
 
 
 def module_installed(module: str) -> bool:
-    """Whether ``module`` can be imported, found without importing it (a missing extra is told before it is
-    needed: the command line checks its judges' packages this way)."""
+    """Whether a module can be imported, found without importing it.
+
+    A missing extra is told before it is needed: the command line checks its judges' packages this way.
+
+    Parameters
+    ----------
+    module : str
+        The module's import name (e.g. ``"llama_cpp"``).
+
+    Returns
+    -------
+    bool
+        Whether it can be imported.
+    """
     import importlib.util
 
     try:
@@ -169,15 +287,46 @@ def module_installed(module: str) -> bool:
 
 
 def install_hint(extra: str) -> str:
-    """The ``pip install`` that adds ``extra``: from a clone (what works today), then the published name."""
+    """The ``pip install`` that adds an extra: from a clone (what works today), then the published name.
+
+    Parameters
+    ----------
+    extra : str
+        The extra's name (``"local"``, ``"ray"``, ...).
+
+    Returns
+    -------
+    str
+        The command(s) to run, for an error message.
+
+    Examples
+    --------
+    >>> install_hint("ray")
+    "pip install -e '.[ray]' in a clone of this project (or pip install 'llm-connect-judges[ray]')"
+    """
     return f"pip install -e '.[{extra}]' in a clone of this project (or pip install '{DISTRIBUTION}[{extra}]')"
 
 
 class QualityNotMet(LLMConnectError, AssertionError):
     """A quality gate failed: the upper end of the mean score's interval is below the threshold.
 
-    An ``AssertionError``, so a test that raises it fails as an ``assert`` would. ``check`` holds the
-    :class:`~llm_connect.testing.QualityCheck` behind it (``None`` when there was no scored item).
+    An ``AssertionError``, so a test that raises it fails as an ``assert`` would.
+
+    Parameters
+    ----------
+    message : str
+        The gate's verdict, with the interval and the threshold.
+    check : QualityCheck, optional
+        The :class:`~llm_connect.testing.QualityCheck` behind it (``None`` when there was no scored item).
+
+    Attributes
+    ----------
+    check : QualityCheck or None
+        As given.
+
+    See Also
+    --------
+    llm_connect.testing.assert_quality : Raises it.
     """
 
     def __init__(self, message: str, *, check: object | None = None) -> None:
@@ -188,8 +337,23 @@ class QualityNotMet(LLMConnectError, AssertionError):
 class QualityInconclusive(LLMConnectError, AssertionError):
     """A quality gate is not settled: the mean score's interval holds the threshold.
 
-    The message says about how many more items would settle it; ``check`` holds the
-    :class:`~llm_connect.testing.QualityCheck`.
+    An ``AssertionError``, as :class:`QualityNotMet` is.
+
+    Parameters
+    ----------
+    message : str
+        The gate's verdict; it says about how many more items would settle it.
+    check : QualityCheck, optional
+        The :class:`~llm_connect.testing.QualityCheck` behind it.
+
+    Attributes
+    ----------
+    check : QualityCheck or None
+        As given.
+
+    See Also
+    --------
+    llm_connect.testing.assert_quality : Raises it (with ``inconclusive="fail"``).
     """
 
     def __init__(self, message: str, *, check: object | None = None) -> None:
@@ -198,7 +362,33 @@ class QualityInconclusive(LLMConnectError, AssertionError):
 
 
 class MissingDependencyError(LLMConnectError, ImportError):
-    """An optional dependency is missing; the message holds the ``pip install`` to run (:func:`install_hint`)."""
+    """An optional dependency is missing; the message holds the ``pip install`` to run (:func:`install_hint`).
+
+    Also an ``ImportError``.
+
+    Parameters
+    ----------
+    package : str
+        The missing package.
+    extra : str
+        The extra that installs it (``"local"``, ``"ray"``, ...).
+    feature : str, default ""
+        What needs it, shown in the message.
+    hint : str, optional
+        The command to suggest instead of :func:`install_hint`'s.
+
+    Attributes
+    ----------
+    package : str
+        As given.
+    extra : str
+        As given.
+
+    Examples
+    --------
+    >>> print(MissingDependencyError("ray", "ray", "grade_dataset"))
+    ray is needed for grade_dataset but is not installed; run: pip install -e '.[ray]' in a clone of ...
+    """
 
     def __init__(self, package: str, extra: str, feature: str = "", *, hint: str | None = None) -> None:
         what = f" for {feature}" if feature else ""
@@ -208,10 +398,31 @@ class MissingDependencyError(LLMConnectError, ImportError):
 
 
 class AdapterError(LLMConnectError):
-    """A call to a model provider failed.
+    """A call to a model provider failed; the message says what to do next.
 
-    ``status`` is the HTTP status when there was one; ``provider_message`` the
-    provider's own words (with any key scrubbed).
+    Adapters translate the provider's errors into its subclasses at the adapter's boundary (a 401 is an
+    :class:`AuthenticationError`, a 429 after retries a :class:`RateLimitError`, ...), which take the same
+    parameters.
+
+    Parameters
+    ----------
+    message : str
+        What failed and what to do (never an API key).
+    status : int, optional
+        The HTTP status, when there was one.
+    provider_message : str, optional
+        The provider's own words, with any key scrubbed.
+    adapter_id : str, optional
+        The adapter that made the call.
+
+    Attributes
+    ----------
+    status : int or None
+        As given.
+    provider_message : str or None
+        As given.
+    adapter_id : str or None
+        As given.
     """
 
     def __init__(

@@ -33,16 +33,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .batch import (
-    CONVERSATION_COLUMNS,
-    RESULT_FRAME_COLUMNS,
-    canonical_item_id,
-    conversation_tags,
-    item_id_text,
-    item_ids,
-    renamed_keyword,
-)
+from .columns import RESULT_FRAME_COLUMNS
 from .errors import ValidationError
+from .items import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 from .quality import MAX_LINE_BYTES, BaseLedger, ParquetLedger, QualityLedger, QualityObservation
 from .quality._base import is_parquet_location
 from .quality._ledger_io import (
@@ -88,7 +81,7 @@ LEDGER_COLUMNS = (
     "total_tokens",
 )
 TAG_PREFIX = "tag."
-_CONVERSATION_TAGS = ("conversation_id", "turn")  # batch.CONVERSATION_TAGS: columns paired_frame keeps
+_CONVERSATION_TAGS = ("conversation_id", "turn")  # items.CONVERSATION_TAGS: columns paired_frame keeps
 
 TagsMode = Literal["expand", "dict"]
 _LAYOUT: dict[str, TagLayout] = {"expand": "columns", "dict": "dicts"}  # how each mode reads tags
@@ -272,20 +265,49 @@ def ledger_frame(
 ) -> pd.DataFrame:
     """A quality ledger as a DataFrame: one row per valid observation, in file order.
 
-    ``ledger_or_path``: a :class:`QualityLedger`, the path of its JSON Lines file
-    (which must exist; a ledger whose file does not exist yet is empty), a
-    :class:`~llm_connect.quality.ParquetLedger` (or its root: a directory or a
-    URI such as ``s3://bucket/ledger``; rows in its read order, duplicates of
-    retried writes read once), or observations. Columns: ``recorded_at`` (``datetime64[us, UTC]``), the ids
-    ``task_type``, ``adapter_id``, ``model_id``, ``baseline_adapter_id``
-    (categoricals), ``quality_score``, ``cost_usd``, ``latency_ms``, ``tokens_in``,
-    ``tokens_out``, ``total_tokens``, then ``tags="expand"``: one ``tag.<key>``
-    column per tag key (a missing or null value is NA; integer tags are ``Int64``,
-    booleans ``boolean``, text ``str``, mixed or nested values objects), or
-    ``tags="dict"``: one ``tags`` column holding each observation's dict.
-    ``df.attrs["malformed_count"]`` is the number of skipped malformed lines
-    (blank lines are not counted), as :meth:`QualityLedger.malformed_count` says
-    (for a ``ParquetLedger``: unreadable files and invalid rows).
+    Parameters
+    ----------
+    ledger_or_path : BaseLedger or str or os.PathLike or iterable of QualityObservation
+        A :class:`~llm_connect.quality.QualityLedger`, the path of its JSON Lines file (which must exist;
+        a ledger whose file does not exist yet is empty), a :class:`~llm_connect.quality.ParquetLedger`
+        (or its root: a directory or a URI such as ``s3://bucket/ledger``; rows in its read order,
+        duplicates of retried writes read once), another ledger, or observations.
+    tags : {"expand", "dict"}, default "expand"
+        ``"expand"``: one ``tag.<key>`` column per tag key (a missing or null value is NA; integer tags are
+        ``Int64``, booleans ``boolean``, text ``str``, mixed or nested values objects). ``"dict"``: one
+        ``tags`` column holding each observation's dict, every tag kept exactly.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`LEDGER_COLUMNS`: ``recorded_at`` (``datetime64[us, UTC]``), the ids ``task_type``,
+        ``adapter_id``, ``model_id``, ``baseline_adapter_id`` (categoricals), ``quality_score``,
+        ``cost_usd``, ``latency_ms``, ``tokens_in``, ``tokens_out``, ``total_tokens``; then the tags.
+        ``df.attrs["malformed_count"]`` is the number of skipped malformed lines (blank lines are not
+        counted), as :meth:`~llm_connect.quality.QualityLedger.malformed_count` says (for a
+        ``ParquetLedger``: unreadable files and invalid rows).
+
+    Raises
+    ------
+    FileNotFoundError
+        When a path names no file (the message says when it is a link to a missing file).
+    ValidationError
+        When ``tags`` is neither mode, or an iterable holds something other than observations.
+
+    See Also
+    --------
+    observations_from_frame : The way back, to observations.
+    paired_frame : The judge's scores beside the human labels.
+
+    Examples
+    --------
+    >>> from llm_connect import QualityObservation
+    >>> seen = QualityObservation(task_type="qa", adapter_id="openai", model_id="gpt-4o-mini", cost_usd=0.002,
+    ...                           quality_score=1.0, latency_ms=350.0, tokens_in=120, tokens_out=4,
+    ...                           tags={"grader_id": "llm-judge", "item_id": 7})
+    >>> ledger_frame([seen])[["model_id", "quality_score", "total_tokens", "tag.item_id"]]
+          model_id  quality_score  total_tokens  tag.item_id
+    0  gpt-4o-mini            1.0           124            7
     """
     if tags not in ("expand", "dict"):
         raise ValidationError(f"tags must be 'expand' or 'dict', got {tags!r}")
@@ -350,9 +372,37 @@ def _plain(value: Any) -> Any:
 def observations_from_frame(df: pd.DataFrame, *, task_type: str | None = None) -> list[QualityObservation]:
     """The observations of a :func:`ledger_frame`-shaped frame, one per row, validated.
 
-    Tags come from the ``tags`` column (dicts) or the ``tag.<key>`` columns (NA
-    values are left out). ``task_type`` fills a missing ``task_type`` column.
-    A row that is not a valid observation raises ``ValueError`` naming the row.
+    ``ledger_frame`` then ``observations_from_frame`` gives the original observations back.
+
+    Parameters
+    ----------
+    df : DataFrame
+        A frame with the columns of :func:`ledger_frame` (``recorded_at`` may be left out: now). Tags come
+        from the ``tags`` column (dicts) or the ``tag.<key>`` columns (NA values are left out).
+    task_type : str, optional
+        Fills a missing ``task_type`` column.
+
+    Returns
+    -------
+    list of QualityObservation
+        One per row, in order.
+
+    Raises
+    ------
+    ValidationError
+        When a column is missing, or a row is not a valid observation (the message names the row).
+
+    See Also
+    --------
+    ledger_frame : The frame this reads.
+
+    Examples
+    --------
+    >>> from llm_connect import QualityObservation
+    >>> seen = QualityObservation(task_type="qa", adapter_id="openai", model_id="gpt-4o-mini", cost_usd=0.002,
+    ...                           quality_score=1.0, latency_ms=350.0, tokens_in=120, tokens_out=4)
+    >>> observations_from_frame(ledger_frame([seen])) == [seen]
+    True
     """
     required = ["adapter_id", "model_id", "cost_usd", "quality_score", "latency_ms", "tokens_in", "tokens_out"]
     if "task_type" not in df.columns and task_type is None:
@@ -407,14 +457,40 @@ def observations_from_frame(df: pd.DataFrame, *, task_type: str | None = None) -
 def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     """Grading results as a DataFrame, one row per :class:`~llm_connect.grading.GradingResult`.
 
-    Columns: ``grader_id``, ``quality_score``, ``notes``, the ``baseline`` and
-    ``candidate`` texts, each side's adapter and model ids (categoricals), the
-    candidate's own usage (``candidate_tokens_in``, ``candidate_tokens_out``,
-    ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
-    (``tokens_in``, ``tokens_out``, ``judge_tokens_in``, ``judge_tokens_out`` (the same counts
-    beside the cost), ``judge_cost_usd``, ``latency_ms``): the same names as
-    the judge's columns of :func:`~llm_connect.grading.judge_many` (see
-    :data:`llm_connect.batch.RESULT_FRAME_COLUMNS`).
+    Parameters
+    ----------
+    results : iterable of GradingResult
+        The results, e.g. of :meth:`~llm_connect.grading.PairedGrader.grade` or ``judge(...)`` calls.
+
+    Returns
+    -------
+    DataFrame
+        One row per result, in order. Columns (:data:`RESULT_FRAME_COLUMNS`): ``grader_id``,
+        ``quality_score``, ``notes``, the ``baseline`` and ``candidate`` texts, each side's adapter and
+        model ids (categoricals), the candidate's own usage (``candidate_tokens_in``,
+        ``candidate_tokens_out``, ``candidate_cost_usd``, ``candidate_latency_ms``) and the judge's
+        (``judge_tokens_in``, ``judge_tokens_out``, ``judge_cost_usd``, ``latency_ms``): the same names as the
+        judge's columns of
+        :func:`~llm_connect.grading.judge_many`.
+
+    Raises
+    ------
+    ValidationError
+        When an element is not a grading result (the message names its position).
+
+    See Also
+    --------
+    llm_connect.grading.judge_many : Judges many items into a frame of the same columns.
+
+    Examples
+    --------
+    >>> from llm_connect import GradingResult, LLMResponse
+    >>> result = GradingResult(quality_score=1.0, notes="exact match", grader_id="exact-match",
+    ...                        baseline_response=LLMResponse("Paris", "reference", "answers"),
+    ...                        candidate_response=LLMResponse("Paris", "openai", "gpt-4o-mini", tokens_out=2))
+    >>> results_frame([result])[["grader_id", "quality_score", "candidate_model_id", "candidate_tokens_out"]]
+         grader_id  quality_score candidate_model_id  candidate_tokens_out
+    0  exact-match            1.0        gpt-4o-mini                     2
     """
     rows = []
     for k, r in enumerate(results):
@@ -439,8 +515,6 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
                 float(cand.latency_ms),
                 int(getattr(r, "tokens_in", 0)),
                 int(getattr(r, "tokens_out", 0)),
-                int(getattr(r, "tokens_in", 0)),
-                int(getattr(r, "tokens_out", 0)),
                 float(getattr(r, "cost_usd", 0.0)),
                 float(getattr(r, "latency_ms", 0.0)),
             )
@@ -448,8 +522,7 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(rows, columns=list(RESULT_FRAME_COLUMNS))
     for c in ("grader_id", "baseline_adapter_id", "baseline_model_id", "candidate_adapter_id", "candidate_model_id"):
         frame[c] = frame[c].astype(object).astype("category")
-    for c in ("candidate_tokens_in", "candidate_tokens_out", "tokens_in", "tokens_out", "judge_tokens_in",
-              "judge_tokens_out"):
+    for c in ("candidate_tokens_in", "candidate_tokens_out", "judge_tokens_in", "judge_tokens_out"):
         frame[c] = frame[c].astype("int64")
     for c in ("quality_score", "candidate_cost_usd", "candidate_latency_ms", "judge_cost_usd", "latency_ms"):
         frame[c] = frame[c].astype("float64")
@@ -459,11 +532,11 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
 # -- human labels and paired judge/human frames ------------------------------------------------
 
 HUMAN_GRADER_ID = "human"
-#: The grader id of a skip written by :class:`~llm_connect.calibration.Labeller` (never read as a label).
+#: The grader id of a skip written by :class:`~llm_connect.labelling.Labeller` (never read as a label).
 SKIP_GRADER_ID = "human-skip"
 #: The grader id of an undo marker: tag ``undoes`` names the ``label_id`` of the label (or skip) taken back.
 UNDO_GRADER_ID = "human-undo"
-#: The grader id of a hold: an annotator of :class:`~llm_connect.calibration.Labeller` took the item (tags
+#: The grader id of a hold: an annotator of :class:`~llm_connect.labelling.Labeller` took the item (tags
 #: ``item_id``, ``annotator``, ``hold_seconds``), so other annotators pass it over until the hold expires
 #: (never read as a label or a judge's score).
 HOLD_GRADER_ID = "human-hold"
@@ -514,32 +587,75 @@ def record_labels(
     annotator: str | None = None,
     grader_id: str = HUMAN_GRADER_ID,
 ) -> int:
-    """Write human labels to ``ledger`` as observations that pair with the judged ones.
+    """Write human labels to a ledger as observations that pair with the judged ones.
 
-    Each row of ``frame`` whose ``label`` column holds a score in 0..1 (or a
-    boolean) becomes one :class:`QualityObservation` with ``quality_score`` the
-    label, zero cost and latency, and ``tags`` ``grader_id`` (default
-    ``"human"``), ``item_id`` and ``annotator`` — with the same ``task_type``,
-    ``item_id`` and adapter as the judge's observation of that answer, so
-    :func:`paired_frame` can join them. Rows whose label is missing (NaN) are
-    unlabelled and skipped. ``item_id`` / ``adapter_id`` / ``model_id`` name
-    columns (default: ``item_id`` or ``id``; ``adapter_id``, ``candidate_adapter``
-    or ``candidate_model``; ``model_id`` or ``candidate_model``, else the adapter).
-    ``annotator``: a column naming who labelled each row; without one the tag
-    is ``"anonymous"``. Ids are converted as ``judge_many`` records them
-    (:func:`~llm_connect.batch.canonical_item_id`: a whole float such as ``1.0``
-    is ``1``, numpy scalars are plain Python); a labelled row without an id is an
-    error. Turns of a conversation (a frame with ``conversation_id`` / ``turn`` /
-    ``messages`` columns, as :func:`~llm_connect.conversations.per_turn` gives) are
-    keyed as ``judge_many`` keys them (:func:`~llm_connect.batch.item_ids`: each turn
-    its own item; without an ``item_id`` column), and their labels carry the tags
-    ``conversation_id`` and ``turn``. Every row is validated before anything is written, and
-    all are written under one lock.
+    Each row of ``frame`` whose ``label`` column holds a score in 0..1 (or a boolean) becomes one
+    :class:`~llm_connect.quality.QualityObservation` with ``quality_score`` the label, zero cost and
+    latency, and ``tags`` ``grader_id``, ``item_id`` and ``annotator``, with the same ``task_type``,
+    ``item_id`` and adapter as the judge's observation of that answer, so :func:`paired_frame` can join
+    them. Rows whose label is missing (NaN) are unlabelled and skipped. Ids are converted as
+    ``judge_many`` records them (:func:`~llm_connect.items.canonical_item_id`: a whole float such as
+    ``1.0`` is ``1``, numpy scalars are plain Python). Turns of a conversation (a frame with
+    ``conversation_id`` / ``turn`` / ``messages`` columns, as :func:`~llm_connect.conversations.per_turn`
+    gives) are keyed as ``judge_many`` keys them (:func:`~llm_connect.items.item_ids`: each turn its own
+    item; without an ``item_id`` column), and their labels carry the tags ``conversation_id`` and
+    ``turn``. Every row is validated before anything is written, and all are written under one lock.
 
     Each label is recorded once per item (id and candidate) and annotator under ``grader_id``: a label the
     ledger already holds is not recorded again, however often this runs: the first label stands (a warning
     says how many were found already, and how many of those differ from the label that stands; see
-    :meth:`~llm_connect.quality.BaseLedger.extend_once`). Returns how many labels were written.
+    :meth:`~llm_connect.quality.BaseLedger.extend_once`).
+
+    Parameters
+    ----------
+    ledger : BaseLedger
+        The ledger to write to (a :class:`~llm_connect.quality.QualityLedger` or a
+        :class:`~llm_connect.quality.ParquetLedger`).
+    frame : DataFrame
+        One row per labelled answer.
+    task_type : str
+        The task the judge's observations were recorded under.
+    label : str, default "human"
+        The column of labels.
+    item_id : str, optional
+        The column of item ids (default: ``item_id`` or ``id``).
+    adapter_id : str, optional
+        The column of the candidates' adapters (default: ``adapter_id``, ``candidate_adapter`` or
+        ``candidate_model``).
+    model_id : str, optional
+        The column of the candidates' models (default: ``model_id`` or ``candidate_model``, else the
+        adapter's column).
+    annotator : str, optional
+        A column naming who labelled each row; without one the tag is ``"anonymous"``.
+    grader_id : str, default "human"
+        The grader id the labels are recorded under (:data:`HUMAN_GRADER_ID`).
+
+    Returns
+    -------
+    int
+        How many labels were written.
+
+    Raises
+    ------
+    ValidationError
+        When ``frame`` is not a DataFrame, ``ledger`` not a ledger, a named column is missing, a label is
+        not a number in 0..1 or a boolean, or a labelled row has no item id.
+
+    See Also
+    --------
+    paired_frame : Reads the labels back beside the judge's scores.
+    llm_connect.labelling.Labeller : Labels items one by one, in a notebook.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import pandas as pd
+    >>> from llm_connect import QualityLedger
+    >>> ledger = QualityLedger(os.path.join(tempfile.mkdtemp(), "ledger.jsonl"))
+    >>> labels = pd.DataFrame({"id": [7, 8], "adapter_id": "openai", "model_id": "gpt-4o-mini",
+    ...                        "label": [1.0, None]})
+    >>> record_labels(ledger, labels, task_type="qa", label="label")  # item 8 is unlabelled
+    1
     """
     if not isinstance(frame, pd.DataFrame):
         raise ValidationError(f"record_labels takes a DataFrame, got {type(frame).__name__}")
@@ -602,36 +718,75 @@ def paired_frame(
     human: str = HUMAN_GRADER_ID,
     rubric_hash: str | None = None,
     threshold: float = 0.5,
-    judge: str | None = None,
 ) -> pd.DataFrame:
-    """One row per judged (item, adapter): the judge's score beside the human label, for :func:`estimate_quality`.
+    """One row per judged (item, adapter): the judge's score beside the human label, for ``estimate_quality``.
 
-    Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]``
-    is ``grader_id`` (the judge's scores) or ``human`` (the labels written by
-    :func:`record_labels`) and joins them on ``tags["item_id"]`` (matched on its
-    text, :func:`~llm_connect.batch.item_id_text`: ``1``, ``1.0`` and ``"1"`` are
-    one item) and ``adapter_id``. Columns: ``task_type``, ``item_id`` (text), ``adapter_id``,
-    ``model_id`` (the candidate's model), a column named ``grader_id`` (the judge's
-    score; the mean when it judged the item more than once) and one named
-    ``human`` (the annotators' mean label, NaN where the item is unlabelled) —
-    plus ``judge``/``human`` aliases under those literal names when the grader
-    ids differ from them — ``n_judge``, ``n_annotators`` and
-    ``annotator_agreement`` (the share of annotator pairs whose verdicts at
-    ``threshold`` agree; NaN with fewer than two annotators); for conversation items
-    (tags ``conversation_id`` / ``turn``) also ``conversation_id`` and ``turn``, so
-    ``estimate_quality(..., cluster="auto")`` clusters by conversation.
-    ``df.attrs["annotator_alpha"]``: Krippendorff's alpha (nominal, verdicts at
-    ``threshold``) over items labelled by several annotators.
+    Reads the ledger's observations of ``task_type`` whose ``tags["grader_id"]`` is ``grader_id`` (the
+    judge's scores) or ``human`` (the labels written by :func:`record_labels`) and joins them on
+    ``tags["item_id"]`` (matched on its text, :func:`~llm_connect.items.item_id_text`: ``1``, ``1.0`` and
+    ``"1"`` are one item) and ``adapter_id``. A label taken back by an undo marker (grader
+    ``f"{human}-undo"``, tag ``undoes`` naming the label's ``label_id``, as
+    :meth:`~llm_connect.labelling.Labeller.undo` writes) is left out.
 
-    A label taken back by an undo marker (grader ``f"{human}-undo"``, tag ``undoes`` naming the
-    label's ``label_id``, as :meth:`~llm_connect.calibration.Labeller.undo` writes) is left out.
+    Parameters
+    ----------
+    ledger : BaseLedger or str or os.PathLike or iterable of QualityObservation
+        What to read, as :func:`ledger_frame` takes it.
+    task_type : str
+        The task whose observations are paired.
+    grader_id : str
+        The judge's grader id (e.g. ``"llm-judge"``); required.
+    human : str, default "human"
+        The grader id of the labels (:data:`HUMAN_GRADER_ID`).
+    rubric_hash : str, optional
+        The judge's rubric to read. Observations of one grader under several rubrics are never pooled:
+        without it, a grader scored under several rubrics is an error naming them.
+    threshold : float, default 0.5
+        Where a label becomes a yes, for the annotators' agreement.
 
-    Observations of one grader under several rubrics are never pooled: pass
-    ``rubric_hash=`` to choose one, or the call raises naming them.
+    Returns
+    -------
+    DataFrame
+        Columns ``task_type``, ``item_id`` (text), ``adapter_id``, ``model_id`` (the candidate's model), a
+        column named ``grader_id`` (the judge's score; the mean when it judged the item more than once)
+        and one named ``human`` (the annotators' mean label, NaN where the item is unlabelled), plus
+        ``judge``/``human`` aliases under those literal names when the grader ids differ from them;
+        ``n_judge``, ``n_annotators`` and ``annotator_agreement`` (the share of annotator pairs whose
+        verdicts at ``threshold`` agree; NaN with fewer than two annotators); for conversation items
+        (tags ``conversation_id`` / ``turn``) also ``conversation_id`` and ``turn``, so
+        ``estimate_quality(..., cluster="auto")`` clusters by conversation.
+        ``df.attrs["annotator_alpha"]``: Krippendorff's alpha (nominal, verdicts at ``threshold``) over
+        items labelled by several annotators.
 
-    ``judge=`` is the older name of ``grader_id=``: still accepted, with a :class:`DeprecationWarning`.
+    Raises
+    ------
+    ValidationError
+        When ``grader_id`` is missing or equals ``human``, the ledger holds no observation of the task
+        with ``grader_id`` and ``item_id`` tags, none of that grader, or the grader's under several
+        rubrics and no ``rubric_hash``.
+
+    See Also
+    --------
+    record_labels : Writes the labels this reads.
+    llm_connect.estimate_quality : The judge's quality with an interval, from this frame.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import pandas as pd
+    >>> from llm_connect import QualityLedger, QualityObservation
+    >>> ledger = QualityLedger(os.path.join(tempfile.mkdtemp(), "ledger.jsonl"))
+    >>> ledger.append(QualityObservation(task_type="qa", adapter_id="openai", model_id="gpt-4o-mini",
+    ...                                  cost_usd=0.002, quality_score=1.0, latency_ms=350.0, tokens_in=120,
+    ...                                  tokens_out=4, tags={"grader_id": "llm-judge", "item_id": 7}))
+    >>> labels = pd.DataFrame({"id": [7], "adapter_id": ["openai"], "model_id": ["gpt-4o-mini"], "human": [0.0]})
+    >>> record_labels(ledger, labels, task_type="qa")
+    1
+    >>> paired_frame(ledger, "qa", grader_id="llm-judge")[["item_id", "llm-judge", "human", "n_annotators"]]
+      item_id  llm-judge  human  n_annotators
+    0       7        1.0    0.0             1
     """
-    judge = renamed_keyword(grader_id, judge, func="paired_frame", new_name="grader_id", old_name="judge")
+    judge = grader_id
     if judge is None:
         raise ValidationError("paired_frame() needs grader_id=: the grader id of the judge whose scores to pair "
                               "with the human labels (e.g. grader_id='llm-judge')")

@@ -15,7 +15,7 @@ grader for the task type :func:`route` raises, naming them, unless
 - ``"ppi++"`` with ``human="human"``: prediction-powered inference from the
   judge's scores and the human labels recorded for the same items and adapter
   (:func:`~llm_connect.frames.record_labels`), valid however biased the judge
-  is (:func:`~llm_connect.calibration.estimate_quality`; Angelopoulos, Duchi &
+  is (:func:`~llm_connect.stats.estimate_quality`; Angelopoulos, Duchi &
   Zrnic 2023, *PPI++*, arXiv:2311.01453). Labels of items the judge did not
   score (a selective judge's abstentions, labelled with
   ``Labeller(..., strategy="abstained")``) count too: those items are a stratum
@@ -29,7 +29,7 @@ grader for the task type :func:`route` raises, naming them, unless
   seeded percentile ``"bootstrap"`` of the mean. These trust the judge.
 
 ``require_calibrated=True`` refuses (:class:`~llm_connect.errors.UncalibratedJudgeError`)
-a grader whose judge card (:class:`~llm_connect.calibration.JudgeCard`, saved by
+a grader whose judge card (:class:`~llm_connect.cards.JudgeCard`, saved by
 ``llm-connect calibrate --ledger``) is missing or whose kappa against people
 is below ``min_kappa`` on the lower end of its interval.
 """
@@ -43,19 +43,30 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ._html import fmt, html_format, html_table
-from .batch import item_id_text
+from ._display import view
+from ._html import fmt
 from .errors import UncalibratedJudgeError, ValidationError
 from .frames import HOLD_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
+from .items import item_id_text
 from .quality import BaseLedger, QualityObservation, is_stale, open_ledger
 from .stats._validate import check_confidence
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .calibration import JudgeCard, JudgeCardRegistry
+    from .cards import JudgeCard, JudgeCardRegistry
 
-__all__ = ["EVIDENCE_COLUMNS", "RoutingDecision", "RoutingPolicy", "evidence_table", "grader_keys", "route"]
+__all__ = [
+    "EVIDENCE_COLUMNS",
+    "RoutingDecision",
+    "RoutingPolicy",
+    "evidence_table",
+    "grader_key",
+    "grader_keys",
+    "label_grader_ids",
+    "route",
+    "standing_labels",
+]
 
 EVIDENCE_COLUMNS = (
     "task_type",
@@ -214,19 +225,52 @@ def _mean_interval(values: list[float], policy: RoutingPolicy,
 GraderKey = tuple[str | None, str | None]
 
 
-def _grader_key(o: QualityObservation) -> GraderKey:
-    g = o.tags.get("grader_id")
-    r = o.tags.get("rubric_hash")
+def grader_key(observation: QualityObservation) -> GraderKey:
+    """Whose score an observation is: its ``(grader_id, rubric_hash)`` tags.
+
+    Routing never pools scores of different judges; this is the key it groups them by.
+
+    Parameters
+    ----------
+    observation : QualityObservation
+        A ledger record.
+
+    Returns
+    -------
+    tuple of (str or None, str or None)
+        ``(grader_id, rubric_hash)``; ``None`` stands for a tag that is absent or not a string.
+
+    See Also
+    --------
+    grader_keys : The distinct keys of many observations, people's labels left out.
+    """
+    g = observation.tags.get("grader_id")
+    r = observation.tags.get("rubric_hash")
     return (g if isinstance(g, str) else None, r if isinstance(r, str) else None)
 
 
 _MARKERS = frozenset({SKIP_GRADER_ID, UNDO_GRADER_ID, HOLD_GRADER_ID})  # the Labeller's skip, undo and hold markers
 
 
-def _people(human: str | None) -> frozenset[str]:
-    """Grader ids that are never a judge: the labeller's skip, undo and hold markers (``human-skip``,
-    ``human-undo``, ``human-hold``; see :class:`~llm_connect.calibration.Labeller`) always, and with ``human``
-    given, that grader's labels and markers (``human``, ``human-skip``, ``human-undo``, ``human-hold``)."""
+def label_grader_ids(human: str | None = None) -> frozenset[str]:
+    """The grader ids that are never a judge: people's labels and the Labeller's markers.
+
+    Parameters
+    ----------
+    human : str, optional
+        The grader id of human labels (e.g. ``"human"``).
+
+    Returns
+    -------
+    frozenset of str
+        The :class:`~llm_connect.labelling.Labeller`'s skip, undo and hold markers (``human-skip``,
+        ``human-undo``, ``human-hold``) always; with ``human`` given, that grader's labels and markers too
+        (``human``, ``human-skip``, ``human-undo``, ``human-hold``).
+
+    See Also
+    --------
+    standing_labels : The labels of ``human`` that still count.
+    """
     return _MARKERS if human is None else _MARKERS | {human, f"{human}-skip", f"{human}-undo", f"{human}-hold"}
 
 
@@ -249,6 +293,35 @@ def _taken_back(label_id: Any, undone: set[Any]) -> bool:
     return isinstance(label_id, _LABEL_ID_TYPES) and label_id in undone
 
 
+def standing_labels(observations: Iterable[QualityObservation], human: str) -> list[QualityObservation]:
+    """People's labels that still count: those of grader ``human`` that no undo marker took back.
+
+    The :class:`~llm_connect.labelling.Labeller` takes a label back by recording a ``{human}-undo`` marker
+    whose ``undoes`` tag names the label's ``label_id``; such a label no longer counts, here as in
+    :func:`route` and :func:`evidence_table`.
+
+    Parameters
+    ----------
+    observations : iterable of QualityObservation
+        Ledger records (of any graders; the undo markers must be among them).
+    human : str
+        The grader id of human labels (e.g. ``"human"``).
+
+    Returns
+    -------
+    list of QualityObservation
+        The labels of ``human``, in the order given, without those taken back.
+
+    See Also
+    --------
+    label_grader_ids : Every grader id of people's labels and markers.
+    """
+    observations = list(observations)
+    undone = _undone(observations, human)
+    return [o for o in observations
+            if grader_key(o)[0] == human and not _taken_back(o.tags.get("label_id"), undone)]
+
+
 def _describe_grader(key: GraderKey) -> str:
     g, r = key
     name = g if g is not None else "(no grader_id tag)"
@@ -261,11 +334,11 @@ def grader_keys(
     """The distinct ``(grader_id, rubric_hash)`` of ``observations`` (of ``task_type``), sorted; human labels
     (grader id ``human``, when given) and the labeller's skip and undo markers (``human-skip``,
     ``human-undo``) are left out. ``None`` stands for an absent tag."""
-    people = _people(human)
+    people = label_grader_ids(human)
     keys = {
-        _grader_key(o)
+        grader_key(o)
         for o in observations
-        if (task_type is None or o.task_type == task_type) and _grader_key(o)[0] not in people
+        if (task_type is None or o.task_type == task_type) and grader_key(o)[0] not in people
     }
     return sorted(keys, key=lambda k: (k[0] or "", k[1] or ""))
 
@@ -293,7 +366,7 @@ def _choose_grader(
 
 
 def _cards_for(ledger: Any, cards: Any) -> list[Any]:
-    from .calibration import JudgeCard, JudgeCardRegistry
+    from .cards import JudgeCard, JudgeCardRegistry
 
     if cards is None:
         if isinstance(ledger, (BaseLedger, str, bytes)) or hasattr(ledger, "__fspath__"):
@@ -366,7 +439,7 @@ def _ppi_interval(
     import numpy as np
     import pandas as pd
 
-    from .calibration import estimate_quality
+    from .stats import estimate_quality
 
     per_item: dict[str, list[float]] = {}
     item_cluster: dict[str, Any] = {}
@@ -486,10 +559,10 @@ def evidence_table(
     groups: dict[tuple[str, GraderKey, str], list[QualityObservation]] = {}
     labels: dict[tuple[str, str, str], list[QualityObservation]] = {}  # (task, item, adapter) -> human labels
     observations = [o for o in _observations(ledger) if task_type is None or o.task_type == task_type]
-    people, undone = _people(human), _undone(observations, human)
+    people, undone = label_grader_ids(human), _undone(observations, human)
     tag = _cluster_tag(policy, observations)
     for o in observations:
-        key = _grader_key(o)
+        key = grader_key(o)
         if key[0] in people:  # a label (unless taken back), or a skip / undo marker: never a judge's score
             item = o.tags.get("item_id")
             if key[0] == human and item is not None and not _taken_back(o.tags.get("label_id"), undone):
@@ -634,23 +707,7 @@ class RoutingDecision:
         return head + "\n" + self.evidence[cols].to_string(index=False, float_format=lambda v: fmt(v, 4))
 
     def _repr_html_(self) -> str:
-        head = html_format(
-            "<p><b>{}</b> &rarr; <b>{}</b>: {} (threshold {:g} on the lower end of a {:.0%} interval, n &ge; {})</p>",
-            self.task_type, self.adapter_id or "no adapter", self.reason, self.policy.threshold,
-            self.policy.confidence, self.policy.min_observations,
-        )
-        if self.evidence is None or not len(self.evidence):
-            return head
-        rows = ([_cell(v) for v in row] for row in self.evidence.itertuples(index=False, name=None))
-        return head + html_table(rows, header=[str(c) for c in self.evidence.columns])
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    if value is None:
-        return ""
-    return str(value)
+        return view("routing_decision_html")(self)
 
 
 def route(
@@ -693,7 +750,7 @@ def route(
     interval, and the reason says what to label). ``require_calibrated=True`` raises
     :class:`~llm_connect.errors.UncalibratedJudgeError` when the grader's judge
     card is missing or its kappa's lower bound is below ``min_kappa``
-    (default 0.4); ``cards`` is a :class:`~llm_connect.calibration.JudgeCardRegistry`,
+    (default 0.4); ``cards`` is a :class:`~llm_connect.cards.JudgeCardRegistry`,
     its path or cards (default: the registry beside the ledger).
 
     ``cluster``: observations that are turns of one conversation are not independent:
@@ -733,9 +790,9 @@ def route(
             policy = replace(policy, **changes)
     observations = list(_observations(ledger))
     keys = (
-        _grader_key(o)
+        grader_key(o)
         for o in observations
-        if o.task_type == task_type and _grader_key(o)[0] not in _people(policy.human)
+        if o.task_type == task_type and grader_key(o)[0] not in label_grader_ids(policy.human)
     )
     chosen = _choose_grader(keys, task_type, grader_id, rubric_hash)
     if chosen is not None and policy.require_calibrated:

@@ -245,7 +245,7 @@ for row in statuses.itertuples():
 #   budget exceeded...); the exception is in `error`, and `judge_cost_usd` is NaN
 #   (nothing is known to have been spent).
 #
-# A batch never raises for one bad item and never drops a row, so
+# `judge_many` never raises for one bad item and never drops a row, so
 # `len(result) == len(items)` always holds and you can line the frame up with
 # your data. Use `grade_many` instead when the candidate answers are not
 # written yet: it generates them with a candidate adapter and grades them

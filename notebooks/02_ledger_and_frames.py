@@ -23,7 +23,7 @@
 # The ledger is what adaptive routing (notebook 6) reads.
 #
 # This notebook appends observations, queries them (`recent`, `mean_quality`,
-# `by_task_type`), prunes old ones, records a whole batch from `judge_many`, and
+# `by_task_type`), prunes old ones, records a whole `judge_many` run, and
 # loads the ledger as a typed pandas DataFrame with `llm_connect.frames.ledger_frame`
 # to plot cost against quality per adapter. It writes only to a temporary folder.
 
@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llm_connect import QualityLedger, QualityObservation, is_stale
+from llm_connect import QualityLedger, QualityObservation
+from llm_connect.quality import is_stale
 
 workdir = Path(tempfile.mkdtemp(prefix="llm-connect-ledger-"))
 ledger = QualityLedger(workdir / "ledger.jsonl")
@@ -127,7 +128,7 @@ removed = ledger.prune_before(datetime(2025, 3, 8, tzinfo=UTC))
 print(removed, "pruned;", len(ledger.read_all()), "valid left,", ledger.malformed_count(), "malformed")
 
 # %% [markdown]
-# ## Recording a grading batch
+# ## Recording a grading run
 #
 # Give `judge_many` (or `grade_many`, or `PairedGrader`) a `ledger` and a
 # `task_type`, and every **scored** row is appended as an observation of the
@@ -141,9 +142,9 @@ print(removed, "pruned;", len(ledger.read_all()), "valid left,", ledger.malforme
 from llm_connect import ExactMatchJudge, judge_many
 
 qa = pd.read_json(Path("../data/qa_calibration.jsonl"), lines=True, dtype=False)
-batch = judge_many(ExactMatchJudge(normalizer="squad", reference_sep="|"), qa, progress=False,
-                   ledger=ledger, task_type="qa-exact")
-print(batch.attrs["counts"], "->", len(ledger.by_task_type("qa-exact")), "observations recorded")
+graded = judge_many(ExactMatchJudge(normalizer="squad", reference_sep="|"), qa, progress=False,
+                    ledger=ledger, task_type="qa-exact")
+print(graded.attrs["counts"], "->", len(ledger.by_task_type("qa-exact")), "observations recorded")
 print(next(o.tags for o in ledger.by_task_type("qa-exact") if o.tags["item_id"] == "qa-001"))
 
 # %% [markdown]
@@ -209,11 +210,11 @@ plt.show()
 # %% [markdown]
 # ## Past one machine: the same job on Ray
 #
-# `llm_connect.distributed.grade_dataset(ds, judge_factory, ...)` runs the batch
+# `llm_connect.distributed.grade_dataset(ds, judge_factory, ...)` runs the job
 # above on a pool of Ray actors (`pip install -e '.[ray]'` in a clone): each actor
-# builds its own judge from the factory, once, and grades its batches with the
-# same engine as `judge_many`, so the rows have the same columns. With a ledger,
-# each batch's observations are written at once, and a rerun skips the items
+# builds its own judge from the factory, once, and grades its chunks with the
+# same runner as `judge_many`, so the rows have the same columns. With a ledger,
+# each chunk's observations are written at once, and a rerun skips the items
 # the same grader already scored (their rows come back with `resumed=True`).
 # Here the cluster is local (2 CPUs); on a real one, `ray.init()` joins the
 # cluster `RAY_ADDRESS` names and the ledger is a `ParquetLedger` at an `s3://`
@@ -242,15 +243,15 @@ if ray is not None:
     again = grade_dataset(ray.data.from_pandas(qa), lambda: ExactMatchJudge(normalizer="squad", reference_sep="|"),
                           num_actors=2, batch_size=64, ledger=shared, task_type="qa-exact").to_pandas()
     ray.shutdown()
-    scores = on_ray.set_index("id")["quality_score"].astype(float).reindex(batch["id"])
+    scores = on_ray.set_index("id")["quality_score"].astype(float).reindex(graded["id"])
     print(len(on_ray), "rows; the same scores as judge_many:",
-          np.allclose(scores, batch["quality_score"], equal_nan=True))
+          np.allclose(scores, graded["quality_score"], equal_nan=True))
     print("rerun:", int(again["resumed"].sum()), "rows read back from the ledger,",
           int((~again["resumed"]).sum()), "graded again")
     shared_frame = ledger_frame(shared)
     print(shared_frame.shape, shared_frame["tag.grader_id"].unique().tolist())
-    assert np.allclose(scores, batch["quality_score"], equal_nan=True)
-    assert len(shared_frame) == batch.attrs["counts"]["scored"]
+    assert np.allclose(scores, graded["quality_score"], equal_nan=True)
+    assert len(shared_frame) == graded.attrs["counts"]["scored"]
 
 # %% [markdown]
 # ## Back from a frame
@@ -266,7 +267,7 @@ copy.extend(observations_from_frame(good))
 print(len(good), len(copy.read_all()), observations_from_frame(df) == ledger.read_all())
 
 # %%
-assert len(df) == len(ledger.read_all()) == len(history) - removed + batch.attrs["counts"]["scored"]
+assert len(df) == len(ledger.read_all()) == len(history) - removed + graded.attrs["counts"]["scored"]
 assert df.attrs["malformed_count"] == ledger.malformed_count() == 1
 assert str(df["recorded_at"].dtype) == "datetime64[us, UTC]"
 assert set(df["adapter_id"].cat.categories) >= set(ADAPTERS)

@@ -118,7 +118,7 @@ report.agreement.matrix("cohen_kappa").round(2)
 # %%
 import matplotlib.pyplot as plt
 
-from llm_connect.calibration import plot_agreement_heatmap, plot_threshold_sweep
+from llm_connect.views import plot_agreement_heatmap, plot_threshold_sweep
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
 plot_agreement_heatmap(report.agreement, statistic="cohen_kappa", ax=left)

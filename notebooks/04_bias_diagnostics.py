@@ -158,7 +158,7 @@ for result in report.bias.results:
 # %%
 import matplotlib.pyplot as plt
 
-from llm_connect.calibration import plot_bias_forest
+from llm_connect.views import plot_bias_forest
 
 fig, ax = plt.subplots(figsize=(7, 3.5))
 plot_bias_forest(report.bias, ax=ax)
@@ -184,7 +184,7 @@ report.bias.result("llm", "injection")
 # split by the human label. With 24 items, each bin holds only a few.
 
 # %%
-from llm_connect.calibration import plot_score_vs_length
+from llm_connect.views import plot_score_vs_length
 
 fig, ax = plt.subplots(figsize=(7, 4))
 plot_score_vs_length(report.scores, judge="llm", hue="human", ax=ax)

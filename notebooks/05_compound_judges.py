@@ -24,7 +24,7 @@
 # | a **pipeline** from YAML (`llm_connect.pipelines.from_config`): judge → verify → vote | here 6 | one judge's random mistakes |
 # | `PairwiseJudge` in both orders | 2 | position bias in A/B comparisons |
 # | `PanelJudge`: several models, aggregated | one per member | one model's blind spots |
-# | `CascadeJudge`: cheap judge first, dear one when unsure | 1 or 2 | the cost of always asking the dear one |
+# | `EscalationJudge`: cheap judge first, dear one when unsure | 1 or 2 | the cost of always asking the dear one |
 #
 # All of them are judges: they work with `judge_many`, `PairedGrader`,
 # `grade_many` and the ledger like any other.
@@ -41,7 +41,7 @@ qa = pd.read_json(DATA / "qa_calibration.jsonl", lines=True, dtype=False)
 
 # %% [markdown]
 # > **Real judges, and one stand-in.** The pairwise judge, the panel and the
-# > cascade below run on real judges: exact match, the embedded MiniLM embedding
+# > escalation judge below run on real judges: exact match, the embedded MiniLM embedding
 # > judge and the embedded SmolLM2-135M LLM judge (in-process through llama.cpp,
 # > offline; loaded once and shared). Only the judge → verify → vote pipeline has
 # > a scripted stand-in: its units want a free-text explanation and a
@@ -51,7 +51,7 @@ qa = pd.read_json(DATA / "qa_calibration.jsonl", lines=True, dtype=False)
 # > `tutorial_helpers.py`, next to this notebook) sees only the texts in the
 # > prompt: it decides by word overlap — does the candidate contain every content
 # > word of one of the references? — and never reads the human label. It goes
-# > through the same parser, retries, batch runtime and traces as a hosted model
+# > through the same parser, retries, runner and traces as a hosted model
 # > would.
 
 # %%
@@ -271,38 +271,40 @@ panel.agreement(voted)
 # the members says how far they agree beyond chance (1 = always, 0 = no better
 # than chance).
 #
-# ## A cascade: the cheap judge first
+# ## Escalation: the cheap judge first
 #
-# `CascadeJudge(cheap, dear, band=(lo, hi))` asks the cheap judge; only when its
+# `EscalationJudge(cheap, dear, band=(lo, hi))` asks the cheap judge; only when its
 # score falls inside the band (it is unsure) or its reply is unusable does it
 # ask the dear one. A common shape: exact match first — when the candidate
 # matches a reference, it is sure — and the LLM judge only for the rest. Exact
 # match scores 0 or 1, so `band=(0.0, 0.5)` sends every non-match on. With
 # local models the price is time, not dollars (both cost $0 per call), so the
-# saving is in LLM calls.
+# saving is in LLM calls. The band is set by hand and promises nothing; for a
+# chain whose cut-offs are chosen on labelled items with a guaranteed agreement
+# (the unsure items left to people), see `cascade` in notebook 11.
 
 # %%
-from llm_connect import CascadeJudge
+from llm_connect import EscalationJudge
 
-cascade = CascadeJudge(exact, llm, band=(0.0, 0.5))
-cascaded = cascade.judge_many(sample, progress=False)
-cascaded[["id", "candidate", "human", "cheap_score", "escalated", "dear_score", "quality_score"]]
+escalation = EscalationJudge(exact, llm, band=(0.0, 0.5))
+escalated = escalation.judge_many(sample, progress=False)
+escalated[["id", "candidate", "human", "cheap_score", "escalated", "dear_score", "quality_score"]]
 
 # %%
-summary = CascadeJudge.summary(cascaded)
+summary = EscalationJudge.summary(escalated)
 print(f"{summary.escalated} of {summary.n} escalated ({summary.share_escalated:.0%}): "
       f"{summary.n - summary.escalated} LLM calls saved against asking the LLM judge every time")
-print(f"accuracy at 0.5: cascade {((cascaded['quality_score'] >= 0.5) == truth).mean():.3f}, "
+print(f"accuracy at 0.5: escalation {((escalated['quality_score'] >= 0.5) == truth).mean():.3f}, "
       f"exact match alone {accuracy['score_exact-match']:.3f}, LLM judge alone {accuracy['score_llm-judge']:.3f}")
 
 # %% [markdown]
-# A cascade saves calls; it is only as right as the judge it escalates to, on
+# Escalation saves calls; it is only as right as the judge it escalates to, on
 # the items it escalates. Calibrate both (notebook 3) before trusting the pair.
 # Each row says why it escalated (or not) in `details`, and its
 # `judge_cost_usd` is the sum of the calls it actually made.
 
 # %%
-cascaded.loc[cascaded["escalated"], "details"].iloc[0]
+escalated.loc[escalated["escalated"], "details"].iloc[0]
 
 # %%
 assert len(judged) == len(items) and set(judged["status"]) <= {"scored", "unscored", "error"}

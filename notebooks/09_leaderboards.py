@@ -37,7 +37,9 @@ from pathlib import Path
 import pandas as pd
 
 from llm_connect import PairwiseJudge, judge_many, leaderboard
-from llm_connect.calibration import battles, compare_leaderboards, length_controlled_win_rate, plot_leaderboard
+from llm_connect.calibration import battle_outcomes, compare_leaderboards
+from llm_connect.stats import length_controlled_win_rate
+from llm_connect.views import plot_leaderboard
 
 DATA = Path("../data")                                # notebooks run with their own folder as cwd
 pairs = pd.read_json(DATA / "pairwise.jsonl", lines=True, dtype=False)
@@ -78,7 +80,7 @@ ax = plot_leaderboard(human_board)
 # > the **longer** one — the length bias real judges show — except on a quarter
 # > of the calls, drawn from a hash of the answers and the call's seed, where it
 # > picks the other (a sampled model's noise). It never reads `better`. It goes
-# > through the same `PairwiseJudge` parser, batch engine and both-orders logic
+# > through the same `PairwiseJudge` parser, runner and both-orders logic
 # > as a hosted model would.
 #
 # `judge_many` takes answer A as the `baseline` and answer B as the
@@ -107,7 +109,7 @@ items = pd.DataFrame({"id": pairs["id"], "prompt": pairs["prompt"], "baseline": 
                       "candidate": pairs["answer_b"], "baseline_model": pairs["answer_a_model"],
                       "candidate_model": pairs["answer_b_model"]})
 judged = judge_many(judge, items, progress=False)
-judge_battles = battles(judged)
+judge_battles = battle_outcomes(judged)
 print(f"{len(judge_battles)} battles, {judge_battles.attrs['dropped']} without a winner; "
       f"winners: {judge_battles['winner'].value_counts().to_dict()}")
 
@@ -168,7 +170,7 @@ lc_judge[["model", "n", "win_rate", "lc_win_rate", "lc_win_rate_low", "lc_win_ra
 # `tournament` takes N models' answers to the same prompts (a long frame: a
 # prompt, a model, an answer), schedules the comparisons on each prompt (all
 # pairs here; `pairs=k` draws k at random per prompt), lets a coin decide which
-# model is shown as A, and runs them through the batch engine. SmolLM2-135M
+# model is shown as A, and runs them through the runner. SmolLM2-135M
 # writes its own answers to six of the prompts, beside the two in the data.
 
 # %%
@@ -241,7 +243,7 @@ pd.DataFrame(repeated.attrs["position_consistency"])
 # says nothing about whether it is right.
 
 # %%
-steady = battles(repeated)
+steady = battle_outcomes(repeated)
 steady_board = leaderboard(steady, n_boot=300, seed=0)
 assert len(repeated) == len(items) and repeated["epochs_scored"].max() == 5
 assert 0.0 <= reliability.agreement <= 1.0 and reliability.epochs == 5

@@ -119,7 +119,8 @@ print("[user]", judge.build_prompt(LLMResponse("", "-", "-"), LLMResponse("Full.
 
 # %%
 from llm_connect import judge_many
-from llm_connect.calibration import card_from_scores, parse_labels
+from llm_connect.calibration import card_from_scores
+from llm_connect.stats.labels import parse_labels
 
 items = replies                     # no baseline column: the rubric shows no reference (reference=False)
 scored = judge_many(judge, items, concurrency=1)

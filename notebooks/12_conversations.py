@@ -192,7 +192,7 @@ tried[["id", "status", "error"]]
 # but not the numbers. A crude rule: it cannot do arithmetic or read a negation, which is
 # exactly what the comparison with people below will show. Swap in
 # `OpenAICompatibleAdapter("gpt-4o-mini")` to judge for real. (`baseline=""`: groundedness needs
-# no reference answer, but the batch runner still asks for the column.)
+# no reference answer, but the runner still asks for the column.)
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -1,4 +1,4 @@
-"""The HTTP adapters against a real HTTP server on 127.0.0.1 (llm_connect.loopback); nothing mocked."""
+"""The HTTP adapters against a real HTTP server on 127.0.0.1 (llm_connect.testing.loopback); nothing mocked."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from llm_connect.errors import (
     RateLimitError,
     ServerError,
 )
-from llm_connect.loopback import LoopbackServer, default_reply
+from llm_connect.testing.loopback import LoopbackServer, default_reply
 
 SECRET = "sk-test-SECRET-123"
 FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05}
@@ -705,7 +705,7 @@ def test_an_adapter_dropped_without_close_warns_nothing(servers):
 
 def test_importing_adapters_and_loopback_stays_light():
     code = (
-        "import sys, llm_connect, llm_connect.adapters, llm_connect.loopback\n"
+        "import sys, llm_connect, llm_connect.adapters, llm_connect.testing.loopback\n"
         "heavy = [m for m in ('aiohttp', 'llama_cpp', 'torch', 'sentence_transformers', 'diskcache', 'tenacity')"
         " if m in sys.modules]\n"
         "print(','.join(heavy))\n"

@@ -177,7 +177,7 @@ def test_the_default_local_judge_scores_the_readme_example(smol):
     assert list(df["status"]) == ["scored"] * 3
     assert df["quality_score"].between(0, 1).all()
     assert df.loc[0, "quality_score"] == df.loc[2, "quality_score"]  # the same item, the same score
-    assert df.loc[0, "tokens_out"] <= 1
+    assert df.loc[0, "judge_tokens_out"] <= 1
     result = judge.judge(
         LLMResponse("Canberra", "a", "m"), LLMResponse("Sydney.", "a", "m"), prompt="Capital of Australia?",
         run_config=RunConfig(),

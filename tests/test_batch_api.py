@@ -32,7 +32,7 @@ from llm_connect.testing import LoopbackServer
 from llm_connect.testing._batch_api import batch_stats, release_batches
 
 COLUMNS = ["prompt", "baseline", "candidate", "id", "quality_score", "notes", "grader_id", "status", "error",
-           "tokens_in", "tokens_out"]
+           "judge_tokens_in", "judge_tokens_out"]
 FAST = {"poll_interval_s": 0.0, "poll_max_interval_s": 0.01, "progress": False}
 
 
@@ -260,7 +260,7 @@ CHILD = textwrap.dedent("""
              for i in range(30)]
     judge = LLMJudge(OpenAICompatibleAdapter("gpt-4o-mini", base_url=base_url, max_retries=0))
     rows = judge_many(judge, items, ledger=QualityLedger(ledger), task_type="qa", progress=False, batch=True)
-    rows[["quality_score", "status", "error", "tokens_in", "tokens_out", "notes"]].to_json(out)
+    rows[["quality_score", "status", "error", "judge_tokens_in", "judge_tokens_out", "notes"]].to_json(out)
 """)
 
 
@@ -292,7 +292,7 @@ def test_killed_mid_poll_resumes_the_same_batch(tmp_path):
     assert second["submissions"] == 1  # collected, never submitted again
     assert second["batch_ids"] == first["batch_ids"]
     resumed = pd.read_json(tmp_path / "b")
-    cols = ["quality_score", "status", "tokens_in", "tokens_out", "notes"]
+    cols = ["quality_score", "status", "judge_tokens_in", "judge_tokens_out", "notes"]
     pd.testing.assert_frame_equal(resumed[cols].reset_index(drop=True), direct[cols].reset_index(drop=True),
                                   check_dtype=False)
     assert len(QualityLedger(ledger).recent(100)) == 30
@@ -507,16 +507,17 @@ def test_grade_datasets_actor_keeps_a_state_per_ray_batch_and_resumes_it(tmp_pat
     """grade_dataset(batch=...)'s actor, run in this process (the Ray run is in test_distributed.py): a Ray
     batch's provider batch lives in its own folder named by its rows, so the actor that runs the same Ray
     batch again (a restarted actor, or the job run again) collects it instead of submitting again."""
-    from llm_connect.distributed import RESUMED, _GradingActor
+    from llm_connect.distributed import RESUMED
+    from llm_connect.distributed._actor import GradingActor
 
     ledger = QualityLedger(tmp_path / "ledger.jsonl")
     frame = pd.DataFrame(items(8))
     with LoopbackServer(batch={"hold": True}) as server:
         direct = judge_many(LLMJudge(openai(server)), frame, progress=False)
 
-        def actor(**options) -> _GradingActor:
+        def actor(**options) -> GradingActor:
             batch = BatchOptions(state_dir=tmp_path / "ledger.jsonl.batches", **options)
-            return _GradingActor(lambda: LLMJudge(openai(server)), 4, ledger, "qa", None, None, None, run_id="r",
+            return GradingActor(lambda: LLMJudge(openai(server)), 4, ledger, "qa", None, None, None, run_id="r",
                                  batch=batch)
 
         stopped = actor(max_wait_s=0.2, poll_interval_s=0.02)(frame.iloc[:4])
@@ -579,7 +580,8 @@ def test_rows_sharing_one_request_split_its_bill(tmp_path):
     assert sum(o.tags["judge_cost_usd"] for o in ledger.read_all()) == pytest.approx(bill, rel=1e-9)
     for _, group in out.groupby(out["candidate"]):  # 4 rows per request, each a quarter of its cost
         assert group["judge_cost_usd"].nunique() == 1
-        one = adapter._cost(int(group["tokens_in"].iloc[0]), int(group["tokens_out"].iloc[0]), batch=True)
+        one = adapter._cost(int(group["judge_tokens_in"].iloc[0]), int(group["judge_tokens_out"].iloc[0]),
+                            batch=True)
         assert group["judge_cost_usd"].iloc[0] == pytest.approx(one / 4, rel=1e-9)
 
 

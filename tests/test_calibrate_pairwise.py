@@ -19,18 +19,13 @@ from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 from llm_connect.adapters import OpenAICompatibleAdapter
-from llm_connect.calibration import (
-    CalibrationReport,
-    PairwiseReport,
-    battles,
-    calibrate,
-    parse_preferences,
-    preference_codes,
-)
+from llm_connect.calibration import CalibrationReport, PairwiseReport, battle_outcomes, calibrate
 from llm_connect.calibration._pairwise import position_bias, preference_agreement
 from llm_connect.cli import main
 from llm_connect.errors import ValidationError
 from llm_connect.grading import PairwiseJudge
+from llm_connect.stats import parse_preferences
+from llm_connect.stats.preferences import preference_codes
 from llm_connect.testing import LoopbackServer
 
 CITIES = [("France", "Paris", "Lyon"), ("Italy", "Rome", "Milan"), ("Spain", "Madrid", "Seville"),
@@ -210,8 +205,9 @@ def test_calibrate_detects_pairs_and_measures_three_ways(servers):
     assert cards["knows"].position_consistency == 1.0 and cards["first"].position_consistency == 0.0
     assert "biased toward the answer shown first" in cards["first"].verdict
     assert "consistent across orders 0%" in cards["first"].verdict
-    assert battles(report).columns.tolist() == ["model_a", "model_b", "winner"] and len(battles(report)) == 30
-    assert battles(report, winner="knows")["winner"].tolist() == s["winner_knows"].tolist()
+    outcomes = battle_outcomes(report)
+    assert outcomes.columns.tolist() == ["model_a", "model_b", "winner"] and len(outcomes) == 30
+    assert battle_outcomes(report, winner="knows")["winner"].tolist() == s["winner_knows"].tolist()
 
 
 def test_majority_of_annotators_is_the_reference_without_a_human_column(servers):

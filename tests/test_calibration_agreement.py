@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
-from llm_connect.calibration import STATISTICS, agreement_table, bootstrap_ci, pair_agreement, threshold_sweep
+from llm_connect.calibration import agreement_table, pair_agreement
+from llm_connect.stats import STATISTICS, bootstrap_ci, threshold_sweep
 
 # Scores on a grid of 11 values, so the krippendorff package's coincidence matrix stays small.
 grid_scores = st.lists(st.integers(0, 10), min_size=2, max_size=60).map(lambda v: np.array(v) / 10)

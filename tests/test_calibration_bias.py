@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from llm_connect.calibration import (
     PROBES,
     pad_with_filler,
-    paired_shift,
     perturb_items,
     plant_injection,
     probe_judge,
@@ -22,6 +21,7 @@ from llm_connect.calibration import (
     to_markdown,
 )
 from llm_connect.grading import ExactMatchJudge, FunctionJudge, LLMJudge, PairwiseJudge, normalize_squad
+from llm_connect.stats import paired_shift
 from llm_connect.testing import ScriptedAdapter
 
 

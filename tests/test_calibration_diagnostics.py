@@ -15,12 +15,12 @@ from llm_connect.calibration import (
     length_controlled_scores,
     length_effect,
     model_family,
-    ols,
-    parse_labels,
     reliability_table,
     self_preference,
     text_features,
 )
+from llm_connect.stats import ols
+from llm_connect.stats.labels import parse_labels
 
 
 @pytest.mark.parametrize(

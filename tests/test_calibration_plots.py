@@ -15,8 +15,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from llm_connect.calibration import (
-    agreement_table,
+from llm_connect.calibration import agreement_table, reliability_table
+from llm_connect.stats import threshold_sweep
+from llm_connect.views import (
     length_profile,
     plot_agreement_heatmap,
     plot_bias_forest,
@@ -24,8 +25,6 @@ from llm_connect.calibration import (
     plot_reliability,
     plot_score_vs_length,
     plot_threshold_sweep,
-    reliability_table,
-    threshold_sweep,
 )
 
 

@@ -1,4 +1,4 @@
-"""PairwiseJudge, PanelJudge, CascadeJudge (and LLMJudge's logprob scoring), with scripted adapters."""
+"""PairwiseJudge, PanelJudge, EscalationJudge (and LLMJudge's logprob scoring), with scripted adapters."""
 
 from __future__ import annotations
 
@@ -11,14 +11,18 @@ import numpy as np
 import pytest
 
 from llm_connect import BudgetTracker, JudgeReplyError, LLMResponse, RunConfig, TokenLogprob, ValidationError
-from llm_connect.grading import ExactMatchJudge, FunctionJudge, GradingResult, LLMJudge, judge_many
-from llm_connect.grading._compound import (
-    CascadeJudge,
-    CascadeSummary,
+from llm_connect.grading import (
+    EscalationJudge,
+    EscalationSummary,
+    ExactMatchJudge,
+    FunctionJudge,
+    GradingResult,
+    LLMJudge,
     PairwiseJudge,
     PanelAgreement,
     PanelJudge,
     consistency_rate,
+    judge_many,
 )
 from llm_connect.testing import ScriptedAdapter
 
@@ -196,7 +200,7 @@ def test_pairwise_batch_consistency_rate_and_summary():
 @pytest.mark.parametrize("make", [
     lambda: PairwiseJudge(ScriptedAdapter(lambda p, rc: '{"winner": "A"}')),
     lambda: PanelJudge([ExactMatchJudge(), FunctionJudge(lambda b, c: 0.5, grader_id="half")]),
-    lambda: CascadeJudge(ExactMatchJudge(), FunctionJudge(lambda b, c: 0.5, grader_id="dear")),
+    lambda: EscalationJudge(ExactMatchJudge(), FunctionJudge(lambda b, c: 0.5, grader_id="dear")),
 ])
 def test_ajudge_many_of_a_compound_judge_returns_the_columns_of_judge_many(make):
     import asyncio
@@ -333,27 +337,27 @@ def test_panel_agreement_is_nan_when_undefined():
     assert math.isnan(panel.agreement([]).alpha)
 
 
-# -- cascade ------------------------------------------------------------------------------------------------
+# -- escalation ---------------------------------------------------------------------------------------------
 
 
-def cascade_pair(cheap_score, dear_score=0.95):
+def escalation_pair(cheap_score, dear_score=0.95):
     cheap = json_judge(cheap_score, 0.001, "cheap")
     dear = json_judge(lambda p: dear_score, 0.01, "dear")
     return cheap, dear
 
 
-def test_cascade_keeps_a_confident_cheap_verdict():
-    cheap, dear = cascade_pair(lambda p: 0.9)
-    result = CascadeJudge(cheap, dear).judge(BASE, GOOD, prompt="q", run_config=RC)
+def test_escalation_keeps_a_confident_cheap_verdict():
+    cheap, dear = escalation_pair(lambda p: 0.9)
+    result = EscalationJudge(cheap, dear).judge(BASE, GOOD, prompt="q", run_config=RC)
     assert result.quality_score == 0.9 and result.details["escalated"] is False
     assert len(cheap.adapter.calls) == 1 and len(dear.adapter.calls) == 0
     assert result.cost_usd == pytest.approx(0.001)
 
 
 @pytest.mark.parametrize("cheap_score", [0.3, 0.5, 0.7, "unparseable"])
-def test_cascade_escalates_inside_the_band_or_when_the_cheap_judge_cannot_answer(cheap_score):
-    cheap, dear = cascade_pair(lambda p: cheap_score)
-    result = CascadeJudge(cheap, dear, band=(0.3, 0.7)).judge(BASE, GOOD, prompt="q", run_config=RC)
+def test_escalation_escalates_inside_the_band_or_when_the_cheap_judge_cannot_answer(cheap_score):
+    cheap, dear = escalation_pair(lambda p: cheap_score)
+    result = EscalationJudge(cheap, dear, band=(0.3, 0.7)).judge(BASE, GOOD, prompt="q", run_config=RC)
     assert result.details["escalated"] is True
     assert result.quality_score == 0.95
     assert len(cheap.adapter.calls) == 1 and len(dear.adapter.calls) == 1
@@ -363,55 +367,55 @@ def test_cascade_escalates_inside_the_band_or_when_the_cheap_judge_cannot_answer
         assert result.details["cheap_score"] is None
 
 
-def test_cascade_does_not_escalate_on_errors():
+def test_escalation_does_not_escalate_on_errors():
     def down(prompt, rc):
         raise ConnectionError("cheap provider down")
 
     dear = json_judge(lambda p: 0.9, 0.01, "dear")
-    judge = CascadeJudge(LLMJudge(ScriptedAdapter(down), grader_id="cheap"), dear)
+    judge = EscalationJudge(LLMJudge(ScriptedAdapter(down), grader_id="cheap"), dear)
     frame = judge.judge_many([{"prompt": "q", "baseline": "b", "candidate": "c"}], progress=False)
     assert frame.loc[0, "status"] == "error" and len(dear.adapter.calls) == 0
 
 
-def test_cascade_summary_reports_escalation_share_and_savings():
+def test_escalation_summary_reports_escalation_share_and_savings():
     scores = {f"item {i}": s for i, s in enumerate([0.1, 0.5, 0.9, 0.6, 0.95, 0.05, 0.4, 0.8, 0.2, 0.65])}
-    cheap, dear = cascade_pair(lambda p: scores[p.split("Question:\n", 1)[1].split("\n", 1)[0]])
-    judge = CascadeJudge(cheap, dear)
+    cheap, dear = escalation_pair(lambda p: scores[p.split("Question:\n", 1)[1].split("\n", 1)[0]])
+    judge = EscalationJudge(cheap, dear)
     items = [{"prompt": k, "baseline": "b", "candidate": "c"} for k in scores]
     frame = judge.judge_many(items, progress=False)
     assert list(frame["escalated"]) == [False, True, False, True, False, False, True, False, False, True]
     assert len(dear.adapter.calls) == 4
     summary = judge.summary(frame)
-    assert isinstance(summary, CascadeSummary)
+    assert isinstance(summary, EscalationSummary)
     assert (summary.n, summary.escalated) == (10, 4) and summary.share_escalated == 0.4
     assert summary.cost_usd == pytest.approx(10 * 0.001 + 4 * 0.01)
     assert summary.dear_cost_per_item_usd == pytest.approx(0.01)
     assert summary.always_dear_cost_usd == pytest.approx(0.1)
     assert summary.saved_usd == pytest.approx(0.05) and summary.saved_share == pytest.approx(0.5)
     assert frame["judge_cost_usd"].sum() == pytest.approx(summary.cost_usd)
-    assert "cascade summary" in summary._repr_html_()
+    assert "escalation summary" in summary._repr_html_()
     results = [judge.judge(BASE, GOOD, prompt=k, run_config=RC) for k in scores]
     assert judge.summary(results).escalated == 4
     none = judge.summary(results[:1])  # nothing escalated: the dear cost per item is unknown
     assert none.escalated == 0 and math.isnan(none.saved_usd)
 
 
-def test_cascade_band_validation():
-    cheap, dear = cascade_pair(lambda p: 0.5)
+def test_escalation_band_validation():
+    cheap, dear = escalation_pair(lambda p: 0.5)
     with pytest.raises(ValidationError):
-        CascadeJudge(cheap, dear, band=(0.8, 0.2))
+        EscalationJudge(cheap, dear, band=(0.8, 0.2))
     with pytest.raises(ValidationError):
-        CascadeJudge(cheap, dear, band=(0.2, 1.5))
+        EscalationJudge(cheap, dear, band=(0.2, 1.5))
     with pytest.raises(ValidationError):
-        CascadeJudge(cheap, "not a judge")
+        EscalationJudge(cheap, "not a judge")
 
 
 def test_compound_judges_nest_and_are_async():
     import asyncio
 
     pair = PairwiseJudge(ScriptedAdapter(fair_pairwise), grader_id="pair")
-    cheap, _ = cascade_pair(lambda p: 0.5)
-    panel = PanelJudge([pair, CascadeJudge(cheap, pair, grader_id="casc")], grader_id="nested")
+    cheap, _ = escalation_pair(lambda p: 0.5)
+    panel = PanelJudge([pair, EscalationJudge(cheap, pair, grader_id="casc")], grader_id="nested")
 
     async def main():
         return await panel.ajudge(BASE, GOOD, prompt="q", run_config=RC)

@@ -19,10 +19,10 @@ from llm_connect import (
     TrajectoryMatchJudge,
     judge_many,
 )
-from llm_connect.batch import content_item_id, item_ids
 from llm_connect.conversations import per_turn
 from llm_connect.errors import ValidationError
 from llm_connect.frames import ledger_frame, paired_frame, record_labels
+from llm_connect.items import content_item_id, item_ids
 from llm_connect.quality import QualityLedger
 from llm_connect.testing import ScriptedAdapter
 

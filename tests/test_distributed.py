@@ -305,13 +305,14 @@ def asked_ids(server) -> list[int]:
 def test_the_actor_resumes_from_a_jsonl_ledger_in_process(fresh, tmp_path):
     """The pool's actor class run in this process (no Ray): a QualityLedger, rows read back, ids of any type."""
     from llm_connect import QualityLedger
-    from llm_connect.distributed import RESUMED, _GradingActor
+    from llm_connect.distributed import RESUMED
+    from llm_connect.distributed._actor import GradingActor
 
     ledger = QualityLedger(tmp_path / "ledger.jsonl")
     factory = functools.partial(make_judge, fresh.base_url)
 
-    def actor() -> _GradingActor:
-        return _GradingActor(factory, 4, ledger, "qa", None, None, None, run_id="r1")
+    def actor() -> GradingActor:
+        return GradingActor(factory, 4, ledger, "qa", None, None, None, run_id="r1")
 
     df = items(6)
     df["id"] = ["a", "b", 3, 4, "5", 6.0]  # text and numbers: "5" and 5 stay distinct, 6.0 is 6
@@ -334,11 +335,11 @@ def test_two_actors_that_judged_one_item_record_it_once_in_process(fresh, tmp_pa
     same items: the later batch finds the earlier one's judgments when it records, and writes them not again
     (the rows stand, scored); each judgment is in the ledger once, for either ledger."""
     from llm_connect import ParquetLedger, QualityLedger
-    from llm_connect.distributed import _GradingActor
+    from llm_connect.distributed._actor import GradingActor
 
     ledger = QualityLedger(tmp_path / "l.jsonl") if kind == "jsonl" else ParquetLedger(tmp_path / "pq")
     factory = functools.partial(make_judge, fresh.base_url)
-    first, second = (_GradingActor(factory, 4, ledger, "qa", None, None, None, run_id=r) for r in ("r1", "r2"))
+    first, second = (GradingActor(factory, 4, ledger, "qa", None, None, None, run_id=r) for r in ("r1", "r2"))
     df = items(6)
     outs = [first(df.iloc[:4]), second(df.iloc[2:])]
     assert fresh.stats()["total"] == 8  # both judged items 2 and 3
@@ -369,15 +370,16 @@ def test_a_token_limit_paces_two_holders_and_settles_what_a_call_used(ray_cluste
     actors' worth) on one loop: 120,000 tokens a minute (2,000 a second), items of 100 tokens."""
     import asyncio
 
-    from llm_connect.distributed import RateLimit, _Permits, _Schedule
+    from llm_connect.distributed import RateLimit
+    from llm_connect.distributed._rate_limit import Permits, Schedule
 
     limit = RateLimit(tokens_per_minute=120_000, output_tokens=0)
-    limiter = ray_cluster.remote(num_cpus=0)(_Schedule).remote()
-    holders = [_Permits(limiter, limit), _Permits(limiter, limit)]
+    limiter = ray_cluster.remote(num_cpus=0)(Schedule).remote()
+    holders = [Permits(limiter, limit), Permits(limiter, limit)]
     times: list[float] = []
 
     async def run() -> None:
-        async def one(holder: _Permits) -> None:
+        async def one(holder: Permits) -> None:
             for _ in range(30):
                 await holder.acquire(100)
                 times.append(time.monotonic())

@@ -240,6 +240,12 @@ def test_the_site_builds_strictly(tmp_path: Path):
                    "adapters", "testing", "errors", "distributed"):
         page = (api / f"{module}.html").read_text(encoding="utf-8")
         assert f'id="llm_connect.{module}' in page, f"no API entries on the {module} page"
+    # the docstrings' numpydoc sections are read as such: parameters in a table, See Also entries as links
+    frames = (api / "frames.html").read_text(encoding="utf-8")
+    ledger_frame = frames.split('id="llm_connect.frames.ledger_frame"', 1)[1].split('id="llm_connect.frames.', 1)[0]
+    assert "Parameters:" in ledger_frame and "<code>ledger_or_path</code>" in ledger_frame
+    assert 'class="see-also"' in ledger_frame and 'href="#llm_connect.frames.observations_from_frame"' in ledger_frame
+    assert "Parameters\n----------" not in frames  # no section left as plain text
     index = (api / "llm_connect.html").read_text(encoding="utf-8")
     assert 'href="grading.html#llm_connect.grading.judge_many"' in index
 

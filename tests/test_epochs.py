@@ -182,7 +182,7 @@ def test_unscored_epochs_are_nan_never_zero_and_the_reducer_ignores_them():
     assert row2["quality_score"] == pytest.approx(0.2) and row2["epochs_scored"] == 4
     # usage is summed over every epoch, the unusable ones included (they were paid for)
     single = judge_many(LLMJudge(ScriptedAdapter(reply)), items(3), progress=False)
-    assert row1["tokens_out"] == 4 * single.iloc[1]["tokens_out"] > 0
+    assert row1["judge_tokens_out"] == 4 * single.iloc[1]["judge_tokens_out"] > 0
     assert df.attrs["counts"] == {"scored": 2, "unscored": 1, "error": 0}
 
 
@@ -191,7 +191,7 @@ def test_usage_and_cost_are_summed_over_epochs():
     once = judge_many(LLMJudge(adapter), items(), progress=False)
     thrice = judge_many(LLMJudge(adapter), items(), progress=False, epochs=3, budget=1.0)
     assert thrice["judge_cost_usd"].tolist() == pytest.approx([0.03] * 5)
-    assert (thrice["tokens_in"] == 3 * once["tokens_in"]).all()
+    assert (thrice["judge_tokens_in"] == 3 * once["judge_tokens_in"]).all()
     assert thrice.attrs["budget"]["spent_usd"] == pytest.approx(0.15)
 
 

@@ -258,10 +258,10 @@ def test_results_frame():
     assert df["candidate_model_id"].tolist() == ["gpt-4o-mini", "smollm2"]
     assert isinstance(df["grader_id"].dtype, pd.CategoricalDtype)
     assert df["candidate_cost_usd"].tolist() == [0.002, 0.0]
-    assert df["tokens_in"].tolist() == [0, 120] and df["judge_cost_usd"].tolist() == [0.0, 0.0004]
+    assert df["judge_tokens_in"].tolist() == [0, 120] and df["judge_cost_usd"].tolist() == [0.0, 0.0004]
     assert "cost_usd" not in df.columns  # in a ledger frame cost_usd is the candidate's: never the judge's here
-    from llm_connect.batch import RESULT_COLUMNS, RESULT_FRAME_COLUMNS
-    judge_side = ("tokens_in", "tokens_out", "judge_cost_usd", "latency_ms")
+    from llm_connect.columns import RESULT_COLUMNS, RESULT_FRAME_COLUMNS
+    judge_side = ("judge_tokens_in", "judge_tokens_out", "judge_cost_usd", "latency_ms")
     assert set(judge_side) <= set(RESULT_COLUMNS) and tuple(df.columns) == RESULT_FRAME_COLUMNS
     assert df["candidate_tokens_out"].tolist() == [1, 2]
     assert len(results_frame([])) == 0

@@ -13,9 +13,10 @@ import pytest
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from llm_connect.calibration import agreement_table, pair_agreement, parse_labels
+from llm_connect.calibration import agreement_table, pair_agreement
 from llm_connect.calibration._agreement import grouped_correlation, to_scale
 from llm_connect.errors import ValidationError
+from llm_connect.stats.labels import parse_labels
 
 
 def test_ratings_are_read_on_a_declared_scale_and_refused_without_one():

@@ -292,10 +292,10 @@ def test_an_outermost_verdict_of_the_wrong_type_or_range_is_rejected_not_replace
 
 
 def test_llm_judge_and_pipeline_units_share_one_fencing_and_filtering_helper():
-    from llm_connect.grading import _compound, _judges, _parse
+    from llm_connect.grading import _llm_judge, _pairwise, _parse
     from llm_connect.pipelines import _llm_units as _units
 
-    assert _judges.UntrustedText is _parse.UntrustedText is _units.UntrustedText is _compound.UntrustedText
+    assert _llm_judge.UntrustedText is _parse.UntrustedText is _units.UntrustedText is _pairwise.UntrustedText
     adapter = ScriptedAdapter(['{"quality_score": 0.5}'])
     LLMJudge(adapter).judge(resp("b"), resp("c"), prompt="q", run_config=RC)
     assert f"<<<CANDIDATE {_parse.fence_for('q', 'b', 'c')}>>>" in adapter.prompts[0]

@@ -17,7 +17,9 @@ import pandas as pd
 import pytest
 
 from llm_connect import ExactMatchJudge, QualityLedger, judge_many
-from llm_connect.batch import (
+from llm_connect.errors import ValidationError
+from llm_connect.frames import paired_frame, record_labels
+from llm_connect.items import (
     CONTENT_KEY_PREFIX,
     canonical_item_id,
     content_item_id,
@@ -26,9 +28,7 @@ from llm_connect.batch import (
     item_key,
     row_item_id,
 )
-from llm_connect.calibration import Labeller
-from llm_connect.errors import ValidationError
-from llm_connect.frames import paired_frame, record_labels
+from llm_connect.labelling import Labeller
 
 # Ray's own deprecation notices are not ours
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")
@@ -136,9 +136,9 @@ def _exact_judge():
 
 
 def _actor(ledger):
-    from llm_connect.distributed import _GradingActor
+    from llm_connect.distributed._actor import GradingActor
 
-    return _GradingActor(_exact_judge, 4, ledger, "qa", None, None, None, run_id="r1")
+    return GradingActor(_exact_judge, 4, ledger, "qa", None, None, None, run_id="r1")
 
 
 def test_the_actor_resumes_by_id_and_candidate_model(tmp_path):

@@ -18,14 +18,14 @@ from llm_connect.cards import (
     JudgeCardRegistry,
     ProbeEffect,
     agreement_band,
-    judge_verdict,
+    card_verdict,
     registry_path,
 )
 from llm_connect.errors import ValidationError
 
 
 def test_verdict_no_better_than_chance_says_do_not_use():
-    line = judge_verdict("llm-judge", kappa=0.02, kappa_low=-0.18, kappa_high=0.24, n=80)
+    line = card_verdict("llm-judge", kappa=0.02, kappa_low=-0.18, kappa_high=0.24, n=80)
     assert line == (
         "llm-judge: no better than chance against people (kappa 0.02, 95% CI -0.18..0.24); do not use its scores"
     )
@@ -36,7 +36,7 @@ def test_verdict_band_and_significant_bias_only():
         ProbeEffect("length", -0.08, -0.13, -0.03, 0.006, 40),
         ProbeEffect("format", 0.01, -0.02, 0.04, 0.6, 40),  # not significant: not mentioned
     ]
-    line = judge_verdict("embedding-similarity", kappa=0.48, kappa_low=0.25, kappa_high=0.68, n=80, biases=biases)
+    line = card_verdict("embedding-similarity", kappa=0.48, kappa_low=0.25, kappa_high=0.68, n=80, biases=biases)
     assert line == (
         "embedding-similarity: moderate agreement against people (kappa 0.48, 95% CI 0.25..0.68); "
         "biased against longer answers (-0.08, p=0.006)"
@@ -53,26 +53,26 @@ def test_landis_koch_bands(kappa, band):
 
 
 def test_verdict_low_bands_advise_correction_and_small_n_asks_for_labels():
-    fair = judge_verdict("j", kappa=0.3, kappa_low=0.1, kappa_high=0.5, n=100)
+    fair = card_verdict("j", kappa=0.3, kappa_low=0.1, kappa_high=0.5, n=100)
     assert "fair agreement" in fair and "human correction" in fair
-    few = judge_verdict("j", kappa=0.9, kappa_low=0.7, kappa_high=1.0, n=MIN_LABELLED - 1)
+    few = card_verdict("j", kappa=0.9, kappa_low=0.7, kappa_high=1.0, n=MIN_LABELLED - 1)
     assert "not enough evidence" in few and "label more" in few
-    nan = judge_verdict("j", kappa=math.nan, kappa_low=math.nan, kappa_high=math.nan, n=200)
+    nan = card_verdict("j", kappa=math.nan, kappa_low=math.nan, kappa_high=math.nan, n=200)
     assert "not enough evidence" in nan
 
 
 def test_verdict_without_people_names_the_reference():
-    line = judge_verdict("llm-judge", kappa=0.5, kappa_low=0.3, kappa_high=0.7, n=50, reference="exact-match",
+    line = card_verdict("llm-judge", kappa=0.5, kappa_low=0.3, kappa_high=0.7, n=50, reference="exact-match",
                          people=False)
     assert "against exact-match (no human labels)" in line
 
 
 def test_verdict_mentions_mean_bias_and_unscored_rate():
-    line = judge_verdict("j", kappa=0.7, kappa_low=0.6, kappa_high=0.8, n=200, mean_bias=0.15, bias_low=0.1,
+    line = card_verdict("j", kappa=0.7, kappa_low=0.6, kappa_high=0.8, n=200, mean_bias=0.15, bias_low=0.1,
                          bias_high=0.2, unscored_rate=0.25)
     assert "scores 0.15 higher than people on average (+0.10..+0.20)" in line
     assert "leaves 25% of items unscored" in line
-    quiet = judge_verdict("j", kappa=0.7, kappa_low=0.6, kappa_high=0.8, n=200, mean_bias=0.15, bias_low=-0.01,
+    quiet = card_verdict("j", kappa=0.7, kappa_low=0.6, kappa_high=0.8, n=200, mean_bias=0.15, bias_low=-0.01,
                           bias_high=0.3, unscored_rate=0.05)
     assert "higher than people" not in quiet and "unscored" not in quiet
 
@@ -229,7 +229,7 @@ def test_an_interval_too_wide_to_decide_says_so_and_how_many_labels_would_settle
     assert labels_to_settle(0.34, -0.02, 32) == 36 and "about 4 more labelled items (36 in all)" in line
     assert "human correction" in line and "fair agreement" not in line and "no better than chance" not in line
     # the verdict of a card is that clause, whatever reads it (CLI, demo, report, cards.csv)
-    assert judge_verdict("j", kappa=0.34, kappa_low=-0.02, kappa_high=0.66, n=32) == f"j: {line}"
+    assert card_verdict("j", kappa=0.34, kappa_low=-0.02, kappa_high=0.66, n=32) == f"j: {line}"
     # slight at best is decided: no better than chance; no number of labels makes a kappa of 0 beat chance
     assert agreement_verdict(0.15, -0.1, 0.4, 32).startswith("no better than chance")
     assert labels_to_settle(0.0, -0.2, 32) is None
@@ -267,7 +267,7 @@ def test_a_judge_that_gives_one_verdict_is_flagged_whichever_the_verdict(verdict
 
 
 def test_the_command_line_prints_the_whole_verdict_line(tmp_path, capsys):
-    from llm_connect.cli._calibrate import _print_verdicts
+    from llm_connect.cli._summary import _print_verdicts
 
     effects = [ProbeEffect(f"probe-{k}-" + "x" * 40, 0.2, 0.1, 0.3, 0.001, 30) for k in range(8)]
     card = card_from_scores(*_labels(seed=4), grader_id="llm-judge", n_boot=100, probes=effects,

@@ -17,10 +17,10 @@ import pytest
 from scipy import stats
 
 from llm_connect import ExactMatchJudge, QualityLedger, judge_many
-from llm_connect.calibration import estimate_quality
 from llm_connect.errors import ValidationError
 from llm_connect.frames import ledger_frame, paired_frame
 from llm_connect.labelling import Labeller
+from llm_connect.stats import estimate_quality
 from llm_connect.stats.sampling import (
     active_probabilities,
     calibrated_scores,

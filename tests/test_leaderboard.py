@@ -12,14 +12,10 @@ import pandas as pd
 import pytest
 
 from llm_connect import leaderboard as top_level_leaderboard
-from llm_connect.calibration import (
-    LeaderboardComparison,
-    compare_leaderboards,
-    leaderboard,
-    length_controlled_win_rate,
-    plot_leaderboard,
-)
+from llm_connect.calibration import LeaderboardComparison, compare_leaderboards
 from llm_connect.errors import ValidationError
+from llm_connect.stats import leaderboard, length_controlled_win_rate
+from llm_connect.views import plot_leaderboard
 
 ELO = 400 / math.log(10)
 
@@ -436,7 +432,8 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, rows, args, messa
 
 
 def test_the_bootstraps_chord_steps_reach_the_same_optimum_as_newton():
-    from llm_connect.stats.bradley_terry import _aggregate, _fit_bt, _fit_bt_chord, _hessian
+    from llm_connect.stats._bt_fit import _fit_bt, _fit_bt_chord, _hessian
+    from llm_connect.stats._comparisons import _aggregate
 
     rng = np.random.default_rng(13)
     df = simulate(rng.normal(0, 1, 12), 3000, rng, tie_rate=0.1)
@@ -485,7 +482,7 @@ def _model_pairs(n: int = 36) -> list[dict]:
 
 def test_pairwise_report_and_cli_carry_a_leaderboard_section(tmp_path, capsys):
     from llm_connect.adapters import OpenAICompatibleAdapter
-    from llm_connect.calibration import battles, calibrate
+    from llm_connect.calibration import battle_outcomes, calibrate
     from llm_connect.cli import main
     from llm_connect.grading import PairwiseJudge
     from llm_connect.testing import LoopbackServer
@@ -496,7 +493,7 @@ def test_pairwise_report_and_cli_carry_a_leaderboard_section(tmp_path, capsys):
         report = calibrate({"capital": judge}, rows, pairwise=True, n_boot=200, progress=False)
         boards = report.leaderboards()
         assert list(boards) == ["human", "capital"]
-        expected = leaderboard(battles(report, winner="human"), n_boot=200, seed=report.seed)
+        expected = leaderboard(battle_outcomes(report, winner="human"), n_boot=200, seed=report.seed)
         pd.testing.assert_frame_equal(boards["human"], expected)
         assert boards["human"].iloc[0]["model"] == "strong"
         html = str(report.html(plots=True))

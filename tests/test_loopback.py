@@ -12,7 +12,7 @@ from interruptible import python_argv
 
 from llm_connect.adapters import OpenAICompatibleAdapter
 from llm_connect.core import RunConfig
-from llm_connect.loopback import LoopbackServer, default_reply
+from llm_connect.testing.loopback import LoopbackServer, default_reply
 
 
 def _post(url: str, body: dict) -> tuple[int, dict]:
@@ -173,8 +173,7 @@ def test_a_dropped_server_stops():
     assert not thread.is_alive()
 
 
-@pytest.mark.parametrize("module", ["llm_connect.testing.loopback", "llm_connect.loopback"])
-def test_run_as_a_program_it_prints_its_base_url_serves_without_a_key_and_stops_on_ctrl_c(module):
+def test_run_as_a_program_it_prints_its_base_url_serves_without_a_key_and_stops_on_ctrl_c():
     import os
     import re
     import signal
@@ -182,7 +181,7 @@ def test_run_as_a_program_it_prints_its_base_url_serves_without_a_key_and_stops_
 
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     # python_argv: the child takes Ctrl-C even when this runner ignores SIGINT (nohup)
-    proc = subprocess.Popen(python_argv("-m", module, "--port", "0"), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(python_argv("-m", "llm_connect.testing.loopback", "--port", "0"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None

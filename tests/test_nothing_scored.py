@@ -19,7 +19,7 @@ from llm_connect import ExactMatchJudge, LLMJudge, ajudge_many, judge_many
 from llm_connect.calibration import align, calibrate, calibrate_pairwise
 from llm_connect.errors import AdapterError, JudgeFailedError
 from llm_connect.grading import PairwiseJudge, Rubric
-from llm_connect.grading._batch import total_failure
+from llm_connect.grading._judge_many import total_failure
 from llm_connect.testing import LoopbackServer, ScriptedAdapter
 
 ITEMS = [{"id": i, "prompt": f"Capital of country {i}?", "baseline": "Paris", "candidate": "Paris"} for i in range(4)]

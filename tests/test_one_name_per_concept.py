@@ -2,8 +2,8 @@
 cost, one ``score_items``, ``budget=`` on every entry point that makes paid calls, one check of ``confidence`` and
 of ``by`` (issue 25: group columns are the user's, many of them never crash), and ``ValidationError`` from stats.
 
-Real HTTP against the loopback server on 127.0.0.1 with a priced OpenAI-compatible adapter; the old spellings are
-checked to warn and to give the same result as the new ones.
+Real HTTP against the loopback server on 127.0.0.1 with a priced OpenAI-compatible adapter. Since issue 35 the old
+spellings are gone, not warned about: the old order is refused with a message saying the order.
 """
 
 from __future__ import annotations
@@ -20,24 +20,13 @@ import pytest
 import llm_connect
 from llm_connect import BudgetTracker, ExactMatchJudge, LLMJudge, QualityLedger
 from llm_connect.adapters import OpenAICompatibleAdapter, Price
-from llm_connect.calibration import (
-    Labeller,
-    ScoredItems,
-    calibrate,
-    calibrate_pairwise,
-    estimate_quality,
-    judge_items,
-    labels_needed,
-    leaderboard,
-    probe_judge,
-    run_probes,
-    score_items,
-    score_judges,
-)
+from llm_connect.calibration import ScoredItems, calibrate, calibrate_pairwise, probe_judge, run_probes, score_items
 from llm_connect.errors import ValidationError
 from llm_connect.frames import paired_frame, results_frame
 from llm_connect.grading import FunctionJudge, PairwiseJudge, judge_many, tournament
+from llm_connect.labelling import Labeller
 from llm_connect.routing import RoutingPolicy
+from llm_connect.stats import estimate_quality, labels_needed, leaderboard
 from llm_connect.stats.agreement import bootstrap_ci, grouped_correlation
 from llm_connect.stats.gate import score_interval
 from llm_connect.stats.regression import ols
@@ -62,52 +51,33 @@ def half(baseline: str, candidate: str) -> float:
     return 0.5
 
 
-# -- (judge, items) everywhere -----------------------------------------------------------------------
+# -- (judge, items) everywhere, and no second spelling (issue 35: an unreleased package keeps none) ------------
 
 
-def test_the_old_order_warns_with_the_new_one_and_gives_the_same_report():
+def test_the_old_order_is_refused_saying_the_order():
+    """Before issue 35, ``calibrate(items, judges)`` and its kin guessed the order, swapped and warned."""
     judges = {"exact": ExactMatchJudge(), "half": FunctionJudge(half, grader_id="half")}
-    new = calibrate(judges, items(12), human="human", probes="length", n_boot=50, progress=False)
-    with pytest.warns(DeprecationWarning, match=r"calibrate\(judges, items\)") as caught:
-        old = calibrate(items(12), judges, human="human", probes="length", n_boot=50, progress=False)
-    assert len(caught) == 1 and caught[0].filename == __file__  # the warning points at the caller
-    pd.testing.assert_frame_equal(old.scores, new.scores)
-    pd.testing.assert_frame_equal(old.agreement.frame, new.agreement.frame)
-    pd.testing.assert_frame_equal(old.bias.frame, new.bias.frame)
-
-    frame = pd.DataFrame(items(6))
-    with pytest.warns(DeprecationWarning, match=r"score_items\(judges, items\)"):
-        swapped = score_items(frame, [ExactMatchJudge()], human="human", progress=False)
-    pd.testing.assert_frame_equal(swapped, score_items([ExactMatchJudge()], frame, human="human", progress=False))
-    one = score_items(ExactMatchJudge(), frame, progress=False)  # one judge is judges too
+    order = r"got items \((list|DataFrame)\) where the judges go: pass the judges first"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # refused, not warned about
+        with pytest.raises(ValidationError, match=order):
+            calibrate(items(12), judges, human="human", probes="length", n_boot=50, progress=False)
+        with pytest.raises(ValidationError, match=order):
+            score_items(pd.DataFrame(items(6)), [ExactMatchJudge()], human="human", progress=False)
+        rows = [{"id": i, "prompt": f"q{i}", "candidate_a": "right", "candidate_b": "wrong", "human": "a"}
+                for i in range(6)]
+        judge = PairwiseJudge(OpenAICompatibleAdapter("judge-1", base_url="http://127.0.0.1:9/v1"), grader_id="pw")
+        with pytest.raises(ValidationError, match=order):
+            calibrate_pairwise(rows, [judge], n_boot=0, progress=False)
+        answers = pd.DataFrame([{"prompt": f"q{p}", "model": m, "answer": f"{m} says {p}"}
+                                for p in range(3) for m in ("m1", "m2", "m3")])
+        with pytest.raises(ValidationError, match="a tournament needs a pairwise judge"):
+            tournament(answers, judge, seed=1, progress=False)
+    one = score_items(ExactMatchJudge(), pd.DataFrame(items(6)), progress=False)  # one judge is judges too
     assert one.attrs["judges"] == ["exact-match"]
 
 
-def test_the_old_order_of_calibrate_pairwise_warns_and_gives_the_same_report():
-    rows = [{"id": i, "prompt": f"q{i}", "candidate_a": "right", "candidate_b": "wrong", "human": "a"}
-            for i in range(6)]
-    with LoopbackServer(reply=json.dumps({"winner": "A"})) as server:
-        judge = PairwiseJudge(OpenAICompatibleAdapter("judge-1", base_url=server.base_url), grader_id="pw")
-        new = calibrate_pairwise([judge], rows, n_boot=0, progress=False)
-        with pytest.warns(DeprecationWarning, match=r"calibrate_pairwise\(judges, items\)"):
-            old = calibrate_pairwise(rows, [judge], n_boot=0, progress=False)
-    pd.testing.assert_frame_equal(old.scores, new.scores)
-    pd.testing.assert_frame_equal(old.pairwise, new.pairwise)
-
-
-def test_the_old_order_of_tournament_warns_and_gives_the_same_battles():
-    answers = pd.DataFrame([{"prompt": f"q{p}", "model": m, "answer": f"{m} says {p}"}
-                            for p in range(3) for m in ("m1", "m2", "m3")])
-    with LoopbackServer(reply=json.dumps({"winner": "B"})) as server:
-        judge = PairwiseJudge(OpenAICompatibleAdapter("judge-1", base_url=server.base_url), grader_id="pw")
-        new = tournament(judge, answers, seed=1, progress=False)
-        with pytest.warns(DeprecationWarning, match=r"tournament\(judge, answers\)"):
-            old = tournament(answers, judge, seed=1, progress=False)
-    columns = ["prompt_id", "model_a", "model_b", "winner", "quality_score", "judge_tokens_in"]
-    pd.testing.assert_frame_equal(old[columns], new[columns])
-
-
-def test_nothing_warns_in_the_new_order_and_items_may_be_a_path(tmp_path):
+def test_nothing_warns_in_the_one_order_and_items_may_be_a_path(tmp_path):
     path = tmp_path / "items.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in items(5)), encoding="utf-8")
     with warnings.catch_warnings():
@@ -118,43 +88,40 @@ def test_nothing_warns_in_the_new_order_and_items_may_be_a_path(tmp_path):
     assert report.scores["score_exact-match"].tolist() == from_path["score_exact-match"].tolist()
 
 
-def test_score_judges_is_a_deprecated_alias_of_score_items():
+def test_score_items_is_the_one_way_to_score_several_judges():
+    """``score_judges`` (a ScoredItems) and ``judge_items`` (calibration's wrapper of judge_many) are gone:
+    score_items gives the frame, ScoredItems.from_frame its fields, judge_many runs one judge."""
+    import llm_connect.calibration as calibration
+
+    assert not hasattr(calibration, "score_judges") and not hasattr(calibration, "judge_items")
     frame = pd.DataFrame(items(6))
-    judges = {"exact": ExactMatchJudge()}
-    with pytest.warns(DeprecationWarning, match=r"score_judges\(\) is deprecated: use score_items"):
-        scored = score_judges(judges, frame, human="human", progress=False)
-    assert isinstance(scored, ScoredItems)
-    again = ScoredItems.from_frame(score_items(judges, frame, human="human", progress=False))
-    pd.testing.assert_frame_equal(scored.frame, again.frame)  # the same frame
-    assert scored.metadata() == again.metadata()
+    scored = ScoredItems.from_frame(score_items({"exact": ExactMatchJudge()}, frame, human="human", progress=False))
+    assert scored.judges == ["exact"] and scored.labels == ["human"]
+    assert scored.frame["score_exact"].tolist() == judge_many(ExactMatchJudge(), frame, progress=False)[
+        "quality_score"].tolist()
 
 
 # -- grader_id= --------------------------------------------------------------------------------------
 
 
-def test_paired_frame_takes_grader_id_and_still_accepts_judge_with_a_warning(tmp_path):
+def test_paired_frame_takes_grader_id_only(tmp_path):
     ledger = QualityLedger(tmp_path / "l.jsonl")
     judge_many(ExactMatchJudge(), items(4), ledger=ledger, task_type="qa", progress=False)
     new = paired_frame(ledger, "qa", grader_id="exact-match")
-    with pytest.warns(DeprecationWarning, match=r"paired_frame\(judge=\.\.\.\) is deprecated: use "
-                                                r"paired_frame\(grader_id=\.\.\.\)"):
-        old = paired_frame(ledger, "qa", judge="exact-match")
-    pd.testing.assert_frame_equal(old, new)
-    with pytest.raises(ValidationError, match="both grader_id= and its old name judge="):
-        paired_frame(ledger, "qa", grader_id="exact-match", judge="exact-match")
+    assert len(new) == 4
+    with pytest.raises(TypeError, match="judge"):  # the old keyword is no second name
+        paired_frame(ledger, "qa", judge="exact-match")
     with pytest.raises(ValidationError, match="needs grader_id="):
         paired_frame(ledger, "qa")
 
 
-def test_labeller_takes_grader_id_and_still_accepts_judge_with_a_warning(tmp_path):
+def test_labeller_takes_grader_id_only(tmp_path):
     ledger = QualityLedger(tmp_path / "l.jsonl")
     judge_many(ExactMatchJudge(), items(4), ledger=ledger, task_type="qa", progress=False)
     new = Labeller(items(4), ledger=ledger, task_type="qa", annotator="ann", grader_id="exact-match")
-    with pytest.warns(DeprecationWarning, match=r"Labeller\(judge=\.\.\.\) is deprecated: use "
-                                                r"Labeller\(grader_id=\.\.\.\)"):
-        old = Labeller(items(4), ledger=ledger, task_type="qa", annotator="ann", judge="exact-match")
-    assert old.judge == new.judge == "exact-match"
-    pd.testing.assert_frame_equal(old.frame(), new.frame())
+    assert new.judge == "exact-match"
+    with pytest.raises(TypeError, match="judge"):
+        Labeller(items(4), ledger=ledger, task_type="qa", annotator="ann", judge="exact-match")
 
 
 # -- judge_tokens_in / judge_tokens_out beside judge_cost_usd ---------------------------------------------
@@ -177,7 +144,7 @@ def test_result_frames_carry_the_judges_tokens_beside_its_cost_over_http():
     columns = list(df.columns)
     assert columns.index("judge_tokens_in") + 2 == columns.index("judge_tokens_out") + 1 \
         == columns.index("judge_cost_usd")  # beside the cost
-    assert (df["judge_tokens_in"] == df["tokens_in"]).all() and (df["judge_tokens_out"] == df["tokens_out"]).all()
+    assert "tokens_in" not in columns and "tokens_out" not in columns  # once, under the judge's names
     # the loopback server counts the words it was sent and sent back: the tokens the judge call used
     assert df["judge_tokens_in"].tolist() == [len(p.split()) for p in sent[:4]]
     assert (df["judge_tokens_out"] == len(VERDICT.split())).all()
@@ -185,7 +152,7 @@ def test_result_frames_carry_the_judges_tokens_beside_its_cost_over_http():
         [(i * 1.0 + o * 2.0) / 1e6 for i, o in zip(df["judge_tokens_in"], df["judge_tokens_out"], strict=True)])
     rf = results_frame(results)
     assert rf["judge_tokens_in"].tolist() == [len(p.split()) for p in sent[4:6]]
-    assert rf["judge_tokens_out"].tolist() == rf["tokens_out"].tolist() == [len(VERDICT.split())] * 2
+    assert rf["judge_tokens_out"].tolist() == [len(VERDICT.split())] * 2 and "tokens_out" not in rf.columns
     usage = ScoredItems.from_frame(scored).usage["llm"]
     assert usage["judge_tokens_in"] == sum(len(p.split()) for p in sent[6:9])
     assert usage["judge_tokens_out"] == 3 * len(VERDICT.split())
@@ -231,7 +198,7 @@ def test_a_float_budget_is_one_limit_for_all_judges_of_score_items():
     assert 0.0004 <= spent <= 0.0004 + 0.0002
 
 
-def test_run_probes_probe_judge_and_judge_items_take_a_budget_over_http():
+def test_run_probes_probe_judge_and_judge_many_take_a_budget_over_http():
     with LoopbackServer(reply=VERDICT) as server:
         judge = LLMJudge(priced(server))
         tracker = BudgetTracker(limit_usd=0.0)
@@ -240,7 +207,7 @@ def test_run_probes_probe_judge_and_judge_items_take_a_budget_over_http():
         assert server.stats()["total"] == 0 and bias.frame["n"].tolist() == [0, 0]
         one = probe_judge(judge, items(5), "length", n_boot=0, progress=False, budget=0.0)
         assert server.stats()["total"] == 0 and one.stats.n == 0
-        df = judge_items(judge, pd.DataFrame(items(5)), concurrency=1, progress=False, budget=0.0003)
+        df = judge_many(judge, pd.DataFrame(items(5)), concurrency=1, progress=False, budget=0.0003)
         paid = server.stats()["total"]
     assert 0 < paid == int((df["status"] == "scored").sum()) < 5
     assert _exhausted(df.loc[df["status"] != "scored", "status"], df.loc[df["status"] != "scored", "error"]).all()

@@ -1,8 +1,11 @@
-"""The public surface: __all__ in step, light imports, layering, py.typed, ruff."""
+"""The public surface: curated __all__ lists, light imports, layering, py.typed, ruff."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
+import inspect
 import json
 import re
 import shutil
@@ -18,18 +21,136 @@ import llm_connect
 PKG = Path(llm_connect.__file__).resolve().parent
 
 
-def test_all_is_in_step_with_the_public_names():
-    for name in llm_connect.__all__:  # names load on first access (PEP 562): resolve them all first
-        getattr(llm_connect, name)
-    public = {
-        name
-        for name, value in vars(llm_connect).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+# -- the curated public surface (as httpx's tests/test_exported_members.py guards its own) ----------------
+
+#: The public packages and modules: each exports, in ``__all__``, what it defines and nothing else.
+PUBLIC = (
+    "llm_connect",
+    "llm_connect.grading",
+    "llm_connect.cards",
+    "llm_connect.labelling",
+    "llm_connect.calibration",
+    "llm_connect.stats",
+    "llm_connect.views",
+    "llm_connect.quality",
+    "llm_connect.adapters",
+    "llm_connect.pipelines",
+    "llm_connect.testing",
+    "llm_connect.conversations",
+)
+#: Where every floor may take an exported name from besides itself: the one exception tree.
+SHARED = ("llm_connect.errors",)
+
+
+def _loaded(name: str) -> types.ModuleType:
+    module = importlib.import_module(name)
+    for exported in module.__all__:  # names load on first access (PEP 562): resolve them all first
+        getattr(module, exported)
+    return module
+
+
+def _inside(module: str, home: str) -> bool:
+    return module == home or module.startswith(home + ".")
+
+
+def _import_sources(module: types.ModuleType) -> dict[str, str]:
+    """Each name the module's source imports (at any depth, ``TYPE_CHECKING`` blocks too) -> the absolute
+    name of the module it comes from."""
+    path = Path(module.__file__)
+    package = module.__name__ if path.name == "__init__.py" else module.__name__.rpartition(".")[0]
+    sources: dict[str, str] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - (node.level - 1)]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sources[alias.asname or alias.name] = source
+    return sources
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_every_exported_name_exists_and_is_defined_by_its_package(name):
+    """``__all__`` names each public name once, none private, each defined in the package that exports it
+    (a class's or function's ``__module__``; a constant's import in the source): calibration exports no
+    plot of views nor statistic of stats, the top level nothing from outside llm_connect."""
+    module = _loaded(name)
+    exported = list(module.__all__)
+    assert len(set(exported)) == len(exported)
+    assert [n for n in exported if n.startswith("_")] == []
+    assert [n for n in exported if not hasattr(module, n)] == []
+    home = "llm_connect" if name == "llm_connect" else name
+    sources = _import_sources(module)
+    foreign = []
+    for exported_name in exported:
+        value = getattr(module, exported_name)
+        if isinstance(value, types.ModuleType):
+            where = value.__name__
+        elif inspect.isclass(value) or inspect.isroutine(value):
+            where = value.__module__
+        else:  # a constant: where the package's source takes it from (defined here when not imported)
+            where = sources.get(exported_name, name)
+        if not (_inside(where, home) or where in SHARED):
+            foreign.append(f"{exported_name} (from {where})")
+    assert foreign == []
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_no_public_name_is_left_out_of_all(name):
+    """What a package holds under a public name is in its ``__all__`` (helpers it imports are private:
+    ``_TYPE_CHECKING``, ``_Any``); a module's own classes and functions are."""
+    module = _loaded(name)
+    is_package = hasattr(module, "__path__")
+    missing = [
+        key
+        for key, value in vars(module).items()
+        if not key.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and key not in module.__all__
+        and (is_package or ((inspect.isclass(value) or inspect.isroutine(value)) and value.__module__ == name))
+    ]
+    assert missing == []
+
+
+def test_dir_of_the_package_is_its_public_names_and_dunders():
+    extra = set(dir(llm_connect)) - set(llm_connect.__all__)
+    assert set(llm_connect.__all__) <= set(dir(llm_connect))
+    assert sorted(n for n in extra if not (n.startswith("__") and n.endswith("__"))) == []
+    assert "__version__" in extra
+
+
+def test_calibration_exports_nothing_of_the_floors_beside_it():
+    """Plots are imported from llm_connect.views, statistics from llm_connect.stats, judge cards from
+    llm_connect.cards and the Labeller from llm_connect.labelling: not from calibration, not even by attribute
+    (no lazy forwarding)."""
+    import llm_connect.calibration as calibration
+    import llm_connect.cards as cards
+    import llm_connect.labelling as labelling
+    import llm_connect.stats as stats
+    import llm_connect.views as views
+
+    beside = (*stats.__all__, *views.__all__, *cards.__all__, *labelling.__all__)
+    borrowed = [n for n in beside if hasattr(calibration, n)]
+    assert borrowed == []
+
+
+def test_removed_names_are_gone():
+    """Issue 35: an unreleased package carries no compatibility layer and no near-synonym."""
+    import llm_connect.calibration as calibration
+    import llm_connect.grading as grading
+    from llm_connect.pipelines import Pipeline
+
+    assert importlib.util.find_spec("llm_connect.loopback") is None  # python -m llm_connect.testing.loopback
+    gone = {
+        llm_connect: ("from_config", "is_stale", "CascadeJudge"),
+        calibration: ("score_judges", "judge_items", "battles", "judge_verdict", "plot_leaderboard", "leaderboard"),
+        grading: ("CascadeJudge", "CascadeSummary", "run_rows"),
     }
-    assert sorted(llm_connect.__all__) == sorted(public)
-    assert len(set(llm_connect.__all__)) == len(llm_connect.__all__)
-    for name in llm_connect.__all__:
-        assert getattr(llm_connect, name) is not None
+    assert [f"{m.__name__}.{n}" for m, names in gone.items() for n in names if hasattr(m, n)] == []
+    assert not hasattr(Pipeline, "draw") and callable(Pipeline.plot)
 
 
 def test_import_is_light():
@@ -66,19 +187,23 @@ def test_import_creates_no_files(tmp_path):
 # DESIGN.md: a module imports only from those above it in this list.
 LAYERS = [
     "errors",
+    "_docstrings",  # the shared run-option texts, spliced into docstrings (imports nothing of the package)
     "stats",  # statistics on arrays and frames: imports errors only (test_stats_imports_only_errors)
     "_textsafe",
     "_html",  # the one HTML/escaping helper
     "_display",  # the seam through which a lower floor reaches a view by name, at call time
     "core",
     "_runtime",
+    "items",  # what an item holds and which item a row is (ids, keys, the turn in the key); imports errors only
+    "columns",  # the column tuples of every result frame; imports nothing
     "quality",
     "adapters",
+    "_options",  # the one check of the shared run options (concurrency, budget, batch, ...)
     "testing",  # the test doubles' package, loopback server included
-    "loopback",  # a shim re-exporting testing.loopback
-    "batch",  # the one batch engine: grading, pipelines and calibration run on it
+    "runner",  # items in, one row per item out (RunPlan): grading, pipelines and calibration run on it
     "conversations",  # chat messages and agent trajectories as items (OpenAI JSON Lines, OTLP GenAI spans)
     "grading",
+    "plugins",  # adapters, embedders and judges by name (built-ins, entry points): the CLI and from_config read it
     "pipelines",
     "frames",
     "cards",  # judge cards, their verdicts in words and the registry beside a ledger (calibration makes them)
@@ -92,13 +217,11 @@ LAYERS = [
 
 
 def test_readme_what_is_inside_lists_the_layers_in_order():
-    """The architecture page's "What is inside" table names the layering test's modules, in its order (the
-    shim aside)."""
+    """The architecture page's "What is inside" table names the layering test's modules, in its order."""
     readme = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     table = readme.split("## What is inside", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| `llm_connect\.(\w+)` \|", table, flags=re.M)
-    assert listed == [layer for layer in LAYERS if layer != "loopback"]
-    assert "`llm_connect.loopback`" in table  # the shim is named in the testing row
+    assert listed == LAYERS
 
 
 def _layer_of(module_path: Path) -> str:
@@ -238,6 +361,52 @@ def test_no_import_cycles():
     assert cycles == []
 
 
+def _floor(module: str) -> str:
+    """The floor of a module: its subpackage or top-level module (``stats``, ``batch``, ``_runtime``), or ``""``
+    for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_no_private_name_is_imported_across_subpackages():
+    """A floor reaches another only through public names: no ``from X import _name`` (a private function, class,
+    constant or module) where X sits in another subpackage or top-level module than the importer. Within one
+    subpackage private names are shared freely; ``__dunder__`` names are not private."""
+    problems = []
+    for name, path in MODULES.items():
+        here = name.split(".")
+        package = here if path.name == "__init__.py" else here[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = ".".join([*package[: len(package) - (node.level - 1)], *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            if base != "llm_connect" and not base.startswith("llm_connect."):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not (alias.name.startswith("__") and alias.name.endswith("__"))
+                target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                if private and _floor(target) != _floor(name):
+                    problems.append(f"{name} (line {node.lineno}) imports {alias.name} from {base}")
+    assert problems == []
+
+
+MAX_MODULE_LINES = 1000
+MAX_CALIBRATION_LINES = 6000
+
+
+def test_rooms_of_one_idea_are_small():
+    """No module of the package is over 1,000 lines (a larger one holds more than one idea: split it by idea into
+    private modules beside it), and the calibration floor stays under 6,000 lines in all."""
+    sizes = {path.relative_to(PKG).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+             for path in PKG.rglob("*.py")}
+    assert sorted(f"{name}: {n} lines" for name, n in sizes.items() if n > MAX_MODULE_LINES) == []
+    calibration = sum(n for name, n in sizes.items() if name.startswith("calibration/"))
+    assert calibration <= MAX_CALIBRATION_LINES, f"calibration/ holds {calibration} lines"
+
+
 def test_the_views_floor_is_reached_only_through_the_display_seam():
     """Below views, a convenience method (report.widget(), Pipeline.plot()) looks its view up by name
     through llm_connect._display at call time; every name so looked up exists in llm_connect.views."""
@@ -252,22 +421,12 @@ def test_the_views_floor_is_reached_only_through_the_display_seam():
     assert set(views.__all__) >= wanted
 
 
-def _lines(path: Path) -> int:
-    return len(path.read_text(encoding="utf-8").splitlines())
-
-
-def test_calibration_is_rooms_of_one_idea():
-    """calibration/ at most 6,000 lines and no module of it (or of the floors it was split into, or of views)
-    over 1,000; align() reads as its named steps, and the Labeller is a façade over its rooms."""
-    import inspect
-
+def test_align_and_the_labeller_are_facades():
+    """align() reads as its named steps (calibration/_align_steps.py), and the Labeller is a façade over its
+    rooms (llm_connect.labelling: items, the ledger it writes, the queue)."""
     from llm_connect.calibration import align
     from llm_connect.labelling import Labeller
 
-    assert sum(_lines(p) for p in (PKG / "calibration").rglob("*.py")) <= 6000
-    big = {str(p.relative_to(PKG)): _lines(p) for floor in ("calibration", "cards", "labelling", "views")
-           for p in (PKG / floor).rglob("*.py") if _lines(p) > 1000}
-    assert big == {}
     assert len(inspect.getsource(align).splitlines()) <= 80
     assert len([m for m in vars(Labeller) if callable(getattr(Labeller, m))]) <= 25
 

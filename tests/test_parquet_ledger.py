@@ -276,7 +276,7 @@ def test_files_a_compacted_file_replaces_are_ignored_and_removed_later(tmp_path)
         p.write_bytes(data)
     assert ledger.read_all() == before and ledger.malformed_count() == 0
     ledger.append(nth_observation(7))
-    from llm_connect.quality._parquet import _table
+    from llm_connect.quality._parquet_rows import _table
 
     # a file outside the partitions (copied in by hand)
     pq.write_table(_table([nth_observation(8), nth_observation(9)]), root / "copied-in.parquet")

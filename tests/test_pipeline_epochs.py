@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from llm_connect import OpenAICompatibleAdapter, Pipeline, RunConfig, ValidationError, judge_many
-from llm_connect.calibration import battles, leaderboard
+from llm_connect.calibration import battle_outcomes
 from llm_connect.grading import EPOCH_COLUMNS, reseed, tournament
 from llm_connect.pipelines import (
     BooleanScale,
@@ -23,6 +23,7 @@ from llm_connect.pipelines import (
     PipelineJudge,
     VerifyUnit,
 )
+from llm_connect.stats import leaderboard
 from llm_connect.testing import LoopbackServer, ScriptedAdapter
 
 JUDGE_PROMPT = "Question: {prompt}\nReference: {baseline}\nAnswer: {candidate}\nIs the answer right?"
@@ -159,7 +160,7 @@ def test_a_pipeline_with_a_pairwise_final_verdict_runs_a_tournament():
     assert set(df["verdict"]) <= {"baseline", "candidate"}
     board = leaderboard(df, n_boot=20, seed=0)
     assert board["model"].tolist() == ["m4", "m3", "m2", "m1"]
-    pd.testing.assert_frame_equal(board, leaderboard(battles(df), n_boot=20, seed=0), check_like=True)
+    pd.testing.assert_frame_equal(board, leaderboard(battle_outcomes(df), n_boot=20, seed=0), check_like=True)
     # a verified pairwise verdict, and one unit in one order, are pairwise too
     verified = Pipeline(PairwiseUnit(name="ab", explanation=True) >> VerifyUnit(),
                         adapter=ScriptedAdapter(lambda p, rc: "Verdict: yes"))

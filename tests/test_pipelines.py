@@ -698,7 +698,7 @@ def test_as_judge_plugs_into_grading_and_the_ledger(tmp_path):
 
 
 def test_run_many_and_judge_many_of_as_judge_return_the_same_columns():
-    from llm_connect.batch import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS, RESULT_COLUMNS
+    from llm_connect.columns import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS, RESULT_COLUMNS
 
     pipeline = Pipeline(JudgeUnit("{prompt} {baseline} {candidate}", BooleanScale()), threshold=0.5,
                         adapter=ScriptedAdapter(["Verdict: no"], cycle=True, cost_per_call=0.01), name="checker")
@@ -742,7 +742,7 @@ def test_graph_dot_and_matplotlib_drawing():
     assert "pass if score >= 0.7" in dot
     fig, ax = plt.subplots()
     try:
-        out = pipeline.draw(ax=ax)
+        out = pipeline.plot(ax=ax)
         assert out is ax
         texts = {t.get_text() for t in ax.texts}
         assert {"item", "judge[0]", "verify[2]", "majority[0]"} <= texts

@@ -62,4 +62,4 @@ def test_local_model_runs_the_pipeline_to_the_end():
         assert row["calls"] == trace.calls == expected
         assert 3 <= expected <= 12
     assert tracker.calls == frame["calls"].sum()
-    assert frame["tokens_in"].gt(0).all()
+    assert frame["judge_tokens_in"].gt(0).all()

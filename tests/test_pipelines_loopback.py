@@ -10,10 +10,9 @@ import yaml
 from test_pipelines import VERBATIM_YAML  # the config, verbatim (tests/ is on sys.path)
 
 from llm_connect.adapters import OpenAICompatibleAdapter
-from llm_connect.grading import LLMJudge
-from llm_connect.grading._compound import CascadeJudge, PairwiseJudge
-from llm_connect.loopback import LoopbackServer
+from llm_connect.grading import EscalationJudge, LLMJudge, PairwiseJudge
 from llm_connect.pipelines import from_config
+from llm_connect.testing.loopback import LoopbackServer
 
 ITEM = re.compile(r"\[item (\d+)\]")
 
@@ -43,7 +42,7 @@ def test_verbatim_config_makes_six_http_calls_per_item():
     assert stats["total"] == 6 * 20 and stats["by_outcome"] == {"ok": 120}
     assert frame["calls"].tolist() == [6] * 20
     assert frame["passed"].tolist() == [i % 2 == 0 for i in range(20)]
-    assert frame["tokens_in"].gt(0).all() and frame["tokens_out"].gt(0).all()
+    assert frame["judge_tokens_in"].gt(0).all() and frame["judge_tokens_out"].gt(0).all()
     assert frame.attrs["totals"]["calls"] == 120
 
 
@@ -88,7 +87,7 @@ def test_pairwise_and_cascade_call_counts_over_http():
         assert frame["quality_score"].tolist() == [1.0] * 10 and frame["consistent"].all()
 
         server.reset()
-        cascade = CascadeJudge(LLMJudge(adapter, grader_id="cheap"), LLMJudge(adapter, grader_id="dear"))
+        cascade = EscalationJudge(LLMJudge(adapter, grader_id="cheap"), LLMJudge(adapter, grader_id="dear"))
         items = [{"prompt": "q", "baseline": "b", "candidate": "unsure" if i < 3 else "sure"} for i in range(10)]
         frame = cascade.judge_many(items, progress=False)
         assert server.stats()["total"] == 10 + 3

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import T0, ledger_lines, observations, reference_read
 
-from llm_connect import QualityLedger, QualityObservation, is_stale
+from llm_connect import QualityLedger, QualityObservation
+from llm_connect.quality import is_stale
 
 # -- invariant 1: quality_score in 0..1 --------------------------------------------------
 

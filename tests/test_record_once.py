@@ -15,7 +15,7 @@ import pytest
 from strategies import T0, make_observation
 
 from llm_connect import ParquetLedger, QualityLedger
-from llm_connect.batch import item_id_text
+from llm_connect.items import item_id_text
 from llm_connect.quality import BaseLedger, Recorded
 from llm_connect.quality._once import id_text
 

@@ -1,4 +1,4 @@
-"""Security of the HTTP adapters, against a real HTTP server on 127.0.0.1 (llm_connect.loopback); nothing mocked.
+"""Security of the HTTP adapters, against a real HTTP server on 127.0.0.1 (llm_connect.testing); nothing mocked.
 
 - credentials in ``base_url`` never appear in a message, a repr, a traceback or a batch's ``error`` column;
 - a reply that echoes the API key leaves no trace of it in the exception, its chain or its traceback's locals;
@@ -35,7 +35,7 @@ from llm_connect.errors import (
     MalformedResponseError,
     ValidationError,
 )
-from llm_connect.loopback import LoopbackServer, default_reply
+from llm_connect.testing.loopback import LoopbackServer, default_reply
 
 KEY = "lc-live-KEY-4f9a2c"  # no "sk-" prefix: nothing may rely on recognising the shape of a key
 PASSWORD = "hunter2-Pw"

@@ -14,11 +14,10 @@ import pytest
 
 from llm_connect import BudgetTracker, ExactMatchJudge, LLMJudge, LLMResponse, PairedGrader, RunConfig
 from llm_connect.adapters import OpenAICompatibleAdapter, Price
-from llm_connect.grading import GradingResult, ajudge_many, grade_many, judge_many
-from llm_connect.grading._compound import CascadeJudge, PanelJudge
-from llm_connect.loopback import LoopbackServer
+from llm_connect.grading import EscalationJudge, GradingResult, PanelJudge, ajudge_many, grade_many, judge_many
 from llm_connect.pipelines import BooleanScale, JudgeUnit, Layer, MeanPool, Pipeline
 from llm_connect.testing import ScriptedAdapter
+from llm_connect.testing.loopback import LoopbackServer
 
 VERDICT = '{"quality_score": 0.75, "notes": "fine"}'
 MODEL = "priced-judge"
@@ -110,7 +109,7 @@ def test_compound_judges_charge_every_member_call():
     dear = LLMJudge(ScriptedAdapter([VERDICT], cycle=True, cost_per_call=0.1), grader_id="d")
     tracker = BudgetTracker()
     # the compound judge's own judge_many: its run config's tracker is the batch budget
-    df = CascadeJudge(cheap, dear).judge_many(items(5), run_config=RunConfig(budget_tracker=tracker), progress=False)
+    df = EscalationJudge(cheap, dear).judge_many(items(5), run_config=RunConfig(budget_tracker=tracker), progress=False)
     assert df["escalated"].all() and tracker.spent_usd == pytest.approx(5 * 0.101)
 
 

@@ -36,8 +36,14 @@ from llm_connect.calibration import (
     self_preference,
 )
 from llm_connect.calibration._bias import ShiftStats
-from llm_connect.grading import ExactMatchJudge, GradingResult, LLMJudge
-from llm_connect.grading._compound import CascadeSummary, PairwiseSummary, PanelAgreement
+from llm_connect.grading import (
+    EscalationSummary,
+    ExactMatchJudge,
+    GradingResult,
+    LLMJudge,
+    PairwiseSummary,
+    PanelAgreement,
+)
 from llm_connect.pipelines import BooleanScale, JudgeUnit, Pipeline, PipelineResult, Trace, TraceRecord
 from llm_connect.routing import RoutingPolicy, route
 from llm_connect.testing import ScriptedAdapter
@@ -117,8 +123,15 @@ def panel_agreement() -> tuple[str, set[str], list[str]]:
     return html, TABLE, ["level", "member a"]
 
 
-def cascade_summary() -> tuple[str, set[str], list[str]]:
-    return CascadeSummary(10, 3, 0.3, 0.5, 0.1, 0.4, 0.13, 1.3, 0.8, 0.6)._repr_html_(), TABLE, []
+def escalation_summary() -> tuple[str, set[str], list[str]]:
+    return EscalationSummary(10, 3, 0.3, 0.5, 0.1, 0.4, 0.13, 1.3, 0.8, 0.6)._repr_html_(), TABLE, []
+
+
+def selective_judge() -> tuple[str, set[str], list[str]]:
+    from llm_connect.grading import SelectiveJudge, TokenF1Judge
+
+    judge = SelectiveJudge(TokenF1Judge(grader_id=evil("selective grader")), cutoff=0.8)
+    return judge._repr_html_(), TABLE | PARAGRAPH | {"div"}, ["selective grader"]
 
 
 def _trace() -> Trace:
@@ -240,7 +253,8 @@ def self_preference_html() -> tuple[str, set[str], list[str]]:
 
 
 def _card():
-    from llm_connect.calibration import ProbeEffect, card_from_scores
+    from llm_connect.calibration import card_from_scores
+    from llm_connect.cards import ProbeEffect
 
     s = _scores()
     probe = ProbeEffect(evil("card probe"), 0.3, 0.1, 0.5, 0.01, 40, source=evil("probe source"))
@@ -253,7 +267,7 @@ def judge_card() -> tuple[str, set[str], list[str]]:
 
 
 def judge_card_registry(tmp_path: Path, make_obs) -> tuple[str, set[str], list[str]]:
-    from llm_connect.calibration import JudgeCardRegistry
+    from llm_connect.cards import JudgeCardRegistry
 
     registry = JudgeCardRegistry(tmp_path / "cards.json")
     empty = registry._repr_html_()
@@ -266,7 +280,8 @@ BUILDERS = {
     "GradingResult": grading_result,
     "PairwiseSummary": pairwise_summary,
     "PanelAgreement": panel_agreement,
-    "CascadeSummary": cascade_summary,
+    "EscalationSummary": escalation_summary,
+    "SelectiveJudge": selective_judge,
     "Trace": trace,
     "PipelineResult": pipeline_result,
     "Pipeline": pipeline,
@@ -369,3 +384,56 @@ def test_html_helpers_escape_values_and_keep_fragments():
     assert_clean(table, TABLE, ["value"])
     assert "colspan='2'" in table and "class='x&#x27;&gt;&lt;script&gt;'" in table
     assert_clean(kv_table([(hostile, hostile)], caption=hostile), TABLE, ["value"])
+
+
+# -- HTML is built in views/ only ----------------------------------------------------------------------
+
+#: The floors whose HTML moved to views/ (calibration's moves on its own).
+HTML_FREE = ("grading", "pipelines", "quality", "testing", "routing.py")
+BUILDERS_OF_HTML = {"Markup", "escape", "frame_html", "html_format", "html_table", "join", "kv_table"}
+
+
+def test_html_is_built_in_views_and_objects_reach_it_by_name():
+    """A judgment, a compound judge's summary, a selective judge, a pipeline, its trace, a routing decision, a
+    ledger and a quality check keep ``_repr_html_`` (the Jupyter protocol), but it only looks its view up by name
+    (``_display.view("...")``): no module of these floors imports an HTML builder or the ``html`` module."""
+    import ast
+
+    import llm_connect
+
+    root = Path(llm_connect.__file__).parent
+    paths = [p for name in HTML_FREE
+             for p in ((root / name).rglob("*.py") if (root / name).is_dir() else [root / name])]
+    problems = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = path.relative_to(root)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_html"):
+                problems += [f"{where}: imports {a.name} from _html" for a in node.names if a.name in BUILDERS_OF_HTML]
+            elif isinstance(node, ast.Import) and any(a.name == "html" for a in node.names):
+                problems.append(f"{where}: imports html")
+            elif isinstance(node, ast.FunctionDef) and node.name == "_repr_html_":
+                calls = [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Call)
+                         and isinstance(c.func.func, ast.Name) and c.func.func.id == "view"]
+                if not calls:
+                    problems.append(f"{where}:{node.lineno}: _repr_html_ builds its HTML instead of view('...')")
+    assert paths and problems == []
+    from llm_connect import views
+
+    for name in ("grading_result_html", "pairwise_summary_html", "panel_agreement_html", "escalation_summary_html",
+                 "epoch_reliability_html", "selective_judge_html", "selective_cascade_html",
+                 "selective_cascade_summary_html", "pipeline_html", "trace_html", "pipeline_result_html",
+                 "routing_decision_html", "ledger_html", "quality_check_html"):
+        assert name in views.__all__ and callable(getattr(views, name))
+
+
+def test_moved_views_give_the_html_the_objects_showed(tmp_path, make_obs):
+    """The views are the ``_repr_html_`` bodies moved, not new pages: calling one gives what the object shows."""
+    from llm_connect import views
+
+    result = GradingResult(0.5, "n", "g", _response("baseline"), _response("candidate"))
+    assert views.grading_result_html(result) == result._repr_html_()
+    assert views.trace_html(_trace()) == _trace()._repr_html_()
+    ledger = QualityLedger(tmp_path / "l<1>.jsonl")
+    assert ledger._repr_html_() == f"<code>QualityLedger</code> at <code>{tmp_path}/l&lt;1&gt;.jsonl</code>"

@@ -1,7 +1,7 @@
 """Reliability of judging: fuzzed judge replies, hostile candidates, faults at scale, no leaked secrets.
 
 The HTTP tests run an :class:`~llm_connect.adapters.OpenAICompatibleAdapter`
-against a real :class:`~llm_connect.loopback.LoopbackServer` on 127.0.0.1;
+against a real :class:`~llm_connect.testing.LoopbackServer` on 127.0.0.1;
 the others use :class:`~llm_connect.testing.ScriptedAdapter`. Nothing of
 ``llm_connect`` is mocked.
 """
@@ -535,7 +535,7 @@ def test_a_plant_far_into_a_long_candidate_is_still_caught():
 @pytest.mark.slow
 def test_judge_many_2000_items_against_a_faulty_endpoint_returns_every_row_within_the_retry_budget(tmp_path):
     from llm_connect.adapters import OpenAICompatibleAdapter
-    from llm_connect.loopback import LoopbackServer
+    from llm_connect.testing.loopback import LoopbackServer
 
     n, timeout_s, retry_time_s = 2000, 1.0, 8.0
     faults = {"429": 0.10, "500": 0.05, "hang": 0.01}
@@ -609,7 +609,7 @@ def _calibration_html(judge: LLMJudge, items: list[dict], tmp_path: Path) -> str
 @pytest.mark.slow
 def test_an_api_key_never_reaches_ledgers_logs_reprs_errors_or_reports(tmp_path, monkeypatch, caplog, capfd):
     from llm_connect.adapters import OpenAICompatibleAdapter
-    from llm_connect.loopback import LoopbackServer
+    from llm_connect.testing.loopback import LoopbackServer
 
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     caplog.set_level(logging.DEBUG)

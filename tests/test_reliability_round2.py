@@ -99,7 +99,7 @@ def test_a_foreign_or_corrupt_parquet_file_is_counted_as_malformed_by_every_read
 
 def _labelled_ledger(path: Path) -> QualityLedger:
     """30 items graded by exact match, 12 labelled in the Labeller, two skipped and one label undone."""
-    from llm_connect.calibration import Labeller
+    from llm_connect.labelling import Labeller
 
     ledger = QualityLedger(path)
     items = pd.DataFrame({
@@ -460,17 +460,18 @@ def test_the_shared_limit_keeps_its_burst_bound_with_several_requests_per_item(r
     parse): the permits released before let 6 items (24 requests) go at once where ``W*r + block + 1`` = 9
     allow. Counted on the release times the holders report (each the clock reading the holder's check used),
     so the bound is exact whatever the load: no timing margin is needed."""
-    from llm_connect.distributed import RateLimit, _Permits, _Schedule
+    from llm_connect.distributed import RateLimit
+    from llm_connect.distributed._rate_limit import Permits, Schedule
 
     limit = RateLimit(requests_per_minute=12_000, requests_per_item=4)
     per_second, k, burst = 200.0, 4, limit.block_requests()  # B = block (8) when an item makes fewer calls
     assert burst == 8
-    limiter = ray_cluster.remote(num_cpus=0)(_Schedule).remote()
-    holders = [_Permits(limiter, limit) for _ in range(3)]
+    limiter = ray_cluster.remote(num_cpus=0)(Schedule).remote()
+    holders = [Permits(limiter, limit) for _ in range(3)]
     released: list[float] = []
 
     async def run() -> None:
-        async def one(holder: _Permits, stalls: list[float]) -> None:
+        async def one(holder: Permits, stalls: list[float]) -> None:
             for n in range(6):
                 t = await holder.acquire(0.0)
                 released.append(time.monotonic() if t is None else t)

@@ -194,3 +194,39 @@ def test_few_conversations_or_all_passes_are_not_proof(tmp_path):
     ev = evidence_table(passes, "qa", policy=RoutingPolicy(recent=None, threshold=0.8), now=NOW).iloc[0]
     assert ev["method"] == "exact by conversation"  # 120 passes in 12 conversations: bounded as 12, not 120
     assert ev["quality_low"] == pytest.approx(0.025 ** (1 / 12)) and not ev["eligible"]
+
+
+def test_whose_scores_and_which_labels_count_are_public(make_obs):
+    """The CLI's ``route`` and ``ledger stats`` read whose score an observation is and which of people's labels
+    still count through routing's public names: a label an undo marker took back no longer counts, markers and
+    labels are never a judge."""
+    from llm_connect.routing import grader_key, label_grader_ids, standing_labels
+
+    judge = make_obs(tags={"grader_id": "llm", "rubric_hash": "abc"})
+    untagged = make_obs(tags={"grader_id": 3})
+    kept = make_obs(tags={"grader_id": "human", "item_id": "q1", "label_id": "L1"})
+    undone = make_obs(tags={"grader_id": "human", "item_id": "q2", "label_id": "L2"})
+    marker = make_obs(tags={"grader_id": "human-undo", "undoes": "L2"})
+    other = make_obs(tags={"grader_id": "human", "item_id": "q3", "label_id": ["L2"]})  # names no label
+    assert grader_key(judge) == ("llm", "abc") and grader_key(untagged) == (None, None)
+    assert standing_labels([judge, kept, undone, marker, other], "human") == [kept, other]
+    assert standing_labels([kept, undone], "human") == [kept, undone]  # no marker among them: nothing undone
+    assert label_grader_ids() == {"human-skip", "human-undo", "human-hold"}
+    assert label_grader_ids("annotator") >= {"annotator", "annotator-skip", "annotator-undo", "annotator-hold"}
+
+
+def test_no_other_floor_imports_a_private_routing_name():
+    """What the CLI needs of routing is public (``grader_key``, ``label_grader_ids``, ``standing_labels``): no module
+    outside routing imports an underscore name from it."""
+    import ast
+    from pathlib import Path
+
+    import llm_connect
+
+    root = Path(llm_connect.__file__).parent
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "routing":
+                found += [f"{path.relative_to(root)}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert found == []

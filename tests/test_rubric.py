@@ -32,7 +32,7 @@ from llm_connect.grading import (
     PairwiseJudge,
     Rubric,
 )
-from llm_connect.grading._judges import LLM_JUDGE_LOGPROB_RUBRIC_HASH, _hash
+from llm_connect.grading._llm_judge import LLM_JUDGE_LOGPROB_RUBRIC_HASH, _hash
 from llm_connect.testing import ScriptedAdapter
 
 RC = RunConfig()

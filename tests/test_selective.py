@@ -22,8 +22,8 @@ from strategies import SCRIPTED_ITEM, calibrated_p_yes, selective_items, yes_no_
 from llm_connect import LLMResponse, RunConfig
 from llm_connect.errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
 from llm_connect.grading import (
-    CascadeJudge,
     ConfidenceJudge,
+    EscalationJudge,
     ExactMatchJudge,
     FunctionJudge,
     LLMJudge,
@@ -400,15 +400,15 @@ def test_calibrate_builds_the_simulated_annotators_as_a_selective_judge_does():
     assert report.scores["confidence_j"].nunique() > 2  # agreement across versions, not 0 or 1
 
 
-def test_selective_judge_inside_old_compound_judges():
+def test_selective_judge_inside_the_escalation_judge():
     items = _items(200, seed=2)
     sel = SelectiveJudge(_llm(items["p_yes"].to_numpy())).calibrate(items, human="human", progress=False)
     dear = FunctionJudge(lambda b, c: 1.0, grader_id="dear")
-    fixed = CascadeJudge(sel, dear)  # an abstention is an unsure judge: the fixed band escalates
+    fixed = EscalationJudge(sel, dear)  # an abstention is an unsure judge: the fixed band escalates
     df = judge_many(fixed, items, progress=False)
     low = items["p_yes"].map(lambda p: max(p, 1 - p)) < sel.cutoff
     assert df.loc[low.to_numpy(), "escalated"].all()
-    assert "grading.cascade" in CascadeJudge.__doc__ and "SelectiveCascade" in CascadeJudge.__doc__
+    assert "grading.cascade" in EscalationJudge.__doc__ and "SelectiveCascade" in EscalationJudge.__doc__
     assert issubclass(JudgeAbstained, JudgeReplyError)
 
 
@@ -464,7 +464,7 @@ def test_cascade_calibration_needs_enough_labels_and_distinct_judges():
 
 
 def test_labeller_offers_exactly_the_abstained_items_most_uncertain_first(tmp_path):
-    from llm_connect.calibration import Labeller
+    from llm_connect.labelling import Labeller
 
     items = _items(260, seed=6)
     cal, fresh = items.iloc[:200].reset_index(drop=True), items.iloc[200:].reset_index(drop=True)

@@ -304,17 +304,35 @@ def test_plotting_an_uncalibrated_selective_judge_says_to_calibrate():
 
 
 def test_one_guarantee_value_everywhere():
+    """``alpha``, ``delta``, ``cutoff``, ``coverage``, ``guaranteed_agreement`` and ``confidence_level`` live in one
+    frozen Guarantee: a calibrated judge holds its calibration's, a cascade's summary the cascade's, and every
+    number of the guarantee is read from it; a calibration made at another level is refused, not mixed in."""
     items = _items(120, seed=11)
-    judge = SelectiveJudge(_llm(items["p_yes"].to_numpy()), alpha=0.2).calibrate(items, human="human",
-                                                                               progress=False)
+    inner = _llm(items["p_yes"].to_numpy())
+    judge = SelectiveJudge(inner, alpha=0.2).calibrate(items, human="human", progress=False)
     chain = cascade([_llm(items["p_yes"].to_numpy())], alpha=0.2).calibrate(items, human="human", progress=False)
     summary = chain.summary(chain.judge_many(items, progress=False))
     cut = fixed_sequence_cutoff(np.linspace(0, 1, 50), np.ones(50, bool), alpha=0.2)
+    assert judge.guarantee == judge.calibration.guarantee and summary.guarantee is chain.guarantee
+    assert judge.guarantee == Guarantee(0.2, 0.1, judge.calibration.cutoff, judge.calibration.coverage)
+    assert (judge.cutoff, judge.coverage) == (judge.guarantee.cutoff, judge.guarantee.coverage)
+    assert chain.coverage == chain.guarantee.coverage == pytest.approx(sum(s["coverage"] for s in chain.calibration))
     for holder in (judge, judge.calibration, chain, summary, cut):
-        assert isinstance(holder, Guaranteed) and holder.guarantee == Guarantee(0.2, 0.1)
-        assert holder.guaranteed_agreement == pytest.approx(0.8) and holder.confidence_level == pytest.approx(0.9)
+        g = holder.guarantee
+        assert isinstance(holder, Guaranteed) and (holder.alpha, holder.delta) == (g.alpha, g.delta) == (0.2, 0.1)
+        assert holder.guaranteed_agreement == g.guaranteed_agreement == pytest.approx(0.8)
+        assert holder.confidence_level == g.confidence_level == pytest.approx(0.9)
+    assert {k: judge.summary()[k] for k in g.to_dict()} == judge.guarantee.to_dict()
+    assert summary.to_dict()["guaranteed_agreement"] == pytest.approx(0.8)
     with pytest.raises(ValidationError):
         Guarantee(0.0, 0.1)
+    with pytest.raises(ValidationError, match="calibrate again"):
+        SelectiveJudge(inner, alpha=0.1, calibration=judge.calibration)
+    with pytest.raises(ValidationError, match="calibrate again"):
+        SelectiveJudge(inner, alpha=0.2, cutoff=0.99, calibration=judge.calibration)
+    moved = judge.replace(cutoff=judge.cutoff + 0.01)  # no longer the calibrated cut-off: no guarantee claimed
+    assert moved.calibration is None and "set by hand" in moved.describe() and np.isnan(moved.coverage)
+    assert judge.replace(seed=3).calibration is judge.calibration
 
 
 def test_a_selective_judge_calibrates_on_one_turn_per_conversation_and_says_so():

@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm_connect.calibration import battles, calibrate, compare_leaderboards, leaderboard, length_controlled_win_rate
+from llm_connect.calibration import battle_outcomes, calibrate, compare_leaderboards
 from llm_connect.errors import ValidationError
+from llm_connect.stats import leaderboard, length_controlled_win_rate
 from llm_connect.stats import leaderboard as stats_leaderboard
 from llm_connect.stats.bradley_terry import StyleEffects
 from llm_connect.stats.style import STYLE_FEATURES, style_counts, style_differences
@@ -218,10 +219,10 @@ def test_when_style_alone_decides_controlled_ratings_agree_and_raw_ones_do_not()
 
 
 def test_style_effects_is_the_boards_frame_and_is_exported():
-    from llm_connect.calibration import style_effects as from_calibration
+    import llm_connect
     from llm_connect.stats import style_effects
 
-    assert from_calibration is style_effects
+    assert llm_connect.style_effects is style_effects
     df = style_battles(600, 3)
     board = leaderboard(df, n_boot=100, seed=2, style=True)
     effects = style_effects(df, style=True, n_boot=100, seed=2)
@@ -329,7 +330,7 @@ def test_probability_codes_and_numbers_that_could_be_codes():
     bad = coded.assign(winner=[0.2, 1.4, 0.5, 0.1])
     with pytest.raises(ValidationError, match=r"neither a preference .* nor a probability.*'1.4'"):
         leaderboard(bad, n_boot=0, codes="probability")
-    b = battles(pd.DataFrame({"model_a": ["x", "y", "x"], "model_b": ["y", "x", "y"],
+    b = battle_outcomes(pd.DataFrame({"model_a": ["x", "y", "x"], "model_b": ["y", "x", "y"],
                               "winner": [0.25, np.nan, "a"]}))
     assert b["winner"].tolist() == [0.25, "a"] and b.attrs["dropped"] == 1
 
@@ -476,7 +477,7 @@ def test_judge_cards_and_the_report_show_what_a_judge_rewards(tmp_path):
     assert "Style-controlled leaderboards" in html and "rank change" in html and "What human pays for style" in html
     boards = report.style_leaderboards()
     assert list(boards) == ["human", "bold-lover"]
-    b = battles(report, winner="bold-lover", texts=True)
+    b = battle_outcomes(report, winner="bold-lover", texts=True)
     assert list(b.columns) == ["model_a", "model_b", "winner", "response_a", "response_b"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 'headers' and 'lists' are constant here: dropped, and said

@@ -1,5 +1,5 @@
 """Tournaments of N models' answers and pairwise judgments as battles for leaderboards: scheduling (all
-pairs, seeded random subsets, A/B randomised), missing answers, unscored replies, battles() reading
+pairs, seeded random subsets, A/B randomised), missing answers, unscored replies, battle_outcomes() reading
 judge_many frames of pairwise judges and pipelines. Scripted adapters only."""
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from llm_connect import (
     ValidationError,
     judge_many,
 )
-from llm_connect.calibration import battles, leaderboard
+from llm_connect.calibration import battle_outcomes
 from llm_connect.grading import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
 from llm_connect.pipelines import Layer, MajorityPool, PairwiseUnit
+from llm_connect.stats import leaderboard
 from llm_connect.testing import ScriptedAdapter
 
 MODELS = ["m1", "m2", "m3", "m4"]  # answer quality rises with the number
@@ -115,7 +116,7 @@ def test_tournament_judges_every_battle_and_names_the_winner():
     assert all("m1" in (a, b) for a, b in zip(unscored["model_a"], unscored["model_b"], strict=True))
     assert df.attrs["counts"] == {"scored": len(df) - 3, "unscored": 3, "error": 0}
     assert df.attrs["tournament"]["decided"] == len(df) - 3
-    b = battles(df)
+    b = battle_outcomes(df)
     assert list(b.columns) == ["model_a", "model_b", "winner"] and len(b) == len(df) - 3
     assert b.attrs["dropped"] == 3
     wins = pd.concat([b.loc[b["winner"] == "a", "model_a"], b.loc[b["winner"] == "b", "model_b"]]).value_counts()
@@ -187,7 +188,7 @@ def test_battles_read_a_pairwise_judge_many_frame_without_reshaping():
         return fair_judge(prompt, rc)
 
     df = judge_many(PairwiseJudge(ScriptedAdapter(reply)), pairs_frame(), progress=False)
-    b = battles(df)
+    b = battle_outcomes(df)
     assert b.to_dict("records") == [
         {"model_a": "m1", "model_b": "m3", "winner": "b"}, {"model_a": "m2", "model_b": "m3", "winner": "b"},
         {"model_a": "m1", "model_b": "m3", "winner": "b"}, {"model_a": "m2", "model_b": "m3", "winner": "b"},
@@ -195,11 +196,11 @@ def test_battles_read_a_pairwise_judge_many_frame_without_reshaping():
     assert b.attrs["dropped"] == 1
     positional = judge_many(PairwiseJudge(ScriptedAdapter(lambda p, rc: '{"winner": "B"}')), pairs_frame(2),
                             progress=False)
-    assert battles(positional)["winner"].tolist() == ["tie", "tie"]  # orders disagree: a tie
+    assert battle_outcomes(positional)["winner"].tolist() == ["tie", "tie"]  # orders disagree: a tie
     with pytest.raises(ValidationError, match="baseline_model"):
-        battles(df.drop(columns=["baseline_model"]))
+        battle_outcomes(df.drop(columns=["baseline_model"]))
     renamed = df.rename(columns={"baseline_model": "ref_model"})
-    assert battles(renamed, baseline_model="ref_model").equals(b)
+    assert battle_outcomes(renamed, baseline_model="ref_model").equals(b)
 
 
 def test_battles_read_a_pipeline_of_pairwise_units():
@@ -211,14 +212,14 @@ def test_battles_read_a_pipeline_of_pairwise_units():
     pipeline = Pipeline(Layer([PairwiseUnit(name="ab"), PairwiseUnit(name="ba", order="candidate-first")])
                         >> MajorityPool(), adapter=ScriptedAdapter(reply))
     df = judge_many(pipeline.as_judge("pipe"), pairs_frame(), progress=False)
-    b = battles(df)
+    b = battle_outcomes(df)
     assert b["winner"].tolist() == ["b", "b", "b", "b", "a", "a"]
     assert b["model_a"].tolist() == [f"m{1 + i % 2}" for i in range(6)]
     grading = judge_many(LLMJudge(ScriptedAdapter(lambda p, rc: '{"quality_score": 1, "notes": ""}')),
                          pairs_frame(2), progress=False)
     grading["verdict"] = ["pass", "fail"]
     with pytest.raises(ValidationError, match="not pairwise verdicts"):
-        battles(grading)
+        battle_outcomes(grading)
 
 
 def test_a_tournament_frame_feeds_leaderboard_as_it_is():
@@ -228,5 +229,5 @@ def test_a_tournament_frame_feeds_leaderboard_as_it_is():
     board = leaderboard(df, n_boot=50, seed=0)
     assert board.attrs["n_unlabelled"] == 3 and board.attrs["n_comparisons"] == len(df) - 3
     assert board["model"].tolist() == ["m4", "m3", "m2", "m1"]  # the better answers win
-    same = leaderboard(battles(df), n_boot=50, seed=0)
+    same = leaderboard(battle_outcomes(df), n_boot=50, seed=0)
     pd.testing.assert_frame_equal(board.reset_index(drop=True), same.reset_index(drop=True), check_like=True)

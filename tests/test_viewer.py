@@ -124,7 +124,7 @@ def test_records_hold_every_judgment(run, records):
 
 
 def test_the_prompt_sent_is_kept_for_pairwise_system_prompted_and_unscored_judgments():
-    from llm_connect.calibration import judge_items
+    from llm_connect.calibration._runner import _judge_items as judge_items  # calibration's run of one judge
     from llm_connect.calibration._runner import items_table
     from llm_connect.grading import PairwiseJudge
 

@@ -11,7 +11,8 @@ loaded the package (``on_object``), leaving the text itself alone:
   passing when a role names a private module or the standard library);
 - a literal block (``text::`` and an indented block) becomes a fenced code block;
 - a doctest paragraph (``>>>``) becomes a fenced ``pycon`` block;
-- a simple table becomes a Markdown table (a row whose first cell is blank continues the row above).
+- a simple table becomes a Markdown table (a row whose first cell is blank continues the row above);
+- numpydoc's See Also entries become a list of cross-references.
 
 Named in ``mkdocs.yml`` (``plugins.mkdocstrings.handlers.python.options.extensions``).
 """
@@ -43,12 +44,46 @@ def _role(match: re.Match[str], context: Object) -> str:
         title = target.rsplit(".", 1)[-1] if short else target
         if kind in _CALLABLE_ROLES and not title.endswith(")"):
             title += "()"
-    target = target.lstrip("~.")
-    identifier = _qualify(target, context)
+    return _reference(target, title, context)
+
+
+def _reference(target: str, title: str, context: Object) -> str:
+    """An optional cross-reference to ``target`` (resolved as Sphinx would), shown as ``title`` in code."""
+    identifier = _qualify(target.lstrip("~."), context)
     return (
         f'<code><autoref identifier="{html.escape(identifier, quote=True)}" optional hover>'
         f"{html.escape(title)}</autoref></code>"
     )
+
+
+SEE_ALSO = re.compile(r"^See Also\n-+\n", re.M)
+SECTION_START = re.compile(r"^\S.*\n-{3,}\s*$", re.M)
+
+
+def _see_also(text: str, context: Object) -> str:
+    """numpydoc's See Also entries (``name : description``, ``a, b : description``, a bare ``name``; a
+    description may continue on indented lines) as a Markdown list of cross-references; the section heading
+    stays for the numpy parser (which shows the section as a "See Also" block)."""
+    match = SEE_ALSO.search(text)
+    if not match:
+        return text
+    start = match.end()
+    following = SECTION_START.search(text, start)
+    end = following.start() if following else len(text)
+    entries: list[tuple[str, list[str]]] = []
+    for line in text[start:end].split("\n"):
+        if not line.strip():
+            continue
+        if line[0] in " \t" and entries:
+            entries[-1][1].append(line.strip())
+            continue
+        names, _, description = line.partition(" : ")
+        entries.append((names.strip(), [description.strip()] if description.strip() else []))
+    items = []
+    for names, description in entries:
+        refs = ", ".join(_reference(name.strip(), name.strip(), context) for name in names.split(",") if name.strip())
+        items.append(f"- {refs}" + (f": {' '.join(description)}" if description else ""))
+    return text[:start] + "\n".join(items) + "\n\n" + text[end:].lstrip("\n")
 
 
 def _qualify(target: str, context: Object) -> str:
@@ -171,6 +206,7 @@ def _tables(lines: list[str]) -> list[str]:
 
 
 def rst_to_markdown(text: str, context: Object) -> str:
+    text = _see_also(text, context)
     lines = text.split("\n")
     lines = _tables(lines)
     lines = _literal_blocks(lines)

@@ -20,8 +20,6 @@ Importing this package imports neither aiohttp nor llama_cpp, torch or
 sentence_transformers: each is imported on first use.
 """
 
-from __future__ import annotations
-
 from . import pricing
 from ._anthropic import AnthropicAdapter
 from ._batches import BatchOptions, BatchRequestError, resubmit_expired

@@ -7,7 +7,8 @@ from typing import Any, ClassVar
 
 from ..core import RunConfig, TokenLogprob
 from ..errors import MalformedResponseError
-from ._http import ChatHTTPAdapter, _ForgetOnError, usage_int
+from ._http import ChatHTTPAdapter, usage_int
+from ._secrets import _ForgetOnError
 from .pricing import ANTHROPIC_CACHE_READ_FACTOR
 
 __all__ = ["AnthropicAdapter"]

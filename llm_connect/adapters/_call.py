@@ -10,7 +10,7 @@ package's :class:`~llm_connect.testing.ScriptedAdapter`:
    own, and in its ``"replay"`` mode a miss raises
    :class:`~llm_connect.errors.ReplayMissError` before anything is reserved or sent;
 2. **reserve**: the call's estimated cost is reserved on every tracker that
-   pays for it: the run config's ``budget_tracker`` and the batch budgets in
+   pays for it: the run config's ``budget_tracker`` and the run budgets in
    scope (:func:`llm_connect.core.budget_scope`), each once. A tracker whose
    money is spent refuses (:class:`~llm_connect.errors.BudgetExceededError`)
    and the call never starts; one that is only full of other calls'
@@ -52,7 +52,7 @@ _POLL_MAX_S = 0.02
 
 
 def paying_trackers(run_config: RunConfig) -> tuple[BudgetTracker, ...]:
-    """The trackers a call with ``run_config`` is charged to: its own and the batch budgets in scope, once each."""
+    """The trackers a call with ``run_config`` is charged to: its own and the run budgets in scope, once each."""
     out: list[BudgetTracker] = []
     for tracker in (run_config.budget_tracker, *active_budgets()):
         if tracker is not None and not any(tracker is t for t in out):

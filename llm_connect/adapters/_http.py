@@ -32,13 +32,16 @@ response cache, budget checks and charges, cost from :mod:`.pricing`.
 
 ``aiohttp``, ``tenacity`` and ``aiolimiter`` are imported on first use, so
 ``import llm_connect.adapters`` stays light.
+
+The pieces live beside this module, one idea each: holding and scrubbing secrets
+(``_secrets.py``), reading and decoding a reply body (``_body.py``), and when to retry
+(``_retry.py``: the retried errors, ``Retry-After``, backoff).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import email.utils
 import json
 import logging
 import os
@@ -47,13 +50,12 @@ import re
 import threading
 import time
 import weakref
-import zlib
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from .. import _runtime
+from .._runtime import background_loop, on_background, run_sync
+from .._textsafe import redact_urls
 from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import (
     AdapterConnectionError,
@@ -67,7 +69,18 @@ from ..errors import (
     ValidationError,
 )
 from . import pricing
+from ._body import (
+    _ACCEPT_ENCODING,
+    _ERROR_BODY_MAX,
+    MAX_RESPONSE_BYTES,
+    _BodyError,
+    _provider_message,
+    _read_body,
+    _truncate,
+)
 from ._cache import ResponseCache, active_session, cache_key, open_cache
+from ._retry import _RETRYABLE, _retry_wait, parse_retry_after
+from ._secrets import _ForgetOnError, _scrub, _Secret, _split_credentials, _with_cause
 
 if TYPE_CHECKING:
     import aiohttp
@@ -77,246 +90,11 @@ __all__ = ["MAX_RESPONSE_BYTES", "ChatHTTPAdapter", "HTTPAdapter", "is_loopback_
 
 logger = logging.getLogger("llm_connect.adapters")
 
-_RETRYABLE = (RateLimitError, ServerError, AdapterTimeoutError, AdapterConnectionError)
-_PROVIDER_MESSAGE_MAX = 500
-_KEY_PATTERNS = (
-    re.compile(r"sk-[A-Za-z0-9_\-]{6,}"),
-    re.compile(r"(?i)(bearer\s+)[^\s\"',]+"),
-    # HTTP basic credentials: base64 with a digit, "+", "/" or "=" in it (so "Basic authentication" stays)
-    re.compile(r"(?i)(?<![a-z])(basic\s+)(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}"),
-    re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[^\s\"',]+"),
-)
-#: the ``user:password@`` of any URL in a text (up to the last ``@`` before the path)
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@")
-#: a secret shorter than this is not scrubbed from messages (it would mangle them and protects nothing)
-_MIN_SCRUBBED = 3
-
-#: The default cap on a reply body, in bytes after gzip/deflate decoding (16 MiB); ``max_response_bytes=`` changes it.
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-_ERROR_BODY_MAX = 64 * 1024  # an error body is read this far at most: its message is cut to 500 characters anyway
-_READ_CHUNK = 64 * 1024
-_ACCEPT_ENCODING = "gzip, deflate"  # what _Decoder decodes; aiohttp's own (unbounded) decompression is off
-
-
-class _Secret:
-    """Holds an API key (or other credentials); its repr and str never show it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: Any) -> None:
-        self._value = value or None
-
-    def get(self) -> Any:
-        return self._value
-
-    def __bool__(self) -> bool:
-        return self._value is not None
-
-    def __repr__(self) -> str:
-        return "'***'" if self._value else "None"
-
-    __str__ = __repr__
-
-    def __reduce__(self) -> Any:  # never pickle a key into a cache, a ledger or a worker
-        raise TypeError("an API key is not picklable")
-
 
 def is_loopback_url(url: str) -> bool:
     """True for http(s) URLs on this machine (``localhost``, ``127.x``, ``::1``)."""
     host = (urlsplit(url).hostname or "").lower()
     return host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.") or host.endswith(".localhost")
-
-
-def _safe_url(url: str) -> str:
-    """``url`` (or any text) with the ``user:password@`` of every URL shown as ``***@``."""
-    return _URL_USERINFO.sub(r"\1***@", url)
-
-
-def _split_credentials(url: str) -> tuple[str, str | None, str | None, tuple[str, ...]]:
-    """``(url without user:password@, user, password, every form of the secret to scrub from text)``."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url, None, None, ()
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    stripped = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
-    if not userinfo:  # "http://@host": no credentials at all
-        return stripped, None, None, ()
-    raw_user, has_password, raw_password = userinfo.partition(":")
-    user, password = unquote(raw_user), unquote(raw_password) if has_password else ""
-    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-    forms = (raw_password, password, token) if has_password else (token,)
-    return stripped, user, password, tuple(f for f in forms if len(f) >= _MIN_SCRUBBED)
-
-
-def _with_cause(error: AdapterError, cause: BaseException) -> AdapterError:
-    """``error`` with ``cause`` as its ``__cause__``, every traceback in the cause's chain cleared.
-
-    A chained exception keeps its frames alive, and aiohttp's frames hold the
-    request's headers (the API key) and whatever body was read: ``raise ... from
-    exc`` as such would show them to a ``capture_locals`` traceback, a debugger
-    or an error tracker. The cause's type and message are what a reader needs.
-    A cause that carries the request itself (``request_info``, with its
-    headers) is not chained at all.
-    """
-    chain: list[BaseException] = []
-    todo: list[BaseException | None] = [cause]
-    while todo:
-        exc = todo.pop()
-        if exc is None or any(exc is seen for seen in chain):
-            continue
-        chain.append(exc)
-        todo += [exc.__cause__, exc.__context__]
-    if any(getattr(exc, "request_info", None) is not None for exc in chain):
-        return error
-    for exc in chain:
-        exc.__traceback__ = None
-    error.__cause__ = cause
-    return error
-
-
-class _BodyError(Exception):
-    """A reply body that cannot be decoded (its message holds none of the body)."""
-
-
-class _Decoder:
-    """Incremental gzip / deflate decoding whose output is bounded at every step, so a bomb never inflates."""
-
-    __slots__ = ("_encoding", "_started", "_zlib")
-
-    def __init__(self, encoding: str) -> None:
-        self._encoding = encoding
-        # gzip (or zlib-wrapped, told apart by the header); deflate is zlib-wrapped, or raw (see decode)
-        self._zlib = zlib.decompressobj(zlib.MAX_WBITS | (32 if encoding != "deflate" else 0))
-        self._started = False
-
-    @classmethod
-    def for_header(cls, header: str) -> _Decoder | None:
-        encoding = header.strip().lower()
-        if encoding in ("", "identity"):
-            return None
-        if encoding in ("gzip", "x-gzip", "deflate"):
-            return cls(encoding)
-        raise _BodyError(
-            f"the body is encoded as {_truncate(header, 40)!r}, which this client does not decode "
-            f"(it asks for {_ACCEPT_ENCODING})"
-        )
-
-    def decode(self, chunk: bytes, max_out: int) -> bytes:
-        """Decode ``chunk``, giving at most ``max_out`` bytes (the caller stops once over its cap)."""
-        if not self._started and chunk:
-            self._started = True
-            if self._encoding == "deflate" and chunk[0] & 0x0F != 8:  # no zlib header: raw deflate
-                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-        try:
-            return self._zlib.decompress(chunk, max(1, max_out))
-        except zlib.error as exc:
-            raise _BodyError(f"the {self._encoding} body cannot be decoded ({exc})") from None
-
-    def finish(self) -> None:
-        if not self._zlib.eof:
-            raise _BodyError(f"the {self._encoding} body ends early (truncated)")
-
-
-async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
-    """The body, decoded, at most ``limit`` bytes, and whether there was more (left unread).
-
-    Read a chunk at a time and decoded here with bounded output, so neither a
-    gzip bomb nor an endless body holds more than about ``limit`` bytes.
-    Raises :class:`_BodyError` for an encoding it cannot decode.
-    """
-    decoder = _Decoder.for_header(resp.headers.get("Content-Encoding", ""))
-    if decoder is None and resp.content_length is not None and resp.content_length > limit:
-        return b"", True
-    out = bytearray()
-    wire = 0
-    async for chunk in resp.content.iter_chunked(_READ_CHUNK):
-        wire += len(chunk)
-        out += chunk if decoder is None else decoder.decode(chunk, limit + 1 - len(out))
-        # the wire bound stops an endless compressed stream that decodes to (almost) nothing
-        if len(out) > limit or wire > 2 * limit + _READ_CHUNK:
-            return bytes(memoryview(out)[:limit]), True  # one copy, not two
-    if decoder is not None:
-        decoder.finish()
-    return bytes(out), False
-
-
-class _ForgetOnError:
-    """``with _ForgetOnError(kwargs):`` empties ``kwargs`` when the block raises.
-
-    A traceback keeps every frame's locals; a constructor's ``**kwargs`` hold the
-    API key and ``base_url``, so a failed constructor must not leave them there.
-    """
-
-    __slots__ = ("_kwargs",)
-
-    def __init__(self, kwargs: dict[str, Any]) -> None:
-        self._kwargs = kwargs
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self._kwargs.clear()
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
-    """Seconds the server asked us to wait, from ``retry-after-ms`` or ``Retry-After``.
-
-    ``Retry-After`` may be a number of seconds or an HTTP date; a date in the
-    past gives 0.0. Anything unreadable gives ``None``.
-    """
-    lowered = {k.lower(): v for k, v in headers.items()}
-    value = lowered.get("retry-after-ms")
-    if value is not None:
-        try:
-            ms = float(value)
-        except ValueError:
-            pass
-        else:
-            if ms >= 0:
-                return ms / 1000.0
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        now = now or datetime.now(UTC)
-        return max(0.0, (when - now).total_seconds())
-    return seconds if seconds >= 0 else None
-
-
-def _truncate(text: str, limit: int = _PROVIDER_MESSAGE_MAX) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _provider_message(raw: bytes) -> str:
-    """The provider's own words from an error body (OpenAI / Anthropic shapes, else the text)."""
-    text = raw.decode("utf-8", errors="replace")
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return _truncate(text) if text.strip() else "(empty body)"
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            kind = err.get("type") or err.get("code")
-            return _truncate(f"{kind}: {err['message']}" if isinstance(kind, str) and kind else err["message"])
-        if isinstance(err, str):
-            return _truncate(err)
-        for key in ("message", "detail"):
-            if isinstance(body.get(key), str):
-                return _truncate(body[key])
-    return _truncate(text)
 
 
 class _LoopState:
@@ -485,7 +263,8 @@ class HTTPAdapter:
             env_url = os.environ.get(self.base_url_env) if self.base_url_env else None
             url = (base_url or env_url or self.default_base_url).rstrip("/")
             if not url.startswith(("http://", "https://")):
-                shown = _safe_url(url) if "://" in url else re.sub(r"^[^/]*@", "***@", url)  # "user:pw@host"
+                # "user:pw@host" without a scheme: its credentials are masked too
+                shown = redact_urls(url, mask="***") if "://" in url else re.sub(r"^[^/]*@", "***@", url)
                 raise ValidationError(f"{name}: base_url must start with http:// or https://, got {shown!r}")
             url, user, password, scrubbed = _split_credentials(url)
             self.base_url = url
@@ -617,13 +396,13 @@ class HTTPAdapter:
         state = getattr(self, "_state_obj", None)  # None too on a half-built adapter
         if state is None or state.loop.is_closed() or not state.loop.is_running():
             return
-        if state.loop is _runtime.background_loop():
-            _runtime.run_sync(self._aclose())
+        if state.loop is background_loop():
+            run_sync(self._aclose())
         else:  # pragma: no cover - sessions only live on the background loop
             asyncio.run_coroutine_threadsafe(self._aclose(), state.loop).result()
 
     async def aclose(self) -> None:
-        await _runtime.on_background(self._aclose())
+        await on_background(self._aclose())
 
     def __enter__(self) -> HTTPAdapter:
         return self
@@ -641,25 +420,12 @@ class HTTPAdapter:
 
     def _scrub(self, text: str) -> str:
         """``text`` without the key, URL credentials (in any form) or anything shaped like a key."""
-        for secret in getattr(self, "_scrubbed", _Secret(None)).get() or ():
-            text = text.replace(secret, "***")
-        text = _safe_url(text)
-        for pattern in _KEY_PATTERNS:
-            text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "***", text)
-        return text
-
-    def _backoff(self, attempt: int) -> float:
-        delay = min(self.backoff_max_s, self.backoff_initial_s * (2 ** (attempt - 1)))
-        return delay / 2 + self._random.uniform(0, delay / 2)
+        return _scrub(text, getattr(self, "_scrubbed", _Secret(None)).get() or ())
 
     def _wait(self, retry_state: Any) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            wait = min(float(retry_after), self.max_retry_after_s)
-            # a little jitter on top, so many callers told "1 s" do not all come back at once
-            return wait + self._random.uniform(0, min(1.0, 0.1 * wait))
-        return self._backoff(retry_state.attempt_number)
+        return _retry_wait(exc, retry_state.attempt_number, initial_s=self.backoff_initial_s,
+                           max_s=self.backoff_max_s, max_retry_after_s=self.max_retry_after_s, rng=self._random)
 
     async def _post(self, path: str, payload: Mapping[str, Any], *, timeout_s: float, tokens: int) -> tuple[Any, float]:
         """POST ``payload`` as JSON to ``base_url + path``; the decoded body and the attempt's latency (ms)."""
@@ -823,7 +589,7 @@ class HTTPAdapter:
         display = getattr(self, "_display_url", base)
         if base and url.startswith(base):
             url = display + url[len(base) :]
-        return _safe_url(url)
+        return redact_urls(url, mask="***")
 
     def _status_error(self, status: int, raw: bytes, headers: Mapping[str, str], url: str) -> AdapterError:
         message = self._scrub(_provider_message(raw))
@@ -973,11 +739,11 @@ class ChatHTTPAdapter(HTTPAdapter):
 
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One call, blocking; safe inside a running event loop (e.g. Jupyter)."""
-        return _runtime.run_sync(self._acomplete(prompt, run_config or RunConfig()))
+        return run_sync(self._acomplete(prompt, run_config or RunConfig()))
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One call, awaited from any event loop."""
-        return await _runtime.on_background(self._acomplete(prompt, run_config or RunConfig()))
+        return await on_background(self._acomplete(prompt, run_config or RunConfig()))
 
     async def _acomplete(self, prompt: str, run_config: RunConfig) -> LLMResponse:
         """One call through the shared path: cache, budget reservation, the request, settlement (see ``_call``)."""

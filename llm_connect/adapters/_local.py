@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import _runtime
+from .._runtime import on_background, to_thread
 from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, ConfigError, MalformedResponseError, MissingDependencyError, ValidationError
 from ._cache import ResponseCache, cache_key, open_cache
@@ -428,7 +428,7 @@ class LlamaCppAdapter:
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
-        return await _runtime.on_background(_runtime.to_thread(self.complete, prompt, run_config))
+        return await on_background(to_thread(self.complete, prompt, run_config))
 
     def close(self) -> None:
         """Free the model (it is loaded again on the next call)."""
@@ -625,7 +625,7 @@ class SentenceTransformerEmbedder:
         return [[float(v) for v in row] for row in self.embed_array(texts)]
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        return await _runtime.on_background(_runtime.to_thread(self.embed, texts))
+        return await on_background(to_thread(self.embed, texts))
 
     def embed_array(self, texts: Sequence[str]) -> Any:
         """The vectors of ``texts`` as one ``numpy`` array (``len(texts)`` x dimension, float32), in order.
@@ -655,7 +655,7 @@ class SentenceTransformerEmbedder:
 
     async def aembed_array(self, texts: Sequence[str]) -> Any:
         """The awaitable twin of :meth:`embed_array` (the model runs in a worker thread)."""
-        return await _runtime.on_background(_runtime.to_thread(self.embed_array, texts))
+        return await on_background(to_thread(self.embed_array, texts))
 
     def __repr__(self) -> str:
         state = "loaded" if self._st is not None else "not loaded"

@@ -7,11 +7,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from .. import _runtime
+from .._runtime import on_background, run_sync
 from ..core import BudgetTracker, RunConfig, TokenLogprob
 from ..errors import MalformedResponseError, ValidationError
 from ._cache import ResponseCache, active_session, embedding_key, open_cache
-from ._http import ChatHTTPAdapter, HTTPAdapter, _ForgetOnError, estimate_tokens, usage_int
+from ._http import ChatHTTPAdapter, HTTPAdapter, estimate_tokens, usage_int
+from ._secrets import _ForgetOnError
 
 __all__ = ["OpenAICompatibleAdapter", "OpenAICompatibleEmbedder"]
 
@@ -176,10 +177,10 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order; blocking, safe inside a running event loop."""
-        return _runtime.run_sync(self._aembed(_check_texts(texts)))
+        return run_sync(self._aembed(_check_texts(texts)))
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        return await _runtime.on_background(self._aembed(_check_texts(texts)))
+        return await on_background(self._aembed(_check_texts(texts)))
 
     async def _aembed(self, texts: list[str]) -> list[list[float]]:
         if not texts:

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from .. import _runtime
+from .._runtime import on_background, to_thread
 from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, MissingDependencyError, ValidationError, module_installed
 from ._cache import ResponseCache, cache_key, open_cache
@@ -185,7 +185,7 @@ class TransformersAdapter:
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
-        return await _runtime.on_background(_runtime.to_thread(self.complete, prompt, run_config))
+        return await on_background(to_thread(self.complete, prompt, run_config))
 
     @staticmethod
     def _tokens(model: Any, run_config: RunConfig, prompt: str) -> tuple[list[int], int]:

@@ -21,27 +21,27 @@ from .._display import view
 from .._html import fmt
 from ..stats._validate import check_confidence
 from ..stats.agreement import (
-    _STAT_FUNCS,
     BEST,
     COUNT_COLUMNS,
     CV_FOLDS,
     GRADED_STATISTICS,
     HUMAN_COUNT_COLUMNS,
+    STATISTIC_FUNCTIONS,
     STATISTICS,
     Estimate,
     GroupedCorrelation,
     ThresholdChoice,
-    _as_float_array,
-    _finite_or_nan,
-    _reasons,
+    as_float_array,
     bootstrap_ci,
     choose_threshold,
+    finite_or_nan,
     graded_estimates,
     grouped_correlation,
     paired,
     parse_scale,
     threshold_sweep,
     to_scale,
+    undefined_reasons,
 )
 from ..stats.clusters import MIN_CLUSTERS, cluster_codes, cluster_column, few_clusters_reason
 
@@ -75,8 +75,6 @@ _BOUND_PREFIX = {
     "mean_abs_diff": "mad",
 }
 
-#: The old names of statistics, still read by ``pair[...]`` (the frame has the new ones only).
-_STAT_ALIASES = {"krippendorff_alpha": "alpha_interval", "krippendorff_alpha_nominal": "alpha_nominal"}
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ class PairAgreement:
     n_clusters: int | None = None
 
     def __getitem__(self, statistic: str) -> Estimate:
-        return self.estimates[_STAT_ALIASES.get(statistic, statistic)]
+        return self.estimates[statistic]
 
     def counts(self) -> dict[str, int | None]:
         """The verdict counts read from ``judge_a``'s side against ``judge_b``, the reference rater.
@@ -218,7 +216,7 @@ def pair_agreement(
     groups, cluster_name, n_clusters, few = None, None, None, None
     if cluster is not None:
         ids = cluster_codes(cluster)
-        both = np.isfinite(_as_float_array(a, "a")) & np.isfinite(_as_float_array(b, "b"))
+        both = np.isfinite(as_float_array(a, "a")) & np.isfinite(as_float_array(b, "b"))
         if ids.shape != both.shape:
             raise ValueError(f"cluster has {ids.size} ids for {both.size} scores")
         groups = ids[both]
@@ -228,12 +226,12 @@ def pair_agreement(
             few = few_clusters_reason(n_clusters, column=cluster_name, what="paired")
     if verdicts_a is not None:
         given = np.asarray(verdicts_a, dtype=bool)
-        keep = np.isfinite(_as_float_array(a, "a")) & np.isfinite(_as_float_array(b, "b"))
+        keep = np.isfinite(as_float_array(a, "a")) & np.isfinite(as_float_array(b, "b"))
         if given.shape != keep.shape:
             raise ValueError(f"verdicts_a has {given.size} values for {keep.size} scores")
         vx = given[keep]
     n = len(x)
-    reasons = _reasons(x, y, vx, vy, (judge_a, judge_b))
+    reasons = undefined_reasons(x, y, vx, vy, (judge_a, judge_b))
     estimates: dict[str, Estimate] = {}
     x2, y2, vx2, vy2 = x[None, :], y[None, :], vx[None, :], vy[None, :]
     for stat in STATISTICS:
@@ -244,7 +242,7 @@ def pair_agreement(
         if n == 0:
             estimates[stat] = Estimate(math.nan, reason="no paired scores")
             continue
-        value = _finite_or_nan(_STAT_FUNCS[stat](x2, y2, vx2, vy2)[0])
+        value = finite_or_nan(STATISTIC_FUNCTIONS[stat](x2, y2, vx2, vy2)[0])
         if math.isnan(value):
             estimates[stat] = Estimate(math.nan, reason="undefined on this data")
             continue
@@ -254,10 +252,10 @@ def pair_agreement(
             continue
         if n >= 2 and stat in statistics:
             lo, hi = bootstrap_ci(
-                lambda p, q, vp, vq, f=_STAT_FUNCS[stat]: f(p, q, vp, vq),
+                lambda p, q, vp, vq, f=STATISTIC_FUNCTIONS[stat]: f(p, q, vp, vq),
                 x, y, vx, vy, n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups,
             )
-            low, high = _finite_or_nan(float(lo)), _finite_or_nan(float(hi))
+            low, high = finite_or_nan(float(lo)), finite_or_nan(float(hi))
         estimates[stat] = Estimate(value, low, high)
     if bounds is not None:
         graded = graded_estimates(x, y, bounds, n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups)

@@ -83,7 +83,7 @@ def align(
     guide ``docs/guides/rubrics-and-align.md`` for what it takes from MLflow's ``judge.align``,
     LangSmith's align evaluator, DSPy's optimizers and EvalGen.
     """
-    from ..batch import item_ids, items_frame
+    from ..items import item_ids, items_frame
 
     if not isinstance(judge, LLMJudge):
         raise ValidationError(f"align improves an LLMJudge's rubric; got {type(judge).__name__}")

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..batch import run_batch
 from ..core import BudgetTracker, RunConfig
 from ..errors import BudgetExceededError, ValidationError
 from ..grading import Example, JudgeBase, LLMJudge, Rubric
-from ..grading._batch import judge_plan, refuse_total_failure
+from ..grading._judge_many import judge_plan, refuse_total_failure
+from ..runner import run_plan
 from ..stats.agreement import Estimate
 from ..stats.alignment import (
     kappa_rows,
@@ -390,7 +390,7 @@ class _Routed(JudgeBase):
 
 
 def _check_budget(frame: pd.DataFrame, tracker: BudgetTracker) -> None:
-    from ..batch import BUDGET_EXHAUSTED
+    from ..runner import BUDGET_EXHAUSTED
 
     errors = frame.loc[frame["status"] == "error", "error"].astype(str)
     if errors.str.contains(BUDGET_EXHAUSTED, regex=False).any():
@@ -532,7 +532,7 @@ class _Run:
             return np.array([], dtype=float)
         # judge_many's plan, run as it runs it; a pass that is refused when it scores nothing does not warn too
         plan = judge_plan(j, self.items.frame(pos), budget=self.tracker, warn_failure=not refuse)
-        out = run_batch(plan, concurrency=self.concurrency, progress=self.progress)
+        out = run_plan(plan, concurrency=self.concurrency, progress=self.progress)
         _check_budget(out, self.tracker)
         if refuse:  # a judge that scored nothing: no comparison, no "kept: no held-out improvement"
             refuse_total_failure(out, str(self.judge.grader_id), what="align")

@@ -122,7 +122,7 @@ class Alignment:
 
     def save_card(self, ledger_or_registry: Any) -> JudgeCard | None:
         """Save the aligned judge's card in the registry beside a ledger (or in a
-        :class:`~llm_connect.calibration.JudgeCardRegistry`) when the candidate was accepted; the
+        :class:`~llm_connect.cards.JudgeCardRegistry`) when the candidate was accepted; the
         registry keeps each rubric's card (one per ``(grader_id, rubric_hash)``), so the parent's
         stays. Returns the card saved, or ``None`` when the original was kept."""
         if not self.accepted:

@@ -33,9 +33,9 @@ from .._display import view
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
-from ..stats.shift import ShiftStats, _empty_shift, paired_shift
+from ..stats.shift import ShiftStats, empty_shift, paired_shift
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
-from ._runner import ItemsLike, _named_judges, is_pairwise, items_table, judge_items
+from ._runner import ItemsLike, _judge_items, _named_judges, is_pairwise, items_table
 
 if TYPE_CHECKING:
     from ..grading import Judge
@@ -138,7 +138,7 @@ class BiasReport:
 
 
 def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> ProbeResult:
-    stats = _empty_shift(reason)
+    stats = empty_shift(reason)
     return ProbeResult(judge, probe, stats, pd.DataFrame(), threshold)
 
 
@@ -181,7 +181,7 @@ def probe_judge(
     kwargs: dict[str, Any] = {"reference_sep": reference_sep, "concurrency": concurrency, "progress": progress,
                               "run_config": run_config, "budget": as_budget(budget)}
     if original_scores is None:
-        original = _scores(judge_items(judge, items, **kwargs))
+        original = _scores(_judge_items(judge, items, **kwargs))
     else:
         original = np.asarray(original_scores, dtype=float)
         if len(original) != len(items):
@@ -190,10 +190,10 @@ def probe_judge(
     label = f"probe: {probe} \N{EM DASH} {name}"
     if probe == "position":
         # The references stay one text when swapped into the candidate's place.
-        perturbed = 1.0 - _scores(judge_items(judge, perturbed_items,
+        perturbed = 1.0 - _scores(_judge_items(judge, perturbed_items,
                                               **{**kwargs, "reference_sep": None, "desc": label}))
     else:
-        perturbed = _scores(judge_items(judge, perturbed_items, **kwargs, desc=label))
+        perturbed = _scores(_judge_items(judge, perturbed_items, **kwargs, desc=label))
     stats = paired_shift(original, perturbed, threshold=threshold, n_boot=n_boot, confidence=confidence, seed=seed)
     detail = pd.DataFrame({
         "id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import by_columns, check_confidence
@@ -118,8 +117,6 @@ def calibrate(
 
     ``judges``: a judge, ``{name: judge}`` or judges (named by ``grader_id``); ``items``: a
     DataFrame, mappings or the path of a JSON Lines / CSV / TSV file (see :func:`score_items`).
-    The order ``calibrate(items, judges)`` of earlier releases still works, with a
-    :class:`DeprecationWarning`.
 
     With ``ledger`` and ``task_type``, every scored judgment is recorded as
     ``judge_many(..., ledger=...)`` records it (see :func:`score_items`). ``batch``: the judges' calls go
@@ -155,7 +152,7 @@ def calibrate(
     ``reducer`` (``"mean"``, ``"median"``, ``"mode"``, ``"max"``, ``"min"`` or a callable)
     reduces the epochs to the score that agreement, thresholds and estimates read; each
     judge's card then carries its run-to-run reliability (epochs, percent agreement,
-    Krippendorff's alpha: :attr:`~llm_connect.calibration.JudgeCard.reliability`). The bias
+    Krippendorff's alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`). The bias
     probes judge the perturbed items once. Not for pairwise data (a :class:`ValidationError`).
 
     ``budget``: one budget for the whole run (every judge, every epoch, every probe), as
@@ -192,7 +189,6 @@ def calibrate(
     scores none of the items for a reason of its own (every row an error, or a reply with no verdict; not
     the budget running out): a judge that judged nothing gets no agreement, card or verdict.
     """
-    judges, items = judge_and_items(judges, items, func="calibrate")
     check_confidence(confidence)
     if isinstance(items, (str, os.PathLike)):  # read once: graded or pairwise, the columns say which
         items = load_items(items, items=False)

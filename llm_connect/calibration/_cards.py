@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cards import JudgeCard, ProbeEffect, judge_verdict, reliability_entry, selective_line, weak_judge_reasons
+from ..cards import JudgeCard, ProbeEffect, card_verdict, reliability_entry, selective_line, weak_judge_reasons
 from ..errors import ValidationError
 
 __all__ = ["card_from_scores", "card_reference", "cards_from_report", "mean_difference", "report_estimates"]
@@ -130,7 +130,7 @@ def card_from_scores(
     yes_rate = float(said_yes.mean()) if said_yes.size else math.nan
     weak = weak_judge_reasons(kappa_low=kap.low, kappa_high=kap.high, yes_rate=yes_rate, people=people,
                               confidence=confidence)
-    verdict = judge_verdict(grader_id, kappa=kap.value, kappa_low=kap.low, kappa_high=kap.high, n=pair.n,
+    verdict = card_verdict(grader_id, kappa=kap.value, kappa_low=kap.low, kappa_high=kap.high, n=pair.n,
                             reference=reference_name, people=people, confidence=confidence, biases=probes,
                             mean_bias=mb, bias_low=ml, bias_high=mh, unscored_rate=rate, yes_rate=yes_rate)
     if weak:

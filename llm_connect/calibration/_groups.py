@@ -5,7 +5,7 @@ extractive QA model's answers and not at all on a chat model's, and the pooled k
 between, describing neither. :func:`agreement_by_group` recomputes every agreement statistic
 (:func:`~llm_connect.calibration.agreement_table`) on each group's rows, and
 :func:`bias_by_group` breaks each bias probe's per-item shifts down by the group of each probed
-item (:func:`~llm_connect.calibration.paired_shift`: mean shift, bootstrap interval, Wilcoxon
+item (:func:`~llm_connect.stats.paired_shift`: mean shift, bootstrap interval, Wilcoxon
 p-value, flip rate). Each table has a row ``group = "(all)"`` holding the pooled figure beside
 the groups' (the same numbers as ``agreement.csv`` and ``bias.csv``).
 
@@ -175,7 +175,7 @@ def bias_by_group(
 
     ``groups``: the group of each probed item, in the order the probes saw them (the rows of
     each :class:`~llm_connect.calibration.ProbeResult`'s ``items``). Per group the shifts are
-    summarised by :func:`~llm_connect.calibration.paired_shift` (mean shift, bootstrap interval,
+    summarised by :func:`~llm_connect.stats.paired_shift` (mean shift, bootstrap interval,
     Wilcoxon signed-rank p-value, flips at the judge's threshold); the pooled row is the probe's
     own result. A probe that did not apply (no items) has only its pooled row, with its note.
     Columns: ``group``, ``n_items`` (probed items in the group), then those of

@@ -29,15 +29,15 @@ from ..stats.bradley_terry import (
     LEADERBOARD_COLUMNS,
     STYLE_COLUMNS,
     TEXT_COLUMNS,
-    _check_settings,
-    _correlation_row,
-    _outcomes,
-    _pair_agreement,
-    _ppi_board,
-    _prepare,
+    check_leaderboard_settings,
     leaderboard,
+    ppi_board,
     ppi_bradley_terry,
+    rating_correlation,
+    read_comparisons,
+    read_outcomes,
     style_effects,
+    winner_agreement,
 )
 from ..stats.length_control import LENGTH_CONTROLLED_COLUMNS, length_controlled_win_rate
 
@@ -120,9 +120,9 @@ def compare_leaderboards(
     (Angelopoulos, Duchi & Zrnic 2023), with sandwich (Wald) intervals. Their rank correlation is
     Kendall's tau and Spearman's rho (``scipy.stats``).
     """
-    conf, n_boot = _check_settings(confidence, n_boot)
-    frame, a, b, judge, _ = _prepare(data, model_a, model_b, judge_winner, codes, [human_winner])
-    human = _outcomes(frame[human_winner], human_winner, codes)
+    conf, n_boot = check_leaderboard_settings(confidence, n_boot)
+    frame, a, b, judge, _ = read_comparisons(data, model_a, model_b, judge_winner, codes, [human_winner])
+    human = read_outcomes(frame[human_winner], human_winner, codes)
     notes: list[str] = []
     judge_board = leaderboard(pd.DataFrame({"a": a, "b": b, "w": judge}), model_a="a", model_b="b", winner="w",
                               confidence=conf, n_boot=n_boot, seed=seed, progress=False)
@@ -141,7 +141,7 @@ def compare_leaderboards(
     anchored = None
     lam = math.nan
     if (has_h & has_j).any() and (has_j & ~has_h).any():
-        anchored, lam = _ppi_board(a, b, human, judge, confidence=conf)
+        anchored, lam = ppi_board(a, b, human, judge, confidence=conf)
     if (has_h & ~has_j).any():
         notes.append(f"{int((has_h & ~has_j).sum())} comparison(s) labelled by people but not decided by the judge "
                      "are in people's leaderboard, not in the anchored one")
@@ -155,13 +155,13 @@ def compare_leaderboards(
                      "board they are rated by the judge alone (judge_only), without an interval")
     rows = []
     if human_board is not None:
-        rows.append(_correlation_row(judge_board, human_board, "judge", "human"))
+        rows.append(rating_correlation(judge_board, human_board, "judge", "human"))
     if anchored is not None:
-        rows.append(_correlation_row(judge_board, anchored, "judge", "human (anchored)"))
+        rows.append(rating_correlation(judge_board, anchored, "judge", "human (anchored)"))
     correlation = pd.DataFrame(rows, columns=["a", "b", "n_models", "kendall_tau", "kendall_p", "spearman_rho",
                                               "spearman_p"])
     return LeaderboardComparison(judge=judge_board, human=human_board, anchored=anchored, correlation=correlation,
-                                 pairs=_pair_agreement(a, b, judge, human), confidence=conf, lam=lam, notes=notes)
+                                 pairs=winner_agreement(a, b, judge, human), confidence=conf, lam=lam, notes=notes)
 
 
 # -- the calibrate report's leaderboard section ----------------------------------------------------

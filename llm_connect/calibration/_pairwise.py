@@ -6,7 +6,7 @@ default; several annotators allowed) holding ``a``, ``b`` or ``tie`` (the words 
 exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric codes such as
 1/2/0 need ``codes=``, see :func:`preference_codes`: a number is never guessed).
 
-Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the batch engine with
+Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the runner with
 answer A as its ``baseline`` and answer B as its ``candidate``; its verdict is read as ``a``,
 ``b`` or ``tie``. Nothing is thresholded: a tie is a third label, never a score of 0.5 read as a
 win. Against people the report gives, per judge:
@@ -48,11 +48,10 @@ import pandas as pd
 
 from .._display import view
 from .._html import Markup, fmt
-from ..batch import judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
-from ..stats.bradley_terry import _probability_column, _real
+from ..stats.bradley_terry import is_probability_column, real_number
 from ..stats.preferences import (
     PREFERENCES,
     majority_preference,
@@ -67,9 +66,9 @@ from ._report import _Report
 from ._runner import (
     ItemsLike,
     ScoredItems,
+    _judge_items,
     _named_judges,
     _passthrough_names,
-    judge_items,
     judge_name,
     load_items,
     open_ledger_of,
@@ -86,7 +85,7 @@ __all__ = [
     "PREFERENCES",
     "VERDICT_WINNERS",
     "PairwiseReport",
-    "battles",
+    "battle_outcomes",
     "calibrate_pairwise",
     "is_pairwise_input",
     "parse_preferences",
@@ -177,11 +176,11 @@ def _order_labels(details: Any, *, swapped: bool) -> dict[str, str | None]:
 
 def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kwargs: Any) -> pd.DataFrame:
     """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the
-    other way round when ``swapped``), through the batch engine."""
+    other way round when ``swapped``), through the runner."""
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
     items = pd.DataFrame({"id": pairs["id"].tolist(), "prompt": pairs["prompt"].tolist(),
                           "baseline": pairs[first].tolist(), "candidate": pairs[second].tolist()})
-    return judge_items(judge, items, **kwargs)
+    return _judge_items(judge, items, **kwargs)
 
 
 @dataclass
@@ -193,7 +192,7 @@ class PairwiseReport(_Report):
     ``winner_<annotator>``, per judge ``winner_<judge>`` in ``a``/``b``/``tie``,
     ``consistent_<judge>``, ``winner_a_first_<judge>`` / ``winner_b_first_<judge>`` (what each
     order picked), ``status_<judge>``, ``notes_<judge>``, ``reply_<judge>``, and ``winner``: the
-    people's preference when labelled, else the only judge's; see :func:`battles`).
+    people's preference when labelled, else the only judge's; see :func:`battle_outcomes`).
     ``pairwise``: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`);
     ``pair_agreement``: one row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
     No threshold is applied anywhere. ``bias`` holds the ``position`` probe when it ran.
@@ -277,7 +276,7 @@ class PairwiseReport(_Report):
 
     def leaderboards(self) -> dict[str, Any]:
         """When the pairs name their models (``model_a``, ``model_b``): a Bradley-Terry
-        :func:`~llm_connect.calibration.leaderboard` per rater (people's first, then each judge's;
+        :func:`~llm_connect.stats.leaderboard` per rater (people's first, then each judge's;
         a rater whose comparisons cannot be rated maps to the reason); else empty. ``to_csv`` writes
         them to ``leaderboard.csv`` (a ``rater`` column first) and the report shows them."""
         from ._leaderboard import report_leaderboards
@@ -293,7 +292,7 @@ class PairwiseReport(_Report):
     def style_leaderboards(self) -> dict[str, Any]:
         """The style-controlled twins of :meth:`leaderboards` (Chatbot Arena's style control: the four
         style features of ``candidate_a``/``candidate_b`` held equal; see
-        :func:`~llm_connect.calibration.leaderboard` with ``style=True``), per rater, when the pairs name
+        :func:`~llm_connect.stats.leaderboard` with ``style=True``), per rater, when the pairs name
         their models; a rater whose comparisons cannot be rated maps to the reason; else empty. Each
         board's ``attrs["style"]`` holds what the rater pays for style. Computed once per report."""
         from ._leaderboard import report_style_leaderboards
@@ -304,18 +303,18 @@ class PairwiseReport(_Report):
         """What each rater (people first, then each judge) pays for style: ``feature``,
         ``coefficient`` (Elo per unit of the feature), ``low``, ``high``, from the style-controlled
         boards when the pairs name their models, else from the style features alone (see
-        :func:`~llm_connect.calibration.style_effects`); a rater that cannot be fitted maps to the
+        :func:`~llm_connect.stats.style_effects`); a rater that cannot be fitted maps to the
         reason. Computed once per report."""
         from ._leaderboard import report_style_effects
 
         return self._cached("effects", lambda: report_style_effects(self, self.style_leaderboards()))
 
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.calibration.JudgeCard` per judge: three-way kappa against people,
+        """A :class:`~llm_connect.cards.JudgeCard` per judge: three-way kappa against people,
         position consistency, the position bias as its probe; the verdict by the cards' rule; and what
         the judge rewards besides quality (``card.style``: the style coefficients of its own
         preferences beside people's, :meth:`style_effects`)."""
-        from ..cards import JudgeCard, ProbeEffect, judge_verdict, style_entry
+        from ..cards import JudgeCard, ProbeEffect, card_verdict, style_entry
 
         effects = self.style_effects()  # what each judge (and people) pays for style, when the pairs have texts
         named = {"model_a", "model_b"} <= set(map(str, self.scores.columns))
@@ -337,7 +336,7 @@ class PairwiseReport(_Report):
             total = sum(int(usage.get(k, 0)) for k in ("scored", "unscored", "error"))
             unscored = usage.get("unscored", 0) / total if total else math.nan
             n = int(r.get("n") or 0)
-            verdict = judge_verdict(j, kappa=num("cohen_kappa"), kappa_low=num("kappa_low"),
+            verdict = card_verdict(j, kappa=num("cohen_kappa"), kappa_low=num("kappa_low"),
                                     kappa_high=num("kappa_high"), n=n, reference="human", people=people,
                                     confidence=self.confidence, biases=probes, unscored_rate=unscored)
             verdict += (f"; three-way agreement (a/b/tie) {fmt(num('percent_agreement'))}, accuracy on people's "
@@ -378,7 +377,7 @@ class PairwiseReport(_Report):
 VERDICT_WINNERS: dict[str, str] = {"baseline": "a", "candidate": "b", "tie": "tie"}
 
 
-def battles(
+def battle_outcomes(
     report_or_frame: Any,
     *,
     winner: str | None = None,
@@ -415,7 +414,7 @@ def battles(
     """
     frame = report_or_frame.scores if isinstance(report_or_frame, _Report) else report_or_frame
     if not isinstance(frame, pd.DataFrame):
-        raise ValidationError(f"battles takes a pairwise report or a DataFrame, got {type(frame).__name__}")
+        raise ValidationError(f"battle_outcomes takes a pairwise report or a DataFrame, got {type(frame).__name__}")
     column = "winner" if winner is None else f"winner_{winner}"
     named = all(c in frame.columns for c in ("model_a", "model_b", column))
     judged = winner is None and not named and "verdict" in frame.columns
@@ -452,8 +451,8 @@ def battles(
         out["response_a"], out["response_b"] = frame[found[0]].to_numpy(), frame[found[1]].to_numpy()
     winners = out["winner"]
     decided = winners.isin(PREFERENCES)
-    if _probability_column(pd.unique(winners.dropna().to_numpy(dtype=object)).tolist()):
-        decided |= winners.map(lambda v: (f := _real(v)) is not None and 0.0 <= f <= 1.0).astype(bool)
+    if is_probability_column(pd.unique(winners.dropna().to_numpy(dtype=object)).tolist()):
+        decided |= winners.map(lambda v: (f := real_number(v)) is not None and 0.0 <= f <= 1.0).astype(bool)
     keep = decided & out["model_a"].notna() & out["model_b"].notna()
     result = out[keep.to_numpy(dtype=bool)].reset_index(drop=True)
     result.attrs["dropped"] = int((~keep).sum())
@@ -495,14 +494,10 @@ def calibrate_pairwise(
     ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a limit in
     USD (by default ``run_config.budget_tracker``). Once it is spent no call starts, and the pairs
     not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a winner.
-
-    The order ``calibrate_pairwise(items, judges)`` of earlier releases still works, with a
-    :class:`DeprecationWarning`.
     """
-    judges, items = judge_and_items(judges, items, func="calibrate_pairwise")
     check_confidence(confidence)
-    pairs = pairwise_table(items)
     named = _named_judges(judges)
+    pairs = pairwise_table(items)
     not_pairwise = [k for k, j in named.items() if not is_pairwise(j)]
     if not_pairwise:
         raise ValidationError(f"judge(s) {', '.join(not_pairwise)} are not pairwise; pairwise data (candidate_a, "
@@ -547,7 +542,7 @@ def calibrate_pairwise(
     for name, values in labels.items():
         out[f"winner_{name}"] = values
 
-    from ..grading._batch import refuse_total_failure
+    from ..grading._judge_many import refuse_total_failure
 
     kwargs: dict[str, Any] = {"concurrency": concurrency, "progress": progress, "run_config": run_config,
                               "budget": as_budget(budget)}  # one tracker for every judge and the probe
@@ -578,7 +573,6 @@ def calibrate_pairwise(
             "scored": int(scored.sum()), "unscored": int((np.asarray(status) == "unscored").sum()),
             "error": int((np.asarray(status) == "error").sum()),
             "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
-            "tokens_in": int(batch["tokens_in"].sum()), "tokens_out": int(batch["tokens_out"].sum()),
             "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
             "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }

@@ -126,7 +126,7 @@ class _Report(ABC):
 
     @abstractmethod
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.calibration.JudgeCard` per machine judge."""
+        """A :class:`~llm_connect.cards.JudgeCard` per machine judge."""
 
     @abstractmethod
     def scores_table(self) -> pd.DataFrame:
@@ -273,7 +273,7 @@ class CalibrationReport(_Report):
     # -- decisions --------------------------------------------------------------------------
 
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.calibration.JudgeCard` per machine judge (see ``cards_from_report``)."""
+        """A :class:`~llm_connect.cards.JudgeCard` per machine judge (see ``cards_from_report``)."""
         from ._cards import cards_from_report
 
         return cards_from_report(self)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,9 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 import pandas as pd
 
-from ..batch import CONVERSATION_COLUMNS, ITEM_COLUMNS, batch_budget, is_judge, items_frame, judge_and_items
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame
+from ..runner import is_judge, run_budget
 from ..stats.agreement import parse_scale
 from ..stats.labels import parse_labels
 from ._features import model_family, text_features
@@ -40,14 +40,12 @@ __all__ = [
     "ScoredItems",
     "items_table",
     "judge_family",
-    "judge_items",
     "lacks_text",
     "load_items",
     "needs_reference",
     "parse_labels",
     "parse_scale",
     "score_items",
-    "score_judges",
 ]
 
 REQUIRED_COLUMNS = ITEM_COLUMNS
@@ -107,7 +105,7 @@ def _missing(value: Any) -> bool:
 
 
 def _text_or_none(value: Any) -> str | None:
-    """The text a judge sees, or ``None`` when it is missing (the batch engine makes that row an error)."""
+    """The text a judge sees, or ``None`` when it is missing (the runner makes that row an error)."""
     return None if _missing(value) else str(value)
 
 
@@ -144,7 +142,7 @@ COLUMN_ALIASES = {"reference": "baseline"}
 def items_table(items: ItemsLike, *, baseline: bool = True) -> pd.DataFrame:
     """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
 
-    The batch engine's item-frame builder (:func:`llm_connect.batch.items_frame`) with
+    The runner's item-frame builder (:func:`llm_connect.items.items_frame`) with
     :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
     :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
     is read with :func:`load_items`. ``baseline=False`` (every judge of the run is shown no reference,
@@ -293,7 +291,7 @@ def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -
     return baselines.map(lambda b: None if _missing(b) else "\n".join(split_references(str(b), reference_sep)))
 
 
-def judge_items(
+def _judge_items(
     judge: Judge,
     items: pd.DataFrame,
     *,
@@ -307,11 +305,12 @@ def judge_items(
     epochs: int = 1,
     reducer: Any = "mean",
     budget: BudgetTracker | float | None = None,
-    provider_batch: Any = False,
+    batch: Any = False,
     warn_failure: bool = True,
 ) -> pd.DataFrame:
-    """``judge_many`` over ``items`` (with the baseline prepared for this judge); the batch frame, with
-    the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._batch.judge_plan`).
+    """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this
+    judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with
+    the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`).
     Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
     repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
     reliability in ``attrs["reliability"]``).
@@ -319,12 +318,12 @@ def judge_items(
     With ``ledger`` and ``task_type`` every scored row is recorded as
     ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
 
-    ``budget``: the batch budget, as ``judge_many(..., budget=...)`` takes it (a
+    ``budget``: the run budget, as ``judge_many(..., budget=...)`` takes it (a
     :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``):
     every paid call of the judge is reserved on it, and once it is spent the rows not attempted are
     ``error`` rows saying "budget exhausted". Pass one tracker to several calls to share one limit.
 
-    ``provider_batch``: ``judge_many``'s ``batch=`` (the provider Batch APIs; see
+    ``batch``: the providers' Batch APIs, as ``judge_many(..., batch=...)`` takes it (see
     :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or
     :class:`~llm_connect.adapters.BatchOptions`.
 
@@ -332,30 +331,30 @@ def judge_items(
     such a run itself turns it off.
 
     A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
-    as ``None``, never as ``""``: the batch engine makes that row an ``error`` row
+    as ``None``, never as ``""``: the runner makes that row an ``error`` row
     saying which text is missing, as it does for a blank baseline (an empty answer
     against an empty reference is not a match). See :func:`lacks_text`.
     """
-    from ..batch import run_batch
-    from ..grading._batch import judge_plan
     from ..grading._batch_api import provider_batch_plan
+    from ..grading._judge_many import judge_plan
+    from ..runner import run_plan
 
     # the texts, and what a conversation item adds (its messages, documents, conversation and turn)
     columns = [c for c in ("prompt", "baseline", "candidate", "candidate_model", "id", *CONVERSATION_COLUMNS,
                            "context") if c in items.columns]
-    batch = items[columns].copy()
-    if "baseline" in batch.columns:
-        batch["baseline"] = _baseline_for(judge, batch["baseline"], reference_sep)
+    frame = items[columns].copy()
+    if "baseline" in frame.columns:
+        frame["baseline"] = _baseline_for(judge, frame["baseline"], reference_sep)
     for c in ("prompt", "baseline", "candidate"):
-        if c in batch.columns:
-            batch[c] = batch[c].map(_reply_or_none).astype(object)
+        if c in frame.columns:
+            frame[c] = frame[c].map(_reply_or_none).astype(object)
     label = desc or f"grading: {getattr(judge, 'grader_id', 'judge')}"
-    plan = judge_plan(judge, batch, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
+    plan = judge_plan(judge, frame, run_config=run_config, ledger=open_ledger_of(ledger), task_type=task_type,
                       replies=True, desc=label, epochs=epochs, reducer=reducer, budget=budget,
                       warn_failure=warn_failure)
-    plan, concurrency = provider_batch_plan(plan, provider_batch, ledger=open_ledger_of(ledger),
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=open_ledger_of(ledger),
                                             concurrency=concurrency, progress=progress)
-    return run_batch(plan, concurrency=concurrency, progress=progress)
+    return run_plan(plan, concurrency=concurrency, progress=progress)
 
 
 def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
@@ -391,7 +390,15 @@ def _rubric_hash(judge: Any) -> str | None:
 
 
 def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict[str, Any]:
-    """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``)."""
+    """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``).
+
+    Items where the judges belong (a DataFrame, a path, or mappings) are a :class:`ValidationError`
+    saying the order: the judges come first, as in ``judge_many(judge, items)``.
+    """
+    if isinstance(judges, (str, os.PathLike, pd.DataFrame)) or (
+            isinstance(judges, (list, tuple)) and judges and all(isinstance(j, Mapping) for j in judges)):
+        raise ValidationError(f"got items ({type(judges).__name__}) where the judges go: pass the judges first, "
+                              "then the items, as in calibrate(judges, items) and judge_many(judge, items)")
     if isinstance(judges, Mapping):
         named = {judge_name(k): j for k, j in judges.items()}
     elif is_judge(judges):  # one judge
@@ -417,7 +424,7 @@ class ScoredItems:
     """What scoring hands to the next stages (agreement, probes, cards, report): the frame of
     :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
     (which many pandas operations drop). ``ScoredItems.from_frame(score_items(judges, items))``
-    builds it from a scored frame (the replacement of the deprecated :func:`score_judges`).
+    builds it from a scored frame.
 
     ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
     ``passthrough``: the input's other columns, carried into the frame (a name that would clash
@@ -427,7 +434,7 @@ class ScoredItems:
     ``ledger_already``: judgments recorded, and judgments the ledger held already) are keyed by judge name;
     ``reliability`` too, for a run in epochs (``epochs > 1``): each judge's run-to-run reliability
     (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
-    ``budget``: the batch budget's state once every judge had run (``limit_usd``, ``spent_usd``,
+    ``budget``: the run budget's state once every judge had run (``limit_usd``, ``spent_usd``,
     ``calls``...: :meth:`~llm_connect.BudgetTracker.snapshot`, as ``judge_many``'s ``attrs["budget"]``),
     ``None`` when the run had no budget. ``pass_distributions``: per selective judge's scorer
     (``calibrate(..., selective=...)``), each row's verdict distribution (its ``pass_distribution``
@@ -502,6 +509,10 @@ def score_items(
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
+    Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages
+    read. To run one judge over items call :func:`~llm_connect.grading.judge_many` (one row per item,
+    the judge's result columns); to generate the answers first, :func:`~llm_connect.grading.grade_many`.
+
     ``judges``: a judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
     ``items``: a DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file
     (:func:`load_items`) with ``prompt``, ``baseline`` (the
@@ -546,48 +557,12 @@ def score_items(
     ``judge_many(..., batch=...)`` does (``True``: state beside ``ledger``; a folder; or
     :class:`~llm_connect.adapters.BatchOptions`); each judge keeps its own state folder, so the same
     call resumes a killed run without submitting anything twice.
-
-    The order ``score_items(items, judges)`` of earlier releases still works, with a
-    :class:`DeprecationWarning`.
     """
-    judges, items = judge_and_items(judges, items, func="score_items")
     return _score_items(
         judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
         progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
         reducer=reducer, budget=budget, batch=batch,
     ).to_frame()
-
-
-def score_judges(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    scale: Any = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-) -> ScoredItems:
-    """Deprecated: use :func:`score_items` (the frame) and :meth:`ScoredItems.from_frame` (its fields).
-
-    :func:`score_items` as :class:`ScoredItems`, with the same arguments; it warns with a
-    :class:`DeprecationWarning` naming the replacement, then does what it did.
-    """
-    warnings.warn("score_judges() is deprecated: use score_items(judges, items, ...), which returns the same "
-                  "frame, and ScoredItems.from_frame(frame) for its fields", DeprecationWarning, stacklevel=2)
-    judges, items = judge_and_items(judges, items, func="score_judges")
-    return _score_items(
-        judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
-        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
-        reducer=reducer, budget=budget,
-    )
 
 
 def _score_items(
@@ -614,8 +589,8 @@ def _score_items(
     ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure``
     (``calibrate``'s): a judge that scored no item for a reason of its own raises
     :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the next judge runs."""
-    from ..grading._batch import refuse_total_failure
     from ..grading._epochs import check_epochs, reducer_of
+    from ..grading._judge_many import refuse_total_failure
 
     k = check_epochs(epochs)
     reducer_of(reducer)  # a bad reducer: an error before any judge runs
@@ -628,7 +603,7 @@ def _score_items(
         if c in frame.columns:
             out[c] = frame[c].tolist()
         elif c == "prompt":  # a conversation item's question: its last user message
-            from ..grading._batch import item_messages, item_prompt
+            from ..grading._judge_many import item_messages, item_prompt
 
             out[c] = [item_prompt(r, item_messages(r)) for r in frame.to_dict("records")]
         else:  # no baseline: for judges that need no reference
@@ -664,10 +639,10 @@ def _score_items(
     ledger = open_ledger_of(ledger)  # a path: opened once, for every judge
     provider = batch  # the Batch API switch (the loop below names each judge's frame ``batch``)
     for name, judge in named.items():
-        batch = judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
+        batch = _judge_items(judge, frame, reference_sep=reference_sep, concurrency=concurrency,
                             progress=progress, run_config=run_config, ledger=ledger, task_type=task_type,
                             epochs=k, reducer=reducer, budget=tracker,
-                            provider_batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
+                            batch=judge_batch_state(provider, ledger, name), warn_failure=not refuse_failure)
         if refuse_failure:
             refuse_total_failure(batch, name, what="calibrate")
         if k > 1:
@@ -692,8 +667,6 @@ def _score_items(
             "abstained": int((np.asarray(status) == "abstained").sum()),
             "error": int((np.asarray(status) == "error").sum()),
             "judge_cost_usd": float(pd.to_numeric(batch["judge_cost_usd"], errors="coerce").fillna(0).sum()),
-            "tokens_in": int(batch["tokens_in"].sum()),
-            "tokens_out": int(batch["tokens_out"].sum()),
             "judge_tokens_in": int(batch["judge_tokens_in"].sum()),
             "judge_tokens_out": int(batch["judge_tokens_out"].sum()),
         }
@@ -702,7 +675,7 @@ def _score_items(
             usage[name]["ledger_already"] = int(batch.attrs["ledger"]["already"])
     for name in label_names:
         out[f"score_{name}"] = labels[name]
-    spent = batch_budget(tracker, run_config)  # the budget every judge's batch ran on, if any
+    spent = run_budget(tracker, run_config)  # the budget every judge's batch ran on, if any
 
     features = text_features(out["candidate"], out["baseline"])
     out = pd.concat([out, features], axis=1)

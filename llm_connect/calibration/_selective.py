@@ -119,10 +119,10 @@ def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, referen
 
     ``cluster``: the column of ``scores`` holding each row's conversation, or ``None``. The exact binomial
     bound needs independent items, so with clusters each judge is calibrated on one labelled turn per
-    conversation, drawn with ``seed`` (:func:`~llm_connect.grading._selective.one_row_per_cluster`), and its
+    conversation, drawn with ``seed`` (:func:`~llm_connect.grading.one_row_per_cluster`), and its
     ``note`` says so.
     """
-    from ..grading._selective import one_row_per_cluster
+    from ..grading import one_row_per_cluster
 
     out: dict[str, Any] = {}
     human = scores[f"score_{reference}"].to_numpy(dtype=float)

@@ -9,7 +9,7 @@ A calibration run measures (:mod:`llm_connect.calibration`: :func:`~llm_connect.
   probe's effect and p-value (:class:`ProbeEffect`), position consistency for pairwise judges, the unscored
   rate, and
 - its **verdict**: one line a user can act on, worded by one rule (:func:`agreement_verdict`,
-  :func:`judge_verdict`, :func:`weak_judge_reasons`; the rule is told in :mod:`llm_connect.cards._verdicts`);
+  :func:`card_verdict`, :func:`weak_judge_reasons`; the rule is told in :mod:`llm_connect.cards._verdicts`);
 - a place in a **registry** (:class:`JudgeCardRegistry`): a small JSON file beside the ledger
   (``<ledger>.cards.json``, :func:`registry_path`), rewritten atomically under
   ``filelock.FileLock(<registry>.lock)``, which routing reads to refuse uncalibrated judges.
@@ -31,7 +31,7 @@ from ._verdicts import (
     ProbeEffect,
     agreement_band,
     agreement_verdict,
-    judge_verdict,
+    card_verdict,
     labels_to_settle,
     selective_line,
     style_entry,
@@ -52,8 +52,8 @@ __all__ = [
     "ProbeEffect",
     "agreement_band",
     "agreement_verdict",
+    "card_verdict",
     "cards_frame",
-    "judge_verdict",
     "labels_to_settle",
     "registry_path",
     "reliability_entry",

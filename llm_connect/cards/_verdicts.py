@@ -2,7 +2,7 @@
 
 A calibration run measures; this module decides. :func:`agreement_verdict` words every verdict (the
 cards, the command line's verdict lines, the demo and the report all print what it says), and
-:func:`judge_verdict` adds the judge's biases to it. With ``k`` the judge's Cohen's kappa against the
+:func:`card_verdict` adds the judge's biases to it. With ``k`` the judge's Cohen's kappa against the
 reference, ``[lo, hi]`` its bootstrap interval (``confidence``, 95% by default) on ``n`` paired items,
 and the share of its scored items it said "yes" to:
 
@@ -68,7 +68,7 @@ __all__ = [
     "ProbeEffect",
     "agreement_band",
     "agreement_verdict",
-    "judge_verdict",
+    "card_verdict",
     "labels_to_settle",
     "selective_line",
     "style_entry",
@@ -251,7 +251,7 @@ def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int,
     return head
 
 
-def judge_verdict(
+def card_verdict(
     name: str,
     *,
     kappa: float,
@@ -268,12 +268,45 @@ def judge_verdict(
     unscored_rate: float = math.nan,
     yes_rate: float = math.nan,
 ) -> str:
-    """One line a user can act on, by the rule in this module's docstring.
+    """The verdict on a judge: the one line of its card (:attr:`~llm_connect.cards.JudgeCard.verdict`), by the
+    rule in this module's docstring.
 
-    ``people``: whether ``reference`` is human labels (the verdict then says
-    "against people"; otherwise "against <reference>"). The agreement clause is
-    :func:`agreement_verdict`'s (``yes_rate``: the share of its scored items the judge
-    said "yes" to); then the biases, the mean bias and the unscored rate.
+    Not to be confused with a judge's verdict on an item (the ``verdict`` column of a pipeline's or a
+    pairwise judge's rows): this is calibration's verdict on the judge itself.
+
+    Parameters
+    ----------
+    name : str
+        The judge's name, the line's first word.
+    kappa, kappa_low, kappa_high : float
+        Cohen's kappa against ``reference`` and its interval.
+    n : int
+        The paired (labelled) items it was measured on.
+    reference : str
+        What the judge was checked against (``"human"``, or another judge's name).
+    people : bool
+        Whether ``reference`` is human labels (the verdict then says "against people"; otherwise
+        "against <reference>").
+    confidence : float
+        The interval's level.
+    biases : iterable of ProbeEffect
+        The bias probes' effects; the significant ones get a clause each.
+    mean_bias, bias_low, bias_high : float
+        The judge's mean difference from the reference and its interval (NaN: unknown).
+    unscored_rate : float
+        The share of items the judge left unscored (NaN: unknown).
+    yes_rate : float
+        The share of its scored items the judge said "yes" to (NaN: unknown).
+
+    Returns
+    -------
+    str
+        The agreement clause of :func:`agreement_verdict`, then the biases, the mean bias and the
+        unscored rate.
+
+    See Also
+    --------
+    agreement_verdict : the agreement clause alone, the one wording every verdict line shares.
     """
     against = "against people" if people else f"against {reference} (no human labels)"
     parts: list[str] = [agreement_verdict(kappa, kappa_low, kappa_high, n, yes_rate=yes_rate, against=against,

@@ -1,8 +1,10 @@
 """The ``llm-connect`` command.
 
 Subcommands live one per module (``_calibrate``, ``_estimate``, ``_leaderboard``, ``_demo``, ``_ledger``, ``_view``,
-``_align``, ``_grade``, ``_route``; the ``--judges`` options in ``_judges``, exit-status helpers and
-``--require`` gates in ``_common``),
+``_align``, ``_grade``, ``_route``; ``calibrate``'s options in ``_calibrate_options``, what it and ``demo`` print
+in ``_summary``; the options that name judges and models -- ``--judges``, ``--judge``, ``--llm``, ``--embedder``
+-- in ``_judges``, which reads the registry :mod:`llm_connect.plugins`; exit-status helpers and ``--require``
+gates in ``_common``),
 each added by its ``_add_<name>(subparsers)`` function listed in :func:`build_parser`; each sets
 the defaults ``func`` (called with the parsed arguments and its own parser, returning the exit
 code) and ``_parser`` (itself).

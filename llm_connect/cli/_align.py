@@ -11,7 +11,7 @@ from typing import Any
 
 from .._textsafe import csv_safe_frame, safe_text
 from ._common import UsageError, _prepare_out
-from ._judges import _build_llm, _model_spec, _shown_url
+from ._judges import BASE_URL_HELP, _build_llm, _model_spec, _shown_url, models_help
 
 _ALIGN_HELP = """\
 Improve an LLM judge from the labels people gave, and keep the change only if it
@@ -47,13 +47,13 @@ def _add_align(subparsers: Any) -> None:
     )
     p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file, one row per labelled item")
     p.add_argument("--judge", metavar="SPEC", default="local",
-                   help="the judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
+                   help=f"the judge's model: {models_help('llm')} (default: local)")
     p.add_argument("--human", metavar="COLUMN", required=True, help="column of people's labels")
     p.add_argument("--rubric", metavar="FILE", help="the judge's rubric, a YAML file (default: the built-in "
                    "correctness rubric)")
-    p.add_argument("--optimizer", metavar="SPEC", help="a model that rewrites the criteria: local, local:PATH or "
-                   "openai:MODEL (default: none, only worked examples and the threshold are tried)")
-    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    p.add_argument("--optimizer", metavar="SPEC", help=f"a model that rewrites the criteria: {models_help('llm')} "
+                   "(default: none, only worked examples and the threshold are tried)")
+    p.add_argument("--base-url", metavar="URL", help=BASE_URL_HELP)
     p.add_argument("--scoring", choices=("json", "logprob", "yes-no"),
                    help="how the judge replies (default: yes-no for a local model, json otherwise)")
     p.add_argument("--grader-id", default="llm-judge", help="the judge's grader id (default: llm-judge)")

@@ -18,13 +18,10 @@ from .._textsafe import one_line, safe_text
 from ..errors import ConfigError, LLMConnectError, ValidationError
 from ..stats._validate import check_confidence
 
-TRAJECTORY_JUDGES = ("trajectory-strict", "trajectory-unordered", "trajectory-subset", "trajectory-superset")
-JUDGES = ("exact", "contains", "token-f1", "embedding", "llm", *TRAJECTORY_JUDGES)
+# --judges selects judges by their names in the registry (llm_connect.plugins: exact, embedding, llm, ... and any
+# plugin's); everywhere else (tables, files, verdicts, cards, the ledger, --require) a judge is named by its
+# grader_id. The names are accepted in --require as aliases.
 DEFAULT_JUDGES = "exact,embedding,llm"
-# --judges selects judges by these short words; everywhere else (tables, files, verdicts, cards, the ledger,
-# --require) a judge is named by its grader_id. The short words are accepted in --require as aliases.
-GRADER_IDS = {"exact": "exact-match", "contains": "contains", "token-f1": "token-f1",
-              "embedding": "embedding-similarity", "llm": "llm-judge", **{t: t for t in TRAJECTORY_JUDGES}}
 N_BOOT_MAX = 100_000  # bootstrap resamples: more only costs memory and time (n_boot x items floats per statistic)
 MAX_AGE_DAYS_MAX = 100_000  # about 270 years; 0 means any age
 CALIBRATE_OUTPUTS = {"scores": "scores.csv", "scores_parquet": "scores.parquet", "agreement": "agreement.csv",
@@ -161,9 +158,17 @@ def _check_requirements(
 
 
 def _alias_requirement(text: str) -> str:
-    """``llm:kappa>=0.4`` -> ``llm-judge:kappa>=0.4`` (the --judges words are aliases of the grader ids)."""
+    """``llm:kappa>=0.4`` -> ``llm-judge:kappa>=0.4`` (the judges' registry names are aliases of their grader
+    ids)."""
+    from .. import plugins
+
     name, sep, rest = text.strip().partition(":")
-    return f"{GRADER_IDS[name.strip()]}:{rest}" if sep and name.strip() in GRADER_IDS else text
+    if not sep or not name.strip():
+        return text
+    try:
+        return f"{plugins.find_judge(name.strip()).grader_id}:{rest}"
+    except ConfigError:
+        return text
 
 
 def _requirements(texts: Sequence[str], stats: Sequence[str], names: Sequence[str], what: str) -> list[Requirement]:

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import csv_safe_frame, safe_text
-from ._calibrate import _check_items, _no_row_scored, _print_summary, _print_verdicts, _write_csvs
+from ._calibrate import _check_items, _write_csvs
 from ._common import CALIBRATE_OUTPUTS, UsageError, _prepare_out
 from ._estimate import ESTIMATE_OUTPUTS
-from ._judges import JudgeSpec, _build_judges, _check_judges, _limit
+from ._judges import JudgeSpec, _build_judges, _check_judges, _limit, add_model_options
+from ._summary import _no_row_scored, _print_summary, _print_verdicts
 
 # -- demo ---------------------------------------------------------------------------------------------
 
@@ -67,9 +68,7 @@ def _add_demo(subparsers: Any) -> None:
         metavar="N",
         help="probe at most N items per probe, or 'all' (default: 20)",
     )
-    p.add_argument("--llm", default="local", metavar="SPEC", help="the LLM judge: local (default) or openai:MODEL")
-    p.add_argument("--embedder", default="local", metavar="SPEC", help="the embedder: local (default) or openai:MODEL")
-    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    add_model_options(p, rubric=False)  # --llm, --embedder, --base-url
     p.add_argument("--seed", type=int, default=0, help="seed of the sample, the LLM judge and the bootstrap")
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
     p.set_defaults(func=_run_demo, _parser=p)
@@ -79,8 +78,8 @@ def _record_demo_labels(ledger: Any, items: Any) -> int:
     """The two annotators' labels, recorded beside the judgments (grader_id "human", one annotator each)."""
     import pandas as pd
 
-    from ..calibration import parse_labels
     from ..frames import record_labels
+    from ..stats.labels import parse_labels
 
     written = 0
     for column in ("human", "human_2"):
@@ -281,7 +280,8 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         task_type="qa",
     )
     labels = _record_demo_labels(ledger, items)
-    from ..calibration import CalibrationReport, JudgeCardRegistry
+    from ..calibration import CalibrationReport
+    from ..cards import JudgeCardRegistry
 
     assert isinstance(report, CalibrationReport)  # the demo's items are graded answers, not pairs
     from ..calibration._cards import cards_from_report

@@ -75,7 +75,8 @@ def _group_name(row: Any, by: Sequence[str]) -> str:
 def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import pandas as pd
 
-    from ..calibration import ESTIMATE_METHODS, estimate_quality, load_items
+    from ..calibration import load_items
+    from ..stats import ESTIMATE_METHODS, estimate_quality
 
     methods = _split(args.method)
     unknown = [m for m in methods if m not in ESTIMATE_METHODS]

@@ -10,9 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from .._textsafe import safe_text
-from ._common import GRADER_IDS, JUDGES, UsageError, _warn, read_labels
+from ._common import UsageError, _warn, read_labels
 from ._inputs import add_per_turn_option, apply_candidate_model, find_human, prepare_items
-from ._judges import JudgeSpec, _build_judges, _check_judges, add_rubric_option, judge_word, needs_reference
+from ._judges import (
+    JudgeSpec,
+    _build_judges,
+    _check_judges,
+    add_model_options,
+    judge_word,
+    judges_help,
+    needs_reference,
+)
 
 _GRADE_HELP = """\
 Judge every row of DATA (a .jsonl or .csv/.tsv file with the columns prompt,
@@ -53,7 +61,7 @@ def _add_grade(subparsers: Any) -> None:
     p.add_argument("data", metavar="DATA", help="a .jsonl or .csv/.tsv file of items")
     p.add_argument(
         "--judge", required=True, metavar="GRADER_ID",
-        help=f"the judge: a grader id ({', '.join(GRADER_IDS.values())}) or its short name ({', '.join(JUDGES)})",
+        help=f"the judge, by its name or grader id: {judges_help()}",
     )
     p.add_argument("--ledger", required=True, metavar="LEDGER",
                    help="the quality ledger to append to: a JSON Lines file, or a Parquet ledger's root "
@@ -68,12 +76,7 @@ def _add_grade(subparsers: Any) -> None:
     p.add_argument("--candidate-model", metavar="NAME", default=None,
                    help="the model that wrote the candidates, when DATA has no candidate_model column; the "
                    "judgments and labels are recorded under it (without either, under 'unknown')")
-    p.add_argument("--llm", default="local", metavar="SPEC",
-                   help="the LLM judge's model: local, local:PATH.gguf or openai:MODEL (default: local)")
-    add_rubric_option(p)
-    p.add_argument("--embedder", default="local", metavar="SPEC",
-                   help="the embedding model: local, local:PATH or openai:MODEL (default: local)")
-    p.add_argument("--base-url", metavar="URL", help="base URL of the OpenAI-compatible endpoint for openai:MODEL")
+    add_model_options(p)  # --llm, --rubric, --embedder, --base-url
     p.add_argument("--normalize", metavar="NAME", default=None,
                    help="normalisation for the exact judge: squad, lower, strip, whitespace (default: none)")
     p.add_argument("--reference-sep", metavar="SEP", default=None,
@@ -105,9 +108,9 @@ def record_item_labels(ledger: Any, items: Any, column: str, *, task_type: str, 
     (once per item and annotator: not recorded again). Blank labels are unlabelled rows."""
     import pandas as pd
 
-    from ..batch import candidate_names, item_ids
-    from ..calibration import parse_labels
     from ..frames import record_labels
+    from ..items import candidate_names, item_ids
+    from ..stats.labels import parse_labels
 
     models = items["candidate_model"].tolist() if "candidate_model" in items.columns else [None] * len(items)
     adapters = items["candidate_adapter"].tolist() if "candidate_adapter" in items.columns else [None] * len(items)

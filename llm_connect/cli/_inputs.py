@@ -538,7 +538,7 @@ def apply_candidate_model(parser: argparse.ArgumentParser, items: Any, name: str
     from another model's)."""
     import sys
 
-    from ..batch import candidate_names
+    from ..items import candidate_names
 
     column = items["candidate_model"].tolist() if "candidate_model" in items.columns else [None] * len(items)
     unnamed = [i for i, m in enumerate(column) if candidate_names(m)[1] == "unknown"]
@@ -569,7 +569,7 @@ HUMAN_CANDIDATES = ("label", "labels", "gold_label", "human_label", "human_label
 def human_candidates(items: Any) -> list[str]:
     """The columns of ``items`` named like a human verdict (:data:`HUMAN_CANDIDATES`, any case) whose
     values read as labels (booleans, yes/no, 0..1)."""
-    from ..calibration import parse_labels
+    from ..stats.labels import parse_labels
 
     out = []
     for column in items.columns:

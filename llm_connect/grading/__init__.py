@@ -1,4 +1,4 @@
-"""The Baseline Grading contract: results, judges, graders and the batch runtime.
+"""The Baseline Grading contract: results, judges, graders and the runner.
 
 =================================  ==========================================================
 what                               functions and classes
@@ -12,10 +12,13 @@ plain judges                       :class:`ExactMatchJudge`, :class:`ContainsJud
 agent runs (tool calls)            :class:`TrajectoryMatchJudge` (strict, unordered, subset, superset)
 answers grounded in documents      :class:`GroundednessJudge` (the share of claims the item's context supports)
 compound judges                    :class:`PairwiseJudge` (both orders), :class:`PanelJudge`,
-                                   :class:`CascadeJudge`, :func:`consistency_rate`
+                                   :class:`EscalationJudge` (a fixed band, no guarantee),
+                                   :func:`consistency_rate`; their base
+                                   :class:`WrapperJudge` (a judge made of other judges)
 selective judges (a guaranteed     :class:`SelectiveJudge` (abstains below a calibrated cut-off),
 agreement with people)             :func:`cascade` -> :class:`SelectiveCascade`,
-                                   :class:`SelectiveCascadeSummary`, :class:`ConfidenceJudge`
+                                   :class:`SelectiveCascadeSummary`, :class:`ConfidenceJudge`,
+                                   :func:`confidence_sources`, :func:`one_row_per_cluster`
 many items at once                 :func:`judge_many`, :func:`ajudge_many`, :func:`grade_many`,
                                    :class:`PairedGrader`, :class:`BaselineGrader`
 repeated judging (epochs)          ``judge_many(..., epochs=k, reducer=...)``, :data:`REDUCERS`,
@@ -27,7 +30,8 @@ leaderboards)                      :func:`winner_of`, :data:`TOURNAMENT_COLUMNS`
 
 :func:`tournament`, :func:`schedule_battles`, :func:`epoch_reliability` and
 :class:`EpochReliability` are also exported from ``llm_connect``; the leaderboards they feed
-live in :mod:`llm_connect.calibration` (:func:`~llm_connect.calibration.leaderboard`).
+are fitted in :mod:`llm_connect.stats` (:func:`~llm_connect.stats.leaderboard`), from the judged pairs that
+:func:`~llm_connect.calibration.battle_outcomes` reads.
 """
 
 from ._base import (
@@ -41,50 +45,44 @@ from ._base import (
     observation_for,
     supports_async,
 )
-from ._batch import RESULT_COLUMNS, ajudge_many, judge_many, run_rows
-from ._compound import (
-    PAIRWISE_RUBRIC,
-    CascadeJudge,
-    CascadeSummary,
-    PairwiseJudge,
-    PairwiseSummary,
-    PanelAgreement,
-    PanelJudge,
-    consistency_rate,
-)
+from ._confidence import CONFIDENCE_SOURCES, confidence_sources
+from ._embedding import EmbeddingSimilarityJudge
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
+from ._escalation import EscalationJudge, EscalationSummary
+from ._function import FunctionJudge
 from ._groundedness import GroundednessJudge
-from ._judges import (
+from ._human_labels import one_row_per_cluster
+from ._judge_many import RESULT_COLUMNS, ajudge_many, judge_many
+from ._lexical import (
+    NORMALIZERS,
+    ContainsJudge,
+    ExactMatchJudge,
+    TokenF1Judge,
+    normalize_squad,
+    split_references,
+    token_f1,
+)
+from ._llm_judge import (
     LLM_JUDGE_LOGPROB_RUBRIC,
     LLM_JUDGE_RUBRIC,
     LLM_JUDGE_RUBRIC_HASH,
     LOCAL_JUDGE_INSTRUCTIONS,
     LOCAL_JUDGE_RUBRIC,
     LOCAL_JUDGE_RUBRIC_HASH,
-    NORMALIZERS,
     VERDICT_JSON_SCHEMA,
-    EmbeddingSimilarityJudge,
-    ExactMatchJudge,
-    FunctionJudge,
     LLMJudge,
-    normalize_squad,
-    split_references,
 )
-from ._lexical import ContainsJudge, TokenF1Judge, token_f1
 from ._paired import GRADE_COLUMNS, PairedGrader, grade_many
+from ._pairwise import PAIRWISE_RUBRIC, PairwiseJudge, PairwiseSummary, consistency_rate
+from ._panel import PanelAgreement, PanelJudge
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
 from ._rubric import Example, Rubric
-from ._selective import (
-    CONFIDENCE_SOURCES,
-    ConfidenceJudge,
-    SelectiveCascade,
-    SelectiveCascadeSummary,
-    SelectiveJudge,
-    cascade,
-    confidence_sources,
-)
+from ._selective import ConfidenceJudge, SelectiveJudge
+from ._selective_cascade import SelectiveCascade, cascade
+from ._selective_summary import SelectiveCascadeSummary
 from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of
 from ._trajectory import TOOL_ARGS_MODES, TRAJECTORY_MODES, TrajectoryMatchJudge
+from ._wrapper import WrapperJudge
 
 __all__ = [
     "CONFIDENCE_SOURCES",
@@ -106,12 +104,12 @@ __all__ = [
     "VERDICT_JSON_SCHEMA",
     "AsyncJudge",
     "BaselineGrader",
-    "CascadeJudge",
-    "CascadeSummary",
     "ConfidenceJudge",
     "ContainsJudge",
     "EmbeddingSimilarityJudge",
     "EpochReliability",
+    "EscalationJudge",
+    "EscalationSummary",
     "ExactMatchJudge",
     "Example",
     "FunctionJudge",
@@ -132,6 +130,7 @@ __all__ = [
     "SelectiveJudge",
     "TokenF1Judge",
     "TrajectoryMatchJudge",
+    "WrapperJudge",
     "ajudge_many",
     "cascade",
     "confidence_sources",
@@ -144,9 +143,9 @@ __all__ = [
     "judge_many",
     "normalize_squad",
     "observation_for",
+    "one_row_per_cluster",
     "parse_score_reply",
     "reseed",
-    "run_rows",
     "schedule_battles",
     "split_references",
     "supports_async",

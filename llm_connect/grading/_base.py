@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from .._html import kv_table
+from .._display import view
 from .._runtime import to_thread
-from ..batch import plain_item_id
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import ValidationError
+from ..items import canonical_item_id
 from ..quality import QualityObservation
 
 __all__ = [
@@ -92,14 +92,7 @@ class GradingResult:
                 raise ValidationError(f"{name} must be an LLMResponse")
 
     def _repr_html_(self) -> str:
-        return kv_table([
-            ("grader_id", self.grader_id),
-            ("quality_score", f"{self.quality_score:.4g}"),
-            ("notes", self.notes),
-            ("baseline", self.baseline_response.content[:300]),
-            ("candidate", self.candidate_response.content[:300]),
-            ("judge cost (USD)", f"{self.cost_usd:.6f}"),
-        ])
+        return view("grading_result_html")(self)
 
 
 @runtime_checkable
@@ -116,7 +109,7 @@ class Judge(Protocol):
 
 @runtime_checkable
 class AsyncJudge(Judge, Protocol):
-    """A judge the batch runtime can await instead of running in a thread."""
+    """A judge the runner can await instead of running in a thread."""
 
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
@@ -149,7 +142,7 @@ class JudgeBase:
     - ``extra_columns`` and :meth:`result_columns`: the judge's own columns in a batch frame;
     - ``judge_model_id``: the model that judges (by default its ``adapter``'s ``model_id``),
       whose family calibration compares with the candidate's (self-preference);
-    - an ``async def ajudge(...)`` method: the batch runtime awaits it instead of running
+    - an ``async def ajudge(...)`` method: the runner awaits it instead of running
       ``judge`` in a thread.
 
     Judges need not inherit it (:class:`Judge` is a Protocol): :func:`judge_abilities`
@@ -174,7 +167,7 @@ class JudgeBase:
 
 class InlineJudge(JudgeBase):
     """A judge whose ``judge()`` is quick computation with no I/O (exact match, the lexical judges):
-    its ``ajudge`` runs it on the event loop, so the batch runtime spends no thread on it."""
+    its ``ajudge`` runs it on the event loop, so the runner spends no thread on it."""
 
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
@@ -245,7 +238,7 @@ async def acall_judge(
 ) -> GradingResult:
     """Judge one pair, awaiting ``ajudge`` when the judge declares it, else ``judge`` in a worker thread.
 
-    The one sync/async dispatch of the package (the batch runtime, compound judges and
+    The one sync/async dispatch of the package (the runner, compound judges and
     :class:`PairedGrader` all call judges through it).
     """
     if supports_async(judge):
@@ -268,7 +261,7 @@ def observation_for(
 ) -> QualityObservation:
     """The candidate's :class:`QualityObservation` for one grade, with grader id, rubric hash and item id in tags.
 
-    ``item_id`` is stored as plain JSON (see :func:`llm_connect.batch.plain_item_id`); a missing one
+    ``item_id`` is stored as plain JSON (see :func:`llm_connect.items.canonical_item_id`); a missing one
     (None/NaN) is left out. The judge's own cost is ``tags["judge_cost_usd"]``; ``cost_usd`` is the candidate's;
     ``tags["judge_tokens_cached"]``: the judge's prompt tokens read from the provider's prompt cache (when any).
     """
@@ -278,7 +271,7 @@ def observation_for(
     rubric_hash = rubric_hash or result.details.get("rubric_hash")
     if rubric_hash:
         tags["rubric_hash"] = rubric_hash
-    item_id = plain_item_id(item_id)
+    item_id = canonical_item_id(item_id)
     if item_id is not None:
         tags["item_id"] = item_id
     if result.cost_usd:

@@ -1,4 +1,4 @@
-"""The ``batch=`` switch of the batch runners: a :class:`~llm_connect.batch.BatchPlan` run through the
+"""The ``batch=`` switch of every judging entry point: a :class:`~llm_connect.runner.RunPlan` run through the
 providers' Batch APIs (:mod:`llm_connect.adapters._batches`).
 
 ``judge_many``, ``ajudge_many``, ``Pipeline.run_many``, ``calibrate`` and ``grade_dataset`` build their
@@ -15,13 +15,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..adapters._batches import BatchCollector, batch_options
-from ..batch import BatchPlan, Row
+from ..runner import Row, RunPlan
 
 __all__ = ["provider_batch_plan"]
 
 
-def provider_batch_plan(plan: BatchPlan, batch: Any, *, ledger: Any = None,
-                        concurrency: int = 16, progress: bool = True) -> tuple[BatchPlan, int]:
+def provider_batch_plan(plan: RunPlan, batch: Any, *, ledger: Any = None,
+                        concurrency: int = 16, progress: bool = True) -> tuple[RunPlan, int]:
     """``(plan, concurrency)`` to run: unchanged when ``batch`` is off, else the plan whose rows' adapter
     calls go through the Batch APIs, run with every row at once (a round holds every row's calls).
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from .._html import kv_table
+from .._display import view
 from ..core import RunConfig
 from ..errors import ValidationError
 from ._base import Judge, validate_score
@@ -206,7 +206,7 @@ class EpochReliability:
         return dataclasses.asdict(self)
 
     def card_entry(self) -> dict[str, Any]:
-        """What a :class:`~llm_connect.calibration.JudgeCard` keeps (``reliability``): JSON-ready, NaN as ``None``."""
+        """What a :class:`~llm_connect.cards.JudgeCard` keeps (``reliability``): JSON-ready, NaN as ``None``."""
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.to_dict().items()}
 
     def __str__(self) -> str:
@@ -214,15 +214,7 @@ class EpochReliability:
                 f"agreement {_fmt(self.agreement)}, Krippendorff's alpha ({self.level}) {_fmt(self.alpha)}")
 
     def _repr_html_(self) -> str:
-        rows = [("epochs", self.epochs), ("items with 2+ scored epochs", self.n_items),
-                ("percent agreement", _fmt(self.agreement)), ("unanimous items", _fmt(self.unanimous)),
-                (f"Krippendorff's alpha ({self.level})", _fmt(self.alpha)),
-                ("alpha (nominal, on labels)", _fmt(self.alpha_nominal)),
-                ("alpha (interval, on scores)", _fmt(self.alpha_interval)),
-                ("agreement on", "the same score" if self.labels == "exact" else f"the verdict at {self.threshold:g}")]
-        if self.reducer:
-            rows.append(("reducer", self.reducer))
-        return kv_table(rows, caption="run-to-run reliability")
+        return view("epoch_reliability_html")(self)
 
 
 def _fmt(v: float) -> str:

@@ -127,7 +127,7 @@ class GroundednessJudge(JudgeBase):
     Notes
     -----
     Both calls run with the caller's run config at ``temperature=0.0`` and without its budget
-    tracker (the batch budget in scope still counts them), as :class:`LLMJudge` does. ``details``
+    tracker (the run budget in scope still counts them), as :class:`LLMJudge` does. ``details``
     hold ``claims`` (each ``{"claim", "verdict", "document", "passage"}``), the counts
     ``supported`` / ``contradicted`` / ``not_found``, ``raw_reply`` and ``judge_prompt`` (both calls',
     labelled). An answer without claims, or a reply that cannot be read, raises

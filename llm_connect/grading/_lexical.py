@@ -1,11 +1,11 @@
-"""Lexical judges that need no model: reference containment and SQuAD token F1.
+"""Lexical judges that need no model: exact match, reference containment and SQuAD token F1.
 
-Both compare the candidate with each reference of the baseline (several when
-``reference_sep`` is set) and keep the best, as SQuAD's
-``metric_max_over_ground_truths`` does. Both normalise with SQuAD's rule by
-default (lowercase, no punctuation, no articles, whitespace collapsed), since
-that is how the QA literature reports them; ``normalizer`` takes the same names
-and callables as :class:`~llm_connect.grading.ExactMatchJudge` (``None``: as is).
+:class:`ExactMatchJudge` compares the two contents as they are, or normalised (:data:`NORMALIZERS`).
+:class:`ContainsJudge` and :class:`TokenF1Judge` both compare the candidate with each reference of the
+baseline (several when ``reference_sep`` is set) and keep the best, as SQuAD's
+``metric_max_over_ground_truths`` does. Both normalise with SQuAD's rule by default (lowercase, no
+punctuation, no articles, whitespace collapsed), since that is how the QA literature reports them;
+``normalizer`` takes the same names and callables as :class:`ExactMatchJudge` (``None``: as is).
 
 References:
 
@@ -21,16 +21,99 @@ References:
 from __future__ import annotations
 
 import re
+import string
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ..core import LLMResponse, RunConfig
+from ..errors import ValidationError
 from ._base import GradingResult, InlineJudge, validate_grader_id
-from ._judges import _resolve_normalizer, split_references
 
-__all__ = ["ContainsJudge", "TokenF1Judge", "token_f1"]
+__all__ = ["NORMALIZERS", "ContainsJudge", "ExactMatchJudge", "TokenF1Judge", "normalize_squad", "split_references",
+           "token_f1"]
+
+
+_PUNCT = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+def normalize_squad(text: str) -> str:
+    """SQuAD's answer normalisation: lowercase, drop punctuation and articles, collapse whitespace."""
+    text = text.lower().translate(_PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+NORMALIZERS: dict[str, Callable[[str], str]] = {
+    "squad": normalize_squad,
+    "lower": lambda s: s.lower(),
+    "strip": lambda s: s.strip(),
+    "whitespace": lambda s: " ".join(s.split()),
+}
+
+
+def split_references(text: str, sep: str | None) -> list[str]:
+    """Split ``text`` into references on ``sep`` (stripped, empty ones dropped); no ``sep``: ``[text]``."""
+    if not sep:
+        return [text]
+    refs = [r.strip() for r in text.split(sep)]
+    return [r for r in refs if r] or [text]
+
+
+def _resolve_normalizer(normalizer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
+    if normalizer is None or callable(normalizer):
+        return normalizer
+    if isinstance(normalizer, str) and normalizer in NORMALIZERS:
+        return NORMALIZERS[normalizer]
+    raise ValidationError(
+        f"unknown normalizer {normalizer!r}; use one of {sorted(NORMALIZERS)} or a callable str -> str"
+    )
+
+
+@dataclass
+class ExactMatchJudge(InlineJudge):
+    """1.0 when the candidate's content matches the baseline's, else 0.0.
+
+    ``normalizer``: ``None`` (compare as is), a name from :data:`NORMALIZERS`
+    (``"squad"``: lowercase, no punctuation or articles, whitespace collapsed)
+    or a callable. ``reference_sep``: when set, the baseline holds several
+    acceptable references separated by it, and matching any one is a match.
+    """
+
+    grader_id: str = "exact-match"
+    normalizer: str | Callable[[str], str] | None = None
+    reference_sep: str | None = None
+
+    splits_references = True
+    #: What the bias probes do to it by definition (probe -> why), said as such on its judge card, not as a bias.
+    by_definition: ClassVar[Mapping[str, str]] = {
+        "length": "an answer padded with filler no longer equals the reference",
+        "format": "an answer reformatted as markdown no longer equals the reference",
+        "injection": "an answer with an instruction appended no longer equals the reference",
+    }
+
+    def __post_init__(self) -> None:
+        validate_grader_id(self.grader_id)
+        self._normalize = _resolve_normalizer(self.normalizer)
+
+    def matches(self, baseline: str, candidate: str) -> bool:
+        norm = self._normalize or (lambda s: s)
+        target = norm(candidate)
+        return any(norm(ref) == target for ref in split_references(baseline, self.reference_sep))
+
+    def judge(
+        self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
+    ) -> GradingResult:
+        matched = self.matches(baseline.content, candidate.content)
+        return GradingResult(
+            quality_score=1.0 if matched else 0.0,
+            notes="exact match" if matched else "no match",
+            grader_id=self.grader_id,
+            baseline_response=baseline,
+            candidate_response=candidate,
+        )
 
 
 def token_f1(candidate_tokens: list[str], reference_tokens: list[str]) -> float:
@@ -48,7 +131,7 @@ def token_f1(candidate_tokens: list[str], reference_tokens: list[str]) -> float:
 @dataclass
 class _LexicalJudge(InlineJudge):
     """What the two lexical judges share: a normaliser (SQuAD's by default), several references and
-    a synchronous judge that the batch runtime awaits without a thread."""
+    a synchronous judge that the runner awaits without a thread."""
 
     grader_id: str = "lexical"
     normalizer: str | Callable[[str], str] | None = "squad"

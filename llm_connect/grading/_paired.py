@@ -1,6 +1,6 @@
 """``PairedGrader`` and :func:`grade_many`: generate a baseline and a candidate answer, then judge them.
 
-Runs on the one batch engine (:mod:`llm_connect.batch`) with the judge row
+Runs on the one runner (:mod:`llm_connect.runner`) with the judge row
 work of :mod:`._batch`; records through
 :func:`~llm_connect.grading._base.observation_for`.
 """
@@ -13,26 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._runtime import acall_complete
-from ..batch import (
-    GRADE_COLUMNS,
-    BatchPlan,
-    Row,
-    batch_budget,
-    check_ledger,
-    column_values,
-    item_text,
-    items_frame,
-    ledger_columns,
-    reference_text,
-    row_for_exception,
-    row_item_id,
-    run_batch,
-)
+from ..columns import GRADE_COLUMNS
 from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ValidationError
+from ..items import column_values, item_text, items_frame, reference_text, row_item_id
 from ..quality import BaseLedger
+from ..runner import Row, RunPlan, check_ledger, ledger_columns, row_for_exception, run_budget, run_plan
 from ._base import GradingResult, Judge, acall_judge, judge_abilities, observation_for
-from ._batch import finish_rows, record_result, result_row
+from ._judge_many import finish_rows, record_result, result_row
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,7 +73,7 @@ class PairedGrader:
         prompt: str,
         run_config: RunConfig,
     ) -> tuple[LLMResponse, LLMResponse, GradingResult]:
-        """Async twin of :meth:`grade` that also returns the two responses (for the batch runtime)."""
+        """Async twin of :meth:`grade` that also returns the two responses (for the runner)."""
         baseline, candidate = await asyncio.gather(
             acall_complete(baseline_adapter, prompt, run_config),
             acall_complete(candidate_adapter, prompt, run_config),
@@ -111,7 +99,9 @@ def grade_many(
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
 ) -> pd.DataFrame:
-    """Generate a baseline and a candidate answer for each prompt, then grade them.
+    """Grade each prompt: generate a baseline and a candidate answer, then judge them.
+
+    "Grade" is generate-then-judge; to judge answers you already have, call :func:`judge_many`.
 
     ``items``: prompts (strings), or a DataFrame / mappings with a ``prompt``
     column (plus ``id`` and any extras, carried through). One row per item, in
@@ -125,16 +115,16 @@ def grade_many(
     and ``task_type``, each scored row is appended as a
     :class:`QualityObservation` with the rubric hash, grader id and item id in
     ``tags`` (the item's ``id``; without one, the key of the prompt and the two
-    answers, ``"row:<sha256>"``, see :func:`~llm_connect.batch.content_item_id`),
+    answers, ``"row:<sha256>"``, see :func:`~llm_connect.items.content_item_id`),
     and a ``ledger_error`` column says when that failed (the row stays scored).
 
-    Spend, and how to cap the judge's: the batch budget is ``budget`` (a
+    Spend, and how to cap the judge's: the run budget is ``budget`` (a
     tracker, or a limit in USD), else ``run_config.budget_tracker``; every
     paid call of a row (both answers and the judge's own, which its call
     config would not charge) is charged to it once. ``budget=5.0`` caps the
     whole run at about $5: once it is spent no call starts, and the rows not
     attempted are ``error`` rows saying "budget exhausted". A tracker in
-    ``run_config`` that is not the batch budget is charged for the two
+    ``run_config`` that is not the run budget is charged for the two
     answers only. ``df.attrs["budget"]`` holds the limit, the spend and the calls.
     """
     if not isinstance(grader, PairedGrader):
@@ -196,6 +186,6 @@ def grade_many(
         return row
 
     columns = (*GRADE_COLUMNS, *ledger_columns(ledger))
-    plan = BatchPlan(len(records), work, finish_rows(judge, frame, columns), desc="grading",
-                     budget=batch_budget(budget, run_config))
-    return run_batch(plan, concurrency=concurrency, progress=progress)
+    plan = RunPlan(len(records), work, finish_rows(judge, frame, columns), desc="grading",
+                     budget=run_budget(budget, run_config))
+    return run_plan(plan, concurrency=concurrency, progress=progress)

@@ -459,7 +459,7 @@ def _dump_yaml(data: Any) -> str:
 # -- built-in rubrics -------------------------------------------------------------------------------
 #
 # ``LLMJudge`` with no rubric keeps today's correctness rubric of its scoring, with today's prompt and
-# hash; ``_judges`` registers each one here as a Rubric value (``register_builtin``), so
+# hash; ``_llm_judge`` registers each one here as a Rubric value (``register_builtin``), so
 # ``LLMJudge(adapter).current_rubric`` is a Rubric whose ``hash`` is that same legacy hash, and a
 # judge given that Rubric sends exactly the prompt it sends without one. Any change to its content
 # (a worked example, other criteria, another threshold) makes another rubric, with its own hash.
@@ -468,7 +468,7 @@ _BUILTINS: dict[str, tuple[Rubric, str]] = {}  # scoring -> (rubric, legacy hash
 
 
 def register_builtin(scoring: str, rubric: Rubric, legacy_hash: str) -> None:
-    """Declare ``rubric`` the built-in correctness rubric of ``scoring`` (called once by ``_judges``)."""
+    """Declare ``rubric`` the built-in correctness rubric of ``scoring`` (called once by ``_llm_judge``)."""
     _BUILTINS[scoring] = (rubric, legacy_hash)
     object.__setattr__(rubric, "_hash", legacy_hash)
 

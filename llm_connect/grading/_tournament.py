@@ -3,10 +3,10 @@
 :func:`tournament` schedules the comparisons (every pair of models on each prompt, or a seeded
 random subset of them per prompt, with a coin deciding which model is shown as A, as Chatbot
 Arena samples its battles: Chiang et al. 2024, "Chatbot Arena: An Open Platform for Evaluating
-LLMs by Human Preference"), runs them through the one batch engine (:func:`judge_many` with the
+LLMs by Human Preference"), runs them through the one runner (:func:`judge_many` with the
 pairwise judge: concurrency, budget, ledger, epochs, progress) and returns the battles with
 ``model_a``, ``model_b`` and ``winner`` beside the judge's columns, the frame
-:func:`llm_connect.calibration.leaderboard` reads.
+:func:`llm_connect.stats.leaderboard` reads.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import math
 import random
 from typing import TYPE_CHECKING, Any
 
-from ..batch import is_missing, items_frame, judge_and_items
 from ..core import BudgetTracker, RunConfig
 from ..errors import ValidationError
+from ..items import is_missing, items_frame
 from ..quality import BaseLedger
 from ._base import Judge, judge_abilities
-from ._batch import judge_many
 from ._epochs import Reducer
+from ._judge_many import judge_many
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -168,15 +168,11 @@ def tournament(
     columns. ``winner``: ``"a"``, ``"b"`` or ``"tie"`` from the (reduced) score (:func:`winner_of`;
     a pairwise judge whose orders disagree calls a tie); ``None`` for an unscored or error
     battle, which stays in the frame (its reason in ``error``) and is counted in
-    ``df.attrs["counts"]``: pass the frame to :func:`llm_connect.calibration.battles` to keep the
+    ``df.attrs["counts"]``: pass the frame to :func:`llm_connect.calibration.battle_outcomes` to keep the
     decided battles only, or straight to ``leaderboard(df, model_a="model_a", model_b="model_b",
     winner="winner")``. ``df.attrs`` also keeps ``judge_many``'s (``budget``, ``reliability``
     with epochs...).
-
-    The order ``tournament(answers, judge)`` of earlier releases still works, with a
-    :class:`DeprecationWarning` (the judge comes first, as in ``judge_many(judge, items)``).
     """
-    judge, answers = judge_and_items(judge, answers, func="tournament", names=("judge", "answers"))
     if not judge_abilities(judge).pairwise:
         reason = getattr(judge, "not_pairwise_reason", None)  # a PipelineJudge says why it is not
         raise ValidationError("a tournament needs a pairwise judge (one that compares two answers, such as "

@@ -11,7 +11,7 @@ checks them against) and below :mod:`llm_connect.views`, which draws the Labelle
 façade over three rooms: its items (``_items``: ids, keys, the judge's scores, conversations as items,
 :func:`conversation_items`), the ledger it writes and reads back (``_log``: labels, skips, undos and holds),
 and the plan that chooses the next item (``_queue``, over the designs of :mod:`llm_connect.stats.sampling`,
-:data:`STRATEGIES`). The guide (``docs/guides/labelling.md``) tells the whole story.
+:data:`~llm_connect.stats.sampling.STRATEGIES`). The guide (``docs/guides/labelling.md``) tells the whole story.
 
 A restarted kernel (a new ``Labeller`` with the same items, ledger, task type, annotator,
 strategy and seed) rebuilds the same seeded order and shows the first item that annotator has
@@ -38,6 +38,6 @@ conversation is one item; its judge score is the mean of its turns' scores.
 """
 
 from ._items import UNITS, conversation_items
-from ._labeller import STRATEGIES, Labeller
+from ._labeller import Labeller
 
-__all__ = ["STRATEGIES", "UNITS", "Labeller", "conversation_items"]
+__all__ = ["UNITS", "Labeller", "conversation_items"]

@@ -1,8 +1,8 @@
 """What a :class:`~llm_connect.labelling.Labeller` shows: its items, read from a frame.
 
 One item is one ``(id, adapter)``: the same question answered by two models is two items. Item ids are
-converted as :func:`~llm_connect.grading.judge_many` records them (:func:`~llm_connect.batch.canonical_item_id`)
-and matched on their text (:func:`~llm_connect.batch.item_id_text`), so labels pair with the judge's scores
+converted as :func:`~llm_connect.grading.judge_many` records them (:func:`~llm_connect.items.canonical_item_id`)
+and matched on their text (:func:`~llm_connect.items.item_id_text`), so labels pair with the judge's scores
 whatever the ids' dtype. With ``unit="conversation"`` the rows of one conversation are one item
 (:func:`conversation_items`). The judge's score is read from the items (``NAME`` or ``score_NAME``), else from
 the ledger's observations of the task type with ``tags["grader_id"] == NAME`` (mean per item and adapter); its
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..batch import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 from ..errors import ValidationError
+from ..items import CONVERSATION_COLUMNS, canonical_item_id, conversation_tags, item_id_text, item_ids
 
 __all__ = ["UNITS", "LabelItems", "conversation_items", "judge_scores_from_ledger", "label_items", "read_items"]
 
@@ -300,7 +300,7 @@ def label_items(frame: pd.DataFrame, *, strategy: str, group: str | None, refere
         raise ValidationError(f"items lack {', '.join(missing)}; their columns are {list(frame.columns)[:20]}")
     if conversational:  # a conversation's turns: keyed as judge_many keys them (the turn is part of the item)
         if "prompt" not in frame.columns:
-            from ..grading._batch import item_messages, item_prompt
+            from ..grading._judge_many import item_messages, item_prompt
 
             frame = frame.assign(prompt=[item_prompt(r, item_messages(r)) for r in frame.to_dict("records")])
         keyed = frame.rename(columns={id_col: "id"}) if id_col not in (None, "id") else frame

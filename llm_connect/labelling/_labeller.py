@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
-from ..batch import item_id_text, renamed_keyword
 from ..errors import ValidationError
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
+from ..items import item_id_text
 from ..quality import BaseLedger
 from ..stats._validate import check_confidence
 from ..stats.estimates import estimate_quality, labels_needed
@@ -26,7 +26,7 @@ from ._items import UNITS, label_items, read_items
 from ._log import LabelLog
 from ._queue import LabelQueue
 
-__all__ = ["STRATEGIES", "Labeller"]
+__all__ = ["Labeller"]
 
 _log = logging.getLogger("llm_connect")
 _MIN_LABELS_FOR_WIDTH = 10  # below this the progress text gives no width (the normal interval is not yet one)
@@ -46,8 +46,7 @@ class Labeller:
     ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
     scores may come from); ``task_type``: the task type of the judge's observations;
     ``annotator``: who labels (a name); ``grader_id``: the judge's grader id (its scores drive
-    ``"active"`` and the estimates; ``None``: human-only intervals; ``judge=``, its older name, is
-    still accepted with a :class:`DeprecationWarning`); ``strategy``: ``"random"``,
+    ``"active"`` and the estimates; ``None``: human-only intervals); ``strategy``: ``"random"``,
     ``"stratified"``, ``"active"``, ``"overlap"`` or ``"abstained"`` (the rows of a selective judge's or
     cascade's ``judge_many`` frame it abstained on, most uncertain first); ``seed``: the order's seed.
 
@@ -99,9 +98,8 @@ class Labeller:
         confidence: float = 0.95,
         hold_seconds: float = 900.0,
         unit: str = "turn",
-        judge: str | None = None,
     ) -> None:
-        judge = renamed_keyword(grader_id, judge, func="Labeller", new_name="grader_id", old_name="judge")
+        judge = grader_id
         if strategy not in STRATEGIES:
             raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
         if unit not in UNITS:

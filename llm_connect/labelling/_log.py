@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..batch import canonical_item_id, item_id_text
 from ..frames import HOLD_GRADER_ID, HUMAN_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID, ledger_frame
+from ..items import canonical_item_id, item_id_text
 from ..quality import BaseLedger, QualityObservation
 from ._items import LabelItems
 

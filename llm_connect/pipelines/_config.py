@@ -17,7 +17,8 @@ Unit types: ``categorical-judge`` (``categories``, ``values``), ``boolean-judge`
 (``values``), ``likert-judge`` (``min``, ``max``), ``continuous-judge`` (``low``,
 ``high``), ``pairwise-judge`` (``order``, ``allow_tie``), ``verify``; judges and
 verify take ``prompt``, ``name``, ``explanation``, ``adapter`` (a name from
-``adapters=``), ``retries``, ``temperature``, ``seed``, ``max_tokens``; judges
+``adapters=``, else an adapter spec of :mod:`llm_connect.plugins` such as
+``openai:MODEL``), ``retries``, ``temperature``, ``seed``, ``max_tokens``; judges
 also ``scoring`` and ``top_logprobs``. Pools: ``majority-pool`` (``tie_break``;
 ``max-pool`` is an alias of it, Verdict's name for majority vote), ``mean-pool``,
 ``median-pool``, ``weighted-mean-pool`` (``weights``); all take ``name`` and
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import LLMAdapter
-from ..errors import ConfigError
+from ..errors import ConfigError, LLMConnectError
 from ..grading._parse import brief_repr
 from ._llm_units import MAX_RETRIES, JudgeUnit, PairwiseUnit, VerifyUnit
 from ._pipeline import CONNECTIONS, INNER, MAX_REPEAT, Layer, Pipeline, Unit
@@ -199,16 +200,30 @@ def _check_keys(node: Mapping[str, Any], allowed: tuple[str, ...], path: str) ->
 
 
 def _resolve_adapter(value: Any, adapters: Mapping[str, Any] | None, path: str) -> Any:
+    """A unit's ``adapter:``: a name given in ``adapters=``, else an adapter spec of the registry
+    (``openai:MODEL``, ``anthropic:MODEL``, a plugin's name), built once per config (kept in ``adapters``)."""
     if isinstance(value, str):
-        if not adapters or value not in adapters:
-            known = sorted(adapters) if adapters else []
-            shown = brief_repr(value)
-            raise _fail(path, f"unknown adapter {shown}; pass it in from_config(..., adapters={{{shown}: ...}})"
-                        + (f" (known: {known})" if known else ""))
+        if adapters is None or value not in adapters:
+            from .. import plugins
+
+            try:
+                built = plugins.adapter(value)
+            except ConfigError as exc:
+                known = sorted(adapters) if adapters else []
+                shown = brief_repr(value)
+                raise _fail(path, f"unknown adapter {shown}: not in adapters= (pass it in from_config(..., "
+                            f"adapters={{{shown}: ...}})" + (f"; known: {known}" if known else "") + "), nor an "
+                            f"adapter spec: {exc}") from None
+            except LLMConnectError as exc:  # a missing extra or API key: still a ConfigError naming the key
+                raise _fail(path, f"adapter {brief_repr(value)} cannot be built: {type(exc).__name__}: {exc}") \
+                    from None
+            if isinstance(adapters, dict):  # the next unit that names it shares it
+                adapters[value] = built
+            return built
         return adapters[value]
     if callable(getattr(value, "complete", None)):
         return value
-    raise _fail(path, f"must name an adapter given in adapters=, got {brief_repr(value)}")
+    raise _fail(path, f"must name an adapter given in adapters= or an adapter spec, got {brief_repr(value)}")
 
 
 class _Count:
@@ -392,7 +407,10 @@ def from_config(
     """A validated :class:`Pipeline` from a dict or a YAML file path.
 
     ``adapter`` serves every unit that names none; ``adapters`` maps the names
-    units give in ``adapter:`` to adapters.
+    units give in ``adapter:`` to adapters. A name not in ``adapters`` is an
+    adapter spec of the registry (:func:`llm_connect.plugins.adapter`:
+    ``openai:MODEL``, ``anthropic:MODEL``, ``local``, a plugin's name), built
+    once per config and shared by the units that name it.
 
     Errors: whatever is wrong with the config, ``from_config`` raises a
     :class:`ConfigError` (a ``ValueError``) naming the key, and nothing else:
@@ -435,5 +453,6 @@ def _from_config(config: Any, adapter: Any, adapters: Mapping[str, Any] | None) 
     if adapter is not None and not callable(getattr(adapter, "complete", None)):
         raise ConfigError("adapter must have a complete(prompt, run_config) method")
     count = _Count()
+    adapters = dict(adapters or {})  # the named adapters, and those built from specs (once per config)
     layers = [_stage(s, f"pipeline[{i}]", adapters, count) for i, s in enumerate(stages)]
     return Pipeline(layers, threshold=threshold, adapter=adapter, name=name).validate()

@@ -31,7 +31,7 @@ The base class :class:`Unit` lives here, beside :class:`Pipeline`, because
 ``unit >> unit`` makes a pipeline. The LLM units and pools derive from it in
 modules above this one; the pipeline asks a unit what it is through the class
 attributes it declares (``calls_llm``, ``checks_one_verdict``) and its methods,
-never through its class, so it imports none of them. :meth:`Pipeline.draw` is
+never through its class, so it imports none of them. :meth:`Pipeline.plot` is
 drawn by :func:`llm_connect.views.plot_pipeline`, found by name at call time.
 """
 
@@ -45,27 +45,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .._display import view
-from .._html import html_format, html_table
 from .._runtime import on_background, run_sync
-from ..batch import (
-    PIPELINE_COLUMNS,
-    PIPELINE_EXTRA_COLUMNS,
-    BatchPlan,
-    arun_batch,
-    attach_rows,
-    batch_budget,
-    item_text,
-    items_frame,
-    reference_text,
-    run_batch,
-)
+from ..columns import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS
 from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
+from ..grading import WrapperJudge
 from ..grading._base import GradingResult, validate_grader_id, validate_score
-from ..grading._batch import reduce_item
-from ..grading._compound import WrapperJudge
 from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
+from ..grading._judge_many import reduce_item
 from ..grading._parse import brief_repr
+from ..items import item_text, items_frame, reference_text
+from ..runner import RunPlan, arun_plan, attach_rows, run_budget, run_plan
 from ._scales import Scale
 from ._trace import PipelineResult, Trace, UnitOutput
 from ._unit_base import NodeContext, _check_name
@@ -440,25 +430,25 @@ class Pipeline:
         lines.append("}")
         return "\n".join(lines)
 
-    def draw(self, ax: Any = None, **kwargs: Any) -> Any:
-        """Draw the graph with matplotlib (layers left to right); returns the Axes.
+    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
+        """Plot the graph with matplotlib (layers left to right), as every ``.plot()`` of the package does.
 
-        The drawing is :func:`llm_connect.views.plot_pipeline` (``kwargs`` go to its box labels)."""
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure's Axes when ``None``.
+        **kwargs
+            Passed to the box labels of :func:`llm_connect.views.plot_pipeline`, which draws it.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The Axes drawn on.
+        """
         return view("plot_pipeline")(self, ax=ax, **kwargs)
 
     def _repr_html_(self) -> str:
-        try:
-            g = self._compiled()
-        except ConfigError as exc:
-            return html_format("<p>{}: not runnable yet: {}</p>", self.name, str(exc))
-        rows = []
-        for node in g.nodes.values():
-            adapter = getattr(node.adapter, "adapter_id", "") if node.adapter is not None else ""
-            rows.append([node.id, node.unit.describe(), ", ".join(node.inputs) or "item", str(adapter)])
-        cap = f"{self.name}: {self.llm_units} LLM calls per item"
-        if self.threshold is not None:
-            cap += f", pass at score >= {self.threshold:g}"
-        return html_table(rows, header=["node", "unit", "inputs", "adapter"], caption=cap)
+        return view("pipeline_html")(self)
 
     def __repr__(self) -> str:
         return f"Pipeline(name={self.name!r}, stages={len(self.stages)}, threshold={self.threshold!r})"
@@ -526,7 +516,7 @@ class Pipeline:
         return run_sync(self._run_traced(item, run_config, Trace()))
 
     def _plan(self, items: Any, run_config: RunConfig | None, budget: BudgetTracker | float | None,
-              epochs: int = 1, reducer: str | Reducer = "mean") -> BatchPlan:
+              epochs: int = 1, reducer: str | Reducer = "mean") -> RunPlan:
         """The batch plan of :meth:`run_many` (and of :meth:`arun_many`: the same rows and columns).
 
         With ``epochs=k > 1`` the plan has ``k * n`` runs, epoch-major (every item's epoch 0
@@ -560,8 +550,8 @@ class Pipeline:
         def finish(rows: list[dict[str, Any]], interrupted: bool) -> Any:
             return self._finish(frame, rows, traces, interrupted, k, reducer, reducer_name)
 
-        return BatchPlan(n * k, work, finish, desc=self.name if k == 1 else f"{self.name} ({k} epochs)",
-                         budget=batch_budget(budget, run_config))
+        return RunPlan(n * k, work, finish, desc=self.name if k == 1 else f"{self.name} ({k} epochs)",
+                         budget=run_budget(budget, run_config))
 
     def _finish(self, frame: Any, rows: list[dict[str, Any]], traces: list[Trace], interrupted: bool,
                 k: int = 1, reducer: str | Reducer = "mean", reducer_name: str = "mean") -> Any:
@@ -616,20 +606,20 @@ class Pipeline:
     ) -> pd.DataFrame:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
-        Columns (:data:`~llm_connect.batch.PIPELINE_COLUMNS`): the items' own, then a
+        Columns (:data:`~llm_connect.columns.PIPELINE_COLUMNS`): the items' own, then a
         judge's result columns, as :func:`~llm_connect.grading.judge_many` of
         :meth:`as_judge` gives them: ``quality_score``, ``notes``, ``grader_id`` (the
         pipeline's name), ``status`` (scored / unscored / error), ``error``,
-        ``latency_ms`` (the item's wall time), ``tokens_in``, ``tokens_out``,
+        ``latency_ms`` (the item's wall time), ``judge_tokens_in``, ``judge_tokens_out``,
         ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
         ``verdict``, ``passed``, ``calls`` and ``trace``.
         ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
-        the one batch engine (:mod:`llm_connect.batch`), as :func:`llm_connect.grading.judge_many` does. An item
+        the one runner (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many` does. An item
         whose field read by the templates is missing (None/NaN), or whose
         ``baseline``/``reference`` is blank, is an ``error`` row naming it.
 
         Spend, and how to cap it: every call of every unit is charged to the
-        batch budget, ``budget`` (a :class:`~llm_connect.BudgetTracker`, or a
+        run budget, ``budget`` (a :class:`~llm_connect.BudgetTracker`, or a
         limit in USD), else ``run_config.budget_tracker``. ``budget=0.50``
         caps the run at about $0.50: a call starts only while money is left
         (the limit is overshot by at most the calls in flight when it was
@@ -658,7 +648,7 @@ class Pipeline:
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
                                                 concurrency=concurrency, progress=progress)
-        return run_batch(plan, concurrency=concurrency, progress=progress)
+        return run_plan(plan, concurrency=concurrency, progress=progress)
 
     async def arun_many(
         self,
@@ -678,7 +668,7 @@ class Pipeline:
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
                                                 concurrency=concurrency, progress=progress)
-        return await arun_batch(plan, concurrency=concurrency, progress=progress)
+        return await arun_plan(plan, concurrency=concurrency, progress=progress)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
         """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""
@@ -719,7 +709,7 @@ def _notes(final: UnitOutput, passed: bool | None, threshold: float | None) -> s
 
 
 def _usage_response(trace: Trace, adapter_id: str) -> LLMResponse:
-    """A stand-in response holding a run's summed usage, for the batch engine's unscored/error rows."""
+    """A stand-in response holding a run's summed usage, for the runner's unscored/error rows."""
     return LLMResponse(content="", adapter_id=adapter_id, model_id="pipeline", tokens_in=trace.tokens_in,
                        tokens_out=trace.tokens_out, cost_usd=trace.cost_usd, latency_ms=trace.latency_ms)
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._html import html_format, html_table
+from .._display import view
 from ..errors import ConfigError
 from ._scales import Scale
 from ._template import TemplateView, ViewList
@@ -209,38 +209,11 @@ class Trace:
         return frame
 
     def _repr_html_(self) -> str:
-        head = ["node", "status", "attempt", "verdict", "score", "explanation", "reply", "tokens", "cost (USD)", "ms"]
-        body = []
-        for r in self.records:
-            cells = [
-                r.node,
-                r.status,
-                str(r.attempt) if r.prompt is not None else "",
-                r.verdict or "",
-                "" if r.score is None else f"{r.score:.3g}",
-                _short(r.explanation or ""),
-                _short(r.reply or r.error or ""),
-                f"{r.tokens_in}+{r.tokens_out}" if r.prompt is not None else "",
-                f"{r.cost_usd:.6f}" if r.prompt is not None else "",
-                f"{r.latency_ms:.0f}" if r.prompt is not None else "",
-            ]
-            body.append(cells)
-        t = self.totals()
-        return html_table(
-            body,
-            header=head,
-            caption=f"{t['calls']} calls, {t['tokens_in']}+{t['tokens_out']} tokens, ${t['cost_usd']:.6f}",
-            caption_attrs={"style": "caption-side:bottom;text-align:left"},
-        )
+        return view("trace_html")(self)
 
     def __repr__(self) -> str:
         t = self.totals()
         return f"Trace({len(self.records)} steps, {t['calls']} calls, ${t['cost_usd']:.6f})"
-
-
-def _short(text: str, limit: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -278,7 +251,4 @@ class PipelineResult:
         return self.trace.latency_ms
 
     def _repr_html_(self) -> str:
-        passed = "" if self.passed is None else (" — pass" if self.passed else " — fail")
-        head = html_format("<p><b>verdict</b> {} · <b>score</b> {:.3g}{} · {}</p>", self.verdict, self.quality_score,
-                           passed, self.notes)
-        return head + self.trace._repr_html_()
+        return view("pipeline_result_html")(self)

@@ -463,9 +463,9 @@ class QualityLedger(BaseLedger):
                     pass
 
     def _repr_html_(self) -> str:
-        import html
+        from .._display import view
 
-        return f"<code>QualityLedger</code> at <code>{html.escape(str(self._path))}</code>"
+        return view("ledger_html")("QualityLedger", str(self._path))
 
 
 def _payload(lines: Sequence[str]) -> bytes:

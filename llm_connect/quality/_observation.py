@@ -39,7 +39,27 @@ _REQUIRED = (
 
 
 def as_utc(value: Any, name: str) -> datetime:
-    """Return ``value`` as an aware UTC datetime; naive values are taken as UTC."""
+    """A datetime as an aware UTC datetime; a naive one is taken as UTC.
+
+    Parameters
+    ----------
+    value : datetime
+        The datetime.
+    name : str
+        What it is, for the error message.
+
+    Returns
+    -------
+    datetime
+        The same instant in UTC (``fold`` cleared).
+
+    Raises
+    ------
+    TypeError
+        When ``value`` is not a datetime.
+    ValidationError
+        When it has no UTC datetime (out of range once converted).
+    """
     if not isinstance(value, datetime):
         raise TypeError(f"{name} must be a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
@@ -86,8 +106,20 @@ def _find_surrogate(value: Any, where: str) -> tuple[str, str] | None:
 
 
 def tags_depth(value: Any, *, stop: int = TAGS_MAX_DEPTH + 1) -> int:
-    """How many levels of objects (mappings) and lists ``value`` nests (a scalar: 0), counted without
-    recursion; the count stops at ``stop``, so a deep value costs no more than a shallow one."""
+    """How many levels of objects (mappings) and lists a value nests, counted without recursion.
+
+    Parameters
+    ----------
+    value : object
+        A JSON-like value.
+    stop : int, default TAGS_MAX_DEPTH + 1
+        Stop counting at this depth, so a deep value costs no more than a shallow one.
+
+    Returns
+    -------
+    int
+        The depth: 0 for a scalar, 1 for a flat mapping or list; at most ``stop``.
+    """
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -146,6 +178,13 @@ def _non_negative_int(name: str, value: Any) -> int:
 
 
 def utc_now() -> datetime:
+    """The current time as an aware UTC datetime (an observation's default ``recorded_at``).
+
+    Returns
+    -------
+    datetime
+        Now, in UTC.
+    """
     return datetime.now(UTC)
 
 
@@ -153,8 +192,65 @@ def utc_now() -> datetime:
 class QualityObservation:
     """One observed outcome: how good, how costly and how slow a call was for a task type.
 
-    ``tags``: a dict of JSON values (string keys; no NaN or infinity), nested at most
-    :data:`TAGS_MAX_DEPTH` (32) levels deep, else a ``ValidationError`` naming the cap.
+    A frozen value, checked when made (and equal to its own JSON round trip); what a ledger holds, one per
+    line or row. ``judge_many(..., ledger=...)`` records one per scored judgment,
+    :func:`~llm_connect.frames.record_labels` one per human label, and :func:`~llm_connect.route` chooses a
+    model from them.
+
+    Parameters
+    ----------
+    task_type : str
+        The task it was observed on (e.g. ``"qa"``); non-empty.
+    adapter_id : str
+        The adapter of the model observed (for a judgment, the candidate's); non-empty.
+    model_id : str
+        The model observed; non-empty.
+    cost_usd : float
+        What the call cost, in USD (finite, >= 0).
+    quality_score : float
+        How good the outcome was, in 0.0..1.0 (a judge's score or a person's label).
+    latency_ms : float
+        How long the call took, in milliseconds (finite, >= 0).
+    tokens_in : int
+        Prompt tokens (>= 0).
+    tokens_out : int
+        Generated tokens (>= 0).
+    baseline_adapter_id : str, optional
+        The adapter the candidate was compared with, when there was one.
+    recorded_at : datetime, optional
+        When it was observed (default: now). A naive datetime is UTC; kept in UTC.
+    tags : dict, optional
+        More about it (``grader_id``, ``item_id``, ``rubric_hash``, ``annotator``, ...): a dict of JSON
+        values (string keys; no NaN or infinity), nested at most :data:`TAGS_MAX_DEPTH` (32) levels deep.
+
+    Attributes
+    ----------
+    total_tokens : int
+        ``tokens_in + tokens_out``.
+
+    Raises
+    ------
+    ValidationError
+        When a field is missing its kind or range (the message names it), a text holds a lone surrogate,
+        or the tags are not JSON or nest deeper than :data:`TAGS_MAX_DEPTH`.
+    TypeError
+        When ``recorded_at`` is not a datetime.
+
+    See Also
+    --------
+    llm_connect.QualityLedger : A JSON Lines file of observations.
+    is_stale : Whether an observation is older than a maximum age.
+
+    Examples
+    --------
+    >>> from datetime import datetime
+    >>> seen = QualityObservation(task_type="qa", adapter_id="openai", model_id="gpt-4o-mini", cost_usd=0.002,
+    ...                           quality_score=1.0, latency_ms=350.0, tokens_in=120, tokens_out=4,
+    ...                           recorded_at=datetime(2025, 1, 31, 12, 0), tags={"grader_id": "llm-judge"})
+    >>> seen.recorded_at.isoformat()
+    '2025-01-31T12:00:00+00:00'
+    >>> QualityObservation.from_dict(seen.to_dict()) == seen
+    True
     """
 
     task_type: str
@@ -210,10 +306,17 @@ class QualityObservation:
 
     @property
     def total_tokens(self) -> int:
+        """``tokens_in + tokens_out``."""
         return self.tokens_in + self.tokens_out
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; ``recorded_at`` is ISO-8601 with its UTC offset."""
+        """The observation as a JSON-serialisable dict, as a ledger line holds it.
+
+        Returns
+        -------
+        dict
+            Every field; ``recorded_at`` as ISO-8601 with its UTC offset.
+        """
         return {
             "task_type": self.task_type,
             "adapter_id": self.adapter_id,
@@ -230,10 +333,26 @@ class QualityObservation:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> QualityObservation:
-        """Build from ``to_dict()`` output. Unknown keys are ignored (later versions may add fields).
+        """An observation from :meth:`to_dict` output (a ledger line); the one full reader of a record.
 
-        Raises ``ValueError`` for a missing or invalid field and ``TypeError`` or
-        ``ValueError`` for an invalid ``recorded_at``.
+        Parameters
+        ----------
+        data : mapping
+            The record. Unknown keys are ignored (later versions may add fields); ``tags`` may be missing
+            or null (no tags).
+
+        Returns
+        -------
+        QualityObservation
+            The observation, checked as a new one is.
+
+        Raises
+        ------
+        ValidationError
+            When ``data`` is not a mapping, a field is missing or invalid, or ``recorded_at`` (required) is
+            not an ISO-8601 datetime.
+        TypeError
+            When ``recorded_at`` is neither a string nor a datetime.
         """
         if not isinstance(data, Mapping):
             raise ValidationError(f"an observation must be a JSON object, got {type(data).__name__}")
@@ -271,7 +390,44 @@ class QualityObservation:
 
 
 def is_stale(observation: QualityObservation, max_age: timedelta, *, now: datetime | None = None) -> bool:
-    """True when ``now - observation.recorded_at > max_age`` (strictly). Naive ``now`` is UTC."""
+    """Whether an observation is older than a maximum age: ``now - observation.recorded_at > max_age``.
+
+    Parameters
+    ----------
+    observation : QualityObservation
+        The observation.
+    max_age : timedelta
+        The oldest an observation may be and still count (>= 0).
+    now : datetime, optional
+        The time to measure from (default: now); a naive one is UTC.
+
+    Returns
+    -------
+    bool
+        Whether it is strictly older than ``max_age``.
+
+    Raises
+    ------
+    TypeError
+        When ``max_age`` is not a timedelta (or ``now`` not a datetime).
+    ValidationError
+        When ``max_age`` is negative.
+
+    See Also
+    --------
+    llm_connect.QualityLedger.mean_quality : Leaves stale observations out with ``max_age=``.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timedelta
+    >>> seen = QualityObservation(task_type="qa", adapter_id="openai", model_id="gpt-4o-mini", cost_usd=0.0,
+    ...                           quality_score=1.0, latency_ms=0.0, tokens_in=0, tokens_out=0,
+    ...                           recorded_at=datetime(2025, 1, 1))
+    >>> is_stale(seen, timedelta(days=30), now=datetime(2025, 1, 31))
+    False
+    >>> is_stale(seen, timedelta(days=30), now=datetime(2025, 2, 1))
+    True
+    """
     if not isinstance(max_age, timedelta):
         raise TypeError(f"max_age must be a timedelta, got {type(max_age).__name__}")
     if max_age < timedelta(0):
@@ -281,10 +437,20 @@ def is_stale(observation: QualityObservation, max_age: timedelta, *, now: dateti
 
 
 def has_lone_surrogate(o: QualityObservation) -> bool:
-    """True when a string of ``o`` (ids, tag keys and values) holds a lone surrogate.
+    """Whether a string of an observation (ids, tag keys and values) holds a lone surrogate.
 
-    Only a JSON ``\\u`` escape can put one in a parsed line (strict UTF-8 refuses
-    the raw bytes); the ledger's fast path, which skips ``__post_init__``, asks this.
+    Only a JSON ``\\u`` escape can put one in a parsed line (strict UTF-8 refuses the raw bytes); the
+    ledger's fast path, which skips ``__post_init__``, asks this.
+
+    Parameters
+    ----------
+    o : QualityObservation
+        The observation.
+
+    Returns
+    -------
+    bool
+        Whether one of its strings holds a lone surrogate.
     """
     for text in (o.task_type, o.adapter_id, o.model_id, o.baseline_adapter_id):
         if text is not None and not text.isascii() and _SURROGATE.search(text):

@@ -17,7 +17,7 @@ What is one record
   by an undo marker (tag ``undoes`` naming its ``label_id``) is no longer held: the item may be labelled again.
 - Anything else (no ``item_id`` or no ``grader_id``) has no key and is always written.
 
-Item ids are matched on their text as :func:`llm_connect.batch.item_id_text` matches them (``1``, ``1.0`` and
+Item ids are matched on their text as :func:`llm_connect.items.item_id_text` matches them (``1``, ``1.0`` and
 ``"1"`` are one item). A key is kept as a 16-byte digest: holding the keys of 100,000 records takes about
 15 MB, not the records.
 """
@@ -40,7 +40,7 @@ _digest = partial(hashlib.blake2b, digest_size=16)
 
 def id_text(value: Any) -> str | None:
     """The text an item id stored in a ledger's tags is matched on (``None`` when missing): what
-    :func:`llm_connect.batch.item_id_text` gives for a JSON value (a whole float is its int)."""
+    :func:`llm_connect.items.item_id_text` gives for a JSON value (a whole float is its int)."""
     if value is None:
         return None
     if isinstance(value, float):
@@ -81,7 +81,7 @@ class Recorded:
     record that stands (``None`` for those written) and ``held_ids`` its ``label_id`` (a Labeller's label;
     ``None`` otherwise). ``differing``: how many of those not written have
     another score than the record that stands (a changed label is not recorded again: the first stands until
-    it is taken back, e.g. by :meth:`~llm_connect.calibration.Labeller.undo`).
+    it is taken back, e.g. by :meth:`~llm_connect.labelling.Labeller.undo`).
     """
 
     written: tuple[bool, ...]

@@ -25,10 +25,13 @@ module                      what
 ``stats.sampling``          the Labeller's sampling designs: seeded orders, stratified,
                             overlap, active (inclusion probabilities, the residual walk)
 ``stats.bradley_terry``     Bradley–Terry leaderboards with bootstrap intervals and Arena
-                            rank ranges; style control (``style=``, ``style_effects``);
-                            continuous preferences; PPI++ Bradley–Terry
+                            rank ranges (``leaderboard``, ``style_effects``); continuous
+                            preferences; PPI++ Bradley–Terry; two boards compared (its
+                            private neighbours ``_comparisons``, ``_bt_fit``, ``_ppi_bt``,
+                            ``_compare_boards`` hold the pieces)
 ``stats.style``             Chatbot Arena's style features of an answer (length, headers,
-                            lists, bold) and their normalised differences
+                            lists, bold), their normalised differences, and the
+                            style-controlled Bradley–Terry fit
 ``stats.length_control``    AlpacaEval 2's length-controlled win rate (the GLM)
 ``stats.preferences``       a / b / tie preferences: coding, three-way agreement, position
                             bias

@@ -1,4 +1,5 @@
-"""The one check of a confidence level and the one reading of group columns (``by``).
+"""The one check of a confidence level, the one reading of group columns (``by``), and the one check that a
+frame has the columns a function reads (:func:`need_columns`).
 
 Every function of the package that takes ``confidence=`` checks it with :func:`check_confidence`,
 and every one that takes ``by=`` (one column name or several) reads it with :func:`by_columns`,
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-__all__ = ["by_columns", "check_confidence", "group_codes"]
+__all__ = ["by_columns", "check_confidence", "group_codes", "need_columns"]
 
 
 def check_confidence(confidence: Any, *, name: str = "confidence") -> float:
@@ -42,6 +43,27 @@ def check_confidence(confidence: Any, *, name: str = "confidence") -> float:
         raise ValidationError(f"{name} must be between 0 and 1 (e.g. 0.95), got {confidence!r}: an interval's "
                               f"level is strictly between 0 and 1{hint}")
     return conf
+
+
+def need_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    """Check that ``frame`` has every column of ``columns``.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The data.
+    columns : sequence of str
+        The columns a function reads (a name given twice is checked once).
+
+    Raises
+    ------
+    ValidationError
+        Naming every missing column and listing the columns the data has.
+    """
+    missing = [c for c in dict.fromkeys(columns) if c not in frame.columns]
+    if missing:
+        raise ValidationError(f"no column {', '.join(map(repr, missing))} in the data; it has "
+                              f"{', '.join(map(str, frame.columns))}")
 
 
 def by_columns(by: str | Sequence[str] | None, *, reserved: Iterable[str] = (),

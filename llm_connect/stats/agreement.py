@@ -36,17 +36,21 @@ __all__ = [
     "GRADED_STATISTICS",
     "HUMAN_COUNT_COLUMNS",
     "STATISTICS",
+    "STATISTIC_FUNCTIONS",
     "Estimate",
     "GroupedCorrelation",
     "ThresholdChoice",
+    "as_float_array",
     "bootstrap_ci",
     "choose_threshold",
+    "finite_or_nan",
     "graded_estimates",
     "grouped_correlation",
     "paired",
     "parse_scale",
     "threshold_sweep",
     "to_scale",
+    "undefined_reasons",
 ]
 
 STATISTICS: tuple[str, ...] = (
@@ -94,7 +98,27 @@ class Estimate:
         return f"{text} ({self.reason})" if self.reason and math.isnan(self.low) else text
 
 
-def _as_float_array(values: Any, name: str) -> np.ndarray:
+def as_float_array(values: Any, name: str) -> np.ndarray:
+    """Scores as a one-dimensional float array, anything that is not a number as NaN.
+
+    Parameters
+    ----------
+    values : array-like or pandas.Series
+        The scores (a Series is read with ``pd.to_numeric(errors="coerce")``, so text and missing values
+        become NaN).
+    name : str
+        What to call them in a message.
+
+    Returns
+    -------
+    numpy.ndarray
+        A float array.
+
+    Raises
+    ------
+    ValidationError
+        When the values are not one-dimensional.
+    """
     if isinstance(values, pd.Series):
         values = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     arr = np.asarray(values, dtype=float)
@@ -105,8 +129,8 @@ def _as_float_array(values: Any, name: str) -> np.ndarray:
 
 def paired(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, int]:
     """The rows where both are finite, and how many were dropped."""
-    x = _as_float_array(a, "a")
-    y = _as_float_array(b, "b")
+    x = as_float_array(a, "a")
+    y = as_float_array(b, "b")
     if len(x) != len(y):
         raise ValidationError(f"the two score arrays differ in length ({len(x)} vs {len(y)})")
     keep = np.isfinite(x) & np.isfinite(y)
@@ -222,7 +246,9 @@ def _mean_abs_diff(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray)
     return np.abs(a - b).mean(axis=1)
 
 
-_STAT_FUNCS: dict[str, Callable[..., np.ndarray]] = {
+#: Each statistic of :data:`STATISTICS` as a function of ``(a, b, va, vb)``: ``(k, n)`` arrays of scores and of
+#: pass/fail verdicts, one row per resample, returning ``(k,)`` values (what :func:`bootstrap_ci` resamples).
+STATISTIC_FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "percent_agreement": _percent_agreement,
     "cohen_kappa": _cohen_kappa,
     "alpha_interval": _alpha_interval,
@@ -242,11 +268,11 @@ def to_scale(scores: Any, scale: tuple[int, int]) -> np.ndarray:
     The documented binning rule of graded agreement: a machine judge's score ``s`` goes to the
     nearest step of the scale (halves round up; 1..5: 0-0.124 -> 1, 0.125-0.374 -> 2, ...,
     0.875-1 -> 5), and a label given on the scale (stored as ``(rating - low) / (high - low)`` by
-    :func:`~llm_connect.calibration.parse_labels`) comes back to its own rating (a non-integer
+    :func:`~llm_connect.stats.labels.parse_labels`) comes back to its own rating (a non-integer
     rating, such as a mean of raters, to the nearest step). NaN stays NaN.
     """
     low, high = scale
-    x = np.clip(_as_float_array(scores, "scores"), 0.0, 1.0)
+    x = np.clip(as_float_array(scores, "scores"), 0.0, 1.0)
     return low + np.floor(x * (high - low) + 0.5)
 
 
@@ -317,19 +343,36 @@ def graded_estimates(
         if n < 2:
             out[stat] = Estimate(math.nan, reason=f"only {n} paired rating{'s' if n != 1 else ''} (need at least 2)")
             continue
-        value = _finite_or_nan(float(func(ca[None], cb[None], k)[0]))
+        value = finite_or_nan(float(func(ca[None], cb[None], k)[0]))
         if math.isnan(value):
             out[stat] = Estimate(math.nan, reason="every rating on the scale is the same (no variation to agree on)"
                                  if len(set(ca) | set(cb)) == 1 else "undefined on this data")
             continue
         lo, hi = bootstrap_ci(lambda p, q, f=func: f(p, q, k), ca, cb, n_boot=n_boot, confidence=confidence,
                               seed=seed, cluster=cluster)
-        out[stat] = Estimate(value, _finite_or_nan(float(lo)), _finite_or_nan(float(hi)))
+        out[stat] = Estimate(value, finite_or_nan(float(lo)), finite_or_nan(float(hi)))
     return out
 
 
-def _reasons(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray, names: tuple[str, str]) -> dict[str, str]:
-    """Why each statistic is undefined on this data (only the undefined ones appear)."""
+def undefined_reasons(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray,
+                      names: tuple[str, str]) -> dict[str, str]:
+    """Why each statistic of :data:`STATISTICS` is undefined on paired scores.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray
+        The two raters' scores on the items both scored.
+    va, vb : numpy.ndarray
+        Their pass/fail verdicts (booleans) on the same items.
+    names : tuple of (str, str)
+        The two raters' names, for the reasons.
+
+    Returns
+    -------
+    dict of str to str
+        Only the statistics that are undefined, each with the reason (too few items, a constant score, one
+        verdict everywhere); a statistic mapped to ``""`` is defined.
+    """
     n = len(a)
     if n < 2:
         reason = f"only {n} paired score{'s' if n != 1 else ''} (need at least 2)"
@@ -349,7 +392,19 @@ def _reasons(a: np.ndarray, b: np.ndarray, va: np.ndarray, vb: np.ndarray, names
     return out
 
 
-def _finite_or_nan(x: float) -> float:
+def finite_or_nan(x: float) -> float:
+    """``x`` as a float when finite, else NaN (an infinity is never reported as a statistic).
+
+    Parameters
+    ----------
+    x : float
+        A value.
+
+    Returns
+    -------
+    float
+        ``float(x)``, or NaN for an infinite or NaN ``x``.
+    """
     return float(x) if np.isfinite(x) else math.nan
 
 
@@ -511,7 +566,7 @@ def threshold_sweep(
         vy = y >= (t if reference_threshold is None else reference_threshold)
         if len(x):
             pa = float(_percent_agreement(x[None], y[None], vx[None], vy[None])[0])
-            kappa = _finite_or_nan(float(_cohen_kappa(x[None], y[None], vx[None], vy[None])[0]))
+            kappa = finite_or_nan(float(_cohen_kappa(x[None], y[None], vx[None], vy[None])[0]))
             pos, ref = float(vx.mean()), float(vy.mean())
         else:
             pa = kappa = pos = ref = math.nan
@@ -550,10 +605,10 @@ def _correlation(x: np.ndarray, y: np.ndarray, method: str) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method == "kendall":
-            return _finite_or_nan(float(stats.kendalltau(x, y).statistic))
+            return finite_or_nan(float(stats.kendalltau(x, y).statistic))
         if method == "spearman":
-            return _finite_or_nan(float(stats.spearmanr(x, y).statistic))
-        return _finite_or_nan(float(stats.pearsonr(x, y).statistic))
+            return finite_or_nan(float(stats.spearmanr(x, y).statistic))
+        return finite_or_nan(float(stats.pearsonr(x, y).statistic))
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -693,8 +748,8 @@ def choose_threshold(
     """
     if folds < 2:
         raise ValidationError(f"folds must be at least 2, got {folds}")
-    a = _as_float_array(judge, "judge")
-    b = _as_float_array(reference, "reference")
+    a = as_float_array(judge, "judge")
+    b = as_float_array(reference, "reference")
     if a.shape != b.shape:
         raise ValidationError(f"the two score arrays differ in length ({len(a)} vs {len(b)})")
     keep = np.flatnonzero(np.isfinite(a) & np.isfinite(b))

@@ -20,7 +20,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from .bradley_terry import _check_settings, _expit, _frame, _names, _need_columns, _outcomes, _worth
+from ._bt_fit import _expit
+from ._comparisons import _frame, _names, _worth, read_outcomes
+from ._validate import need_columns
+from .bradley_terry import check_leaderboard_settings
 
 __all__ = ["LENGTH_CONTROLLED_COLUMNS", "SEPARATION_PENALTY", "length_controlled_win_rate"]
 
@@ -182,13 +185,13 @@ def length_controlled_win_rate(
     (``length_coef`` is ``phi``: positive when the judge favours the longer answer; ``fit``:
     ``"mle"`` or the penalised fallback and why).
     """
-    conf, n_boot = _check_settings(confidence, n_boot)
+    conf, n_boot = check_leaderboard_settings(confidence, n_boot)
     frame = _frame(data).reset_index(drop=True)
-    _need_columns(frame, [model, baseline_model, winner, length_a, length_b,
+    need_columns(frame, [model, baseline_model, winner, length_a, length_b,
                           *([instruction] if instruction else []), *([difficulty] if difficulty else [])])
     _names(frame[model], model)
     _names(frame[baseline_model], baseline_model)
-    outcome = _outcomes(frame[winner], winner, codes)
+    outcome = read_outcomes(frame[winner], winner, codes)
     keep = pd.notna(outcome).astype(bool)
     if not keep.any():
         raise ValidationError(f"column {winner!r} has no winner: nothing to compute a win rate from")

@@ -70,7 +70,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -117,28 +117,54 @@ def check_level(value: Any, name: str) -> float:
 
 @dataclass(frozen=True)
 class Guarantee:
-    """What a selective judge (or cascade) promises: on the items it judges, agreement with people of at
-    least ``1 − alpha``, with probability at least ``1 − delta`` over its calibration items.
+    """What a selective judge (or cascade) promises, as one frozen value: on the items it judges, agreement with
+    people of at least ``1 − alpha``, with probability at least ``1 − delta`` over its calibration items; and,
+    once calibrated, the ``cutoff`` it judges at and the share of the calibration items it judges there
+    (``coverage``).
 
     The one definition of the guarantee: :class:`SelectiveCutoff`,
     :class:`~llm_connect.grading.SelectiveJudge`, :class:`~llm_connect.grading.SelectiveCascade` and its
-    summary read their ``guaranteed_agreement`` and ``confidence_level`` from it (:class:`Guaranteed`).
+    summary hold one and read their ``alpha``, ``delta``, ``cutoff``, ``coverage``, ``guaranteed_agreement``
+    and ``confidence_level`` from it (:class:`Guaranteed`); nothing else computes them.
 
     Parameters
     ----------
     alpha, delta : float
         Strictly between 0 and 1 (:func:`check_level`).
+    cutoff : float, optional
+        The confidence at or above which the judge judges (``inf``: it abstains on every item); ``None`` before
+        calibration, and for a cascade (each stage has its own).
+    coverage : float, default NaN
+        The share of the calibration items judged at ``cutoff`` (a cascade: by any stage); NaN before
+        calibration, or for a cut-off set by hand.
+
+    Raises
+    ------
+    ValidationError
+        ``alpha`` or ``delta`` not strictly between 0 and 1, ``cutoff`` NaN, or ``coverage`` outside 0..1.
     """
 
     alpha: float
     delta: float
+    cutoff: float | None = None
+    coverage: float = math.nan
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", check_level(self.alpha, "alpha"))
         object.__setattr__(self, "delta", check_level(self.delta, "delta"))
+        if self.cutoff is not None:
+            if isinstance(self.cutoff, bool) or not isinstance(self.cutoff, (int, float, np.integer, np.floating)) \
+                    or math.isnan(self.cutoff):
+                raise ValidationError(f"cutoff must be a number (inf: abstain on every item) or None, got "
+                                      f"{self.cutoff!r}")
+            object.__setattr__(self, "cutoff", float(self.cutoff))
+        coverage = float(self.coverage)
+        if not (math.isnan(coverage) or 0.0 <= coverage <= 1.0 + 1e-9):
+            raise ValidationError(f"coverage must be a share in 0..1 (NaN: unknown), got {self.coverage!r}")
+        object.__setattr__(self, "coverage", coverage)
 
     @property
-    def agreement(self) -> float:
+    def guaranteed_agreement(self) -> float:
         """``1 − alpha``: the agreement with people on the judged items that holds with probability ``1 − delta``."""
         return 1.0 - self.alpha
 
@@ -149,25 +175,37 @@ class Guarantee:
 
     def describe(self) -> str:
         """``"at least 90% agreement with people, guaranteed at 90% confidence"``."""
-        return (f"at least {self.agreement:.0%} agreement with people, guaranteed at {self.confidence_level:.0%} "
-                "confidence")
+        return (f"at least {self.guaranteed_agreement:.0%} agreement with people, guaranteed at "
+                f"{self.confidence_level:.0%} confidence")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The guarantee as plain JSON.
+
+        Returns
+        -------
+        dict
+            ``alpha``, ``delta``, ``cutoff`` (``None`` when there is none or it is infinite: abstains on every
+            item), ``coverage`` (``None`` when unknown), ``guaranteed_agreement`` and ``confidence_level``.
+        """
+        cutoff = self.cutoff if self.cutoff is not None and math.isfinite(self.cutoff) else None
+        return {"alpha": self.alpha, "delta": self.delta, "cutoff": cutoff,
+                "coverage": None if math.isnan(self.coverage) else self.coverage,
+                "guaranteed_agreement": self.guaranteed_agreement, "confidence_level": self.confidence_level}
 
 
 class Guaranteed:
-    """A mixin for what holds ``alpha`` and ``delta``: its :class:`Guarantee` and the two numbers read from it."""
+    """A mixin for what holds a :class:`Guarantee` (its ``guarantee``: a field or a property): the two numbers
+    read from it."""
 
-    alpha: float
-    delta: float
+    if TYPE_CHECKING:  # declared for the type checker only: a holder's field or property is the one at run time
 
-    @property
-    def guarantee(self) -> Guarantee:
-        """The guarantee asked for (``alpha``, ``delta``) as one frozen value."""
-        return Guarantee(self.alpha, self.delta)
+        @property
+        def guarantee(self) -> Guarantee: ...
 
     @property
     def guaranteed_agreement(self) -> float:
         """``1 − alpha``: the agreement with people on judged items, guaranteed with probability ``1 − delta``."""
-        return self.guarantee.agreement
+        return self.guarantee.guaranteed_agreement
 
     @property
     def confidence_level(self) -> float:
@@ -365,6 +403,11 @@ class SelectiveCutoff(Guaranteed):
     note: str = ""
 
     @property
+    def guarantee(self) -> Guarantee:
+        """The guarantee this cut-off gives: ``alpha``, ``delta``, ``cutoff`` and ``coverage`` as one frozen value."""
+        return Guarantee(self.alpha, self.delta, self.cutoff, self.coverage)
+
+    @property
     def abstains_on_all(self) -> bool:
         return not math.isfinite(self.cutoff)
 
@@ -387,11 +430,8 @@ class SelectiveCutoff(Guaranteed):
         def num(x: float) -> float | None:
             return float(x) if math.isfinite(x) else None
 
-        return {"alpha": self.alpha, "delta": self.delta, "cutoff": num(self.cutoff), "n": self.n,
-                "n_judged": self.n_judged, "coverage": num(self.coverage), "agreement": num(self.agreement),
-                "risk_upper": num(self.risk_upper), "guaranteed_agreement": self.guaranteed_agreement,
-                "confidence_level": self.confidence_level, "n_min": self.n_min, "tested": self.tested,
-                "note": self.note}
+        return {**self.guarantee.to_dict(), "n": self.n, "n_judged": self.n_judged, "agreement": num(self.agreement),
+                "risk_upper": num(self.risk_upper), "n_min": self.n_min, "tested": self.tested, "note": self.note}
 
 
 def fixed_sequence_cutoff(confidence: Any, agree: Any, *, alpha: float = 0.1, delta: float = 0.1,

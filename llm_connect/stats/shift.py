@@ -19,7 +19,7 @@ import numpy as np
 from ._validate import check_confidence
 from .agreement import bootstrap_ci
 
-__all__ = ["ShiftStats", "paired_shift"]
+__all__ = ["ShiftStats", "empty_shift", "paired_shift"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,19 @@ class ShiftStats:
     note: str = ""
 
 
-def _empty_shift(note: str) -> ShiftStats:
+def empty_shift(note: str) -> ShiftStats:
+    """The shift of a probe that has nothing to measure: no item, every figure NaN, and why.
+
+    Parameters
+    ----------
+    note : str
+        Why there is no shift (e.g. "no item was scored both before and after").
+
+    Returns
+    -------
+    ShiftStats
+        ``n = 0``, NaN means, interval and p-value, no flips, and ``note``.
+    """
     nan = math.nan
     return ShiftStats(n=0, mean_original=nan, mean_perturbed=nan, mean_shift=nan, shift_low=nan,
                       shift_high=nan, p_value=nan, flip_rate=nan, flips_up=0, flips_down=0, note=note)
@@ -63,7 +75,7 @@ def paired_shift(
     a, b = a[keep], b[keep]
     n = len(a)
     if n == 0:
-        return _empty_shift("no item was scored both before and after")
+        return empty_shift("no item was scored both before and after")
     d = b - a
     va, vb = a >= threshold, b >= threshold
     flips_up, flips_down = int((~va & vb).sum()), int((va & ~vb).sum())

@@ -29,14 +29,13 @@ server's module on first use of :class:`LoopbackServer` (and aiohttp only when a
 server starts).
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ..errors import QualityInconclusive, QualityNotMet
 from ._assertions import QualityCheck, QualityInconclusiveWarning, assert_quality
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._doubles import Call, DeterministicEmbedder, ScriptedAdapter
     from .loopback import LoopbackServer
 
@@ -56,7 +55,7 @@ _LAZY = {"LoopbackServer": "loopback", "Call": "_doubles", "DeterministicEmbedde
          "ScriptedAdapter": "_doubles"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """Import the doubles' and the loopback server's modules on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:
@@ -69,4 +68,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})

@@ -116,9 +116,15 @@ class QualityCheck:
         return f"{self.confidence:.0%} interval [{_num(self.low)}, {_num(self.high)}]"
 
     @property
+    def method_text(self) -> str:
+        """How the interval was made, in words (``"exact Clopper–Pearson interval"``); :attr:`method` itself when
+        it has none."""
+        return _METHOD_TEXT.get(self.method, self.method)
+
+    @property
     def message(self) -> str:
         """One paragraph: the verdict, the figures behind it and the method; what would settle it."""
-        how = _METHOD_TEXT.get(self.method, self.method)
+        how = self.method_text
         sample = f"n={self.n}" + (f", {self.n_labelled} labelled" if self.n_labelled is not None else "")
         figures = f"{self.what} {_num(self.mean)}, {self.interval} ({how}; {sample})"
         if self.at_least is None:
@@ -154,19 +160,9 @@ class QualityCheck:
         return asdict(self)
 
     def _repr_html_(self) -> str:
-        from .._html import html_format, kv_table
+        from .._display import view
 
-        rows = [("verdict", self.verdict), ("n", self.n), (self.what, _num(self.mean)),
-                ("interval", f"[{_num(self.low)}, {_num(self.high)}] ({self.confidence:.0%})"),
-                ("at least", "every run" if self.at_least is None else f"{self.at_least:g}"),
-                ("method", _METHOD_TEXT.get(self.method, self.method))]
-        if self.more_items is not None:
-            rows.append(("more items to settle it", f"about {self.more_items}"))
-        if self.n_unscored or self.n_error:
-            rows.append(("not counted", f"{self.n_unscored} unscored, {self.n_error} error"))
-        if self.first_error:
-            rows.append(("first error", self.first_error))
-        return html_format("<div>{}</div>", kv_table(rows, caption="quality check"))
+        return view("quality_check_html")(self)
 
 
 # -- the checks a test makes, for the pytest plugin's summary ------------------------------------------

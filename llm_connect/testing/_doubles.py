@@ -49,7 +49,7 @@ class ScriptedAdapter:
     whitespace-separated words; cost is ``cost_per_call`` (USD, also the
     estimate reserved before the call). Each call takes the real adapters' one
     call path: the cost is reserved on the run config's budget tracker and the
-    batch budgets in scope before the call (refused once a budget is spent:
+    run budgets in scope before the call (refused once a budget is spent:
     the call is then neither made nor recorded) and settled after it (the
     reply is kept even when it takes the spend past the limit). ``calls``
     holds the history. ``is_local=True`` declares it in-process, as

@@ -48,8 +48,7 @@ as Anthropic's does. :meth:`LoopbackServer.reset` empties the cache.
 The server binds 127.0.0.1 only and stops when the ``with`` block ends (a
 subprocess also stops when its parent goes away, and after ``max_lifetime_s``).
 aiohttp is imported when a server starts. Run one from a shell with
-``python -m llm_connect.testing.loopback --port 8000`` (``python -m
-llm_connect.loopback`` is the same command, kept for older scripts).
+``python -m llm_connect.testing.loopback --port 8000``.
 """
 
 from __future__ import annotations
@@ -845,10 +844,11 @@ def _serve(config: dict[str, Any]) -> None:
         loop.close()
 
 
-def main(argv: list[str] | None = None, *, prog: str = "python -m llm_connect.testing.loopback") -> None:
+def main(argv: list[str] | None = None) -> None:
     """The command line: print the base URL (``http://127.0.0.1:PORT/v1``) and serve until interrupted
     (``--port``, ``--latency``, ``--reply``)."""
-    parser = argparse.ArgumentParser(prog=prog, description="Serve a fake OpenAI/Anthropic API on 127.0.0.1.")
+    parser = argparse.ArgumentParser(prog="python -m llm_connect.testing.loopback",
+                                     description="Serve a fake OpenAI/Anthropic API on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds each reply waits")
     parser.add_argument("--reply", default=None, help="a fixed reply (default: a judge verdict from the prompt)")

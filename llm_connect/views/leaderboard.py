@@ -15,7 +15,7 @@ import pandas as pd
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ..calibration._leaderboard import side_by_side
 from ..errors import ValidationError
-from ..stats.bradley_terry import MEAN, _need_columns
+from ..stats.bradley_terry import MEAN, need_columns
 from ._figures import new_figure, png_data_uri
 from .plots import _axes, _text
 
@@ -31,7 +31,7 @@ def shown_board(board: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     board : pandas.DataFrame
-        A :func:`~llm_connect.calibration.leaderboard` frame (``rank``, ``model``, ``rating`` with
+        A :func:`~llm_connect.stats.leaderboard` frame (``rank``, ``model``, ``rating`` with
         ``rating_low``/``rating_high``, ``rank_low``/``rank_high``, ``n``, ``win_rate``).
 
     Returns
@@ -51,12 +51,12 @@ def shown_board(board: pd.DataFrame) -> pd.DataFrame:
 
 def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
     """Ratings with their intervals, best at the top (``data``: a
-    :func:`~llm_connect.calibration.leaderboard` frame, or any frame with ``model``, ``rating`` and
+    :func:`~llm_connect.stats.leaderboard` frame, or any frame with ``model``, ``rating`` and
     optionally ``rating_low``/``rating_high``). With several groups (a ``by=`` frame) each model is
     labelled ``group / model``. ``**kwargs`` go to ``Axes.errorbar``. Returns the Axes."""
     if data is None or not isinstance(data, pd.DataFrame):
         raise ValidationError("data is required: pass a leaderboard(...) frame")
-    _need_columns(data, ["model", "rating"])
+    need_columns(data, ["model", "rating"])
     ax = _axes(ax)
     frame = data.sort_values("rating", ascending=True).reset_index(drop=True)
     by = [c for c in data.attrs.get("by", []) if c in frame.columns]

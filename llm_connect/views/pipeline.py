@@ -1,15 +1,20 @@
-"""A pipeline's graph, drawn with matplotlib: what :meth:`llm_connect.pipelines.Pipeline.draw` shows."""
+"""A pipeline's graph, drawn with matplotlib (what :meth:`llm_connect.pipelines.Pipeline.plot` shows), and the
+HTML Jupyter shows for a pipeline, its run's trace and an item's result.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._html import Markup, html_format, html_table
+from ..errors import ConfigError
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from ..pipelines import Pipeline
+    from ..pipelines import Pipeline, PipelineResult, Trace
 
-__all__ = ["plot_pipeline"]
+__all__ = ["pipeline_html", "pipeline_result_html", "plot_pipeline", "trace_html"]
 
 
 def plot_pipeline(pipeline: Pipeline, *, ax: Any = None, **kwargs: Any) -> Axes:
@@ -48,3 +53,88 @@ def plot_pipeline(pipeline: Pipeline, *, ax: Any = None, **kwargs: Any) -> Axes:
     ax.set_axis_off()
     ax.set_title(pipeline.name)
     return ax
+
+
+def pipeline_html(pipeline: Pipeline) -> Markup:
+    """A pipeline's nodes as a table (node, unit, inputs, adapter), captioned with its LLM calls per item.
+
+    Parameters
+    ----------
+    pipeline : Pipeline
+
+    Returns
+    -------
+    Markup
+        The table; a pipeline that cannot be built yet gives one paragraph saying why.
+    """
+    try:
+        g = pipeline._compiled()
+    except ConfigError as exc:
+        return html_format("<p>{}: not runnable yet: {}</p>", pipeline.name, str(exc))
+    rows = []
+    for node in g.nodes.values():
+        adapter = getattr(node.adapter, "adapter_id", "") if node.adapter is not None else ""
+        rows.append([node.id, node.unit.describe(), ", ".join(node.inputs) or "item", str(adapter)])
+    cap = f"{pipeline.name}: {pipeline.llm_units} LLM calls per item"
+    if pipeline.threshold is not None:
+        cap += f", pass at score >= {pipeline.threshold:g}"
+    return html_table(rows, header=["node", "unit", "inputs", "adapter"], caption=cap)
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def trace_html(trace: Trace) -> Markup:
+    """One row per step of a pipeline's run (node, status, verdict, score, the reply shortened, tokens, cost,
+    latency), captioned with the totals.
+
+    Parameters
+    ----------
+    trace : Trace
+
+    Returns
+    -------
+    Markup
+    """
+    head = ["node", "status", "attempt", "verdict", "score", "explanation", "reply", "tokens", "cost (USD)", "ms"]
+    body = []
+    for r in trace.records:
+        cells = [
+            r.node,
+            r.status,
+            str(r.attempt) if r.prompt is not None else "",
+            r.verdict or "",
+            "" if r.score is None else f"{r.score:.3g}",
+            _short(r.explanation or ""),
+            _short(r.reply or r.error or ""),
+            f"{r.tokens_in}+{r.tokens_out}" if r.prompt is not None else "",
+            f"{r.cost_usd:.6f}" if r.prompt is not None else "",
+            f"{r.latency_ms:.0f}" if r.prompt is not None else "",
+        ]
+        body.append(cells)
+    t = trace.totals()
+    return html_table(
+        body,
+        header=head,
+        caption=f"{t['calls']} calls, {t['tokens_in']}+{t['tokens_out']} tokens, ${t['cost_usd']:.6f}",
+        caption_attrs={"style": "caption-side:bottom;text-align:left"},
+    )
+
+
+def pipeline_result_html(result: PipelineResult) -> Markup:
+    """An item's result: the verdict, score, pass or fail and notes, then its trace (:func:`trace_html`).
+
+    Parameters
+    ----------
+    result : PipelineResult
+
+    Returns
+    -------
+    Markup
+    """
+    passed = "" if result.passed is None else (" — pass" if result.passed else " — fail")
+    head = html_format("<p><b>verdict</b> {} · <b>score</b> {:.3g}{} · {}</p>", result.verdict, result.quality_score,
+                       passed, result.notes)
+    return head + trace_html(result.trace)

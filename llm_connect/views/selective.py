@@ -1,7 +1,11 @@
-"""The risk-coverage curve of a selective judge, with its cut-off (Jung, Brahman & Choi, ICLR 2025).
+"""A selective judge's risk-coverage curve with its cut-off, and the HTML of selective judges, cascades and a
+cascade's batch (Jung, Brahman & Choi, ICLR 2025).
 
 Drawn from the curve :func:`llm_connect.stats.selective.risk_coverage` computes (a selective judge's
-``calibration.curve``); nothing is computed here but the layout.
+``calibration.curve``) and from the objects' own numbers (their one :class:`~llm_connect.stats.selective.Guarantee`);
+nothing is computed here but the layout. :class:`~llm_connect.grading.SelectiveJudge`,
+:class:`~llm_connect.grading.SelectiveCascade` and :class:`~llm_connect.grading.SelectiveCascadeSummary` reach
+their HTML here by name (:func:`llm_connect._display.view`).
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._html import Markup, fmt, frame_html, html_format, join, kv_table
 from ..errors import UncalibratedJudgeError, ValidationError
 from .plots import _axes, _legend, _text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["plot_risk_coverage"]
+    from ..grading import SelectiveCascade, SelectiveCascadeSummary, SelectiveJudge
+
+__all__ = ["plot_risk_coverage", "selective_cascade_html", "selective_cascade_summary_html", "selective_judge_html"]
 
 
 def _curve_of(data: Any) -> tuple[pd.DataFrame, float | None, float | None, str | None, float | None]:
@@ -81,3 +88,75 @@ def plot_risk_coverage(data: Any, *, alpha: float | None = None, title: str | No
     ax.set_title(title if title is not None else _text(f"risk-coverage of {name}" if name else "risk-coverage"))
     _legend(ax)
     return ax
+
+
+def selective_judge_html(judge: SelectiveJudge) -> Markup:
+    """A selective judge's verdict line, then its calibration as a table: the confidence, the cut-off, the
+    coverage and agreement on the calibration items, the guarantee and the labelled items it rests on.
+
+    Parameters
+    ----------
+    judge : SelectiveJudge
+        Calibrated or not (the table then says so).
+
+    Returns
+    -------
+    Markup
+    """
+    s, g = judge.summary(), judge.guarantee
+    rows = [("judge", judge.grader_id), ("confidence", s["source"] or "none (no usable signal)"),
+            ("cut-off", fmt(s["cutoff"]) if s["cutoff"] is not None else "∞ (abstains on every item)"),
+            ("coverage (calibration items judged)", fmt(s["coverage"])),
+            ("agreement on judged items", fmt(s["agreement"])),
+            ("guarantee", f"agreement ≥ {g.guaranteed_agreement:.0%} with probability ≥ "
+                          f"{g.confidence_level:.0%} (alpha={g.alpha:g}, delta={g.delta:g})"),
+            ("labelled items", f"{s['n']} (at least {s['n_min']} needed)")]
+    if s["note"]:
+        rows.append(("note", s["note"]))
+    return html_format("<div class='llm-connect-selective'><p><b>{}</b></p>{}</div>", judge.describe(),
+                       kv_table(rows, caption="selective judge", attrs={"class_": "llm-connect"}))
+
+
+def selective_cascade_html(cascade: SelectiveCascade) -> Markup:
+    """A cascade's verdict line, then what calibration saw of each stage (when calibrated).
+
+    Parameters
+    ----------
+    cascade : SelectiveCascade
+
+    Returns
+    -------
+    Markup
+    """
+    parts = [html_format("<p><b>{}</b></p>", cascade.describe())]
+    if cascade.calibration:
+        parts.append(frame_html(pd.DataFrame(list(cascade.calibration)), caption="stages (calibration)"))
+    return html_format("<div class='llm-connect-selective'>{}</div>", join(parts))
+
+
+def selective_cascade_summary_html(summary: SelectiveCascadeSummary) -> Markup:
+    """A cascade's batch: who decided how many items, the guarantee, the cost against always asking the last
+    judge, people's labels when known, and one row per stage.
+
+    Parameters
+    ----------
+    summary : SelectiveCascadeSummary
+
+    Returns
+    -------
+    Markup
+    """
+    share = summary.judged / summary.n if summary.n else math.nan
+    rows = [("items", summary.n), ("decided by judges", f"{summary.judged} ({fmt(share)})"),
+            ("left for people", f"{summary.human} ({fmt(summary.human_share)})"),
+            ("guarantee", f"agreement ≥ {summary.guarantee.guaranteed_agreement:.0%} with probability ≥ "
+                          f"{summary.guarantee.confidence_level:.0%}"),
+            ("judges' cost per item (USD)", fmt(summary.cost_per_item_usd)),
+            ("always the last judge (USD)", fmt(summary.always_last_cost_usd)),
+            ("saved", fmt(summary.saved_share))]
+    if summary.labelled_by_people:
+        rows += [("labelled by people", summary.labelled_by_people),
+                 ("combined agreement (at least)", fmt(summary.combined_agreement))]
+    return html_format("<div class='llm-connect-selective'><p><b>{}</b></p>{}{}</div>", summary.describe(),
+                       kv_table(rows, caption="cascade", attrs={"class_": "llm-connect"}),
+                       frame_html(summary.to_frame(), caption="who decided"))

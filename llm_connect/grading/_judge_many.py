@@ -1,11 +1,11 @@
-"""Judging many items: :func:`judge_many` and :func:`ajudge_many`, on the one batch engine.
+"""Judging many items: :func:`judge_many` and :func:`ajudge_many`, on the runner.
 
-The engine (rows in order, never fewer; unscored / error rows; budget; Ctrl-C)
-is :mod:`llm_connect.batch`; this module supplies the judge's row work: the
+The runner (rows in order, never fewer; unscored / error rows; budget; Ctrl-C)
+is :mod:`llm_connect.runner`; this module supplies the judge's row work: the
 item's texts as responses, the judge called through its declared abilities
 (:func:`~llm_connect.grading._base.acall_judge`), the judge's own columns, and
 the ledger record (:func:`~llm_connect.grading._base.observation_for`).
-``judge_many`` and ``ajudge_many`` build the same :class:`~llm_connect.batch.BatchPlan`,
+``judge_many`` and ``ajudge_many`` build the same :class:`~llm_connect.runner.RunPlan`,
 so they return the same columns.
 """
 
@@ -18,39 +18,41 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from ..batch import (
-    BUDGET_EXHAUSTED,
-    INTERRUPTED,
-    LEDGER_ERROR,
-    RESULT_COLUMNS,
-    BatchPlan,
-    LedgerSink,
-    Row,
-    arun_batch,
-    arun_rows,
-    attach_rows,
-    batch_budget,
+from ..columns import RESULT_COLUMNS
+from ..conversations import as_response, normalize_messages
+from ..core import BudgetTracker, LLMResponse, RunConfig
+from ..errors import JudgeFailedError, JudgeReplyError, ValidationError
+from ..items import (
     candidate_names,
-    check_ledger,
     conversation_tags,
-    describe_error,
     is_missing,
     item_ids,
     item_text,
     items_frame,
+    reference_text,
+    row_item_id,
+)
+from ..quality import BaseLedger
+from ..runner import (
+    BUDGET_EXHAUSTED,
+    INTERRUPTED,
+    LEDGER_ERROR,
+    LedgerSink,
+    Row,
+    RunPlan,
+    arun_plan,
+    arun_rows,
+    attach_rows,
+    check_ledger,
+    describe_error,
     ledger_columns,
     progress_bar,
     record_row,
     record_rows_now,
-    reference_text,
-    row_item_id,
-    run_batch,
+    run_budget,
+    run_plan,
     run_rows,
 )
-from ..conversations import as_response, normalize_messages
-from ..core import BudgetTracker, LLMResponse, RunConfig
-from ..errors import JudgeFailedError, JudgeReplyError, ValidationError
-from ..quality import BaseLedger
 from ._base import GradingResult, Judge, _declared, acall_judge, judge_abilities, judge_result_columns, observation_for
 from ._batch_api import provider_batch_plan
 from ._epochs import (
@@ -64,7 +66,7 @@ from ._epochs import (
     reducer_of,
     reseed,
 )
-from ._judges import LLMJudge
+from ._llm_judge import LLMJudge
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,7 +117,7 @@ async def record_result(ledger: LedgerSink, row: Row, result: GradingResult, *, 
 
 def finish_rows(judge: Judge, frame: Any, columns: tuple[str, ...],
                 replies: Mapping[int, str] | None = None, prompts: Mapping[int, str] | None = None) -> Any:
-    """The ``finish`` step of a judge's batch: its ``grader_id`` on every row, the rows attached to ``frame``
+    """The ``finish`` step of a judge's run: its ``grader_id`` on every row, the rows attached to ``frame``
     (with ``replies`` and ``prompts``: the raw reply and the judge's prompt of each unscored or abstained
     row, by position, in its ``raw_reply`` and ``judge_prompt``). A judge that may abstain (it declares
     ``abstains``: a selective judge, a cascade) has ``attrs["counts"]["abstained"]`` even when it is 0."""
@@ -147,7 +149,7 @@ def judge_prompt_of(details: Mapping[str, Any]) -> str | None:
 
     ``LLMJudge`` keeps it as ``judge_prompt`` (with its system message, when it sent one, shown first
     as ``[system]`` then ``[user]``); a pairwise judge has one per order (``[order]``), a panel one per
-    member (``[member]``), a cascade the dear judge's when it escalated, else the cheap one's.
+    member (``[member]``), an escalation judge the dear judge's when it escalated, else the cheap one's.
     """
     def own(d: Mapping[str, Any]) -> str | None:
         text, system = d.get("judge_prompt"), d.get("judge_system_prompt")
@@ -162,7 +164,7 @@ def _audit_text(details: Any, own: Callable[[Mapping[str, Any]], str | None], or
                 label: Callable[[str, str], str], sep: str) -> str | None:
     """The one walk of a judgment's ``details`` behind :func:`judge_prompt_of` and :func:`raw_reply_of`:
     the judge's own text (``own``), else each pairwise order's ``order_field`` and each panel member's
-    text (``label``-led, joined by ``sep``), else the cascade's deciding judge's."""
+    text (``label``-led, joined by ``sep``), else the escalation judge's deciding judge's."""
     if not isinstance(details, Mapping):
         return None
     text = own(details)
@@ -203,7 +205,7 @@ def raw_reply_of(details: Mapping[str, Any]) -> str | None:
     """The raw reply text in a judgment's ``details``, for audit; ``None`` when the judge made no LLM call.
 
     ``LLMJudge`` keeps it as ``raw_reply``; a pairwise judge has one per order (shown as
-    ``[order] reply`` lines), a panel one per member (``[member] reply``), a cascade the dear
+    ``[order] reply`` lines), a panel one per member (``[member] reply``), an escalation judge the dear
     judge's when it escalated, else the cheap one's.
     """
     def own(d: Mapping[str, Any]) -> str | None:
@@ -284,8 +286,8 @@ def total_failure(statuses: Any, errors: Any) -> str | None:
 
 
 def refuse_total_failure(frame: Any, judge: str, *, what: str = "") -> None:
-    """Raise :class:`~llm_connect.errors.JudgeFailedError` (naming ``judge`` and its first error) when the batch
-    ``frame`` (``judge_many``'s) scored no row for a reason of the judge's own (:func:`total_failure`)."""
+    """Raise :class:`~llm_connect.errors.JudgeFailedError` (naming ``judge`` and its first error) when the
+    result ``frame`` (``judge_many``'s) scored no row for a reason of the judge's own (:func:`total_failure`)."""
     if frame is None or not len(frame):
         return
     first = total_failure(frame["status"], frame["error"])
@@ -313,8 +315,8 @@ def judge_plan(
     epochs: int = 1,
     reducer: str | Reducer = "mean",
     warn_failure: bool = True,
-) -> BatchPlan:
-    """The batch plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
+) -> RunPlan:
+    """The run plan of ``judge_many(judge, items, ...)``: what the sync and async twins both run.
 
     ``warn_failure``: log a warning with the first error when no row was scored (see :func:`judge_many`);
     a caller that refuses such a run itself (``calibrate``, ``align``) turns it off.
@@ -350,8 +352,8 @@ def judge_plan(
     unusable: dict[int, str] = {}  # work position -> the reply of a judgment that comes out unscored
     unusable_prompts: dict[int, str] = {}  # work position -> the prompt sent for it
     label = desc or str(judge.grader_id)
-    runner = [judge]  # the judge the rows call: the one its ``aprepare_batch`` returned, when it has one
-    prepare_batch = _declared(judge, "aprepare_batch", None)
+    runner = [judge]  # the judge the rows call: the one its ``aprepare_run`` returned, when it has one
+    prepare_run = _declared(judge, "aprepare_run", None)
     epoch_judges: dict[int, Any] = {}  # epoch -> its (reseeded) judge, built after the pre-pass
     results: dict[tuple[int, int], GradingResult] = {}  # (item, epoch) -> result, for the ledger (k > 1)
     item_judges: dict[int, Any] = {}  # item -> the judge bound to it (its rubric hash is the record's), k > 1
@@ -367,10 +369,10 @@ def judge_plan(
             except ValidationError:
                 continue
         try:
-            runner[0] = await prepare_batch(
+            runner[0] = await prepare_run(
                 pairs, progress=lambda total: progress_bar(total, progress, f"{label}: embedding {total:,} texts"))
         except Exception as exc:  # the rows run as they would without it
-            log.warning("llm_connect: %s: the batch pre-pass failed (%s); judging row by row",
+            log.warning("llm_connect: %s: the pre-pass failed (%s); judging row by row",
                         label, describe_error(exc))
 
     def judge_of(epoch: int) -> Any:
@@ -465,8 +467,8 @@ def judge_plan(
             _warn_total_failure(rows, label)
         return plain_finish(rows, interrupted)
 
-    return BatchPlan(n * k, work, finish_and_warn, desc=label if k == 1 else f"{label} ({k} epochs)",
-                     budget=batch_budget(budget, run_config), prepare=prepare if callable(prepare_batch) else None)
+    return RunPlan(n * k, work, finish_and_warn, desc=label if k == 1 else f"{label} ({k} epochs)",
+                     budget=run_budget(budget, run_config), prepare=prepare if callable(prepare_run) else None)
 
 
 def _pairwise_verdict(score: float) -> str:
@@ -576,21 +578,15 @@ def judge_many(
 ) -> pd.DataFrame:
     """Judge many (prompt, baseline, candidate) items; one row per item, in input order, never fewer.
 
-    ``items``: a DataFrame or an iterable of mappings with ``prompt``,
-    ``baseline`` and ``candidate`` texts (a judge shown no reference, such as an
-    ``LLMJudge`` whose rubric has ``reference=False``, needs no ``baseline``
-    column: a missing or blank one is no error); other columns are carried through
-    (``candidate_model`` also names the candidate's model, ``id`` the item).
-    Returns the input columns plus ``quality_score``, ``notes``, ``grader_id``,
-    ``status`` (``scored``/``unscored``/``error``, and ``abstained`` for a selective judge or a cascade
-    below its calibrated cut-off: no score, its ``confidence`` in the row, never recorded in the ledger;
-    see :class:`~llm_connect.grading.SelectiveJudge`), ``error``, ``latency_ms``,
-    ``tokens_in``, ``tokens_out``, ``judge_cost_usd`` (the judge's own usage: every call it made), then
-    the judge's own columns when it declares ``extra_columns`` (a compound
-    judge's verdict, votes, ``details``...).
-    A missing (None/NaN) prompt, baseline or candidate, or a blank baseline,
-    is an ``error`` row naming the column (never a match); an empty candidate
-    is an answer and is scored.
+    Every item becomes exactly one row: ``scored``, ``unscored`` (the judge's reply held no usable verdict:
+    the reason in ``error`` and ``notes``, the score NaN, never 0), ``error`` (the call failed, or a text is
+    missing: the error kept) or, for a selective judge or a cascade below its calibrated cut-off,
+    ``abstained`` (no score, its ``confidence`` in the row, never recorded in the ledger; see
+    :class:`~llm_connect.grading.SelectiveJudge`). A missing (None/NaN) prompt, baseline or candidate, or a
+    blank baseline, is an ``error`` row naming the column (never a match); an empty candidate is an answer
+    and is scored. The rows run on the package's runner (:mod:`llm_connect.runner`), ``concurrency`` at a
+    time, on a background event loop (so this works inside Jupyter); Ctrl-C keeps the rows that finished
+    and ``df.attrs["interrupted"]`` says so.
 
     A run that scored no row -- every row an ``error`` or ``unscored`` for a reason of the judge's own, not
     the budget running out or a stop -- logs a warning with the first error (logger ``llm_connect``), so
@@ -598,70 +594,107 @@ def judge_many(
     :func:`~llm_connect.calibration.calibrate` and :func:`~llm_connect.calibration.align` refuse such a run
     (:class:`~llm_connect.errors.JudgeFailedError`).
 
-    With ``ledger`` and ``task_type``, each scored row is appended to the
-    ledger once (a judgment the ledger already holds -- same item, grader, rubric and candidate model --
-    is not recorded again: ``df.attrs["ledger"]`` counts ``recorded`` and ``already``, and a warning says
-    how many were found already) with its item id (the ``id`` as
-    :func:`~llm_connect.batch.canonical_item_id` converts it: a whole float is an int; a row without
-    one -- no ``id`` column, or NaN/None in it -- is keyed by its texts, ``"row:<sha256>"``
-    (:func:`~llm_connect.batch.content_item_id`), never by its position, which is another item's id),
-    and a ``ledger_error`` column is added: a row whose observation could not be recorded keeps its
-    status and score, and says why there.
+    Parameters
+    ----------
+    judge : Judge
+        Any judge (the :class:`~llm_connect.grading.Judge` protocol): a built-in judge, a compound judge,
+        ``pipeline.as_judge()``, a selective judge or cascade.
+    items : DataFrame or iterable of mappings
+        ``prompt``, ``baseline`` and ``candidate`` texts (a judge shown no reference, such as an
+        ``LLMJudge`` whose rubric has ``reference=False``, needs no ``baseline`` column: a missing or blank
+        one is no error; a conversation item may give ``messages`` instead of ``prompt``). Other columns are
+        carried through: ``id`` names the item, ``candidate_model`` / ``candidate_adapter`` its candidate.
+    concurrency : int, default 16
+        Rows in flight at once.
+    progress : bool, default True
+        Show a progress bar (a terminal bar, a notebook widget, or one log line per 5% in a log).
+    run_config : RunConfig, optional
+        The caller's call configuration, handed to the judge (whose own call config drops its tracker).
+    ledger : BaseLedger, optional
+        Append each scored row to the ledger once, with ``task_type``: a judgment the ledger already holds
+        (same item, grader, rubric and candidate model) is not recorded again (``df.attrs["ledger"]``
+        counts ``recorded`` and ``already``, and a warning says how many were found already). Each record
+        carries its item id: the ``id`` as :func:`~llm_connect.items.canonical_item_id` converts it (a
+        whole float is an int); a row without one -- no ``id`` column, or NaN/None in it -- is keyed by its
+        texts, ``"row:<sha256>"`` (:func:`~llm_connect.items.content_item_id`), never by its position,
+        which is another item's id. A ``ledger_error`` column is added: a row whose observation could not
+        be recorded keeps its status and score, and says why there.
+    task_type : str, optional
+        The task type the rows are recorded under (required with ``ledger``).
+    budget : BudgetTracker or float, optional
+        The run budget (else ``run_config.budget_tracker``): a tracker, or a limit in USD. Every paid call
+        made for a row is charged to it, the judge's own included (the judge's call config drops the
+        caller's tracker, as the grading contract says, but the run still counts its cost). So
+        ``judge_many(judge, items, budget=5.0)`` spends at most about $5 on judging: a call starts only
+        while money is left (the limit is overshot by at most the calls in flight when it was reached), a
+        reply that came back is kept and counted, and the rows not attempted once the money is spent are
+        ``error`` rows saying "budget exhausted". ``df.attrs["budget"]`` holds the limit, the spend and the
+        calls.
+    epochs : int, default 1
+        Judge each item ``k`` times and reduce the scored epochs to the row's ``quality_score`` with
+        ``reducer``. The response cache never serves a repeat: epoch ``e > 0`` runs with
+        ``model_params["seed"]`` moved by ``e`` and a judge's own ``seed`` moved by ``e`` (see
+        :func:`~llm_connect.grading.reseed`); epoch 0 is the plain run. Still one row per item, in order,
+        with :data:`~llm_connect.grading.EPOCH_COLUMNS` added after the judge's columns: ``epoch_scores``
+        (one per epoch; an unscored or failed epoch is NaN, never 0, and the reducer never sees it),
+        ``epochs_scored``, ``score_spread`` (max − min of the scored epochs) and ``score_std`` (their
+        sample standard deviation). An item with no scored epoch is ``unscored`` (or ``error``) as a single
+        judgment would be, with the first epoch's reason. The judge's own columns come from the first
+        scored epoch, except a pairwise judge's ``verdict`` (read from the reduced score: above 0.5
+        candidate, below baseline, 0.5 tie) and ``consistent`` (every scored epoch consistent across
+        orders). Tokens, cost, latency (and a pipeline's ``calls``) are summed over the epochs.
+        ``df.attrs["reliability"]``: run-to-run reliability, the epochs as coders
+        (:func:`~llm_connect.grading.epoch_reliability`: percent agreement and Krippendorff's alpha);
+        ``df.attrs["epochs"]``: ``{"epochs", "reducer"}``; for a pairwise judge in both orders
+        ``df.attrs["position_consistency"]``: per epoch, the share of its judgments whose two orders agreed.
+        With ``ledger``, each scored item is recorded **once**, with the reduced score, its summed judge
+        cost and the tags ``epochs``, ``reducer`` and ``epoch_scores`` (so
+        :func:`~llm_connect.frames.paired_frame`, which averages a judge's repeated observations of an
+        item, reads the reduced score: one observation per run); the records are written when the epochs
+        are done. A judge that may abstain (a selective judge or cascade) is not judged in epochs: its
+        guarantee is about the judgment it was calibrated on (calibrate ``SelectiveJudge(judge, epochs=k)``
+        instead); a selective judge's :attr:`~llm_connect.grading.SelectiveJudge.scorer` is, its row's
+        confidence then that of the ``k`` judgments pooled.
+    reducer : str or callable, default "mean"
+        ``"mean"``, ``"median"``, ``"mode"``, ``"max"``, ``"min"`` (see
+        :data:`~llm_connect.grading.REDUCERS`) or a callable ``list[float] -> float``.
+    batch : bool, str, os.PathLike or BatchOptions, default False
+        The providers' Batch APIs: ``True`` sends every call the judge makes to an OpenAI-compatible or
+        Anthropic adapter through the provider's Batch API (half the price, no per-minute rate limits), one
+        batch per round (a compound judge whose later calls depend on earlier replies takes several
+        rounds); the rows, statuses, columns and ledger records are those of the run without ``batch``.
+        With ``ledger``, the batch state lives beside it (``<ledger>.batches/``) and the same call resumes
+        a run that was killed: submitted batches are collected, never submitted again. ``batch`` may also
+        be a folder for the state or :class:`~llm_connect.adapters.BatchOptions` (poll interval, limits,
+        resubmitting expired requests). ``df.attrs["batch"]`` says what was done at the provider.
 
-    Spend, and how to cap the judge's: every paid call made for a row is
-    charged to the batch budget, the judge's own included (the judge's call
-    config drops the caller's tracker, as the grading contract says, but the
-    batch still counts its cost). The batch budget is ``budget`` (a
-    :class:`~llm_connect.BudgetTracker`, or a limit in USD), else
-    ``run_config.budget_tracker``. So ``judge_many(judge, items, budget=5.0)``
-    spends at most about $5 on judging: a call starts only while money is
-    left (the limit is overshot by at most the calls in flight when it was
-    reached), a reply that came back is kept and counted, and the rows not
-    attempted once the money is spent are ``error`` rows saying "budget
-    exhausted". ``df.attrs["budget"]`` holds the limit, the spend and the calls.
+    Returns
+    -------
+    DataFrame
+        The input columns plus ``quality_score``, ``notes``, ``grader_id``, ``status``, ``error``,
+        ``latency_ms``, ``judge_tokens_cached``, ``judge_tokens_in``,
+        ``judge_tokens_out``, ``judge_cost_usd`` (the judge's own usage: every call it made;
+        :data:`~llm_connect.columns.RESULT_COLUMNS`), then the judge's own columns when it declares
+        ``extra_columns`` (a compound judge's verdict, votes, ``details``...); an input column of the same
+        name as a result column becomes ``<name>_input``. ``df.attrs["counts"]``: rows per status.
 
-    Repeated judging: ``epochs=k`` judges each item ``k`` times and ``reducer`` (``"mean"``,
-    ``"median"``, ``"mode"``, ``"max"``, ``"min"`` or a callable ``list[float] -> float``; see
-    :data:`~llm_connect.grading.REDUCERS`) reduces the scored epochs to the row's
-    ``quality_score``. The response cache never serves a repeat: epoch ``e > 0`` runs with
-    ``model_params["seed"]`` moved by ``e`` and a judge's own ``seed`` moved by ``e`` (see
-    :func:`~llm_connect.grading.reseed`); epoch 0 is the plain run. Still one row per item, in
-    order, with :data:`~llm_connect.grading.EPOCH_COLUMNS` added after the judge's columns:
-    ``epoch_scores`` (one per epoch; an unscored or failed epoch is NaN, never 0, and the
-    reducer never sees it), ``epochs_scored``, ``score_spread`` (max − min of the scored
-    epochs) and ``score_std`` (their sample standard deviation). An item with no scored epoch
-    is ``unscored`` (or ``error``) as a single judgment would be, with the first epoch's reason.
-    The judge's own columns come from the first scored epoch, except a pairwise judge's
-    ``verdict`` (read from the reduced score: above 0.5 candidate, below baseline, 0.5 tie) and
-    ``consistent`` (every scored epoch consistent across orders). Tokens, cost, latency (and a
-    pipeline's ``calls``) are summed over the epochs. ``df.attrs["reliability"]``: run-to-run reliability, the epochs as
-    coders (:func:`~llm_connect.grading.epoch_reliability`: percent agreement and
-    Krippendorff's alpha); ``df.attrs["epochs"]``: ``{"epochs", "reducer"}``; for a pairwise
-    judge in both orders ``df.attrs["position_consistency"]``: per epoch, the share of its
-    judgments whose two orders agreed. With ``ledger``, each scored item is recorded **once**,
-    with the reduced score, its summed judge cost and the tags ``epochs``, ``reducer`` and
-    ``epoch_scores`` (so :func:`~llm_connect.frames.paired_frame`, which averages a judge's
-    repeated observations of an item, reads the reduced score: one observation per run);
-    the records are written when the epochs are done. ``epochs=1`` (the default) is the
-    single judgment, unchanged. A judge that may abstain (a selective judge or cascade) is not
-    judged in epochs: its guarantee is about the judgment it was calibrated on (a
-    :class:`ValidationError` says to calibrate ``SelectiveJudge(judge, epochs=k)`` instead); a
-    selective judge's :attr:`~llm_connect.grading.SelectiveJudge.scorer` is, its row's confidence
-    then that of the ``k`` judgments pooled.
+    Raises
+    ------
+    ValidationError
+        Items lacking a column the judge needs, a ledger without ``task_type``, a bad ``concurrency``,
+        ``epochs``, ``reducer`` or ``budget``, or epochs of a judge that may abstain.
 
-    Provider batches: ``batch=True`` sends every call the judge makes to an OpenAI-compatible or
-    Anthropic adapter through the provider's Batch API (half the price, no per-minute rate limits),
-    one batch per round (a compound judge whose later calls depend on earlier replies takes several
-    rounds); the rows, statuses, columns and ledger records are those of the run without ``batch``.
-    With ``ledger``, the batch state lives beside it (``<ledger>.batches/``) and the same call
-    resumes a run that was killed: submitted batches are collected, never submitted again.
-    ``batch`` may also be a folder for the state or :class:`~llm_connect.adapters.BatchOptions`
-    (poll interval, limits, resubmitting expired requests); see :mod:`llm_connect.adapters._batches`.
+    See Also
+    --------
+    ajudge_many : the awaitable twin.
+    grade_many : generate the baseline and candidate answers first, then judge them.
+    llm_connect.calibration.score_items : several judges over the same items, with human labels.
+    llm_connect.distributed.grade_dataset : the same rows from a Ray Dataset on a pool of actors.
     """
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
     plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
-    return run_batch(plan, concurrency=concurrency, progress=progress)
+    return run_plan(plan, concurrency=concurrency, progress=progress)
 
 
 async def ajudge_many(
@@ -680,14 +713,28 @@ async def ajudge_many(
 ) -> pd.DataFrame:
     """The awaitable twin of :func:`judge_many` (for code already inside an event loop): the same rows and columns.
 
-    Cap the judge's spend with ``budget=`` (a tracker, or a limit in USD; by
-    default ``run_config.budget_tracker``): every paid call of a row, the
-    judge's included, is charged to it, and once it is spent the rows not
-    attempted are ``error`` rows saying "budget exhausted" (see :func:`judge_many`).
-    ``epochs``/``reducer``: repeated judging, as :func:`judge_many`. ``batch``: provider Batch APIs,
-    as :func:`judge_many`.
+    Parameters
+    ----------
+    judge, items, concurrency, progress, run_config, ledger, task_type, budget, epochs, reducer, batch
+        As :func:`judge_many` takes them: the run budget (``budget``, else ``run_config.budget_tracker``)
+        is charged every paid call of a row, ``epochs``/``reducer`` judge each item repeatedly, and
+        ``batch`` sends the calls through the providers' Batch APIs.
+
+    Returns
+    -------
+    DataFrame
+        What :func:`judge_many` returns for the same arguments.
+
+    Raises
+    ------
+    ValidationError
+        As :func:`judge_many`.
+
+    See Also
+    --------
+    judge_many : the sync twin.
     """
     plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
     plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
-    return await arun_batch(plan, concurrency=concurrency, progress=progress)
+    return await arun_plan(plan, concurrency=concurrency, progress=progress)

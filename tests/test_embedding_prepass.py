@@ -1,6 +1,6 @@
-"""The embedding judge in a batch: each distinct text embedded once, ahead of the rows, in large calls.
+"""The embedding judge over many items: each distinct text embedded once, ahead of the rows, in large calls.
 
-The batch pre-pass (``EmbeddingSimilarityJudge.aprepare_batch``, run by the batch engine before
+The pre-pass (``EmbeddingSimilarityJudge.aprepare_run``, run by the runner before
 the rows) must give the rows exactly what the row-by-row path gives them: the same scores,
 notes, statuses and errors, with no row dropped when an embedder call fails.
 """
@@ -21,13 +21,13 @@ from llm_connect.calibration import ScoredItems, score_items
 from llm_connect.errors import ValidationError
 from llm_connect.testing import DeterministicEmbedder
 
-COMPARED = ["quality_score", "notes", "status", "error", "tokens_in", "tokens_out", "judge_cost_usd"]
+COMPARED = ["quality_score", "notes", "status", "error", "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
 
 
 class RowByRowJudge(EmbeddingSimilarityJudge):
-    """The judge with the batch pre-pass switched off: one embedder call per row."""
+    """The judge with the pre-pass switched off: one embedder call per row."""
 
-    aprepare_batch = None  # type: ignore[assignment]
+    aprepare_run = None  # type: ignore[assignment]
 
 
 def rows() -> list[dict[str, object]]:
@@ -57,7 +57,7 @@ def distinct_texts(judge: EmbeddingSimilarityJudge, items: list[dict[str, object
             for t in judge.texts_for(str(r["baseline"]), r["candidate"])}
 
 
-def test_batch_gives_the_row_by_row_rows_and_embeds_each_distinct_text_once() -> None:
+def test_the_prepass_gives_the_row_by_row_rows_and_embeds_each_distinct_text_once() -> None:
     items = rows()
     slow = judge_many(RowByRowJudge(DeterministicEmbedder(), reference_sep="|"), items, progress=False)
     embedder = DeterministicEmbedder()
@@ -85,12 +85,12 @@ def test_async_twin_gives_the_same_rows() -> None:
 
 class FlakyEmbedder:
     """An embedding service (an external adapter: a test double, not our code) that fails every call
-    holding ``poison``, and answers calls of more than ``max_batch`` texts with one vector too few."""
+    holding ``poison``, and answers calls of more than ``max_texts`` texts with one vector too few."""
 
-    def __init__(self, poison: str, max_batch: int = 1000) -> None:
+    def __init__(self, poison: str, max_texts: int = 1000) -> None:
         self.inner = DeterministicEmbedder()
         self.poison = poison
-        self.max_batch = max_batch
+        self.max_texts = max_texts
         self.calls: list[list[str]] = []
         self._lock = threading.Lock()
 
@@ -101,7 +101,7 @@ class FlakyEmbedder:
         if self.poison in texts:
             raise ConnectionError("the embedding service is down")
         vectors = self.inner.embed(texts)
-        return vectors[:-1] if len(texts) > self.max_batch else vectors
+        return vectors[:-1] if len(texts) > self.max_texts else vectors
 
 
 def test_a_failed_chunk_falls_back_to_row_by_row_with_the_same_rows_and_errors() -> None:
@@ -121,7 +121,7 @@ def test_a_failed_chunk_falls_back_to_row_by_row_with_the_same_rows_and_errors()
 def test_a_short_reply_to_a_large_call_is_not_kept() -> None:
     items = rows()
     slow = judge_many(RowByRowJudge(DeterministicEmbedder(), reference_sep="|"), items, progress=False)
-    embedder = FlakyEmbedder("no such text", max_batch=3)  # large calls come back one vector short
+    embedder = FlakyEmbedder("no such text", max_texts=3)  # large calls come back one vector short
     fast = judge_many(EmbeddingSimilarityJudge(embedder, reference_sep="|", chunk_size=100), items, progress=False)
     pd.testing.assert_frame_equal(fast[COMPARED], slow[COMPARED])
 
@@ -164,7 +164,7 @@ def test_an_embedder_with_embed_array_is_called_for_arrays_with_the_same_scores(
     assert embedder.array_calls == 1
 
 
-def test_calibration_scores_come_from_the_batch_path(capsys: pytest.CaptureFixture[str]) -> None:
+def test_calibration_scores_come_from_the_prepass(capsys: pytest.CaptureFixture[str]) -> None:
     items = [r for r in rows() if r["id"] not in ("blank", "missing", "seps-only")]
     embedder = DeterministicEmbedder()
     scored = ScoredItems.from_frame(score_items({"embedding": EmbeddingSimilarityJudge(embedder, reference_sep="|")},

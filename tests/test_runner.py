@@ -1,4 +1,4 @@
-"""The batch runtime: judge_many and grade_many never drop a row, keep order, work in a running loop."""
+"""The runner (llm_connect.runner): judge_many and grade_many never drop a row, keep order, work in a running loop."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ from llm_connect import (
     RunConfig,
     judge_many,
 )
-from llm_connect.batch import content_item_id
 from llm_connect.errors import ServerError
 from llm_connect.grading import LLM_JUDGE_RUBRIC_HASH, ajudge_many, grade_many
+from llm_connect.items import content_item_id
 from llm_connect.testing import ScriptedAdapter
 
-RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "tokens_in", "tokens_out",
-          "judge_tokens_cached", "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
+RESULT = ["quality_score", "notes", "grader_id", "status", "error", "latency_ms", "judge_tokens_cached",
+          "judge_tokens_in", "judge_tokens_out", "judge_cost_usd"]
 
 
 def items(n: int, **extra):
@@ -75,7 +75,7 @@ def test_unparseable_reply_is_unscored_with_reason_never_zero_and_failures_are_e
     assert df.loc[0, "quality_score"] == 0.7
     assert math.isnan(df.loc[1, "quality_score"]) and "no JSON object" in df.loc[1, "error"]
     assert "no JSON object" in df.loc[1, "notes"]
-    assert df.loc[1, "tokens_out"] > 0  # the unparseable call was made: its usage is reported
+    assert df.loc[1, "judge_tokens_out"] > 0  # the unparseable call was made: its usage is reported
     assert "ServerError" in df.loc[2, "error"] and math.isnan(df.loc[2, "quality_score"])
     assert "candidate is missing" in df.loc[3, "error"]
     assert df.attrs["counts"] == {"scored": 1, "unscored": 1, "error": 2}
@@ -420,17 +420,20 @@ def test_a_sync_only_judge_runs_in_threads_and_an_async_one_is_awaited():
     assert (df["status"] == "scored").all() and all(name.startswith("llm_connect-worker") for name in seen)
 
 
-def test_the_batch_engine_is_below_grading_and_imports_none_of_it():
+def test_the_runner_is_below_grading_and_imports_none_of_it():
     import ast
     from pathlib import Path
 
-    import llm_connect.batch as batch
+    import llm_connect.columns as columns
+    import llm_connect.items as items_module
+    import llm_connect.runner as runner
 
-    tree = ast.parse(Path(batch.__file__).read_text(encoding="utf-8"))
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    assert not any(m.startswith(("grading", "pipelines", "calibration")) for m in imported)
-    assert batch.RESULT_COLUMNS[-1] == "judge_cost_usd"
-    assert batch.GRADE_COLUMNS[2:2 + len(batch.RESULT_COLUMNS)] == batch.RESULT_COLUMNS
+    for module in (runner, items_module, columns):
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not any(m.startswith(("grading", "pipelines", "calibration")) for m in imported), module.__name__
+    assert columns.RESULT_COLUMNS[-1] == "judge_cost_usd"
+    assert columns.GRADE_COLUMNS[2:2 + len(columns.RESULT_COLUMNS)] == columns.RESULT_COLUMNS
 
 
 def test_ajudge_many_takes_the_path_of_judge_many():
@@ -456,7 +459,7 @@ def _qa_items(n, *, long_id_at=None):
 
 
 def test_rows_recorded_together_become_few_parquet_files_and_lose_none(tmp_path):
-    """Group commit: a batch writing to a ParquetLedger does not leave one file per row, and every scored
+    """Group commit: a run writing to a ParquetLedger does not leave one file per row, and every scored
     row's observation is there exactly once."""
     from llm_connect import ExactMatchJudge, ParquetLedger, judge_many
 

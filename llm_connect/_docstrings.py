@@ -1,0 +1,259 @@
+"""One numpydoc text for each shared run option, spliced into the docstrings of the functions that take it.
+
+Seventeen entry points (``judge_many``, ``calibrate``, ``score_items``, ``grade_dataset``, ``tournament``,
+``Pipeline.run_many``, ...) take five or more of the same run options: ``concurrency``, ``progress``,
+``run_config``, ``ledger``, ``task_type``, ``budget``, ``batch``, ``epochs`` and ``reducer``. Each option
+means one thing wherever it is taken, so its text is written once, here (:data:`RUN_OPTIONS`), the way
+seaborn's ``seaborn/_docstrings.py`` (``DocstringComponents``) writes the text of ``data``, ``hue`` or
+``ax`` once for every plot function. Its value is checked once too, by
+:func:`llm_connect._options.check_run_options`.
+
+A function takes the shared text by naming the option on a line of its own in its ``Parameters``
+section, in braces, and by the :func:`share_parameters` decorator::
+
+    @share_parameters
+    def judge_many(judge, items, *, concurrency=16, progress=True):
+        \"\"\"Judge many items.
+
+        Parameters
+        ----------
+        judge : Judge
+            The judge.
+        items : DataFrame or iterable of mapping
+            The items.
+        {concurrency}
+        {progress}
+
+        Returns
+        -------
+        DataFrame
+            One row per item.
+        \"\"\"
+
+The decorator fills the placeholders when the module is imported, so ``help()``, ``inspect.getdoc``,
+numpydoc's validation and Jupyter's ``?`` read the whole text. The documentation site reads the source
+without importing it (griffe): its extension ``docs/hooks/griffe_shared.py`` fills the same placeholders
+with :func:`fill_shared` before the docstring is parsed, so the built reference shows the same text.
+
+Only a line that holds nothing but ``{name}`` is a placeholder; other braces in a docstring are left alone
+(no ``{{`` escaping, unlike ``str.format``). A placeholder that names no shared text, or an option the
+function does not take, is an error when the module is imported (:class:`ValueError`), so a typo never
+reaches a reader. A function whose option means something else (``align``'s ``budget`` raises when it
+is spent) writes its own text instead of the placeholder.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
+
+__all__ = ["RUN_OPTIONS", "DocstringComponents", "fill_shared", "share_parameters"]
+
+_PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)\}[ \t]*$", re.M)
+
+
+class DocstringComponents(Mapping[str, str]):
+    """Named numpydoc entries, read by name (``components["budget"]``) or attribute (``components.budget``).
+
+    Parameters
+    ----------
+    entries : mapping of str to str
+        Each entry's name and its numpydoc text: a first line ``name : type`` and the description below
+        it, indented. Surrounding blank lines and a common indentation are removed.
+
+    Raises
+    ------
+    ValueError
+        When an entry's first line does not start with its name (``budget : ...`` for ``"budget"``).
+
+    See Also
+    --------
+    share_parameters : Splice the entries into a docstring's placeholders.
+
+    Notes
+    -----
+    Modelled on seaborn's ``DocstringComponents`` (``seaborn/_docstrings.py``), which shares the text
+    of the parameters its plot functions have in common.
+    """
+
+    def __init__(self, entries: Mapping[str, str]) -> None:
+        cleaned: dict[str, str] = {}
+        for name, text in entries.items():
+            body = inspect.cleandoc(text)
+            first = body.split("\n", 1)[0]
+            if not re.match(rf"{re.escape(name)}\s*(:|$)", first):
+                raise ValueError(f"the shared text of {name!r} must start with '{name} : <type>', got {first!r}")
+            cleaned[name] = body
+        self._entries = cleaned
+
+    def __getitem__(self, name: str) -> str:
+        return self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self.__dict__["_entries"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        return f"DocstringComponents({', '.join(self._entries)})"
+
+
+#: The run options' texts. Each says what the option means wherever it is taken; what one entry point
+#: does beyond that (its columns, its ``attrs``) belongs to that entry point's own text.
+RUN_OPTIONS = DocstringComponents({
+    "concurrency": """
+        concurrency : int, default 16
+            How many items are judged at once (each with its calls in flight); a positive integer. With
+            ``batch``, every item runs at once and the provider's Batch API paces the calls.
+        """,
+    "progress": """
+        progress : bool, default True
+            Show a progress bar of the items: live on a terminal or in a notebook, one line per 5% of the
+            items in a log. ``False`` is a quiet run (the Batch APIs' polling bar is off too).
+        """,
+    "run_config": """
+        run_config : RunConfig, optional
+            How each call is made (temperature, ``max_tokens``, ``model_params`` such as the seed,
+            timeout, system prompt), handed to the judge with every item. Its ``budget_tracker`` is the
+            run's budget when ``budget`` is not given. ``None``: ``RunConfig()``.
+        """,
+    "ledger": """
+        ledger : BaseLedger or str or os.PathLike, optional
+            The quality ledger every scored judgment is appended to, once: a judgment the ledger already
+            holds (same item, grader, rubric and candidate model) is not recorded again. A path or URI is
+            opened with :func:`~llm_connect.quality.open_ledger` (a JSON Lines file, or a Parquet
+            directory). An unscored, failed or abstained row is never recorded. Needs ``task_type``.
+            ``None``: nothing is recorded.
+        """,
+    "task_type": """
+        task_type : str, optional
+            The task the judgments are recorded under in ``ledger`` (e.g. ``"qa"``): what
+            :func:`~llm_connect.route` and the ledger's queries select on. A non-empty string; required
+            with ``ledger``.
+        """,
+    "budget": """
+        budget : BudgetTracker or float, optional
+            One budget for the whole run: a :class:`~llm_connect.BudgetTracker`, or a limit in USD. Every
+            paid call made for an item, the judge's own included, is reserved on it before it starts;
+            once the money is spent no call starts (the limit is overshot by at most the calls then in
+            flight, and a reply that came back is kept and counted), and the items not attempted are
+            ``error`` rows saying "budget exhausted". ``None``: ``run_config.budget_tracker``, if any.
+        """,
+    "batch": """
+        batch : bool or str or os.PathLike or BatchOptions, default False
+            Send the judge's calls to OpenAI-compatible and Anthropic adapters through the providers'
+            Batch APIs (half the price, no per-minute rate limit), one provider batch per round of calls;
+            the rows, statuses, columns and ledger records are those of the same run without it.
+            ``True``: the batch state lives beside ``ledger`` (``<ledger>.batches/``), so the same call
+            resumes a run that was killed (submitted batches are collected, never submitted again); a
+            path: the state folder; a :class:`~llm_connect.adapters.BatchOptions`: poll interval, limits,
+            resubmitting expired requests. ``False``: every call is made directly.
+        """,
+    "epochs": """
+        epochs : int, default 1
+            How many times each item is judged. With ``k > 1``, epoch ``e`` moves ``model_params["seed"]``
+            and a judge's own ``seed`` by ``e`` (so the response cache never serves a repeat), and
+            ``reducer`` turns an item's scored epochs into its score; an unscored or failed epoch is left
+            out, never 0. ``1``: the single judgment.
+        """,
+    "reducer": """
+        reducer : {"mean", "median", "mode", "max", "min"} or callable, default "mean"
+            How an item's epoch scores become its score when ``epochs > 1``: one of the named reducers
+            (:data:`~llm_connect.grading.REDUCERS`), or a callable taking the list of the scored epochs'
+            scores and returning a number in 0..1.
+        """,
+})
+
+
+def _indented(text: str, indent: str) -> str:
+    return "\n".join(indent + line if line else "" for line in text.split("\n"))
+
+
+def fill_shared(docstring: str, components: Mapping[str, str] = RUN_OPTIONS,
+                parameters: Callable[[str], bool] | None = None) -> str:
+    """Replace every placeholder line ``{name}`` of ``docstring`` by the shared text of ``name``.
+
+    Parameters
+    ----------
+    docstring : str
+        A docstring, raw (indented, as ``__doc__`` holds it) or cleaned (as ``inspect.getdoc`` or griffe
+        hold it): each placeholder takes its line's indentation.
+    components : mapping of str to str, default RUN_OPTIONS
+        The shared texts by name.
+    parameters : callable, optional
+        Says whether the documented callable takes a parameter of that name; a placeholder naming
+        one it does not take is an error. ``None``: not checked.
+
+    Returns
+    -------
+    str
+        The docstring with each placeholder replaced; unchanged when it has none.
+
+    Raises
+    ------
+    ValueError
+        When a placeholder names no shared text, or a parameter the callable does not take.
+    """
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in components:
+            raise ValueError(f"the docstring placeholder {{{name}}} names no shared text; "
+                             f"known: {', '.join(components)}")
+        if parameters is not None and not parameters(name):
+            raise ValueError(f"the docstring placeholder {{{name}}} documents a parameter the function does not take")
+        return _indented(components[name], match.group("indent"))
+
+    return _PLACEHOLDER.sub(one, docstring)
+
+
+T = TypeVar("T")
+
+
+def share_parameters(obj: T) -> T:
+    """Fill the shared-text placeholders (``{concurrency}``, ``{budget}``, ...) of a function's or class's docstring.
+
+    Parameters
+    ----------
+    obj : function or class
+        What to document; a class documents its constructor's parameters (numpydoc). Its ``__doc__`` is
+        replaced by the filled text (nothing happens when it has none, as under ``python -OO``).
+
+    Returns
+    -------
+    function or class
+        ``obj`` itself.
+
+    Raises
+    ------
+    ValueError
+        When a placeholder names no shared text in :data:`RUN_OPTIONS`, or a parameter that ``obj`` does
+        not take.
+
+    See Also
+    --------
+    fill_shared : The replacement, also used by the documentation site's griffe extension.
+    """
+    doc = obj.__doc__
+    if not doc:
+        return obj
+    try:
+        names = set(inspect.signature(obj).parameters)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # pragma: no cover - every function and class has a signature
+        names = None
+    where = getattr(obj, "__qualname__", repr(obj))
+    try:
+        filled = fill_shared(doc, RUN_OPTIONS, None if names is None else names.__contains__)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    obj.__doc__ = filled
+    return obj
