@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from llm_connect import ContainsJudge, ExactMatchJudge, QualityLedger, TokenF1Judge, judge_many
-from llm_connect.calibration import Labeller
+from llm_connect.labelling import Labeller
 from llm_connect.stats import estimate_quality
 from llm_connect.stats.sampling import (
     active_probabilities,

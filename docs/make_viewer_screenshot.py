@@ -29,9 +29,9 @@ def scripted_records() -> list[dict]:
     import pandas as pd
 
     from llm_connect.calibration import calibrate
-    from llm_connect.calibration._judgments import judgment_records
     from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
     from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
+    from llm_connect.views.judgments import judgment_records
 
     items = pd.read_json(REPO / "data" / "qa_calibration.jsonl", lines=True, dtype=False).head(40)
 
@@ -61,8 +61,8 @@ def main() -> int:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from llm_connect.calibration._judgments import JUDGMENTS_FILE, read_judgments
     from llm_connect.views import JudgmentViewer
+    from llm_connect.views.judgments import JUDGMENTS_FILE, read_judgments
 
     records = read_judgments(Path(args.out_dir) / JUDGMENTS_FILE) if args.out_dir else scripted_records()
     work = Path(tempfile.mkdtemp(prefix="llmc-shot-"))

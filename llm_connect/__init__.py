@@ -53,9 +53,6 @@ if _TYPE_CHECKING:
     from .calibration import (
         Alignment,
         CalibrationReport,
-        JudgeCard,
-        JudgeCardRegistry,
-        Labeller,
         agreement_table,
         align,
         calibrate,
@@ -63,6 +60,7 @@ if _TYPE_CHECKING:
         run_probes,
         score_items,
     )
+    from .cards import JudgeCard, JudgeCardRegistry
     from .distributed import SharedBudget
     from .frames import (
         ledger_frame,
@@ -102,6 +100,7 @@ if _TYPE_CHECKING:
         schedule_battles,
         tournament,
     )
+    from .labelling import Labeller
     from .pipelines import Pipeline
     from .quality import (
         ParquetLedger,
@@ -143,9 +142,9 @@ _LAZY: dict[str, str] = {
     "OpenAICompatibleEmbedder": ".adapters",
     "SentenceTransformerEmbedder": ".adapters",
     "CalibrationReport": ".calibration",
-    "JudgeCard": ".calibration",
-    "JudgeCardRegistry": ".calibration",
-    "Labeller": ".calibration",
+    "JudgeCard": ".cards",
+    "JudgeCardRegistry": ".cards",
+    "Labeller": ".labelling",
     "agreement_table": ".calibration",
     "calibrate": ".calibration",
     "compare_leaderboards": ".calibration",

@@ -534,11 +534,11 @@ def results_frame(results: Iterable[Any]) -> pd.DataFrame:
 # -- human labels and paired judge/human frames ------------------------------------------------
 
 HUMAN_GRADER_ID = "human"
-#: The grader id of a skip written by :class:`~llm_connect.calibration.Labeller` (never read as a label).
+#: The grader id of a skip written by :class:`~llm_connect.labelling.Labeller` (never read as a label).
 SKIP_GRADER_ID = "human-skip"
 #: The grader id of an undo marker: tag ``undoes`` names the ``label_id`` of the label (or skip) taken back.
 UNDO_GRADER_ID = "human-undo"
-#: The grader id of a hold: an annotator of :class:`~llm_connect.calibration.Labeller` took the item (tags
+#: The grader id of a hold: an annotator of :class:`~llm_connect.labelling.Labeller` took the item (tags
 #: ``item_id``, ``annotator``, ``hold_seconds``), so other annotators pass it over until the hold expires
 #: (never read as a label or a judge's score).
 HOLD_GRADER_ID = "human-hold"
@@ -646,7 +646,7 @@ def record_labels(
     See Also
     --------
     paired_frame : Reads the labels back beside the judge's scores.
-    llm_connect.calibration.Labeller : Labels items one by one, in a notebook.
+    llm_connect.labelling.Labeller : Labels items one by one, in a notebook.
 
     Examples
     --------
@@ -729,7 +729,7 @@ def paired_frame(
     ``tags["item_id"]`` (matched on its text, :func:`~llm_connect.items.item_id_text`: ``1``, ``1.0`` and
     ``"1"`` are one item) and ``adapter_id``. A label taken back by an undo marker (grader
     ``f"{human}-undo"``, tag ``undoes`` naming the label's ``label_id``, as
-    :meth:`~llm_connect.calibration.Labeller.undo` writes) is left out.
+    :meth:`~llm_connect.labelling.Labeller.undo` writes) is left out.
 
     Parameters
     ----------

@@ -29,7 +29,7 @@ grader for the task type :func:`route` raises, naming them, unless
   seeded percentile ``"bootstrap"`` of the mean. These trust the judge.
 
 ``require_calibrated=True`` refuses (:class:`~llm_connect.errors.UncalibratedJudgeError`)
-a grader whose judge card (:class:`~llm_connect.calibration.JudgeCard`, saved by
+a grader whose judge card (:class:`~llm_connect.cards.JudgeCard`, saved by
 ``llm-connect calibrate --ledger``) is missing or whose kappa against people
 is below ``min_kappa`` on the lower end of its interval.
 """
@@ -54,7 +54,7 @@ from .stats._validate import check_confidence
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .calibration import JudgeCard, JudgeCardRegistry
+    from .cards import JudgeCard, JudgeCardRegistry
 
 __all__ = [
     "EVIDENCE_COLUMNS",
@@ -263,7 +263,7 @@ def label_grader_ids(human: str | None = None) -> frozenset[str]:
     Returns
     -------
     frozenset of str
-        The :class:`~llm_connect.calibration.Labeller`'s skip, undo and hold markers (``human-skip``,
+        The :class:`~llm_connect.labelling.Labeller`'s skip, undo and hold markers (``human-skip``,
         ``human-undo``, ``human-hold``) always; with ``human`` given, that grader's labels and markers too
         (``human``, ``human-skip``, ``human-undo``, ``human-hold``).
 
@@ -296,7 +296,7 @@ def _taken_back(label_id: Any, undone: set[Any]) -> bool:
 def standing_labels(observations: Iterable[QualityObservation], human: str) -> list[QualityObservation]:
     """People's labels that still count: those of grader ``human`` that no undo marker took back.
 
-    The :class:`~llm_connect.calibration.Labeller` takes a label back by recording a ``{human}-undo`` marker
+    The :class:`~llm_connect.labelling.Labeller` takes a label back by recording a ``{human}-undo`` marker
     whose ``undoes`` tag names the label's ``label_id``; such a label no longer counts, here as in
     :func:`route` and :func:`evidence_table`.
 
@@ -366,7 +366,7 @@ def _choose_grader(
 
 
 def _cards_for(ledger: Any, cards: Any) -> list[Any]:
-    from .calibration import JudgeCard, JudgeCardRegistry
+    from .cards import JudgeCard, JudgeCardRegistry
 
     if cards is None:
         if isinstance(ledger, (BaseLedger, str, bytes)) or hasattr(ledger, "__fspath__"):
@@ -753,7 +753,7 @@ def route(
     interval, and the reason says what to label). ``require_calibrated=True`` raises
     :class:`~llm_connect.errors.UncalibratedJudgeError` when the grader's judge
     card is missing or its kappa's lower bound is below ``min_kappa``
-    (default 0.4); ``cards`` is a :class:`~llm_connect.calibration.JudgeCardRegistry`,
+    (default 0.4); ``cards`` is a :class:`~llm_connect.cards.JudgeCardRegistry`,
     its path or cards (default: the registry beside the ledger).
 
     ``cluster``: observations that are turns of one conversation are not independent:

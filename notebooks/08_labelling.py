@@ -17,7 +17,7 @@
 # # 8 · Label what matters, in the notebook
 #
 # Human labels are the scarce input of every calibration and of every corrected
-# estimate (notebook 7). `llm_connect.calibration.Labeller` is a place to give
+# estimate (notebook 7). `llm_connect.labelling.Labeller` is a place to give
 # them, next to the judges: it shows one answer at a time — the prompt, the
 # reference(s), the candidate and, only when asked, the judge's score (hidden by
 # default, so it does not anchor you) — and appends each label to the quality
@@ -42,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from llm_connect import QualityLedger, TokenF1Judge, judge_many
-from llm_connect.calibration import Labeller
+from llm_connect.labelling import Labeller
 
 qa = pd.read_json(Path("../data/qa_calibration.jsonl"), lines=True, dtype=False)
 workdir = Path(tempfile.mkdtemp(prefix="llm-connect-labelling-"))

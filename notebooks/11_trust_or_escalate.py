@@ -42,8 +42,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from llm_connect.calibration import Labeller, calibrate
+from llm_connect.calibration import calibrate
 from llm_connect.grading import ExactMatchJudge, LLMJudge, SelectiveJudge, cascade
+from llm_connect.labelling import Labeller
 from llm_connect.quality import QualityLedger
 from llm_connect.testing import ScriptedAdapter
 

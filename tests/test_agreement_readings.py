@@ -118,7 +118,7 @@ def test_best_threshold_needs_labels_and_enough_rows():
 
 def test_weak_judges_are_flagged_with_the_reason():
     from llm_connect.calibration import card_from_scores
-    from llm_connect.calibration._cards import MAX_YES_RATE, weak_judge_reasons
+    from llm_connect.cards import MAX_YES_RATE, weak_judge_reasons
 
     rng = np.random.default_rng(4)
     human = (rng.random(60) < 0.5).astype(float)

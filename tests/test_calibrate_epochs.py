@@ -21,8 +21,7 @@ import pytest
 matplotlib.use("Agg")
 
 from llm_connect import ExactMatchJudge, LLMJudge, RunConfig, ValidationError, calibrate
-from llm_connect.calibration import JudgeCardRegistry
-from llm_connect.calibration._cards import CARD_COLUMNS, cards_frame
+from llm_connect.cards import CARD_COLUMNS, JudgeCardRegistry, cards_frame
 from llm_connect.cli import main
 from llm_connect.testing import LoopbackServer, ScriptedAdapter
 

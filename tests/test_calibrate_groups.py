@@ -20,7 +20,7 @@ from sklearn.metrics import cohen_kappa_score
 
 matplotlib.use("Agg")
 
-from llm_connect.calibration import JudgeCard, calibrate
+from llm_connect.calibration import calibrate
 from llm_connect.calibration._groups import (
     ALL,
     MIN_GROUP_N,
@@ -28,6 +28,7 @@ from llm_connect.calibration._groups import (
     agreement_by_group,
     group_labels,
 )
+from llm_connect.cards import JudgeCard
 from llm_connect.cli import main
 from llm_connect.errors import ValidationError
 from llm_connect.grading import FunctionJudge

@@ -19,7 +19,7 @@ from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 from llm_connect.adapters import OpenAICompatibleAdapter
-from llm_connect.calibration import PairwiseReport, battle_outcomes, calibrate
+from llm_connect.calibration import CalibrationReport, PairwiseReport, battle_outcomes, calibrate
 from llm_connect.calibration._pairwise import position_bias, preference_agreement
 from llm_connect.cli import main
 from llm_connect.errors import ValidationError
@@ -259,6 +259,22 @@ def test_one_order_judge_gets_the_swapped_order_from_the_position_probe(servers)
     assert s["winner_b_first_first"].notna().sum() == 5 and (s["winner_b_first_first"].dropna() == "b").all()
     p = report.pairwise.iloc[0]
     assert p["n_both_orders"] == 5 and p["consistency"] == 0.0 and p["first_shown_win_rate"] == 1.0
+
+
+def test_a_pairwise_report_offers_only_what_it_can_honour(servers, tmp_path):
+    """A pairwise report shares the run with a calibration report (not its threshold): it has no widget,
+    no judgment viewer and no threshold, rather than methods that raise."""
+    report = calibrate([judge(servers["knows"], "knows", allow_tie=True)], pairs(6), n_boot=0, progress=False)
+    assert isinstance(report, PairwiseReport) and not isinstance(report, CalibrationReport)
+    for missing in ("widget", "view", "threshold", "threshold_of", "sweep", "pair", "estimates"):
+        assert not hasattr(report, missing), missing
+    for method in ("widget", "view", "threshold_of", "estimates"):
+        assert callable(getattr(CalibrationReport, method))
+    # what both share: the run, its cards, its files and its page
+    assert report.judges == ["knows"] and report.verdicts() == [c.verdict for c in report.judge_cards()]
+    assert report.to_html(tmp_path / "r.html").read_text().count("Pairwise agreement") == 1
+    assert len(pd.read_parquet(report.to_parquet(tmp_path / "s.parquet"))) == 6
+    assert report.bias_frame()["probe"].tolist() == ["position"]
 
 
 def test_pairwise_errors_are_clear(servers):

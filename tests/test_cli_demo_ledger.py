@@ -42,7 +42,7 @@ def test_demo_runs_offline_on_the_local_models_and_writes_its_outputs(tmp_path):
     for name in ("ledger.jsonl", "scores.csv", "agreement.csv", "bias.csv", "report.html", "estimates.csv",
                  "judgments.jsonl"):
         assert (out / name).is_file(), name
-    from llm_connect.calibration import read_judgments
+    from llm_connect.views import read_judgments
 
     judged = [r["judges"]["llm-judge"] for r in read_judgments(out / "judgments.jsonl") if r["kind"] == "item"]
     assert len(judged) == 8 and all(j["judge_prompt"] and j["raw_reply"] is not None for j in judged)

@@ -236,8 +236,8 @@ def test_the_site_builds_strictly(tmp_path: Path):
     assert "usage: llm-connect calibrate" in cli
 
     api = site / "reference" / "api"
-    for module in ("grading", "quality", "frames", "stats", "calibration", "views", "routing", "pipelines",
-                   "adapters", "testing", "errors", "distributed"):
+    for module in ("grading", "quality", "frames", "stats", "cards", "labelling", "calibration", "views", "routing",
+                   "pipelines", "adapters", "testing", "errors", "distributed"):
         page = (api / f"{module}.html").read_text(encoding="utf-8")
         assert f'id="llm_connect.{module}' in page, f"no API entries on the {module} page"
     # the docstrings' numpydoc sections are read as such: parameters in a table, See Also entries as links
@@ -248,6 +248,9 @@ def test_the_site_builds_strictly(tmp_path: Path):
     assert "Parameters\n----------" not in frames  # no section left as plain text
     index = (api / "llm_connect.html").read_text(encoding="utf-8")
     assert 'href="grading.html#llm_connect.grading.judge_many"' in index
+    # the names that moved out of calibration are indexed where they are defined
+    assert 'href="cards.html#llm_connect.cards.JudgeCard"' in index
+    assert 'href="labelling.html#llm_connect.labelling.Labeller"' in index
 
     for notebook in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"):
         assert (site / "tutorials" / notebook.with_suffix(".html").name).exists(), notebook.name

@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from llm_connect import ExactMatchJudge, QualityLedger, judge_many
-from llm_connect.calibration import Labeller
 from llm_connect.errors import ValidationError
 from llm_connect.frames import paired_frame, record_labels
 from llm_connect.items import (
@@ -29,6 +28,7 @@ from llm_connect.items import (
     item_key,
     row_item_id,
 )
+from llm_connect.labelling import Labeller
 
 # Ray's own deprecation notices are not ours
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")

@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from llm_connect.calibration._cards import (
+from llm_connect.calibration._cards import card_from_scores, mean_difference
+from llm_connect.cards import (
     MIN_LABELLED,
     JudgeCard,
     JudgeCardRegistry,
     ProbeEffect,
     agreement_band,
-    card_from_scores,
     card_verdict,
-    mean_difference,
     registry_path,
 )
 from llm_connect.errors import ValidationError
@@ -222,7 +221,7 @@ def test_cards_without_labels_check_against_exact_match():
 
 
 def test_an_interval_too_wide_to_decide_says_so_and_how_many_labels_would_settle_it():
-    from llm_connect.calibration._cards import agreement_verdict, labels_to_settle
+    from llm_connect.cards import agreement_verdict, labels_to_settle
 
     line = agreement_verdict(0.34, -0.02, 0.66, 32)
     assert line.startswith("cannot tell yet against people: kappa 0.34 (fair), but its 95% CI -0.02..0.66 on 32 items "
@@ -262,7 +261,7 @@ def test_a_judge_that_gives_one_verdict_is_flagged_whichever_the_verdict(verdict
     assert f"it says {word} to 97% of the items it scored" in card_from_scores(nearly, human, grader_id="j",
                                                                                  n_boot=200).weak
     # without human labels the one-verdict flag still holds (only the interval needs people)
-    from llm_connect.calibration._cards import weak_judge_reasons
+    from llm_connect.cards import weak_judge_reasons
 
     assert weak_judge_reasons(kappa_low=0.0, kappa_high=0.0, yes_rate=0.0, people=False) != ""
 
@@ -284,7 +283,8 @@ def test_every_verdict_of_a_report_is_the_one_wording(tmp_path):
     import html
 
     from llm_connect import ExactMatchJudge, FunctionJudge, calibrate
-    from llm_connect.calibration._cards import agreement_verdict, cards_frame, cards_from_report
+    from llm_connect.calibration._cards import cards_from_report
+    from llm_connect.cards import agreement_verdict, cards_frame
 
     coin = FunctionJudge(lambda b, c: float(len(c) % 2), grader_id="coin")
     report = calibrate([ExactMatchJudge(), coin], _qa_items(32), human="human", probes=None, n_boot=300,

@@ -17,9 +17,9 @@ import pytest
 from scipy import stats
 
 from llm_connect import ExactMatchJudge, QualityLedger, judge_many
-from llm_connect.calibration import Labeller
 from llm_connect.errors import ValidationError
 from llm_connect.frames import ledger_frame, paired_frame
+from llm_connect.labelling import Labeller
 from llm_connect.stats import estimate_quality
 from llm_connect.stats.sampling import (
     active_probabilities,
@@ -338,7 +338,7 @@ def test_overlap_items_go_to_everyone_and_give_agreement(tmp_path):
         for k in range(n_shared + 5):
             item = lab.current["item_id"]
             if k < n_shared:
-                assert shared[lab._index[(item, lab.current["adapter_id"])]]
+                assert shared[lab._items.index[(item, lab.current["adapter_id"])]]
             flip = lab.annotator == "bob" and k == 0
             lab.label(1.0 - truth[item] if flip else truth[item])
     humans = _humans(led)
@@ -725,7 +725,7 @@ def test_overlap_items_are_never_held(tmp_path):
                 for a in ("ann", "bob"))
     a, b = ann.current, bob.current
     assert (a["item_id"], a["adapter_id"]) == (b["item_id"], b["adapter_id"])  # the shared share, for everyone
-    assert ann.plan.overlap[ann._index[(a["item_id"], a["adapter_id"])]]
+    assert ann.plan.overlap[ann._items.index[(a["item_id"], a["adapter_id"])]]
     assert not led.path.exists()  # nothing held
 
 

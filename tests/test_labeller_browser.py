@@ -67,7 +67,7 @@ def _labelling_notebook(path: Path, items: Path, ledger: Path) -> Path:
         nbformat.v4.new_code_cell(
             "import pandas as pd\n"
             "from llm_connect import QualityLedger\n"
-            "from llm_connect.calibration import Labeller\n\n"
+            "from llm_connect.labelling import Labeller\n\n"
             f"items = pd.read_json({str(items)!r}, lines=True, dtype=False)\n"
             f"ledger = QualityLedger({str(ledger)!r})\n"
             f"labeller = Labeller(items, ledger=ledger, task_type='qa', annotator={ANNOTATOR!r}, seed=0,\n"
@@ -84,7 +84,7 @@ def _annotators_order(items: Path, tmp: Path, n: int) -> list[str]:
     import pandas as pd
 
     from llm_connect import QualityLedger
-    from llm_connect.calibration import Labeller
+    from llm_connect.labelling import Labeller
 
     frame = pd.read_json(items, lines=True, dtype=False)
     labeller = Labeller(frame, ledger=QualityLedger(tmp / "order.jsonl"), task_type="qa", annotator=ANNOTATOR,

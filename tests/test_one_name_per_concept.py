@@ -20,18 +20,11 @@ import pytest
 import llm_connect
 from llm_connect import BudgetTracker, ExactMatchJudge, LLMJudge, QualityLedger
 from llm_connect.adapters import OpenAICompatibleAdapter, Price
-from llm_connect.calibration import (
-    Labeller,
-    ScoredItems,
-    calibrate,
-    calibrate_pairwise,
-    probe_judge,
-    run_probes,
-    score_items,
-)
+from llm_connect.calibration import ScoredItems, calibrate, calibrate_pairwise, probe_judge, run_probes, score_items
 from llm_connect.errors import ValidationError
 from llm_connect.frames import paired_frame, results_frame
 from llm_connect.grading import FunctionJudge, PairwiseJudge, judge_many, tournament
+from llm_connect.labelling import Labeller
 from llm_connect.routing import RoutingPolicy
 from llm_connect.stats import estimate_quality, labels_needed, leaderboard
 from llm_connect.stats.agreement import bootstrap_ci, grouped_correlation

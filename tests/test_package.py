@@ -27,6 +27,8 @@ PKG = Path(llm_connect.__file__).resolve().parent
 PUBLIC = (
     "llm_connect",
     "llm_connect.grading",
+    "llm_connect.cards",
+    "llm_connect.labelling",
     "llm_connect.calibration",
     "llm_connect.stats",
     "llm_connect.views",
@@ -121,13 +123,17 @@ def test_dir_of_the_package_is_its_public_names_and_dunders():
 
 
 def test_calibration_exports_nothing_of_the_floors_beside_it():
-    """Plots are imported from llm_connect.views, statistics from llm_connect.stats: not from calibration,
-    not even by attribute (no lazy forwarding)."""
+    """Plots are imported from llm_connect.views, statistics from llm_connect.stats, judge cards from
+    llm_connect.cards and the Labeller from llm_connect.labelling: not from calibration, not even by attribute
+    (no lazy forwarding)."""
     import llm_connect.calibration as calibration
+    import llm_connect.cards as cards
+    import llm_connect.labelling as labelling
     import llm_connect.stats as stats
     import llm_connect.views as views
 
-    borrowed = [n for n in (*stats.__all__, *views.__all__) if hasattr(calibration, n)]
+    beside = (*stats.__all__, *views.__all__, *cards.__all__, *labelling.__all__)
+    borrowed = [n for n in beside if hasattr(calibration, n)]
     assert borrowed == []
 
 
@@ -200,6 +206,8 @@ LAYERS = [
     "plugins",  # adapters, embedders and judges by name (built-ins, entry points): the CLI and from_config read it
     "pipelines",
     "frames",
+    "cards",  # judge cards, their verdicts in words and the registry beside a ledger (calibration makes them)
+    "labelling",  # people label answers in the notebook (the Labeller); calibration checks judges against them
     "calibration",
     "views",  # every picture and page; matplotlib, ipywidgets and ipyevents only here
     "routing",
@@ -385,7 +393,6 @@ def test_no_private_name_is_imported_across_subpackages():
     assert problems == []
 
 
-
 MAX_MODULE_LINES = 1000
 MAX_CALIBRATION_LINES = 6000
 
@@ -399,6 +406,7 @@ def test_rooms_of_one_idea_are_small():
     calibration = sum(n for name, n in sizes.items() if name.startswith("calibration/"))
     assert calibration <= MAX_CALIBRATION_LINES, f"calibration/ holds {calibration} lines"
 
+
 def test_the_views_floor_is_reached_only_through_the_display_seam():
     """Below views, a convenience method (report.widget(), Pipeline.plot()) looks its view up by name
     through llm_connect._display at call time; every name so looked up exists in llm_connect.views."""
@@ -411,6 +419,16 @@ def test_the_views_floor_is_reached_only_through_the_display_seam():
     assert wanted, "no view is looked up through the seam"
     assert sorted(n for n in wanted if not hasattr(views, n)) == []
     assert set(views.__all__) >= wanted
+
+
+def test_align_and_the_labeller_are_facades():
+    """align() reads as its named steps (calibration/_align_steps.py), and the Labeller is a façade over its
+    rooms (llm_connect.labelling: items, the ledger it writes, the queue)."""
+    from llm_connect.calibration import align
+    from llm_connect.labelling import Labeller
+
+    assert len(inspect.getsource(align).splitlines()) <= 80
+    assert len([m for m in vars(Labeller) if callable(getattr(Labeller, m))]) <= 25
 
 
 def test_py_typed_is_shipped():

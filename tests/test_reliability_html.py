@@ -253,7 +253,8 @@ def self_preference_html() -> tuple[str, set[str], list[str]]:
 
 
 def _card():
-    from llm_connect.calibration import ProbeEffect, card_from_scores
+    from llm_connect.calibration import card_from_scores
+    from llm_connect.cards import ProbeEffect
 
     s = _scores()
     probe = ProbeEffect(evil("card probe"), 0.3, 0.1, 0.5, 0.01, 40, source=evil("probe source"))
@@ -266,7 +267,7 @@ def judge_card() -> tuple[str, set[str], list[str]]:
 
 
 def judge_card_registry(tmp_path: Path, make_obs) -> tuple[str, set[str], list[str]]:
-    from llm_connect.calibration import JudgeCardRegistry
+    from llm_connect.cards import JudgeCardRegistry
 
     registry = JudgeCardRegistry(tmp_path / "cards.json")
     empty = registry._repr_html_()

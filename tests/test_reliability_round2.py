@@ -99,7 +99,7 @@ def test_a_foreign_or_corrupt_parquet_file_is_counted_as_malformed_by_every_read
 
 def _labelled_ledger(path: Path) -> QualityLedger:
     """30 items graded by exact match, 12 labelled in the Labeller, two skipped and one label undone."""
-    from llm_connect.calibration import Labeller
+    from llm_connect.labelling import Labeller
 
     ledger = QualityLedger(path)
     items = pd.DataFrame({
@@ -304,7 +304,7 @@ def test_view_serve_refuses_other_hosts_and_requests_without_its_token(tmp_path)
     """``llm-connect view OUT --serve`` answered any Host header: a web page whose name resolves to 127.0.0.1
     (DNS rebinding) could read every judgment."""
     from llm_connect.calibration import calibrate
-    from llm_connect.calibration._judgments import JUDGMENTS_FILE, write_judgments
+    from llm_connect.views.judgments import JUDGMENTS_FILE, write_judgments
 
     rows = [{"id": "q0", "prompt": "Capital of France?", "baseline": "Paris", "candidate": "Paris", "human": "yes"},
             {"id": "q1", "prompt": "Capital of Italy?", "baseline": "Rome", "candidate": "Milan", "human": "no"}]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from llm_connect import QualityLedger, QualityObservation
-from llm_connect.calibration import JudgeCardRegistry, card_from_scores
+from llm_connect.calibration import card_from_scores
+from llm_connect.cards import JudgeCardRegistry
 from llm_connect.errors import UncalibratedJudgeError, ValidationError
 from llm_connect.routing import RoutingPolicy, evidence_table, route
 
@@ -140,7 +141,7 @@ def test_require_calibrated_without_grader_tags_says_why(ledger):
 def test_labelling_in_the_widget_leaves_routing_one_judge_and_honours_undo(ledger):
     """A Labeller's skip and undo markers (human-skip, human-undo) are people's records, not a judge: routing
     still sees one grader, and a label taken back by undo no longer counts in the PPI++ evidence."""
-    from llm_connect.calibration import Labeller
+    from llm_connect.labelling import Labeller
 
     fill_biased(ledger, n=60, labels=0)
     items = [{"id": f"{a}-{i}", "prompt": "q", "baseline": "ref", "candidate": "ans", "candidate_model": a}
@@ -173,9 +174,9 @@ def _selective_loop(tmp_path, *, spot_check: int, labeller: bool = True, seed: i
     judged items drawn at random."""
     import pandas as pd
 
-    from llm_connect.calibration import Labeller
     from llm_connect.frames import record_labels
     from llm_connect.grading import FunctionJudge, SelectiveJudge, judge_many
+    from llm_connect.labelling import Labeller
 
     rng = np.random.default_rng(seed)
     rows = []

@@ -464,7 +464,7 @@ def test_cascade_calibration_needs_enough_labels_and_distinct_judges():
 
 
 def test_labeller_offers_exactly_the_abstained_items_most_uncertain_first(tmp_path):
-    from llm_connect.calibration import Labeller
+    from llm_connect.labelling import Labeller
 
     items = _items(260, seed=6)
     cal, fresh = items.iloc[:200].reset_index(drop=True), items.iloc[200:].reset_index(drop=True)
@@ -535,8 +535,8 @@ def test_calibrate_selective_rows_cards_and_report():
 
 def test_abstained_rows_in_a_calibration_run_and_the_viewer():
     from llm_connect.calibration import calibrate
-    from llm_connect.calibration._judgments import judgment_records
     from llm_connect.views import viewer_html
+    from llm_connect.views.judgments import judgment_records
 
     items = _items(200, seed=12)
     chosen = SelectiveJudge(_llm(items["p_yes"].to_numpy())).calibrate(items, human="human", progress=False)

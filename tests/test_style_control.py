@@ -441,7 +441,7 @@ def likes_bold(prompt: str) -> str:
 
 def test_judge_cards_and_the_report_show_what_a_judge_rewards(tmp_path):
     from llm_connect.adapters import OpenAICompatibleAdapter
-    from llm_connect.calibration._cards import cards_frame
+    from llm_connect.cards import cards_frame
     from llm_connect.cli import main
     from llm_connect.grading import PairwiseJudge
     from llm_connect.testing import LoopbackServer

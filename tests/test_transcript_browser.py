@@ -21,8 +21,9 @@ import pytest
 matplotlib.use("Agg")
 
 from llm_connect import QualityLedger
-from llm_connect.calibration import Labeller, calibrate
+from llm_connect.calibration import calibrate
 from llm_connect.grading import FunctionJudge
+from llm_connect.labelling import Labeller
 from llm_connect.views._transcript import TRANSCRIPT_CSS, transcript_html
 
 pytestmark = pytest.mark.slow

@@ -28,16 +28,16 @@ import pytest
 matplotlib.use("Agg")
 
 from llm_connect.calibration import calibrate
-from llm_connect.calibration._judgments import (
+from llm_connect.cli import main
+from llm_connect.errors import ValidationError
+from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
+from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
+from llm_connect.views.judgments import (
     JUDGMENTS_FILE,
     judgment_records,
     read_judgments,
     write_judgments,
 )
-from llm_connect.cli import main
-from llm_connect.errors import ValidationError
-from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, LLMJudge
-from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
 from llm_connect.views.viewer import JudgmentViewer, viewer_html
 
 HOSTILE_IMG = "<img src=x onerror=\"window.__pwned=1;alert(1)\">"

@@ -1,8 +1,8 @@
 """Run judges against references and people: runs, probes, pairwise runs, groups, cards, reports.
 
 This floor runs judges (:mod:`llm_connect.grading`) over a dataset and keeps what
-comes out as data: scores frames, agreement tables, bias reports, judge cards and
-their registry, the calibration report. The statistics it applies are pure
+comes out as data: scores frames, agreement tables, bias reports, judge cards (their
+class and registry: :mod:`llm_connect.cards`), the calibration report. The statistics it applies are pure
 functions in :mod:`llm_connect.stats`; every picture and page of its results is
 drawn in :mod:`llm_connect.views`. This package exports only what it defines: import the
 statistics from :mod:`llm_connect.stats` (``estimate_quality``, ``leaderboard``, ``threshold_sweep``...)
@@ -23,8 +23,9 @@ observational diagnostics          :func:`length_effect`, :func:`length_controll
 features                           :func:`model_family`, :func:`text_features`
 quality estimates (PPI++,          ``stats.estimate_quality``, ``stats.labels_needed``
 active inference)
-verdicts and judge cards           :func:`agreement_verdict` (the one wording), :func:`card_verdict`,
-                                   :class:`JudgeCard`, :class:`JudgeCardRegistry`, :func:`card_from_scores`
+verdicts and judge cards           :func:`card_from_scores`; the card, its verdict and the registry
+                                   (``JudgeCard``, ``card_verdict``, ``agreement_verdict``, ``JudgeCardRegistry``)
+                                   are :mod:`llm_connect.cards`
 pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`PairwiseReport`,
                                    :func:`battle_outcomes` (preferences: ``stats.parse_preferences``)
 align a judge to people           :func:`align` -> :class:`Alignment` (held-out proof; rubrics:
@@ -34,14 +35,14 @@ everything at once                 :func:`calibrate` -> :class:`CalibrationRepor
 leaderboards                       :func:`compare_leaderboards` -> :class:`LeaderboardComparison`,
                                    :func:`side_by_side` (the fit, ``leaderboard``, ``style_effects``,
                                    ``length_controlled_win_rate``: ``stats``)
-run-to-run reliability             ``calibrate(..., epochs=k)``, :meth:`JudgeCard.with_reliability`
-every judgment as records          :func:`judgment_records`, :func:`write_judgments`,
-                                   :func:`read_judgments` (the page: ``views.JudgmentViewer``)
-label in the notebook              :class:`Labeller` (designs: ``stats.sampling``; widget:
-                                   ``views.labeller_widget``)
+run-to-run reliability             ``calibrate(..., epochs=k)``, ``cards.JudgeCard.with_reliability``
+every judgment in one page         :meth:`CalibrationReport.view` (records and ``judgments.jsonl``:
+                                   ``views.judgment_records``, ``views.write_judgments``)
+label in the notebook              ``Labeller``: :mod:`llm_connect.labelling` (designs: ``stats.sampling``;
+                                   widget: ``views.labeller_widget``)
 =================================  ==========================================================
 
-A report's ``widget()``, ``html()`` and ``to_html()`` reach their views through
+A report's ``widget()``, ``html()``, ``to_html()`` and every object's ``_repr_html_`` reach their views through
 :mod:`llm_connect._display` at call time, so this floor never imports ``views``
 and matplotlib and ipywidgets are imported only when a plot or a widget is made.
 """
@@ -50,15 +51,7 @@ from ._agreement import AgreementTable, PairAgreement, agreement_table, pair_agr
 from ._align import Alignment, align
 from ._bias import PROBES, BiasReport, ProbeResult, perturb_items, probe_judge, run_probes
 from ._calibrate import calibrate
-from ._cards import (
-    JudgeCard,
-    JudgeCardRegistry,
-    ProbeEffect,
-    agreement_verdict,
-    card_from_scores,
-    card_verdict,
-    registry_path,
-)
+from ._cards import card_from_scores
 from ._diagnostics import (
     LengthControlled,
     LengthEffect,
@@ -70,8 +63,6 @@ from ._diagnostics import (
     self_preference,
 )
 from ._features import model_family, text_features
-from ._judgments import judgment_records, read_judgments, write_judgments
-from ._labeller import Labeller
 from ._leaderboard import LeaderboardComparison, compare_leaderboards, side_by_side
 from ._pairwise import PairwiseReport, battle_outcomes, calibrate_pairwise
 from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
@@ -85,29 +76,22 @@ __all__ = [
     "Alignment",
     "BiasReport",
     "CalibrationReport",
-    "JudgeCard",
-    "JudgeCardRegistry",
-    "Labeller",
     "LeaderboardComparison",
     "LengthControlled",
     "LengthEffect",
     "PairAgreement",
     "PairwiseReport",
-    "ProbeEffect",
     "ProbeResult",
     "ScoredItems",
     "SelfPreference",
     "agreement_table",
-    "agreement_verdict",
     "align",
     "battle_outcomes",
     "calibrate",
     "calibrate_pairwise",
     "card_from_scores",
-    "card_verdict",
     "compare_leaderboards",
     "disagreements",
-    "judgment_records",
     "length_controlled_scores",
     "length_effect",
     "load_items",
@@ -117,8 +101,6 @@ __all__ = [
     "perturb_items",
     "plant_injection",
     "probe_judge",
-    "read_judgments",
-    "registry_path",
     "reliability_table",
     "run_probes",
     "score_items",
@@ -126,5 +108,4 @@ __all__ = [
     "side_by_side",
     "text_features",
     "to_markdown",
-    "write_judgments",
 ]

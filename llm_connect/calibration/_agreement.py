@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._html import Markup, fmt, frame_html, join, with_interval
+from .._display import view
+from .._html import fmt
 from ..stats._validate import check_confidence
 from ..stats.agreement import (
     BEST,
@@ -42,7 +43,7 @@ from ..stats.agreement import (
     to_scale,
     undefined_reasons,
 )
-from ..stats.clusters import MIN_CLUSTERS, cluster_codes, cluster_column, cluster_sizes_text, few_clusters_reason
+from ..stats.clusters import MIN_CLUSTERS, cluster_codes, cluster_column, few_clusters_reason
 
 __all__ = [
     "COUNT_COLUMNS",
@@ -63,16 +64,6 @@ __all__ = [
     "to_scale",
 ]
 
-_LABELS = {
-    "percent_agreement": "percent agreement",
-    "cohen_kappa": "Cohen's kappa",
-    "alpha_interval": "Krippendorff's alpha (interval)",
-    "alpha_nominal": "Krippendorff's alpha (nominal, verdicts)",
-    "spearman": "Spearman rho",
-    "kendall": "Kendall tau-b",
-    "mean_abs_diff": "mean absolute difference",
-}
-
 # Column names of the interval bounds in a table row.
 _BOUND_PREFIX = {
     "percent_agreement": "agreement",
@@ -84,11 +75,6 @@ _BOUND_PREFIX = {
     "mean_abs_diff": "mad",
 }
 
-_GRADED_LABELS = {
-    "scale_kappa_quadratic": "Cohen's kappa, quadratic weights (on the scale)",
-    "scale_alpha_ordinal": "Krippendorff's alpha (ordinal, on the scale)",
-    "scale_alpha_interval": "Krippendorff's alpha (interval, on the scale)",
-}
 
 
 @dataclass(frozen=True)
@@ -145,7 +131,7 @@ class PairAgreement:
             "n_missing": self.n_missing,
             "threshold": self.threshold,
         }
-        for stat in self._statistics():
+        for stat in self.statistics():
             est = self.estimates[stat]
             row[stat] = est.value
             prefix = _BOUND_PREFIX.get(stat, stat)
@@ -160,31 +146,19 @@ class PairAgreement:
         row.update(self.extra)
         row["ceiling"] = self.ceiling
         notes: dict[str, list[str]] = {}
-        for stat in self._statistics():
+        for stat in self.statistics():
             reason = self.estimates[stat].reason
             if reason:
                 notes.setdefault(reason, []).append(stat)
         row["note"] = "; ".join(f"{', '.join(stats)}: {reason}" for reason, stats in notes.items())
         return row
 
-    def _statistics(self) -> list[str]:
+    def statistics(self) -> list[str]:
+        """The statistics this pair holds, in order: :data:`STATISTICS`, then any :data:`GRADED_STATISTICS`."""
         return [*STATISTICS, *(g for g in GRADED_STATISTICS if g in self.estimates)]
 
     def _repr_html_(self) -> str:
-        title = f"{self.judge_a} vs {self.judge_b}" + (" (human ceiling)" if self.ceiling else "")
-        labels = {**_LABELS, **_GRADED_LABELS}
-        rows = [
-            {"statistic": labels[s], "value": str(self.estimates[s]) if self.estimates[s].defined else "—",
-             "note": self.estimates[s].reason or ""}
-            for s in self._statistics()
-        ]
-        clustered = cluster_sizes_text(self.cluster, self.n_clusters)
-        table = frame_html(pd.DataFrame(rows), caption=f"{title}: n={self.n} ({self.n_missing} dropped), "
-                           f"threshold {fmt(self.threshold)}; {int(self.confidence * 100)}% bootstrap intervals"
-                           + (f", resampling whole clusters ({clustered})" if clustered else ""))
-        cm = self.confusion.copy()
-        cm.insert(0, f"{self.judge_a} \\ {self.judge_b}", ["no", "yes"])
-        return join([table, Markup("<br>"), frame_html(cm, caption=f"verdicts (rows: {self.judge_a})")])
+        return str(view("pair_agreement_html")(self))
 
 
 def pair_agreement(
@@ -349,40 +323,7 @@ class AgreementTable:
         return out
 
     def _repr_html_(self) -> str:
-        rows = []
-        for p in self.pairs:
-            graded = {
-                label: with_interval(*_triple(p[stat])) if stat in p.estimates else ""
-                for stat, label in (("scale_kappa_quadratic", "qw-kappa (scale)"),
-                                    ("scale_alpha_ordinal", "alpha ordinal (scale)"))
-            } if any(q.scale is not None for q in self.pairs) else {}
-            rows.append({
-                "judge_a": p.judge_a,
-                "judge_b": p.judge_b + (" (ceiling)" if p.ceiling else ""),
-                "n": p.n,
-                "threshold": fmt(p.threshold) + (" (best, CV)" if p.judge_a in self.chosen
-                                                 and self.chosen[p.judge_a].verdicts is not None else ""),
-                "agreement": with_interval(*_triple(p["percent_agreement"])),
-                "kappa": with_interval(*_triple(p["cohen_kappa"])),
-                "alpha (interval)": with_interval(*_triple(p["alpha_interval"])),
-                "spearman": with_interval(*_triple(p["spearman"])),
-                "kendall": with_interval(*_triple(p["kendall"])),
-                "MAD": with_interval(*_triple(p["mean_abs_diff"])),
-                **graded,
-                **{k: fmt(v) if isinstance(v, float) else v for k, v in p.extra.items()
-                   if k.startswith(("system_", "document_", "n_systems", "n_documents", "threshold_selection"))},
-                "note": p.row()["note"],
-            })
-        clustered = cluster_sizes_text(self.cluster, self.n_clusters)
-        caption = (f"Agreement at threshold {fmt(self.threshold)} unless the row says another "
-                   f"({int(self.confidence * 100)}% bootstrap intervals"
-                   + (f" resampling whole clusters, {clustered}" if clustered else "")
-                   + "; each row read from judge_a's side against judge_b, the reference)")
-        return frame_html(pd.DataFrame(rows), caption=caption)
-
-
-def _triple(est: Estimate) -> tuple[float, float, float]:
-    return est.value, est.low, est.high
+        return str(view("agreement_table_html")(self))
 
 
 def agreement_table(

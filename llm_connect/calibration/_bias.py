@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .._html import frame_html, html_format, p_text, with_interval
+from .._display import view
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
@@ -53,12 +53,6 @@ __all__ = [
 ]
 
 PROBES: tuple[str, ...] = ("length", "format", "injection", "position")
-_DESCRIPTIONS = {
-    "length": "neutral filler appended",
-    "format": "reformatted as markdown",
-    "injection": "instruction to the grader planted",
-    "position": "baseline and candidate swapped",
-}
 
 
 def perturb_items(
@@ -116,17 +110,7 @@ class ProbeResult:
         return bool(s.n >= 2 and (s.shift_low > 0 or s.shift_high < 0))
 
     def _repr_html_(self) -> str:
-        s = self.stats
-        description = _DESCRIPTIONS.get(self.probe)
-        head = html_format(
-            "<p><b>{}</b>, probe <b>{}</b>{}: mean shift {}, {}, {:.1%} of verdicts flipped (n={})</p>",
-            self.judge, self.probe, f" ({description})" if description else "",
-            with_interval(s.mean_shift, s.shift_low, s.shift_high), p_text(s.p_value), s.flip_rate, s.n,
-        )
-        cols = [c for c in ("id", "candidate", "perturbed_candidate", "original", "perturbed", "shift")
-                if c in self.items.columns]
-        top = self.items.reindex(self.items["shift"].abs().sort_values(ascending=False).index)[cols].head(10)
-        return head + frame_html(top, caption="largest shifts")
+        return str(view("probe_result_html")(self))
 
 
 @dataclass
@@ -150,14 +134,7 @@ class BiasReport:
         raise KeyError(f"no probe {probe!r} for judge {judge!r}")
 
     def _repr_html_(self) -> str:
-        rows = []
-        for r in self.results:
-            s = r.stats
-            note = s.note or (f"by definition: {r.expected}" if r.expected else "")
-            rows.append({"judge": r.judge, "probe": r.probe, "n": s.n,
-                         "mean shift": with_interval(s.mean_shift, s.shift_low, s.shift_high),
-                         "p": s.p_value, "flipped": s.flip_rate, "note": note})
-        return frame_html(pd.DataFrame(rows), caption="Bias probes (score after minus before, 95% bootstrap interval)")
+        return str(view("bias_report_html")(self))
 
 
 def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> ProbeResult:

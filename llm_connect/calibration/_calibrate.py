@@ -25,7 +25,7 @@ from ._agreement import agreement_table
 from ._bias import run_probes
 from ._cards import card_reference
 from ._groups import group_breakdown, group_column
-from ._pairwise import calibrate_pairwise, is_pairwise_input
+from ._pairwise import PairwiseReport, calibrate_pairwise, is_pairwise_input
 from ._report import CalibrationReport
 from ._runner import (
     ItemsLike,
@@ -111,7 +111,7 @@ def calibrate(
     selective: Any = None,
     batch: Any = False,
     cluster: str | None = "auto",
-) -> CalibrationReport:
+) -> CalibrationReport | PairwiseReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
 
@@ -152,7 +152,7 @@ def calibrate(
     ``reducer`` (``"mean"``, ``"median"``, ``"mode"``, ``"max"``, ``"min"`` or a callable)
     reduces the epochs to the score that agreement, thresholds and estimates read; each
     judge's card then carries its run-to-run reliability (epochs, percent agreement,
-    Krippendorff's alpha: :attr:`~llm_connect.calibration.JudgeCard.reliability`). The bias
+    Krippendorff's alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`). The bias
     probes judge the perturbed items once. Not for pairwise data (a :class:`ValidationError`).
 
     ``budget``: one budget for the whole run (every judge, every epoch, every probe), as

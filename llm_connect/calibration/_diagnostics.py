@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._html import frame_html, html_format, p_text, with_interval
+from .._display import view
 from ..errors import ValidationError
 from ..stats.regression import OLSResult, ols
 
@@ -27,11 +27,31 @@ __all__ = [
     "length_effect",
     "ols",
     "reliability_table",
+    "score_column",
     "self_preference",
 ]
 
 
-def _score_column(scores: pd.DataFrame, judge: str) -> str:
+def score_column(scores: pd.DataFrame, judge: str) -> str:
+    """The column of ``scores`` that holds ``judge``'s scores: ``judge`` itself, else ``score_<judge>``.
+
+    Parameters
+    ----------
+    scores : pandas.DataFrame
+        A scores frame (:func:`~llm_connect.calibration.score_items`) or any frame of score columns.
+    judge : str
+        A judge's or a label's name, or a column name.
+
+    Returns
+    -------
+    str
+        The column name.
+
+    Raises
+    ------
+    ValidationError
+        Neither column is there; the message names the judges the frame has.
+    """
     for name in (judge, f"score_{judge}"):
         if name in scores.columns:
             return name
@@ -64,13 +84,7 @@ class LengthEffect:
     note: str = ""
 
     def _repr_html_(self) -> str:
-        ctrl = ", ".join(self.controls) if self.controls else "nothing"
-        head = html_format(
-            "<p>Length effect on <b>{}</b> (controlling for {}): {} per unit of {}, {}, n={}, R²={:.3f}. {}</p>",
-            self.judge, ctrl, with_interval(self.coef, self.low, self.high), self.term, p_text(self.p_value), self.n,
-            self.r2, self.note,
-        )
-        return head + frame_html(self.fit.table(), caption="OLS fit")
+        return str(view("length_effect_html")(self))
 
 
 def length_effect(
@@ -88,9 +102,9 @@ def length_effect(
     correctness. ``transform="log2"`` reads the coefficient as the score change when
     the answer doubles in length; ``"per100"`` per 100 more words.
     """
-    ycol = _score_column(scores, judge)
+    ycol = score_column(scores, judge)
     controls = [control] if isinstance(control, str) else list(control or [])
-    ccols = [_score_column(scores, c) for c in controls]
+    ccols = [score_column(scores, c) for c in controls]
     if length not in scores.columns:
         raise ValidationError(f"no length column {length!r}; score the items with score_items() first")
     frame = scores[[ycol, length, *ccols]].apply(pd.to_numeric, errors="coerce").dropna()
@@ -120,9 +134,7 @@ class LengthControlled:
     summary: pd.DataFrame = field(repr=False)
 
     def _repr_html_(self) -> str:
-        head = html_format("<p>Length-controlled <b>{}</b>: length term {}</p>", self.judge,
-                           with_interval(self.coef, self.low, self.high))
-        return head + frame_html(self.summary, caption="raw vs length-controlled mean score")
+        return str(view("length_controlled_html")(self))
 
 
 def length_controlled_scores(
@@ -141,9 +153,9 @@ def length_controlled_scores(
     candidate's model family by default) and ``summary`` compares each group's raw
     and length-controlled mean. ``scores`` gains ``score_<judge>_lc``.
     """
-    ycol = _score_column(scores, judge)
+    ycol = score_column(scores, judge)
     controls = [control] if isinstance(control, str) else list(control or [])
-    ccols = [_score_column(scores, c) for c in controls]
+    ccols = [score_column(scores, c) for c in controls]
     for c in ("candidate_words", "baseline_words"):
         if c not in scores.columns:
             raise ValidationError(f"no column {c!r}; score the items with score_items() first")
@@ -188,10 +200,7 @@ class SelfPreference:
     note: str = ""
 
     def _repr_html_(self) -> str:
-        head = html_format("<p>Self-preference of <b>{}</b> for family <b>{}</b> (stratified by {}): {}. {}</p>",
-                           self.judge, self.family, self.label,
-                           with_interval(self.difference, self.low, self.high), self.note)
-        return head + frame_html(self.strata, caption="per stratum")
+        return str(view("self_preference_html")(self))
 
 
 def self_preference(
@@ -214,8 +223,8 @@ def self_preference(
     """
     from scipy.stats import mannwhitneyu
 
-    ycol = _score_column(scores, judge)
-    lcol = _score_column(scores, label)
+    ycol = score_column(scores, judge)
+    lcol = score_column(scores, label)
     family = family or (scores.attrs.get("judge_families") or {}).get(judge)
     empty = pd.DataFrame(columns=["stratum", "n_own", "n_other", "mean_own", "mean_other", "difference", "p_value"])
     if not family:
@@ -283,8 +292,8 @@ def reliability_table(
 
     if bins < 1:
         raise ValidationError(f"bins must be >= 1, got {bins}")
-    y = pd.to_numeric(scores[_score_column(scores, judge)], errors="coerce").to_numpy(dtype=float)
-    lab = pd.to_numeric(scores[_score_column(scores, label)], errors="coerce").to_numpy(dtype=float)
+    y = pd.to_numeric(scores[score_column(scores, judge)], errors="coerce").to_numpy(dtype=float)
+    lab = pd.to_numeric(scores[score_column(scores, label)], errors="coerce").to_numpy(dtype=float)
     ok = np.isfinite(y) & np.isfinite(lab)
     y, hit = y[ok], lab[ok] >= threshold
     edges = np.linspace(0.0, 1.0, bins + 1)
@@ -308,8 +317,8 @@ def reliability_table(
 
 def disagreements(scores: pd.DataFrame, judge_a: str, judge_b: str, *, top: int = 20) -> pd.DataFrame:
     """The items where two judges' scores differ most (both scored), largest gap first."""
-    a = pd.to_numeric(scores[_score_column(scores, judge_a)], errors="coerce")
-    b = pd.to_numeric(scores[_score_column(scores, judge_b)], errors="coerce")
+    a = pd.to_numeric(scores[score_column(scores, judge_a)], errors="coerce")
+    b = pd.to_numeric(scores[score_column(scores, judge_b)], errors="coerce")
     gap = (a - b).abs()
     cols = [c for c in ("id", "prompt", "baseline", "candidate") if c in scores.columns]
     out = scores[cols].copy()

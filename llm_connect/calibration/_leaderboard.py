@@ -8,8 +8,8 @@ intervals (:func:`~llm_connect.stats.bradley_terry.leaderboard`), its style cont
 (:func:`~llm_connect.stats.bradley_terry.style_effects`), the PPI++ Bradley-Terry
 (:func:`~llm_connect.stats.bradley_terry.ppi_bradley_terry`) and AlpacaEval 2's length-controlled
 win rate (:func:`~llm_connect.stats.length_control.length_controlled_win_rate`); they are
-importable from here as before. The picture and the report's section are in
-:mod:`llm_connect.views.leaderboard`.
+importable from here as before. The pictures and pages (the report's section, a
+comparison's HTML) are in :mod:`llm_connect.views.leaderboard`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._html import Markup, fmt, frame_html, html_format, join, with_interval
+from .._display import view
+from .._html import Markup
 from ..errors import ValidationError
 from ..stats.bradley_terry import (
     LEADERBOARD_COLUMNS,
@@ -60,18 +61,6 @@ __all__ = [
 ]
 
 
-def _shown_board(board: pd.DataFrame) -> pd.DataFrame:
-    """A leaderboard as a page shows it: rank, model, rating with its interval, rank range, n, win rate."""
-    return pd.DataFrame({
-        "rank": board["rank"], "model": board["model"],
-        "rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
-                   zip(board["rating"], board["rating_low"], board["rating_high"], strict=True)],
-        "rank range": [f"{lo}–{hi}" if not pd.isna(lo) else "—" for lo, hi in
-                       zip(board["rank_low"], board["rank_high"], strict=True)],
-        "n": board["n"], "win rate": board["win_rate"],
-    })
-
-
 @dataclass
 class LeaderboardComparison:
     """The judge's leaderboard beside people's, from :func:`compare_leaderboards`.
@@ -103,26 +92,9 @@ class LeaderboardComparison:
         return str(self.html())
 
     def html(self) -> Markup:
-        level = f"{self.confidence:.0%}"
-
-        def board(frame: pd.DataFrame | None, caption: str) -> Markup:
-            if frame is None:
-                return Markup("")
-            return frame_html(_shown_board(frame), caption=caption)
-
-        parts = [html_format("<h3>{}</h3>", "Leaderboards: the judge beside people")]
-        parts.append(board(self.judge, f"Judge ({level} bootstrap intervals)"))
-        parts.append(board(self.human, f"People, labelled comparisons only ({level} bootstrap intervals)"))
-        if self.anchored is not None:
-            parts.append(board(self.anchored, f"People, anchored by the judge on the unlabelled comparisons "
-                                              f"(PPI++, lambda = {fmt(self.lam)}; {level} intervals)"))
-        if len(self.correlation):
-            parts.append(frame_html(self.correlation, caption="Rank correlation of the ratings"))
-        if len(self.pairs):
-            parts.append(frame_html(self.pairs, caption="The judge against people, per pair of models"))
-        for note in self.notes:
-            parts.append(html_format("<p>{}</p>", note))
-        return html_format("<div class='llm-connect-leaderboards'>{}</div>", join(parts))
+        """The boards, their rank correlation, the pairs and the notes as HTML; drawn by
+        :func:`llm_connect.views.leaderboard_comparison_html`."""
+        return Markup(view("leaderboard_comparison_html")(self))
 
 
 def compare_leaderboards(

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
-from .._html import Markup, fmt, frame_html, html_format, join, with_interval
+from .._html import Markup, fmt
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..items import CONVERSATION_TAGS
@@ -63,7 +63,7 @@ from ..stats.preferences import (
 )
 from ._agreement import AgreementTable
 from ._bias import BiasReport, ProbeResult, is_pairwise, paired_shift
-from ._report import CalibrationReport
+from ._report import _Report
 from ._runner import (
     ItemsLike,
     ScoredItems,
@@ -190,7 +190,7 @@ def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kw
 
 
 @dataclass
-class PairwiseReport(CalibrationReport):
+class PairwiseReport(_Report):
     """A pairwise calibration run: judges and people saying which of two answers is better.
 
     ``scores``: one row per pair (``id``, ``prompt``, ``candidate_a``, ``candidate_b``,
@@ -202,6 +202,11 @@ class PairwiseReport(CalibrationReport):
     ``pairwise``: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`);
     ``pair_agreement``: one row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
     No threshold is applied anywhere. ``bias`` holds the ``position`` probe when it ran.
+
+    It shares with :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``,
+    the judges and labels, cards, ``to_html``, ``to_parquet``) but has no threshold: no widget and no
+    judgment viewer, which compare scored judges at a threshold; read :meth:`scores_table` for each pair's
+    winners, orders and replies.
     """
 
     pairwise: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_CSV_COLUMNS)))
@@ -311,11 +316,11 @@ class PairwiseReport(CalibrationReport):
         return self._cached("effects", lambda: report_style_effects(self, self.style_leaderboards()))
 
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.calibration.JudgeCard` per judge: three-way kappa against people,
+        """A :class:`~llm_connect.cards.JudgeCard` per judge: three-way kappa against people,
         position consistency, the position bias as its probe; the verdict by the cards' rule; and what
         the judge rewards besides quality (``card.style``: the style coefficients of its own
         preferences beside people's, :meth:`style_effects`)."""
-        from ._cards import JudgeCard, ProbeEffect, card_verdict, style_entry
+        from ..cards import JudgeCard, ProbeEffect, card_verdict, style_entry
 
         effects = self.style_effects()  # what each judge (and people) pays for style, when the pairs have texts
         named = {"model_a", "model_b"} <= set(map(str, self.scores.columns))
@@ -364,41 +369,6 @@ class PairwiseReport(CalibrationReport):
     def figures(self) -> dict[str, Any]:
         return {}
 
-    def section_html(self) -> Markup:
-        """The pairwise section: per judge against people, the confusions, every pair of raters."""
-        parts = [html_format("<h3>Pairwise agreement (a / b / tie; no threshold)</h3><p>{}</p>",
-                             "Three-way agreement and Cohen's kappa over a, b and tie; accuracy on the pairs "
-                             "people did not call a tie (a judge's tie counts as not correct); consistency: "
-                             "the share of pairs whose two orders picked the same answer; position: how often "
-                             "the answer shown first won (0.5 = no bias), binomial test.")]
-        rows = []
-        for r in self.pairwise.to_dict("records"):
-            rows.append({
-                "judge": r["judge"], "n": r["n"],
-                "agreement": with_interval(r["percent_agreement"], r["agreement_low"], r["agreement_high"]),
-                "kappa": with_interval(r["cohen_kappa"], r["kappa_low"], r["kappa_high"]),
-                "accuracy (non-tie)": f"{fmt(r['accuracy_non_tie'])} (decided {r['decided_non_tie']}"
-                                      f"/{r['n_non_tie']})",
-                "ties judge / people": f"{fmt(r['judge_tie_rate'])} / {fmt(r['human_tie_rate'])}",
-                "consistency": r["consistency"],
-                "first shown wins": with_interval(r["first_shown_win_rate"], r["position_low"] + 0.5,
-                                                  r["position_high"] + 0.5),
-                "p": r["position_p_value"],
-            })
-        if rows:
-            parts.append(frame_html(pd.DataFrame(rows), caption=f"Judges against people "
-                                                              f"({int(self.confidence * 100)}% intervals)"))
-        for r in self.pairwise.to_dict("records"):
-            confusion = pd.DataFrame(
-                [[f"judge {j}", *[r[f"judge_{j}_human_{h}"] for h in PREFERENCES]] for j in PREFERENCES],
-                columns=["", *[f"people {h}" for h in PREFERENCES]])
-            parts.append(frame_html(confusion, caption=f"Confusion of {r['judge']} against people"))
-        if len(self.pair_agreement):
-            shown = self.pair_agreement[["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa",
-                                         "krippendorff_alpha_nominal", "accuracy_non_tie", "ceiling"]]
-            parts.append(frame_html(shown, caption="Every pair of raters (three-way)"))
-        return join(parts)
-
     def _repr_html_(self) -> str:
         return self.html(plots=False)
 
@@ -406,13 +376,6 @@ class PairwiseReport(CalibrationReport):
         """The pairwise report as an HTML fragment; drawn by :func:`llm_connect.views.pairwise_report_html`."""
         return Markup(view("pairwise_report_html")(self, plots=plots, title=title))
 
-    def widget(self) -> Any:
-        raise ValidationError("the widget compares scored judges at a threshold; a pairwise report has none: "
-                              "use its pairwise frame, scores_table() or to_html()")
-
-    def view(self, *, title: str = "Judgments", height: int = 760) -> Any:
-        raise ValidationError("the judgment viewer reads scored (not pairwise) runs; read scores_table() "
-                              "for each pair's winners, orders and replies")
 
 
 #: A pairwise judge's verdict (``judge_many`` of a ``PairwiseJudge``, a pipeline's pairwise unit) as a
@@ -433,7 +396,7 @@ def battle_outcomes(
 
     Reads, without reshaping:
 
-    - a pairwise :class:`CalibrationReport` or its ``scores`` frame, and a
+    - a :class:`PairwiseReport` or its ``scores`` frame, and a
       :func:`~llm_connect.grading.tournament`'s frame: their ``model_a``, ``model_b`` and
       ``winner`` columns. ``winner``: whose preference (``"human"``, an annotator or a judge's
       name: the ``winner_<name>`` column); default the frame's ``winner`` column (people's when
@@ -458,7 +421,7 @@ def battle_outcomes(
     counted in ``df.attrs["dropped"]``. A verdict that is not pairwise is a
     :class:`ValidationError`.
     """
-    frame = report_or_frame.scores if isinstance(report_or_frame, CalibrationReport) else report_or_frame
+    frame = report_or_frame.scores if isinstance(report_or_frame, _Report) else report_or_frame
     if not isinstance(frame, pd.DataFrame):
         raise ValidationError(f"battle_outcomes takes a pairwise report or a DataFrame, got {type(frame).__name__}")
     column = "winner" if winner is None else f"winner_{winner}"
@@ -688,7 +651,7 @@ def calibrate_pairwise(
     bias = BiasReport(bias_results, math.nan) if probe_names else None
     return PairwiseReport(
         scores=out, agreement=AgreementTable(pairs=[], threshold=math.nan, confidence=confidence), bias=bias,
-        threshold=math.nan, n_boot=n_boot, confidence=confidence, seed=seed, scored=replace(scored_items, frame=out),
+        n_boot=n_boot, confidence=confidence, seed=seed, scored=replace(scored_items, frame=out),
         pairwise=pairwise, pair_agreement=pair_agreement,
     )
 

@@ -1,7 +1,9 @@
-"""``calibrate()`` and the :class:`CalibrationReport` it returns (HTML, widget, CSV files)."""
+"""The :class:`CalibrationReport` that ``calibrate()`` returns (HTML, widget, CSV files), and what it shares with a
+pairwise report (:class:`_Report`)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +20,10 @@ from ._diagnostics import (
     LengthControlled,
     LengthEffect,
     SelfPreference,
-    _score_column,
     disagreements,
     length_controlled_scores,
     length_effect,
+    score_column,
     self_preference,
 )
 from ._runner import ScoredItems
@@ -83,27 +85,108 @@ def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass
-class CalibrationReport:
-    """Scores of several judges on one dataset, their agreement, and their biases.
+class _Report(ABC):
+    """What a calibration report and a pairwise report share: one run of judges over one dataset.
 
-    ``scores``: one row per item (see :func:`score_items`); ``agreement``: every
-    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran);
-    ``scored``: the judges' metadata (names, grader ids, rubric hashes, families,
-    usage) as :class:`~llm_connect.calibration.ScoredItems`, passed explicitly by
-    :func:`calibrate` (read from ``scores.attrs`` only for a report built by hand).
-    Methods compute further diagnostics on demand; ``_repr_html_``,
-    :meth:`to_html` and :meth:`widget` show it all.
+    ``scores``: one row per item (or pair); ``agreement``: the agreement table; ``bias``: the probes'
+    results (``None`` if none ran); ``n_boot``, ``confidence``, ``seed``: the intervals' settings;
+    ``scored``: the judges' metadata (names, grader ids, rubric hashes, families, usage) as
+    :class:`~llm_connect.calibration.ScoredItems`, passed explicitly by :func:`calibrate` (read from
+    ``scores.attrs`` only for a report built by hand). Each kind of report says what its cards, its
+    tables and its page are.
     """
 
     scores: pd.DataFrame
     agreement: AgreementTable
     bias: BiasReport | None = None
-    threshold: float = 0.5
-    thresholds: Mapping[str, float] = field(default_factory=dict)
     n_boot: int = 1000
     confidence: float = 0.95
     seed: int = 0
     scored: ScoredItems | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.scored is None:
+            self.scored = ScoredItems.from_frame(self.scores)
+
+    @property
+    def meta(self) -> ScoredItems:
+        """The judges' metadata (see :class:`~llm_connect.calibration.ScoredItems`)."""
+        assert self.scored is not None  # set in __post_init__
+        return self.scored
+
+    @property
+    def judges(self) -> list[str]:
+        """The machine judges (those that were run)."""
+        return list(self.meta.judges)
+
+    @property
+    def labels(self) -> list[str]:
+        """The human label columns scored as judges (``human`` and annotators)."""
+        return list(self.meta.labels)
+
+    @abstractmethod
+    def judge_cards(self) -> list[Any]:
+        """A :class:`~llm_connect.cards.JudgeCard` per machine judge."""
+
+    @abstractmethod
+    def scores_table(self) -> pd.DataFrame:
+        """What ``scores.csv`` and ``scores.parquet`` hold: one row per item, in input order."""
+
+    @abstractmethod
+    def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
+        """The report as an HTML fragment."""
+
+    def verdicts(self) -> list[str]:
+        """One line per machine judge saying what to conclude (the rule: ``llm_connect.cards._verdicts``)."""
+        return [c.verdict for c in self.judge_cards()]
+
+    def save_cards(self, ledger_or_registry: Any) -> list[Any]:
+        """Save the judge cards in a registry (or the one beside a ledger); returns the cards."""
+        from ..cards import JudgeCardRegistry
+
+        registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
+                    else JudgeCardRegistry.for_ledger(ledger_or_registry))
+        cards = self.judge_cards()
+        registry.save(cards)
+        return cards
+
+    def bias_frame(self) -> pd.DataFrame:
+        """What ``bias.csv`` holds: one row per judge and probe (:data:`BIAS_CSV_COLUMNS` first)."""
+        if self.bias is None:
+            return pd.DataFrame(columns=list(BIAS_CSV_COLUMNS))
+        frame = self.bias.frame
+        first = list(BIAS_CSV_COLUMNS)
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+    def to_parquet(self, path: str | Path) -> Path:
+        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and
+        return its path. Text is written as it is, not neutralised as in ``scores.csv``: Parquet is
+        read by code (pandas, DuckDB, Spark), not opened by a spreadsheet. A column holding values
+        of several kinds (numbers and text, say) is written as text."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        parquet_ready(self.scores_table()).to_parquet(p, index=False)
+        return p
+
+    def to_html(self, path: str | Path, *, title: str = "Calibration report") -> Path:
+        """Write one self-contained HTML file (figures embedded) and return its path."""
+        return Path(view("save_report_html")(self, path, title=title))
+
+
+@dataclass
+class CalibrationReport(_Report):
+    """Scores of several judges on one dataset, their agreement, and their biases.
+
+    ``scores``: one row per item (see :func:`score_items`); ``agreement``: every
+    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran);
+    ``scored``: the judges' metadata (see :class:`_Report`); ``threshold`` and ``thresholds``:
+    the score at or above which each judge says "yes".
+    Methods compute further diagnostics on demand; ``_repr_html_``,
+    :meth:`to_html`, :meth:`view` and :meth:`widget` show it all.
+    """
+
+    threshold: float = 0.5
+    thresholds: Mapping[str, float] = field(default_factory=dict)
     #: Agreement and bias per group (``calibrate(..., by=COLUMN)``): a
     #: :class:`~llm_connect.calibration._groups.GroupBreakdown`, or ``None`` without ``by``.
     by_group: Any = field(default=None, repr=False)
@@ -116,27 +199,7 @@ class CalibrationReport:
     #: (see :mod:`llm_connect.calibration._selective`); empty without ``selective``.
     selective: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self) -> None:
-        if self.scored is None:
-            self.scored = ScoredItems.from_frame(self.scores)
-
-    @property
-    def meta(self) -> ScoredItems:
-        """The judges' metadata (see :class:`~llm_connect.calibration.ScoredItems`)."""
-        assert self.scored is not None  # set in __post_init__
-        return self.scored
-
     # -- who is who ----------------------------------------------------------------------
-
-    @property
-    def judges(self) -> list[str]:
-        """The machine judges (those that were run)."""
-        return list(self.meta.judges)
-
-    @property
-    def labels(self) -> list[str]:
-        """The human label columns scored as judges (``human`` and annotators)."""
-        return list(self.meta.labels)
 
     @property
     def names(self) -> list[str]:
@@ -162,8 +225,8 @@ class CalibrationReport:
         """Agreement of two judges, recomputed (e.g. at another threshold)."""
         t = self.threshold_of(judge_a) if threshold is None else threshold
         tb = self.threshold_of(judge_b) if threshold is None else threshold
-        return pair_agreement(self.scores[_score_column(self.scores, judge_a)],
-                              self.scores[_score_column(self.scores, judge_b)], judge_a=judge_a, judge_b=judge_b,
+        return pair_agreement(self.scores[score_column(self.scores, judge_a)],
+                              self.scores[score_column(self.scores, judge_b)], judge_a=judge_a, judge_b=judge_b,
                               threshold=t, threshold_b=tb, n_boot=self.n_boot if n_boot is None else n_boot,
                               confidence=self.confidence, seed=self.seed, cluster=self.cluster_ids)
 
@@ -182,8 +245,8 @@ class CalibrationReport:
         if ref is None:
             raise ValueError("no reference judge: pass reference=")
         kwargs.setdefault("reference_threshold", self.threshold_of(ref))
-        return threshold_sweep(self.scores[_score_column(self.scores, judge)],
-                               self.scores[_score_column(self.scores, ref)], **kwargs)
+        return threshold_sweep(self.scores[score_column(self.scores, judge)],
+                               self.scores[score_column(self.scores, ref)], **kwargs)
 
     def length_effect(self, judge: str, *, control: str | Sequence[str] | None = "auto", **kwargs: Any) -> LengthEffect:
         """:func:`length_effect`, controlling for :attr:`reference` by default."""
@@ -210,24 +273,10 @@ class CalibrationReport:
     # -- decisions --------------------------------------------------------------------------
 
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.calibration.JudgeCard` per machine judge (see ``cards_from_report``)."""
+        """A :class:`~llm_connect.cards.JudgeCard` per machine judge (see ``cards_from_report``)."""
         from ._cards import cards_from_report
 
         return cards_from_report(self)
-
-    def verdicts(self) -> list[str]:
-        """One line per machine judge saying what to conclude (the rule: ``llm_connect.calibration._cards``)."""
-        return [c.verdict for c in self.judge_cards()]
-
-    def save_cards(self, ledger_or_registry: Any) -> list[Any]:
-        """Save the judge cards in a registry (or the one beside a ledger); returns the cards."""
-        from ._cards import JudgeCardRegistry
-
-        registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
-                    else JudgeCardRegistry.for_ledger(ledger_or_registry))
-        cards = self.judge_cards()
-        registry.save(cards)
-        return cards
 
     def estimates(self, *, judge: str | None = None, by: str | None = "candidate_model") -> pd.DataFrame | None:
         """Quality of the candidates (per model) from a judge and the human labels: PPI++, human-only and
@@ -281,13 +330,6 @@ class CalibrationReport:
 
         return selective_frame(self.selective, self.reference)
 
-    def bias_frame(self) -> pd.DataFrame:
-        if self.bias is None:
-            return pd.DataFrame(columns=list(BIAS_CSV_COLUMNS))
-        frame = self.bias.frame
-        first = list(BIAS_CSV_COLUMNS)
-        return frame[first + [c for c in frame.columns if c not in first]]
-
     def to_csv(self, directory: str | Path) -> dict[str, Path]:
         """Write ``scores.csv``, ``agreement.csv`` and ``bias.csv`` into ``directory`` (text cells that a
         spreadsheet would run as a formula are neutralised)."""
@@ -306,22 +348,13 @@ class CalibrationReport:
                 csv_safe_frame(table).to_csv(paths[key], index=False)
         return paths
 
-    def to_parquet(self, path: str | Path) -> Path:
-        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and
-        return its path. Text is written as it is, not neutralised as in ``scores.csv``: Parquet is
-        read by code (pandas, DuckDB, Spark), not opened by a spreadsheet. A column holding values
-        of several kinds (numbers and text, say) is written as text."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        parquet_ready(self.scores_table()).to_parquet(p, index=False)
-        return p
-
     def summary(self) -> pd.DataFrame:
         """One row per machine judge: agreement with the reference, its threshold (and how it was
         chosen: ``threshold_selection``), ``yes_rate`` (share of its scored items it said yes to),
         ``weak`` (why it is flagged weak, or empty; see
         :func:`~llm_connect.calibration._cards.weak_judge_reasons`) and its largest bias shift."""
-        from ._cards import card_reference, weak_judge_reasons
+        from ..cards import weak_judge_reasons
+        from ._cards import card_reference
 
         ref, people = card_reference(self)
         chosen = getattr(self.agreement, "chosen", {})
@@ -360,7 +393,7 @@ class CalibrationReport:
     def score_kind(self, judge: str) -> str:
         """``"binary"`` when every score ``judge`` gave is 0 or 1 (exact match, a yes/no verdict),
         ``"graded"`` when it gave others, ``"none"`` when it scored no row."""
-        return score_kind(self.scores[_score_column(self.scores, judge)])
+        return score_kind(self.scores[score_column(self.scores, judge)])
 
     def plots_for(self, judge: str) -> tuple[str, ...]:
         """The per-judge plots the report draws for ``judge`` (the rule: :data:`PLOTS_BY_KIND` of its
@@ -389,10 +422,6 @@ class CalibrationReport:
     def _repr_html_(self) -> str:
         return self.html(plots=True)
 
-    def to_html(self, path: str | Path, *, title: str = "Calibration report") -> Path:
-        """Write one self-contained HTML file (figures embedded) and return its path."""
-        return Path(view("save_report_html")(self, path, title=title))
-
     # -- widget -------------------------------------------------------------------------------
 
     def view(self, *, title: str = "Judgments", height: int = 760) -> Any:
@@ -403,9 +432,7 @@ class CalibrationReport:
         Returns a :class:`~llm_connect.views.JudgmentViewer`: a notebook shows it in a sandboxed
         iframe; ``.save(path)`` writes the self-contained page. ``llm-connect view OUT_DIR`` shows the
         same page from the ``judgments.jsonl`` that ``calibrate`` writes."""
-        from ._judgments import judgment_records
-
-        return view("JudgmentViewer").from_records(judgment_records(self, title=title), height=height)
+        return view("judgment_viewer")(self, title=title, height=height)
 
     def widget(self) -> Any:
         """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and

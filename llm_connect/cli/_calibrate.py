@@ -150,7 +150,7 @@ def _batch_state(args: argparse.Namespace) -> Any:
 
 def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..calibration import PROBES, calibrate
-    from ..calibration._judgments import write_judgments
+    from ..views.judgments import write_judgments
 
     args.judges = judges_option(args.judges)  # grader ids (exact-match) name judges too; "did you mean" for a typo
     args.threshold, thresholds = _parse_thresholds(args.threshold)
@@ -268,7 +268,8 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         batch=_batch_state(args),
     )
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
-    from ..calibration._cards import cards_frame, cards_from_report
+    from ..calibration._cards import cards_from_report
+    from ..cards import cards_frame
 
     cards = cards_from_report(report)
     written = _write_csvs(report, paths)
@@ -281,7 +282,7 @@ def _run_calibrate(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         print(safe_text(note, limit=400))
     _print_summary(report, written, sys.stdout, lacking=lacking)
     if args.ledger is not None:
-        from ..calibration import JudgeCardRegistry
+        from ..cards import JudgeCardRegistry
         from ._grade import already_note, record_item_labels
 
         usage: list[dict[str, Any]] = [u for u in report.meta.usage.values() if isinstance(u, dict)]

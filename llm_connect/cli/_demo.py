@@ -206,7 +206,7 @@ def _print_next_step(cards: Any, llm: str, out: Any) -> None:
     card = next((c for c in cards if c.grader_id == "llm-judge"), None)
     if card is None:
         return
-    from ..calibration._cards import MIN_LABELLED
+    from ..cards import MIN_LABELLED
 
     unsure = card.n_labelled < MIN_LABELLED or not math.isfinite(card.kappa)  # the verdict: not enough evidence
     weak = unsure or bool(card.weak) or not (math.isfinite(card.kappa_low) and card.kappa_low > 0)
@@ -235,8 +235,8 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import numpy as np
 
     from ..calibration import calibrate, load_items
-    from ..calibration._judgments import write_judgments
     from ..quality import QualityLedger
+    from ..views.judgments import write_judgments
 
     start = time.perf_counter()
     if args.seed < 0:
@@ -280,7 +280,10 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         task_type="qa",
     )
     labels = _record_demo_labels(ledger, items)
-    from ..calibration import JudgeCardRegistry
+    from ..calibration import CalibrationReport
+    from ..cards import JudgeCardRegistry
+
+    assert isinstance(report, CalibrationReport)  # the demo's items are graded answers, not pairs
     from ..calibration._cards import cards_from_report
 
     cards = cards_from_report(report)

@@ -154,7 +154,7 @@ def _run_ledger_stats(args: argparse.Namespace, parser: argparse.ArgumentParser)
     print(f"{safe_text(_shown(ledger, path))}: {len(observations)} observations, {malformed} malformed {unit} skipped")
     if not tasks:
         print("no observations")
-    from ..calibration import JudgeCardRegistry
+    from ..cards import JudgeCardRegistry
     from ..errors import UncalibratedJudgeError
 
     # Human labels (and the Labeller's skip and undo markers) are never a judge: they are counted as labels

@@ -158,7 +158,7 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     inputs_notes = [n for n in (selection.describe(), close_run(cache)) if n]
     cards = report.judge_cards()
     written: dict[str, Path] = {}
-    from ..calibration._cards import cards_frame
+    from ..cards import cards_frame
 
     for key, table in (("scores", report.scores_table()), ("agreement", report.agreement_frame()),
                        ("pairwise", report.pairwise_frame()), ("bias", report.bias_frame()),
@@ -186,7 +186,7 @@ def run_pairwise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         print(safe_text(note, limit=400), file=out)
     print_pairwise_summary(report, written, out)
     if args.ledger is not None:
-        from ..calibration import JudgeCardRegistry
+        from ..cards import JudgeCardRegistry
 
         registry = JudgeCardRegistry.for_ledger(args.ledger)
         registry.save(cards)

@@ -212,6 +212,6 @@ def _distinct_labels(observations: list[Any], labels_id: str) -> int:
 
 
 def _cards(ledger: Any) -> Any:
-    from ..calibration import JudgeCardRegistry
+    from ..cards import JudgeCardRegistry
 
     return JudgeCardRegistry.for_ledger(ledger)

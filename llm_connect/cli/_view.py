@@ -45,7 +45,7 @@ def _add_view(subparsers: Any) -> None:
 
 
 def _page(out_dir: Path) -> str:
-    from ..calibration._judgments import JUDGMENTS_FILE, read_judgments
+    from ..views.judgments import JUDGMENTS_FILE, read_judgments
     from ..views.viewer import viewer_html
 
     if not out_dir.is_dir():
@@ -130,7 +130,7 @@ def _serve(page: str, port: int) -> None:
 
 
 def _run_view(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..calibration._judgments import JUDGMENTS_FILE
+    from ..views.judgments import JUDGMENTS_FILE
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be from 0 to 65535, got {args.port}")

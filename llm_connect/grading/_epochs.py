@@ -206,7 +206,7 @@ class EpochReliability:
         return dataclasses.asdict(self)
 
     def card_entry(self) -> dict[str, Any]:
-        """What a :class:`~llm_connect.calibration.JudgeCard` keeps (``reliability``): JSON-ready, NaN as ``None``."""
+        """What a :class:`~llm_connect.cards.JudgeCard` keeps (``reliability``): JSON-ready, NaN as ``None``."""
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.to_dict().items()}
 
     def __str__(self) -> str:

@@ -5,7 +5,7 @@ A :class:`~llm_connect.grading.SelectiveJudge` and a :class:`~llm_connect.gradin
 on labelled items (:func:`read_items`, the labels read by :func:`label_numbers`); the exact binomial bound behind
 their guarantee needs independent items, so clustered items keep one row per cluster
 (:func:`one_row_per_cluster`). A cascade's summary reads the labels people gave to the items left for them from
-a ledger (:func:`ledger_labels`), as the :class:`~llm_connect.calibration.Labeller` records them.
+a ledger (:func:`ledger_labels`), as the :class:`~llm_connect.labelling.Labeller` records them.
 """
 
 from __future__ import annotations

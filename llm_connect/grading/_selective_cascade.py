@@ -301,7 +301,7 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         the judges' cost per item against always using the last judge (its cost per item measured
         on the items that reached it), and the guarantee. People's labels (``labels``: a column
         of ``frame`` or one value per row; or ``ledger`` and ``task_type``: the ``human`` labels
-        recorded there, e.g. by the :class:`~llm_connect.calibration.Labeller`, matched on item id
+        recorded there, e.g. by the :class:`~llm_connect.labelling.Labeller`, matched on item id
         and candidate) give ``labelled_by_people`` (abstained items people have labelled) and
         ``combined_agreement``: the share of the decided items (judges' and people's) that agree
         with people, at least ``(judged·(1 − alpha) + labelled_by_people) / (judged +

@@ -81,7 +81,7 @@ class Recorded:
     record that stands (``None`` for those written) and ``held_ids`` its ``label_id`` (a Labeller's label;
     ``None`` otherwise). ``differing``: how many of those not written have
     another score than the record that stands (a changed label is not recorded again: the first stands until
-    it is taken back, e.g. by :meth:`~llm_connect.calibration.Labeller.undo`).
+    it is taken back, e.g. by :meth:`~llm_connect.labelling.Labeller.undo`).
     """
 
     written: tuple[bool, ...]

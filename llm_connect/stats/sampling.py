@@ -1,6 +1,6 @@
 """Sampling designs for labelling: which items people label, in which order, and how likely each was to be.
 
-The designs behind :class:`~llm_connect.calibration.Labeller`'s ``strategy=``, as statistics on
+The designs behind :class:`~llm_connect.labelling.Labeller`'s ``strategy=``, as statistics on
 arrays: item keys, judge scores and labels in; orders, probabilities of being shown, inclusion
 probabilities and calibrated scores out. Everything is pure and vectorised over many seeded runs at
 once, so the simulation tests (``tests/test_labeller.py``) and ``benchmarks/labelling.py`` drive these
@@ -22,7 +22,7 @@ Which items to show (``strategy``, :func:`make_plan`)
     round-robin over the groups of ``group=`` (default the candidate model column), uniform
     within each. Within a group the labelled items are a simple random sample (per-group
     estimates need no weights); the pooled estimate weights each item by its group's share
-    labelled (``inclusion_probability`` in :meth:`~llm_connect.calibration.Labeller.frame`).
+    labelled (``inclusion_probability`` in :meth:`~llm_connect.labelling.Labeller.frame`).
 ``"active"``
     active statistical inference (Zrnic & Candès 2024, *Active Statistical Inference*, ICML,
     arXiv:2403.03208), sequential and learned as in the paper: the walk visits every item in a
@@ -38,9 +38,9 @@ Which items to show (``strategy``, :func:`make_plan`)
     annotator may stop at any time, the inclusion probability used in the estimate is
     ``π_i · K / N``: ``K`` of the ``N`` items were visited (a random prefix of the order, all items
     before the next one to be shown). The estimates
-    (:meth:`~llm_connect.calibration.Labeller.estimate`) weight by it and use the judge calibrated
+    (:meth:`~llm_connect.labelling.Labeller.estimate`) weight by it and use the judge calibrated
     on the labels with each item's own label left out (:func:`calibrated_scores`, the
-    ``prediction`` column of :meth:`~llm_connect.calibration.Labeller.frame`) in place of its raw
+    ``prediction`` column of :meth:`~llm_connect.labelling.Labeller.frame`) in place of its raw
     score: the inverse-probability-weighted estimator has no intercept, so a judge whose scores
     are off by a constant (a lexical judge scoring correct paraphrases 0) would otherwise pay for
     it in every weight.
@@ -71,7 +71,7 @@ Which items to show (``strategy``, :func:`make_plan`)
 ``"overlap"``
     a seeded share (``overlap=0.2``) of the items, the same set for every annotator, shown to
     every annotator first, then the rest in random order, each to one annotator.
-    :meth:`~llm_connect.calibration.Labeller.agreement` gives percent agreement and
+    :meth:`~llm_connect.labelling.Labeller.agreement` gives percent agreement and
     Krippendorff's alpha over the items labelled by several annotators.
 ``"abstained"``
     the items a selective judge or a cascade abstained on (Jung, Brahman & Choi 2025, *Trust

@@ -1,7 +1,8 @@
-"""The leaderboard's pictures and page: ratings with their intervals drawn
-(:func:`plot_leaderboard`), the leaderboard section of a pairwise calibration report
-(:func:`leaderboard_section`), and the raw and style-controlled boards side by side
-(:func:`style_section`). The ratings come from :func:`llm_connect.stats.bradley_terry.leaderboard`."""
+"""The leaderboard's pictures and pages: ratings with their intervals drawn
+(:func:`plot_leaderboard`), a board as a page shows it (:func:`shown_board`), the leaderboard section of a
+pairwise calibration report (:func:`leaderboard_section`), the raw and style-controlled boards side by side
+(:func:`style_section`), and the judge's board beside people's (:func:`leaderboard_comparison_html`). The
+ratings come from :func:`llm_connect.stats.bradley_terry.leaderboard`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .._html import Markup, frame_html, html_format, join, with_interval
-from ..calibration._leaderboard import _shown_board, side_by_side
+from .._html import Markup, fmt, frame_html, html_format, join, with_interval
+from ..calibration._leaderboard import side_by_side
 from ..errors import ValidationError
 from ..stats.bradley_terry import MEAN, need_columns
 from ._figures import new_figure, png_data_uri
@@ -21,7 +22,31 @@ from .plots import _axes, _text
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["leaderboard_section", "plot_leaderboard", "style_section"]
+__all__ = ["leaderboard_comparison_html", "leaderboard_section", "plot_leaderboard", "shown_board", "style_section"]
+
+
+def shown_board(board: pd.DataFrame) -> pd.DataFrame:
+    """A leaderboard as a page shows it.
+
+    Parameters
+    ----------
+    board : pandas.DataFrame
+        A :func:`~llm_connect.stats.leaderboard` frame (``rank``, ``model``, ``rating`` with
+        ``rating_low``/``rating_high``, ``rank_low``/``rank_high``, ``n``, ``win_rate``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank``, ``model``, ``rating`` with its interval in one cell, ``rank range``, ``n``, ``win rate``.
+    """
+    return pd.DataFrame({
+        "rank": board["rank"], "model": board["model"],
+        "rating": [with_interval(r, lo, hi, 4) for r, lo, hi in
+                   zip(board["rating"], board["rating_low"], board["rating_high"], strict=True)],
+        "rank range": [f"{lo}–{hi}" if not pd.isna(lo) else "—" for lo, hi in
+                       zip(board["rank_low"], board["rank_high"], strict=True)],
+        "n": board["n"], "win rate": board["win_rate"],
+    })
 
 
 def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
@@ -73,7 +98,7 @@ def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: 
         if not isinstance(board, pd.DataFrame):
             parts.append(html_format("<p>No leaderboard from {}: {}</p>", name, board))
             continue
-        parts.append(frame_html(_shown_board(board), caption=f"Leaderboard from {name}'s winners"))
+        parts.append(frame_html(shown_board(board), caption=f"Leaderboard from {name}'s winners"))
         if plots and not drawn:
             fig, ax = new_figure(5.5, 0.9 + 0.35 * len(board))
             plot_leaderboard(board, ax=ax)
@@ -145,3 +170,39 @@ def style_section(boards: Mapping[str, Any], style_boards: Mapping[str, Any], *,
         if fit not in (None, "mle", "none"):
             parts.append(html_format("<p class='llm-connect-note'>fit: {}</p>", fit))
     return join(parts)
+
+
+def leaderboard_comparison_html(comparison: Any) -> Markup:
+    """The judge's leaderboard beside people's (and the human-anchored one), their rank correlation, the
+    judge against people per pair of models, and the notes: the HTML of a
+    :class:`~llm_connect.calibration.LeaderboardComparison`.
+
+    Parameters
+    ----------
+    comparison : LeaderboardComparison
+        What :func:`~llm_connect.calibration.compare_leaderboards` returns.
+
+    Returns
+    -------
+    Markup
+    """
+    level = f"{comparison.confidence:.0%}"
+
+    def board(frame: pd.DataFrame | None, caption: str) -> Markup:
+        if frame is None:
+            return Markup("")
+        return frame_html(shown_board(frame), caption=caption)
+
+    parts = [html_format("<h3>{}</h3>", "Leaderboards: the judge beside people")]
+    parts.append(board(comparison.judge, f"Judge ({level} bootstrap intervals)"))
+    parts.append(board(comparison.human, f"People, labelled comparisons only ({level} bootstrap intervals)"))
+    if comparison.anchored is not None:
+        parts.append(board(comparison.anchored, f"People, anchored by the judge on the unlabelled comparisons "
+                                                f"(PPI++, lambda = {fmt(comparison.lam)}; {level} intervals)"))
+    if len(comparison.correlation):
+        parts.append(frame_html(comparison.correlation, caption="Rank correlation of the ratings"))
+    if len(comparison.pairs):
+        parts.append(frame_html(comparison.pairs, caption="The judge against people, per pair of models"))
+    for note in comparison.notes:
+        parts.append(html_format("<p>{}</p>", note))
+    return html_format("<div class='llm-connect-leaderboards'>{}</div>", join(parts))

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..calibration._agreement import STATISTICS, AgreementTable, threshold_sweep
 from ..calibration._bias import BiasReport
-from ..calibration._diagnostics import _score_column, reliability_table
+from ..calibration._diagnostics import reliability_table, score_column
 from ..errors import ValidationError
 from ..stats.estimates import RESULT_COLUMNS
 
@@ -92,7 +92,7 @@ def plot_judge_scatter(
     by up to that much, seeded.
     """
     _need(data, "the frame from score_items()")
-    xc, yc = _score_column(data, x), _score_column(data, y)
+    xc, yc = score_column(data, x), score_column(data, y)
     pts = data[[xc, yc]].apply(pd.to_numeric, errors="coerce").dropna()
     xs, ys = pts[xc].to_numpy(dtype=float), pts[yc].to_numpy(dtype=float)
     if jitter:
@@ -208,7 +208,7 @@ def plot_threshold_sweep(
     else:
         if judge is None or reference is None:
             raise ValidationError("give judge= and reference= to sweep a score frame")
-        sweep = threshold_sweep(data[_score_column(data, judge)], data[_score_column(data, reference)],
+        sweep = threshold_sweep(data[score_column(data, judge)], data[score_column(data, reference)],
                                 thresholds=thresholds, reference_threshold=reference_threshold)
         title = f"{_label(judge)} vs {_label(reference)}"
     ax = _axes(ax)
@@ -272,12 +272,12 @@ def length_profile(
 
     Columns: ``group``, ``bin``, ``length_mid`` (median length in the bin), ``mean_score``, ``n``.
     """
-    yc = _score_column(data, judge)
+    yc = score_column(data, judge)
     if length not in data.columns:
         raise ValidationError(f"no column {length!r} in the data")
     cols = {"score": pd.to_numeric(data[yc], errors="coerce"), "length": pd.to_numeric(data[length], errors="coerce")}
     if hue is not None:
-        hc = _score_column(data, hue) if hue not in data.columns else hue
+        hc = score_column(data, hue) if hue not in data.columns else hue
         cols["group"] = data[hc]
     frame = pd.DataFrame(cols).dropna()
     if hue is None:
@@ -309,7 +309,7 @@ def plot_score_vs_length(
     a line per ``hue`` group (e.g. ``hue="human"`` splits correct from incorrect answers).
     The line is :func:`length_profile`'s."""
     _need(data, "the frame from score_items()")
-    yc = _score_column(data, judge)
+    yc = score_column(data, judge)
     pts = pd.DataFrame({"x": pd.to_numeric(data[length], errors="coerce"),
                         "y": pd.to_numeric(data[yc], errors="coerce")}).dropna()
     ax = _axes(ax)

@@ -15,8 +15,12 @@ from typing import Any
 import pandas as pd
 
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
+from ..stats.preferences import PREFERENCES
 from ._figures import new_figure, png_bytes, png_data_uri
 from ._transcript import report_transcripts
+from .agreement import agreement_table_html, pair_agreement_html
+from .bias import bias_report_html, probe_result_html, self_preference_html
+from .cards import judge_card_html
 from .groups import group_breakdown_html
 from .leaderboard import leaderboard_section
 from .plots import (
@@ -31,7 +35,14 @@ from .plots import (
 )
 from .selective import plot_risk_coverage
 
-__all__ = ["pairwise_report_html", "report_figures", "report_html", "report_widget", "save_report_html"]
+__all__ = [
+    "pairwise_report_html",
+    "pairwise_section_html",
+    "report_figures",
+    "report_html",
+    "report_widget",
+    "save_report_html",
+]
 
 
 def report_figures(report: Any) -> dict[str, Any]:
@@ -135,7 +146,7 @@ def _has_ceiling(report: Any) -> bool:
 
 
 def _diagnostics_html(report: Any) -> Markup:
-    parts: list[str] = []  # markup only: each a Markup from frame_html or a _repr_html_
+    parts: list[str] = []  # markup only: each a Markup from frame_html or a view
     rows = []
     for j in report.judges:
         eff = report.length_effect(j)
@@ -148,7 +159,7 @@ def _diagnostics_html(report: Any) -> Markup:
     for j in report.judges:
         fam = report.meta.judge_families.get(j)
         if fam and report.scores["model_family"].notna().any():
-            parts.append(report.self_preference(j)._repr_html_())
+            parts.append(self_preference_html(report.self_preference(j)))
     return join(parts)
 
 def report_html(report: Any, *, plots: bool = True, title: str = "Calibration report") -> Markup:
@@ -167,14 +178,14 @@ def report_html(report: Any, *, plots: bool = True, title: str = "Calibration re
     summary_howto = HOW_TO_READ["Summary"] + (CEILING_HOWTO if _has_ceiling(report) else "")
     body = [_section("Summary", frame_html(_summary_shown(report.summary(), report.confidence), caption="Summary"),
                      howto=summary_howto),
-            _section("Agreement", Markup(report.agreement._repr_html_()))]
+            _section("Agreement", agreement_table_html(report.agreement))]
     if cards:
-        body.append(_section("Judge cards", join(Markup(c._repr_html_()) for c in cards)))
+        body.append(_section("Judge cards", join(judge_card_html(c) for c in cards)))
     if getattr(report, "selective", None):
         body.append(_selective_html(report))
     body.append(_estimates_html(report, plots=plots))
     if report.bias is not None:
-        body.append(_section("Bias probes", Markup(report.bias._repr_html_())))
+        body.append(_section("Bias probes", bias_report_html(report.bias)))
     body.append(_diagnostics_html(report))
     if report.by_group is not None:
         body.append(group_breakdown_html(report.by_group, plots=plots))
@@ -321,7 +332,7 @@ def report_widget(report: Any) -> Any:
             summary.value = "<p>choose two different judges</p>"
             return
         pair = report.pair(a, b, threshold=t, n_boot=200)
-        summary.value = pair._repr_html_()
+        summary.value = str(pair_agreement_html(pair))
         scatter.value = render(lambda ax: plot_judge_scatter(report.scores, x=b, y=a, jitter=0.02,
                                                                     seed=report.seed, ax=ax))
 
@@ -341,7 +352,7 @@ def report_widget(report: Any) -> Any:
     children, titles = [], []
     if report.bias is not None:
         for probe in dict.fromkeys(r.probe for r in report.bias.results):
-            parts = [r._repr_html_() if r.stats.n else html_format("<p>{}: {}</p>", r.judge, r.stats.note)
+            parts = [probe_result_html(r) if r.stats.n else html_format("<p>{}: {}</p>", r.judge, r.stats.note)
                      for r in report.bias.results if r.probe == probe]
             children.append(w.HTML(join(parts)))
             titles.append(probe)
@@ -384,12 +395,59 @@ def pairwise_report_html(report: Any, *, plots: bool = True, title: str = "Calib
     if usage:
         head.append(frame_html(pd.DataFrame([{"judge": k, **v} for k, v in usage.items()]),
                                caption="Judge runs (unscored pairs have no winner, never a tie)"))
-    body = [report.section_html()]
+    body = [pairwise_section_html(report)]
     boards = report.leaderboards()
     if boards:
         style_boards = report.style_leaderboards() if hasattr(report, "style_leaderboards") else {}
         body.append(leaderboard_section(boards, confidence=report.confidence, plots=plots,
                                         style_boards=style_boards))
     if report.bias is not None and report.bias.results:
-        body.append(Markup(report.bias._repr_html_()))
+        body.append(bias_report_html(report.bias))
     return html_format("<div class='llm-connect-report'>{}</div>", join([*head, *body]))
+
+
+def pairwise_section_html(report: Any) -> Markup:
+    """The pairwise section of a :class:`~llm_connect.calibration.PairwiseReport`: per judge against people
+    (three-way agreement and kappa, accuracy on people's non-tie pairs, ties, consistency across orders, the
+    first-shown win rate), each judge's 3x3 confusion against people, and every pair of raters.
+
+    Parameters
+    ----------
+    report : PairwiseReport
+
+    Returns
+    -------
+    Markup
+    """
+    parts = [html_format("<h3>Pairwise agreement (a / b / tie; no threshold)</h3><p>{}</p>",
+                         "Three-way agreement and Cohen's kappa over a, b and tie; accuracy on the pairs "
+                         "people did not call a tie (a judge's tie counts as not correct); consistency: "
+                         "the share of pairs whose two orders picked the same answer; position: how often "
+                         "the answer shown first won (0.5 = no bias), binomial test.")]
+    rows = []
+    for r in report.pairwise.to_dict("records"):
+        rows.append({
+            "judge": r["judge"], "n": r["n"],
+            "agreement": with_interval(r["percent_agreement"], r["agreement_low"], r["agreement_high"]),
+            "kappa": with_interval(r["cohen_kappa"], r["kappa_low"], r["kappa_high"]),
+            "accuracy (non-tie)": f"{fmt(r['accuracy_non_tie'])} (decided {r['decided_non_tie']}"
+                                  f"/{r['n_non_tie']})",
+            "ties judge / people": f"{fmt(r['judge_tie_rate'])} / {fmt(r['human_tie_rate'])}",
+            "consistency": r["consistency"],
+            "first shown wins": with_interval(r["first_shown_win_rate"], r["position_low"] + 0.5,
+                                              r["position_high"] + 0.5),
+            "p": r["position_p_value"],
+        })
+    if rows:
+        parts.append(frame_html(pd.DataFrame(rows), caption=f"Judges against people "
+                                                          f"({int(report.confidence * 100)}% intervals)"))
+    for r in report.pairwise.to_dict("records"):
+        confusion = pd.DataFrame(
+            [[f"judge {j}", *[r[f"judge_{j}_human_{h}"] for h in PREFERENCES]] for j in PREFERENCES],
+            columns=["", *[f"people {h}" for h in PREFERENCES]])
+        parts.append(frame_html(confusion, caption=f"Confusion of {r['judge']} against people"))
+    if len(report.pair_agreement):
+        shown = report.pair_agreement[["judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa",
+                                       "krippendorff_alpha_nominal", "accuracy_non_tie", "ceiling"]]
+        parts.append(frame_html(shown, caption="Every pair of raters (three-way)"))
+    return join(parts)

@@ -1,5 +1,5 @@
 """The judgment viewer: one self-contained page for every judgment (records from
-:mod:`llm_connect.calibration._judgments`, ``judgments.jsonl``).
+:mod:`llm_connect.views.judgments`, ``judgments.jsonl``).
 
 The page embeds the records as JSON inside ``<script type="application/json">``
 with ``<``, ``>``, ``&``, U+2028 and U+2029 escaped, and its script renders them

@@ -1,9 +1,11 @@
-"""Every judgment as records: ``judgments.jsonl``, which the viewer page (:mod:`llm_connect.views.viewer`) shows.
+"""The judgment viewer's records: every judgment of a report as ``judgments.jsonl``, which the viewer page
+(:mod:`llm_connect.views.viewer`) shows.
 
 One function turns a :class:`~llm_connect.calibration.CalibrationReport` into records
 (:func:`judgment_records`); ``calibrate`` and ``demo`` write them as ``judgments.jsonl``
 (:func:`write_judgments`), ``llm-connect view`` reads them back (:func:`read_judgments`), and
-``report.view()`` uses them directly, so the page is the same from the command line and in Jupyter.
+``report.view()`` shows them directly (:func:`judgment_viewer`), so the page is the same from the command line
+and in Jupyter.
 
 The file is JSON Lines, ASCII only (every other character as a ``\\uXXXX`` escape), one record a line:
 
@@ -54,6 +56,7 @@ __all__ = [
     "JUDGMENTS_FORMAT",
     "check_records",
     "judgment_records",
+    "judgment_viewer",
     "read_judgments",
     "write_judgments",
 ]
@@ -175,7 +178,7 @@ def _item_id(value: Any) -> str | int | float | bool | None:
 
 
 def _people(report: Any) -> str | None:
-    from ._cards import card_reference
+    from ..calibration._cards import card_reference
 
     reference, is_people = card_reference(report)
     return reference if is_people else None
@@ -431,3 +434,25 @@ def check_records(records: Sequence[Mapping[str, Any]], name: str) -> None:
                 raise ValidationError(f"{name} line {n}: each judge of an item must be an object")
         elif record["kind"] == "probe" and row is not None and (not isinstance(row, int) or isinstance(row, bool)):
             raise ValidationError(f"{name} line {n}: a probe's 'row' must be a whole number or null")
+
+
+def judgment_viewer(report: Any, *, title: str = "Judgments", height: int = 760) -> Any:
+    """Every judgment of a report in one page (:class:`~llm_connect.views.JudgmentViewer` of its
+    :func:`judgment_records`): what :meth:`CalibrationReport.view() <llm_connect.calibration.CalibrationReport.view>`
+    returns.
+
+    Parameters
+    ----------
+    report : CalibrationReport
+    title : str
+        The page's title.
+    height : int
+        The iframe's height in a notebook, in pixels.
+
+    Returns
+    -------
+    JudgmentViewer
+    """
+    from .viewer import JudgmentViewer
+
+    return JudgmentViewer.from_records(judgment_records(report, title=title), height=height)

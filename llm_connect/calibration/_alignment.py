@@ -1,0 +1,165 @@
+"""The result of :func:`~llm_connect.calibration.align`: the judge to use, and the evidence (held-out figures
+before and after, every candidate in every fold, the disagreements that remain, the judge cards)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+from .._html import Markup
+from ..cards import JudgeCard, JudgeCardRegistry
+from ..errors import ValidationError
+from ..grading import LLMJudge, Rubric
+from ..stats.agreement import Estimate
+from ._cards import card_from_scores
+
+__all__ = ["N_BOOT", "Alignment"]
+
+#: Bootstrap resamples of the held-out intervals.
+N_BOOT = 2000
+
+
+@dataclass(eq=False)
+class Alignment:
+    """What :func:`align` found: the judge to use, and the evidence.
+
+    ``accepted``: whether the candidate beat the original on the held-out labels (the paired
+    bootstrap interval of the difference lies above 0). ``rubric`` / ``judge``: the aligned rubric
+    and judge when accepted, else the original's. ``heldout``: one row per rubric (``original``,
+    ``aligned``: the best candidate, measured whether accepted or not) with ``n``, ``kappa``,
+    ``kappa_low``, ``kappa_high``, ``agreement`` (and its interval, the rubric's hash and name);
+    ``heldout.attrs["difference"]`` is the difference. ``heldout_ids``: the held-out items' ids.
+    ``candidates``: one row per candidate and fold (``fold`` is ``"all"`` on each candidate's
+    pooled out-of-fold row, which ranks them). ``cost_usd``: what the run spent (cache hits are
+    free). ``reason``: one line saying what was decided and why.
+    """
+
+    accepted: bool
+    rubric: Rubric
+    judge: LLMJudge
+    heldout: pd.DataFrame
+    heldout_ids: list[Any]
+    candidates: pd.DataFrame
+    cost_usd: float
+    reason: str
+    difference: Estimate
+    metric: str
+    original_rubric: Rubric
+    aligned_rubric: Rubric
+    original_judge: LLMJudge
+    aligned_judge: LLMJudge
+    chosen: str
+    items: pd.DataFrame = field(repr=False)
+    plan: dict[str, Any] = field(default_factory=dict, repr=False)
+    provenance: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # -- the decision in one line --------------------------------------------------------------------
+
+    def summary(self) -> str:
+        """One line: accepted or kept, with the held-out figures."""
+        o, a = self._row("original"), self._row("aligned")
+        d = self.difference
+        diff = (f"{self.metric} difference {d.value:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" if d.defined
+                else f"{self.metric} difference undefined ({d.reason})")
+        head = ("accepted: the aligned rubric agrees better with people on held-out labels" if self.accepted
+                else self.reason)
+        return (f"{head} (kappa {o['kappa']:.2f} -> {a['kappa']:.2f} on {int(a['n'])} held-out items; {diff}; "
+                f"candidate {self.chosen})")
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _row(self, name: str) -> Mapping[str, Any]:
+        return {str(k): v for k, v in self.heldout.set_index("rubric").loc[name].to_dict().items()}
+
+    # -- what remains to fix -------------------------------------------------------------------------
+
+    def disagreements(self) -> pd.DataFrame:
+        """The held-out items where the returned judge still disagrees with people (its verdict and score)."""
+        col = "aligned" if self.accepted else "original"
+        items = self.items
+        rows = items[items["split"] == "heldout"]
+        verdict = rows[f"{col}_verdict"]
+        out = rows[verdict.notna() & (verdict != rows["human_verdict"])]
+        human = self.provenance.get("human_column", "human")
+        keep = [c for c in ("id", "prompt", "baseline", "candidate", human, "human_verdict", f"{col}_score",
+                            f"{col}_verdict", "notes") if c in out.columns]
+        return out[keep].reset_index(drop=True)
+
+    # -- cards --------------------------------------------------------------------------------------
+
+    def card(self, which: str = "returned") -> JudgeCard:
+        """The judge card of a rubric measured on the held-out labels: ``"aligned"``, ``"original"``, or
+        ``"returned"`` (the aligned one when accepted, else the original). The aligned card's
+        ``provenance`` names the parent rubric hash, the labels, the split sizes and the held-out
+        figures."""
+        if which == "returned":
+            which = "aligned" if self.accepted else "original"
+        if which not in ("aligned", "original"):
+            raise ValidationError(f"which must be 'aligned', 'original' or 'returned', got {which!r}")
+        judge = self.aligned_judge if which == "aligned" else self.original_judge
+        rubric = self.aligned_rubric if which == "aligned" else self.original_rubric
+        rows = self.items[self.items["split"] == "heldout"]
+        grouped = [c for c in (self.provenance.get("split") or {}).get("grouped_by", ()) if c != "content"]
+        cluster = rows[grouped[0]].reset_index(drop=True) if grouped and grouped[0] in rows.columns else None
+        card = card_from_scores(rows[f"{which}_score"], rows["human_unit"], grader_id=judge.grader_id,
+                                rubric_hash=judge.rubric_hash, threshold=rubric.threshold,
+                                reference_threshold=0.5, reference_name="human (held-out)", n_boot=N_BOOT,
+                                cluster=cluster)
+        prov = dict(self.provenance)
+        prov["rubric"] = which
+        prov["rubric_hash"] = judge.rubric_hash
+        if which == "original":
+            prov.pop("parent_rubric_hash", None)
+        return replace(card, provenance=prov)
+
+    def cards(self) -> list[JudgeCard]:
+        """The original's and the aligned rubric's held-out cards, in that order (before and after)."""
+        return [self.card("original"), self.card("aligned")]
+
+    def save_card(self, ledger_or_registry: Any) -> JudgeCard | None:
+        """Save the aligned judge's card in the registry beside a ledger (or in a
+        :class:`~llm_connect.cards.JudgeCardRegistry`) when the candidate was accepted; the
+        registry keeps each rubric's card (one per ``(grader_id, rubric_hash)``), so the parent's
+        stays. Returns the card saved, or ``None`` when the original was kept."""
+        if not self.accepted:
+            return None
+        registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
+                    else JudgeCardRegistry.for_ledger(ledger_or_registry))
+        card = self.card("aligned")
+        registry.save(card)
+        return card
+
+    # -- tables and pages ----------------------------------------------------------------------------
+
+    def ranking(self) -> pd.DataFrame:
+        """One row per candidate: its pooled out-of-fold figures on the selection split, best first."""
+        pooled = self.candidates[self.candidates["fold"] == "all"].copy()
+        return pooled.sort_values(self.metric, ascending=False, kind="stable").reset_index(drop=True)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Every labelled item with its split, people's verdict, and both rubrics' scores and verdicts."""
+        return self.items.copy()
+
+    def html(self) -> Markup:
+        """The alignment page's body (held-out before/after, candidates, remaining disagreements)."""
+        from .._display import view
+
+        return Markup(view("alignment_html")(self, full_page=False))
+
+    def to_html(self, path: Any = None) -> str:
+        """The alignment page as a standalone HTML document (written to ``path`` when given)."""
+        from .._display import view
+
+        page = str(view("alignment_html")(self, full_page=True))
+        if path is not None:
+            from pathlib import Path
+
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def _repr_html_(self) -> str:
+        return str(self.html())

@@ -1,0 +1,408 @@
+"""Verdicts in words: the one rule that turns a judge's agreement with people into a line a user can act on.
+
+A calibration run measures; this module decides. :func:`agreement_verdict` words every verdict (the
+cards, the command line's verdict lines, the demo and the report all print what it says), and
+:func:`card_verdict` adds the judge's biases to it. With ``k`` the judge's Cohen's kappa against the
+reference, ``[lo, hi]`` its bootstrap interval (``confidence``, 95% by default) on ``n`` paired items,
+and the share of its scored items it said "yes" to:
+
+1. it said the same on every item it scored (0% or 100% "yes"): *one verdict* — kappa is 0 by
+   construction, it cannot tell good answers from bad; do not use its scores;
+2. fewer than :data:`MIN_LABELLED` paired items, or no kappa: *not enough
+   evidence* — label more items before trusting it;
+3. ``lo <= 0`` (the interval does not exclude chance) and ``k`` below :data:`UNDECIDED_FROM`
+   (slight at best): *no better than chance* — do not use its scores;
+4. ``lo <= 0`` but ``k`` fair or better: *cannot tell yet* — the interval is too wide to decide,
+   and about how many labelled items in all would settle it, were the kappa to hold
+   (:func:`labels_to_settle`: the interval's half-width shrinks as ``1/sqrt(n)``); until then use
+   its scores only with human correction;
+5. otherwise the agreement band of ``k`` (Landis & Koch 1977, "The
+   measurement of observer agreement for categorical data", Biometrics 33):
+   slight (< 0.2), fair (< 0.4), moderate (< 0.6), substantial (< 0.8), almost
+   perfect; slight and fair add "use its scores only with human correction".
+
+Then, each on its own clause: every bias probe whose Wilcoxon p-value is below
+:data:`BIAS_ALPHA` (e.g. "biased toward longer answers (+0.30, p=0.014)"),
+the length regression when no length probe ran and its p-value is below
+:data:`BIAS_ALPHA`, a mean bias against people whose interval excludes 0 and
+whose size is at least :data:`MIN_MEAN_BIAS`, and an unscored rate above
+:data:`MAX_UNSCORED_RATE`.
+
+Weak judges
+-----------
+A judge is flagged *weak* (the card's ``weak`` field, a clause of its verdict, the printed
+summary and the report), with the reason, when its kappa interval against people includes 0
+(``lo <= 0 <= hi``: it cannot be told from chance), or when it gives one verdict, "yes" or "no", to
+more than :data:`MAX_YES_RATE` of the items it scored (its verdicts say little whatever its kappa):
+see :func:`weak_judge_reasons`.
+
+Effects a judge has by definition
+---------------------------------
+A probe that moves a judge's score the way the judge is defined to move is not a bias: exact match
+gives 0 to an answer padded with filler or carrying a planted instruction, because that answer no
+longer equals the reference. A judge declares such effects (``by_definition``, probe -> why; see
+:class:`~llm_connect.grading.ExactMatchJudge`); the card then says "as exact match does by
+definition" instead of "biased", and the effect is no defect in the verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from .._html import p_text
+from ..errors import ValidationError
+
+__all__ = [
+    "BIAS_ALPHA",
+    "MAX_UNSCORED_RATE",
+    "MAX_YES_RATE",
+    "MIN_LABELLED",
+    "MIN_MEAN_BIAS",
+    "SHOWN_DIGITS",
+    "UNDECIDED_FROM",
+    "ProbeEffect",
+    "agreement_band",
+    "agreement_verdict",
+    "card_verdict",
+    "labels_to_settle",
+    "selective_line",
+    "style_entry",
+    "weak_judge_reasons",
+]
+
+MIN_LABELLED = 20
+"""Fewer paired items than this and no verdict beyond "not enough evidence" is given."""
+BIAS_ALPHA = 0.05
+"""A probe (or the length regression) is reported as a bias when its p-value is below this."""
+MIN_MEAN_BIAS = 0.05
+"""A mean bias against people is reported when its interval excludes 0 and it is at least this large."""
+MAX_UNSCORED_RATE = 0.10
+"""An unscored rate above this is reported."""
+MAX_YES_RATE = 0.95
+"""A judge that gives one verdict ("yes", or "no") to more than this share of the items it scored is flagged as
+weak."""
+
+_BANDS = ((0.2, "slight"), (0.4, "fair"), (0.6, "moderate"), (0.8, "substantial"), (math.inf, "almost perfect"))
+_PROBE_WORDS = {
+    "length": "longer answers",
+    "format": "markdown formatting",
+    "injection": "instructions planted in the answer",
+    "position": "the answer shown first",
+}
+
+
+def _num(value: Any) -> float:
+    """A float, NaN for None/NA/non-numbers."""
+    if value is None or isinstance(value, bool):
+        return math.nan
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out
+
+
+#: The places kappas, biases and their bounds are shown at in verdicts and weak-judge reasons. The
+#: rules decide on the figure so rounded -- the one the user reads -- so a bound of ``9.84e-17`` (floating
+#: point's zero) is ``0.00`` and decides as 0 does, never otherwise than its printed value suggests.
+SHOWN_DIGITS = 2
+
+
+def _shown(value: Any) -> float:
+    """:func:`_num` rounded to :data:`SHOWN_DIGITS` places (no negative zero): the figure a verdict prints."""
+    x = _num(value)
+    return round(x, SHOWN_DIGITS) + 0.0 if math.isfinite(x) else x
+
+
+def _finite(value: Any) -> bool:
+    return math.isfinite(_num(value))
+
+
+def agreement_band(kappa: float) -> str:
+    """The Landis & Koch band of a kappa: ``slight``, ``fair``, ``moderate``, ``substantial``, ``almost perfect``."""
+    k = _num(kappa)
+    if not math.isfinite(k):
+        raise ValidationError(f"kappa must be a finite number, got {kappa!r}")
+    for upper, name in _BANDS:
+        if k < upper:
+            return name
+    return _BANDS[-1][1]  # pragma: no cover - the last band is unbounded
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.2f}"
+
+
+def _p(value: float) -> str:
+    return p_text(value)  # the one p-value format: p=0.014, p < 0.001
+
+
+@dataclass(frozen=True)
+class ProbeEffect:
+    """One bias probe's (or the length regression's) effect on a judge's score."""
+
+    probe: str
+    effect: float
+    low: float = math.nan
+    high: float = math.nan
+    p_value: float = math.nan
+    n: int = 0
+    source: str = "probe"  # "probe" (perturb and re-judge) or "regression" (observational, OLS)
+    #: Why the judge scores this way by its own definition (its ``by_definition`` for the probe: exact match
+    #: gives 0 to a padded answer), or ``""``; a drop it explains is said as such, never as a bias.
+    by_definition: str = ""
+
+    @property
+    def significant(self) -> bool:
+        return _finite(self.p_value) and self.p_value < BIAS_ALPHA and _finite(self.effect) and self.effect != 0
+
+    @property
+    def expected(self) -> bool:
+        """The effect is a drop the judge's own definition explains (:attr:`by_definition`): not a bias."""
+        return bool(self.by_definition) and _finite(self.effect) and self.effect < 0
+
+    def words(self) -> str:
+        target = _PROBE_WORDS.get(self.probe, self.probe)
+        if self.expected:
+            return (f"scores {target} lower ({_signed(self.effect)}, {_p(self.p_value)}) by definition, not as a "
+                    f"bias: {self.by_definition}")
+        direction = "toward" if self.effect > 0 else "against"
+        return f"biased {direction} {target} ({_signed(self.effect)}, {_p(self.p_value)})"
+
+
+#: The kappa from which a judge whose interval still reaches chance is *undecided* rather than *no better than
+#: chance*: the lower edge of the "fair" band. A point estimate below it is slight agreement at best.
+UNDECIDED_FROM = 0.2
+
+
+def labels_to_settle(kappa: float, kappa_low: float, n: int) -> int | None:
+    """About how many labelled items in all would lift a kappa interval's lower end above 0, if the kappa held.
+
+    An interval's half-width shrinks as ``1/sqrt(n)``: the lower half ``kappa - kappa_low`` measured on ``n``
+    items is ``kappa`` (just enough to exclude 0) on ``n * ((kappa - kappa_low) / kappa) ** 2`` items.
+    ``None`` when it cannot be said (``kappa <= 0``: no number of labels would; or a bound is missing).
+    """
+    k, lo = _num(kappa), _num(kappa_low)
+    if not (math.isfinite(k) and math.isfinite(lo)) or k <= 0 or n <= 0:
+        return None
+    return max(int(n) + 1, math.ceil(n * ((k - lo) / k) ** 2))
+
+
+def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int, *, yes_rate: float = math.nan,
+                      against: str = "against people", confidence: float = 0.95) -> str:
+    """What a judge's agreement means, in words: the one wording of every verdict (cards, the command line, the
+    demo, the report all come through here).
+
+    Parameters
+    ----------
+    kappa, kappa_low, kappa_high : float
+        Cohen's kappa against the reference and its interval (decided as printed, at :data:`SHOWN_DIGITS`).
+    n : int
+        The paired (labelled) items it was measured on.
+    yes_rate : float, optional
+        The share of the items it scored that the judge said "yes" to (NaN when unknown).
+    against : str
+        What it was checked against, as the line says it (``"against people"``).
+    confidence : float
+        The interval's level.
+
+    Returns
+    -------
+    str
+        One clause, by the rule in this module's docstring: *not enough evidence* (fewer than
+        :data:`MIN_LABELLED` items, or no kappa); *one verdict* (it said the same on every item it scored:
+        kappa is 0 by construction); *no better than chance* (the interval reaches 0 and kappa is below
+        :data:`UNDECIDED_FROM`); *cannot tell yet* (the interval reaches 0 but kappa is fair or better: too
+        wide to decide, and about how many labelled items in all would settle it,
+        :func:`labels_to_settle`); else the Landis & Koch band, with "use its scores only with human
+        correction" for slight and fair.
+    """
+    ci = f"{confidence:.0%} CI"
+    k, lo, hi = _shown(kappa), _shown(kappa_low), _shown(kappa_high)  # decided as printed
+    rate = _num(yes_rate)
+    interval = f"{lo:.2f}..{hi:.2f}" if math.isfinite(lo) and math.isfinite(hi) else "no interval"
+    if math.isfinite(rate) and rate in (0.0, 1.0):
+        word = "yes" if rate == 1.0 else "no"
+        return (f"one verdict {against}: it says {word} to every item it scored, so it cannot tell good answers "
+                f"from bad (kappa {k:.2f} by construction); do not use its scores" if math.isfinite(k) else
+                f"one verdict {against}: it says {word} to every item it scored, so it cannot tell good answers "
+                "from bad; do not use its scores")
+    if n < MIN_LABELLED or not math.isfinite(k):
+        return (f"not enough evidence {against} (n={n}; at least {MIN_LABELLED} paired items needed); "
+                "label more items before trusting it")
+    if not math.isfinite(lo) or lo <= 0:
+        if k < UNDECIDED_FROM or not math.isfinite(lo):
+            return f"no better than chance {against} (kappa {k:.2f}, {ci} {interval}); do not use its scores"
+        settle = labels_to_settle(k, lo, n)
+        more = (f"; about {settle - n} more labelled items ({settle} in all) would settle it if its kappa holds"
+                if settle is not None else "")
+        return (f"cannot tell yet {against}: kappa {k:.2f} ({agreement_band(k)}), but its {ci} {interval} on {n} "
+                f"items reaches chance, too wide to decide{more}; until then use its scores only with human "
+                "correction (estimate_quality)")
+    band = agreement_band(k)
+    head = f"{band} agreement {against} (kappa {k:.2f}, {ci} {interval})"
+    if band in ("slight", "fair"):
+        head += "; use its scores only with human correction (estimate_quality)"
+    return head
+
+
+def card_verdict(
+    name: str,
+    *,
+    kappa: float,
+    kappa_low: float,
+    kappa_high: float,
+    n: int,
+    reference: str = "human",
+    people: bool = True,
+    confidence: float = 0.95,
+    biases: Iterable[ProbeEffect] = (),
+    mean_bias: float = math.nan,
+    bias_low: float = math.nan,
+    bias_high: float = math.nan,
+    unscored_rate: float = math.nan,
+    yes_rate: float = math.nan,
+) -> str:
+    """The verdict on a judge: the one line of its card (:attr:`~llm_connect.cards.JudgeCard.verdict`), by the
+    rule in this module's docstring.
+
+    Not to be confused with a judge's verdict on an item (the ``verdict`` column of a pipeline's or a
+    pairwise judge's rows): this is calibration's verdict on the judge itself.
+
+    Parameters
+    ----------
+    name : str
+        The judge's name, the line's first word.
+    kappa, kappa_low, kappa_high : float
+        Cohen's kappa against ``reference`` and its interval.
+    n : int
+        The paired (labelled) items it was measured on.
+    reference : str
+        What the judge was checked against (``"human"``, or another judge's name).
+    people : bool
+        Whether ``reference`` is human labels (the verdict then says "against people"; otherwise
+        "against <reference>").
+    confidence : float
+        The interval's level.
+    biases : iterable of ProbeEffect
+        The bias probes' effects; the significant ones get a clause each.
+    mean_bias, bias_low, bias_high : float
+        The judge's mean difference from the reference and its interval (NaN: unknown).
+    unscored_rate : float
+        The share of items the judge left unscored (NaN: unknown).
+    yes_rate : float
+        The share of its scored items the judge said "yes" to (NaN: unknown).
+
+    Returns
+    -------
+    str
+        The agreement clause of :func:`agreement_verdict`, then the biases, the mean bias and the
+        unscored rate.
+
+    See Also
+    --------
+    agreement_verdict : the agreement clause alone, the one wording every verdict line shares.
+    """
+    against = "against people" if people else f"against {reference} (no human labels)"
+    parts: list[str] = [agreement_verdict(kappa, kappa_low, kappa_high, n, yes_rate=yes_rate, against=against,
+                                          confidence=confidence)]
+    for b in biases:
+        if b.significant:
+            parts.append(b.words())
+    mb, ml, mh = _shown(mean_bias), _shown(bias_low), _shown(bias_high)
+    significant = math.isfinite(ml) and math.isfinite(mh) and (ml > 0 or mh < 0)
+    if people and math.isfinite(mb) and abs(mb) >= MIN_MEAN_BIAS and significant:
+        side = "higher" if mb > 0 else "lower"
+        parts.append(f"scores {abs(mb):.2f} {side} than people on average ({ml:+.2f}..{mh:+.2f})")
+    ur = _num(unscored_rate)
+    if math.isfinite(ur) and ur > MAX_UNSCORED_RATE:
+        parts.append(f"leaves {ur:.0%} of items unscored")
+    return f"{name}: " + "; ".join(parts)
+
+
+def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, people: bool = True,
+                       confidence: float = 0.95) -> str:
+    """Why a judge is weak, or ``""``: its kappa interval against people includes 0, or it gives one verdict
+    to more than :data:`MAX_YES_RATE` of the items it scored, "yes" or "no" (see the module docstring). The
+    interval is taken as printed, at :data:`SHOWN_DIGITS` places: a bound of ``9.84e-17`` is ``0.00``, so it
+    includes 0."""
+    reasons = []
+    lo, hi = _shown(kappa_low), _shown(kappa_high)  # decided on the figures printed
+    if people and math.isfinite(lo) and math.isfinite(hi) and lo <= 0 <= hi:
+        reasons.append(f"its kappa interval against people includes 0 ({confidence:.0%} CI {lo:.2f}..{hi:.2f})")
+    rate = _num(yes_rate)
+    if math.isfinite(rate) and max(rate, 1.0 - rate) > MAX_YES_RATE:  # one verdict on almost every item, either one
+        word, share = ("yes", rate) if rate >= 0.5 else ("no", 1.0 - rate)
+        reasons.append(f"it says {word} to {share:.0%} of the items it scored (more than {MAX_YES_RATE:.0%})")
+    return "; ".join(reasons)
+
+
+def selective_line(entry: Mapping[str, Any]) -> str:
+    """A selective judge's verdict clause from its summary (:attr:`JudgeCard.selective`): "judges 62% of items
+    with at least 90% agreement with people, guaranteed at 90% confidence; abstains on 38%", or why it
+    abstains on every item."""
+    coverage = _num(entry.get("coverage"))
+    if entry.get("cutoff") is None or not math.isfinite(coverage) or coverage <= 0:
+        note = entry.get("note") or "no cut-off passed the guarantee"
+        return f"abstains on every item ({note})"
+    level, conf = _num(entry.get("guaranteed_agreement")), _num(entry.get("confidence_level"))
+    return (f"judges {coverage:.0%} of items with at least {level:.0%} agreement with people, guaranteed at "
+            f"{conf:.0%} confidence; abstains on {1 - coverage:.0%}")
+
+
+# -- what a pairwise judge rewards besides quality (style control) -----------------------------------
+
+
+def _elo(value: Any) -> str:
+    v = _num(value)
+    return "—" if not math.isfinite(v) else f"{v:+.0f}"
+
+
+def _paid(feature: Any, coef: Any, low: Any, high: Any) -> str:
+    from ..stats.style import FEATURE_WORDS
+
+    words = FEATURE_WORDS.get(str(feature), str(feature))
+    span = f" ({_elo(low)} to {_elo(high)})" if _finite(low) and _finite(high) else ""
+    return f"{_elo(coef)} Elo for {words}{span}"
+
+
+def style_entry(judge: Any, people: Any = None, *, models: bool = True,
+                confidence: float = 0.95) -> dict[str, Any] | None:
+    """A judge card's :attr:`JudgeCard.style`: the style coefficients of the judge's own preferences
+    (``judge``: a :func:`~llm_connect.stats.style_effects` frame) beside people's (``people``: the
+    same for people's preferences, on the pairs they labelled; ``None`` or a reason when there are
+    none), and the card's one line, e.g. ``"this judge pays +40 Elo for bold text (+10 to +70); people pay
+    +5 Elo for bold text (-20 to +30)"``: Elo per unit of each feature (for the Arena features, from
+    both answers alike to only one answer having it), with the intervals. ``None`` when the judge's
+    preferences gave no coefficient."""
+    if not isinstance(judge, pd.DataFrame) or not len(judge):
+        return None
+    own = judge.set_index("feature")
+    theirs = people.set_index("feature") if isinstance(people, pd.DataFrame) and len(people) else None
+    order = own["coefficient"].abs().sort_values(ascending=False).index
+    features = []
+    for f in order:
+        row: dict[str, Any] = {"feature": f, "coefficient": _num(own.at[f, "coefficient"]),
+                               "low": _num(own.at[f, "low"]), "high": _num(own.at[f, "high"])}
+        if theirs is not None and f in theirs.index:
+            row.update(people=_num(theirs.at[f, "coefficient"]), people_low=_num(theirs.at[f, "low"]),
+                       people_high=_num(theirs.at[f, "high"]))
+        else:
+            row.update(people=math.nan, people_low=math.nan, people_high=math.nan)
+        features.append(row)
+    line = "this judge pays " + ", ".join(_paid(r["feature"], r["coefficient"], r["low"], r["high"])
+                                          for r in features)
+    with_people = [r for r in features if _finite(r["people"])]
+    if with_people:
+        line += "; people pay " + ", ".join(_paid(r["feature"], r["people"], r["people_low"], r["people_high"])
+                                            for r in with_people)
+    elif theirs is None:
+        line += "; no people's preferences to compare"
+    if not models:
+        line += " (model strength not held fixed: the pairs do not name their models)"
+    return {"line": line, "features": features, "models": models, "confidence": confidence}
