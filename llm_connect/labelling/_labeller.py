@@ -36,44 +36,81 @@ _MAX_TAKES = 100  # items lost in a row to annotators who took them at the same 
 class Labeller:
     """Label answers one at a time in Jupyter; every label goes to the ledger at once.
 
-    ``items``: a DataFrame or an iterable of mappings with an item id (``id`` or ``item_id``),
-    ``prompt``, ``candidate``, optionally reference(s) (``references`` list, ``reference`` or
-    ``baseline``; ``reference_sep="|"`` splits one text into several), ``candidate_model`` /
-    ``candidate_adapter`` / ``adapter_id`` / ``model_id``, and the judge's score and reply (see
-    :mod:`llm_connect.labelling._items`). One item is one (id, adapter): the same question answered by two
-    models is two items.
+    One item is one (id, adapter): the same question answered by two models is two items. Items of a
+    conversation or an agent run (columns ``messages``, ``context``, a ``candidate`` or reference that is a
+    list of chat messages; see :mod:`llm_connect.conversations`) are shown as a transcript: roles, tool calls
+    with their arguments, tool results and the documents, collapsible.
 
-    ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
-    scores may come from); ``task_type``: the task type of the judge's observations;
-    ``annotator``: who labels (a name); ``grader_id``: the judge's grader id (its scores drive
-    ``"active"`` and the estimates; ``None``: human-only intervals); ``strategy``: ``"random"``,
-    ``"stratified"``, ``"active"``, ``"overlap"`` or ``"abstained"`` (the rows of a selective judge's or
-    cascade's ``judge_many`` frame it abstained on, most uncertain first); ``seed``: the order's seed.
+    The programmatic API (the widget's buttons call it): :attr:`current`, :meth:`label`, :meth:`skip`,
+    :meth:`undo`, :meth:`progress`, :attr:`n_labelled`; and for the results :meth:`frame`,
+    :meth:`estimate`, :meth:`agreement`.
 
-    Keyword options: ``group`` (the stratifying column; default ``candidate_model``),
-    ``overlap`` (share every annotator labels, default 0.2), ``floor`` (the uniform share of
-    ``"active"``, default 0.1), ``uncertainty`` (``"active"``'s fixed rule: ``"judge"`` for the
-    judge's own ``sqrt(s(1 − s))``, for a judge known to be calibrated, or a column of uncertainty,
-    e.g. several judges' disagreement; without it, the default, the rule is learned from the
-    labels: safer when the judge may be confidently wrong, see :mod:`llm_connect.stats.sampling`), ``burn_in``
-    (labels taken uniformly before it learns, default 20), ``bins``
-    (judge-score bins of the learned rule, default 5), ``reference_sep``, ``show_judge`` (reveal
-    the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
-    (the interval width progress plans for, default 0.05), ``confidence`` (0.95), ``hold_seconds``
-    (how long an item shown to this annotator is held from the others, default 900 s, renewed while
-    it is shown; 0 takes no holds; see :mod:`llm_connect.labelling._log`), ``unit``
-    (``"turn"``, the default: each row is an item; ``"conversation"``: the rows of one
-    ``conversation_id`` (and candidate model) are one item, the whole conversation shown and labelled
-    at once; see :mod:`llm_connect.labelling`).
+    Parameters
+    ----------
+    items : DataFrame or iterable of mapping
+        Rows with an item id (``id`` or ``item_id``), ``prompt``, ``candidate``, optionally reference(s)
+        (``references`` list, ``reference`` or ``baseline``), ``candidate_model`` / ``candidate_adapter`` /
+        ``adapter_id`` / ``model_id``, and the judge's score and reply (see
+        :mod:`llm_connect.labelling._items`).
+    ledger : QualityLedger
+        The :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's scores may come
+        from).
+    task_type : str
+        The task type of the judge's observations.
+    annotator : str
+        Who labels (a name).
+    grader_id : str, optional
+        The judge's grader id: its scores drive ``"active"`` and the estimates; ``None``: human-only
+        intervals.
+    strategy : {"random", "stratified", "active", "overlap", "abstained"}, default "random"
+        The order of the items; ``"abstained"``: the rows of a selective judge's or cascade's
+        ``judge_many`` frame it abstained on, most uncertain first.
+    seed : int, default 0
+        The order's seed.
+    group : str, optional
+        The stratifying column; default ``candidate_model``.
+    overlap : float, default 0.2
+        The share every annotator labels.
+    floor : float, default 0.1
+        The uniform share of ``"active"``.
+    uncertainty : str, optional
+        ``"active"``'s fixed rule: ``"judge"`` for the judge's own ``sqrt(s(1 − s))``, for a judge known to
+        be calibrated, or a column of uncertainty, e.g. several judges' disagreement; without it, the
+        default, the rule is learned from the labels: safer when the judge may be confidently wrong, see
+        :mod:`llm_connect.stats.sampling`.
+    burn_in : int, default 20
+        Labels taken uniformly before the rule is learned.
+    bins : int, default 5
+        Judge-score bins of the learned rule.
+    reference_sep : str, optional
+        Splits one reference text into several (e.g. ``"|"``).
+    show_judge : bool, default False
+        Reveal the judge's verdict from the start; default hidden, to avoid anchoring.
+    target_width : float, default 0.05
+        The interval width progress plans for.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    hold_seconds : float, default 900.0
+        How long an item shown to this annotator is held from the others, renewed while it is shown; 0
+        takes no holds (see :mod:`llm_connect.labelling._log`).
+    unit : {"turn", "conversation"}, default "turn"
+        ``"turn"``: each row is an item; ``"conversation"``: the rows of one ``conversation_id`` (and
+        candidate model) are one item, the whole conversation shown and labelled at once (see
+        :mod:`llm_connect.labelling`).
 
-    Items of a conversation or an agent run (columns ``messages``, ``context``, a ``candidate`` or
-    reference that is a list of chat messages; see :mod:`llm_connect.conversations`) are shown as a
-    transcript: roles, tool calls with their arguments, tool results and the documents, collapsible.
+    Raises
+    ------
+    ValidationError
+        On bad input, saying what to change.
 
-    The programmatic API (the widget's buttons call it): :attr:`current`, :meth:`label`,
-    :meth:`skip`, :meth:`undo`, :meth:`progress`, :attr:`n_labelled`; and for the results
-    :meth:`frame`, :meth:`estimate`, :meth:`agreement`. Bad input raises
-    :class:`~llm_connect.errors.ValidationError` saying what to change.
+    See Also
+    --------
+    calibrate : Measures judges against the labels.
+
+    Examples
+    --------
+    >>> labeller = Labeller(items, ledger=ledger, task_type="qa", annotator="ana")  # doctest: +SKIP
+    >>> labeller  # shows the widget in Jupyter  # doctest: +SKIP
     """
 
     def __init__(
