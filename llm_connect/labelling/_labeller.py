@@ -291,7 +291,25 @@ class Labeller:
 
     def label(self, score: float, note: str = "") -> str:
         """Label the current item: 1.0 correct, 0.0 incorrect, anything between partial. Appends the
-        label to the ledger at once, moves on, and returns the label's id."""
+        label to the ledger at once and moves on.
+
+        Parameters
+        ----------
+        score : float
+            The label, in 0..1.
+        note : str, default ""
+            The annotator's note, kept with the label.
+
+        Returns
+        -------
+        str
+            The label's id.
+
+        Raises
+        ------
+        ValidationError
+            When ``score`` is not in 0..1, every item is done, or ``note`` is not text.
+        """
         if isinstance(score, bool):
             score = float(score)
         if not isinstance(score, (int, float, np.number)) or not math.isfinite(float(score)) or not (
@@ -301,12 +319,34 @@ class Labeller:
         return self._record(HUMAN_GRADER_ID, float(score), note)
 
     def skip(self, note: str = "") -> str:
-        """Skip the current item (recorded, so it is not shown to this annotator again; undo brings it back)."""
+        """Skip the current item (recorded, so it is not shown to this annotator again; undo brings it back).
+
+        Parameters
+        ----------
+        note : str, default ""
+            Why, kept with the skip.
+
+        Returns
+        -------
+        str
+            The skip's id.
+
+        Raises
+        ------
+        ValidationError
+            When every item is done, or ``note`` is not text.
+        """
         return self._record(SKIP_GRADER_ID, 0.0, note)
 
     def undo(self) -> dict[str, Any] | None:
         """Take back this annotator's last label or skip (an ``undoes`` marker is appended; nothing is
-        deleted) and show that item again. Returns it, or None when there is nothing to undo."""
+        deleted) and show that item again.
+
+        Returns
+        -------
+        dict or None
+            The item shown again (:attr:`current`), or ``None`` when there is nothing to undo.
+        """
         self._refresh()
         last = self._state.last_action
         if last is None:
@@ -342,7 +382,13 @@ class Labeller:
         interval is not yet a statement about the mean, so it says "interval width needs about 10
         labels". When the labels needed exceed the items left, it says the target is out of reach and
         about how wide labelling all of them would leave the interval (the width scaled as
-        ``1/sqrt(labels)``; for ``"random"`` with a judge, PPI++'s ``(1 − ρ²)/n + ρ²/M``)."""
+        ``1/sqrt(labels)``; for ``"random"`` with a judge, PPI++'s ``(1 − ρ²)/n + ρ²/M``).
+
+        Returns
+        -------
+        dict
+            The keys above.
+        """
         n = self.n_labelled
         width, more = math.nan, None
         n_plan = int(self._state.labels["key"].nunique()) if len(self._state.labels) else 0
@@ -410,7 +456,13 @@ class Labeller:
         item's own label left out, :func:`calibrated_scores`), ``n_labels``, ``sampling_probability``
         (``π_i``: for a shown item the one it was shown with) and
         ``inclusion_probability`` (``π_i · K_s / N_s``, the ``weights=`` column of
-        :func:`~llm_connect.stats.estimate_quality`; ``df.attrs["weights"]`` names it)."""
+        :func:`~llm_connect.stats.estimate_quality`; ``df.attrs["weights"]`` names it).
+
+        Returns
+        -------
+        DataFrame
+            One row per item, the columns above.
+        """
         self._refresh()
         items = self._items.frame
         labels = self._state.labels
@@ -442,7 +494,20 @@ class Labeller:
         """:func:`~llm_connect.stats.estimate_quality` on :meth:`frame` with the right weights:
         none for ``"random"``; ``inclusion_probability`` otherwise. ``by`` names columns of the frame
         (e.g. ``"model_id"``). Without a judge only the human-only interval is given. Other keyword
-        arguments (``methods``, ``confidence``) go through."""
+        arguments (``methods``, ``confidence``) go through.
+
+        Parameters
+        ----------
+        by : str or sequence of str, optional
+            Columns of the frame to estimate per group of (e.g. ``"model_id"``).
+        **kwargs
+            Passed to :func:`~llm_connect.stats.estimate_quality` (``methods``, ``confidence``).
+
+        Returns
+        -------
+        DataFrame
+            The estimates, as :func:`~llm_connect.stats.estimate_quality` gives them.
+        """
         frame = self.frame()
         kwargs.setdefault("confidence", self.confidence)
         if self.judge is None:
@@ -475,7 +540,18 @@ class Labeller:
         """Inter-annotator agreement over items labelled by two or more annotators under this plan:
         ``n_items``, ``n_annotators``, ``percent_agreement`` (share of agreeing annotator pairs, verdicts
         at ``threshold``) and ``alpha`` (Krippendorff's alpha, nominal; Krippendorff 2011,
-        *Computing Krippendorff's Alpha-Reliability*). NaN when no item has two annotators."""
+        *Computing Krippendorff's Alpha-Reliability*). NaN when no item has two annotators.
+
+        Parameters
+        ----------
+        threshold : float, default 0.5
+            The score at or above which a label is a "yes".
+
+        Returns
+        -------
+        dict
+            ``n_items``, ``n_annotators``, ``percent_agreement`` and ``alpha``.
+        """
         self._refresh()
         labels = self._state.labels
         per = labels.groupby(["key", "annotator"], sort=False)["score"].mean().reset_index()
@@ -506,7 +582,13 @@ class Labeller:
 
     def item_html(self) -> str:
         """The current item as HTML (every text escaped); the done message when all are done. Drawn by
-        :func:`llm_connect.views.labeller_item_html`."""
+        :func:`llm_connect.views.labeller_item_html`.
+
+        Returns
+        -------
+        str
+            The HTML.
+        """
         return str(view("labeller_item_html")(self))
 
     def _repr_html_(self) -> str:
@@ -526,5 +608,11 @@ class Labeller:
         ``llmc-labeller``; ``llmc-correct``, ``llmc-incorrect``, ``llmc-partial``, ``llmc-skip``,
         ``llmc-undo``, ``llmc-reveal``, ``llmc-partial-score``, ``llmc-note``, ``llmc-item``,
         ``llmc-progress``. The returned box has a ``controls`` attribute naming them. Drawn by
-        :func:`llm_connect.views.labeller_widget`; it needs the ``notebooks`` extra (ipywidgets)."""
+        :func:`llm_connect.views.labeller_widget`; it needs the ``notebooks`` extra (ipywidgets).
+
+        Returns
+        -------
+        ipywidgets.VBox
+            The widget, with its ``controls``.
+        """
         return view("labeller_widget")(self)
