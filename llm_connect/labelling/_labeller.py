@@ -614,5 +614,9 @@ class Labeller:
         -------
         ipywidgets.VBox
             The widget, with its ``controls``.
+        Raises
+        ------
+        MissingDependencyError
+            Without ipywidgets.
         """
         return view("labeller_widget")(self)
