@@ -614,6 +614,7 @@ class Labeller:
         -------
         ipywidgets.VBox
             The widget, with its ``controls``.
+
         Raises
         ------
         MissingDependencyError
