@@ -12,6 +12,18 @@ difference interval lies above 0**, otherwise it keeps the original and says why
 improvement"). What it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's optimizers
 and EvalGen, and what it adds (the proof on held-out labels), is told in the guide
 (``docs/guides/rubrics-and-align.md``).
+
+The parameters in detail. ``data``: ``baseline`` may be blank, or absent, for a rubric with
+``reference=False``; the ``human`` column holds booleans, yes/no, 0..1, or ratings on the rubric's Likert
+scale; ``id`` keys the items (else their texts do); ``notes`` (people's reasons) are shown to the optimizer
+and kept as the worked examples' notes. ``candidates="auto"``: worked-example sets of 2, 4 and 8, the
+threshold when scores are continuous, and with ``optimizer`` the rewrites ``"rewrite"`` and
+``"rewrite+examples:4"``. Before judging, the number of calls and (where the price is known) the cost are
+logged, and printed to stderr with ``progress``. ``cluster``: the turns of one conversation are one unit for
+the held-out split, the folds and the worked examples, as items of one content are (a conversation never
+straddles the split or two folds), and the held-out intervals resample whole conversations (with fewer than
+:data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so the change
+is not accepted).
 """
 
 from __future__ import annotations
@@ -50,27 +62,16 @@ def align(
 ) -> Alignment:
     """Improve ``judge``'s rubric from people's labels; accept the change only if it holds on held-out labels.
 
-    People's labels count as pass/fail: at or above the middle of their scale. Before judging, the number
-    of calls and (where the price is known) the cost are logged, and printed to stderr with ``progress``.
-
     Parameters
     ----------
     judge : LLMJudge
-        An :class:`~llm_connect.grading.LLMJudge` (its rubric, or the built-in correctness one, is the
-        original).
+        Its rubric (or the built-in correctness one) is the original.
     data : DataFrame or iterable of mapping
-        One row per labelled item: ``prompt``, ``candidate``, ``baseline`` (may be blank, or absent, for a
-        rubric with ``reference=False``), the ``human`` column, optionally ``id`` (item ids; else the
-        items' texts key them) and ``notes`` (people's reasons, shown to the optimizer and kept as the
-        worked examples' notes).
+        One row per labelled item: ``prompt``, ``candidate``, ``baseline``, ``human``, optionally ``id``, ``notes``.
     human : str
-        The column of people's labels (booleans, yes/no, 0..1, or ratings on the rubric's Likert scale;
-        blank = unlabelled, left out).
+        The column of people's labels (pass/fail: at or above the middle of their scale; blank: left out).
     candidates : "auto" or list of str or Rubric, default "auto"
-        ``"auto"`` (worked-example sets of 2, 4 and 8, the threshold when scores are continuous, and with
-        ``optimizer`` the criteria rewrites ``"rewrite"`` and ``"rewrite+examples:4"``), or a list of those
-        names (``"examples:K"``, ``"threshold"``, ``"rewrite"``, ``"rewrite+examples:K"``) and
-        :class:`~llm_connect.grading.Rubric` values of your own.
+        ``"examples:K"``, ``"threshold"``, ``"rewrite"``, ``"rewrite+examples:K"`` and rubrics of your own.
     optimizer : LLMAdapter, optional
         The LLM adapter that rewrites criteria.
     folds : int, default 5
@@ -78,48 +79,27 @@ def align(
     heldout : float, default 0.3
         The share held out (stratified by label).
     metric : {"kappa", "agreement"}, default "kappa"
-        Cohen's kappa or percent agreement: what candidates are ranked and the change is proven on.
+        What candidates are ranked and the change is proven on (Cohen's kappa or percent agreement).
     seed : int, default 0
         The split, folds and example draws.
     budget : BudgetTracker or float, optional
-        A :class:`~llm_connect.BudgetTracker` or a limit in USD every call is charged to (judge calls with
-        the batch reservation of :func:`~llm_connect.grading.judge_many`); a spent budget raises
-        :class:`~llm_connect.errors.BudgetExceededError`.
+        Every call is charged to it (as :func:`~llm_connect.grading.judge_many` reserves); spent: BudgetExceededError.
     {concurrency}
     {progress}
     cluster : str, optional, default "auto"
-        The column of each item's conversation (``"auto"``: ``conversation_id`` when the data has it;
-        ``None``: none): the turns of one conversation are one unit for the held-out split, the folds and
-        the worked examples, as items of one content are (a conversation never straddles the split or two
-        folds), and the held-out intervals resample whole conversations (with fewer than
-        :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so the
-        change is not accepted).
+        The column of each item's conversation (``"auto"``: ``conversation_id`` when present; ``None``: none).
 
     Returns
     -------
     Alignment
-        The chosen rubric and judge, the evidence on the held-out split, and why it was accepted or kept.
+        The judge to use, and the evidence (the procedure and the details: the module docstring).
 
     Raises
     ------
     JudgeFailedError
-        Naming the first error, when the original judge scores none of the labelled items: with nothing
-        scored there is nothing to align or compare.
-    BudgetExceededError
-        When ``budget`` is spent.
+        When the original judge scores none of the labelled items (nothing to align or compare).
     ValidationError
-        When ``judge`` is not an ``LLMJudge``, ``metric`` is unknown, ``human`` names no column or ``seed``
-        is not an integer.
-
-    See Also
-    --------
-    Alignment : The result.
-
-    Notes
-    -----
-    See :mod:`llm_connect.calibration._align` for the procedure, and the guide
-    ``docs/guides/rubrics-and-align.md`` for what it takes from MLflow's ``judge.align``, LangSmith's align
-    evaluator, DSPy's optimizers and EvalGen.
+        When ``judge`` is not an ``LLMJudge``, or ``metric``, ``human`` or ``seed`` is invalid.
     """
     from ..items import item_ids, items_frame
 

@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
-from .._html import Markup, fmt
 from .._docstrings import share_parameters
+from .._html import Markup, fmt
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
