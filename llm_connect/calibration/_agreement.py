@@ -346,35 +346,66 @@ def agreement_table(
 ) -> AgreementTable:
     """Agreement of every pair of judges.
 
-    Each row is read from ``judge_a``'s side against ``judge_b``: on a row of a machine
-    judge and a human label column, ``judge_b`` is always the label column (``labels``:
-    the human label columns; default ``human`` and the ``annotators``), and the verdict
-    counts are named ``judge_yes_human_no`` and so on (see :meth:`PairAgreement.counts`).
+    Each row is read from ``judge_a``'s side against ``judge_b``: on a row of a machine judge and a human
+    label column, ``judge_b`` is always the label column, and the verdict counts are named
+    ``judge_yes_human_no`` and so on (see :meth:`PairAgreement.counts`). Pairs of two ``annotators``
+    (independent human labels) are flagged ``ceiling``: their agreement is what a judge can hope to reach;
+    other label columns (several rating dimensions) are separate targets, never a ceiling.
 
-    ``scores`` is a frame with a ``score_<judge>`` column per judge (as
-    :func:`~llm_connect.calibration.score_items` makes) or a mapping of judge name to
-    scores. ``thresholds`` overrides the threshold per judge: a number, or ``"best"``
-    (:data:`BEST`) for the threshold with the best kappa against ``reference`` (default:
-    ``human``, else the first label column), chosen by ``folds``-fold cross-validation
-    (:func:`choose_threshold`): the row against the reference then holds out-of-fold
-    verdict statistics, ``threshold`` the value chosen on all labelled rows, and
-    ``threshold_selection`` / ``fold_thresholds`` say how (:attr:`AgreementTable.chosen`).
-    Pairs of two ``annotators`` (independent human labels) are flagged ``ceiling``: their
-    agreement is what a judge can hope to reach; other label columns (several rating
-    dimensions) are separate targets, never a ceiling.
+    Parameters
+    ----------
+    scores : DataFrame or mapping of str to array-like
+        A frame with a ``score_<judge>`` column per judge (as :func:`~llm_connect.calibration.score_items`
+        makes) or a mapping of judge name to scores.
+    judges : sequence of str, optional
+        The judges to compare; ``None``: all of them.
+    threshold : float, default 0.5
+        The pass threshold of a judge not in ``thresholds``.
+    thresholds : mapping of str to float or "best", optional
+        Per judge, a number, or ``"best"`` (:data:`BEST`) for the threshold with the best kappa against
+        ``reference``, chosen by ``folds``-fold cross-validation (:func:`choose_threshold`): the row against
+        the reference then holds out-of-fold verdict statistics, ``threshold`` the value chosen on all
+        labelled rows, and ``threshold_selection`` / ``fold_thresholds`` say how (:attr:`AgreementTable.chosen`).
+    annotators : sequence of str, default ()
+        Independent human label columns.
+    n_boot : int, default 1000
+        Bootstrap resamples of the intervals.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    seed : int, optional, default 0
+        Seeds the bootstrap and the folds.
+    statistics : sequence of str, default STATISTICS
+        The statistics of each row.
+    labels : sequence of str, optional
+        The human label columns; default ``human`` and the ``annotators``.
+    scale : tuple of (float, float), optional
+        ``(low, high)``: the labels are ratings on that scale; rows against a label gain
+        :data:`GRADED_STATISTICS`.
+    groups : mapping of str to str, optional
+        ``{"system": column, "document": column}`` of a frame; rows against a label gain
+        :func:`grouped_correlation` at that level (``system_kendall``, ``system_spearman``, ``n_systems``;
+        ``document_kendall``, ...).
+    reference : str, optional
+        The label a ``"best"`` threshold is chosen against; default ``human``, else the first label column.
+    folds : int, default CV_FOLDS
+        Cross-validation folds of a ``"best"`` threshold.
+    cluster : str or sequence, optional, default "auto"
+        Which items are not independent. ``"auto"``: the ``conversation_id`` column of a ``scores`` frame
+        when it has one (turns of one conversation), else independent items; a column name of the frame;
+        ``None``: independent items; or one id per item (with a mapping of scores). With clusters every
+        bootstrap resamples whole conversations and the ``"best"`` threshold's folds are made of whole
+        conversations (see :func:`pair_agreement` and :func:`choose_threshold`); the rows gain ``cluster``
+        and ``n_clusters``, :attr:`AgreementTable.cluster` names the column and the HTML caption says so.
 
-    ``scale=(low, high)``: the labels are ratings on that scale; rows against a label gain
-    :data:`GRADED_STATISTICS`. ``groups``: ``{"system": column, "document": column}`` of a
-    frame; rows against a label gain :func:`grouped_correlation` at that level
-    (``system_kendall``, ``system_spearman``, ``n_systems``; ``document_kendall``, ...).
+    Returns
+    -------
+    AgreementTable
+        One row per pair of judges.
 
-    ``cluster``: which items are not independent. ``"auto"`` (the default): the ``conversation_id``
-    column of a ``scores`` frame when it has one (turns of one conversation), else independent
-    items; a column name of the frame; ``None``: independent items; or one id per item (with a
-    mapping of scores). With clusters every bootstrap resamples whole conversations and the
-    ``"best"`` threshold's cross-validation folds are made of whole conversations (see
-    :func:`pair_agreement` and :func:`choose_threshold`); the rows gain ``cluster`` and
-    ``n_clusters``, :attr:`AgreementTable.cluster` names the column and the HTML caption says so.
+    Raises
+    ------
+    ValueError
+        When a judge has no scores, or ``cluster`` has not one id per item.
     """
     if isinstance(scores, pd.DataFrame):
         available = _judge_columns(scores)

@@ -12,6 +12,18 @@ difference interval lies above 0**, otherwise it keeps the original and says why
 improvement"). What it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's optimizers
 and EvalGen, and what it adds (the proof on held-out labels), is told in the guide
 (``docs/guides/rubrics-and-align.md``).
+
+The parameters in detail. ``data``: ``baseline`` may be blank, or absent, for a rubric with
+``reference=False``; the ``human`` column holds booleans, yes/no, 0..1, or ratings on the rubric's Likert
+scale; ``id`` keys the items (else their texts do); ``notes`` (people's reasons) are shown to the optimizer
+and kept as the worked examples' notes. ``candidates="auto"``: worked-example sets of 2, 4 and 8, the
+threshold when scores are continuous, and with ``optimizer`` the rewrites ``"rewrite"`` and
+``"rewrite+examples:4"``. Before judging, the number of calls and (where the price is known) the cost are
+logged, and printed to stderr with ``progress``. ``cluster``: the turns of one conversation are one unit for
+the held-out split, the folds and the worked examples, as items of one content are (a conversation never
+straddles the split or two folds), and the held-out intervals resample whole conversations (with fewer than
+:data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so the change
+is not accepted).
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .._docstrings import share_parameters
 from ..core import BudgetTracker, LLMAdapter
 from ..errors import ValidationError
 from ..grading import LLMJudge
@@ -30,6 +43,7 @@ from ._alignment import Alignment
 __all__ = ["Alignment", "align"]
 
 
+@share_parameters
 def align(
     judge: LLMJudge,
     data: Any,
@@ -48,40 +62,44 @@ def align(
 ) -> Alignment:
     """Improve ``judge``'s rubric from people's labels; accept the change only if it holds on held-out labels.
 
-    ``judge``: an :class:`~llm_connect.grading.LLMJudge` (its rubric, or the built-in correctness one, is
-    the original). ``data``: a DataFrame (or records) with one row per labelled item: ``prompt``,
-    ``candidate``, ``baseline`` (may be blank, or absent, for a rubric with ``reference=False``), the
-    ``human`` column (booleans, yes/no, 0..1, or ratings on the rubric's Likert scale; blank =
-    unlabelled, left out), optionally ``id`` (item ids; else the items' texts key them) and ``notes``
-    (people's reasons, shown to the optimizer and kept as the worked examples' notes). People's
-    labels count as pass/fail: at or above the middle of their scale.
+    Parameters
+    ----------
+    judge : LLMJudge
+        Its rubric (or the built-in correctness one) is the original.
+    data : DataFrame or iterable of mapping
+        One row per labelled item: ``prompt``, ``candidate``, ``baseline``, ``human``, optionally ``id``, ``notes``.
+    human : str
+        The column of people's labels (pass/fail: at or above the middle of their scale; blank: left out).
+    candidates : "auto" or list of str or Rubric, default "auto"
+        ``"examples:K"``, ``"threshold"``, ``"rewrite"``, ``"rewrite+examples:K"`` and rubrics of your own.
+    optimizer : LLMAdapter, optional
+        The LLM adapter that rewrites criteria.
+    folds : int, default 5
+        Cross-validation folds on the selection split (fewer when a label has fewer items).
+    heldout : float, default 0.3
+        The share held out (stratified by label).
+    metric : {"kappa", "agreement"}, default "kappa"
+        What candidates are ranked and the change is proven on (Cohen's kappa or percent agreement).
+    seed : int, default 0
+        The split, folds and example draws.
+    budget : BudgetTracker or float, optional
+        Every call is charged to it (as :func:`~llm_connect.grading.judge_many` reserves); spent: BudgetExceededError.
+    {concurrency}
+    {progress}
+    cluster : str, optional, default "auto"
+        The column of each item's conversation (``"auto"``: ``conversation_id`` when present; ``None``: none).
 
-    ``candidates``: ``"auto"`` (worked-example sets of 2, 4 and 8, the threshold when scores are
-    continuous, and with ``optimizer`` the criteria rewrites ``"rewrite"`` and ``"rewrite+examples:4"``),
-    or a list of those names (``"examples:K"``, ``"threshold"``, ``"rewrite"``, ``"rewrite+examples:K"``)
-    and :class:`~llm_connect.grading.Rubric` values of your own. ``optimizer``: the LLM adapter that
-    rewrites criteria. ``folds``: cross-validation folds on the selection split (fewer when a label has
-    fewer items). ``heldout``: the share held out (stratified by label). ``metric``: ``"kappa"``
-    (Cohen's, the default) or ``"agreement"`` (percent), what candidates are ranked and the change is
-    proven on. ``seed``: the split, folds and example draws. ``budget``: a
-    :class:`~llm_connect.BudgetTracker` or a limit in USD every call is charged to (judge calls with
-    the batch reservation of :func:`~llm_connect.grading.judge_many`; a spent budget raises
-    :class:`~llm_connect.errors.BudgetExceededError`). ``concurrency``, ``progress``: as
-    :func:`~llm_connect.grading.judge_many`; before judging, the number of calls and (where the
-    price is known) the cost are logged, and printed to stderr with ``progress``. ``cluster``: the
-    column of each item's conversation (``"auto"``, the default: ``conversation_id`` when the data
-    has it; ``None``: none): the turns of one conversation are one unit for the held-out split, the
-    folds and the worked examples, as items of one content are (a conversation never straddles the
-    split or two folds), and the held-out intervals resample whole conversations (with fewer than
-    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so
-    the change is not accepted).
+    Returns
+    -------
+    Alignment
+        The judge to use, and the evidence (the procedure and the details: the module docstring).
 
-    Raises :class:`~llm_connect.errors.JudgeFailedError` (naming the first error) when the original judge
-    scores none of the labelled items: with nothing scored there is nothing to align or compare.
-
-    Returns an :class:`Alignment`. See :mod:`llm_connect.calibration._align` for the procedure, and the
-    guide ``docs/guides/rubrics-and-align.md`` for what it takes from MLflow's ``judge.align``,
-    LangSmith's align evaluator, DSPy's optimizers and EvalGen.
+    Raises
+    ------
+    JudgeFailedError
+        When the original judge scores none of the labelled items (nothing to align or compare).
+    ValidationError
+        When ``judge`` is not an ``LLMJudge``, or ``metric``, ``human`` or ``seed`` is invalid.
     """
     from ..items import item_ids, items_frame
 

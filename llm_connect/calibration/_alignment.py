@@ -26,15 +26,36 @@ N_BOOT = 2000
 class Alignment:
     """What :func:`align` found: the judge to use, and the evidence.
 
-    ``accepted``: whether the candidate beat the original on the held-out labels (the paired
-    bootstrap interval of the difference lies above 0). ``rubric`` / ``judge``: the aligned rubric
-    and judge when accepted, else the original's. ``heldout``: one row per rubric (``original``,
-    ``aligned``: the best candidate, measured whether accepted or not) with ``n``, ``kappa``,
-    ``kappa_low``, ``kappa_high``, ``agreement`` (and its interval, the rubric's hash and name);
-    ``heldout.attrs["difference"]`` is the difference. ``heldout_ids``: the held-out items' ids.
-    ``candidates``: one row per candidate and fold (``fold`` is ``"all"`` on each candidate's
-    pooled out-of-fold row, which ranks them). ``cost_usd``: what the run spent (cache hits are
-    free). ``reason``: one line saying what was decided and why.
+    Parameters
+    ----------
+    accepted : bool
+        Whether the candidate beat the original on the held-out labels (the paired bootstrap interval of
+        the difference lies above 0).
+    rubric, judge : Rubric, LLMJudge
+        The aligned rubric and judge when accepted, else the original's.
+    heldout : DataFrame
+        One row per rubric (``original``, ``aligned``: the best candidate, measured whether accepted or not)
+        with ``n``, ``kappa``, ``kappa_low``, ``kappa_high``, ``agreement`` (and its interval, the rubric's
+        hash and name); ``heldout.attrs["difference"]`` is the difference.
+    heldout_ids : list
+        The held-out items' ids.
+    candidates : DataFrame
+        One row per candidate and fold (``fold`` is ``"all"`` on each candidate's pooled out-of-fold row,
+        which ranks them).
+    cost_usd : float
+        What the run spent (cache hits are free).
+    reason : str
+        One line saying what was decided and why.
+    difference : Estimate
+        The held-out difference of ``metric``, aligned minus original.
+    metric : str
+        ``"kappa"`` or ``"agreement"``.
+    original_rubric, aligned_rubric, original_judge, aligned_judge : Rubric or LLMJudge
+        Both rubrics and judges, whichever was chosen.
+    chosen : str
+        The best candidate's name.
+    items, plan, provenance : DataFrame, dict, dict
+        The labelled items, the calls and cost said before the run, and how it was run.
     """
 
     accepted: bool

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
+from .._docstrings import share_parameters
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
@@ -232,6 +233,7 @@ def _resolve_probes(probes: str | Sequence[str] | None) -> tuple[list[str], bool
     return list(dict.fromkeys(names)), False
 
 
+@share_parameters
 def run_probes(
     judges: Judge | Mapping[str, Judge] | Sequence[Judge],
     items: ItemsLike,
@@ -251,15 +253,52 @@ def run_probes(
     on_result: Callable[[ProbeResult], None] | None = None,
     budget: BudgetTracker | float | None = None,
 ) -> BiasReport:
-    """Every probe on every judge. ``probes="auto"`` runs those that apply to each judge
-    (``position`` only for pairwise judges); naming ``position`` for a judge that is not
-    pairwise gives a row saying so.
+    """Every probe on every judge.
 
-    ``judges``: a judge, ``{name: judge}`` or judges (named by ``grader_id``).
-    ``budget``: one budget for every probe of every judge, as ``judge_many(..., budget=...)``
-    takes it (a :class:`~llm_connect.BudgetTracker` or a limit in USD; by default
-    ``run_config.budget_tracker``): once it is spent no call starts, and the probes left have
-    no pairs (``n`` 0)."""
+    ``probes="auto"`` runs those that apply to each judge (``position`` only for pairwise judges); naming
+    ``position`` for a judge that is not pairwise gives a row saying so.
+
+    Parameters
+    ----------
+    judges : Judge or mapping of str to Judge or sequence of Judge
+        A judge, ``{name: judge}`` or judges (named by ``grader_id``).
+    items : DataFrame or iterable of mapping or str or os.PathLike
+        The items the probes perturb (as :func:`score_items` reads them).
+    probes : str or sequence of str, optional, default "auto"
+        The probes: ``"auto"``, a list or comma-separated names; ``None`` for none.
+    original_scores : mapping of str to array-like, optional
+        Each judge's scores of the unperturbed items, when already known (else they are judged again).
+    threshold : float, default 0.5
+        The pass threshold of a judge not in ``thresholds``.
+    thresholds : mapping of str to float, optional
+        A pass threshold per judge.
+    n_boot : int, default 1000
+        Bootstrap resamples of the intervals.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    seed : int, default 0
+        Seeds the bootstrap.
+    reference_sep : str, optional
+        The separator of several references in ``baseline``.
+    injection : str, optional
+        The text the injection probe appends to the candidate.
+    {concurrency}
+    {progress}
+    {run_config}
+    on_result : callable, optional
+        Called with each :class:`ProbeResult` as soon as it is measured.
+    {budget}
+
+    Returns
+    -------
+    BiasReport
+        One :class:`ProbeResult` per judge and probe. The budget covers every probe of every judge: once
+        it is spent, the probes left have no pairs (``n`` 0).
+
+    See Also
+    --------
+    calibrate : The probes beside the agreement.
+    """
     names, auto = _resolve_probes(probes)
     check_confidence(confidence)
     named = dict(judges) if isinstance(judges, Mapping) else _named_judges(judges)

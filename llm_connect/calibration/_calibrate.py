@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._docstrings import share_parameters
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import by_columns, check_confidence
@@ -81,6 +82,7 @@ def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: 
                             seed=seed)
 
 
+@share_parameters
 def calibrate(
     judges: Judge | Mapping[str, Judge] | Sequence[Judge],
     items: ItemsLike,
@@ -115,79 +117,118 @@ def calibrate(
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
 
-    ``judges``: a judge, ``{name: judge}`` or judges (named by ``grader_id``); ``items``: a
-    DataFrame, mappings or the path of a JSON Lines / CSV / TSV file (see :func:`score_items`).
-
-    With ``ledger`` and ``task_type``, every scored judgment is recorded as
-    ``judge_many(..., ledger=...)`` records it (see :func:`score_items`). ``batch``: the judges' calls go
-    through the providers' Batch APIs, as :func:`score_items` sends them (half the price; resumable).
-
-    ``probes``: ``"auto"`` (those that apply to each judge), a list or comma-separated
-    names, or ``None``/``[]`` for none. ``probe_limit`` probes a seeded sample of at
-    most that many items (each probe costs one more judge call per item). Unscored
-    replies are NaN, dropped pair by pair. See :func:`score_items` for ``items``.
-
-    ``human``: a label column, or several (rating dimensions such as ``["coherence",
-    "relevance"]``), each a separate target with its own agreement rows. ``scale=(low, high)``
-    (or ``"1-5"``): the labels are ratings on that scale; rows against them gain quadratic-weighted
-    kappa and ordinal/interval alpha on the scale, and correlations per ``groups``
-    (``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as
-    system and ``prompt`` as document where they repeat; see
-    :func:`~llm_connect.calibration._agreement.grouped_correlation`). ``thresholds``: per judge, a
-    number or ``"best"`` (chosen by 5-fold cross-validation against the people, its verdict
-    statistics out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
-
-    ``by``: an input column (e.g. ``"candidate_model"``); every agreement and bias figure is also
-    computed per group of its values, the pooled figure beside (:attr:`CalibrationReport.by_group`,
-    see :mod:`llm_connect.calibration._groups`). A column the data lacks is an error before any judge runs.
-
     Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by
     pairwise judges and measured without any threshold: three-way (a/b/tie) agreement, accuracy on
-    people's non-tie pairs, tie rates, consistency across orders and position bias; the result is a
-    :class:`~llm_connect.calibration.PairwiseReport` (see :func:`~llm_connect.calibration.calibrate_pairwise`;
-    ``preference_codes`` says what the preference column's values mean, e.g. ``"a=1,b=2,tie=0"``).
+    people's non-tie pairs, tie rates, consistency across orders and position bias (see
+    :func:`~llm_connect.calibration.calibrate_pairwise`). Every scored judgment goes to ``ledger`` as
+    ``judge_many(..., ledger=...)`` records it, and with ``batch`` the calls are sent as
+    :func:`score_items` sends them. Unscored replies are NaN, dropped pair by pair.
 
-    ``epochs=k`` (``k > 1``): every judge judges every item ``k`` times (each epoch moves the
-    seeds, so a response cache serves no repeat; :func:`~llm_connect.grading.judge_many`) and
-    ``reducer`` (``"mean"``, ``"median"``, ``"mode"``, ``"max"``, ``"min"`` or a callable)
-    reduces the epochs to the score that agreement, thresholds and estimates read; each
-    judge's card then carries its run-to-run reliability (epochs, percent agreement,
-    Krippendorff's alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`). The bias
-    probes judge the perturbed items once. Not for pairwise data (a :class:`ValidationError`).
+    Parameters
+    ----------
+    judges : Judge or mapping of str to Judge or sequence of Judge
+        A judge, ``{name: judge}`` or judges (named by ``grader_id``).
+    items : DataFrame or iterable of mapping or str or os.PathLike
+        A DataFrame, mappings or the path of a JSON Lines / CSV / TSV file (see :func:`score_items`).
+    human : str or sequence of str, optional
+        A label column, or several (rating dimensions such as ``["coherence", "relevance"]``), each a
+        separate target with its own agreement rows.
+    annotators : sequence of str, default ()
+        Columns of individual people's labels (see :func:`score_items`).
+    reference_sep : str, optional
+        The separator of several reference answers in ``baseline`` (see :func:`score_items`).
+    probes : str or sequence of str, optional, default "auto"
+        ``"auto"`` (those that apply to each judge), a list or comma-separated names, or ``None``/``[]``
+        for none.
+    probe_limit : int, optional
+        Probe a seeded sample of at most that many items (each probe costs one more judge call per item).
+    threshold : float, default 0.5
+        The score at or above which a judgment is a pass.
+    thresholds : mapping of str to float or "best", optional
+        Per judge, a number or ``"best"`` (chosen by 5-fold cross-validation against the people, its
+        verdict statistics out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
+    n_boot : int, default 1000
+        Bootstrap resamples of the intervals.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    seed : int, default 0
+        Seeds the bootstrap, the probe sample and the selective calibration.
+    {concurrency}
+    {progress}
+    {run_config}
+    {ledger}
+    {task_type}
+    by : str, optional
+        An input column (e.g. ``"candidate_model"``); every agreement and bias figure is also computed
+        per group of its values, the pooled figure beside (:attr:`CalibrationReport.by_group`, see
+        :mod:`llm_connect.calibration._groups`). A column the data lacks is an error before any judge runs.
+    pairwise : bool, optional
+        Whether the data is pairwise; ``None``: read from the columns.
+    preference_codes : str or mapping, optional
+        What the preference column's values mean on pairwise data, e.g. ``"a=1,b=2,tie=0"``.
+    scale : tuple of (float, float) or str, optional
+        ``(low, high)`` (or ``"1-5"``): the labels are ratings on that scale; rows against them gain
+        quadratic-weighted kappa and ordinal/interval alpha on the scale, and correlations per ``groups``.
+    groups : mapping of str to str, optional
+        ``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as system
+        and ``prompt`` as document where they repeat (see
+        :func:`~llm_connect.calibration._agreement.grouped_correlation`).
+    {epochs}
+    {reducer}
+    {budget}
+    selective : tuple of (float, float) or bool or mapping or str, optional
+        ``(alpha, delta)`` (or ``True`` for 0.1 and 0.1, ``{"alpha": ..., "delta": ...}``, or
+        ``"alpha=0.1,delta=0.1"``): every judge is also calibrated as a selective judge (see Notes).
+    {batch}
+    cluster : str, optional, default "auto"
+        Which items are not independent. ``"auto"``: the ``conversation_id`` column when the items have one
+        (the turns of one conversation), else independent items; a column name of the items; ``None``:
+        independent items. With clusters the agreement intervals (and those per group, and the judge
+        cards' and estimates' intervals) resample or vary whole conversations, not turns
+        (:func:`~llm_connect.calibration.agreement_table`); the agreement table's caption and rows say which
+        column and how many conversations. A column the items lack is an error before any judge runs. The
+        bias probes' intervals still treat items as independent.
 
-    ``budget``: one budget for the whole run (every judge, every epoch, every probe), as
-    ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a limit in
-    USD (by default ``run_config.budget_tracker``). Each paid call is reserved on it before it
-    starts; once it is spent no call starts, and the rows not attempted are ``error`` rows saying
-    "budget exhausted" (NaN scores, left out of agreement; probes on them have no pairs).
+    Returns
+    -------
+    CalibrationReport or PairwiseReport
+        The scores, agreement table, bias probes and judge cards; a
+        :class:`~llm_connect.calibration.PairwiseReport` for pairwise data.
 
-    ``selective=(alpha, delta)`` (or ``True`` for 0.1 and 0.1, ``{"alpha": ..., "delta": ...}``, or
-    ``"alpha=0.1,delta=0.1"``): every judge is also calibrated as a selective judge (Jung, Brahman &
-    Choi, ICLR 2025, arXiv:2407.18370; :class:`~llm_connect.grading.SelectiveJudge`, its confidence
-    ``"auto"``): its confidence per item is ``confidence_<judge>`` in the scores, its cut-off is chosen
-    on the labelled items so that it agrees with people on at least ``1 − alpha`` of the items it
-    judges, with probability ``1 − delta``; :attr:`CalibrationReport.selective` holds the calibrated
-    judges (ready for fresh items), and the agreement table, the judge cards (their verdict lines) and
-    the report (each judge's risk-coverage curve) show them. Needs human labels, at least
-    :func:`~llm_connect.stats.selective.min_items` of them (an error names how many). Each returned
-    judge judges as it was calibrated: at its threshold in ``thresholds`` (a ``"best"`` one too: the
-    confidence is read again at the threshold chosen, and the judge's ``note`` says the threshold was
-    chosen on the same labels), and with ``epochs=k`` it judges each item ``k`` times, reduced by
-    ``reducer``, its confidence that of the ``k`` judgments pooled. Not for pairwise data (a
-    :class:`ValidationError`).
+    Raises
+    ------
+    JudgeFailedError
+        Naming the judge and its first error, when a judge scores none of the items for a reason of its
+        own (every row an error, or a reply with no verdict; not the budget running out): a judge that
+        judged nothing gets no agreement, card or verdict.
+    ValidationError
+        For ``epochs > 1`` or ``selective`` on pairwise data, too few human labels for ``selective``, or a
+        ``by`` or ``cluster`` column the data lacks.
 
-    ``cluster``: which items are not independent. ``"auto"`` (the default): the ``conversation_id``
-    column when the items have one (the turns of one conversation), else independent items; a column
-    name of the items; ``None``: independent items. With clusters the agreement intervals (and those
-    per group, and the judge cards' and estimates' intervals) resample or vary whole conversations,
-    not turns (:func:`~llm_connect.calibration.agreement_table`); the agreement table's caption and
-    rows say which column and how many conversations. A column the items lack is an error before any
-    judge runs. The bias probes' intervals still treat items as independent.
+    See Also
+    --------
+    score_items : Only the scores.
+    agreement_table : Only the agreement.
+    run_probes : Only the bias probes.
 
+    Notes
+    -----
+    With ``epochs=k`` each judge's card carries its run-to-run reliability (epochs, percent agreement,
+    Krippendorff's alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`); the bias probes judge the
+    perturbed items once. The budget covers every judge, every epoch and every probe; rows not attempted
+    have NaN scores, left out of agreement, and probes on them have no pairs.
 
-    Raises :class:`~llm_connect.errors.JudgeFailedError`, naming the judge and its first error, when a judge
-    scores none of the items for a reason of its own (every row an error, or a reply with no verdict; not
-    the budget running out): a judge that judged nothing gets no agreement, card or verdict.
+    With ``selective`` (Jung, Brahman & Choi, ICLR 2025, arXiv:2407.18370;
+    :class:`~llm_connect.grading.SelectiveJudge`, its confidence ``"auto"``), a judge's confidence per item
+    is ``confidence_<judge>`` in the scores, its cut-off is chosen on the labelled items so that it agrees
+    with people on at least ``1 − alpha`` of the items it judges, with probability ``1 − delta``;
+    :attr:`CalibrationReport.selective` holds the calibrated judges (ready for fresh items), and the
+    agreement table, the judge cards (their verdict lines) and the report (each judge's risk-coverage curve)
+    show them. Needs human labels, at least :func:`~llm_connect.stats.selective.min_items` of them (an error
+    names how many). Each returned judge judges as it was calibrated: at its threshold in ``thresholds`` (a
+    ``"best"`` one too: the confidence is read again at the threshold chosen, and the judge's ``note`` says
+    the threshold was chosen on the same labels), and with ``epochs=k`` it judges each item ``k`` times,
+    reduced by ``reducer``, its confidence that of the ``k`` judgments pooled.
     """
     check_confidence(confidence)
     if isinstance(items, (str, os.PathLike)):  # read once: graded or pairwise, the columns say which

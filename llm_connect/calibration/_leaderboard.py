@@ -110,28 +110,41 @@ def compare_leaderboards(
     codes: str | Mapping[str, Any] | None = None,
     cluster: str | None = "auto",
 ) -> LeaderboardComparison:
-    """The judge's leaderboard beside people's on the same comparisons (see
-    :class:`LeaderboardComparison`).
+    """The judge's leaderboard beside people's on the same comparisons (see :class:`LeaderboardComparison`).
 
-    ``data``: one row per comparison with the two model columns, the judge's winner
-    (``judge_winner``) and people's (``human_winner``; blank where people did not label the
-    comparison), each ``"a"``, ``"b"`` or ``"tie"``, or the probability that answer A is preferred
-    (e.g. the judge's, from its logprobs; fitted by expected counts, see :func:`leaderboard`; in
-    ``pairs`` a probability agrees with a label by the chance that a draw from it gives that label,
-    a tie counting as an even chance). Both leaderboards are :func:`leaderboard` fits. When people
-    labelled only some of the comparisons the judge decided, the human-anchored ratings use
-    prediction-powered inference for Bradley-Terry (Boyeau et al. 2024, "AutoEval Done Right",
-    arXiv:2403.07008): the judge's winners on every comparison,
-    corrected by the judge's errors on the labelled ones, weighted by the PPI++ ``lambda``
-    (Angelopoulos, Duchi & Zrnic 2023), with sandwich (Wald) intervals. Their rank correlation is
-    Kendall's tau and Spearman's rho (``scipy.stats``).
+    Both leaderboards are :func:`leaderboard` fits. When people labelled only some of the comparisons the
+    judge decided, the human-anchored ratings use prediction-powered inference for Bradley-Terry (Boyeau et
+    al. 2024, "AutoEval Done Right", arXiv:2403.07008): the judge's winners on every comparison, corrected by
+    the judge's errors on the labelled ones, weighted by the PPI++ ``lambda`` (Angelopoulos, Duchi & Zrnic
+    2023), with sandwich (Wald) intervals. Their rank correlation is Kendall's tau and Spearman's rho
+    (``scipy.stats``).
 
-    ``cluster``: comparisons made on the turns of one conversation are not independent. ``"auto"``
-    (the default) clusters them by the ``conversation_id`` column when ``data`` has one, a column name
-    by that column, ``None`` not at all; the judge's and people's bootstraps then resample whole
-    conversations (see :func:`leaderboard`) and the anchored intervals are cluster-robust (CR1 sandwich,
-    ``t(G - 1)``); with too few conversations there are no intervals and ``notes`` say why. ``cluster``
-    and ``n_clusters`` of the result say which clustering was used.
+    Parameters
+    ----------
+    data : DataFrame or iterable of mapping
+        One row per comparison with the two model columns and the two winner columns.
+    model_a, model_b : str
+        The model columns.
+    judge_winner, human_winner : str
+        The judge's winner and people's (blank where people did not label the comparison), each ``"a"``,
+        ``"b"`` or ``"tie"``, or the probability that answer A is preferred (e.g. the judge's, from its
+        logprobs; fitted by expected counts, see :func:`leaderboard`; in ``pairs`` a probability agrees
+        with a label by the chance that a draw from it gives that label, a tie counting as an even chance).
+    confidence, n_boot, seed : float, int, int
+        The intervals' level, bootstrap resamples and seed.
+    codes : str or mapping, optional
+        What the winner values mean (:func:`preference_codes`).
+    cluster : str or None, default "auto"
+        Comparisons made on the turns of one conversation are not independent. ``"auto"`` clusters them by
+        the ``conversation_id`` column when ``data`` has one, a column name by that column, ``None`` not at
+        all; the bootstraps then resample whole conversations (see :func:`leaderboard`) and the anchored
+        intervals are cluster-robust (CR1 sandwich, ``t(G - 1)``); with too few conversations there are no
+        intervals and ``notes`` say why. ``cluster`` and ``n_clusters`` of the result say which was used.
+
+    Returns
+    -------
+    LeaderboardComparison
+        Both leaderboards, their rank correlation and the comparisons.
     """
     conf, n_boot = check_leaderboard_settings(confidence, n_boot)
     frame, a, b, judge, _ = read_comparisons(data, model_a, model_b, judge_winner, codes, [human_winner])

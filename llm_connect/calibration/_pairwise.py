@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
+from .._docstrings import share_parameters
 from .._html import Markup, fmt
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
@@ -471,6 +472,7 @@ def battle_outcomes(
     return result
 
 
+@share_parameters
 def calibrate_pairwise(
     judges: Judge | Mapping[str, Judge] | Sequence[Judge],
     items: ItemsLike,
@@ -492,20 +494,53 @@ def calibrate_pairwise(
 ) -> PairwiseReport:
     """Run pairwise judges over pairs and measure them against people (see the module docstring).
 
-    ``items``: rows with ``prompt``, ``candidate_a``, ``candidate_b`` (optional ``id``,
-    ``model_a``, ``model_b``); ``judges``: pairwise judges (``PairwiseJudge``), a mapping or a
-    list named by ``grader_id``; ``human``: the people's preference column (default ``human``
-    when there is one); ``annotators``: several annotators' columns (their majority is the
-    people's preference when there is no ``human``); ``codes``: what the values mean
-    (:func:`preference_codes`). ``probes``: ``"auto"``/``"position"`` measure the position bias
-    (free with both orders; a one-order judge is run once more with the answers swapped, on a
-    seeded sample of ``probe_limit`` pairs), ``None`` for none; other probes do not apply to
-    pairs.
+    Parameters
+    ----------
+    judges : Judge or mapping of str to Judge or sequence of Judge
+        Pairwise judges (``PairwiseJudge``), a mapping or a list named by ``grader_id``.
+    items : DataFrame or iterable of mapping or str or os.PathLike
+        Rows with ``prompt``, ``candidate_a``, ``candidate_b`` (optional ``id``, ``model_a``, ``model_b``).
+    human : str, optional
+        The people's preference column (default ``human`` when there is one).
+    annotators : sequence of str, default ()
+        Several annotators' columns (their majority is the people's preference when there is no
+        ``human``).
+    codes : str or mapping, optional
+        What the values mean (:func:`preference_codes`).
+    probes : str or sequence of str, optional, default "auto"
+        ``"auto"``/``"position"`` measure the position bias (free with both orders; a one-order judge is
+        run once more with the answers swapped, on a seeded sample of ``probe_limit`` pairs), ``None`` for
+        none; other probes do not apply to pairs.
+    probe_limit : int, optional
+        The size of the position probe's seeded sample.
+    n_boot : int, default 1000
+        Bootstrap resamples of the intervals.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    seed : int, default 0
+        Seeds the bootstrap and the probe sample.
+    {concurrency}
+    {progress}
+    {run_config}
+    {ledger}
+    {task_type}
+    {budget}
 
-    ``budget``: one budget for every judge's calls (and the position probe's), as
-    ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a limit in
-    USD (by default ``run_config.budget_tracker``). Once it is spent no call starts, and the pairs
-    not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a winner.
+    Returns
+    -------
+    PairwiseReport
+        The judges' winners and their agreement with people. The budget covers the position probe too;
+        pairs not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a
+        winner.
+
+    Raises
+    ------
+    ValidationError
+        When a judge is not pairwise, or a preference column is not in the data.
+
+    See Also
+    --------
+    calibrate : Sends pairwise data here.
     """
     check_confidence(confidence)
     named = _named_judges(judges)

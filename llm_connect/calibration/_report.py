@@ -177,26 +177,51 @@ class _Report(ABC):
 class CalibrationReport(_Report):
     """Scores of several judges on one dataset, their agreement, and their biases.
 
-    ``scores``: one row per item (see :func:`score_items`); ``agreement``: every
-    pair of judges and labels; ``bias``: the probes' results (``None`` if none ran);
-    ``scored``: the judges' metadata (see :class:`_Report`); ``threshold`` and ``thresholds``:
-    the score at or above which each judge says "yes".
-    Methods compute further diagnostics on demand; ``_repr_html_``,
-    :meth:`to_html`, :meth:`view` and :meth:`widget` show it all.
+    Methods compute further diagnostics on demand; ``_repr_html_``, :meth:`to_html`, :meth:`view` and
+    :meth:`widget` show it all.
+
+    Parameters
+    ----------
+    scores : DataFrame
+        One row per item (see :func:`score_items`).
+    agreement : AgreementTable
+        Every pair of judges and labels.
+    bias : BiasReport, optional
+        The probes' results (``None`` if none ran).
+    n_boot, confidence, seed : int, float, int
+        The intervals' settings.
+    scored : ScoredItems, optional
+        The judges' metadata (see :class:`_Report`).
+    threshold : float, default 0.5
+        The score at or above which a judge says "yes".
+    thresholds : mapping of str to float, optional
+        That score per judge.
+    by_group, label_design, selective : optional
+        The attributes below.
+
+    Attributes
+    ----------
+    by_group : GroupBreakdown or None
+        A :class:`~llm_connect.calibration._groups.GroupBreakdown`: agreement and bias per group
+        (``calibrate(..., by=COLUMN)``), or ``None`` without ``by``.
+    label_design : array of bool or None
+        The label design of the estimates: a boolean mask of the rows whose human labels the quality
+        estimates may use (e.g. the random sample the demo pretends people labelled), so the report's
+        estimates, the command line's and ``estimates.csv`` are the same figures; ``None``: every label.
+    selective : dict of str to SelectiveJudge
+        The judges calibrated as selective judges (``calibrate(..., selective=(alpha, delta))``), by name:
+        :class:`~llm_connect.grading.SelectiveJudge` objects with their cut-offs, ready to judge fresh items
+        (see :mod:`llm_connect.calibration._selective`); empty without ``selective``.
+
+    See Also
+    --------
+    calibrate : Makes one.
     """
 
     threshold: float = 0.5
     thresholds: Mapping[str, float] = field(default_factory=dict)
-    #: Agreement and bias per group (``calibrate(..., by=COLUMN)``): a
-    #: :class:`~llm_connect.calibration._groups.GroupBreakdown`, or ``None`` without ``by``.
     by_group: Any = field(default=None, repr=False)
-    #: The label design of the estimates: a boolean mask of the rows whose human labels the quality
-    #: estimates may use (e.g. the random sample the demo pretends people labelled), so the report's
-    #: estimates, the command line's and ``estimates.csv`` are the same figures; ``None``: every label.
     label_design: Any = field(default=None, repr=False)
-    #: The judges calibrated as selective judges (``calibrate(..., selective=(alpha, delta))``), by name:
-    #: :class:`~llm_connect.grading.SelectiveJudge` objects with their cut-offs, ready to judge fresh items
-    #: (see :mod:`llm_connect.calibration._selective`); empty without ``selective``.
     selective: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- who is who ----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 import pandas as pd
 
+from .._docstrings import share_parameters
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame
@@ -489,6 +490,7 @@ class ScoredItems:
         return cls(frame=frame, **{k: v for k, v in meta.items() if v is not None or k in optional})
 
 
+@share_parameters
 def score_items(
     judges: Judge | Mapping[str, Judge] | Sequence[Judge],
     items: ItemsLike,
@@ -512,51 +514,65 @@ def score_items(
     Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages
     read. To run one judge over items call :func:`~llm_connect.grading.judge_many` (one row per item,
     the judge's result columns); to generate the answers first, :func:`~llm_connect.grading.grade_many`.
+    With ``ledger`` and ``task_type``, every scored judgment is recorded through
+    :func:`~llm_connect.grading.judge_many` (the candidate's model as its adapter, the item's ``id`` as
+    ``tags["item_id"]``). With ``batch``, each judge keeps its own state folder, so the same call resumes
+    a killed run without submitting anything twice.
 
-    ``judges``: a judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
-    ``items``: a DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file
-    (:func:`load_items`) with ``prompt``, ``baseline`` (the
-    reference; several separated by ``reference_sep``; a ``reference`` column is
-    taken when there is no ``baseline``) and ``candidate``;
-    optional ``id``, ``candidate_model`` and label columns. ``human``: the column
-    holding the human verdict (booleans, yes/no or 0..1), scored as judge
-    ``human``; ``annotators``: columns of individual annotators, scored as judges
-    of the same name, whose agreement with each other is the ceiling.
-    ``human`` may name several columns (rating dimensions such as ``["coherence", "relevance"]``):
-    each is a label scored under its own name, a separate target (not an annotator); one column is
-    scored as ``human``. ``scale=(low, high)``: the label columns hold ratings on that scale
-    (:func:`parse_labels`).
+    Parameters
+    ----------
+    judges : Judge or mapping of str to Judge or sequence of Judge
+        A judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
+    items : DataFrame or iterable of mapping or str or os.PathLike
+        A DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file (:func:`load_items`) with
+        ``prompt``, ``baseline`` (the reference; several separated by ``reference_sep``; a ``reference``
+        column is taken when there is no ``baseline``) and ``candidate``; optional ``id``,
+        ``candidate_model`` and label columns.
+    human : str or sequence of str, optional
+        The column holding the human verdict (booleans, yes/no or 0..1), scored as judge ``human``. It
+        may name several columns (rating dimensions such as ``["coherence", "relevance"]``): each is a
+        label scored under its own name, a separate target (not an annotator); one column is scored as
+        ``human``.
+    annotators : sequence of str, default ()
+        Columns of individual annotators, scored as judges of the same name, whose agreement with each
+        other is the ceiling.
+    reference_sep : str, optional
+        The separator of several references in ``baseline``.
+    {concurrency}
+    {progress}
+    {run_config}
+    {ledger}
+    {task_type}
+    scale : tuple of (float, float), optional
+        ``(low, high)``: the label columns hold ratings on that scale (:func:`parse_labels`).
+    {epochs}
+    {reducer}
+    {budget}
+    {batch}
 
-    Columns: ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``,
-    ``model_family``, the input's other columns (e.g. a group such as ``topic``; not the
-    label columns, which become ``score_<name>``; one whose name the frame uses itself, or
-    that starts with ``score_``, ``status_``, ``notes_`` or ``reply_``, is carried as
-    ``input_<name>``), ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` /
-    ``reply_<judge>`` / ``judge_prompt_<judge>`` (the exact prompt it sent) per judge (the rule of
-    :func:`judge_name`), ``score_human`` and
-    ``score_<annotator>``, and the features of
-    :func:`~llm_connect.calibration.text_features`. ``attrs`` mirrors, for reading
-    by hand, the judge names, each judge's ``grader_id``, rubric hash and model family,
-    and each judge's usage; :meth:`ScoredItems.from_frame` reads them back as a
-    :class:`ScoredItems` (what :func:`~llm_connect.calibration.calibrate` hands to its stages).
-    With ``ledger`` and ``task_type``, every scored judgment is recorded in the
-    ledger through :func:`~llm_connect.grading.judge_many` (the candidate's
-    model as its adapter, the item's ``id`` as ``tags["item_id"]``).
+    Returns
+    -------
+    DataFrame
+        Columns ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``, ``model_family``,
+        the input's other columns (e.g. a group such as ``topic``; not the label columns, which become
+        ``score_<name>``; one whose name the frame uses itself, or that starts with ``score_``,
+        ``status_``, ``notes_`` or ``reply_``, is carried as ``input_<name>``), ``score_<judge>`` /
+        ``status_<judge>`` / ``notes_<judge>`` / ``reply_<judge>`` / ``judge_prompt_<judge>`` (the exact
+        prompt it sent) per judge (the rule of :func:`judge_name`), ``score_human`` and
+        ``score_<annotator>``, and the features of :func:`~llm_connect.calibration.text_features`.
+        ``attrs`` mirrors, for reading by hand, the judge names, each judge's ``grader_id``, rubric hash
+        and model family, and each judge's usage; :meth:`ScoredItems.from_frame` reads them back as a
+        :class:`ScoredItems` (what :func:`~llm_connect.calibration.calibrate` hands to its stages). With
+        ``epochs=k``, each ``score_<judge>`` is the reduced score and ``attrs["reliability"]`` holds each
+        judge's run-to-run reliability (percent agreement and Krippendorff's alpha across the epochs).
+        Rows not attempted for lack of budget are ``error`` rows (``status_<judge>``) saying "budget
+        exhausted", their scores NaN; ``attrs["budget"]`` holds the budget's state at the end (as
+        ``judge_many``'s).
 
-    ``epochs=k`` judges each item ``k`` times (``judge_many(..., epochs=k, reducer=...)``): each
-    ``score_<judge>`` is the reduced score, and ``attrs["reliability"]`` holds each judge's
-    run-to-run reliability (percent agreement and Krippendorff's alpha across the epochs).
-
-    ``budget``: one budget for every judge's calls, as ``judge_many(..., budget=...)`` takes it (a
-    :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``).
-    Each paid call is reserved on it before it starts; once it is spent no call starts, and the
-    rows not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", their
-    scores NaN. ``attrs["budget"]`` holds its state at the end (as ``judge_many``'s).
-
-    ``batch``: send every judge's calls through the provider's Batch API, as
-    ``judge_many(..., batch=...)`` does (``True``: state beside ``ledger``; a folder; or
-    :class:`~llm_connect.adapters.BatchOptions`); each judge keeps its own state folder, so the same
-    call resumes a killed run without submitting anything twice.
+    See Also
+    --------
+    calibrate : Scores, agreement and bias probes in one call.
+    llm_connect.grading.judge_many : One judge over items.
     """
     return _score_items(
         judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,

@@ -65,6 +65,83 @@ class JudgeCard:
 
     Built by :func:`~llm_connect.calibration.card_from_scores` (or ``CalibrationReport.judge_cards()``),
     saved in a :class:`JudgeCardRegistry`, read by routing.
+
+    Parameters
+    ----------
+    grader_id : str
+        The judge's identity; a non-empty string.
+    rubric_hash : str or None
+        The hash of the rubric it judged under.
+    reference : str
+        What it was checked against (``human``, an annotator, or another judge).
+    people : bool
+        Whether the reference is people's labels.
+    n_labelled : int
+        Items with both a score and a reference label.
+    percent_agreement, agreement_low, agreement_high : float
+        Percent agreement with the reference and its interval.
+    kappa, kappa_low, kappa_high : float
+        Cohen's kappa with the reference and its interval.
+    mean_bias, bias_low, bias_high : float
+        The mean score minus people's, and its interval (NaN when the reference is not people).
+    unscored_rate : float
+        The share of the items it did not score.
+    n_items : int
+        The items it was run on.
+    verdict : str
+        The card's verdict text.
+    probes : tuple of ProbeEffect, default ()
+        The bias probes' effects.
+    position_consistency : float, optional
+        A pairwise judge's consistency across the two orders.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    threshold : float, default 0.5
+        The score at or above which it says "yes".
+    yes_rate : float, default nan
+        The share of the items it scored that the judge said "yes" to (at ``threshold``).
+    weak : str, default ""
+        Why the judge is flagged weak (:func:`weak_judge_reasons`), or ``""``.
+    created_at : str, optional
+        When the card was made (ISO 8601); default now.
+    by_group : dict, optional
+        Kappa per group (``calibrate(..., by=COLUMN)``): ``{"by": COLUMN, "groups": [{"group", "n", "kappa",
+        "kappa_low", "kappa_high", "note"}, ...]}`` from ``GroupBreakdown.card_entry``; ``None`` without groups.
+    reliability : dict, optional
+        Run-to-run reliability from repeated judging (``judge_many(..., epochs=k)``): the
+        :meth:`~llm_connect.grading.EpochReliability.card_entry` of
+        :func:`~llm_connect.grading.epoch_reliability` (``epochs``, ``n_items``, ``agreement``,
+        ``unanimous``, ``alpha`` with its ``level``, ``alpha_nominal``, ``alpha_interval``, ``labels``,
+        ``threshold``, ``reducer``); ``None`` when the judge was run once. See :meth:`with_reliability`.
+    style : dict, optional
+        What a pairwise judge rewards besides quality (:func:`style_entry`): ``{"line": "this judge pays
+        +40 Elo for bold text (...); people pay +5 (...)", "features": [{"feature", "coefficient", "low",
+        "high", "people", "people_low", "people_high"}, ...], "models": whether model strength was held
+        fixed, "confidence"}``, the style coefficients (Chatbot Arena's style control) of the judge's own
+        preferences beside people's; ``None`` for other judges or without the answers' texts.
+    provenance : dict, optional
+        Where the judge's rubric came from, when :func:`~llm_connect.calibration.align` made it:
+        ``{"kind": "align", "parent_rubric_hash", "labels": {"n", "pass", "fail"}, "split": {"selection",
+        "heldout", "folds", ...}, "heldout": {"original": {...}, "aligned": {...}}, "difference", "candidate",
+        "examples", "accepted", ...}``; ``None`` otherwise. The parent's card stays in the registry beside it.
+    selective : dict, optional
+        The judge as a selective judge (``calibrate(..., selective=(alpha, delta))``; Jung, Brahman & Choi,
+        ICLR 2025): :meth:`~llm_connect.grading.SelectiveJudge.summary` (``source``, ``alpha``, ``delta``,
+        ``cutoff``, ``coverage``, ``agreement``, ``guaranteed_agreement``, ``confidence_level``, ``note``,
+        ``verdict``); its line is also a clause of :attr:`verdict`. ``None`` otherwise.
+    cluster : dict, optional
+        The items' clusters (``calibrate(..., cluster=...)``, turns of conversations): ``{"column": the
+        column, "n_clusters": how many among the labelled items}``; the intervals resampled whole clusters.
+        ``None`` for independent items.
+
+    Raises
+    ------
+    ValidationError
+        When ``grader_id`` is not a non-empty string or ``rubric_hash`` is not a string or ``None``.
+
+    See Also
+    --------
+    JudgeCardRegistry : Where cards are kept.
     """
 
     grader_id: str
@@ -88,39 +165,14 @@ class JudgeCard:
     position_consistency: float | None = None
     confidence: float = 0.95
     threshold: float = 0.5
-    #: The share of the items it scored that the judge said "yes" to (at ``threshold``).
     yes_rate: float = math.nan
-    #: Why the judge is flagged weak (:func:`weak_judge_reasons`), or ``""``.
     weak: str = ""
     created_at: str = field(default_factory=_now_iso)
-    #: Kappa per group (``calibrate(..., by=COLUMN)``): ``{"by": COLUMN, "groups": [{"group", "n", "kappa",
-    #: "kappa_low", "kappa_high", "note"}, ...]}`` from ``GroupBreakdown.card_entry``; ``None`` without groups.
     by_group: dict[str, Any] | None = field(default=None, compare=False)
-    #: Run-to-run reliability from repeated judging (``judge_many(..., epochs=k)``): the
-    #: :meth:`~llm_connect.grading.EpochReliability.card_entry` of
-    #: :func:`~llm_connect.grading.epoch_reliability` (``epochs``, ``n_items``, ``agreement``,
-    #: ``unanimous``, ``alpha`` with its ``level``, ``alpha_nominal``, ``alpha_interval``, ``labels``,
-    #: ``threshold``, ``reducer``); ``None`` when the judge was run once. See :meth:`with_reliability`.
     reliability: dict[str, Any] | None = field(default=None, compare=False)
-    #: What a pairwise judge rewards besides quality (:func:`style_entry`): ``{"line": "this judge pays
-    #: +40 Elo for bold text (...); people pay +5 (...)", "features": [{"feature", "coefficient", "low",
-    #: "high", "people", "people_low", "people_high"}, ...], "models": whether model strength was held
-    #: fixed, "confidence"}``, the style coefficients (Chatbot Arena's style control) of the judge's own
-    #: preferences beside people's; ``None`` for other judges or without the answers' texts.
     style: dict[str, Any] | None = field(default=None, compare=False)
-    #: Where the judge's rubric came from, when :func:`~llm_connect.calibration.align` made it:
-    #: ``{"kind": "align", "parent_rubric_hash", "labels": {"n", "pass", "fail"}, "split": {"selection",
-    #: "heldout", "folds", ...}, "heldout": {"original": {...}, "aligned": {...}}, "difference", "candidate",
-    #: "examples", "accepted", ...}``; ``None`` otherwise. The parent's card stays in the registry beside it.
     provenance: dict[str, Any] | None = field(default=None, compare=False)
-    #: The judge as a selective judge (``calibrate(..., selective=(alpha, delta))``; Jung, Brahman & Choi,
-    #: ICLR 2025): :meth:`~llm_connect.grading.SelectiveJudge.summary` (``source``, ``alpha``, ``delta``,
-    #: ``cutoff``, ``coverage``, ``agreement``, ``guaranteed_agreement``, ``confidence_level``, ``note``,
-    #: ``verdict``); its line is also a clause of :attr:`verdict`. ``None`` otherwise.
     selective: dict[str, Any] | None = field(default=None, compare=False)
-    #: The items' clusters (``calibrate(..., cluster=...)``, turns of conversations): ``{"column": the
-    #: column, "n_clusters": how many among the labelled items}``; the intervals resampled whole clusters.
-    #: ``None`` for independent items.
     cluster: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

@@ -22,7 +22,23 @@ __all__ = ["JudgeCardRegistry", "registry_path"]
 
 
 def registry_path(ledger: BaseLedger | str | os.PathLike[str]) -> Path:
-    """Where the card registry of a ledger lives: ``<ledger path>.cards.json``."""
+    """Where the card registry of a ledger lives: ``<ledger path>.cards.json``.
+
+    Parameters
+    ----------
+    ledger : BaseLedger or str or os.PathLike
+        A ledger (its ``path``) or a ledger's path.
+
+    Returns
+    -------
+    Path
+        ``<ledger path>.cards.json``.
+
+    Raises
+    ------
+    ValidationError
+        When ``ledger`` is neither a ledger nor a path.
+    """
     path = getattr(ledger, "path", ledger)
     if not isinstance(path, (str, os.PathLike)):
         raise ValidationError(f"expected a ledger or a path, got {type(ledger).__name__}")
@@ -35,6 +51,21 @@ class JudgeCardRegistry:
     Saving rewrites the file atomically (a temporary file and ``os.replace``)
     under ``filelock.FileLock(<path>.lock)``, so several processes may save at
     once. ``JudgeCardRegistry.for_ledger(ledger)`` opens the one beside a ledger.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The registry's JSON file; it need not exist yet (an absent file holds no cards).
+
+    See Also
+    --------
+    JudgeCard : One card.
+    registry_path : Where the registry of a ledger lives.
+
+    Examples
+    --------
+    >>> registry = JudgeCardRegistry.for_ledger("runs/quality.jsonl")  # doctest: +SKIP
+    >>> registry.get("gpt-4o-judge")  # doctest: +SKIP
     """
 
     VERSION = 1
@@ -44,10 +75,23 @@ class JudgeCardRegistry:
 
     @classmethod
     def for_ledger(cls, ledger: BaseLedger | str | os.PathLike[str]) -> JudgeCardRegistry:
+        """The registry beside ``ledger`` (``<ledger path>.cards.json``).
+
+        Parameters
+        ----------
+        ledger : BaseLedger or str or os.PathLike
+            A ledger or a ledger's path.
+
+        Returns
+        -------
+        JudgeCardRegistry
+            Its registry.
+        """
         return cls(registry_path(ledger))
 
     @property
     def path(self) -> Path:
+        """The registry's JSON file."""
         return self._path
 
     def _lock(self) -> Any:
@@ -75,7 +119,18 @@ class JudgeCardRegistry:
         return [JudgeCard.from_dict(c) for c in cards]
 
     def cards(self) -> list[JudgeCard]:
-        """Every card, in the order saved."""
+        """Every card, in the order saved.
+
+        Returns
+        -------
+        list of JudgeCard
+            The cards; empty when the file does not exist.
+
+        Raises
+        ------
+        ValidationError
+            When the file cannot be read, is not valid JSON or has no ``cards`` list.
+        """
         return self._read()
 
     def __iter__(self) -> Iterator[JudgeCard]:
@@ -85,7 +140,25 @@ class JudgeCardRegistry:
         return len(self._read())
 
     def get(self, grader_id: str, rubric_hash: str | None = None) -> JudgeCard | None:
-        """The card of ``grader_id`` under ``rubric_hash``; with ``rubric_hash=None``, its newest card."""
+        """The card of ``grader_id`` under ``rubric_hash``; with ``rubric_hash=None``, its newest card.
+
+        Parameters
+        ----------
+        grader_id : str
+            The judge.
+        rubric_hash : str, optional
+            The rubric; ``None``: any (the newest card).
+
+        Returns
+        -------
+        JudgeCard or None
+            The card, or ``None`` when there is none.
+
+        Raises
+        ------
+        ValidationError
+            When the file cannot be read, is not valid JSON or has no ``cards`` list.
+        """
         found = [c for c in self._read() if c.grader_id == grader_id
                  and (rubric_hash is None or c.rubric_hash == rubric_hash)]
         if not found:
@@ -93,12 +166,39 @@ class JudgeCardRegistry:
         return max(found, key=lambda c: c.created_at)
 
     def versions(self, grader_id: str) -> list[JudgeCard]:
-        """Every card of ``grader_id``, one per rubric, oldest first (an aligned rubric's card names its
-        parent in ``provenance["parent_rubric_hash"]``)."""
+        """Every card of ``grader_id``, one per rubric, oldest first.
+
+        Parameters
+        ----------
+        grader_id : str
+            The judge.
+
+        Returns
+        -------
+        list of JudgeCard
+            Its cards, oldest first (an aligned rubric's card names its parent in
+            ``provenance["parent_rubric_hash"]``).
+
+        Raises
+        ------
+        ValidationError
+            When the file cannot be read, is not valid JSON or has no ``cards`` list.
+        """
         return sorted((c for c in self._read() if c.grader_id == grader_id), key=lambda c: c.created_at)
 
     def save(self, cards: JudgeCard | Sequence[JudgeCard]) -> None:
-        """Add or replace cards (matched on ``(grader_id, rubric_hash)``)."""
+        """Add or replace cards (matched on ``(grader_id, rubric_hash)``).
+
+        Parameters
+        ----------
+        cards : JudgeCard or sequence of JudgeCard
+            The cards to save.
+
+        Raises
+        ------
+        ValidationError
+            When a card is not a :class:`JudgeCard`, or the file cannot be read or written.
+        """
         new = [cards] if isinstance(cards, JudgeCard) else list(cards)
         for c in new:
             if not isinstance(c, JudgeCard):
@@ -124,7 +224,13 @@ class JudgeCardRegistry:
             ) from exc
 
     def frame(self) -> pd.DataFrame:
-        """One row per card (:data:`CARD_COLUMNS`)."""
+        """One row per card.
+
+        Returns
+        -------
+        DataFrame
+            One row per card, the columns :data:`CARD_COLUMNS`.
+        """
         return cards_frame(self._read())
 
     def _repr_html_(self) -> str:

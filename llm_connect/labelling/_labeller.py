@@ -36,44 +36,81 @@ _MAX_TAKES = 100  # items lost in a row to annotators who took them at the same 
 class Labeller:
     """Label answers one at a time in Jupyter; every label goes to the ledger at once.
 
-    ``items``: a DataFrame or an iterable of mappings with an item id (``id`` or ``item_id``),
-    ``prompt``, ``candidate``, optionally reference(s) (``references`` list, ``reference`` or
-    ``baseline``; ``reference_sep="|"`` splits one text into several), ``candidate_model`` /
-    ``candidate_adapter`` / ``adapter_id`` / ``model_id``, and the judge's score and reply (see
-    :mod:`llm_connect.labelling._items`). One item is one (id, adapter): the same question answered by two
-    models is two items.
+    One item is one (id, adapter): the same question answered by two models is two items. Items of a
+    conversation or an agent run (columns ``messages``, ``context``, a ``candidate`` or reference that is a
+    list of chat messages; see :mod:`llm_connect.conversations`) are shown as a transcript: roles, tool calls
+    with their arguments, tool results and the documents, collapsible.
 
-    ``ledger``: the :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's
-    scores may come from); ``task_type``: the task type of the judge's observations;
-    ``annotator``: who labels (a name); ``grader_id``: the judge's grader id (its scores drive
-    ``"active"`` and the estimates; ``None``: human-only intervals); ``strategy``: ``"random"``,
-    ``"stratified"``, ``"active"``, ``"overlap"`` or ``"abstained"`` (the rows of a selective judge's or
-    cascade's ``judge_many`` frame it abstained on, most uncertain first); ``seed``: the order's seed.
+    The programmatic API (the widget's buttons call it): :attr:`current`, :meth:`label`, :meth:`skip`,
+    :meth:`undo`, :meth:`progress`, :attr:`n_labelled`; and for the results :meth:`frame`,
+    :meth:`estimate`, :meth:`agreement`.
 
-    Keyword options: ``group`` (the stratifying column; default ``candidate_model``),
-    ``overlap`` (share every annotator labels, default 0.2), ``floor`` (the uniform share of
-    ``"active"``, default 0.1), ``uncertainty`` (``"active"``'s fixed rule: ``"judge"`` for the
-    judge's own ``sqrt(s(1 − s))``, for a judge known to be calibrated, or a column of uncertainty,
-    e.g. several judges' disagreement; without it, the default, the rule is learned from the
-    labels: safer when the judge may be confidently wrong, see :mod:`llm_connect.stats.sampling`), ``burn_in``
-    (labels taken uniformly before it learns, default 20), ``bins``
-    (judge-score bins of the learned rule, default 5), ``reference_sep``, ``show_judge`` (reveal
-    the judge's verdict from the start; default hidden, to avoid anchoring), ``target_width``
-    (the interval width progress plans for, default 0.05), ``confidence`` (0.95), ``hold_seconds``
-    (how long an item shown to this annotator is held from the others, default 900 s, renewed while
-    it is shown; 0 takes no holds; see :mod:`llm_connect.labelling._log`), ``unit``
-    (``"turn"``, the default: each row is an item; ``"conversation"``: the rows of one
-    ``conversation_id`` (and candidate model) are one item, the whole conversation shown and labelled
-    at once; see :mod:`llm_connect.labelling`).
+    Parameters
+    ----------
+    items : DataFrame or iterable of mapping
+        Rows with an item id (``id`` or ``item_id``), ``prompt``, ``candidate``, optionally reference(s)
+        (``references`` list, ``reference`` or ``baseline``), ``candidate_model`` / ``candidate_adapter`` /
+        ``adapter_id`` / ``model_id``, and the judge's score and reply (see
+        :mod:`llm_connect.labelling._items`).
+    ledger : QualityLedger
+        The :class:`~llm_connect.quality.QualityLedger` the labels go to (and the judge's scores may come
+        from).
+    task_type : str
+        The task type of the judge's observations.
+    annotator : str
+        Who labels (a name).
+    grader_id : str, optional
+        The judge's grader id: its scores drive ``"active"`` and the estimates; ``None``: human-only
+        intervals.
+    strategy : {"random", "stratified", "active", "overlap", "abstained"}, default "random"
+        The order of the items; ``"abstained"``: the rows of a selective judge's or cascade's
+        ``judge_many`` frame it abstained on, most uncertain first.
+    seed : int, default 0
+        The order's seed.
+    group : str, optional
+        The stratifying column; default ``candidate_model``.
+    overlap : float, default 0.2
+        The share every annotator labels.
+    floor : float, default 0.1
+        The uniform share of ``"active"``.
+    uncertainty : str, optional
+        ``"active"``'s fixed rule: ``"judge"`` for the judge's own ``sqrt(s(1 − s))``, for a judge known to
+        be calibrated, or a column of uncertainty, e.g. several judges' disagreement; without it, the
+        default, the rule is learned from the labels: safer when the judge may be confidently wrong, see
+        :mod:`llm_connect.stats.sampling`.
+    burn_in : int, default 20
+        Labels taken uniformly before the rule is learned.
+    bins : int, default 5
+        Judge-score bins of the learned rule.
+    reference_sep : str, optional
+        Splits one reference text into several (e.g. ``"|"``).
+    show_judge : bool, default False
+        Reveal the judge's verdict from the start; default hidden, to avoid anchoring.
+    target_width : float, default 0.05
+        The interval width progress plans for.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    hold_seconds : float, default 900.0
+        How long an item shown to this annotator is held from the others, renewed while it is shown; 0
+        takes no holds (see :mod:`llm_connect.labelling._log`).
+    unit : {"turn", "conversation"}, default "turn"
+        ``"turn"``: each row is an item; ``"conversation"``: the rows of one ``conversation_id`` (and
+        candidate model) are one item, the whole conversation shown and labelled at once (see
+        :mod:`llm_connect.labelling`).
 
-    Items of a conversation or an agent run (columns ``messages``, ``context``, a ``candidate`` or
-    reference that is a list of chat messages; see :mod:`llm_connect.conversations`) are shown as a
-    transcript: roles, tool calls with their arguments, tool results and the documents, collapsible.
+    Raises
+    ------
+    ValidationError
+        On bad input, saying what to change.
 
-    The programmatic API (the widget's buttons call it): :attr:`current`, :meth:`label`,
-    :meth:`skip`, :meth:`undo`, :meth:`progress`, :attr:`n_labelled`; and for the results
-    :meth:`frame`, :meth:`estimate`, :meth:`agreement`. Bad input raises
-    :class:`~llm_connect.errors.ValidationError` saying what to change.
+    See Also
+    --------
+    calibrate : Measures judges against the labels.
+
+    Examples
+    --------
+    >>> labeller = Labeller(items, ledger=ledger, task_type="qa", annotator="ana")  # doctest: +SKIP
+    >>> labeller  # shows the widget in Jupyter  # doctest: +SKIP
     """
 
     def __init__(
@@ -254,7 +291,25 @@ class Labeller:
 
     def label(self, score: float, note: str = "") -> str:
         """Label the current item: 1.0 correct, 0.0 incorrect, anything between partial. Appends the
-        label to the ledger at once, moves on, and returns the label's id."""
+        label to the ledger at once and moves on.
+
+        Parameters
+        ----------
+        score : float
+            The label, in 0..1.
+        note : str, default ""
+            The annotator's note, kept with the label.
+
+        Returns
+        -------
+        str
+            The label's id.
+
+        Raises
+        ------
+        ValidationError
+            When ``score`` is not in 0..1, every item is done, or ``note`` is not text.
+        """
         if isinstance(score, bool):
             score = float(score)
         if not isinstance(score, (int, float, np.number)) or not math.isfinite(float(score)) or not (
@@ -264,12 +319,34 @@ class Labeller:
         return self._record(HUMAN_GRADER_ID, float(score), note)
 
     def skip(self, note: str = "") -> str:
-        """Skip the current item (recorded, so it is not shown to this annotator again; undo brings it back)."""
+        """Skip the current item (recorded, so it is not shown to this annotator again; undo brings it back).
+
+        Parameters
+        ----------
+        note : str, default ""
+            Why, kept with the skip.
+
+        Returns
+        -------
+        str
+            The skip's id.
+
+        Raises
+        ------
+        ValidationError
+            When every item is done, or ``note`` is not text.
+        """
         return self._record(SKIP_GRADER_ID, 0.0, note)
 
     def undo(self) -> dict[str, Any] | None:
         """Take back this annotator's last label or skip (an ``undoes`` marker is appended; nothing is
-        deleted) and show that item again. Returns it, or None when there is nothing to undo."""
+        deleted) and show that item again.
+
+        Returns
+        -------
+        dict or None
+            The item shown again (:attr:`current`), or ``None`` when there is nothing to undo.
+        """
         self._refresh()
         last = self._state.last_action
         if last is None:
@@ -305,7 +382,13 @@ class Labeller:
         interval is not yet a statement about the mean, so it says "interval width needs about 10
         labels". When the labels needed exceed the items left, it says the target is out of reach and
         about how wide labelling all of them would leave the interval (the width scaled as
-        ``1/sqrt(labels)``; for ``"random"`` with a judge, PPI++'s ``(1 − ρ²)/n + ρ²/M``)."""
+        ``1/sqrt(labels)``; for ``"random"`` with a judge, PPI++'s ``(1 − ρ²)/n + ρ²/M``).
+
+        Returns
+        -------
+        dict
+            The keys above.
+        """
         n = self.n_labelled
         width, more = math.nan, None
         n_plan = int(self._state.labels["key"].nunique()) if len(self._state.labels) else 0
@@ -373,7 +456,13 @@ class Labeller:
         item's own label left out, :func:`calibrated_scores`), ``n_labels``, ``sampling_probability``
         (``π_i``: for a shown item the one it was shown with) and
         ``inclusion_probability`` (``π_i · K_s / N_s``, the ``weights=`` column of
-        :func:`~llm_connect.stats.estimate_quality`; ``df.attrs["weights"]`` names it)."""
+        :func:`~llm_connect.stats.estimate_quality`; ``df.attrs["weights"]`` names it).
+
+        Returns
+        -------
+        DataFrame
+            One row per item, the columns above.
+        """
         self._refresh()
         items = self._items.frame
         labels = self._state.labels
@@ -405,7 +494,20 @@ class Labeller:
         """:func:`~llm_connect.stats.estimate_quality` on :meth:`frame` with the right weights:
         none for ``"random"``; ``inclusion_probability`` otherwise. ``by`` names columns of the frame
         (e.g. ``"model_id"``). Without a judge only the human-only interval is given. Other keyword
-        arguments (``methods``, ``confidence``) go through."""
+        arguments (``methods``, ``confidence``) go through.
+
+        Parameters
+        ----------
+        by : str or sequence of str, optional
+            Columns of the frame to estimate per group of (e.g. ``"model_id"``).
+        **kwargs
+            Passed to :func:`~llm_connect.stats.estimate_quality` (``methods``, ``confidence``).
+
+        Returns
+        -------
+        DataFrame
+            The estimates, as :func:`~llm_connect.stats.estimate_quality` gives them.
+        """
         frame = self.frame()
         kwargs.setdefault("confidence", self.confidence)
         if self.judge is None:
@@ -438,7 +540,18 @@ class Labeller:
         """Inter-annotator agreement over items labelled by two or more annotators under this plan:
         ``n_items``, ``n_annotators``, ``percent_agreement`` (share of agreeing annotator pairs, verdicts
         at ``threshold``) and ``alpha`` (Krippendorff's alpha, nominal; Krippendorff 2011,
-        *Computing Krippendorff's Alpha-Reliability*). NaN when no item has two annotators."""
+        *Computing Krippendorff's Alpha-Reliability*). NaN when no item has two annotators.
+
+        Parameters
+        ----------
+        threshold : float, default 0.5
+            The score at or above which a label is a "yes".
+
+        Returns
+        -------
+        dict
+            ``n_items``, ``n_annotators``, ``percent_agreement`` and ``alpha``.
+        """
         self._refresh()
         labels = self._state.labels
         per = labels.groupby(["key", "annotator"], sort=False)["score"].mean().reset_index()
@@ -469,7 +582,13 @@ class Labeller:
 
     def item_html(self) -> str:
         """The current item as HTML (every text escaped); the done message when all are done. Drawn by
-        :func:`llm_connect.views.labeller_item_html`."""
+        :func:`llm_connect.views.labeller_item_html`.
+
+        Returns
+        -------
+        str
+            The HTML.
+        """
         return str(view("labeller_item_html")(self))
 
     def _repr_html_(self) -> str:
@@ -489,5 +608,16 @@ class Labeller:
         ``llmc-labeller``; ``llmc-correct``, ``llmc-incorrect``, ``llmc-partial``, ``llmc-skip``,
         ``llmc-undo``, ``llmc-reveal``, ``llmc-partial-score``, ``llmc-note``, ``llmc-item``,
         ``llmc-progress``. The returned box has a ``controls`` attribute naming them. Drawn by
-        :func:`llm_connect.views.labeller_widget`; it needs the ``notebooks`` extra (ipywidgets)."""
+        :func:`llm_connect.views.labeller_widget`; it needs the ``notebooks`` extra (ipywidgets).
+
+        Returns
+        -------
+        ipywidgets.VBox
+            The widget, with its ``controls``.
+
+        Raises
+        ------
+        MissingDependencyError
+            Without ipywidgets.
+        """
         return view("labeller_widget")(self)
