@@ -49,15 +49,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._options import check_run_options
 from ._runtime import on_background, run_sync, to_thread
 from .core import BudgetTracker, LLMResponse, RunConfig, as_budget, budget_scope
-from .errors import BudgetExceededError, JudgeAbstained, JudgeReplyError, ValidationError
+from .errors import BudgetExceededError, JudgeAbstained, JudgeReplyError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,8 +77,8 @@ __all__ = [
     "Work",
     "arun_plan",
     "arun_rows",
+    "as_ledger",
     "attach_rows",
-    "check_ledger",
     "describe_error",
     "extend_once",
     "is_judge",
@@ -188,8 +190,7 @@ async def arun_rows(
     adapter call of the row is charged to it; once it is spent, the rows not
     yet started are ``error`` rows saying "budget exhausted" (not attempted).
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValidationError(f"concurrency must be a positive integer, got {concurrency!r}")
+    check_run_options(concurrency=concurrency)
     state = state or _Run(n)
     rows = state.rows
     indices = iter(range(n))
@@ -486,10 +487,38 @@ class LedgerSink(Protocol):
     def append(self, observation: QualityObservation, /) -> None: ...
 
 
-def check_ledger(ledger: LedgerSink | None, task_type: str | None) -> None:
-    """A ledger needs a task type (observations are routed on it)."""
-    if ledger is not None and not (isinstance(task_type, str) and task_type.strip()):
-        raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
+def as_ledger(ledger: LedgerSink | str | os.PathLike[str] | None) -> LedgerSink | None:
+    """The ledger a run records to: a path or URI opened, a ledger (or ``None``) as it is.
+
+    Parameters
+    ----------
+    ledger : BaseLedger or str or os.PathLike, optional
+        A ledger (any :class:`LedgerSink`), or the path or URI of one: opened with
+        :func:`~llm_connect.quality.open_ledger` (a JSON Lines file, existing or not; a Parquet directory
+        or URI).
+
+    Returns
+    -------
+    LedgerSink or None
+        The ledger; ``None`` for ``None``.
+
+    See Also
+    --------
+    llm_connect._options.check_run_options : Checks ``ledger`` (and its ``task_type``) first.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> as_ledger(pathlib.Path(tempfile.mkdtemp()) / "ledger.jsonl")  # doctest: +ELLIPSIS
+    QualityLedger('...ledger.jsonl')
+    >>> as_ledger(None) is None
+    True
+    """
+    if isinstance(ledger, (str, os.PathLike)):
+        from .quality import open_ledger
+
+        return open_ledger(ledger)
+    return ledger
 
 
 #: A row's private note of what became of its observation: ``"recorded"``, or ``"held"`` (the ledger already

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .._display import view
+from .._options import REDUCERS, Reducer, check_run_options
 from ..core import RunConfig
 from ..errors import ValidationError
 from ._base import Judge, validate_score
@@ -45,7 +44,7 @@ __all__ = [
     "EPOCH_COLUMNS",
     "REDUCERS",
     "EpochReliability",
-    "check_epochs",
+    "Reducer",
     "epoch_reliability",
     "epoch_run_config",
     "reduce_scores",
@@ -59,46 +58,14 @@ __all__ = [
 #: NaN with none) and ``score_std`` (their sample standard deviation, ``ddof=1``; NaN with fewer than two).
 EPOCH_COLUMNS = ("epoch_scores", "epochs_scored", "score_spread", "score_std")
 
-Reducer = Callable[[list[float]], float]
-
-
-def _mode(scores: list[float]) -> float:
-    """The most frequent score; a tie between modes is their median (a 1-1 split of 0 and 1 is 0.5)."""
-    counts = Counter(scores)
-    top = max(counts.values())
-    return float(statistics.median(sorted(v for v, c in counts.items() if c == top)))
-
-
-#: The named reducers of ``judge_many(..., reducer=)``.
-REDUCERS: dict[str, Reducer] = {
-    "mean": lambda s: math.fsum(s) / len(s),
-    "median": lambda s: float(statistics.median(s)),
-    "mode": _mode,
-    "max": lambda s: float(max(s)),
-    "min": lambda s: float(min(s)),
-}
-
-
-def check_epochs(epochs: Any) -> int:
-    """``epochs`` as a positive int, else a :class:`ValidationError` saying what to pass."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValidationError(f"epochs must be a positive integer (how many times each item is judged), "
-                              f"got {epochs!r}")
-    return epochs
-
-
 def reducer_of(reducer: str | Reducer) -> tuple[str, Reducer]:
     """``(name, function)`` of a reducer: one of :data:`REDUCERS` by name, or a callable
-    ``list[float] -> float`` (named after its ``__name__``)."""
+    ``list[float] -> float`` (named after its ``__name__``); checked as every ``reducer=`` is
+    (:func:`llm_connect._options.check_run_options`)."""
+    check_run_options(reducer=reducer)
     if isinstance(reducer, str):
-        fn = REDUCERS.get(reducer)
-        if fn is None:
-            raise ValidationError(f"reducer must be one of {list(REDUCERS)} or a callable taking a list of "
-                                  f"scores and returning one, got {reducer!r}")
-        return reducer, fn
-    if callable(reducer):
-        return str(getattr(reducer, "__name__", None) or type(reducer).__name__), reducer
-    raise ValidationError(f"reducer must be one of {list(REDUCERS)} or a callable, got {type(reducer).__name__}")
+        return reducer, REDUCERS[reducer]
+    return str(getattr(reducer, "__name__", None) or type(reducer).__name__), reducer
 
 
 def reduce_scores(scores: Iterable[float], reducer: str | Reducer = "mean") -> float:

@@ -64,7 +64,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._display import view
-from ..core import LLMResponse, RunConfig
+from .._docstrings import share_parameters
+from .._options import check_run_options
+from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
 from ..stats.selective import Guarantee, Guaranteed, SelectiveCutoff, check_level, fixed_sequence_cutoff, min_items
 from ._base import (
@@ -751,24 +753,27 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
             out.append(inner.with_rubric(rubric.replace(examples=tuple(examples[i] for i in pick))))
         return out
 
+    @share_parameters
     def calibrate(self, data: Any, *, human: str, seed: int = 0, concurrency: int = 16, progress: bool = True,
-                  run_config: RunConfig | None = None, budget: Any = None,
+                  run_config: RunConfig | None = None, budget: BudgetTracker | float | None = None,
                   cluster: str | None = "auto") -> SelectiveJudge:
         """The calibrated judge: the cut-off chosen on the labelled rows of ``data`` (see the module docstring).
 
         Parameters
         ----------
-        data
+        data : DataFrame or iterable of mappings or str or os.PathLike
             A DataFrame, mappings or a .jsonl / .csv path with ``prompt``, ``baseline``, ``candidate`` and
             the label column ``human`` (booleans, yes/no or 0..1; blank rows are unlabelled and left out).
-        human
+        human : str
             The label column.
-        seed
+        seed : int, default 0
             Seeds the rubric versions of a ``"panel"`` built from worked examples, and the turn kept of each
             conversation (see ``cluster``).
-        concurrency, progress, run_config, budget
-            Passed to :func:`~llm_connect.grading.judge_many`.
-        cluster
+        {concurrency}
+        {progress}
+        {run_config}
+        {budget}
+        cluster : str or None, default "auto"
             Which rows are not independent: ``"auto"`` (the default) the ``conversation_id`` column when the
             data has one; a column name; ``None`` for independent rows. The exact binomial bound behind the
             guarantee holds for independent items only, so with clusters the judge calibrates on **one
@@ -784,9 +789,15 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         Raises
         ------
         ValidationError
-            No label column ``human``, a ``cluster`` column the data lacks, or fewer labelled items (or
-            conversations) than the guarantee needs (:func:`~llm_connect.stats.selective.min_items`).
+            No label column ``human``, a ``cluster`` column the data lacks, fewer labelled items (or
+            conversations) than the guarantee needs (:func:`~llm_connect.stats.selective.min_items`), or a
+            bad run option.
+
+        Notes
+        -----
+        The labelled rows are judged by :func:`~llm_connect.grading.judge_many` with the run options.
         """
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, budget=budget)
         import numpy as np
 
         from ..stats.clusters import cluster_column

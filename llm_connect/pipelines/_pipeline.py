@@ -45,13 +45,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .._display import view
+from .._docstrings import share_parameters
+from .._options import check_run_options
 from .._runtime import on_background, run_sync
 from ..columns import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS
 from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
 from ..grading import WrapperJudge
 from ..grading._base import GradingResult, validate_grader_id, validate_score
-from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
+from ..grading._epochs import EPOCH_COLUMNS, Reducer, epoch_reliability, epoch_run_config, reducer_of
 from ..grading._judge_many import reduce_item
 from ..grading._parse import brief_repr
 from ..items import item_text, items_frame, reference_text
@@ -521,7 +523,7 @@ class Pipeline:
 
         With ``epochs=k > 1`` the plan has ``k * n`` runs, epoch-major (every item's epoch 0
         first), as :func:`~llm_connect.grading.judge_many`'s, and its ``finish`` reduces them."""
-        k = check_epochs(epochs)
+        k = epochs  # checked by run_many / arun_many
         reducer_name, _ = reducer_of(reducer)
         g = self._compiled()
         frame = items_frame(items, ())
@@ -592,6 +594,7 @@ class Pipeline:
         }
         return out
 
+    @share_parameters
     def run_many(
         self,
         items: Any,
@@ -606,50 +609,67 @@ class Pipeline:
     ) -> pd.DataFrame:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
-        Columns (:data:`~llm_connect.columns.PIPELINE_COLUMNS`): the items' own, then a
-        judge's result columns, as :func:`~llm_connect.grading.judge_many` of
-        :meth:`as_judge` gives them: ``quality_score``, ``notes``, ``grader_id`` (the
-        pipeline's name), ``status`` (scored / unscored / error), ``error``,
-        ``latency_ms`` (the item's wall time), ``judge_tokens_in``, ``judge_tokens_out``,
-        ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
-        ``verdict``, ``passed``, ``calls`` and ``trace``.
-        ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
-        the one runner (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many` does. An item
-        whose field read by the templates is missing (None/NaN), or whose
+        Runs on the one runner (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many`
+        does. An item whose field read by the templates is missing (None/NaN), or whose
         ``baseline``/``reference`` is blank, is an ``error`` row naming it.
 
-        Spend, and how to cap it: every call of every unit is charged to the
-        run budget, ``budget`` (a :class:`~llm_connect.BudgetTracker`, or a
-        limit in USD), else ``run_config.budget_tracker``. ``budget=0.50``
-        caps the run at about $0.50: a call starts only while money is left
-        (the limit is overshot by at most the calls in flight when it was
-        reached), every reply that came back is kept in the item's trace and
-        cost, and items not attempted once the money is spent are ``error``
-        rows saying "budget exhausted" (an item whose later units were
-        refused is an ``error`` row too, its paid calls still in its cost).
-        ``df.attrs["budget"]`` holds the limit, the spend and the calls.
+        Parameters
+        ----------
+        items : DataFrame or iterable of mappings
+            The items, with the fields the templates read.
+        {concurrency}
+        {progress}
+        {run_config}
+            The base of every unit's calls (each unit sets its own temperature).
+        {budget}
+            Every call of every unit is charged to it: ``budget=0.50`` caps the run at about $0.50. Every
+            reply that came back is kept in the item's trace and cost, and an item whose later units were
+            refused is an ``error`` row too, its paid calls still in its cost. ``df.attrs["budget"]`` holds
+            the limit, the spend and the calls.
+        {epochs}
+            As :func:`~llm_connect.grading.judge_many` does: the same reducers, the same
+            :data:`~llm_connect.grading.EPOCH_COLUMNS` after the pipeline's columns, ``df.attrs["epochs"]``
+            and ``df.attrs["reliability"]``. Epoch ``e > 0`` moves the run config's seed by ``e`` and every
+            seeded unit's by ``e`` times its copies, so a response cache serves no repeat. ``calls``,
+            tokens, cost and latency are summed over the epochs; ``passed`` is the reduced score at
+            ``threshold``; ``verdict`` and ``trace`` are the first scored epoch's (a pairwise pipeline's
+            ``verdict`` is read from the reduced score).
+        {reducer}
+        {batch}
+            A unit that reads an earlier unit's reply waits for the next round.
 
-        Repeated runs: ``epochs=k`` runs each item ``k`` times and ``reducer`` reduces the
-        scored epochs, as :func:`~llm_connect.grading.judge_many` does (the same reducers, the
-        same :data:`~llm_connect.grading.EPOCH_COLUMNS` after the pipeline's columns,
-        ``df.attrs["epochs"]`` and ``df.attrs["reliability"]``). Epoch ``e > 0`` moves the run
-        config's seed by ``e`` and every seeded unit's by ``e`` times its copies, so a response
-        cache serves no repeat. ``calls``, tokens, cost and latency are summed over the epochs;
-        ``passed`` is the reduced score at ``threshold``; ``verdict`` and ``trace`` are the first
-        scored epoch's (a pairwise pipeline's ``verdict`` is read from the reduced score).
+        Returns
+        -------
+        DataFrame
+            Columns (:data:`~llm_connect.columns.PIPELINE_COLUMNS`): the items' own, then a judge's result
+            columns, as :func:`~llm_connect.grading.judge_many` of :meth:`as_judge` gives them:
+            ``quality_score``, ``notes``, ``grader_id`` (the pipeline's name), ``status`` (scored /
+            unscored / error), ``error``, ``latency_ms`` (the item's wall time), ``judge_tokens_in``,
+            ``judge_tokens_out``, ``judge_cost_usd`` (summed over the item's calls); then the pipeline's
+            own: ``verdict``, ``passed``, ``calls`` and ``trace``. ``df.attrs["totals"]`` holds the run's
+            calls, tokens and cost.
 
-        Provider batches: ``batch=True`` (or a state folder, or
-        :class:`~llm_connect.adapters.BatchOptions`) sends every unit's calls to an OpenAI-compatible or
-        Anthropic adapter through the provider's Batch API at half the price, one batch per round (a
-        unit that reads an earlier unit's reply waits for the next round), with the same rows as
-        without it; see :func:`~llm_connect.grading.judge_many`.
+        Raises
+        ------
+        ConfigError
+            The templates read fields the items lack, or the pipeline does not compile.
+        ValidationError
+            A bad run option.
+
+        See Also
+        --------
+        arun_many : The awaitable twin.
+        run : One item.
         """
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, budget=budget,
+                          epochs=epochs, reducer=reducer, batch=batch)
         from ..grading._batch_api import provider_batch_plan
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
                                                 concurrency=concurrency, progress=progress)
         return run_plan(plan, concurrency=concurrency, progress=progress)
 
+    @share_parameters
     async def arun_many(
         self,
         items: Any,
@@ -662,8 +682,31 @@ class Pipeline:
         reducer: str | Reducer = "mean",
         batch: Any = False,
     ) -> pd.DataFrame:
-        """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, repeat with ``epochs=``,
-        use the providers' Batch APIs with ``batch=``, as there)."""
+        """The awaitable twin of :meth:`run_many`: the same rows and columns.
+
+        Parameters
+        ----------
+        items : DataFrame or iterable of mappings
+            The items, with the fields the templates read.
+        {concurrency}
+        {progress}
+        {run_config}
+        {budget}
+        {epochs}
+        {reducer}
+        {batch}
+
+        Returns
+        -------
+        DataFrame
+            What :meth:`run_many` returns.
+
+        See Also
+        --------
+        run_many : The sync twin.
+        """
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, budget=budget,
+                          epochs=epochs, reducer=reducer, batch=batch)
         from ..grading._batch_api import provider_batch_plan
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
