@@ -192,7 +192,20 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
     uses_item = True
 
     def with_item(self, *, messages: Any = None, context: Any = None) -> SelectiveCascade:
-        """The cascade of one conversation item: each stage bound to the item (:meth:`SelectiveJudge.with_item`)."""
+        """The cascade of one conversation item: each stage bound to the item (:meth:`SelectiveJudge.with_item`).
+
+        Parameters
+        ----------
+        messages : list of mapping, optional
+            The messages before the judged reply.
+        context : list of str, optional
+            The item's documents.
+
+        Returns
+        -------
+        SelectiveCascade
+            The bound copy; this cascade when no stage reads items.
+        """
         stages = [s.with_item(messages=messages, context=context) for s in self.stages]
         if all(a is b for a, b in zip(stages, self.stages, strict=True)):
             return self
@@ -206,11 +219,38 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
                 "details": dict(d)}
 
     async def aprepare_run(self, pairs: Any, *, progress: Any = None) -> SelectiveCascade:
+        """Each stage's pre-pass over a run (:meth:`SelectiveJudge.aprepare_run`).
+
+        Parameters
+        ----------
+        pairs : iterable of (str, str)
+            Each row's ``(baseline, candidate)`` texts.
+        progress : callable, optional
+            Makes a progress bar.
+
+        Returns
+        -------
+        SelectiveCascade
+            A copy of the prepared stages, with the same calibration.
+        """
         pairs = list(pairs)
         stages = [await s.aprepare_run(pairs, progress=progress) for s in self.stages]
         return self._replace(stages, self.calibration)
 
     def with_seed_offset(self, offset: int) -> SelectiveCascade:
+        """The cascade of epoch ``offset``: each stage reseeded (:meth:`SelectiveJudge.with_seed_offset`), the
+        calibration kept.
+
+        Parameters
+        ----------
+        offset : int
+            The epoch.
+
+        Returns
+        -------
+        SelectiveCascade
+            The copy.
+        """
         return self._replace([s.with_seed_offset(offset) for s in self.stages], self.calibration)
 
     async def _ajudge(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
@@ -359,7 +399,14 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         return self._replace(stages, tuple(report))
 
     def describe(self) -> str:
-        """One line: what each stage decides and the guarantee."""
+        """One line: what each stage decides and the guarantee.
+
+        Returns
+        -------
+        str
+            E.g. "selective-cascade: judges 81% of items (token-f1 55%, llm-judge 26%) with ...; leaves 19% for
+            people", or that it is not calibrated.
+        """
         if not self.calibration:
             return f"{self.grader_id}: not calibrated (call .calibrate(data, human=COLUMN))"
         parts = [f"{s['grader_id']} {float(s['coverage']):.0%}" for s in self.calibration]
@@ -384,6 +431,22 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         with people, at least ``(judged·(1 − alpha) + labelled_by_people) / (judged +
         labelled_by_people)`` with probability ``1 − delta``; ``observed_agreement`` is the judges'
         agreement on the judged items that people labelled too (NaN when none).
+
+        Parameters
+        ----------
+        frame : DataFrame
+            The frame of ``judge_many(cascade, items)``.
+        labels : str or array-like, optional
+            People's labels: a column of ``frame`` or one value per row.
+        ledger : BaseLedger, optional
+            A ledger holding people's ``human`` labels (with ``task_type``).
+        task_type : str, optional
+            The task the labels are recorded under.
+
+        Returns
+        -------
+        SelectiveCascadeSummary
+            The summary.
         """
         return cascade_summary(self, frame, labels=labels, ledger=ledger, task_type=task_type)
 
@@ -442,5 +505,27 @@ def cascade(judges: Sequence[Judge], *, alpha: float = 0.1, delta: float = 0.1,
     calibrate it with ``.calibrate(data, human=COLUMN)``, then judge with it as with any judge
     (``judge_many``, ``grade_dataset``). See :class:`SelectiveCascade` and Jung, Brahman & Choi
     (ICLR 2025, arXiv:2407.18370), *Cascaded Selective Evaluation*.
+
+    Parameters
+    ----------
+    judges : sequence of Judge
+        The stages, cheapest first.
+    alpha : float, default 0.1
+        The most disagreement with people the guarantee allows on the judged items.
+    delta : float, default 0.1
+        The chance that the guarantee fails.
+    grader_id : str, default "selective-cascade"
+        The cascade's id.
+
+    Returns
+    -------
+    SelectiveCascade
+        The cascade, not calibrated yet.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import ExactMatchJudge, TokenF1Judge
+    >>> cascade([ExactMatchJudge(), TokenF1Judge()]).describe()
+    'selective-cascade: not calibrated (call .calibrate(data, human=COLUMN))'
     """
     return SelectiveCascade(list(judges), alpha=alpha, delta=delta, grader_id=grader_id)
