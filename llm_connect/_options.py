@@ -148,8 +148,8 @@ def check_run_options(
         raise ValidationError("ledger must be a ledger (e.g. QualityLedger('ledger.jsonl')), the path or URI of "
                               f"one, or None, got {_kind(ledger)}")
     if task_type is not _UNSET and task_type is not None and not (isinstance(task_type, str) and task_type.strip()):
-        raise ValidationError(f"task_type must be a non-empty string (the task the judgments are recorded under), "
-                              f"got {task_type!r}")
+        raise ValidationError(f"task_type must be a non-empty string (the task the judgments are recorded and routed "
+                              f"under), got {task_type!r}")
     if ledger is not _UNSET and ledger is not None and (task_type is _UNSET or task_type is None):
         raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
     if budget is not _UNSET and budget is not None:
