@@ -9,10 +9,11 @@ before any judge runs: a bad value is a :class:`~llm_connect.errors.ValidationEr
 option, what it must be and what was given.
 
 The entry points call :func:`check_run_options` with every run option they take, then convert what
-they were given: :func:`~llm_connect.core.as_budget` turns a limit into a tracker,
-:func:`~llm_connect.runner.as_ledger` opens a ledger's path, ``grading``'s ``reducer_of`` looks a reducer
-up in :data:`REDUCERS`, ``adapters``' ``batch_options`` turns ``batch=`` into options. None of those
-checks a value again: each rule is written once, here.
+they were given: :func:`~llm_connect.runner.as_ledger` opens a ledger's path, ``grading``'s ``reducer_of``
+looks a reducer up in :data:`REDUCERS`. Each rule is written once: here, except the two that live with the
+value they make, which this module applies (the floors below it never import it): ``budget`` is
+:func:`~llm_connect.core.as_budget`'s rule (a number becomes a tracker) and ``batch`` is ``adapters``'
+``batch_options``' (the value becomes the Batch API options).
 
 The command line checks its flags itself (``--concurrency must be >= 1``, ``--epochs must be from 1 to
 ...``), as a usage error in the flags' words.
@@ -152,20 +153,14 @@ def check_run_options(
                               f"under), got {task_type!r}")
     if ledger is not _UNSET and ledger is not None and (task_type is _UNSET or task_type is None):
         raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
-    if budget is not _UNSET and budget is not None:
-        from .core import BudgetTracker
+    if budget is not _UNSET:
+        from .core import as_budget
 
-        if not isinstance(budget, BudgetTracker):
-            if isinstance(budget, bool) or not isinstance(budget, (int, float)):
-                raise ValidationError(
-                    f"budget must be a BudgetTracker or a limit in USD (a number), got {_kind(budget)}")
-            if math.isnan(budget) or budget < 0:
-                raise ValidationError(f"budget must be >= 0 USD, got {budget!r}")
-    if batch is not _UNSET and batch is not None and not isinstance(batch, (bool, str, os.PathLike)):
-        from .adapters import BatchOptions
+        as_budget(budget)  # the rule of a budget lives with the tracker it becomes
+    if batch is not _UNSET:
+        from .adapters._batches import batch_options
 
-        if not isinstance(batch, BatchOptions):
-            raise ValidationError(f"batch must be True, False, a folder or BatchOptions, got {batch!r}")
+        batch_options(batch)  # the rule of batch= lives with the options it becomes
     if epochs is not _UNSET and not (_is_int(epochs) and epochs >= 1):
         raise ValidationError(
             f"epochs must be a positive integer (how many times each item is judged), got {epochs!r}")

@@ -558,8 +558,8 @@ def as_budget(budget: BudgetTracker | float | None) -> BudgetTracker | None:
     Raises
     ------
     ValidationError
-        When ``budget`` is neither a tracker nor a number, or is negative or NaN (the check of every
-        ``budget=``: :func:`llm_connect._options.check_run_options`).
+        When ``budget`` is neither a tracker nor a number, or is negative or NaN: the rule of every
+        ``budget=``, which :func:`llm_connect._options.check_run_options` applies too.
 
     Examples
     --------
@@ -568,11 +568,13 @@ def as_budget(budget: BudgetTracker | float | None) -> BudgetTracker | None:
     >>> as_budget(None) is None
     True
     """
-    from ._options import check_run_options
-
-    check_run_options(budget=budget)
     if budget is None or isinstance(budget, BudgetTracker):
         return budget
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise ValidationError(
+            f"budget must be a BudgetTracker or a limit in USD (a number), got {type(budget).__name__}")
+    if math.isnan(budget) or budget < 0:
+        raise ValidationError(f"budget must be >= 0 USD, got {budget!r}")
     return BudgetTracker(limit_usd=float(budget))
 
 

@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._options import check_run_options
 from ..core import BudgetReservation, RunConfig
 from ..errors import AdapterError, BudgetExceededError, ValidationError
 from ._batch_anthropic import _AnthropicDriver
@@ -170,17 +169,19 @@ class BatchOptions:
 def batch_options(batch: Any, ledger: Any = None) -> BatchOptions | None:
     """``judge_many``'s ``batch=`` as options: ``False``/``None`` is off; ``True`` the defaults, with the
     state beside ``ledger`` (``<ledger path>.batches``); a path is the state folder; a
-    :class:`BatchOptions` is taken as is (its ``state_dir`` defaulting to the ledger's). The value is checked
-    as every ``batch=`` is (:func:`llm_connect._options.check_run_options`)."""
-    check_run_options(batch=batch)
+    :class:`BatchOptions` is taken as is (its ``state_dir`` defaulting to the ledger's). Anything else is a
+    :class:`ValidationError`: the rule of every ``batch=``, which :func:`llm_connect._options.check_run_options`
+    applies too."""
     if batch is None or batch is False:
         return None
     if batch is True:
         options = BatchOptions()
     elif isinstance(batch, BatchOptions):
         options = batch
+    elif isinstance(batch, (str, os.PathLike)):
+        options = BatchOptions(state_dir=batch)
     else:
-        options = BatchOptions(state_dir=batch)  # a folder
+        raise ValidationError(f"batch must be True, False, a folder or BatchOptions, got {batch!r}")
     if options.state_dir is None:
         path = getattr(ledger, "path", None)
         if isinstance(path, (str, os.PathLike)) and "://" not in str(path):

@@ -111,7 +111,7 @@ class Requirement:
 
 
 def parse_requirement(text: str, stats: Sequence[str]) -> Requirement:
-    """One ``--require`` clause, ``NAME:STAT OP VALUE`` (e.g. ``'llm-judge:kappa_low>=0.4'``), as a :class:`Requirement`.
+    """One ``--require`` clause, ``NAME:STAT OP VALUE`` (``'llm-judge:kappa_low>=0.4'``), as a :class:`Requirement`.
 
     Parameters
     ----------

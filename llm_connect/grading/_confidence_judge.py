@@ -13,15 +13,12 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core import LLMResponse, RunConfig
 from ._base import GradingResult, _declared
 from ._confidence import PASS_DISTRIBUTION
 from ._wrapper import WrapperJudge
-
-if TYPE_CHECKING:
-    from ._selective import SelectiveJudge
 
 __all__ = ["ConfidenceJudge"]
 
@@ -56,7 +53,7 @@ class ConfidenceJudge(WrapperJudge):
         The selective judge whose confidence it reports.
     """
 
-    selective: SelectiveJudge
+    selective: Any  # a SelectiveJudge (its module imports this one)
 
     @property
     def grader_id(self) -> str:  # type: ignore[override]

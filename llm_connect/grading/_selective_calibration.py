@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -23,15 +23,12 @@ from ..stats.selective import fixed_sequence_cutoff, min_items
 from ._human_labels import calibration_table, label_numbers, one_row_per_cluster, read_items
 from ._judge_many import judge_many
 
-if TYPE_CHECKING:
-    from ._selective import SelectiveJudge
-
 __all__ = ["calibrate_selective"]
 
 
-def calibrate_selective(selective: SelectiveJudge, data: Any, *, human: str, seed: int = 0, concurrency: int = 16,
+def calibrate_selective(selective: Any, data: Any, *, human: str, seed: int = 0, concurrency: int = 16,
                         progress: bool = True, run_config: RunConfig | None = None,
-                        budget: BudgetTracker | float | None = None, cluster: str | None = "auto") -> SelectiveJudge:
+                        budget: BudgetTracker | float | None = None, cluster: str | None = "auto") -> Any:
     """``selective`` calibrated on the labelled rows of ``data``: what :meth:`SelectiveJudge.calibrate` returns.
 
     Parameters
