@@ -159,6 +159,32 @@ def ppi_bradley_terry(
     ``L_labelled(y) + lam * (L_unlabelled(yhat) - L_labelled(yhat))`` over log-strengths with
     model 0 fixed at 0; ``lam=None`` tunes it as PPI++ does (clipped to [0, 1]). Returns the
     ``m - 1`` log-strengths of models ``1..m-1``, their covariance (sandwich) and ``lam``.
+
+    Parameters
+    ----------
+    lab_i : ndarray of int
+        Model ``i`` of each labelled comparison.
+    lab_j : ndarray of int
+        Model ``j`` of each labelled comparison.
+    y : ndarray of float
+        The people's outcome on the labelled rows.
+    yhat : ndarray of float
+        The judge's on the same rows.
+    unl_i : ndarray of int
+        Model ``i`` of each unlabelled comparison.
+    unl_j : ndarray of int
+        Model ``j`` of each unlabelled comparison.
+    yhat_unlabelled : ndarray of float
+        The judge's outcome on the unlabelled rows.
+    m : int
+        The number of models.
+    lam : float, optional
+        The PPI++ weight; ``None``: tuned.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray, float)
+        The log-strengths, their covariance and ``lam``.
     """
     pi, pj, s = _ppi_sums(lab_i, lab_j, y, yhat, unl_i, unl_j, yhat_unlabelled, m)
     x = _design(pi, pj, m)
