@@ -54,7 +54,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from ._options import check_run_options
 from ._runtime import on_background, run_sync, to_thread
@@ -64,7 +64,7 @@ from .errors import BudgetExceededError, JudgeAbstained, JudgeReplyError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .quality import QualityObservation
+    from .quality import BaseLedger, QualityObservation
 
 __all__ = [
     "BUDGET_EXHAUSTED",
@@ -632,7 +632,16 @@ class LedgerSink(Protocol):
         """
 
 
-def as_ledger(ledger: LedgerSink | str | os.PathLike[str] | None) -> LedgerSink | None:
+SinkT = TypeVar("SinkT", bound=LedgerSink)
+
+
+@overload
+def as_ledger(ledger: None) -> None: ...
+@overload
+def as_ledger(ledger: str | os.PathLike[str]) -> BaseLedger: ...
+@overload
+def as_ledger(ledger: SinkT) -> SinkT: ...
+def as_ledger(ledger: Any) -> Any:
     """The ledger a run records to: a path or URI opened, a ledger (or ``None``) as it is.
 
     Parameters
