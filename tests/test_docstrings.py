@@ -434,6 +434,44 @@ def test_every_shared_text_is_a_numpydoc_parameter_entry():
         DocstringComponents({"x": "y : int\n    Wrong name."})
 
 
+#: Run options an entry point documents in its own words, because they mean something narrower there.
+OWN_TEXT = {
+    ("grade_dataset", "concurrency"): "judgments each Ray actor keeps in flight",
+    # the row engine under the entry points: it takes what they made of the options
+    **{(f, o): "the runner's own: a tracker, a bar" for f in ("run_rows", "arun_rows")
+       for o in ("concurrency", "progress", "budget")},
+}
+
+
+def _entry_points() -> dict[str, Any]:
+    """Every public function and method (outside the :data:`PENDING` floors) that takes three or more run options."""
+    found: dict[str, Any] = {}
+    for name, obj in [*(("llm_connect." + n, o) for n, o in _public_names()), *_module_objects().items()]:
+        if _pending(obj):
+            continue
+        members = [(name, obj)] if inspect.isfunction(obj) else [(f"{name}.{m}", f) for m, f in _public_methods(obj)]
+        for _label, func in members:
+            taken = set(inspect.signature(func).parameters) & set(RUN_OPTIONS)
+            if len(taken) >= 3:
+                found.setdefault(f"{func.__module__}.{func.__qualname__}", func)
+    return found
+
+
+def test_every_entry_point_that_takes_run_options_shows_their_shared_text():
+    """The text a user reads for ``concurrency``, ``ledger``, ``budget``... is the same in every entry point (the
+    placeholders of :func:`share_parameters`), except where :data:`OWN_TEXT` says why it is narrower."""
+    entries = _entry_points()
+    assert {"llm_connect.grading._judge_many.judge_many", "llm_connect.grading._judge_many.ajudge_many",
+            "llm_connect.grading._paired.grade_many", "llm_connect.grading._tournament.tournament",
+            "llm_connect.pipelines._pipeline.Pipeline.run_many", "llm_connect.grading._wrapper.WrapperJudge.judge_many",
+            "llm_connect.distributed._grade.grade_dataset", "llm_connect.grading._selective.SelectiveJudge.calibrate",
+            } <= set(entries)
+    missing = [f"{where}: {option}" for where, func in entries.items()
+               for option in sorted(set(inspect.signature(func).parameters) & set(RUN_OPTIONS))
+               if (func.__name__, option) not in OWN_TEXT and RUN_OPTIONS[option] not in inspect.getdoc(func)]
+    assert not missing, "entry points that do not show the shared text of a run option:\n" + "\n".join(missing)
+
+
 def test_fill_shared_reads_a_cleaned_docstring_as_griffe_holds_it():
     cleaned = "Count.\n\nParameters\n----------\n{epochs}\n{reducer}\n"
     filled = fill_shared(cleaned)
