@@ -8,16 +8,12 @@ The entry points that run judges over many items (``judge_many``, ``calibrate``,
 before any judge runs: a bad value is a :class:`~llm_connect.errors.ValidationError` that names the
 option, what it must be and what was given.
 
-The checks this replaces, each a copy of one rule (issue #35; the entry points call
-:func:`check_run_options` instead):
-
-- ``concurrency``: ``batch.arun_rows`` ("concurrency must be a positive integer");
-- ``epochs``: ``grading._epochs.check_epochs``;
-- ``reducer``: ``grading._epochs.reducer_of`` (the names; it still looks the function up);
-- ``budget``: ``core.as_budget`` (it still turns a number into a tracker);
-- ``batch``: ``adapters._batches.batch_options`` (it still turns the value into options);
-- ``ledger`` with ``task_type``: ``batch.check_ledger`` and ``routing``'s "task_type must be a non-empty
-  string".
+The entry points call :func:`check_run_options` with every run option they take, then convert what
+they were given: :func:`~llm_connect.runner.as_ledger` opens a ledger's path, ``grading``'s ``reducer_of``
+looks a reducer up in :data:`REDUCERS`. Each rule is written once: here, except the two that live with the
+value they make, which this module applies (the floors below it never import it): ``budget`` is
+:func:`~llm_connect.core.as_budget`'s rule (a number becomes a tracker) and ``batch`` is ``adapters``'
+``batch_options``' (the value becomes the Batch API options).
 
 The command line checks its flags itself (``--concurrency must be >= 1``, ``--epochs must be from 1 to
 ...``), as a usage error in the flags' words.
@@ -68,6 +64,12 @@ def _is_int(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int)
 
 
+def _is_bool(value: Any) -> bool:
+    """``True`` or ``False``, a numpy bool included (``df["flag"].any()`` is one); not 0 or 1."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
+
+
 def _kind(value: Any) -> str:
     return type(value).__name__
 
@@ -95,9 +97,10 @@ def check_run_options(
     concurrency : int, optional
         A positive integer.
     progress : bool, optional
-        ``True`` or ``False``.
+        ``True`` or ``False`` (a numpy bool too; not ``0`` or ``1``).
     run_config : RunConfig or None, optional
-        A :class:`~llm_connect.RunConfig`, or ``None``.
+        A :class:`~llm_connect.RunConfig` whose ``budget_tracker`` is a
+        :class:`~llm_connect.BudgetTracker` or ``None``; or ``None``.
     ledger : BaseLedger or str or os.PathLike or None, optional
         A ledger (any object with an ``append(observation)`` method), the path or URI of one, or
         ``None``. A ledger needs ``task_type``.
@@ -130,36 +133,34 @@ def check_run_options(
     if concurrency is not _UNSET and not (_is_int(concurrency) and concurrency >= 1):
         raise ValidationError(
             f"concurrency must be a positive integer (how many items are judged at once), got {concurrency!r}")
-    if progress is not _UNSET and not isinstance(progress, bool):
+    if progress is not _UNSET and not _is_bool(progress):
         raise ValidationError(f"progress must be True or False (show a progress bar), got {progress!r}")
     if run_config is not _UNSET and run_config is not None:
-        from .core import RunConfig
+        from .core import BudgetTracker, RunConfig
 
         if not isinstance(run_config, RunConfig):
             raise ValidationError(f"run_config must be a RunConfig or None, got {_kind(run_config)}")
+        tracker = run_config.budget_tracker
+        if tracker is not None and not isinstance(tracker, BudgetTracker):
+            raise ValidationError("run_config.budget_tracker must be a BudgetTracker or None (a limit in USD goes "
+                                  f"in budget=), got {_kind(tracker)}")
     if ledger is not _UNSET and ledger is not None and not isinstance(ledger, (str, os.PathLike)) \
             and not callable(getattr(ledger, "append", None)):
         raise ValidationError("ledger must be a ledger (e.g. QualityLedger('ledger.jsonl')), the path or URI of "
                               f"one, or None, got {_kind(ledger)}")
     if task_type is not _UNSET and task_type is not None and not (isinstance(task_type, str) and task_type.strip()):
-        raise ValidationError(f"task_type must be a non-empty string (the task the judgments are recorded under), "
-                              f"got {task_type!r}")
+        raise ValidationError(f"task_type must be a non-empty string (the task the judgments are recorded and routed "
+                              f"under), got {task_type!r}")
     if ledger is not _UNSET and ledger is not None and (task_type is _UNSET or task_type is None):
         raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
-    if budget is not _UNSET and budget is not None:
-        from .core import BudgetTracker
+    if budget is not _UNSET:
+        from .core import as_budget
 
-        if not isinstance(budget, BudgetTracker):
-            if isinstance(budget, bool) or not isinstance(budget, (int, float)):
-                raise ValidationError(
-                    f"budget must be a BudgetTracker or a limit in USD (a number), got {_kind(budget)}")
-            if math.isnan(budget) or budget < 0:
-                raise ValidationError(f"budget must be >= 0 USD, got {budget!r}")
-    if batch is not _UNSET and batch is not None and not isinstance(batch, (bool, str, os.PathLike)):
-        from .adapters import BatchOptions
+        as_budget(budget)  # the rule of a budget lives with the tracker it becomes
+    if batch is not _UNSET:
+        from .adapters._batches import batch_options
 
-        if not isinstance(batch, BatchOptions):
-            raise ValidationError(f"batch must be True, False, a folder or BatchOptions, got {batch!r}")
+        batch_options(batch)  # the rule of batch= lives with the options it becomes
     if epochs is not _UNSET and not (_is_int(epochs) and epochs >= 1):
         raise ValidationError(
             f"epochs must be a positive integer (how many times each item is judged), got {epochs!r}")

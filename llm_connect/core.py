@@ -542,15 +542,13 @@ class BudgetTracker:
         return f"BudgetTracker(limit_usd={self.limit_usd!r}, spent_usd={self.spent_usd:.6f})"
 
 
-def as_budget(budget: BudgetTracker | float | None, *, what: str = "budget") -> BudgetTracker | None:
+def as_budget(budget: BudgetTracker | float | None) -> BudgetTracker | None:
     """A budget as a tracker: a :class:`BudgetTracker` as is, a number as a new tracker with that limit.
 
     Parameters
     ----------
     budget : BudgetTracker or float, optional
         A tracker, or a limit in USD (>= 0).
-    what : str, default "budget"
-        The option's name, for the error message.
 
     Returns
     -------
@@ -560,16 +558,23 @@ def as_budget(budget: BudgetTracker | float | None, *, what: str = "budget") -> 
     Raises
     ------
     ValidationError
-        When ``budget`` is neither a tracker nor a number, or is negative or NaN.
+        When ``budget`` is neither a tracker nor a number, or is negative or NaN: the rule of every
+        ``budget=``, which :func:`llm_connect._options.check_run_options` applies too.
+
+    Examples
+    --------
+    >>> as_budget(2).limit_usd
+    2.0
+    >>> as_budget(None) is None
+    True
     """
     if budget is None or isinstance(budget, BudgetTracker):
         return budget
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise ValidationError(
-            f"{what} must be a BudgetTracker or a limit in USD (a number), got {type(budget).__name__}"
-        )
+            f"budget must be a BudgetTracker or a limit in USD (a number), got {type(budget).__name__}")
     if math.isnan(budget) or budget < 0:
-        raise ValidationError(f"{what} must be >= 0 USD, got {budget!r}")
+        raise ValidationError(f"budget must be >= 0 USD, got {budget!r}")
     return BudgetTracker(limit_usd=float(budget))
 
 

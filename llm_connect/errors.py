@@ -440,31 +440,73 @@ class AdapterError(LLMConnectError):
 
 
 class AuthenticationError(AdapterError):
-    """The provider refused the credentials (401/403)."""
+    """The provider refused the credentials (401/403).
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
+    """
 
 
 class BadRequestError(AdapterError):
-    """The provider rejected the request (4xx other than 429); not retried."""
+    """The provider rejected the request (4xx other than 429); not retried.
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
+    """
 
 
 class RateLimitError(AdapterError):
-    """The provider kept answering 429 until the retry budget ran out."""
+    """The provider kept answering 429 until the retry budget ran out.
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
+    """
 
 
 class ServerError(AdapterError):
-    """The provider kept answering 5xx until the retry budget ran out."""
+    """The provider kept answering 5xx until the retry budget ran out.
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
+    """
 
 
 class AdapterTimeoutError(AdapterError, TimeoutError):
-    """The call timed out (after retries)."""
+    """The call timed out (after retries).
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
+    """
 
 
 class AdapterConnectionError(AdapterError):
-    """The endpoint could not be reached (after retries)."""
+    """The endpoint could not be reached (after retries).
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
+    """
 
 
 class MalformedResponseError(AdapterError):
-    """The provider's reply body could not be read as the API promises."""
+    """The provider's reply body could not be read as the API promises.
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
+    """
 
 
 class ReplayMissError(AdapterError):
@@ -473,4 +515,9 @@ class ReplayMissError(AdapterError):
     Nothing was sent to the provider. The message names the adapter, the model and the start of the
     prompt; record the replies once where the API key is available (``--llm-cache-mode=auto`` or
     ``record``) and keep the cache folder with the tests.
+
+    Parameters
+    ----------
+    message, status, provider_message, adapter_id
+        As :class:`AdapterError` takes them.
     """

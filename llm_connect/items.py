@@ -67,9 +67,32 @@ CONVERSATION_TAGS = ("conversation_id", "turn")
 def items_frame(items: Any, required: Iterable[str], *, aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """``items`` (a DataFrame, copied, or an iterable of mappings) as a DataFrame holding ``required``.
 
-    ``aliases`` maps an accepted alternative name to a required column
-    (``{"reference": "baseline"}``): it is renamed only when the required column is absent.
-    A missing column is a :class:`ValidationError` naming it and what the items have.
+    Parameters
+    ----------
+    items : DataFrame or iterable of mappings
+        The items.
+    required : iterable of str
+        The columns the items must have.
+    aliases : mapping of str to str, optional
+        An accepted alternative name for a required column (``{"reference": "baseline"}``): it is renamed
+        only when the required column is absent.
+
+    Returns
+    -------
+    DataFrame
+        The items, a copy.
+
+    Raises
+    ------
+    ValidationError
+        A missing column (the message names it and what the items have), or items that are neither a
+        frame nor mappings.
+
+    Examples
+    --------
+    >>> items_frame([{"question": "q", "reference": "r"}], ["question", "baseline"], aliases={"reference": "baseline"})
+      question baseline
+    0        q        r
     """
     import pandas as pd
 
@@ -97,7 +120,23 @@ def items_frame(items: Any, required: Iterable[str], *, aliases: Mapping[str, st
 
 
 def is_missing(value: Any) -> bool:
-    """True for None and for the missing-value markers of Python, numpy and pandas (NaN, NaT, pd.NA)."""
+    """True for None and for the missing-value markers of Python, numpy and pandas (NaN, NaT, pd.NA).
+
+    Parameters
+    ----------
+    value : object
+        Any value.
+
+    Returns
+    -------
+    bool
+        Whether it is missing.
+
+    Examples
+    --------
+    >>> is_missing(float("nan")), is_missing(""), is_missing(0)
+    (True, False, False)
+    """
     if value is None:
         return True
     if isinstance(value, str):
@@ -113,7 +152,25 @@ def is_missing(value: Any) -> bool:
 
 
 def item_text(value: Any, column: str) -> str:
-    """The text of an item's ``column``; a missing value (None/NaN/NA) is an error, never the text "nan"."""
+    """The text of an item's ``column``; a missing value (None/NaN/NA) is an error, never the text "nan".
+
+    Parameters
+    ----------
+    value : object
+        The item's value.
+    column : str
+        The column's name, for the error.
+
+    Returns
+    -------
+    str
+        ``str(value)``.
+
+    Raises
+    ------
+    ValidationError
+        A missing value (the message names the column).
+    """
     if isinstance(value, str):
         return value
     if is_missing(value):
@@ -122,10 +179,33 @@ def item_text(value: Any, column: str) -> str:
 
 
 def reference_text(value: Any, *, sep: str | None = None, column: str = "baseline", required: bool = True) -> str:
-    """The baseline's text; missing or blank (nothing to compare with) is an error, as is a baseline
-    with no non-empty reference when split on ``sep`` (a judge's declared reference separator).
-    ``required=False`` (a judge shown no reference, e.g. a rubric with ``reference=False``): any
-    baseline is fine, a missing one is ``""``."""
+    """The baseline's text; missing or blank (nothing to compare with) is an error.
+
+    As is a baseline with no non-empty reference when split on ``sep`` (a judge's declared reference
+    separator).
+
+    Parameters
+    ----------
+    value : object
+        The item's baseline.
+    sep : str, optional
+        The judge's reference separator (several references in one text).
+    column : str, default "baseline"
+        The column's name, for the error.
+    required : bool, default True
+        ``False`` (a judge shown no reference, e.g. a rubric with ``reference=False``): any baseline is fine,
+        a missing one is ``""``.
+
+    Returns
+    -------
+    str
+        The baseline's text.
+
+    Raises
+    ------
+    ValidationError
+        A missing or blank baseline, or none left once split on ``sep`` (with ``required``).
+    """
     if not required:
         return "" if is_missing(value) else item_text(value, column)
     text = item_text(value, column)
@@ -137,7 +217,20 @@ def reference_text(value: Any, *, sep: str | None = None, column: str = "baselin
 
 
 def column_values(frame: Any, column: str) -> list[Any]:
-    """The values of ``column`` as a list (``None`` for each row when there is no such column)."""
+    """The values of ``column`` as a list (``None`` for each row when there is no such column).
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The items.
+    column : str
+        The column.
+
+    Returns
+    -------
+    list
+        One value per row.
+    """
     return frame[column].tolist() if column in frame.columns else [None] * len(frame)
 
 
@@ -156,7 +249,23 @@ def canonical_item_id(value: Any) -> str | int | float | bool | None:
     ``None`` when missing (None, NaN, NaT, pd.NA); numpy / pandas scalars as plain Python; a whole
     float as an int (pandas turns ids 1, 2, NaN into 1.0, 2.0, NaN, so ``1.0`` is item ``1``); a
     non-finite float and any other object (not str, int, float or bool) as its text. Strings are
-    kept as they are (``"1"`` stays text; ids are matched on their text, :func:`item_id_text`)."""
+    kept as they are (``"1"`` stays text; ids are matched on their text, :func:`item_id_text`).
+
+    Parameters
+    ----------
+    value : object
+        An item's id.
+
+    Returns
+    -------
+    str or int or float or bool or None
+        The id as a plain JSON value.
+
+    Examples
+    --------
+    >>> canonical_item_id(1.0), canonical_item_id("1"), canonical_item_id(float("nan")) is None
+    (1, '1', True)
+    """
     if is_missing(value):
         return None
     item = getattr(value, "item", None)  # numpy / pandas scalars
@@ -177,9 +286,27 @@ def canonical_item_id(value: Any) -> str | int | float | bool | None:
 
 
 def item_id_text(value: Any) -> str | None:
-    """The text an item id is matched on everywhere (``paired_frame``'s join, the Labeller, ``grade_dataset``'s
-    resume): ``str`` of :func:`canonical_item_id`, ``None`` when missing. So ``1``, ``1.0``, ``np.int64(1)``
-    and ``"1"`` are one item, as they are once written to a CSV and read back."""
+    """The text an item id is matched on everywhere.
+
+    ``paired_frame``'s join, the Labeller, ``grade_dataset``'s resume: ``str`` of
+    :func:`canonical_item_id`, ``None`` when missing. So ``1``, ``1.0``, ``np.int64(1)`` and ``"1"`` are
+    one item, as they are once written to a CSV and read back.
+
+    Parameters
+    ----------
+    value : object
+        An item's id.
+
+    Returns
+    -------
+    str or None
+        Its text.
+
+    Examples
+    --------
+    >>> item_id_text(1.0) == item_id_text("1") == "1"
+    True
+    """
     item_id = canonical_item_id(value)
     return None if item_id is None else str(item_id)
 
@@ -201,13 +328,28 @@ def _as_plain_list(value: Any) -> Any:
 
 
 def content_item_id(*texts: Any) -> str:
-    """The key of an item without an id: :data:`CONTENT_KEY_PREFIX` and 24 hex digits of a SHA-256 of its
-    texts (``prompt``, ``baseline``, ``candidate``, then for a conversation item its ``messages``,
-    ``conversation_id`` and ``turn``; a missing text counts as absent, a list of messages as its JSON).
+    """The key of an item without an id: :data:`CONTENT_KEY_PREFIX` and 24 hex digits of a SHA-256 of its texts.
 
     It depends on the item alone, never on its row position, so it cannot be another item's id: the same
     texts are the same item in every run and every ordering (judged twice, they are averaged as one item, as
-    they should be), different texts are different items."""
+    they should be), different texts are different items.
+
+    Parameters
+    ----------
+    *texts : object
+        ``prompt``, ``baseline``, ``candidate``, then for a conversation item its ``messages``,
+        ``conversation_id`` and ``turn``; a missing text counts as absent, a list of messages as its JSON.
+
+    Returns
+    -------
+    str
+        ``"row:"`` and the digest.
+
+    Examples
+    --------
+    >>> content_item_id("2+2?", "4", "4")
+    'row:953f4dd6717a760742f28fc4'
+    """
     payload = json.dumps([_content_text(t) for t in texts], ensure_ascii=True, separators=(",", ":"))
     digest = hashlib.sha256(payload.encode("ascii")).hexdigest()
     return CONTENT_KEY_PREFIX + digest[:_CONTENT_DIGITS]
@@ -274,10 +416,36 @@ def item_id_of(item_id: Any, texts: Iterable[Any] = (), *, messages: Any = None,
 
 def row_item_id(ids: list[Any], i: int, texts: Iterable[Any] | None = None, *, messages: Any = None,
                 conversation_id: Any = None, turn: Any = None) -> str | int | float | bool:
-    """The item id recorded for row ``i``: its ``id`` (:func:`canonical_item_id`); for a row without one, the
-    key of its ``texts`` (:func:`content_item_id`); a conversation item's turn makes it its own item
-    (:func:`item_id_of`). An id-less row without ``texts`` is a :class:`ValidationError`: a row's position is
-    never its id (it is another item's)."""
+    """The item id recorded for row ``i``.
+
+    Its ``id`` (:func:`canonical_item_id`); for a row without one, the key of its ``texts``
+    (:func:`content_item_id`); a conversation item's turn makes it its own item (:func:`item_id_of`).
+
+    Parameters
+    ----------
+    ids : list
+        Every row's ``id`` (``None`` for a row without one).
+    i : int
+        The row.
+    texts : iterable, optional
+        The row's texts, which key a row without an id.
+    messages : object, optional
+        A conversation item's messages before the judged reply.
+    conversation_id : object, optional
+        Its conversation.
+    turn : object, optional
+        The judged reply's turn.
+
+    Returns
+    -------
+    str or int or float or bool
+        The id recorded.
+
+    Raises
+    ------
+    ValidationError
+        An id-less row without ``texts``: a row's position is never its id (it is another item's).
+    """
     if texts is None and canonical_item_id(ids[i]) is None:
         raise ValidationError(f"row {i} has no item id (its 'id' is missing) and no texts to key it by: "
                               "give every item an id, or pass its texts (prompt, baseline, candidate)")
@@ -286,11 +454,25 @@ def row_item_id(ids: list[Any], i: int, texts: Iterable[Any] | None = None, *, m
 
 
 def item_ids(frame: Any, texts: Iterable[str] = ITEM_COLUMNS) -> list[str | int | float | bool]:
-    """The item id of every row of ``frame``, as :func:`~llm_connect.grading.judge_many` records it
-    (:func:`item_id_of`): the row's ``id`` (:func:`canonical_item_id`), or for a row without one (no ``id``
-    column, or a missing value in it) the key of its ``texts`` columns (:func:`content_item_id`); a row of a
-    conversation (``conversation_id`` / ``turn`` columns) is keyed by its turn too, and an id-less one by its
-    ``messages``."""
+    """The item id of every row of ``frame``, as :func:`~llm_connect.grading.judge_many` records it.
+
+    The row's ``id`` (:func:`canonical_item_id`), or for a row without one (no ``id`` column, or a missing
+    value in it) the key of its ``texts`` columns (:func:`content_item_id`); a row of a conversation
+    (``conversation_id`` / ``turn`` columns) is keyed by its turn too, and an id-less one by its
+    ``messages`` (:func:`item_id_of`).
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The items.
+    texts : iterable of str, default ("prompt", "baseline", "candidate")
+        The columns that key a row without an id.
+
+    Returns
+    -------
+    list
+        One id per row.
+    """
     ids = column_values(frame, "id")
     columns = [column_values(frame, c) for c in texts]
     messages, cids, turns = (column_values(frame, c) for c in CONVERSATION_COLUMNS)
@@ -299,8 +481,18 @@ def item_ids(frame: Any, texts: Iterable[str] = ITEM_COLUMNS) -> list[str | int 
 
 
 def conversation_tags(row: Mapping[Any, Any]) -> dict[str, Any]:
-    """The tags a conversation item's records carry: its ``conversation_id`` and ``turn`` (plain JSON values,
-    :func:`canonical_item_id`), those it has."""
+    """The tags a conversation item's records carry: its ``conversation_id`` and ``turn``, those it has.
+
+    Parameters
+    ----------
+    row : mapping
+        The item.
+
+    Returns
+    -------
+    dict
+        Plain JSON values (:func:`canonical_item_id`); empty for an item that is not a conversation's.
+    """
     out: dict[str, Any] = {}
     for key in CONVERSATION_TAGS:
         value = canonical_item_id(row.get(key))
@@ -310,21 +502,60 @@ def conversation_tags(row: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 def candidate_names(candidate_model: Any, candidate_adapter: Any = None) -> tuple[str, str]:
-    """``(adapter_id, model_id)`` of an item's candidate, as :func:`~llm_connect.grading.judge_many` records
-    them: ``candidate_model`` names its model (``"unknown"`` when absent or blank), ``candidate_adapter`` its
-    adapter (else the model)."""
+    """``(adapter_id, model_id)`` of an item's candidate, as :func:`~llm_connect.grading.judge_many` records them.
+
+    Parameters
+    ----------
+    candidate_model : object
+        Names its model (``"unknown"`` when absent or blank).
+    candidate_adapter : object, optional
+        Names its adapter (else the model).
+
+    Returns
+    -------
+    tuple of (str, str)
+        ``(adapter_id, model_id)``.
+
+    Examples
+    --------
+    >>> candidate_names("gpt-x"), candidate_names(None)
+    (('gpt-x', 'gpt-x'), ('unknown', 'unknown'))
+    """
     model = candidate_model if isinstance(candidate_model, str) and candidate_model.strip() else "unknown"
     adapter = candidate_adapter if isinstance(candidate_adapter, str) and candidate_adapter.strip() else model
     return adapter, model
 
 
 def item_key(item_id: Any, candidate_model: Any = None, candidate_adapter: Any = None) -> tuple[str, str, str]:
-    """The one canonical key of a judged item: ``(id text, adapter_id, model_id)`` -- its id as matched
-    everywhere (:func:`item_id_text`) and its candidate (:func:`candidate_names`), so the same question
-    answered by two models is two items. For a ledger observation pass ``tags["item_id"]``, ``model_id``
-    and ``adapter_id``; for an item, its recorded id (:func:`item_ids`), ``candidate_model`` and
-    ``candidate_adapter``. A missing id is a :class:`ValidationError` (key an id-less item by
-    :func:`item_ids` first)."""
+    """The one canonical key of a judged item: ``(id text, adapter_id, model_id)``.
+
+    Its id as matched everywhere (:func:`item_id_text`) and its candidate (:func:`candidate_names`), so the
+    same question answered by two models is two items.
+
+    Parameters
+    ----------
+    item_id : object
+        For a ledger observation ``tags["item_id"]``; for an item, its recorded id (:func:`item_ids`).
+    candidate_model : object, optional
+        The observation's ``model_id``, or the item's ``candidate_model``.
+    candidate_adapter : object, optional
+        The observation's ``adapter_id``, or the item's ``candidate_adapter``.
+
+    Returns
+    -------
+    tuple of (str, str, str)
+        The key.
+
+    Raises
+    ------
+    ValidationError
+        A missing id (key an id-less item by :func:`item_ids` first).
+
+    Examples
+    --------
+    >>> item_key(1.0, "gpt-x")
+    ('1', 'gpt-x', 'gpt-x')
+    """
     text = item_id_text(item_id)
     if text is None:
         raise ValidationError("an item without an id has no key: give it an id, or key it by its texts (item_ids)")

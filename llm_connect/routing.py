@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._display import view
 from ._html import fmt
+from ._options import check_run_options
 from .errors import UncalibratedJudgeError, ValidationError
 from .frames import HOLD_GRADER_ID, SKIP_GRADER_ID, UNDO_GRADER_ID
 from .items import item_id_text
@@ -98,17 +99,38 @@ EVIDENCE_COLUMNS = (
 class RoutingPolicy:
     """What "good enough" means for routing.
 
-    ``threshold``: the quality an adapter must reach, judged on the lower end of
-    a ``confidence`` interval of its mean quality. Only the ``recent`` newest
-    observations per adapter count (``None``: all), and none older than
-    ``max_age`` (``None``: any age). An adapter needs ``min_observations``.
-    ``human``: the grader id of human labels; when set, the interval is PPI++
-    from the judge's scores and those labels. ``require_calibrated`` and
-    ``min_kappa``: refuse a judge whose card is missing or whose kappa's lower
-    bound against people is below ``min_kappa``. ``cluster``: which observations are not independent
-    (the turns of one conversation): ``"auto"`` clusters by the ``conversation_id`` tag when the
-    observations carry it, a tag name by that tag, ``None`` treats them as independent (see
-    :func:`evidence_table`).
+    Parameters
+    ----------
+    threshold : float, default 0.8
+        The quality an adapter must reach (0..1), judged on the lower end of a ``confidence`` interval of its
+        mean quality.
+    confidence : float, default 0.95
+        The interval's confidence level.
+    min_observations : int, default 20
+        The observations an adapter needs.
+    max_age : timedelta, optional
+        None older counts (default 30 days; ``None``: any age).
+    recent : int, optional
+        Only the newest observations per adapter count (default 200; ``None``: all).
+    n_resamples : int, default 2000
+        Bootstrap resamples of the judge-only interval (at least 100).
+    seed : int, default 0
+        Seeds the bootstrap.
+    human : str, optional
+        The grader id of human labels; when set, the interval is PPI++ from the judge's scores and those labels.
+    require_calibrated : bool, default False
+        Refuse a judge whose card is missing or whose kappa's lower bound against people is below ``min_kappa``.
+    min_kappa : float, default 0.4
+        The lowest acceptable lower bound of the judge's kappa against people.
+    cluster : str or None, default "auto"
+        Which observations are not independent (the turns of one conversation): ``"auto"`` clusters by the
+        ``conversation_id`` tag when the observations carry it, a tag name by that tag, ``None`` treats them as
+        independent (see :func:`evidence_table`).
+
+    Raises
+    ------
+    ValidationError
+        A setting out of its range (the message names it).
     """
 
     threshold: float = 0.8
@@ -331,9 +353,25 @@ def _describe_grader(key: GraderKey) -> str:
 def grader_keys(
     observations: Iterable[QualityObservation], task_type: str | None = None, *, human: str | None = None
 ) -> list[GraderKey]:
-    """The distinct ``(grader_id, rubric_hash)`` of ``observations`` (of ``task_type``), sorted; human labels
-    (grader id ``human``, when given) and the labeller's skip and undo markers (``human-skip``,
-    ``human-undo``) are left out. ``None`` stands for an absent tag."""
+    """The distinct ``(grader_id, rubric_hash)`` of ``observations`` (of ``task_type``), sorted.
+
+    Human labels (grader id ``human``, when given) and the labeller's skip and undo markers
+    (``human-skip``, ``human-undo``) are left out. ``None`` stands for an absent tag.
+
+    Parameters
+    ----------
+    observations : iterable of QualityObservation
+        The observations.
+    task_type : str, optional
+        Keep one task type.
+    human : str, optional
+        The grader id of human labels, left out.
+
+    Returns
+    -------
+    list of tuple of (str or None, str or None)
+        The keys.
+    """
     people = label_grader_ids(human)
     keys = {
         grader_key(o)
@@ -548,6 +586,35 @@ def evidence_table(
     :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` conversations there is no interval and the
     reason says so. ``cluster`` names the tag used (``None``: independent) and ``n_clusters`` the
     conversations the interval rests on.
+
+    Parameters
+    ----------
+    ledger : BaseLedger or str or os.PathLike or iterable of QualityObservation
+        The observations (above).
+    task_type : str, optional
+        Keep one task type; ``None``: every task type.
+    policy : RoutingPolicy, optional
+        The policy (default ``RoutingPolicy()``).
+    now : datetime, optional
+        The time staleness is judged at (default: now, UTC).
+    grader_id : str, optional
+        Keep one grader.
+    rubric_hash : str, optional
+        Keep one rubric.
+    human : str, optional
+        The grader id of human labels (else ``policy.human``).
+
+    Returns
+    -------
+    DataFrame
+        :data:`EVIDENCE_COLUMNS`: ``task_type``, ``grader_id``, ``rubric_hash``, ``adapter_id``, ``model_id``,
+        ``method``, ``n``, ``n_labelled``, ``n_unjudged``, ``n_total``, ``n_stale``, ``mean_quality``,
+        ``quality_low``, ``quality_high``, ``mean_cost_usd``, ``mean_latency_ms``, ``last_seen``, ``stale``,
+        ``eligible``, ``reason``, ``cluster``, ``n_clusters``.
+
+    See Also
+    --------
+    route : Decide on it.
     """
     import pandas as pd
 
@@ -670,7 +737,29 @@ def evidence_table(
 
 @dataclass(frozen=True)
 class RoutingDecision:
-    """The adapter to use for a task type (or ``None``), why, the evidence, and whose scores it rests on."""
+    """The adapter to use for a task type (or ``None``), why, the evidence, and whose scores it rests on.
+
+    It is true when an adapter was chosen; ``str()`` shows the decision and the evidence table.
+
+    Parameters
+    ----------
+    task_type : str
+        The task type routed.
+    adapter_id : str or None
+        The adapter chosen; ``None`` when none is eligible.
+    model_id : str or None
+        Its model.
+    reason : str
+        Why (``"meets the threshold"``, or why no adapter is eligible).
+    policy : RoutingPolicy
+        The policy decided under.
+    evidence : DataFrame
+        The :func:`evidence_table` rows of the task type.
+    grader_id : str, optional
+        The grader whose scores it rests on.
+    rubric_hash : str, optional
+        Its rubric.
+    """
 
     task_type: str
     adapter_id: str | None
@@ -761,9 +850,74 @@ def route(
     tag name by that tag, ``None`` not at all; the intervals are then cluster-robust or resample
     whole conversations (see :func:`evidence_table`; the evidence's ``cluster`` and ``n_clusters``
     say which). With a ``policy``, a ``cluster`` other than ``"auto"`` replaces the policy's.
+
+    Parameters
+    ----------
+    ledger : BaseLedger or str or os.PathLike or iterable of QualityObservation
+        The observations: a ledger, its path (a directory or a URI is a Parquet ledger's root), or the
+        observations themselves.
+    task_type : str
+        The task type to route.
+    threshold : float, default 0.8
+        The quality the lower end of an adapter's interval must reach.
+    confidence : float, default 0.95
+        The interval's confidence level.
+    min_observations : int, default 20
+        The recent, non-stale observations an adapter needs.
+    max_age : timedelta, optional
+        Older observations are stale (default 30 days; ``None``: any age).
+    recent : int, optional
+        Only the newest observations per adapter count (default 200; ``None``: all).
+    seed : int, default 0
+        Seeds the bootstrap.
+    now : datetime, optional
+        The time staleness is judged at (default: now, UTC).
+    policy : RoutingPolicy, optional
+        All of the settings above at once (they are then not read).
+    grader_id : str, optional
+        Whose scores to use, when the task type holds several graders'.
+    rubric_hash : str, optional
+        Which rubric's, with ``grader_id``.
+    human : str, optional
+        The grader id of human labels (above).
+    require_calibrated : bool, optional
+        Require the grader's judge card (above).
+    min_kappa : float, optional
+        The card's lowest acceptable kappa lower bound (default 0.4).
+    cards : JudgeCardRegistry or str or os.PathLike or iterable of JudgeCard, optional
+        The judge cards (default: the registry beside the ledger).
+    cluster : str or None, default "auto"
+        Which observations are not independent (above).
+
+    Returns
+    -------
+    RoutingDecision
+        The adapter (or ``None``), the reason, the evidence and the grader it rests on.
+
+    Raises
+    ------
+    ValidationError
+        A blank ``task_type``, several graders or rubrics without ``grader_id``, or a bad setting.
+    UncalibratedJudgeError
+        With ``require_calibrated``, a judge card missing or below ``min_kappa``.
+
+    See Also
+    --------
+    evidence_table : The evidence, one row per adapter.
+    RoutingPolicy : The settings as one value.
+
+    Examples
+    --------
+    >>> from llm_connect import QualityObservation
+    >>> obs = [QualityObservation("qa", a, a, cost_usd=c, quality_score=1.0, latency_ms=10.0, tokens_in=9,
+    ...                           tokens_out=1, tags={"grader_id": "exact-match"})
+    ...        for a, c in [("small", 0.001), ("large", 0.01)] for _ in range(30)]
+    >>> route(obs, "qa", threshold=0.8).adapter_id
+    'small'
     """
-    if not isinstance(task_type, str) or not task_type.strip():
-        raise ValidationError("task_type must be a non-empty string")
+    check_run_options(task_type=task_type)
+    if task_type is None:  # the one option route needs
+        raise ValidationError("route needs a task_type: the task type whose observations to route on")
     if policy is None:
         policy = RoutingPolicy(
             threshold=threshold,

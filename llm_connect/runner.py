@@ -49,20 +49,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from ._options import check_run_options
 from ._runtime import on_background, run_sync, to_thread
 from .core import BudgetTracker, LLMResponse, RunConfig, as_budget, budget_scope
-from .errors import BudgetExceededError, JudgeAbstained, JudgeReplyError, ValidationError
+from .errors import BudgetExceededError, JudgeAbstained, JudgeReplyError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .quality import QualityObservation
+    from .quality import BaseLedger, QualityObservation
 
 __all__ = [
     "BUDGET_EXHAUSTED",
@@ -75,8 +77,8 @@ __all__ = [
     "Work",
     "arun_plan",
     "arun_rows",
+    "as_ledger",
     "attach_rows",
-    "check_ledger",
     "describe_error",
     "extend_once",
     "is_judge",
@@ -120,7 +122,23 @@ def _usage_from_exception(exc: BaseException) -> Row:
 
 
 def describe_error(exc: BaseException) -> str:
-    """``"TypeName: message"`` (the type alone when the message is empty)."""
+    """``"TypeName: message"`` (the type alone when the message is empty).
+
+    Parameters
+    ----------
+    exc : BaseException
+        The exception.
+
+    Returns
+    -------
+    str
+        Its type's name and message.
+
+    Examples
+    --------
+    >>> describe_error(ValueError("no 'prompt' column")), describe_error(TimeoutError())
+    ("ValueError: no 'prompt' column", 'TimeoutError')
+    """
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -134,9 +152,30 @@ def _not_attempted(budget: BudgetTracker) -> Row:
 
 
 def row_for_exception(exc: Exception) -> Row:
-    """The ``abstained``, ``unscored`` or ``error`` row an exception of a row's work makes (with the usage it
-    reports). A :class:`~llm_connect.errors.JudgeAbstained` is an ``abstained`` row: no score (NaN, never 0),
-    no error, its reason in ``notes``, its ``confidence`` and the judge's own columns it carries."""
+    """The ``abstained``, ``unscored`` or ``error`` row an exception of a row's work makes (with the usage it reports).
+
+    A :class:`~llm_connect.errors.JudgeAbstained` is an ``abstained`` row: no score (NaN, never 0), no error,
+    its reason in ``notes``, its ``confidence`` and the judge's own columns it carries. A
+    :class:`~llm_connect.errors.JudgeReplyError` is an ``unscored`` row (its reason in ``error`` and
+    ``notes``); a :class:`~llm_connect.errors.BudgetExceededError` an ``error`` row saying "budget exhausted";
+    any other exception an ``error`` row with :func:`describe_error`.
+
+    Parameters
+    ----------
+    exc : Exception
+        What the row's work raised.
+
+    Returns
+    -------
+    dict
+        The row's columns (``status``, ``error`` ...; with the tokens and cost the exception's response
+        reports, when it carries one).
+
+    Examples
+    --------
+    >>> row_for_exception(RuntimeError("refused"))
+    {'status': 'error', 'error': 'RuntimeError: refused'}
+    """
     if isinstance(exc, JudgeAbstained):
         return {**exc.columns, "status": "abstained", "error": None, "notes": str(exc), "confidence": exc.confidence,
                 **_usage_from_exception(exc)}
@@ -182,14 +221,39 @@ async def arun_rows(
     ``work`` returns the row's result columns. A :class:`JudgeReplyError` makes
     the row ``unscored``, any other exception an ``error`` row; neither stops
     the run. Every row gets ``status``, ``error`` and ``latency_ms``.
-    ``progress``: a tqdm-like bar (``update(1)`` per row) or ``None``.
 
-    ``budget``: the run budget. Each row runs in its scope, so every
-    adapter call of the row is charged to it; once it is spent, the rows not
-    yet started are ``error`` rows saying "budget exhausted" (not attempted).
+    Parameters
+    ----------
+    n : int
+        The rows to run.
+    work : callable
+        ``async work(i) -> dict``: row ``i``'s result columns.
+    concurrency : int, default 16
+        Rows in flight at once (checked by :func:`~llm_connect._options.check_run_options`).
+    progress : tqdm-like, optional
+        A bar (``update(1)`` per row), or ``None``.
+    state : optional
+        The run's shared state (the rows so far), kept by :func:`run_rows` for a Ctrl-C.
+    budget : BudgetTracker, optional
+        The run budget. Each row runs in its scope, so every adapter call of the row is charged to it;
+        once it is spent, the rows not yet started are ``error`` rows saying "budget exhausted" (not
+        attempted).
+
+    Returns
+    -------
+    list of dict
+        The ``n`` rows, in order.
+
+    Raises
+    ------
+    ValidationError
+        ``concurrency`` is not a positive integer.
+
+    See Also
+    --------
+    run_rows : The sync driver.
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValidationError(f"concurrency must be a positive integer, got {concurrency!r}")
+    check_run_options(concurrency=concurrency)
     state = state or _Run(n)
     rows = state.rows
     indices = iter(range(n))
@@ -227,9 +291,25 @@ async def arun_rows(
 
 
 def progress_bar(total: int, progress: bool, desc: str) -> Any:
-    """A tqdm bar of ``total`` items, or ``None`` when ``progress`` is off: the package's one bar
-    (:func:`llm_connect.stats._progress.progress_bar`: live on a terminal or in a notebook, one line per 5%
-    of the items in a log)."""
+    """A tqdm bar of ``total`` items, or ``None`` when ``progress`` is off.
+
+    The package's one bar (:func:`llm_connect.stats._progress.progress_bar`: live on a terminal or in a
+    notebook, one line per 5% of the items in a log).
+
+    Parameters
+    ----------
+    total : int
+        The items.
+    progress : bool
+        Whether to show it.
+    desc : str
+        The bar's label.
+
+    Returns
+    -------
+    tqdm or None
+        The bar (close it when done), or ``None``.
+    """
     if not progress:
         return None
     from .stats._progress import progress_bar as bar
@@ -246,11 +326,30 @@ def run_rows(
     desc: str = "judging",
     budget: BudgetTracker | None = None,
 ) -> tuple[list[Row], bool]:
-    """Sync driver of :func:`arun_rows` on the background loop; returns ``(rows, interrupted)``.
+    """Sync driver of :func:`arun_rows` on the background loop.
 
     A ``KeyboardInterrupt`` stops the run: finished rows are kept, the rest are
-    ``error`` rows saying so, and ``interrupted`` is True. ``budget``: the
-    run budget (see :func:`arun_rows`).
+    ``error`` rows saying so, and ``interrupted`` is True.
+
+    Parameters
+    ----------
+    n : int
+        The rows to run.
+    work : callable
+        ``async work(i) -> dict``: row ``i``'s result columns.
+    concurrency : int, default 16
+        Rows in flight at once.
+    progress : bool, default True
+        Show a progress bar.
+    desc : str, default "judging"
+        The bar's label.
+    budget : BudgetTracker, optional
+        The run budget (see :func:`arun_rows`).
+
+    Returns
+    -------
+    tuple of (list of dict, bool)
+        ``(rows, interrupted)``.
     """
     state = _Run(n)
     bar = progress_bar(n, progress, desc)
@@ -399,7 +498,18 @@ async def arun_plan(plan: RunPlan, *, concurrency: int = 16, progress: bool = Tr
 # -- judges and items as an entry point is given them -------------------------------
 
 def is_judge(value: Any) -> bool:
-    """A judge: an object with a callable ``judge`` method (the :class:`~llm_connect.grading.Judge` protocol)."""
+    """A judge: an object with a callable ``judge`` method (the :class:`~llm_connect.grading.Judge` protocol).
+
+    Parameters
+    ----------
+    value : object
+        What an entry point was given.
+
+    Returns
+    -------
+    bool
+        Whether it is a judge (a string, bytes or a mapping never is).
+    """
     return callable(getattr(value, "judge", None)) and not isinstance(value, (str, bytes, Mapping))
 
 
@@ -411,8 +521,24 @@ def attach_rows(frame: Any, rows: list[Row], columns: Iterable[str], interrupted
 
     Scores, latencies and costs are floats (NaN when absent), token counts ints;
     ``judge_tokens_in`` / ``judge_tokens_out`` are the row's ``tokens_in`` / ``tokens_out`` unless
-    it sets them; ``attrs["interrupted"]`` and ``attrs["counts"]`` (rows per status) are set, and
-    ``attrs["ledger"]`` when the rows were recorded (:func:`note_ledger`).
+    it sets them.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The items frame (:func:`llm_connect.items.items_frame`).
+    rows : list of dict
+        One row per item, in order.
+    columns : iterable of str
+        The result columns to add, in order.
+    interrupted : bool
+        Whether the run was stopped (``attrs["interrupted"]``).
+
+    Returns
+    -------
+    DataFrame
+        A copy of ``frame`` with the columns; ``attrs["interrupted"]`` and ``attrs["counts"]`` (rows per
+        status) are set, and ``attrs["ledger"]`` when the rows were recorded (:func:`note_ledger`).
     """
     import pandas as pd
 
@@ -470,7 +596,20 @@ def run_budget(budget: BudgetTracker | float | None, run_config: RunConfig | Non
 
 
 def note_budget(out: Any, budget: BudgetTracker | None) -> pd.DataFrame:
-    """Record the run budget's state in ``out.attrs["budget"]`` (when there is one)."""
+    """Record the run budget's state in ``out.attrs["budget"]`` (when there is one).
+
+    Parameters
+    ----------
+    out : DataFrame
+        The run's frame.
+    budget : BudgetTracker or None
+        The run budget.
+
+    Returns
+    -------
+    DataFrame
+        ``out`` itself.
+    """
     if budget is not None:
         out.attrs["budget"] = budget.snapshot()
     return out
@@ -483,13 +622,57 @@ class LedgerSink(Protocol):
     """What a run records to: a :class:`~llm_connect.quality.BaseLedger`, or any object with
     ``append(observation)`` (:func:`record_row` writes a group at once through its ``extend`` when it has one)."""
 
-    def append(self, observation: QualityObservation, /) -> None: ...
+    def append(self, observation: QualityObservation, /) -> None:
+        """Record one observation.
+
+        Parameters
+        ----------
+        observation : QualityObservation
+            The judgment (or label) to record.
+        """
 
 
-def check_ledger(ledger: LedgerSink | None, task_type: str | None) -> None:
-    """A ledger needs a task type (observations are routed on it)."""
-    if ledger is not None and not (isinstance(task_type, str) and task_type.strip()):
-        raise ValidationError("a ledger needs task_type='...' so its observations can be routed on")
+SinkT = TypeVar("SinkT", bound=LedgerSink)
+
+
+@overload
+def as_ledger(ledger: None) -> None: ...
+@overload
+def as_ledger(ledger: str | os.PathLike[str]) -> BaseLedger: ...
+@overload
+def as_ledger(ledger: SinkT) -> SinkT: ...
+def as_ledger(ledger: Any) -> Any:
+    """The ledger a run records to: a path or URI opened, a ledger (or ``None``) as it is.
+
+    Parameters
+    ----------
+    ledger : BaseLedger or str or os.PathLike, optional
+        A ledger (any :class:`LedgerSink`), or the path or URI of one: opened with
+        :func:`~llm_connect.quality.open_ledger` (a JSON Lines file, existing or not; a Parquet directory
+        or URI).
+
+    Returns
+    -------
+    LedgerSink or None
+        The ledger; ``None`` for ``None``.
+
+    See Also
+    --------
+    llm_connect._options.check_run_options : Checks ``ledger`` (and its ``task_type``) first.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> as_ledger(pathlib.Path(tempfile.mkdtemp()) / "ledger.jsonl")  # doctest: +ELLIPSIS
+    QualityLedger('...ledger.jsonl')
+    >>> as_ledger(None) is None
+    True
+    """
+    if isinstance(ledger, (str, os.PathLike)):
+        from .quality import open_ledger
+
+        return open_ledger(ledger)
+    return ledger
 
 
 #: A row's private note of what became of its observation: ``"recorded"``, or ``"held"`` (the ledger already
@@ -498,9 +681,24 @@ RECORDED = "_ledger"
 
 
 def extend_once(ledger: Any, observations: list[Any]) -> list[bool]:
-    """Write ``observations`` to ``ledger`` once (:meth:`~llm_connect.quality.BaseLedger.extend_once`: the
-    ones whose judgment or label it already holds are skipped); returns, for each, whether it was written.
-    A sink without ``extend_once`` gets them all (through ``extend``, else ``append``)."""
+    """Write ``observations`` to ``ledger`` once.
+
+    The ones whose judgment or label it already holds are skipped
+    (:meth:`~llm_connect.quality.BaseLedger.extend_once`). A sink without ``extend_once`` gets them all
+    (through ``extend``, else ``append``).
+
+    Parameters
+    ----------
+    ledger : LedgerSink
+        The ledger.
+    observations : list of QualityObservation
+        What to write.
+
+    Returns
+    -------
+    list of bool
+        For each, whether it was written.
+    """
     once = getattr(ledger, "extend_once", None)
     if callable(once):
         return list(once(observations).written)
@@ -581,15 +779,27 @@ def _ledger_failed(row: Row, exc: BaseException) -> None:
 
 
 async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> None:
-    """Record ``make()`` in the ledger once, setting ``row["ledger_error"]``. The judgment stands whatever
-    happens: a failure to build or append the observation is reported there, never in the row's status or
-    score. A judgment the ledger already holds (same item, grader, rubric and candidate) is not recorded
-    again: the row notes it (:data:`RECORDED`) and the frame counts it (``attrs["ledger"]``).
+    """Record ``make()`` in the ledger once, setting ``row["ledger_error"]``.
+
+    The judgment stands whatever happens: a failure to build or append the observation is reported
+    there, never in the row's status or score. A judgment the ledger already holds (same item, grader,
+    rubric and candidate) is not recorded again: the row notes it (:data:`RECORDED`) and the frame counts
+    it (``attrs["ledger"]``).
 
     Rows recording at the same time are written together (see :class:`_GroupCommit`). In a run through the
     providers' Batch APIs, a row an earlier run of the same state already recorded (a resumed multi-round
     run re-runs the rows that ended in an earlier round) is not recorded again
-    (:meth:`~llm_connect.adapters._batches.BatchCollector.recorded_before`)."""
+    (:meth:`~llm_connect.adapters._batches.BatchCollector.recorded_before`).
+
+    Parameters
+    ----------
+    ledger : LedgerSink
+        The ledger.
+    make : callable
+        Builds the observation (called once; what it raises is reported in ``ledger_error``).
+    row : dict
+        The row; ``ledger_error`` and :data:`RECORDED` are set on it.
+    """
     from .adapters._batches import active_collector
 
     row[LEDGER_ERROR] = None
@@ -616,9 +826,18 @@ async def record_row(ledger: LedgerSink, make: Callable[[], Any], row: Row) -> N
 
 
 def record_rows_now(ledger: LedgerSink, pairs: list[tuple[Row, Any]]) -> None:
-    """Record each ``(row, observation)`` once, at once (sync: a plan's ``finish`` step), as
-    :func:`record_row` records one: ``ledger_error`` and :data:`RECORDED` set on each row. Rows whose
-    observation is ``None`` are left alone."""
+    """Record each ``(row, observation)`` once, at once, as :func:`record_row` records one.
+
+    The sync twin, for a plan's ``finish`` step: ``ledger_error`` and :data:`RECORDED` are set on each
+    row. Rows whose observation is ``None`` are left alone.
+
+    Parameters
+    ----------
+    ledger : LedgerSink
+        The ledger.
+    pairs : list of (dict, QualityObservation or None)
+        Each row and its observation.
+    """
     todo = [(row, obs) for row, obs in pairs if obs is not None]
     if not todo:
         return
@@ -640,9 +859,18 @@ def record_rows_now(ledger: LedgerSink, pairs: list[tuple[Row, Any]]) -> None:
 
 
 def note_ledger(out: Any, rows: list[Row]) -> None:
-    """``out.attrs["ledger"]`` (``recorded``: judgments written; ``already``: judgments the ledger held
-    already, not recorded again; ``failed``: rows with a ``ledger_error``) when the rows were recorded, and a
-    warning naming how many were found already."""
+    """Count what became of the rows' observations in ``out.attrs["ledger"]``, when the rows were recorded.
+
+    ``recorded``: judgments written; ``already``: judgments the ledger held already, not recorded again;
+    ``failed``: rows with a ``ledger_error``. A warning names how many were found already.
+
+    Parameters
+    ----------
+    out : DataFrame
+        The run's frame.
+    rows : list of dict
+        Its rows.
+    """
     notes = [r.get(RECORDED) for r in rows]
     failed = sum(1 for r in rows if r.get(LEDGER_ERROR))
     if not failed and not any(notes):
@@ -656,5 +884,16 @@ def note_ledger(out: Any, rows: list[Row]) -> None:
 
 
 def ledger_columns(ledger: LedgerSink | None) -> tuple[str, ...]:
-    """``("ledger_error",)`` when a run records to a ledger, else nothing."""
+    """``("ledger_error",)`` when a run records to a ledger, else nothing.
+
+    Parameters
+    ----------
+    ledger : LedgerSink or None
+        The run's ledger.
+
+    Returns
+    -------
+    tuple of str
+        The columns a run adds for its ledger.
+    """
     return (LEDGER_ERROR,) if ledger is not None else ()

@@ -172,7 +172,8 @@ def test_a_one_cpu_cluster_finishes_with_the_default_actors_and_refuses_actors_t
     assert "wait forever" in result["refused"] and "num_cpus=0" in result["refused"]
 
 
-def test_bad_arguments_are_refused(ray_cluster):
+def test_bad_arguments_are_refused(ray_cluster, tmp_path):
+    from llm_connect import QualityLedger
     from llm_connect.distributed import grade_dataset
 
     ds = ray_cluster.data.from_pandas(items(4))
@@ -185,13 +186,19 @@ def test_bad_arguments_are_refused(ray_cluster):
         grade_dataset(ds, make_judge("http://127.0.0.1:9/v1"))
     with pytest.raises(ValidationError, match="num_actors"):
         grade_dataset(ds, factory, num_actors=0)
-    with pytest.raises(ValidationError, match="task_type"):
-        grade_dataset(ds, factory, ledger=object())
+    with pytest.raises(ValidationError, match=r"a ledger needs task_type='...'"):
+        grade_dataset(ds, factory, ledger=QualityLedger(tmp_path / "l.jsonl"))
+    with pytest.raises(ValidationError, match=r"ledger must be a ledger .*got object"):
+        grade_dataset(ds, factory, ledger=object(), task_type="qa")
+    with pytest.raises(ValidationError, match=r"concurrency must be a positive integer \(how many items"):
+        grade_dataset(ds, factory, concurrency=0)
+    with pytest.raises(ValidationError, match=r"budget must be >= 0 USD"):
+        grade_dataset(ds, factory, budget=-1)
     with pytest.raises(ValidationError, match="candidate"):
         grade_dataset(ray_cluster.data.from_pandas(items(4).drop(columns="candidate")), factory)
     with pytest.raises(ValidationError, match="'id' column"):
-        grade_dataset(ray_cluster.data.from_pandas(items(4).drop(columns="id")), factory, ledger=object(),
-                      task_type="qa")
+        grade_dataset(ray_cluster.data.from_pandas(items(4).drop(columns="id")), factory,
+                      ledger=QualityLedger(tmp_path / "l.jsonl"), task_type="qa")
     with pytest.raises(ValidationError, match="max_restarts"):
         grade_dataset(ds, factory, ray_remote_args={"max_restarts": 0})
 
@@ -295,6 +302,23 @@ def test_a_rerun_with_the_same_ledger_skips_what_was_graded(ray_cluster, fresh, 
     assert sorted(o.tags["item_id"] for o in observations) == list(range(400))
     assert len({o.tags["run_id"] for o in observations}) == 2
     assert list(again.columns)[-3:] == ["judge_cost_usd", "ledger_error", RESUMED]
+
+
+def test_a_ledger_given_by_a_relative_path_is_one_file_for_every_actor(ray_cluster, fresh, tmp_path, monkeypatch):
+    """grade_dataset(ledger="ledger.jsonl"): opened with open_ledger, made absolute first (the actors' working
+    directory is not the caller's), so both actors record to it and a rerun resumes from it."""
+    from llm_connect import QualityLedger
+    from llm_connect.distributed import RESUMED, grade_dataset
+
+    monkeypatch.chdir(tmp_path)
+    factory = functools.partial(make_judge, fresh.base_url)
+    kw = {"ledger": "ledger.jsonl", "task_type": "qa", "num_actors": 2, "concurrency": 4, "batch_size": 10}
+    first = grade_dataset(ray_cluster.data.from_pandas(items(40)), factory, **kw).to_pandas()
+    assert (first["status"] == "scored").all() and first["ledger_error"].isna().all()
+    assert sorted(o.tags["item_id"] for o in QualityLedger(tmp_path / "ledger.jsonl").read_all()) == list(range(40))
+    fresh.reset()
+    again = grade_dataset(ray_cluster.data.from_pandas(items(40)), factory, **kw).to_pandas()
+    assert again[RESUMED].all() and fresh.stats()["total"] == 0
 
 
 def asked_ids(server) -> list[int]:

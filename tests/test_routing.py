@@ -146,8 +146,13 @@ def test_bad_policy_is_a_value_error(kwargs):
 def test_route_accepts_a_path_and_rejects_an_empty_task_type(ledger):
     fill(ledger, "a", n=25, quality=0.95, cost=0.0)
     assert route(str(ledger.path), "qa", now=NOW).adapter_id == "a"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"task_type must be a non-empty string \(the task the judgments are "
+                                         r"recorded and routed under\), got ''"):
         route(ledger, "")
+    with pytest.raises(ValueError, match=r"task_type must be a non-empty string .*got 7"):
+        route(ledger, 7)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="route needs a task_type"):
+        route(ledger, None)  # type: ignore[arg-type]
 
 
 def test_all_passes_do_not_prove_perfection_wilson_bound_for_pass_fail_scores(ledger):

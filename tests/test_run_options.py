@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from llm_connect import BudgetTracker, QualityLedger, RunConfig, ValidationError
@@ -72,8 +74,151 @@ def test_the_named_reducers_reduce_as_documented():
     assert REDUCERS["mode"]([0.0, 1.0]) == 0.5  # a tie between modes is their median
 
 
-def test_the_reducer_names_are_those_judge_many_takes():
-    """Until the grading floor takes its reducers from llm_connect._options (issue #35 wave B), both tables agree."""
+def test_the_reducers_judge_many_takes_are_the_one_table():
     from llm_connect.grading import REDUCERS as GRADING_REDUCERS
 
-    assert list(REDUCERS) == list(GRADING_REDUCERS)
+    assert GRADING_REDUCERS is REDUCERS
+
+
+def test_progress_is_true_or_false_a_numpy_bool_included_but_not_a_number():
+    check_run_options(progress=np.bool_(True))
+    check_run_options(progress=pd.Series([1, 2]).gt(1).any())  # what a frame's test gives
+    for bad in (0, 1, None, "False"):
+        with pytest.raises(ValidationError, match=r"progress must be True or False"):
+            check_run_options(progress=bad)
+
+
+def test_a_run_config_whose_tracker_is_a_number_is_refused():
+    with pytest.raises(ValidationError, match=r"run_config.budget_tracker must be a BudgetTracker or None \(a "
+                                              r"limit in USD goes in budget=\), got float"):
+        check_run_options(run_config=RunConfig(budget_tracker=5.0))  # type: ignore[arg-type]
+
+
+# -- every entry point checks its options through the one check, before any judge runs ----------------------------
+
+ITEMS = [{"id": 1, "prompt": "2+2?", "baseline": "4", "candidate": "4"}]
+
+
+def _pipeline(adapter):
+    from llm_connect import Pipeline
+    from llm_connect.pipelines import BooleanScale, JudgeUnit
+
+    return Pipeline(JudgeUnit("{prompt} {baseline} {candidate}", BooleanScale()), adapter=adapter, name="p")
+
+
+def _entry_points(adapter):
+    """Each entry point taking run options, called with ``options`` (a judge calling ``adapter``)."""
+    import asyncio
+
+    from llm_connect import LLMJudge, PanelJudge, SelectiveJudge, ajudge_many, cascade, grade_many, judge_many
+    from llm_connect.grading import PairedGrader, PairwiseJudge, tournament
+
+    judge = LLMJudge(adapter)
+    panel = PanelJudge([judge, LLMJudge(adapter, grader_id="second")])
+    answers = [{"prompt": "2+2?", "model": m, "answer": a} for m, a in (("x", "4"), ("y", "5"))]
+    labelled = [{**ITEMS[0], "human": True}]
+    return {
+        "judge_many": lambda **o: judge_many(judge, ITEMS, **o),
+        "ajudge_many": lambda **o: asyncio.run(ajudge_many(judge, ITEMS, **o)),
+        "grade_many": lambda **o: grade_many(judge, adapter, adapter, ["2+2?"], **o),
+        "PairedGrader.grade_many": lambda **o: PairedGrader(judge).grade_many(adapter, adapter, ["2+2?"], **o),
+        "tournament": lambda **o: tournament(PairwiseJudge(adapter), answers, **o),
+        "PanelJudge.judge_many": lambda **o: panel.judge_many(ITEMS, **o),
+        "SelectiveCascade.judge_many": lambda **o: cascade([judge]).judge_many(ITEMS, **o),
+        "SelectiveJudge.calibrate": lambda **o: SelectiveJudge(judge).calibrate(labelled, human="human", **o),
+        "SelectiveCascade.calibrate": lambda **o: cascade([judge]).calibrate(labelled, human="human", **o),
+        "Pipeline.run_many": lambda **o: _pipeline(adapter).run_many(ITEMS, **o),
+        "Pipeline.arun_many": lambda **o: asyncio.run(_pipeline(adapter).arun_many(ITEMS, **o)),
+    }
+
+
+ENTRY_POINTS = ["judge_many", "ajudge_many", "grade_many", "PairedGrader.grade_many", "tournament",
+                "PanelJudge.judge_many", "SelectiveCascade.judge_many", "SelectiveJudge.calibrate",
+                "SelectiveCascade.calibrate", "Pipeline.run_many", "Pipeline.arun_many"]
+
+
+def test_the_entry_points_listed_are_those_built():
+    from llm_connect.testing import ScriptedAdapter
+
+    assert list(_entry_points(ScriptedAdapter(["x"]))) == ENTRY_POINTS
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("concurrency", 0, r"concurrency must be a positive integer \(how many items are judged at once\), got 0"),
+    ("progress", "yes", r"progress must be True or False \(show a progress bar\), got 'yes'"),
+    ("budget", -1.0, r"budget must be >= 0 USD, got -1.0"),
+    ("run_config", {"temperature": 0}, r"run_config must be a RunConfig or None, got dict"),
+])
+def test_every_entry_point_refuses_a_bad_option_before_any_call(name, option, value, message):
+    from llm_connect.testing import ScriptedAdapter
+
+    adapter = ScriptedAdapter(['{"score": 1, "winner": "A"}'], cycle=True)
+    with pytest.raises(ValidationError, match=message):
+        _entry_points(adapter)[name](**{option: value})
+    assert adapter.calls == []
+
+
+@pytest.mark.parametrize("name", ["judge_many", "ajudge_many", "grade_many", "tournament", "PanelJudge.judge_many",
+                                  "SelectiveCascade.judge_many"])
+def test_a_ledger_without_a_task_type_is_refused_by_every_entry_point_that_records(name, tmp_path):
+    from llm_connect.testing import ScriptedAdapter
+
+    adapter = ScriptedAdapter(['{"score": 1, "winner": "A"}'], cycle=True)
+    with pytest.raises(ValidationError, match=r"a ledger needs task_type='...'"):
+        _entry_points(adapter)[name](ledger=tmp_path / "l.jsonl", progress=False)
+    assert adapter.calls == [] and not (tmp_path / "l.jsonl").exists()
+
+
+# -- a ledger's path is opened (open_ledger): judge_many, ajudge_many, grade_many ----------------------------------
+
+
+@pytest.mark.parametrize("kind", ["str", "Path"])
+def test_judge_many_records_to_a_ledger_given_by_its_path(tmp_path, kind):
+    from llm_connect import judge_many
+    from llm_connect.grading import ExactMatchJudge
+
+    path = tmp_path / "ledger.jsonl"
+    out = judge_many(ExactMatchJudge(), ITEMS * 2, ledger=str(path) if kind == "str" else path, task_type="qa",
+                     progress=False)
+    assert out.attrs["ledger"] == {"recorded": 1, "already": 1, "failed": 0}  # the same item twice: once
+    assert [(o.task_type, o.tags["item_id"], o.quality_score) for o in QualityLedger(path).read_all()] == [
+        ("qa", 1, 1.0)]
+    again = judge_many(ExactMatchJudge(), ITEMS, ledger=str(path), task_type="qa", progress=False)
+    assert again.attrs["ledger"]["already"] == 1 and len(QualityLedger(path).read_all()) == 1
+
+
+def test_ajudge_many_records_to_a_ledger_given_by_its_path(tmp_path):
+    import asyncio
+
+    from llm_connect import ajudge_many
+    from llm_connect.grading import ExactMatchJudge
+
+    path = tmp_path / "nested" / "ledger.jsonl"
+    out = asyncio.run(ajudge_many(ExactMatchJudge(), ITEMS, ledger=str(path), task_type="qa", progress=False))
+    assert out.attrs["ledger"]["recorded"] == 1
+    assert [o.tags["item_id"] for o in QualityLedger(path).read_all()] == [1]
+
+
+def test_a_ledger_directory_path_is_a_parquet_ledger(tmp_path):
+    pytest.importorskip("pyarrow")
+    from llm_connect import judge_many
+    from llm_connect.grading import ExactMatchJudge
+    from llm_connect.quality import ParquetLedger
+
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    judge_many(ExactMatchJudge(), ITEMS, ledger=folder, task_type="qa", progress=False)
+    assert [o.quality_score for o in ParquetLedger(folder).read_all()] == [1.0]
+
+
+def test_grade_many_records_to_a_ledger_given_by_its_path(tmp_path):
+    from llm_connect import grade_many
+    from llm_connect.grading import ExactMatchJudge
+    from llm_connect.testing import ScriptedAdapter
+
+    path = tmp_path / "ledger.jsonl"
+    out = grade_many(ExactMatchJudge(), ScriptedAdapter(["4"]), ScriptedAdapter(["4"]), ["2+2?"], ledger=str(path),
+                     task_type="qa", progress=False)
+    assert out["status"].tolist() == ["scored"] and out["ledger_error"].isna().all()
+    assert [o.quality_score for o in QualityLedger(path).read_all()] == [1.0]

@@ -102,7 +102,7 @@ def test_public_seams_are_typed():
 
 @pytest.mark.parametrize(("func", "name", "expected"), [
     (llm_connect.judge_many, "judge", "Judge"),
-    (llm_connect.judge_many, "ledger", "BaseLedger | None"),
+    (llm_connect.judge_many, "ledger", "BaseLedger | str | os.PathLike[str] | None"),  # a path is opened
     (llm_connect.route, "ledger", "BaseLedger | str | os.PathLike[str] | Iterable[QualityObservation]"),
     (llm_connect.evidence_table, "ledger", "BaseLedger | str | os.PathLike[str] | Iterable[QualityObservation]"),
     (llm_connect.PanelJudge, "judges", "Sequence[Judge]"),

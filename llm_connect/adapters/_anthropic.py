@@ -61,6 +61,17 @@ class AnthropicAdapter(ChatHTTPAdapter):
     ``tokens_cache_written`` (at :data:`~.pricing.ANTHROPIC_CACHE_WRITE_FACTOR`);
     ``tokens_in`` counts all three kinds of prompt tokens (Anthropic's
     ``input_tokens`` counts only the uncached ones).
+
+    Parameters
+    ----------
+    model : str
+        The model name.
+    default_max_tokens : int, default 1024
+        Sent when ``RunConfig.max_tokens`` is None.
+    anthropic_version : str, default "2023-06-01"
+        The ``anthropic-version`` header.
+    **kwargs
+        :class:`~._http.HTTPAdapter`'s keyword arguments and ``cache=``.
     """
 
     provider: ClassVar[str] = "anthropic"

@@ -109,6 +109,23 @@ class BatchRequestError(AdapterError):
     ``kind`` is ``"error"`` (the request failed: the provider's error), ``"expired"`` (the batch
     expired before it ran), ``"cancelled"`` (the batch was cancelled) or ``"failed"`` (the whole batch
     was rejected, e.g. at validation). ``batch_id`` and ``custom_id`` name it at the provider.
+
+    Parameters
+    ----------
+    message : str
+        The message.
+    kind : {"error", "expired", "cancelled", "failed"}
+        What happened (above).
+    batch_id : str, optional
+        The provider's batch.
+    custom_id : str, optional
+        The request within it.
+    status : int, optional
+        The HTTP status of the request's error.
+    provider_message : str, optional
+        The provider's own words.
+    adapter_id : str, optional
+        The adapter.
     """
 
     def __init__(self, message: str, *, kind: str, batch_id: str | None = None, custom_id: str | None = None,
@@ -124,24 +141,48 @@ class BatchRequestError(AdapterError):
 class BatchOptions:
     """How a run uses the Batch APIs (``batch=BatchOptions(...)``; ``batch=True`` takes the defaults).
 
-    ``state_dir``: where the state file and collected replies live (default: beside the ledger,
-    ``<ledger>.batches/``; without a ledger, a temporary folder: no resume). ``poll_interval_s`` is
-    the first wait between polls; each wait is ``poll_backoff`` times the last, at most
-    ``poll_max_interval_s`` (``$LLM_CONNECT_BATCH_POLL_S`` sets the first wait and the cap when
-    both are left as they are, e.g. for tests). ``max_wait_s``: give up polling after this long
-    (the batches stay submitted; the same call later collects them). ``max_requests`` /
-    ``max_bytes`` per batch default to the provider's limits (OpenAI 50,000 requests and 200 MB;
-    Anthropic 100,000 and 256 MB). ``resubmit_expired``: requests of an expired or cancelled batch
-    recorded in the state are sent again instead of coming back as errors. ``keep_state``: keep
-    the state folder after a run that finished (by default it is removed, unless some requests
-    expired or were cancelled, so they can be resubmitted). ``state_root``: the folder ``state_dir`` must
-    be inside (set by runs that keep one state folder per part, e.g. per judge of ``calibrate``, under
-    one root; default: ``state_dir`` itself); nothing outside it is ever removed, and it is removed
-    too when the run leaves it empty.
-
     Several runs may share one state folder at the same time (two batched runs on one ledger): its
     writes are merged under a lock (``<state root>.lock``, beside it), and each run removes only its
     own batches when it finishes.
+
+    Parameters
+    ----------
+    state_dir : str or os.PathLike, optional
+        Where the state file and collected replies live (default: beside the ledger,
+        ``<ledger>.batches/``; without a ledger, a temporary folder: no resume).
+    poll_interval_s : float, optional
+        The first wait between polls (``$LLM_CONNECT_BATCH_POLL_S`` sets the first wait and the cap when
+        both are left as they are, e.g. for tests; else 1 s).
+    poll_max_interval_s : float, optional
+        The longest wait between polls (else 60 s).
+    poll_backoff : float, default 1.5
+        Each wait is this times the last.
+    max_wait_s : float, optional
+        Give up polling after this long (the batches stay submitted; the same call later collects them).
+    max_requests : int, optional
+        Requests per batch; default the provider's limit (OpenAI 50,000; Anthropic 100,000).
+    max_bytes : int, optional
+        Bytes per batch; default the provider's limit (OpenAI 200 MB; Anthropic 256 MB).
+    completion_window : str, default "24h"
+        The provider's completion window.
+    progress : bool, default True
+        Show the polling bar (a run with ``progress=False`` turns it off whatever this says).
+    resubmit_expired : bool, default False
+        Requests of an expired or cancelled batch recorded in the state are sent again instead of coming
+        back as errors.
+    keep_state : bool, default False
+        Keep the state folder after a run that finished (by default it is removed, unless some requests
+        expired or were cancelled, so they can be resubmitted).
+    state_root : str or os.PathLike, optional
+        The folder ``state_dir`` must be inside (set by runs that keep one state folder per part, e.g. per
+        judge of ``calibrate``, under one root; default: ``state_dir`` itself); nothing outside it is ever
+        removed, and it is removed too when the run leaves it empty.
+    settle_s : float, default 0.005
+        How long the rows must stay still (all finished or waiting) before a round is sent.
+
+    See Also
+    --------
+    llm_connect.grading.judge_many : ``batch=`` of every judging entry point.
     """
 
     state_dir: str | os.PathLike[str] | None = None
@@ -160,6 +201,13 @@ class BatchOptions:
     settle_s: float = 0.005
 
     def intervals(self) -> tuple[float, float]:
+        """The first wait between polls and the cap (``$LLM_CONNECT_BATCH_POLL_S`` when both are unset).
+
+        Returns
+        -------
+        tuple of (float, float)
+            ``(first, cap)`` in seconds.
+        """
         env = os.environ.get("LLM_CONNECT_BATCH_POLL_S")
         first = self.poll_interval_s if self.poll_interval_s is not None else float(env) if env else 1.0
         cap = self.poll_max_interval_s if self.poll_max_interval_s is not None else float(env) if env else 60.0
@@ -169,7 +217,9 @@ class BatchOptions:
 def batch_options(batch: Any, ledger: Any = None) -> BatchOptions | None:
     """``judge_many``'s ``batch=`` as options: ``False``/``None`` is off; ``True`` the defaults, with the
     state beside ``ledger`` (``<ledger path>.batches``); a path is the state folder; a
-    :class:`BatchOptions` is taken as is (its ``state_dir`` defaulting to the ledger's)."""
+    :class:`BatchOptions` is taken as is (its ``state_dir`` defaulting to the ledger's). Anything else is a
+    :class:`ValidationError`: the rule of every ``batch=``, which :func:`llm_connect._options.check_run_options`
+    applies too."""
     if batch is None or batch is False:
         return None
     if batch is True:

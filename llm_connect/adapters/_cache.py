@@ -215,6 +215,23 @@ class ResponseCache:
     an error and never code run. The embedding vectors read last are kept
     decoded in memory, at most ``_MEMO_FLOATS`` floats (8 MiB) per cache, and
     released by :meth:`close` and :meth:`clear`; each read returns a new list.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The cache's folder (created when needed).
+    size_limit : int, default 1073741824
+        The disk it may use, in bytes (1 GiB).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from llm_connect import LLMResponse
+    >>> cache = ResponseCache(tempfile.mkdtemp())
+    >>> cache.put("k", LLMResponse("Paris", "a", "m"))
+    >>> cache.get("k", adapter_id="a", model_id="m").content
+    'Paris'
+    >>> cache.close()
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, size_limit: int = 2**30) -> None:
@@ -235,7 +252,24 @@ class ResponseCache:
         self._memo_floats = 0
 
     def get(self, key: str, *, adapter_id: str, model_id: str, latency_ms: float = 0.0) -> LLMResponse | None:
-        """The stored reply, or ``None`` (a miss) when there is none or it is not a reply we wrote."""
+        """The stored reply, or ``None`` (a miss) when there is none or it is not a reply we wrote.
+
+        Parameters
+        ----------
+        key : str
+            The request's key.
+        adapter_id : str
+            The adapter asking (the reply is returned as its).
+        model_id : str
+            Its model.
+        latency_ms : float, default 0.0
+            The lookup's latency, reported as the reply's.
+
+        Returns
+        -------
+        LLMResponse or None
+            The reply (``cached=True``), or ``None``.
+        """
         return self._lookup(
             key, lambda text: _decode(text, adapter_id=adapter_id, model_id=model_id, latency_ms=latency_ms),
             "response-cache",
@@ -259,11 +293,31 @@ class ResponseCache:
         return hit
 
     def put(self, key: str, response: LLMResponse) -> None:
+        """Store ``response`` under ``key``.
+
+        Parameters
+        ----------
+        key : str
+            The request's key.
+        response : LLMResponse
+            The reply.
+        """
         self._cache.set(key, json.dumps(_encode(response), ensure_ascii=False))
 
     def get_vector(self, key: str) -> list[float] | None:
         """A stored embedding (see :func:`embedding_key`), or ``None`` (a miss) when there is none or it is
-        not a list of finite numbers we wrote."""
+        not a list of finite numbers we wrote.
+
+        Parameters
+        ----------
+        key : str
+            The text's key.
+
+        Returns
+        -------
+        list of float or None
+            The vector (a new list), or ``None``.
+        """
         return self._lookup(key, lambda text: self._vector(key, text), "embedding-cache")
 
     def _vector(self, key: str, text: Any) -> list[float]:
@@ -294,9 +348,19 @@ class ResponseCache:
             self._memo_floats = 0
 
     def put_vector(self, key: str, vector: Sequence[float]) -> None:
+        """Store an embedding under ``key`` (see :func:`embedding_key`).
+
+        Parameters
+        ----------
+        key : str
+            The text's key.
+        vector : sequence of float
+            The embedding.
+        """
         self._cache.set(key, json.dumps({"embedding": [float(x) for x in vector]}))
 
     def clear(self) -> None:
+        """Remove every entry, and release the vectors held in memory."""
         self._forget_vectors()
         self._cache.clear()
 

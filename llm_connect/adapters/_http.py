@@ -92,7 +92,23 @@ logger = logging.getLogger("llm_connect.adapters")
 
 
 def is_loopback_url(url: str) -> bool:
-    """True for http(s) URLs on this machine (``localhost``, ``127.x``, ``::1``)."""
+    """True for http(s) URLs on this machine (``localhost``, ``127.x``, ``::1``).
+
+    Parameters
+    ----------
+    url : str
+        A URL.
+
+    Returns
+    -------
+    bool
+        Whether it is on this machine.
+
+    Examples
+    --------
+    >>> is_loopback_url("http://127.0.0.1:8000/v1"), is_loopback_url("https://api.openai.com/v1")
+    (True, False)
+    """
     host = (urlsplit(url).hostname or "").lower()
     return host in ("localhost", "::1", "0.0.0.0") or host.startswith("127.") or host.endswith(".localhost")
 
@@ -144,28 +160,54 @@ _closing: set[asyncio.Task[None]] = set()
 class HTTPAdapter:
     """Base class of the HTTP adapters: session, retries, limits, error translation.
 
-    Subclasses set the class attributes and implement :meth:`_auth_headers`.
+    Subclasses set the class attributes and implement :meth:`_auth_headers`. The keyword arguments below
+    are those of every HTTP adapter.
 
-    Keyword arguments (all adapters):
-        base_url: endpoint root; default from ``base_url_env`` else ``default_base_url``.
-            Credentials in it (``http://user:password@host/v1``, for a server
-            that takes them instead of an API key) are sent as HTTP basic
-            auth; ``self.base_url`` and every message show the URL without them.
-        api_key: the key; default from the environment variable ``api_key_env``.
-            A key is required unless ``base_url`` is on this machine or holds credentials, or
-            recorded replies are replayed (pytest ``--llm-cache-mode=replay``: nothing is sent).
-        timeout_s: per-attempt timeout (``RunConfig.timeout_s`` overrides per call).
-        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts at most).
-        max_retry_time_s: no retry starts later than this after the first attempt.
-        max_retry_after_s: a server's ``Retry-After`` is honoured up to this many seconds.
-        backoff_initial_s, backoff_max_s: exponential backoff with jitter between retries.
-        requests_per_minute, tokens_per_minute: client-side limits; ``None`` (default) = unlimited.
-            Requests are paced evenly with a burst of at most one second's worth.
-        max_concurrency: requests in flight at once (also the connection pool size).
-        max_response_bytes: the largest reply body accepted, in bytes after
-            gzip/deflate decoding (default :data:`MAX_RESPONSE_BYTES`, 16 MiB);
-            a larger one is a :class:`MalformedResponseError`, not retried.
-        headers: extra HTTP headers sent with every request.
+    Parameters
+    ----------
+    model : str
+        The provider's model name (``model_id``).
+    base_url : str, optional
+        Endpoint root; default from ``base_url_env`` else ``default_base_url``. Credentials in it
+        (``http://user:password@host/v1``, for a server that takes them instead of an API key) are sent as
+        HTTP basic auth; ``self.base_url`` and every message show the URL without them.
+    api_key : str, optional
+        The key; default from the environment variable ``api_key_env``. A key is required unless
+        ``base_url`` is on this machine or holds credentials, or recorded replies are replayed (pytest
+        ``--llm-cache-mode=replay``: nothing is sent).
+    api_key_env : str, optional
+        The environment variable holding the key (default: the adapter's, e.g. ``OPENAI_API_KEY``).
+    adapter_id : str, optional
+        The adapter's id in results and ledgers (default ``"<provider>:<model>"``).
+    timeout_s : float, default 60.0
+        Per-attempt timeout (``RunConfig.timeout_s`` overrides per call).
+    max_retries : int, default 5
+        Retries after the first attempt (so ``max_retries + 1`` attempts at most).
+    max_retry_time_s : float, default 120.0
+        No retry starts later than this after the first attempt.
+    max_retry_after_s : float, default 60.0
+        A server's ``Retry-After`` is honoured up to this many seconds.
+    backoff_initial_s, backoff_max_s : float, default 0.5 and 20.0
+        Exponential backoff with jitter between retries.
+    requests_per_minute, tokens_per_minute : float, optional
+        Client-side limits; ``None`` (default) = unlimited. Requests are paced evenly with a burst of at
+        most one second's worth.
+    max_concurrency : int, default 128
+        Requests in flight at once (also the connection pool size).
+    max_response_bytes : int, default MAX_RESPONSE_BYTES
+        The largest reply body accepted, in bytes after gzip/deflate decoding (16 MiB); a larger one is a
+        :class:`MalformedResponseError`, not retried.
+    prices : mapping, optional
+        Prices of models (USD per million tokens) over the registered ones (:mod:`.pricing`).
+    headers : mapping of str to str, optional
+        Extra HTTP headers sent with every request.
+
+    Raises
+    ------
+    ValidationError
+        A blank ``model`` or a setting out of its range (named).
+    AuthenticationError
+        No API key where one is needed (the message names the variable to set).
     """
 
     provider: ClassVar[str] = "http"
@@ -402,6 +444,7 @@ class HTTPAdapter:
             asyncio.run_coroutine_threadsafe(self._aclose(), state.loop).result()
 
     async def aclose(self) -> None:
+        """The awaitable twin of :meth:`close`: close the HTTP session."""
         await on_background(self._aclose())
 
     def __enter__(self) -> HTTPAdapter:
@@ -667,6 +710,15 @@ class ChatHTTPAdapter(HTTPAdapter):
     """An HTTP chat adapter: cache, budget, cost and the sync/async entry points.
 
     Subclasses set ``chat_path`` and implement :meth:`_payload` and :meth:`_read_reply`.
+
+    Parameters
+    ----------
+    model : str
+        The provider's model name.
+    cache : ResponseCache or str or os.PathLike, optional
+        The on-disk response cache (a path or a :class:`ResponseCache`).
+    **kwargs
+        :class:`HTTPAdapter`'s keyword arguments.
     """
 
     chat_path: ClassVar[str] = ""
@@ -738,11 +790,44 @@ class ChatHTTPAdapter(HTTPAdapter):
         )
 
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
-        """One call, blocking; safe inside a running event loop (e.g. Jupyter)."""
+        """One call, blocking; safe inside a running event loop (e.g. Jupyter).
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt.
+        run_config : RunConfig, optional
+            How the call is made; ``None``: ``RunConfig()``.
+
+        Returns
+        -------
+        LLMResponse
+            The reply, with its tokens, cost and latency.
+
+        Raises
+        ------
+        AdapterError
+            The call failed after its retries (a subclass says how: rate limit, timeout, authentication...).
+        BudgetExceededError
+            A budget in scope refused the call.
+        """
         return run_sync(self._acomplete(prompt, run_config or RunConfig()))
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
-        """One call, awaited from any event loop."""
+        """One call, awaited from any event loop.
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt.
+        run_config : RunConfig, optional
+            How the call is made.
+
+        Returns
+        -------
+        LLMResponse
+            What :meth:`complete` returns.
+        """
         return await on_background(self._acomplete(prompt, run_config or RunConfig()))
 
     async def _acomplete(self, prompt: str, run_config: RunConfig) -> LLMResponse:

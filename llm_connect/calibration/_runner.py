@@ -605,11 +605,11 @@ def _score_items(
     ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure``
     (``calibrate``'s): a judge that scored no item for a reason of its own raises
     :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the next judge runs."""
-    from ..grading._epochs import check_epochs, reducer_of
+    from .._options import check_run_options
     from ..grading._judge_many import refuse_total_failure
 
-    k = check_epochs(epochs)
-    reducer_of(reducer)  # a bad reducer: an error before any judge runs
+    check_run_options(epochs=epochs, reducer=reducer)  # a bad value: an error before any judge runs
+    k = epochs
     named = _named_judges(judges)
     frame = items_table(items, baseline=needs_reference(named.values()))
     n = len(frame)

@@ -61,6 +61,26 @@ __all__ = [
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``llm-connect`` command's parser, with every subcommand.
+
+    ``demo``, ``grade``, ``calibrate``, ``estimate``, ``leaderboard``, ``ledger``, ``route``, ``view`` and
+    ``align``; the documentation site's command-line reference is walked from it.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser (:func:`main` runs what it parses).
+
+    See Also
+    --------
+    main : Parse and run.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["route", "ledger.jsonl", "qa", "--threshold", "0.8"])
+    >>> args.command, args.threshold
+    ('route', 0.8)
+    """
     parser = argparse.ArgumentParser(
         prog="llm-connect",
         description="Grade with LLM judges you can trust: calibrate them against people and other judges.",
@@ -105,6 +125,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     argparse does; with ``LLM_CONNECT_DEBUG=1`` the exception propagates (traceback).
     Ctrl-C exits with 130, a closed pipe on stdout with 141 (quietly). Any other exception is a
     bug and keeps its traceback. Characters the terminal cannot encode are printed as escapes.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after ``llm-connect``; ``None``: ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 1 when a judge scored nothing or a ``--require`` gate failed.
+
+    Raises
+    ------
+    SystemExit
+        A user error (status 2), Ctrl-C (130) or a closed pipe (141).
     """
     _printable_streams()
     parser = build_parser()

@@ -111,6 +111,31 @@ class Requirement:
 
 
 def parse_requirement(text: str, stats: Sequence[str]) -> Requirement:
+    """One ``--require`` clause, ``NAME:STAT OP VALUE`` (``'llm-judge:kappa_low>=0.4'``), as a :class:`Requirement`.
+
+    Parameters
+    ----------
+    text : str
+        The clause; ``OP`` is one of ``>=``, ``<=``, ``>``, ``<``, ``==``.
+    stats : sequence of str
+        The statistics the command can check (``STAT`` must be one of them).
+
+    Returns
+    -------
+    Requirement
+        The name, statistic, operator, value and the clause's text.
+
+    Raises
+    ------
+    UsageError
+        A clause not of that form, an unknown statistic, or a value that is not a finite number (the message
+        says which).
+
+    Examples
+    --------
+    >>> parse_requirement("llm-judge:kappa_low>=0.4", ["kappa", "kappa_low"])
+    Requirement(name='llm-judge', stat='kappa_low', op='>=', value=0.4, text='llm-judge:kappa_low>=0.4')
+    """
     m = _REQUIRE.match(text)
     if not m:
         raise UsageError(

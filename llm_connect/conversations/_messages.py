@@ -192,7 +192,23 @@ def normalize_messages(messages: Any, *, where: str = "messages") -> list[dict[s
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """The text of one (normalized or raw) message: its content, text parts joined by a newline."""
+    r"""The text of one (normalized or raw) message: its content, text parts joined by a newline.
+
+    Parameters
+    ----------
+    message : mapping
+        An OpenAI chat message.
+
+    Returns
+    -------
+    str
+        Its text (``""`` for none).
+
+    Examples
+    --------
+    >>> message_text({"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]})
+    'Hi\nthere'
+    """
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -202,15 +218,37 @@ def message_text(message: Mapping[str, Any]) -> str:
 
 
 def final_answer(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The final answer of a trajectory: the text of its last message when that is an assistant message, else ``""``
-    (a run that ended on a tool call or a tool result gave no answer)."""
+    """The final answer of a trajectory.
+
+    Parameters
+    ----------
+    messages : sequence of mapping
+        The trajectory's messages.
+
+    Returns
+    -------
+    str
+        The text of its last message when that is an assistant message, else ``""`` (a run that ended on a
+        tool call or a tool result gave no answer).
+    """
     if messages and messages[-1].get("role") == "assistant":
         return message_text(messages[-1])
     return ""
 
 
 def is_trajectory(value: Any) -> bool:
-    """True when an item's ``candidate`` / ``baseline`` is a list of messages (a trajectory), not a text."""
+    """True when an item's ``candidate`` / ``baseline`` is a list of messages (a trajectory), not a text.
+
+    Parameters
+    ----------
+    value : object
+        The item's value.
+
+    Returns
+    -------
+    bool
+        Whether it is a trajectory.
+    """
     value = _as_list(value)
     return isinstance(value, (list, tuple))
 

@@ -63,8 +63,20 @@ def _run_reply(run: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
 
 
 def conversation_key(messages: Any) -> str:
-    """The id of a conversation without one: :data:`CONVERSATION_KEY_PREFIX` and 24 hex digits of a SHA-256 of its
-    messages (the same messages are the same conversation in every run and every order)."""
+    """The id of a conversation without one: :data:`CONVERSATION_KEY_PREFIX` and 24 hex digits of a SHA-256.
+
+    Of its messages: the same messages are the same conversation in every run and every order.
+
+    Parameters
+    ----------
+    messages : sequence of mapping
+        The conversation's messages.
+
+    Returns
+    -------
+    str
+        The key.
+    """
     payload = json.dumps(messages, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
     return CONVERSATION_KEY_PREFIX + hashlib.sha256(payload.encode("ascii")).hexdigest()[:24]
 

@@ -235,13 +235,14 @@ class SharedBudget(BudgetTracker):
         return f"SharedBudget(limit_usd={self.limit_usd!r}, spent_usd={spent})"
 
 
-def shared_budget(value: Any, where: str) -> SharedBudget | None:
-    """``value`` (a tracker, a limit in USD or ``None``) as the job's :class:`SharedBudget`."""
+def shared_budget(value: Any) -> SharedBudget | None:
+    """``value`` (a tracker, a limit in USD or ``None``, checked by the entry point) as the job's
+    :class:`SharedBudget`."""
     if value is None or isinstance(value, SharedBudget):
         return value
     if isinstance(value, BudgetTracker):
         # A BudgetTracker lives in one process (a lock): the cluster gets one budget with its limit and spend
         return SharedBudget(value.limit_usd, spent_usd=value.spent_usd)
-    tracker = as_budget(value, what=where)
+    tracker = as_budget(value)
     assert tracker is not None
     return SharedBudget(tracker.limit_usd)

@@ -6,17 +6,21 @@ How a job runs, its rate limit, its budget and how it resumes are told in :mod:`
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from .._docstrings import share_parameters
+from .._options import check_run_options
 from ..core import BudgetTracker
 from ..errors import ValidationError
 from ..grading import Judge
 from ..items import ITEM_COLUMNS
 from ..quality import BaseLedger
-from ..runner import check_ledger
+from ..runner import as_ledger
 from ._actor import GradingActor
 from ._budget import SharedBudget, shared_budget
 from ._extra import need_ray
@@ -87,6 +91,7 @@ def actor_cpus(num_cpus: float | None, num_actors: int, cluster_cpus: float | No
     return float(num_cpus)
 
 
+@share_parameters
 def grade_dataset(
     ds: Any,
     judge_factory: Callable[[], Judge],
@@ -94,7 +99,7 @@ def grade_dataset(
     concurrency: int = 16,
     num_actors: int = 2,
     batch_size: int = 512,
-    ledger: BaseLedger | None = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
     rate_limit: RateLimit | Mapping[str, Any] | None = None,
     run_config: Any = None,
@@ -124,22 +129,20 @@ def grade_dataset(
         Actors in the pool (Ray Data's ``ActorPoolStrategy(size=...)``).
     batch_size : int, default 512
         Rows handed to an actor at a time (Ray Data's ``map_batches(batch_size=)``: a chunk).
-    ledger : BaseLedger, optional
-        Record each scored row and skip, on a rerun, the items the same grader and rubric already scored
-        (needs ``task_type`` and an ``id`` column; adds the ``ledger_error`` and ``resumed`` columns). A
-        ``ParquetLedger`` takes appends from every host without a lock.
-    task_type : str, optional
-        The task type the rows are recorded under (required with ``ledger``).
+    {ledger}
+        On a rerun, the items the same grader and rubric already scored are skipped (needs an ``id``
+        column; adds the ``ledger_error`` and ``resumed`` columns). A ``ParquetLedger`` takes appends from
+        every host without a lock; a path is made absolute first, so every actor opens the same file.
+    {task_type}
     rate_limit : RateLimit or dict, optional
         Requests and tokens per minute enforced across all actors by one shared limiter (see
         :class:`RateLimit` and the module docs).
-    run_config : RunConfig, optional
+    {run_config}
         Passed to the judge as in ``judge_many``; a tracker in its ``budget_tracker`` becomes a
         :class:`SharedBudget` (below).
-    budget : BudgetTracker, float or SharedBudget, optional
-        One budget for the whole job, kept by a Ray actor as the rate limit is, so every actor's paid calls
-        count against it and, once it is spent, the rows not attempted are ``error`` rows saying "budget
-        exhausted" (as ``judge_many``'s budget). A ``BudgetTracker`` lives in one process, so its limit and
+    {budget}
+        For the whole job: kept by a Ray actor as the rate limit is, so every actor's paid calls count
+        against it (a :class:`SharedBudget` too). A ``BudgetTracker`` lives in one process, so its limit and
         spend so far become a ``SharedBudget`` and the tracker itself is not charged: pass a
         ``SharedBudget`` to read the job's spend (``.spent_usd``) afterwards.
     num_cpus : float, optional
@@ -151,12 +154,8 @@ def grade_dataset(
     ray_remote_args : dict, optional
         More of Ray's actor options (``num_gpus``, ``resources``, ``runtime_env``...); not
         ``max_restarts`` / ``max_task_retries``, which Ray Data sets so a dead actor's chunk is run again.
-    batch : bool, str, os.PathLike or BatchOptions, default False
-        The providers' Batch APIs: ``True`` (or a state folder, or
-        :class:`~llm_connect.adapters.BatchOptions`) sends the judges' calls to an OpenAI-compatible or
-        Anthropic adapter through the provider's Batch API, at half the price, as
-        :func:`~llm_connect.grading.judge_many` does: each chunk is one provider batch per round, with the
-        same rows, statuses and ledger records as without it. The state lives beside the ledger
+    {batch}
+        Each chunk is one provider batch per round. The state lives beside the ledger
         (``<ledger>.batches/ray-<key>/``, one folder per chunk, named by its rows) or in the folder given,
         so the same job run again after a crash collects the submitted batches instead of submitting them
         again; without a ledger or a folder nothing is resumed (a warning says so). ``rate_limit`` does
@@ -194,20 +193,21 @@ def grade_dataset(
     if not callable(judge_factory):
         raise ValidationError("judge_factory must be a zero-argument callable returning a judge, "
                               f"got {type(judge_factory).__name__}")
-    _positive_int("concurrency", concurrency)
+    check_run_options(concurrency=concurrency, run_config=run_config, ledger=ledger, task_type=task_type,
+                      budget=budget, batch=batch)
     _positive_int("num_actors", num_actors)
     _positive_int("batch_size", batch_size)
     if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float))
                                  or not num_cpus >= 0):
         raise ValidationError(f"num_cpus must be a number >= 0, got {num_cpus!r}")
-    check_ledger(ledger, task_type)
+    if isinstance(ledger, (str, os.PathLike)) and "://" not in str(ledger):
+        ledger = Path(ledger).resolve()  # the actors' working directory need not be this one
+    ledger = as_ledger(ledger)  # a path: opened once, here (the actors get the ledger, pickled)
     limit = RateLimit.of(rate_limit)
     from ..adapters._batches import batch_options
 
     batch_api = batch_options(batch, ledger)
     if batch_api is not None and batch_api.state_dir is not None:
-        from pathlib import Path
-
         batch_api = replace(batch_api, state_dir=Path(batch_api.state_dir).resolve())
     elif batch_api is not None:
         import warnings
@@ -218,13 +218,13 @@ def grade_dataset(
                       UserWarning, stacklevel=2)
     # Money: a tracker cannot travel to the actors (it holds a lock) and would be one copy per actor: the job
     # gets one shared budget instead, kept by an actor
-    shared = shared_budget(budget, "budget")
+    shared = shared_budget(budget)
     config_tracker = getattr(run_config, "budget_tracker", None)
     if config_tracker is not None:
         if config_tracker is budget:
             run_config, shared = replace(run_config, budget_tracker=shared), None
         else:
-            run_config = replace(run_config, budget_tracker=shared_budget(config_tracker, "budget_tracker"))
+            run_config = replace(run_config, budget_tracker=shared_budget(config_tracker))
     for tracker in (shared, getattr(run_config, "budget_tracker", None)):
         if isinstance(tracker, SharedBudget):
             tracker._actor()  # started here, before the actors that share it

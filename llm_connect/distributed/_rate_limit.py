@@ -82,7 +82,23 @@ class RateLimit:
 
     @classmethod
     def of(cls, value: RateLimit | Mapping[str, Any] | None) -> RateLimit | None:
-        """``value`` as a :class:`RateLimit` (a dict of its fields is accepted; ``None`` stays ``None``)."""
+        """``value`` as a :class:`RateLimit` (a dict of its fields is accepted; ``None`` stays ``None``).
+
+        Parameters
+        ----------
+        value : RateLimit or mapping or None
+            The limit, or its fields.
+
+        Returns
+        -------
+        RateLimit or None
+            The limit.
+
+        Raises
+        ------
+        ValidationError
+            Fields that do not make a limit.
+        """
         if value is None or isinstance(value, RateLimit):
             return value
         if isinstance(value, Mapping):
@@ -93,7 +109,18 @@ class RateLimit:
         raise ValidationError(f"rate_limit must be a RateLimit, a dict or None, got {type(value).__name__}")
 
     def slot_seconds(self, tokens: float) -> float:
-        """The time one item's calls take on the shared schedule: the larger of its request and token shares."""
+        """The time one item's calls take on the shared schedule: the larger of its request and token shares.
+
+        Parameters
+        ----------
+        tokens : float
+            The item's estimated tokens.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         seconds = 0.0
         if self.requests_per_minute is not None:
             seconds = self.requests_per_item * 60.0 / self.requests_per_minute
@@ -102,7 +129,13 @@ class RateLimit:
         return seconds
 
     def block_requests(self) -> int:
-        """Requests per round trip to the limiter: ``block``, at most 1/20 of a minute's requests (at least 1)."""
+        """Requests per round trip to the limiter: ``block``, at most 1/20 of a minute's requests (at least 1).
+
+        Returns
+        -------
+        int
+            The requests.
+        """
         if self.requests_per_minute is None:
             return self.block
         return max(1, min(self.block, int(self.requests_per_minute / 20.0) - 1))
@@ -110,12 +143,24 @@ class RateLimit:
     def burst_requests(self) -> int:
         """``B`` in the burst bound: in any ``W`` seconds the permits let at most ``W*r + B + 1`` requests go
         (``r`` requests a second). :meth:`block_requests`, or ``requests_per_item`` when an item makes more
-        calls than a block holds (its calls go together)."""
+        calls than a block holds (its calls go together).
+
+        Returns
+        -------
+        int
+            ``B``.
+        """
         return max(self.block_requests(), self.requests_per_item)
 
     def block_seconds(self) -> float:
         """The span of the schedule an actor takes per round trip: ``block_requests()`` requests' worth (at
-        least one item's); with a token limit only, a second's worth."""
+        least one item's); with a token limit only, a second's worth.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         if self.requests_per_minute is None:
             return 1.0
         return self.burst_requests() * 60.0 / self.requests_per_minute
@@ -123,7 +168,13 @@ class RateLimit:
     def late_seconds(self) -> float:
         """How late an item's slot may still be used (else it is dropped): the time of
         ``B + 1 - requests_per_item`` requests, so that a slot used late and the next ones used on time
-        stay within the burst bound (see :mod:`llm_connect.distributed`); with a token limit only, a second."""
+        stay within the burst bound (see :mod:`llm_connect.distributed`); with a token limit only, a second.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         if self.requests_per_minute is None:
             return 1.0
         return (self.burst_requests() + 1 - self.requests_per_item) * 60.0 / self.requests_per_minute

@@ -46,6 +46,7 @@ from ._base import (
     supports_async,
 )
 from ._confidence import CONFIDENCE_SOURCES, confidence_sources
+from ._confidence_judge import ConfidenceJudge
 from ._embedding import EmbeddingSimilarityJudge
 from ._epochs import EPOCH_COLUMNS, REDUCERS, EpochReliability, epoch_reliability, reseed
 from ._escalation import EscalationJudge, EscalationSummary
@@ -77,7 +78,7 @@ from ._pairwise import PAIRWISE_RUBRIC, PairwiseJudge, PairwiseSummary, consiste
 from ._panel import PanelAgreement, PanelJudge
 from ._parse import expected_label_value, find_json_objects, parse_score_reply
 from ._rubric import Example, Rubric
-from ._selective import ConfidenceJudge, SelectiveJudge
+from ._selective import SelectiveJudge
 from ._selective_cascade import SelectiveCascade, cascade
 from ._selective_summary import SelectiveCascadeSummary
 from ._tournament import TOURNAMENT_COLUMNS, schedule_battles, tournament, winner_of

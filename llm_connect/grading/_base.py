@@ -66,6 +66,45 @@ class GradingResult:
     The first five fields are the contract's. The extras record what the
     judgment itself cost (for an LLM judge: its own calls) and ``details`` for
     audit: the raw reply, the rubric hash, the order asked, a pipeline trace...
+
+    Parameters
+    ----------
+    quality_score : float
+        The candidate's score, in 0..1 (checked: NaN or out of range is an error).
+    notes : str
+        What the judge said about it.
+    grader_id : str
+        The judge's id (non-empty).
+    baseline_response : LLMResponse
+        The reference answer judged against.
+    candidate_response : LLMResponse
+        The answer judged.
+    tokens_in : int, default 0
+        The judge's own prompt tokens (every call it made).
+    tokens_out : int, default 0
+        The judge's own completion tokens.
+    cost_usd : float, default 0.0
+        The judge's own cost in USD.
+    latency_ms : float, default 0.0
+        How long the judgment took.
+    details : mapping, default {}
+        For audit: the raw reply, the rubric hash, the order asked, a pipeline trace...
+    tokens_cached : int, default 0
+        Of ``tokens_in``, those the provider read from its prompt cache (priced at the cached rate in
+        ``cost_usd``).
+
+    Raises
+    ------
+    ValidationError
+        A score out of 0..1, a blank ``grader_id``, ``notes`` that is not a string, or a response that is
+        not an :class:`~llm_connect.LLMResponse`.
+
+    Examples
+    --------
+    >>> from llm_connect import LLMResponse
+    >>> reply = LLMResponse(content="4", adapter_id="a", model_id="m")
+    >>> GradingResult(1.0, "exact match", "exact-match", reply, reply).quality_score
+    1.0
     """
 
     quality_score: float
@@ -97,34 +136,114 @@ class GradingResult:
 
 @runtime_checkable
 class Judge(Protocol):
-    """Compares a candidate response with a baseline response."""
+    """Compares a candidate response with a baseline response.
+
+    The protocol every judge meets: a ``grader_id`` and a :meth:`judge` method. The optional abilities
+    (``ajudge``, ``pairwise``, ``rubric_hash``...) are those of :class:`JudgeBase`.
+
+    See Also
+    --------
+    AsyncJudge : A judge the runner can await.
+    JudgeBase : The optional abilities and their defaults.
+    """
 
     @property
     def grader_id(self) -> str: ...  # read-only to callers: a plain attribute or a property satisfies it
 
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
-    ) -> GradingResult: ...
+    ) -> GradingResult:
+        """Judge ``candidate`` against ``baseline`` for ``prompt``.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The prompt both answer.
+        run_config : RunConfig
+            The caller's call configuration (a judge drops its budget tracker: the run budget charges the
+            judge's calls).
+
+        Returns
+        -------
+        GradingResult
+            The judgment.
+
+        Raises
+        ------
+        JudgeReplyError
+            The judge's reply held no usable verdict (an ``unscored`` row in a batch run).
+        """
 
 
 @runtime_checkable
 class AsyncJudge(Judge, Protocol):
-    """A judge the runner can await instead of running in a thread."""
+    """A judge the runner can await instead of running in a thread.
+
+    See Also
+    --------
+    supports_async : Whether a judge is one.
+    """
 
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
-    ) -> GradingResult: ...
+    ) -> GradingResult:
+        """The awaitable twin of :meth:`Judge.judge`.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The prompt both answer.
+        run_config : RunConfig
+            The caller's call configuration.
+
+        Returns
+        -------
+        GradingResult
+            The judgment.
+        """
 
 
 @runtime_checkable
 class BaselineGrader(Protocol):
+    """Generates a baseline and a candidate answer to a prompt and judges them (:class:`PairedGrader`).
+
+    See Also
+    --------
+    PairedGrader : The implementation.
+    """
     def grade(
         self,
         baseline_adapter: LLMAdapter,
         candidate_adapter: LLMAdapter,
         prompt: str,
         run_config: RunConfig,
-    ) -> GradingResult: ...
+    ) -> GradingResult:
+        """Generate both answers to ``prompt`` and judge them.
+
+        Parameters
+        ----------
+        baseline_adapter : LLMAdapter
+            Answers for the baseline.
+        candidate_adapter : LLMAdapter
+            Answers for the candidate.
+        prompt : str
+            The prompt both answer, unchanged.
+        run_config : RunConfig
+            The call configuration of both answers.
+
+        Returns
+        -------
+        GradingResult
+            The judgment.
+        """
 
 
 # -- declared abilities ------------------------------------------------------------------
@@ -161,7 +280,18 @@ class JudgeBase:
         return None
 
     def result_columns(self, result: GradingResult) -> dict[str, Any]:
-        """This judge's own columns (``extra_columns``) of one result's batch row."""
+        """This judge's own columns (``extra_columns``) of one result's batch row.
+
+        Parameters
+        ----------
+        result : GradingResult
+            One judgment of this judge.
+
+        Returns
+        -------
+        dict
+            ``{column: value}`` for each of ``extra_columns`` (empty by default).
+        """
         return {}
 
 
@@ -172,17 +302,74 @@ class InlineJudge(JudgeBase):
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:  # pragma: no cover - each subclass defines it
+        """Judge ``candidate`` against ``baseline`` for ``prompt`` (quick computation, no I/O).
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The prompt both answer.
+        run_config : RunConfig
+            The caller's call configuration (unused by a judge that makes no call).
+
+        Returns
+        -------
+        GradingResult
+            The judgment.
+        """
         raise NotImplementedError
 
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
+        """The awaitable twin of :meth:`judge`, run on the event loop (no thread).
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The prompt both answer.
+        run_config : RunConfig
+            The caller's call configuration.
+
+        Returns
+        -------
+        GradingResult
+            What :meth:`judge` returns.
+        """
         return self.judge(baseline, candidate, prompt=prompt, run_config=run_config)
 
 
 @dataclass(frozen=True)
 class JudgeAbilities:
-    """What a judge declares it can do (see :class:`JudgeBase`); built by :func:`judge_abilities`."""
+    """What a judge declares it can do (see :class:`JudgeBase`); built by :func:`judge_abilities`.
+
+    Parameters
+    ----------
+    is_async : bool, default False
+        It declares an ``async def ajudge(...)`` (:func:`supports_async`).
+    pairwise : bool, default False
+        It compares two answers (a bias probe swaps their order).
+    rubric_hash : str, optional
+        A stable hash of its prompt template, recorded in ledgers.
+    reference_sep : str, optional
+        It splits the baseline into several references on it.
+    splits_references : bool, default False
+        It reads several references itself, so calibration hands it the baseline as is.
+    extra_columns : tuple of str, default ()
+        Its own columns in a batch frame.
+    model_id : str, optional
+        The model that judges (whose family calibration compares with the candidate's).
+    needs_reference : bool, default True
+        False for a judge shown no reference (``needs_reference = False``): a blank baseline is then no
+        error.
+    """
 
     is_async: bool = False
     pairwise: bool = False
@@ -200,13 +387,41 @@ def _declared(judge: Any, name: str, default: Any) -> Any:
 
 
 def supports_async(judge: Judge) -> TypeGuard[AsyncJudge]:
-    """True when ``judge`` declares an ``async def ajudge(...)``: the one rule for awaiting vs a thread."""
+    """True when ``judge`` declares an ``async def ajudge(...)``: the one rule for awaiting vs a thread.
+
+    Parameters
+    ----------
+    judge : Judge
+        Any judge.
+
+    Returns
+    -------
+    bool
+        Whether the runner awaits it.
+    """
     ajudge = _declared(judge, "ajudge", None)
     return ajudge is not None and inspect.iscoroutinefunction(ajudge)
 
 
 def judge_abilities(judge: Judge) -> JudgeAbilities:
-    """The abilities ``judge`` declares, with :class:`JudgeBase`'s defaults for those it does not."""
+    """The abilities ``judge`` declares, with :class:`JudgeBase`'s defaults for those it does not.
+
+    Parameters
+    ----------
+    judge : Judge
+        Any judge (it need not inherit :class:`JudgeBase`).
+
+    Returns
+    -------
+    JudgeAbilities
+        What it declares.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import ExactMatchJudge
+    >>> judge_abilities(ExactMatchJudge()).pairwise
+    False
+    """
     rubric_hash = _declared(judge, "rubric_hash", None)
     sep = _declared(judge, "reference_sep", None)
     splits = _declared(judge, "splits_references", None)
@@ -228,7 +443,20 @@ def judge_abilities(judge: Judge) -> JudgeAbilities:
 
 
 def judge_result_columns(judge: Judge, result: GradingResult) -> dict[str, Any]:
-    """The judge's own batch columns for ``result`` (empty for a judge that declares none)."""
+    """The judge's own batch columns for ``result`` (empty for a judge that declares none).
+
+    Parameters
+    ----------
+    judge : Judge
+        Any judge.
+    result : GradingResult
+        One of its judgments.
+
+    Returns
+    -------
+    dict
+        ``{column: value}``.
+    """
     columns = _declared(judge, "result_columns", None)
     return dict(columns(result)) if columns is not None else {}
 
@@ -240,6 +468,24 @@ async def acall_judge(
 
     The one sync/async dispatch of the package (the runner, compound judges and
     :class:`PairedGrader` all call judges through it).
+
+    Parameters
+    ----------
+    judge : Judge
+        Any judge.
+    baseline : LLMResponse
+        The reference answer.
+    candidate : LLMResponse
+        The answer judged.
+    prompt : str
+        The prompt both answer.
+    run_config : RunConfig
+        The caller's call configuration.
+
+    Returns
+    -------
+    GradingResult
+        The judgment.
     """
     if supports_async(judge):
         result: GradingResult = await judge.ajudge(baseline, candidate, prompt=prompt, run_config=run_config)
@@ -261,9 +507,26 @@ def observation_for(
 ) -> QualityObservation:
     """The candidate's :class:`QualityObservation` for one grade, with grader id, rubric hash and item id in tags.
 
-    ``item_id`` is stored as plain JSON (see :func:`llm_connect.items.canonical_item_id`); a missing one
-    (None/NaN) is left out. The judge's own cost is ``tags["judge_cost_usd"]``; ``cost_usd`` is the candidate's;
-    ``tags["judge_tokens_cached"]``: the judge's prompt tokens read from the provider's prompt cache (when any).
+    Parameters
+    ----------
+    result : GradingResult
+        The grade.
+    task_type : str
+        The task it is recorded under.
+    judge : Judge, optional
+        The judge (its rubric hash; else the result's ``details["rubric_hash"]``).
+    item_id : object, optional
+        Stored as plain JSON (see :func:`llm_connect.items.canonical_item_id`); a missing one (None/NaN) is
+        left out.
+    extra_tags : mapping, optional
+        More tags.
+
+    Returns
+    -------
+    QualityObservation
+        The candidate's observation: ``cost_usd`` is the candidate's; the judge's own cost is
+        ``tags["judge_cost_usd"]``; ``tags["judge_tokens_cached"]``: the judge's prompt tokens read from the
+        provider's prompt cache (when any).
     """
     cand = result.candidate_response
     tags: dict[str, Any] = {"grader_id": result.grader_id}

@@ -84,8 +84,31 @@ def _binary(judge: Any) -> bool:
 
 
 def confidence_sources(judge: Judge, *, panel: Sequence[Judge] = (), epochs: int | None = None) -> list[str]:
-    """The named confidence sources ``judge`` supports, in the order ``confidence="auto"`` tries them
-    (see the module docstring); ``[]`` for a judge with no usable signal (exact match)."""
+    """The named confidence sources ``judge`` supports, in the order ``confidence="auto"`` tries them.
+
+    See the module docstring.
+
+    Parameters
+    ----------
+    judge : Judge
+        Any judge.
+    panel : sequence of Judge, default ()
+        A panel to compare it with (makes ``"panel"`` available).
+    epochs : int, optional
+        Repeated judgments (makes ``"epochs"`` available).
+
+    Returns
+    -------
+    list of str
+        The sources; ``[]`` for a judge with no usable signal (exact match).
+
+    Examples
+    --------
+    >>> from llm_connect.grading import ExactMatchJudge, LLMJudge
+    >>> from llm_connect.testing import ScriptedAdapter
+    >>> confidence_sources(LLMJudge(ScriptedAdapter(["x"]))), confidence_sources(ExactMatchJudge())
+    (['margin'], [])
+    """
     out = []
     if _scores_from_logprobs(judge):
         out.append("logprob")

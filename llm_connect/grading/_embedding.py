@@ -65,6 +65,33 @@ class EmbeddingSimilarityJudge(JudgeBase):
     once, longest first, ``chunk_size`` texts an embedder call, and then scores
     the rows from those vectors without calling the embedder again (see
     :meth:`aprepare_run`): the same scores, statuses and errors as row by row.
+
+    Parameters
+    ----------
+    embedder : EmbeddingAdapter
+        The embedding model (a method ``embed(texts)``; ``aembed``, ``embed_array``/``aembed_array`` are
+        used when it has them).
+    grader_id : str, default "embedding-similarity"
+        The judge's id.
+    reference_sep : str, optional
+        Several references in the baseline, separated by it; the best-matching one counts.
+    chunk_size : int, default 2048
+        Texts per embedder call when a batch embeds its texts first (:meth:`aprepare_run`).
+
+    Raises
+    ------
+    ValidationError
+        An embedder without ``embed``, a ``chunk_size`` that is not a positive integer, or a blank
+        ``grader_id``.
+
+    Examples
+    --------
+    >>> from llm_connect import LLMResponse, RunConfig
+    >>> from llm_connect.testing import DeterministicEmbedder
+    >>> judge = EmbeddingSimilarityJudge(DeterministicEmbedder())
+    >>> same = LLMResponse("Paris", "ref", "m")
+    >>> judge.judge(same, same, prompt="?", run_config=RunConfig()).quality_score
+    1.0
     """
 
     embedder: EmbeddingAdapter
@@ -83,7 +110,20 @@ class EmbeddingSimilarityJudge(JudgeBase):
         self._vectors: dict[str, Any] = {}  # text -> vector, filled by aprepare_run on a copy
 
     def texts_for(self, baseline: str, candidate: str) -> list[str]:
-        """The texts the judge embeds for one row: the baseline's references, then the candidate."""
+        """The texts the judge embeds for one row: the baseline's references, then the candidate.
+
+        Parameters
+        ----------
+        baseline : str
+            The baseline's text (split on ``reference_sep``).
+        candidate : str
+            The candidate's text.
+
+        Returns
+        -------
+        list of str
+            The references, then the candidate.
+        """
         return [*split_references(baseline, self.reference_sep), candidate]
 
     def _texts(self, baseline: LLMResponse, candidate: LLMResponse) -> list[str]:
@@ -126,6 +166,29 @@ class EmbeddingSimilarityJudge(JudgeBase):
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
+        """The cosine similarity of the candidate and the best reference, clamped into 0..1: one embedder call.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer (several with ``reference_sep``).
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question (unused).
+        run_config : RunConfig
+            The caller's call configuration (unused).
+
+        Returns
+        -------
+        GradingResult
+            The similarity.
+
+        Raises
+        ------
+        ValueError
+            A zero vector, or two vectors of different lengths (:class:`~llm_connect.errors.EmbeddingShapeError`).
+        """
         texts = self._texts(baseline, candidate)
         vectors = self._cached(texts)
         if vectors is None:
@@ -135,6 +198,24 @@ class EmbeddingSimilarityJudge(JudgeBase):
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
+        """The awaitable twin of :meth:`judge` (the embedder's ``aembed`` when it has one).
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question (unused).
+        run_config : RunConfig
+            The caller's call configuration (unused).
+
+        Returns
+        -------
+        GradingResult
+            What :meth:`judge` returns.
+        """
         texts = self._texts(baseline, candidate)
         vectors = self._cached(texts)
         if vectors is None:
@@ -168,6 +249,19 @@ class EmbeddingSimilarityJudge(JudgeBase):
         Memory: the vectors stay as the embedder's arrays (float32 from sentence-transformers:
         15,000 rows with 3 references each, about 40,000 distinct texts x 384 dimensions, take
         about 60 MB), for the run only: the copy is dropped when the run ends.
+
+        Parameters
+        ----------
+        pairs : iterable of (str, str)
+            Each row's ``(baseline, candidate)`` texts.
+        progress : callable, optional
+            Called with the number of distinct texts, returns a tqdm-like bar (``update(n)`` per chunk,
+            ``close()``), or ``None``.
+
+        Returns
+        -------
+        EmbeddingSimilarityJudge
+            The copy, which scores each row from the vectors with no embedder call.
         """
         distinct: dict[str, None] = {}
         for baseline, candidate in pairs:

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .._display import view
+from .._options import REDUCERS, Reducer, check_run_options
 from ..core import RunConfig
 from ..errors import ValidationError
 from ._base import Judge, validate_score
@@ -45,7 +44,7 @@ __all__ = [
     "EPOCH_COLUMNS",
     "REDUCERS",
     "EpochReliability",
-    "check_epochs",
+    "Reducer",
     "epoch_reliability",
     "epoch_run_config",
     "reduce_scores",
@@ -59,46 +58,14 @@ __all__ = [
 #: NaN with none) and ``score_std`` (their sample standard deviation, ``ddof=1``; NaN with fewer than two).
 EPOCH_COLUMNS = ("epoch_scores", "epochs_scored", "score_spread", "score_std")
 
-Reducer = Callable[[list[float]], float]
-
-
-def _mode(scores: list[float]) -> float:
-    """The most frequent score; a tie between modes is their median (a 1-1 split of 0 and 1 is 0.5)."""
-    counts = Counter(scores)
-    top = max(counts.values())
-    return float(statistics.median(sorted(v for v, c in counts.items() if c == top)))
-
-
-#: The named reducers of ``judge_many(..., reducer=)``.
-REDUCERS: dict[str, Reducer] = {
-    "mean": lambda s: math.fsum(s) / len(s),
-    "median": lambda s: float(statistics.median(s)),
-    "mode": _mode,
-    "max": lambda s: float(max(s)),
-    "min": lambda s: float(min(s)),
-}
-
-
-def check_epochs(epochs: Any) -> int:
-    """``epochs`` as a positive int, else a :class:`ValidationError` saying what to pass."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValidationError(f"epochs must be a positive integer (how many times each item is judged), "
-                              f"got {epochs!r}")
-    return epochs
-
-
 def reducer_of(reducer: str | Reducer) -> tuple[str, Reducer]:
     """``(name, function)`` of a reducer: one of :data:`REDUCERS` by name, or a callable
-    ``list[float] -> float`` (named after its ``__name__``)."""
+    ``list[float] -> float`` (named after its ``__name__``); checked as every ``reducer=`` is
+    (:func:`llm_connect._options.check_run_options`)."""
+    check_run_options(reducer=reducer)
     if isinstance(reducer, str):
-        fn = REDUCERS.get(reducer)
-        if fn is None:
-            raise ValidationError(f"reducer must be one of {list(REDUCERS)} or a callable taking a list of "
-                                  f"scores and returning one, got {reducer!r}")
-        return reducer, fn
-    if callable(reducer):
-        return str(getattr(reducer, "__name__", None) or type(reducer).__name__), reducer
-    raise ValidationError(f"reducer must be one of {list(REDUCERS)} or a callable, got {type(reducer).__name__}")
+        return reducer, REDUCERS[reducer]
+    return str(getattr(reducer, "__name__", None) or type(reducer).__name__), reducer
 
 
 def reduce_scores(scores: Iterable[float], reducer: str | Reducer = "mean") -> float:
@@ -127,10 +94,31 @@ def _is_judge(value: Any) -> bool:
 
 
 def reseed(judge: JudgeT, offset: int) -> JudgeT:
-    """The judge of epoch ``offset`` (see the module docstring): the judge itself for 0; else a copy
-    whose ``seed`` (when set) is ``seed + offset``, with its member judges reseeded likewise. A
-    judge with a ``with_seed_offset(offset)`` method is asked; one with nothing to reseed is
-    returned as is (the epoch's run config carries the seed to it)."""
+    """The judge of epoch ``offset`` (see the module docstring).
+
+    The judge itself for 0; else a copy whose ``seed`` (when set) is ``seed + offset``, with its member
+    judges reseeded likewise. A judge with a ``with_seed_offset(offset)`` method is asked; one with
+    nothing to reseed is returned as is (the epoch's run config carries the seed to it).
+
+    Parameters
+    ----------
+    judge : Judge
+        Any judge.
+    offset : int
+        The epoch.
+
+    Returns
+    -------
+    Judge
+        The judge of that epoch, of the type given.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import LLMJudge
+    >>> from llm_connect.testing import ScriptedAdapter
+    >>> reseed(LLMJudge(ScriptedAdapter(["x"]), seed=5), 2).seed
+    7
+    """
     if offset == 0:
         return judge
     hook = getattr(judge, "with_seed_offset", None)
@@ -158,8 +146,23 @@ def reseed(judge: JudgeT, offset: int) -> JudgeT:
 
 
 def epoch_run_config(run_config: RunConfig, offset: int) -> RunConfig:
-    """The run config of epoch ``offset``: as given for 0, else ``model_params["seed"] = base + offset``
-    (``base``: the config's own integer seed, else 0)."""
+    """The run config of epoch ``offset``.
+
+    As given for 0, else ``model_params["seed"] = base + offset`` (``base``: the config's own integer seed,
+    else 0).
+
+    Parameters
+    ----------
+    run_config : RunConfig
+        The run's.
+    offset : int
+        The epoch.
+
+    Returns
+    -------
+    RunConfig
+        The epoch's.
+    """
     if offset == 0:
         return run_config
     base = run_config.model_params.get("seed")
@@ -187,6 +190,35 @@ class EpochReliability:
     (``labels="exact"``), interval for continuous scores; ``level`` says which. Alpha is NaN
     when undefined (no item with two scored epochs, or a single value in all the data: a
     judge that never varies and never disagrees has nothing to measure against chance).
+
+    Parameters
+    ----------
+    epochs : int
+        The epochs (``k``).
+    n_items : int
+        The items with at least two scored epochs.
+    agreement : float
+        The percent agreement.
+    unanimous : float
+        The share of items on which every scored epoch agreed.
+    alpha : float
+        The alpha to read (nominal or interval, as ``level`` says).
+    level : {"nominal", "interval"}
+        Which alpha ``alpha`` is.
+    alpha_nominal : float
+        Krippendorff's alpha on the labels.
+    alpha_interval : float
+        Krippendorff's alpha on the raw scores.
+    labels : {"exact", "threshold"}
+        What two epochs must share to agree.
+    threshold : float, default 0.5
+        The verdict's threshold with ``labels="threshold"``.
+    reducer : str, optional
+        The reducer the scores were reduced with (recorded beside the figures).
+
+    See Also
+    --------
+    epoch_reliability : Compute it.
     """
 
     epochs: int
@@ -202,11 +234,23 @@ class EpochReliability:
     reducer: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain dict (NaN kept as NaN; see :meth:`card_entry` for JSON)."""
+        """A plain dict (NaN kept as NaN; see :meth:`card_entry` for JSON).
+
+        Returns
+        -------
+        dict
+            The fields by name.
+        """
         return dataclasses.asdict(self)
 
     def card_entry(self) -> dict[str, Any]:
-        """What a :class:`~llm_connect.cards.JudgeCard` keeps (``reliability``): JSON-ready, NaN as ``None``."""
+        """What a :class:`~llm_connect.cards.JudgeCard` keeps (``reliability``): JSON-ready, NaN as ``None``.
+
+        Returns
+        -------
+        dict
+            The fields by name.
+        """
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.to_dict().items()}
 
     def __str__(self) -> str:
@@ -283,12 +327,32 @@ def epoch_reliability(
 ) -> EpochReliability:
     """Run-to-run reliability of a judge from its epoch scores (see :class:`EpochReliability`).
 
-    ``data``: the frame of ``judge_many(..., epochs=k)`` (its ``epoch_scores`` column) or a list of
-    per-item lists of ``k`` scores (NaN/None where an epoch did not score). ``labels``:
-    ``"auto"`` (``"exact"`` when every score is 0, 0.5 or 1, else ``"threshold"``), ``"exact"``
-    or ``"threshold"`` (verdicts at ``threshold``). ``reducer``: recorded beside the figures
-    (default: the frame's ``attrs["epochs"]["reducer"]``). Krippendorff's alpha comes from the
-    ``krippendorff`` package, the epochs as coders (rows) and the items as units (columns).
+    Krippendorff's alpha comes from the ``krippendorff`` package, the epochs as coders (rows) and the items
+    as units (columns).
+
+    Parameters
+    ----------
+    data : DataFrame or list of list of float
+        The frame of ``judge_many(..., epochs=k)`` (its ``epoch_scores`` column) or a list of per-item lists
+        of ``k`` scores (NaN/None where an epoch did not score).
+    labels : {"auto", "exact", "threshold"}, default "auto"
+        ``"auto"`` (``"exact"`` when every score is 0, 0.5 or 1, else ``"threshold"``), ``"exact"`` or
+        ``"threshold"`` (verdicts at ``threshold``).
+    threshold : float, default 0.5
+        The verdict's threshold.
+    reducer : str, optional
+        Recorded beside the figures (default: the frame's ``attrs["epochs"]["reducer"]``).
+
+    Returns
+    -------
+    EpochReliability
+        The figures.
+
+    Examples
+    --------
+    >>> r = epoch_reliability([[1, 1, 1], [0, 0, 1], [1, 1, 1], [0, 0, 0]])
+    >>> r.labels, round(r.agreement, 3), round(r.alpha, 3)
+    ('exact', 0.833, 0.686)
     """
     if labels not in ("auto", "exact", "threshold"):
         raise ValidationError(f"labels must be 'auto', 'exact' or 'threshold', got {labels!r}")

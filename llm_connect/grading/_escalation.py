@@ -70,8 +70,21 @@ class EscalationJudge(_DetailedBatch):
     uses_item = True
 
     def with_item(self, *, messages: Any = None, context: Any = None) -> EscalationJudge:
-        """The judge of one conversation item: its cheap and dear judges bound to the item's messages and
-        documents when they read them."""
+        """The judge of one conversation item: its cheap and dear judges bound to the item's messages and documents
+        when they read them.
+
+        Parameters
+        ----------
+        messages : list of mapping, optional
+            The messages before the judged reply.
+        context : list of str, optional
+            The item's documents.
+
+        Returns
+        -------
+        EscalationJudge
+            A copy with the judges bound, or this judge when neither reads items.
+        """
         cheap, dear = _bound(self.cheap, messages, context), _bound(self.dear, messages, context)
         if cheap is self.cheap and dear is self.dear:
             return self
@@ -152,6 +165,16 @@ class EscalationJudge(_DetailedBatch):
 
         The dear judge's cost per item is estimated as its mean cost over the
         escalated items (so it is NaN, as are the savings, when none escalated).
+
+        Parameters
+        ----------
+        results_or_frame : list of GradingResult or DataFrame
+            The judge's results, or the frame of its ``judge_many(items)``.
+
+        Returns
+        -------
+        EscalationSummary
+            The escalations and costs.
         """
         details = _details_list(results_or_frame, "escalation", "EscalationJudge.summary")
         n = len(details)
@@ -178,8 +201,32 @@ class EscalationJudge(_DetailedBatch):
 
 @dataclass(frozen=True)
 class EscalationSummary:
-    """How an :class:`EscalationJudge` did over a batch: escalations, what it cost, and what always-dear
-    would have cost."""
+    """How an :class:`EscalationJudge` did over a batch: escalations, what it cost, and what always-dear would
+    have cost.
+
+    Parameters
+    ----------
+    n : int
+        The scored judgments.
+    escalated : int
+        Those the dear judge made.
+    share_escalated : float
+        ``escalated / n``.
+    cost_usd : float
+        What the judgments cost (cheap and dear).
+    cheap_cost_usd : float
+        The cheap judge's cost.
+    dear_cost_usd : float
+        The dear judge's cost.
+    dear_cost_per_item_usd : float
+        The dear judge's mean cost over the escalated items (NaN when none escalated).
+    always_dear_cost_usd : float
+        What asking the dear judge on every item would have cost, at that mean.
+    saved_usd : float
+        ``always_dear_cost_usd - cost_usd``.
+    saved_share : float
+        ``saved_usd / always_dear_cost_usd``.
+    """
 
     n: int
     escalated: int

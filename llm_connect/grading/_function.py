@@ -21,6 +21,28 @@ class FunctionJudge(JudgeBase):
     and bias probes, e.g. one that rewards length::
 
         FunctionJudge(lambda b, c: min(1.0, len(c) / 200), grader_id="likes-length")
+
+    Parameters
+    ----------
+    score_fn : callable
+        ``score_fn(baseline_text, candidate_text) -> float``: the score, a number in 0..1 (checked).
+    grader_id : str, default "function-judge"
+        The judge's id.
+    notes : str, default ""
+        The notes of every result.
+
+    Raises
+    ------
+    ValidationError
+        A ``score_fn`` that is not callable, or a blank ``grader_id``.
+
+    Examples
+    --------
+    >>> from llm_connect import LLMResponse, RunConfig
+    >>> judge = FunctionJudge(lambda b, c: min(1.0, len(c) / 200), grader_id="likes-length")
+    >>> ref, answer = LLMResponse("x", "ref", "m"), LLMResponse("y" * 50, "cand", "m")
+    >>> judge.judge(ref, answer, prompt="?", run_config=RunConfig()).quality_score
+    0.25
     """
 
     score_fn: Callable[[str, str], float]
@@ -35,6 +57,24 @@ class FunctionJudge(JudgeBase):
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
+        """``score_fn`` of the two texts.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question (unused).
+        run_config : RunConfig
+            The caller's call configuration (unused).
+
+        Returns
+        -------
+        GradingResult
+            The score, with ``notes``.
+        """
         return GradingResult(
             quality_score=self.score_fn(baseline.content, candidate.content),
             notes=self.notes,

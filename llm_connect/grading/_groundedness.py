@@ -124,6 +124,12 @@ class GroundednessJudge(JudgeBase):
     seed : int, optional
         Sent as ``model_params["seed"]``.
 
+    Raises
+    ------
+    ValidationError
+        An adapter without ``complete``, a rubric that is not a :class:`Rubric`, a malformed
+        ``context``.
+
     Notes
     -----
     Both calls run with the caller's run config at ``temperature=0.0`` and without its budget
@@ -133,12 +139,6 @@ class GroundednessJudge(JudgeBase):
     labelled). An answer without claims, or a reply that cannot be read, raises
     :class:`~llm_connect.errors.JudgeReplyError`: an *unscored* row in a batch, never NaN or a
     silent 0 or 1. A row without documents is an error.
-
-    Raises
-    ------
-    ValidationError
-        An adapter without ``complete``, a rubric that is not a :class:`Rubric`, a malformed
-        ``context``.
     """
 
     needs_reference = False
@@ -166,18 +166,54 @@ class GroundednessJudge(JudgeBase):
         return copy
 
     def with_item(self, *, messages: Any = None, context: Any = None) -> GroundednessJudge:
-        """The judge of one item (how ``judge_many`` hands a judge that declares ``uses_item`` an item's own
-        fields): a copy judging against the item's ``context``; its ``messages`` are not used (the claims of
-        the answer are checked against the documents alone)."""
+        """The judge of one item (how ``judge_many`` hands a judge that declares ``uses_item`` an item's own fields).
+
+        A copy judging against the item's ``context``; its ``messages`` are not used (the claims of the answer
+        are checked against the documents alone).
+
+        Parameters
+        ----------
+        messages : list of mapping, optional
+            Not used.
+        context : list of str, optional
+            The item's documents.
+
+        Returns
+        -------
+        GroundednessJudge
+            The copy.
+        """
         return self.with_context(context)
 
     def with_context(self, context: Any) -> GroundednessJudge:
-        """A copy judging against ``context`` (a missing one keeps this judge's own documents)."""
+        """A copy judging against ``context`` (a missing one keeps this judge's own documents).
+
+        Parameters
+        ----------
+        context : list of str or None
+            The documents.
+
+        Returns
+        -------
+        GroundednessJudge
+            The copy.
+        """
         docs = read_documents(context)
         return self if docs is None else self._copy(context=docs)
 
     def with_seed_offset(self, offset: int) -> GroundednessJudge:
-        """The judge of a later epoch (``judge_many(epochs=...)``): ``seed + offset`` when a seed is set."""
+        """The judge of a later epoch (``judge_many(epochs=...)``): ``seed + offset`` when a seed is set.
+
+        Parameters
+        ----------
+        offset : int
+            The epoch.
+
+        Returns
+        -------
+        GroundednessJudge
+            The copy (this judge when it has no seed).
+        """
         return self if self.seed is None else self._copy(seed=self.seed + offset)
 
     @property
@@ -186,6 +222,19 @@ class GroundednessJudge(JudgeBase):
         return _hash(CLAIMS_PROMPT, VERIFY_PROMPT, self.rubric.hash if self.rubric is not None else "")
 
     def judge_config(self, run_config: RunConfig) -> RunConfig:
+        """The run config of both calls: the caller's at ``temperature=0.0``, without its budget tracker, with the
+        judge's ``seed``.
+
+        Parameters
+        ----------
+        run_config : RunConfig
+            The caller's.
+
+        Returns
+        -------
+        RunConfig
+            The judge's.
+        """
         params: Mapping[str, Any] = run_config.model_params
         if self.seed is not None:
             params = {**params, "seed": self.seed}
@@ -194,11 +243,44 @@ class GroundednessJudge(JudgeBase):
     # -- the two prompts and their replies ----------------------------------------------------------
 
     def claims_prompt(self, prompt: str, answer: str) -> tuple[str, UntrustedText]:
+        """The first call's prompt: list the answer's factual claims (pure: no call is made).
+
+        Parameters
+        ----------
+        prompt : str
+            The question.
+        answer : str
+            The answer judged.
+
+        Returns
+        -------
+        tuple of (str, UntrustedText)
+            The prompt, and the untrusted texts it fences (to read the reply with).
+        """
         untrusted = UntrustedText((prompt, answer))
         return CLAIMS_PROMPT.format(prompt=untrusted.defang(prompt), answer=untrusted.defang(answer),
                                     fence=untrusted.fence), untrusted
 
     def read_claims(self, reply: LLMResponse, untrusted: UntrustedText) -> list[str]:
+        """The claims in the first call's reply: the judge's own ``{"claims": [strings]}`` (blank ones dropped).
+
+        Parameters
+        ----------
+        reply : LLMResponse
+            The first call's reply.
+        untrusted : UntrustedText
+            The texts the prompt fenced (an object copied from them is not the judge's).
+
+        Returns
+        -------
+        list of str
+            The claims.
+
+        Raises
+        ------
+        JudgeReplyError
+            No such object of the judge's own in the reply.
+        """
         obj = _own_object(reply.content, untrusted, "claims")
         claims = obj.get("claims") if obj is not None else None
         if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
@@ -207,6 +289,22 @@ class GroundednessJudge(JudgeBase):
         return [c.strip() for c in claims if c.strip()]
 
     def verify_prompt(self, documents: Sequence[str], claims: Sequence[str]) -> tuple[str, UntrustedText]:
+        """The second call's prompt: check each claim against the documents (pure: no call is made).
+
+        The rubric's ``criteria`` and ``instructions`` say what counts as supported.
+
+        Parameters
+        ----------
+        documents : sequence of str
+            The documents.
+        claims : sequence of str
+            The claims.
+
+        Returns
+        -------
+        tuple of (str, UntrustedText)
+            The prompt, and the untrusted texts it fences.
+        """
         untrusted = UntrustedText((*documents, *claims))
         docs = "\n\n".join(f"Document {k}:\n{untrusted.block(f'DOCUMENT {k}', d)}" for k, d in enumerate(documents, 1))
         said = "\n\n".join(f"Claim {k}:\n{untrusted.block(f'CLAIM {k}', c)}" for k, c in enumerate(claims, 1))
@@ -219,6 +317,31 @@ class GroundednessJudge(JudgeBase):
 
     def read_verdicts(self, reply: LLMResponse, untrusted: UntrustedText, claims: Sequence[str],
                       documents: Sequence[str]) -> list[dict[str, Any]]:
+        """The verdict of each claim in the second call's reply.
+
+        Parameters
+        ----------
+        reply : LLMResponse
+            The second call's reply: the judge's own ``{"verdicts": [{"claim": k, "verdict": ..., "document": d,
+            "passage": ...}]}``.
+        untrusted : UntrustedText
+            The texts the prompt fenced.
+        claims : sequence of str
+            The claims, numbered from 1.
+        documents : sequence of str
+            The documents, numbered from 1 (a document number that does not exist points nowhere: ``None``).
+
+        Returns
+        -------
+        list of dict
+            One ``{"claim", "verdict", "document", "passage"}`` per claim, in order.
+
+        Raises
+        ------
+        JudgeReplyError
+            No such object, a verdict that is not an object, names no claim or a claim twice, a verdict not
+            offered, or a claim without a verdict.
+        """
         text = reply.content
         obj = _own_object(text, untrusted, "verdicts")
         entries = obj.get("verdicts") if obj is not None else None
@@ -294,7 +417,33 @@ class GroundednessJudge(JudgeBase):
 
     def judge(self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig,
               context: Sequence[str] | None = None) -> GradingResult:
-        """Judge ``candidate`` against ``context`` (else the documents this judge holds); ``baseline`` is not used."""
+        """Judge ``candidate`` against ``context`` (else the documents this judge holds); ``baseline`` is not used.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            Not used.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question.
+        run_config : RunConfig
+            The caller's call configuration (see :meth:`judge_config`).
+        context : sequence of str, optional
+            The documents; ``None``: this judge's own.
+
+        Returns
+        -------
+        GradingResult
+            The share of the claims supported, with ``details`` (see the class).
+
+        Raises
+        ------
+        JudgeReplyError
+            An answer without claims, or a reply that cannot be read.
+        ValidationError
+            No documents, or documents without text.
+        """
         documents = self._documents_for(context)
         config = self.judge_config(run_config)
         first_prompt, untrusted = self.claims_prompt(prompt, candidate.content)
@@ -311,7 +460,26 @@ class GroundednessJudge(JudgeBase):
 
     async def ajudge(self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig,
                      context: Sequence[str] | None = None) -> GradingResult:
-        """The awaitable :meth:`judge`."""
+        """The awaitable :meth:`judge`.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            Not used.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question.
+        run_config : RunConfig
+            The caller's call configuration.
+        context : sequence of str, optional
+            The documents; ``None``: this judge's own.
+
+        Returns
+        -------
+        GradingResult
+            What :meth:`judge` returns.
+        """
         documents = self._documents_for(context)
         config = self.judge_config(run_config)
         first_prompt, untrusted = self.claims_prompt(prompt, candidate.content)

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from .._docstrings import share_parameters
+from .._options import check_run_options
 from ..columns import RESULT_COLUMNS
 from ..conversations import as_response, normalize_messages
 from ..core import BudgetTracker, LLMResponse, RunConfig
@@ -42,8 +45,8 @@ from ..runner import (
     RunPlan,
     arun_plan,
     arun_rows,
+    as_ledger,
     attach_rows,
-    check_ledger,
     describe_error,
     ledger_columns,
     progress_bar,
@@ -58,7 +61,6 @@ from ._batch_api import provider_batch_plan
 from ._epochs import (
     EPOCH_COLUMNS,
     Reducer,
-    check_epochs,
     epoch_reliability,
     epoch_run_config,
     position_consistency_by_epoch,
@@ -334,7 +336,10 @@ def judge_plan(
     judgments (epoch-major: every item's epoch 0 first, so a budget that runs out leaves the
     fewest items without a score) and its ``finish`` reduces them to ``n`` rows.
     """
-    k = check_epochs(epochs)
+    # the options this plan takes (calibration builds plans too); judge_many has checked them all already
+    check_run_options(run_config=run_config, ledger=ledger, task_type=task_type, budget=budget, epochs=epochs,
+                      reducer=reducer)
+    k = epochs
     reducer_name, _ = reducer_of(reducer)
     if k > 1 and _declared(judge, "abstains", False):
         raise ValidationError(
@@ -344,7 +349,6 @@ def judge_plan(
             f"calibrate(..., epochs={k}, selective=...)), and judge with epochs=1")
     abilities = judge_abilities(judge)
     frame = item_frame(items, judge)
-    check_ledger(ledger, task_type)
     rc = run_config or RunConfig()
     records = cast(list[dict[str, Any]], frame.to_dict("records"))  # items_frame: str column names
     n = len(records)
@@ -562,6 +566,7 @@ def reduced_observation(row: Row, results: Mapping[tuple[int, int], GradingResul
         return None
 
 
+@share_parameters
 def judge_many(
     judge: Judge,
     items: Any,
@@ -569,7 +574,7 @@ def judge_many(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: BaseLedger | None = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,
@@ -604,69 +609,49 @@ def judge_many(
         ``LLMJudge`` whose rubric has ``reference=False``, needs no ``baseline`` column: a missing or blank
         one is no error; a conversation item may give ``messages`` instead of ``prompt``). Other columns are
         carried through: ``id`` names the item, ``candidate_model`` / ``candidate_adapter`` its candidate.
-    concurrency : int, default 16
-        Rows in flight at once.
-    progress : bool, default True
-        Show a progress bar (a terminal bar, a notebook widget, or one log line per 5% in a log).
-    run_config : RunConfig, optional
-        The caller's call configuration, handed to the judge (whose own call config drops its tracker).
-    ledger : BaseLedger, optional
-        Append each scored row to the ledger once, with ``task_type``: a judgment the ledger already holds
-        (same item, grader, rubric and candidate model) is not recorded again (``df.attrs["ledger"]``
-        counts ``recorded`` and ``already``, and a warning says how many were found already). Each record
-        carries its item id: the ``id`` as :func:`~llm_connect.items.canonical_item_id` converts it (a
-        whole float is an int); a row without one -- no ``id`` column, or NaN/None in it -- is keyed by its
-        texts, ``"row:<sha256>"`` (:func:`~llm_connect.items.content_item_id`), never by its position,
-        which is another item's id. A ``ledger_error`` column is added: a row whose observation could not
-        be recorded keeps its status and score, and says why there.
-    task_type : str, optional
-        The task type the rows are recorded under (required with ``ledger``).
-    budget : BudgetTracker or float, optional
-        The run budget (else ``run_config.budget_tracker``): a tracker, or a limit in USD. Every paid call
-        made for a row is charged to it, the judge's own included (the judge's call config drops the
-        caller's tracker, as the grading contract says, but the run still counts its cost). So
-        ``judge_many(judge, items, budget=5.0)`` spends at most about $5 on judging: a call starts only
-        while money is left (the limit is overshot by at most the calls in flight when it was reached), a
-        reply that came back is kept and counted, and the rows not attempted once the money is spent are
-        ``error`` rows saying "budget exhausted". ``df.attrs["budget"]`` holds the limit, the spend and the
-        calls.
-    epochs : int, default 1
-        Judge each item ``k`` times and reduce the scored epochs to the row's ``quality_score`` with
-        ``reducer``. The response cache never serves a repeat: epoch ``e > 0`` runs with
-        ``model_params["seed"]`` moved by ``e`` and a judge's own ``seed`` moved by ``e`` (see
-        :func:`~llm_connect.grading.reseed`); epoch 0 is the plain run. Still one row per item, in order,
-        with :data:`~llm_connect.grading.EPOCH_COLUMNS` added after the judge's columns: ``epoch_scores``
-        (one per epoch; an unscored or failed epoch is NaN, never 0, and the reducer never sees it),
-        ``epochs_scored``, ``score_spread`` (max − min of the scored epochs) and ``score_std`` (their
-        sample standard deviation). An item with no scored epoch is ``unscored`` (or ``error``) as a single
-        judgment would be, with the first epoch's reason. The judge's own columns come from the first
-        scored epoch, except a pairwise judge's ``verdict`` (read from the reduced score: above 0.5
-        candidate, below baseline, 0.5 tie) and ``consistent`` (every scored epoch consistent across
-        orders). Tokens, cost, latency (and a pipeline's ``calls``) are summed over the epochs.
-        ``df.attrs["reliability"]``: run-to-run reliability, the epochs as coders
+    {concurrency}
+    {progress}
+    {run_config}
+        The judge's own call config drops the tracker (as the grading contract says); the run budget still
+        counts the judge's calls.
+    {ledger}
+        ``df.attrs["ledger"]`` counts ``recorded`` and ``already``, and a warning says how many were found
+        already. Each record carries its item id: the ``id`` as :func:`~llm_connect.items.canonical_item_id`
+        converts it (a whole float is an int); a row without one -- no ``id`` column, or NaN/None in it -- is
+        keyed by its texts, ``"row:<sha256>"`` (:func:`~llm_connect.items.content_item_id`), never by its
+        position, which is another item's id. A ``ledger_error`` column is added: a row whose observation
+        could not be recorded keeps its status and score, and says why there.
+    {task_type}
+    {budget}
+        The judge's own calls are charged too, although its call config drops the caller's tracker: so
+        ``judge_many(judge, items, budget=5.0)`` spends at most about $5 on judging. ``df.attrs["budget"]``
+        holds the limit, the spend and the calls.
+    {epochs}
+        Epoch 0 is the plain run; epoch ``e > 0`` is judged by :func:`~llm_connect.grading.reseed`'s copy.
+        Still one row per item, in order, with :data:`~llm_connect.grading.EPOCH_COLUMNS` added after the
+        judge's columns: ``epoch_scores`` (one per epoch; an unscored or failed epoch is NaN, never 0, and
+        the reducer never sees it), ``epochs_scored``, ``score_spread`` (max − min of the scored epochs) and
+        ``score_std`` (their sample standard deviation). An item with no scored epoch is ``unscored`` (or
+        ``error``) as a single judgment would be, with the first epoch's reason. The judge's own columns
+        come from the first scored epoch, except a pairwise judge's ``verdict`` (read from the reduced
+        score: above 0.5 candidate, below baseline, 0.5 tie) and ``consistent`` (every scored epoch
+        consistent across orders). Tokens, cost, latency (and a pipeline's ``calls``) are summed over the
+        epochs. ``df.attrs["reliability"]``: run-to-run reliability, the epochs as coders
         (:func:`~llm_connect.grading.epoch_reliability`: percent agreement and Krippendorff's alpha);
         ``df.attrs["epochs"]``: ``{"epochs", "reducer"}``; for a pairwise judge in both orders
-        ``df.attrs["position_consistency"]``: per epoch, the share of its judgments whose two orders agreed.
-        With ``ledger``, each scored item is recorded **once**, with the reduced score, its summed judge
-        cost and the tags ``epochs``, ``reducer`` and ``epoch_scores`` (so
+        ``df.attrs["position_consistency"]``: per epoch, the share of its judgments whose two orders
+        agreed. With ``ledger``, each scored item is recorded **once**, with the reduced score, its summed
+        judge cost and the tags ``epochs``, ``reducer`` and ``epoch_scores`` (so
         :func:`~llm_connect.frames.paired_frame`, which averages a judge's repeated observations of an
         item, reads the reduced score: one observation per run); the records are written when the epochs
         are done. A judge that may abstain (a selective judge or cascade) is not judged in epochs: its
         guarantee is about the judgment it was calibrated on (calibrate ``SelectiveJudge(judge, epochs=k)``
         instead); a selective judge's :attr:`~llm_connect.grading.SelectiveJudge.scorer` is, its row's
         confidence then that of the ``k`` judgments pooled.
-    reducer : str or callable, default "mean"
-        ``"mean"``, ``"median"``, ``"mode"``, ``"max"``, ``"min"`` (see
-        :data:`~llm_connect.grading.REDUCERS`) or a callable ``list[float] -> float``.
-    batch : bool, str, os.PathLike or BatchOptions, default False
-        The providers' Batch APIs: ``True`` sends every call the judge makes to an OpenAI-compatible or
-        Anthropic adapter through the provider's Batch API (half the price, no per-minute rate limits), one
-        batch per round (a compound judge whose later calls depend on earlier replies takes several
-        rounds); the rows, statuses, columns and ledger records are those of the run without ``batch``.
-        With ``ledger``, the batch state lives beside it (``<ledger>.batches/``) and the same call resumes
-        a run that was killed: submitted batches are collected, never submitted again. ``batch`` may also
-        be a folder for the state or :class:`~llm_connect.adapters.BatchOptions` (poll interval, limits,
-        resubmitting expired requests). ``df.attrs["batch"]`` says what was done at the provider.
+    {reducer}
+    {batch}
+        A compound judge whose later calls depend on earlier replies takes several rounds.
+        ``df.attrs["batch"]`` says what was done at the provider.
 
     Returns
     -------
@@ -681,8 +666,9 @@ def judge_many(
     Raises
     ------
     ValidationError
-        Items lacking a column the judge needs, a ledger without ``task_type``, a bad ``concurrency``,
-        ``epochs``, ``reducer`` or ``budget``, or epochs of a judge that may abstain.
+        Items lacking a column the judge needs, a bad run option (a ledger without ``task_type``, a bad
+        ``concurrency``, ``epochs``, ``reducer``, ``budget``...: :func:`llm_connect._options.check_run_options`),
+        or epochs of a judge that may abstain.
 
     See Also
     --------
@@ -690,13 +676,28 @@ def judge_many(
     grade_many : generate the baseline and candidate answers first, then judge them.
     llm_connect.calibration.score_items : several judges over the same items, with human labels.
     llm_connect.distributed.grade_dataset : the same rows from a Ray Dataset on a pool of actors.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import ExactMatchJudge
+    >>> items = [{"prompt": "2+2?", "baseline": "4", "candidate": "4"},
+    ...          {"prompt": "3+3?", "baseline": "6", "candidate": "7"}]
+    >>> df = judge_many(ExactMatchJudge(), items, progress=False)
+    >>> df[["quality_score", "status"]]
+       quality_score  status
+    0            1.0  scored
+    1            0.0  scored
     """
-    plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
+    check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                      task_type=task_type, budget=budget, epochs=epochs, reducer=reducer, batch=batch)
+    sink = as_ledger(ledger)
+    plan = judge_plan(judge, items, run_config=run_config, ledger=sink, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
-    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=sink, concurrency=concurrency, progress=progress)
     return run_plan(plan, concurrency=concurrency, progress=progress)
 
 
+@share_parameters
 async def ajudge_many(
     judge: Judge,
     items: Any,
@@ -704,7 +705,7 @@ async def ajudge_many(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: BaseLedger | None = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,
@@ -715,10 +716,19 @@ async def ajudge_many(
 
     Parameters
     ----------
-    judge, items, concurrency, progress, run_config, ledger, task_type, budget, epochs, reducer, batch
-        As :func:`judge_many` takes them: the run budget (``budget``, else ``run_config.budget_tracker``)
-        is charged every paid call of a row, ``epochs``/``reducer`` judge each item repeatedly, and
-        ``batch`` sends the calls through the providers' Batch APIs.
+    judge : Judge
+        Any judge, as :func:`judge_many` takes it.
+    items : DataFrame or iterable of mappings
+        The items, as :func:`judge_many` takes them.
+    {concurrency}
+    {progress}
+    {run_config}
+    {ledger}
+    {task_type}
+    {budget}
+    {epochs}
+    {reducer}
+    {batch}
 
     Returns
     -------
@@ -733,8 +743,19 @@ async def ajudge_many(
     See Also
     --------
     judge_many : the sync twin.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from llm_connect.grading import ExactMatchJudge
+    >>> items = [{"prompt": "2+2?", "baseline": "4", "candidate": "4"}]
+    >>> asyncio.run(ajudge_many(ExactMatchJudge(), items, progress=False))["status"].tolist()
+    ['scored']
     """
-    plan = judge_plan(judge, items, run_config=run_config, ledger=ledger, task_type=task_type, budget=budget,
+    check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                      task_type=task_type, budget=budget, epochs=epochs, reducer=reducer, batch=batch)
+    sink = as_ledger(ledger)
+    plan = judge_plan(judge, items, run_config=run_config, ledger=sink, task_type=task_type, budget=budget,
                       epochs=epochs, reducer=reducer)
-    plan, concurrency = provider_batch_plan(plan, batch, ledger=ledger, concurrency=concurrency, progress=progress)
+    plan, concurrency = provider_batch_plan(plan, batch, ledger=sink, concurrency=concurrency, progress=progress)
     return await arun_plan(plan, concurrency=concurrency, progress=progress)

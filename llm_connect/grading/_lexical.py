@@ -40,7 +40,23 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
 def normalize_squad(text: str) -> str:
-    """SQuAD's answer normalisation: lowercase, drop punctuation and articles, collapse whitespace."""
+    """SQuAD's answer normalisation: lowercase, drop punctuation and articles, collapse whitespace.
+
+    Parameters
+    ----------
+    text : str
+        An answer.
+
+    Returns
+    -------
+    str
+        The normalised answer.
+
+    Examples
+    --------
+    >>> normalize_squad("The  Eiffel Tower!")
+    'eiffel tower'
+    """
     text = text.lower().translate(_PUNCT)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
@@ -55,7 +71,25 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
 
 
 def split_references(text: str, sep: str | None) -> list[str]:
-    """Split ``text`` into references on ``sep`` (stripped, empty ones dropped); no ``sep``: ``[text]``."""
+    """Split ``text`` into references on ``sep`` (stripped, empty ones dropped); no ``sep``: ``[text]``.
+
+    Parameters
+    ----------
+    text : str
+        A baseline holding one or several references.
+    sep : str or None
+        The separator.
+
+    Returns
+    -------
+    list of str
+        The references (``[text]`` when none is left).
+
+    Examples
+    --------
+    >>> split_references("Paris | City of Paris |", "|")
+    ['Paris', 'City of Paris']
+    """
     if not sep:
         return [text]
     refs = [r.strip() for r in text.split(sep)]
@@ -76,10 +110,32 @@ def _resolve_normalizer(normalizer: str | Callable[[str], str] | None) -> Callab
 class ExactMatchJudge(InlineJudge):
     """1.0 when the candidate's content matches the baseline's, else 0.0.
 
-    ``normalizer``: ``None`` (compare as is), a name from :data:`NORMALIZERS`
-    (``"squad"``: lowercase, no punctuation or articles, whitespace collapsed)
-    or a callable. ``reference_sep``: when set, the baseline holds several
-    acceptable references separated by it, and matching any one is a match.
+    Parameters
+    ----------
+    grader_id : str, default "exact-match"
+        The judge's id.
+    normalizer : str or callable, optional
+        ``None`` (compare as is), a name from :data:`NORMALIZERS` (``"squad"``: lowercase, no punctuation or
+        articles, whitespace collapsed) or a callable ``str -> str``.
+    reference_sep : str, optional
+        When set, the baseline holds several acceptable references separated by it, and matching any one is
+        a match.
+
+    Raises
+    ------
+    ValidationError
+        An unknown normalizer name, or a blank ``grader_id``.
+
+    See Also
+    --------
+    ContainsJudge : A reference found in a longer answer.
+    TokenF1Judge : Partial credit for shared words.
+
+    Examples
+    --------
+    >>> judge = ExactMatchJudge(normalizer="squad", reference_sep="|")
+    >>> judge.matches("Paris|City of Paris", "paris.")
+    True
     """
 
     grader_id: str = "exact-match"
@@ -99,6 +155,20 @@ class ExactMatchJudge(InlineJudge):
         self._normalize = _resolve_normalizer(self.normalizer)
 
     def matches(self, baseline: str, candidate: str) -> bool:
+        """Whether ``candidate`` matches one of the references of ``baseline`` (after the normalizer).
+
+        Parameters
+        ----------
+        baseline : str
+            The baseline's text (several references with ``reference_sep``).
+        candidate : str
+            The candidate's text.
+
+        Returns
+        -------
+        bool
+            Whether any reference equals the candidate.
+        """
         norm = self._normalize or (lambda s: s)
         target = norm(candidate)
         return any(norm(ref) == target for ref in split_references(baseline, self.reference_sep))
@@ -117,8 +187,28 @@ class ExactMatchJudge(InlineJudge):
 
 
 def token_f1(candidate_tokens: list[str], reference_tokens: list[str]) -> float:
-    """SQuAD v1.1's ``f1_score`` on two token lists: the harmonic mean of token precision and recall
-    over the multiset of shared tokens; 0.0 when no token is shared (two empty lists included, as in v1.1)."""
+    """SQuAD v1.1's ``f1_score`` on two token lists.
+
+    The harmonic mean of token precision and recall over the multiset of shared tokens; 0.0 when no
+    token is shared (two empty lists included, as in v1.1).
+
+    Parameters
+    ----------
+    candidate_tokens : list of str
+        The candidate's tokens.
+    reference_tokens : list of str
+        The reference's tokens.
+
+    Returns
+    -------
+    float
+        The F1, in 0..1.
+
+    Examples
+    --------
+    >>> token_f1(["eiffel", "tower"], ["tower"])
+    0.6666666666666666
+    """
     common = Counter(candidate_tokens) & Counter(reference_tokens)
     same = sum(common.values())
     if same == 0:
@@ -174,19 +264,51 @@ class ContainsJudge(_LexicalJudge):
 
     The strongest non-LLM judge for long free-form answers to short-answer
     questions ("The capital is Paris, of course" contains "Paris"), where exact
-    match says no. ``whole_words=True`` (default) counts an occurrence only when
-    it is not part of a longer word ("1" is not in "1990", "no" not in "not");
-    ``False`` is the plain substring test of Liu et al. (2024). A reference
-    that normalises to nothing (e.g. "The") matches only a candidate that does too.
+    match says no. A reference that normalises to nothing (e.g. "The") matches only a candidate that
+    does too.
 
-    ``normalizer``: SQuAD's by default; ``reference_sep``: several references,
-    any one may be contained.
+    Parameters
+    ----------
+    grader_id : str, default "contains"
+        The judge's id.
+    normalizer : str or callable, default "squad"
+        SQuAD's by default; a name from :data:`NORMALIZERS`, a callable ``str -> str``, or ``None``.
+    reference_sep : str, optional
+        Several references in the baseline, separated by it; any one may be contained.
+    whole_words : bool, default True
+        Count an occurrence only when it is not part of a longer word ("1" is not in "1990", "no" not in
+        "not"); ``False`` is the plain substring test of Liu et al. (2024).
+
+    Raises
+    ------
+    ValidationError
+        An unknown normalizer name, or a blank ``grader_id``.
+
+    Examples
+    --------
+    >>> judge = ContainsJudge()
+    >>> judge.contains("Paris", "The capital is Paris, of course"), judge.contains("1", "in 1990")
+    (True, False)
     """
 
     grader_id: str = "contains"
     whole_words: bool = True
 
     def contains(self, reference: str, candidate: str) -> bool:
+        """Whether the (normalised) ``reference`` occurs in the (normalised) ``candidate``.
+
+        Parameters
+        ----------
+        reference : str
+            One reference.
+        candidate : str
+            The candidate's text.
+
+        Returns
+        -------
+        bool
+            Whether it occurs (as whole words with ``whole_words``).
+        """
         ref, text = self._normalize(reference), self._normalize(candidate)
         if not ref.strip():
             return not text.strip()
@@ -214,6 +336,29 @@ class TokenF1Judge(_LexicalJudge):
     v1.1 ``f1_score``, maximised over references. Two texts with no token in
     common (two empty ones included, as in v1.1) score 0.0. The verdict comes
     from the caller's threshold on this score (``calibrate(threshold=...)``).
+
+    Parameters
+    ----------
+    grader_id : str, default "token-f1"
+        The judge's id.
+    normalizer : str or callable, default "squad"
+        A name from :data:`NORMALIZERS`, a callable ``str -> str``, or ``None``.
+    reference_sep : str, optional
+        Several references in the baseline, separated by it; the best one counts.
+
+    Raises
+    ------
+    ValidationError
+        An unknown normalizer name, or a blank ``grader_id``.
+
+    See Also
+    --------
+    token_f1 : The score of two token lists.
+
+    Examples
+    --------
+    >>> TokenF1Judge().best("The Eiffel Tower", "the tower")
+    (0.6666666666666666, 'The Eiffel Tower')
     """
 
     grader_id: str = "token-f1"
@@ -224,6 +369,18 @@ class TokenF1Judge(_LexicalJudge):
     }
 
     def tokens(self, text: str) -> list[str]:
+        """``text`` normalised and split on whitespace.
+
+        Parameters
+        ----------
+        text : str
+            A text.
+
+        Returns
+        -------
+        list of str
+            Its tokens.
+        """
         return self._normalize(text).split()
 
     def _score(self, reference: str, candidate: str) -> float:

@@ -268,6 +268,44 @@ class LLMJudge(JudgeBase, ItemBinding):
 
     Every result's ``details`` hold the exact text sent (``judge_prompt``, and
     ``judge_system_prompt`` when there is one) and the reply (``raw_reply``).
+
+    Parameters
+    ----------
+    adapter : LLMAdapter
+        The model that judges (any :class:`~llm_connect.core.LLMAdapter`: a method
+        ``complete(prompt, run_config)``).
+    grader_id : str, default "llm-judge"
+        The judge's id.
+    seed : int, optional
+        Sent as ``model_params["seed"]`` with every call (over the run config's).
+    scoring : {"json", "logprob", "yes-no"}, optional
+        How the reply is read (above); ``None``: ``"yes-no"`` for an in-process adapter, else ``"json"``.
+    top_logprobs : int, default 10
+        How many most probable tokens a ``"logprob"`` or ``"yes-no"`` score reads.
+    rubric : Rubric, optional
+        What to judge (above); ``None``: the correctness rubric of its scoring.
+
+    Raises
+    ------
+    ValidationError
+        An adapter without ``complete``, an unknown ``scoring``, a ``rubric`` that is not a
+        :class:`~llm_connect.grading.Rubric` or whose scale this scoring cannot read, or a blank
+        ``grader_id``.
+
+    See Also
+    --------
+    PairwiseJudge : Which of two answers is better.
+    Rubric : What to judge.
+    llm_connect.grading.judge_many : Judge many items.
+
+    Examples
+    --------
+    >>> from llm_connect import LLMResponse, RunConfig
+    >>> from llm_connect.testing import ScriptedAdapter
+    >>> judge = LLMJudge(ScriptedAdapter(['{"quality_score": 0.9, "notes": "right"}']))
+    >>> ref, answer = LLMResponse("Paris", "ref", "m"), LLMResponse("Paris.", "cand", "m")
+    >>> judge.judge(ref, answer, prompt="Capital of France?", run_config=RunConfig()).quality_score
+    0.9
     """
 
     #: ``judge_many`` hands the judge each item's messages and documents through :meth:`with_item`.
@@ -306,7 +344,18 @@ class LLMJudge(JudgeBase, ItemBinding):
         return self.rubric if self.rubric is not None else builtin_rubric(self._scoring)
 
     def with_rubric(self, rubric: Rubric | None) -> LLMJudge:
-        """A copy of this judge (same adapter, grader id, scoring, seed) judging with ``rubric``."""
+        """A copy of this judge (same adapter, grader id, scoring, seed) judging with ``rubric``.
+
+        Parameters
+        ----------
+        rubric : Rubric or None
+            The rubric; ``None``: the built-in correctness rubric of its scoring.
+
+        Returns
+        -------
+        LLMJudge
+            The copy.
+        """
         return dataclasses.replace(self, rubric=rubric)
 
     def with_item(self, *, messages: Any = None, context: Any = None) -> LLMJudge:
@@ -404,9 +453,26 @@ class LLMJudge(JudgeBase, ItemBinding):
         return self.scoring or "json"
 
     def untrusted(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> UntrustedText:
-        """The texts the judge is shown but must not obey: the item's (their hash makes the fence), then
-        the rubric's worked examples (scanned for planted verdicts too). A conversation item's are every
-        message, tool call, tool result and document too, fenced with the conversation's fence."""
+        """The texts the judge is shown but must not obey.
+
+        The item's (their hash makes the fence), then the rubric's worked examples (scanned for planted
+        verdicts too). A conversation item's are every message, tool call, tool result and document too,
+        fenced with the conversation's fence.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question.
+
+        Returns
+        -------
+        UntrustedText
+            The texts and their fence.
+        """
         view = self._view_for(baseline, candidate)
         if view is not None:
             rubric = self.current_rubric
@@ -420,6 +486,22 @@ class LLMJudge(JudgeBase, ItemBinding):
         return UntrustedText((*texts, *example_texts(self.current_rubric)), fence=UntrustedText(texts).fence)
 
     def build_prompt(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> str:
+        """The exact prompt this judge sends for one item (pure: no call is made).
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question.
+
+        Returns
+        -------
+        str
+            The prompt, each untrusted text fenced (:meth:`untrusted`).
+        """
         view = self._view_for(baseline, candidate)
         if view is not None:
             return self._conversation_prompt(view, baseline, candidate, prompt)
@@ -482,6 +564,23 @@ class LLMJudge(JudgeBase, ItemBinding):
         return config if offsets is None else config.replace(stable_prefix_chars=offsets)
 
     def judge_config(self, run_config: RunConfig) -> RunConfig:
+        """The run config of this judge's call, made from the caller's.
+
+        ``temperature=0.0``, no budget tracker, the judge's ``seed``; a ``"logprob"`` judge asks for its
+        ``top_logprobs`` and at most 32 tokens (unless the caller capped them), a ``"yes-no"`` judge for one
+        token with its system message and no JSON grammar, and a local ``"json"`` judge is held to
+        :data:`VERDICT_JSON_SCHEMA` by a grammar.
+
+        Parameters
+        ----------
+        run_config : RunConfig
+            The caller's.
+
+        Returns
+        -------
+        RunConfig
+            The judge's.
+        """
         params: Mapping[str, Any] = run_config.model_params
         if self.seed is not None:
             params = {**params, "seed": self.seed}
@@ -573,6 +672,30 @@ class LLMJudge(JudgeBase, ItemBinding):
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
+        """Judge ``candidate`` against ``baseline`` for ``prompt``: one adapter call.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question.
+        run_config : RunConfig
+            The caller's call configuration (see :meth:`judge_config`).
+
+        Returns
+        -------
+        GradingResult
+            The judgment; ``details`` hold ``judge_prompt`` (and ``judge_system_prompt``) and ``raw_reply``.
+
+        Raises
+        ------
+        JudgeReplyError
+            The reply held no usable verdict (an ``unscored`` row in a batch run);
+            :class:`~llm_connect.errors.LogprobsUnavailableError` for logprob scoring without logprobs.
+        """
         judge_prompt = self.build_prompt(baseline, candidate, prompt)
         config = self._cache_config(self.judge_config(run_config), judge_prompt, baseline, candidate)
         reply = self.adapter.complete(judge_prompt, config)
@@ -581,6 +704,24 @@ class LLMJudge(JudgeBase, ItemBinding):
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
+        """The awaitable twin of :meth:`judge`.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question.
+        run_config : RunConfig
+            The caller's call configuration.
+
+        Returns
+        -------
+        GradingResult
+            What :meth:`judge` returns.
+        """
         judge_prompt = self.build_prompt(baseline, candidate, prompt)
         config = self._cache_config(self.judge_config(run_config), judge_prompt, baseline, candidate)
         reply = await acall_complete(self.adapter, judge_prompt, config)

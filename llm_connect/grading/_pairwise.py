@@ -149,6 +149,46 @@ class PairwiseJudge(_DetailedBatch, ItemBinding):
     ``system_prompt``, ``json_output`` and ``response_format`` give way). With no ``scoring`` (and no
     ``rubric``), a judge whose adapter declares itself in-process (``adapter.is_local``, e.g.
     ``LlamaCppAdapter``) scores ``"a-b"``, any other ``"json"``: a 135M model seldom writes the JSON.
+
+    Parameters
+    ----------
+    adapter : LLMAdapter
+        The model that judges.
+    grader_id : str, default "pairwise"
+        The judge's id.
+    both_orders : bool, default True
+        Ask in both orders (2 calls) and call a disagreement a tie; ``False``: one call, baseline first.
+    allow_tie : bool, default False
+        Offer ``"tie"`` as an answer.
+    seed : int, optional
+        Sent as ``model_params["seed"]`` with every call.
+    rubric : Rubric, optional
+        What "better" means (above).
+    scoring : {"json", "a-b"}, optional
+        How the reply is read (above); ``None``: ``"a-b"`` for an in-process adapter, else ``"json"``.
+    top_logprobs : int, default 10
+        How many most probable tokens an ``"a-b"`` reading looks at.
+
+    Raises
+    ------
+    ValidationError
+        An adapter without ``complete``, a ``rubric`` that is not a Rubric, an unknown ``scoring``, or
+        ``scoring="a-b"`` with a rubric.
+
+    See Also
+    --------
+    tournament : Many models compared in pairs.
+    consistency_rate, PairwiseJudge.summary : What a batch of its judgments says.
+
+    Examples
+    --------
+    >>> from llm_connect import LLMResponse, RunConfig
+    >>> from llm_connect.testing import ScriptedAdapter
+    >>> judge = PairwiseJudge(ScriptedAdapter(['{"winner": "B"}', '{"winner": "A"}']))
+    >>> a, b = LLMResponse("4", "x", "m"), LLMResponse("four, since 2+2=4", "y", "m")
+    >>> result = judge.judge(a, b, prompt="2+2?", run_config=RunConfig())
+    >>> result.quality_score, result.details["verdict"], result.details["consistent"]
+    (1.0, 'candidate', True)
     """
 
     adapter: LLMAdapter
@@ -247,9 +287,25 @@ class PairwiseJudge(_DetailedBatch, ItemBinding):
         return template.replace("{labels}", labels).replace("{tie_rule}", tie_rule)
 
     def untrusted(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> UntrustedText:
-        """The item's texts, which the judge is shown but must not obey (their hash makes the fence), then
-        the rubric's worked examples (scanned for planted verdicts too). A conversation item's are every
-        message, tool call, tool result and document too, fenced with the conversation's fence."""
+        """The item's texts, which the judge is shown but must not obey (their hash makes the fence).
+
+        Then the rubric's worked examples (scanned for planted verdicts too). A conversation item's are every
+        message, tool call, tool result and document too, fenced with the conversation's fence.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The baseline answer.
+        candidate : LLMResponse
+            The candidate answer.
+        prompt : str
+            The question.
+
+        Returns
+        -------
+        UntrustedText
+            The texts and their fence.
+        """
         view = self._view_for(baseline, candidate)
         if view is not None:
             extra = example_texts(self.rubric) if self.rubric is not None and self.rubric.examples else ()
@@ -262,6 +318,24 @@ class PairwiseJudge(_DetailedBatch, ItemBinding):
         return UntrustedText((*texts, *example_texts(self.rubric)), fence=UntrustedText(texts).fence)
 
     def build_prompt(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, order: str) -> str:
+        """The exact prompt of one order (pure: no call is made).
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The baseline answer.
+        candidate : LLMResponse
+            The candidate answer.
+        prompt : str
+            The question.
+        order : {"baseline-first", "candidate-first"}
+            Which answer is shown as A.
+
+        Returns
+        -------
+        str
+            The prompt.
+        """
         first, second = (baseline, candidate) if order == PAIRWISE_ORDERS[0] else (candidate, baseline)
         view = self._view_for(baseline, candidate)
         if view is not None:
@@ -303,6 +377,21 @@ class PairwiseJudge(_DetailedBatch, ItemBinding):
         return "\n\n".join(parts)
 
     def judge_config(self, run_config: RunConfig | None) -> RunConfig:
+        """The run config of this judge's calls, made from the caller's.
+
+        ``temperature=0.0``, no budget tracker, the judge's ``seed``; with ``scoring="a-b"`` one token, its
+        ``top_logprobs``, its system message and no JSON grammar.
+
+        Parameters
+        ----------
+        run_config : RunConfig or None
+            The caller's.
+
+        Returns
+        -------
+        RunConfig
+            The judge's.
+        """
         rc = run_config or RunConfig()
         params: Mapping[str, Any] = rc.model_params
         if self.seed is not None:
@@ -389,12 +478,39 @@ class PairwiseJudge(_DetailedBatch, ItemBinding):
 
     @staticmethod
     def consistency_rate(results_or_frame: Any) -> float:
-        """See :func:`consistency_rate`."""
+        """The share of two-order judgments whose orders agreed: :func:`consistency_rate`.
+
+        Parameters
+        ----------
+        results_or_frame : list of GradingResult or DataFrame
+            The judge's results, or the frame of its ``judge_many(items)``.
+
+        Returns
+        -------
+        float
+            The share (NaN when there are none).
+        """
         return consistency_rate(results_or_frame)
 
     @staticmethod
     def summary(results_or_frame: Any) -> PairwiseSummary:
-        """Verdict counts, consistency and first-position wins over a batch."""
+        """Verdict counts, consistency and first-position wins over a batch.
+
+        Parameters
+        ----------
+        results_or_frame : list of GradingResult or DataFrame
+            The judge's results, or the frame of its ``judge_many(items)`` (unscored rows are left out).
+
+        Returns
+        -------
+        PairwiseSummary
+            The counts.
+
+        Raises
+        ------
+        ValidationError
+            A frame without a ``details`` column, or details of another kind of judge.
+        """
         details = _details_list(results_or_frame, "pairwise", "PairwiseJudge.summary")
         both = [d for d in details if d.get("consistent") is not None]
         orders = [o for d in details for o in d.get("orders", ())]
@@ -413,8 +529,21 @@ class PairwiseJudge(_DetailedBatch, ItemBinding):
 def consistency_rate(results_or_frame: Any) -> float:
     """The share of two-order pairwise judgments whose orders agreed (NaN when there are none).
 
-    Takes :class:`GradingResult` objects from :class:`PairwiseJudge` or the frame
-    of ``PairwiseJudge.judge_many(items)``; unscored rows are left out.
+    Parameters
+    ----------
+    results_or_frame : list of GradingResult or DataFrame
+        :class:`GradingResult` objects from :class:`PairwiseJudge` or the frame of
+        ``PairwiseJudge.judge_many(items)``; unscored rows are left out.
+
+    Returns
+    -------
+    float
+        The share of consistent judgments.
+
+    Raises
+    ------
+    ValidationError
+        A frame without a ``details`` column, or details of another kind of judge.
     """
     details = _details_list(results_or_frame, "pairwise", "consistency_rate")
     both = [bool(d["consistent"]) for d in details if d.get("consistent") is not None]
@@ -423,7 +552,27 @@ def consistency_rate(results_or_frame: Any) -> float:
 
 @dataclass(frozen=True)
 class PairwiseSummary:
-    """A batch of pairwise judgments. ``first_position_rate``: how often answer A won (0.5 = no position bias)."""
+    """A batch of pairwise judgments.
+
+    Parameters
+    ----------
+    n : int
+        The scored judgments.
+    n_both_orders : int
+        Those asked in both orders.
+    consistent : int
+        Of those, the ones whose orders agreed.
+    consistency_rate : float
+        ``consistent / n_both_orders`` (NaN with none).
+    candidate_wins : int
+        Verdicts for the candidate.
+    baseline_wins : int
+        Verdicts for the baseline.
+    ties : int
+        Ties (asked, or orders that disagreed).
+    first_position_rate : float
+        How often answer A won, over the orders asked (0.5 = no position bias).
+    """
 
     n: int
     n_both_orders: int

@@ -40,6 +40,36 @@ class PanelJudge(_DetailedBatch):
     judgment is *unscored*. Other member errors fail the judgment.
     ``agreement(results_or_frame)``: Krippendorff's alpha between members over
     a batch (interval for mean/median, nominal votes for majority).
+
+    Parameters
+    ----------
+    judges : sequence of Judge
+        The members (distinct ``grader_id``).
+    aggregate : {"mean", "median", "majority"}, default "mean"
+        How the members' scores become the panel's (above).
+    grader_id : str, default "panel"
+        The panel's id.
+    threshold : float, default 0.5
+        A member's pass in a majority vote, and ``details["passed"]``.
+
+    Raises
+    ------
+    ValidationError
+        No judges, a member without ``judge``, repeated member ids, an unknown ``aggregate`` or a threshold
+        outside 0..1.
+
+    See Also
+    --------
+    EscalationJudge : A dear judge only when a cheap one is unsure.
+
+    Examples
+    --------
+    >>> from llm_connect import LLMResponse, RunConfig
+    >>> from llm_connect.grading import ContainsJudge, ExactMatchJudge
+    >>> panel = PanelJudge([ExactMatchJudge(), ContainsJudge()], aggregate="majority")
+    >>> ref, answer = LLMResponse("Paris", "ref", "m"), LLMResponse("It is Paris.", "cand", "m")
+    >>> panel.judge(ref, answer, prompt="Capital of France?", run_config=RunConfig()).quality_score
+    0.0
     """
 
     judges: Sequence[Judge]
@@ -51,8 +81,22 @@ class PanelJudge(_DetailedBatch):
     uses_item = True
 
     def with_item(self, *, messages: Any = None, context: Any = None) -> PanelJudge:
-        """The panel of one conversation item: each member that reads an item's messages and documents bound to
-        them (see :meth:`LLMJudge.with_item <llm_connect.grading.LLMJudge.with_item>`)."""
+        """The panel of one conversation item: each member that reads an item's messages and documents bound to them.
+
+        See :meth:`LLMJudge.with_item <llm_connect.grading.LLMJudge.with_item>`.
+
+        Parameters
+        ----------
+        messages : list of mapping, optional
+            The messages before the judged reply.
+        context : list of str, optional
+            The item's documents.
+
+        Returns
+        -------
+        PanelJudge
+            A copy with the members bound, or this panel when no member reads items.
+        """
         members = [_bound(j, messages, context) for j in self.judges]
         if all(m is j for m, j in zip(members, self.judges, strict=True)):
             return self
@@ -170,7 +214,20 @@ class PanelJudge(_DetailedBatch):
         return cols
 
     def agreement(self, results_or_frame: Any) -> PanelAgreement:
-        """Krippendorff's alpha between the members over a batch (many items are needed for it to mean much)."""
+        """Krippendorff's alpha between the members over a batch (many items are needed for it to mean much).
+
+        Interval for ``"mean"`` / ``"median"``, nominal votes (score >= ``threshold``) for ``"majority"``.
+
+        Parameters
+        ----------
+        results_or_frame : list of GradingResult or DataFrame
+            The panel's results, or the frame of its ``judge_many(items)``.
+
+        Returns
+        -------
+        PanelAgreement
+            The alpha, its level, the items and the members.
+        """
         details = _details_list(results_or_frame, "panel", "PanelJudge.agreement")
         nominal = self.aggregate == "majority"
         matrix = []
@@ -193,7 +250,19 @@ class PanelJudge(_DetailedBatch):
 
 @dataclass(frozen=True)
 class PanelAgreement:
-    """Krippendorff's alpha between panel members (1 = full agreement, 0 = chance; NaN = undefined)."""
+    """Krippendorff's alpha between panel members (1 = full agreement, 0 = chance; NaN = undefined).
+
+    Parameters
+    ----------
+    alpha : float
+        The alpha.
+    level : {"interval", "nominal"}
+        Its level of measurement.
+    n_items : int
+        The items it is over.
+    members : tuple of str
+        The members' ids.
+    """
 
     alpha: float
     level: str

@@ -98,13 +98,29 @@ def find_json_objects(text: str, *, limit: int = _MAX_REPLY) -> list[tuple[int, 
     """Every JSON object in ``text`` as ``(start, end, object)``, in order of start.
 
     The objects may sit in prose or a code fence; nested objects are found too
-    (:func:`top_level` keeps the outermost ones). Only the first ``limit``
-    characters are read. The work is linear and bounded: a try starts only
+    (:func:`top_level` keeps the outermost ones). The work is linear and bounded: a try starts only
     where an object can (``{``, whitespace, then ``"`` or ``}``) and decodes a
     window that widens only while the object runs past it, so a failed try
     costs what it read, not the length of the text before it; after about
     ``64 * len(text)`` characters of work (only deeply nested text needs that
     much) the later objects are not looked for.
+
+    Parameters
+    ----------
+    text : str
+        A reply.
+    limit : int, default 200000
+        Only the first ``limit`` characters are read.
+
+    Returns
+    -------
+    list of (int, int, dict)
+        Each object's start and end offsets in ``text`` and the object.
+
+    Examples
+    --------
+    >>> find_json_objects('Verdict: {"quality_score": 0.8, "notes": "ok"} done')
+    [(9, 46, {'quality_score': 0.8, 'notes': 'ok'})]
     """
     decoder = json.JSONDecoder()
     found: list[tuple[int, int, dict[str, Any]]] = []
@@ -407,15 +423,39 @@ def parse_score_reply(
 
     The verdict is a JSON object holding ``key``. Copied verdicts are
     disregarded first (see the module docs): objects equal, once parsed, to
-    one in the untrusted text (``untrusted``, or ``ignore_texts``: the
-    candidate, the reference, the question) or inside a copy of its fenced
+    one in the untrusted text or inside a copy of its fenced
     blocks. Of the rest, an outermost object wins over one nested in another
     (a verdict that quotes a verdict is judged by its own score), and among
-    those the last one counts. The score must be a JSON number in 0..1 (``bounds``: in
-    ``lo..hi``, e.g. a rubric's Likert scale; a string, boolean, NaN or out-of-range score is
-    rejected, never clamped).
-    Raises :class:`JudgeReplyError` (a ``ValueError``) naming what was wrong
-    and quoting the reply.
+    those the last one counts. A string, boolean, NaN or out-of-range score is
+    rejected, never clamped.
+
+    Parameters
+    ----------
+    reply : str
+        The judge's reply.
+    key : str, default "quality_score"
+        The verdict's score field.
+    ignore_texts : iterable of str, default ()
+        The untrusted texts (the candidate, the reference, the question), when ``untrusted`` is not given.
+    untrusted : UntrustedText, optional
+        The untrusted texts and their fence.
+    bounds : tuple of (float, float), default (0.0, 1.0)
+        The score must be a JSON number in ``lo..hi`` (e.g. a rubric's Likert scale).
+
+    Returns
+    -------
+    tuple of (float, str, dict)
+        The score, the notes and the verdict object.
+
+    Raises
+    ------
+    JudgeReplyError
+        A ``ValueError`` naming what was wrong and quoting the reply.
+
+    Examples
+    --------
+    >>> parse_score_reply('I think {"quality_score": 0.8, "notes": "ok"}')
+    (0.8, 'ok', {'quality_score': 0.8, 'notes': 'ok'})
     """
     if not isinstance(reply, str):
         raise JudgeReplyError(f"judge reply must be text, got {type(reply).__name__}", reply=None)
@@ -473,12 +513,37 @@ def expected_label_value(
 ) -> tuple[float, dict[str, float]]:
     """The probability-weighted mean of ``label_values`` at the first position that offers a label.
 
-    ``label_values`` maps each label (e.g. ``"1"``..``"5"`` or ``"yes"``/``"no"``)
-    to its value in 0..1. At the first generated token that is a label (or, if
-    none is, the first whose top alternatives include one), the label
-    probabilities are renormalised over the labels offered there. Raises
-    :class:`LogprobsUnavailableError` when there are no logprobs and
-    :class:`JudgeReplyError` when no position offers a label.
+    At the first generated token that is a label (or, if none is, the first whose top alternatives include
+    one), the label probabilities are renormalised over the labels offered there.
+
+    Parameters
+    ----------
+    logprobs : sequence of TokenLogprob or None
+        The reply's tokens with their top alternatives.
+    label_values : mapping of str to float
+        Each label (e.g. ``"1"``..``"5"`` or ``"yes"``/``"no"``) and its value in 0..1.
+    adapter_id : str, default "the adapter"
+        Named in the error.
+
+    Returns
+    -------
+    tuple of (float, dict of str to float)
+        The weighted mean, and each offered label's renormalised probability.
+
+    Raises
+    ------
+    LogprobsUnavailableError
+        There are no logprobs.
+    JudgeReplyError
+        No position offers a label.
+
+    Examples
+    --------
+    >>> import math
+    >>> from llm_connect import TokenLogprob
+    >>> yes = TokenLogprob("yes", math.log(0.8), top=(("yes", math.log(0.8)), ("no", math.log(0.2))))
+    >>> expected_label_value([yes], {"yes": 1.0, "no": 0.0})
+    (0.8, {'yes': 0.8, 'no': 0.2})
     """
     if not logprobs:
         raise LogprobsUnavailableError(

@@ -98,11 +98,32 @@ def _scale(value: Any) -> Scale:
 class Example:
     """One worked example a rubric shows the judge before the item: an item and the label a person gave it.
 
-    ``label`` is on the rubric's scale (0 or 1 for ``"binary"``, ``lo..hi`` for a Likert pair,
-    0..1 for ``"0-1"``); ``notes`` (the person's reason, optional) is shown as the example
-    verdict's note; ``item_id`` names the labelled item it came from (provenance only: it is not
-    shown to the judge and not part of the rubric's hash). ``baseline`` may be blank for a
-    rubric with ``reference=False``.
+    Parameters
+    ----------
+    prompt : str
+        The question.
+    baseline : str
+        The reference answer; may be blank for a rubric with ``reference=False``.
+    candidate : str
+        The answer labelled.
+    label : float
+        On the rubric's scale (0 or 1 for ``"binary"``, ``lo..hi`` for a Likert pair, 0..1 for ``"0-1"``).
+    notes : str, default ""
+        The person's reason, optional; shown as the example verdict's note.
+    item_id : str or int, optional
+        Names the labelled item it came from (provenance only: it is not shown to the judge and not part of
+        the rubric's hash).
+
+    Raises
+    ------
+    ValidationError
+        A text that is not a string, a label that is not a number, or an ``item_id`` that is neither a
+        string nor an integer.
+
+    Examples
+    --------
+    >>> Example("Where is my parcel?", "", "Check the tracking page yourself.", 0).to_dict()
+    {'prompt': 'Where is my parcel?', 'baseline': '', 'candidate': 'Check the tracking page yourself.', 'label': 0}
     """
 
     prompt: str
@@ -131,7 +152,13 @@ class Example:
                 raise ValidationError(f"Example.item_id must be a string or an integer, got {item_id!r:.60}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The example as plain data (the keys of a rubric file's ``examples`` entries)."""
+        """The example as plain data (the keys of a rubric file's ``examples`` entries).
+
+        Returns
+        -------
+        dict
+            ``prompt``, ``baseline``, ``candidate``, ``label``, and ``notes`` / ``item_id`` when set.
+        """
         out: dict[str, Any] = {
             "prompt": self.prompt,
             "baseline": self.baseline,
@@ -152,21 +179,53 @@ class Example:
 class Rubric:
     """What an LLM judge judges: criteria, a scale, worked examples; a value with a stable :attr:`hash`.
 
-    ``criteria``: what to judge, in words (``"Is the reply polite to the customer?"``).
-    ``scale``: ``"binary"`` (the judge answers pass/fail: 1 or 0), ``"0-1"`` (a number from 0 to 1)
-    or a Likert pair ``(lo, hi)`` (an integer from lo to hi, mapped to 0..1 as
-    ``(s - lo) / (hi - lo)``, probability-weighted over the labels where logprobs exist).
-    ``examples``: :class:`Example` s rendered as worked examples before the item, fenced like the
-    item. ``instructions``: extra text for the judge (context, the audience, ...), shown before
-    the examples. ``name``: a label for people. ``reference``: whether the judge is shown the
-    baseline as a reference answer; ``False`` for criteria that judge the answer on its own (the
-    prompt then has no reference section and a blank baseline is no error). ``threshold``: the
-    0..1 score at or above which a verdict counts as a pass against people's pass/fail labels.
-
     Build one in code, or read it from YAML (:meth:`from_yaml`)::
 
         Rubric("Is the reply polite to the customer?", reference=False, name="politeness",
                examples=[Example("Where is my parcel?", "", "Check the tracking page yourself.", 0)])
+
+    Parameters
+    ----------
+    criteria : str
+        What to judge, in words (``"Is the reply polite to the customer?"``).
+    scale : {"binary", "0-1"} or tuple of (int, int), default "binary"
+        ``"binary"`` (the judge answers pass/fail: 1 or 0), ``"0-1"`` (a number from 0 to 1) or a Likert
+        pair ``(lo, hi)`` (an integer from lo to hi, mapped to 0..1 as ``(s - lo) / (hi - lo)``,
+        probability-weighted over the labels where logprobs exist).
+    examples : sequence of Example, default ()
+        :class:`Example` s rendered as worked examples before the item, fenced like the item (mappings are
+        made Examples).
+    instructions : str, optional
+        Extra text for the judge (context, the audience, ...), shown before the examples.
+    name : str, optional
+        A label for people.
+    reference : bool, default True
+        Whether the judge is shown the baseline as a reference answer; ``False`` for criteria that judge the
+        answer on its own (the prompt then has no reference section and a blank baseline is no error).
+    threshold : float, default 0.5
+        The 0..1 score at or above which a verdict counts as a pass against people's pass/fail labels.
+
+    Attributes
+    ----------
+    hash : str
+        A stable hash of everything that reaches the judge's prompt.
+
+    Raises
+    ------
+    ValidationError
+        A blank ``criteria``, an unknown scale, an example that is not an :class:`Example` or whose label is
+        off the scale, an example without a baseline when ``reference=True``, or a ``threshold`` outside 0..1.
+
+    See Also
+    --------
+    LLMJudge : Judges with a rubric.
+    llm_connect.calibration.align : Finds the worked examples that make a judge agree with people.
+
+    Examples
+    --------
+    >>> rubric = Rubric("Is the reply polite?", scale=(1, 5), reference=False, name="politeness")
+    >>> rubric.to_unit(4), rubric.passes(0.75)
+    (0.75, True)
     """
 
     criteria: str
@@ -239,7 +298,20 @@ class Rubric:
     def to_unit(self, value: float) -> float:
         """A score on the rubric's scale mapped to 0..1: Likert ``(s - lo) / (hi - lo)``, else as is.
 
-        Raises :class:`~llm_connect.errors.ValidationError` for a value off the scale.
+        Parameters
+        ----------
+        value : float
+            A score on the scale.
+
+        Returns
+        -------
+        float
+            The score in 0..1.
+
+        Raises
+        ------
+        ValidationError
+            A value off the scale.
         """
         v = _number(value, "score")
         lik = self.likert
@@ -253,7 +325,13 @@ class Rubric:
         return (v - lo) / (hi - lo)
 
     def labels(self) -> dict[str, float]:
-        """The reply labels of a discrete scale and their 0..1 values (``{"yes": 1, "no": 0}``, ``{"1": 0, ...}``)."""
+        """The reply labels of a discrete scale and their 0..1 values (``{"yes": 1, "no": 0}``, ``{"1": 0, ...}``).
+
+        Returns
+        -------
+        dict of str to float
+            Each label's value.
+        """
         lik = self.likert
         if lik is not None:
             lo, hi = lik
@@ -261,7 +339,18 @@ class Rubric:
         return {"yes": 1.0, "no": 0.0}
 
     def passes(self, unit_score: float) -> bool:
-        """Whether a 0..1 score counts as a pass (``>= threshold``)."""
+        """Whether a 0..1 score counts as a pass (``>= threshold``).
+
+        Parameters
+        ----------
+        unit_score : float
+            A score in 0..1.
+
+        Returns
+        -------
+        bool
+            Whether it passes.
+        """
         return unit_score >= self.threshold
 
     # -- identity ----------------------------------------------------------------
@@ -294,11 +383,28 @@ class Rubric:
         return cached
 
     def replace(self, **changes: Any) -> Rubric:
-        """A copy with ``changes`` (``rubric.replace(examples=[...])``); the copy has its own hash."""
+        """A copy with ``changes`` (``rubric.replace(examples=[...])``); the copy has its own hash.
+
+        Parameters
+        ----------
+        **changes
+            New values of fields, by name.
+
+        Returns
+        -------
+        Rubric
+            The copy, checked as a new one is.
+        """
         return replace(self, **changes)
 
     def describe(self) -> str:
-        """One line: name, hash, scale, reference and number of examples."""
+        """One line: name, hash, scale, reference and number of examples.
+
+        Returns
+        -------
+        str
+            E.g. ``"rubric politeness [4961813c58feff0f]: 1-5 Likert, no reference, 0 worked examples"``.
+        """
         scale = f"{self.scale[0]}-{self.scale[1]} Likert" if isinstance(self.scale, tuple) else self.scale
         ref = "with reference" if self.reference else "no reference"
         return (f"rubric {self.name or '(unnamed)'} [{self.hash}]: {scale}, {ref}, "
@@ -312,7 +418,13 @@ class Rubric:
     # -- plain data and YAML -----------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """The rubric as plain data, the keys of a rubric YAML file (:data:`RUBRIC_YAML_KEYS`)."""
+        """The rubric as plain data, the keys of a rubric YAML file (:data:`RUBRIC_YAML_KEYS`).
+
+        Returns
+        -------
+        dict
+            The fields; :meth:`from_dict` reads it back.
+        """
         out: dict[str, Any] = {}
         if self.name is not None:
             out["name"] = self.name
@@ -328,7 +440,25 @@ class Rubric:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "rubric") -> Rubric:
-        """A rubric from plain data (as :meth:`to_dict` gives); a :class:`ConfigError` names a bad field."""
+        """A rubric from plain data (as :meth:`to_dict` gives).
+
+        Parameters
+        ----------
+        data : mapping
+            The fields (:data:`RUBRIC_YAML_KEYS`).
+        source : str, default "rubric"
+            What the data came from, for the error.
+
+        Returns
+        -------
+        Rubric
+            The rubric.
+
+        Raises
+        ------
+        ConfigError
+            A bad field, named.
+        """
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: a rubric must be a mapping with a 'criteria' key, got {type(data).__name__}")
         unknown = [k for k in data if k not in RUBRIC_YAML_KEYS]
@@ -386,7 +516,18 @@ class Rubric:
             raise ConfigError(f"{source}: '{name}': {msg}") from None
 
     def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
-        """The rubric as YAML text (written to ``path`` too when given); :meth:`from_yaml` reads it back."""
+        """The rubric as YAML text (written to ``path`` too when given); :meth:`from_yaml` reads it back.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            A file to write.
+
+        Returns
+        -------
+        str
+            The YAML text.
+        """
         text = _dump_yaml(self.to_dict())
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
@@ -396,7 +537,20 @@ class Rubric:
     def from_yaml(cls, source: str | os.PathLike[str]) -> Rubric:
         """A rubric from a YAML file path or YAML text.
 
-        Anything malformed (no file, not YAML, an unknown key, a bad field) is a :class:`ConfigError` naming it.
+        Parameters
+        ----------
+        source : str or os.PathLike
+            A path, or the YAML text itself.
+
+        Returns
+        -------
+        Rubric
+            The rubric.
+
+        Raises
+        ------
+        ConfigError
+            Anything malformed (no file, not YAML, an unknown key, a bad field), named.
         """
         import yaml  # a core dependency
 

@@ -56,17 +56,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import hashlib
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._display import view
-from ..core import LLMResponse, RunConfig
+from .._docstrings import share_parameters
+from .._options import check_run_options
+from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
-from ..stats.selective import Guarantee, Guaranteed, SelectiveCutoff, check_level, fixed_sequence_cutoff, min_items
+from ..stats.selective import Guarantee, Guaranteed, SelectiveCutoff, check_level, min_items
 from ._base import (
     GradingResult,
     Judge,
@@ -88,28 +88,17 @@ from ._confidence import (
     pass_distribution,
     pass_mass,
 )
+from ._confidence_judge import ConfidenceJudge, _digest, _judge_identity
 from ._epochs import epoch_run_config, reduce_scores, reducer_of, reseed
-from ._human_labels import calibration_table, label_numbers, one_row_per_cluster, read_items
-from ._judge_many import judge_many, raw_reply_of
+from ._judge_many import raw_reply_of
 from ._panel import PanelJudge
+from ._selective_calibration import calibrate_selective
 from ._wrapper import WrapperJudge, _bound, _spent, _sum_usage
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ConfidenceJudge", "SelectiveJudge"]
-
-
-def _digest(identity: Mapping[str, Any]) -> str:
-    """16 hex digits of SHA-256 over ``identity`` as canonical JSON (as :attr:`Rubric.hash` is made)."""
-    canon = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
-
-
-def _judge_identity(judge: Any) -> list[Any]:
-    """``[grader_id, rubric_hash]`` of a judge (its identity in a ledger)."""
-    value = _declared(judge, "rubric_hash", None)
-    return [str(judge.grader_id), value if isinstance(value, str) and value else None]
+__all__ = ["SelectiveJudge"]
 
 
 def _usage_response(parts: Sequence[Any], adapter_id: str, reply: str | None) -> LLMResponse:
@@ -174,6 +163,64 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
     ``alpha``, ``delta`` and the cut-off. So a rerun of ``grade_dataset`` resumes only the items
     this very judge scored (an item it abstains on is never read back from the plain judge's
     records), and its records, a confident subset, are never pooled with the plain judge's.
+
+    Parameters
+    ----------
+    judge : Judge
+        The plain judge wrapped (not another selective judge or cascade): :attr:`inner`.
+    confidence : {"auto", "logprob", "panel", "epochs", "margin"} or callable, default "auto"
+        Where the confidence comes from (see the module docstring); a callable takes the
+        :class:`GradingResult` and returns a number or ``None``.
+    alpha : float, default 0.1
+        The most disagreement with people the guarantee allows on the judged items.
+    delta : float, default 0.1
+        The chance that the guarantee fails, over the calibration items.
+    threshold : float, default 0.5
+        The score at or above which a verdict is a pass.
+    grader_id : str, default ""
+        The judge's id; ``""``: the judge's.
+    epochs : int, optional
+        ``K >= 2`` judgments per item (above).
+    panel : sequence of Judge, default ()
+        Judges for ``"panel"``, beside the judge itself.
+    panel_size : int, default 5
+        Rubric versions for ``"panel"`` from an ``LLMJudge``'s worked examples (>= 2).
+    cutoff : float, optional
+        Restores a judge calibrated before (no guarantee is claimed for a cut-off set by hand).
+    calibration : SelectiveCutoff, optional
+        What calibration chose (set by :meth:`calibrate`).
+    seed : int, default 0
+        Seeds the rubric versions of a ``"panel"`` (set by :meth:`calibrate`).
+    reducer : str or callable, default "mean"
+        How the ``epochs`` judgments' scores reduce to one (:data:`~llm_connect.grading.REDUCERS`).
+
+    Attributes
+    ----------
+    guarantee : Guarantee
+        ``alpha``, ``delta``, ``cutoff``, ``coverage``, ``guaranteed_agreement`` and ``confidence_level``.
+    inner : Judge
+        The wrapped judge.
+    scorer : ConfidenceJudge
+        The judge without its cut-off: every item judged, with its confidence.
+
+    Raises
+    ------
+    ValidationError
+        A wrapped object that is not a plain judge, ``epochs`` or ``panel_size`` below 2, a panel of
+        non-judges, or a ``confidence`` the judge cannot give (the message says which it can).
+
+    See Also
+    --------
+    cascade : Selective judges in turn, cheapest first.
+    EscalationJudge : A dear judge when a cheap one is unsure, with no guarantee.
+    llm_connect.stats.selective : The guarantee's statistics.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import TokenF1Judge
+    >>> selective = SelectiveJudge(TokenF1Judge(), alpha=0.2)
+    >>> selective.calibrated, selective.alpha
+    (False, 0.2)
     """
 
     #: The wrapped judge (the ``judge`` argument; not named ``judge``, which is the method every judge has).
@@ -219,6 +266,16 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
 
         A changed ``alpha``, ``delta`` or ``cutoff`` is no longer what was calibrated: unless ``calibration=`` is
         given too, the copy has none (a cut-off kept or set by hand, with no guarantee claimed).
+
+        Parameters
+        ----------
+        **changes
+            New values of the constructor's arguments.
+
+        Returns
+        -------
+        SelectiveJudge
+            The copy.
 
         Raises
         ------
@@ -291,8 +348,15 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return int(self.epochs or (5 if self.source == "epochs" else 1))
 
     def scoring_identity(self) -> dict[str, Any]:
-        """What the score of a judgment depends on: the inner judge's identity, and how several judgments
-        (a panel's members, the epochs) are pooled."""
+        """What the score of a judgment depends on.
+
+        The inner judge's identity, and how several judgments (a panel's members, the epochs) are pooled.
+
+        Returns
+        -------
+        dict
+            The parts, as plain values (hashed into :attr:`rubric_hash`).
+        """
         out: dict[str, Any] = {"judge": _judge_identity(self.inner)}
         if self.source == "panel":
             out["members"] = [_judge_identity(j) for j in self.members()]
@@ -344,9 +408,23 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
     uses_item = True
 
     def with_item(self, *, messages: Any = None, context: Any = None) -> SelectiveJudge:
-        """The selective judge of one conversation item: its judge (and panel) bound to the item's messages
-        and documents when they read them, with the same cut-off and calibration; this judge itself when
-        none does."""
+        """The selective judge of one conversation item.
+
+        Its judge (and panel) bound to the item's messages and documents when they read them, with the same
+        cut-off and calibration.
+
+        Parameters
+        ----------
+        messages : list of mapping, optional
+            The messages before the judged reply.
+        context : list of str, optional
+            The item's documents.
+
+        Returns
+        -------
+        SelectiveJudge
+            The bound copy; this judge itself when none reads items.
+        """
         inner = _bound(self.inner, messages, context)
         panel = [_bound(j, messages, context) for j in self.panel]
         if inner is self.inner and all(a is b for a, b in zip(panel, self.panel, strict=True)):
@@ -380,7 +458,20 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return cols
 
     async def aprepare_run(self, pairs: Any, *, progress: Any = None) -> SelectiveJudge:
-        """The inner judge's pre-pass over a run (an embedding judge embeds each distinct text once), if it has one."""
+        """The inner judge's pre-pass over a run (an embedding judge embeds each distinct text once), if it has one.
+
+        Parameters
+        ----------
+        pairs : iterable of (str, str)
+            Each row's ``(baseline, candidate)`` texts.
+        progress : callable, optional
+            Makes a progress bar (see :meth:`EmbeddingSimilarityJudge.aprepare_run`).
+
+        Returns
+        -------
+        SelectiveJudge
+            A copy whose inner judge holds what the pre-pass made; this judge when it has none.
+        """
         prepare = _declared(self.inner, "aprepare_run", None)
         if not callable(prepare) or self.source == "panel":
             return self
@@ -389,8 +480,20 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return copy
 
     def with_seed_offset(self, offset: int) -> SelectiveJudge:
-        """The judge of repeated judging's epoch ``offset`` (:func:`~llm_connect.grading.reseed`): the inner
-        judge reseeded, the cut-off kept."""
+        """The judge of repeated judging's epoch ``offset`` (:func:`~llm_connect.grading.reseed`).
+
+        The inner judge reseeded, the cut-off kept.
+
+        Parameters
+        ----------
+        offset : int
+            The epoch.
+
+        Returns
+        -------
+        SelectiveJudge
+            The copy.
+        """
         return self.replace(judge=reseed(self.inner, offset), panel=[reseed(j, offset) for j in self.panel])
 
     # -- the state of calibration ---------------------------------------------------------------
@@ -436,8 +539,14 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return self.calibration.note if self.calibration is not None else ""
 
     def describe(self) -> str:
-        """The verdict line: e.g. "judges 62% of items with at least 90% agreement with people, guaranteed
-        at 90% confidence; abstains on 38%"."""
+        """The verdict line.
+
+        Returns
+        -------
+        str
+            E.g. "judges 62% of items with at least 90% agreement with people, guaranteed at 90% confidence;
+            abstains on 38%".
+        """
         if not self.calibrated:
             return f"{self.grader_id}: not calibrated (call .calibrate(data, human=COLUMN))"
         if self.calibration is None:
@@ -446,8 +555,14 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
             f"{self.grader_id}: abstains on every item: {self.note}")
 
     def summary(self) -> dict[str, Any]:
-        """The calibration as plain values: grader id, confidence source, cut-off, coverage, agreement, the
-        guarantee (``alpha``, ``delta``, ``guaranteed_agreement``, ``confidence_level``) and the note."""
+        """The calibration as plain values.
+
+        Returns
+        -------
+        dict
+            Grader id, confidence source, cut-off, coverage, agreement, the guarantee (``alpha``, ``delta``,
+            ``guaranteed_agreement``, ``confidence_level``) and the note.
+        """
         base = self.calibration.to_dict() if self.calibration is not None else {
             **self.guarantee.to_dict(), "n": 0, "n_judged": 0, "agreement": None, "risk_upper": None,
             "n_min": min_items(self.alpha, self.delta), "tested": 0, "note": self.note}
@@ -461,6 +576,18 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """The risk-coverage curve with the chosen cut-off (:func:`llm_connect.views.plot_risk_coverage`).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; ``None``: a new figure.
+        **kwargs
+            Passed to :func:`~llm_connect.views.plot_risk_coverage`.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
 
         Raises
         ------
@@ -490,7 +617,13 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         return self.inner if isinstance(self.inner, PanelJudge) and not self.panel else None
 
     def members(self) -> list[Judge]:
-        """The versions of the judge whose agreement is the ``"panel"`` confidence."""
+        """The versions of the judge whose agreement is the ``"panel"`` confidence.
+
+        Returns
+        -------
+        list of Judge
+            The judge itself, then the panel (or its rubric versions).
+        """
         panel = self._panel_judge()
         if panel is not None:
             return list(panel.judges)
@@ -572,8 +705,29 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
 
     async def aconfident(self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str,
                          run_config: RunConfig | None = None) -> tuple[GradingResult, float | None]:
-        """The judgment and its confidence (``None``: no confidence), never abstaining. An unusable reply
-        raises :class:`~llm_connect.errors.JudgeReplyError` as the judge does."""
+        """The judgment and its confidence, never abstaining.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The question.
+        run_config : RunConfig, optional
+            The caller's call configuration.
+
+        Returns
+        -------
+        tuple of (GradingResult, float or None)
+            The judgment and its confidence (``None``: no confidence).
+
+        Raises
+        ------
+        JudgeReplyError
+            An unusable reply, as the judge raises it.
+        """
         rc = run_config or RunConfig()
         k = self.repeats
         if k == 1:
@@ -751,24 +905,27 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
             out.append(inner.with_rubric(rubric.replace(examples=tuple(examples[i] for i in pick))))
         return out
 
+    @share_parameters
     def calibrate(self, data: Any, *, human: str, seed: int = 0, concurrency: int = 16, progress: bool = True,
-                  run_config: RunConfig | None = None, budget: Any = None,
+                  run_config: RunConfig | None = None, budget: BudgetTracker | float | None = None,
                   cluster: str | None = "auto") -> SelectiveJudge:
         """The calibrated judge: the cut-off chosen on the labelled rows of ``data`` (see the module docstring).
 
         Parameters
         ----------
-        data
+        data : DataFrame or iterable of mappings or str or os.PathLike
             A DataFrame, mappings or a .jsonl / .csv path with ``prompt``, ``baseline``, ``candidate`` and
             the label column ``human`` (booleans, yes/no or 0..1; blank rows are unlabelled and left out).
-        human
+        human : str
             The label column.
-        seed
+        seed : int, default 0
             Seeds the rubric versions of a ``"panel"`` built from worked examples, and the turn kept of each
             conversation (see ``cluster``).
-        concurrency, progress, run_config, budget
-            Passed to :func:`~llm_connect.grading.judge_many`.
-        cluster
+        {concurrency}
+        {progress}
+        {run_config}
+        {budget}
+        cluster : str or None, default "auto"
             Which rows are not independent: ``"auto"`` (the default) the ``conversation_id`` column when the
             data has one; a column name; ``None`` for independent rows. The exact binomial bound behind the
             guarantee holds for independent items only, so with clusters the judge calibrates on **one
@@ -784,137 +941,14 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
         Raises
         ------
         ValidationError
-            No label column ``human``, a ``cluster`` column the data lacks, or fewer labelled items (or
-            conversations) than the guarantee needs (:func:`~llm_connect.stats.selective.min_items`).
+            No label column ``human``, a ``cluster`` column the data lacks, fewer labelled items (or
+            conversations) than the guarantee needs (:func:`~llm_connect.stats.selective.min_items`), or a
+            bad run option.
+
+        Notes
+        -----
+        The labelled rows are judged by :func:`~llm_connect.grading.judge_many` with the run options.
         """
-        import numpy as np
-
-        from ..stats.clusters import cluster_column
-
-        frame = read_items(data)
-        if not isinstance(human, str) or human not in frame.columns:
-            raise ValidationError(f"no label column {human!r} in the data; it has {', '.join(map(str, frame.columns))}")
-        column = cluster_column(frame, cluster, what="the calibration data")
-        labels = np.asarray(label_numbers(frame[human].tolist(), human), dtype=float)
-        labelled = frame[np.isfinite(labels)].reset_index(drop=True)
-        labels = labels[np.isfinite(labels)]
-        clustered_note = ""
-        if column is not None:
-            keep = one_row_per_cluster(labelled[column], seed=seed)
-            if len(keep) < len(labelled):
-                clustered_note = (f"calibrated on one labelled turn per conversation ({column!r}: {len(keep)} of "
-                                  f"{len(labelled)} labelled turns, drawn with seed={seed}): the exact binomial bound "
-                                  "needs independent items, and turns of one conversation are not")
-            labelled = labelled.iloc[keep].reset_index(drop=True)
-            labels = labels[keep]
-        need = min_items(self.alpha, self.delta)
-        if len(labelled) < need:
-            unit = "conversations" if clustered_note else "items"
-            raise ValidationError(
-                f"too few labelled {unit} to calibrate {self.grader_id!r}: {len(labelled)}; the guarantee at "
-                f"alpha={self.alpha:g}, delta={self.delta:g} needs at least {need} (with fewer, even no disagreement "
-                f"at all cannot pass the exact binomial bound); label more {unit} or raise alpha or delta")
-        judge = self.with_panel(seed)
-        if judge.source is None:  # no usable signal: nothing to run
-            empty = fixed_sequence_cutoff([], [], alpha=self.alpha, delta=self.delta, strict=False)
-            cut = dataclasses.replace(empty, n=len(labelled), note=judge.note)
-            out = judge.replace(cutoff=math.inf, calibration=cut, seed=seed)
-            out.calibration_frame = None
-            return out
-        rows = judge_many(judge.scorer, labelled, concurrency=concurrency, progress=progress, run_config=run_config,
-                          budget=budget)
-        table = calibration_table(labelled, rows, labels, judge.threshold)
-        cut = fixed_sequence_cutoff(table["confidence"], table["agree"], alpha=self.alpha, delta=self.delta)
-        if clustered_note:
-            cut = dataclasses.replace(cut, note="; ".join(n for n in (clustered_note, cut.note) if n))
-        out = judge.replace(cutoff=cut.cutoff, calibration=cut, seed=seed)
-        out.calibration_frame = table
-        return out
-
-
-@dataclass
-class ConfidenceJudge(WrapperJudge):
-    """A :class:`SelectiveJudge` without its cut-off: every item judged, with its confidence.
-
-    Its results are the selective judge's (``details["confidence"]``), never an abstention; its
-    batches have a ``confidence`` column and a ``pass_distribution`` one (each judgment's verdict
-    distribution, from which :meth:`SelectiveJudge.confidence_at` reads the confidence at another
-    threshold). ``SelectiveJudge.scorer`` builds it; :meth:`SelectiveJudge.calibrate` and
-    ``calibrate(..., selective=...)`` run it. Judged ``K`` times (``judge_many(scorer, epochs=K)``),
-    an item's row has the confidence of the ``K`` judgments pooled, as the selective judge with
-    ``epochs=K`` pools its own (:meth:`pool_epochs`).
-    """
-
-    selective: SelectiveJudge
-
-    @property
-    def grader_id(self) -> str:  # type: ignore[override]
-        return self.selective.grader_id
-
-    @property
-    def rubric_hash(self) -> str | None:
-        """The inner judge's when the scores are its own (one judgment, not pooled); else a hash of what the
-        score pools (the panel's members and aggregate, the epochs and reducer), so pooled scores are never
-        recorded as the inner judge's."""
-        sel = self.selective
-        if sel._passthrough:
-            return _judge_identity(sel.inner)[1]
-        return _digest({"kind": "selective-scorer", **sel.scoring_identity()})
-
-    @property
-    def judge_model_id(self) -> str | None:  # type: ignore[override]
-        return self.selective.judge_model_id
-
-    @property
-    def reference_sep(self) -> str | None:  # type: ignore[override]
-        return self.selective.reference_sep
-
-    @property
-    def splits_references(self) -> bool:  # type: ignore[override]
-        return self.selective.splits_references
-
-    @property
-    def needs_reference(self) -> bool:
-        return self.selective.needs_reference
-
-    uses_item = True
-
-    def with_item(self, *, messages: Any = None, context: Any = None) -> ConfidenceJudge:
-        """The scorer of one conversation item (:meth:`SelectiveJudge.with_item`)."""
-        bound = self.selective.with_item(messages=messages, context=context)
-        return self if bound is self.selective else dataclasses.replace(self, selective=bound)
-
-    @property
-    def pairwise(self) -> bool:  # type: ignore[override]
-        return bool(_declared(self.selective.inner, "pairwise", False))
-
-    @property
-    def extra_columns(self) -> tuple[str, ...]:  # type: ignore[override]
-        own = self.selective.extra_columns
-        return (own[0], PASS_DISTRIBUTION, *[c for c in own[1:] if c != PASS_DISTRIBUTION])
-
-    def result_columns(self, result: GradingResult) -> dict[str, Any]:
-        cols = self.selective.result_columns(result)
-        dist = result.details.get(PASS_DISTRIBUTION)
-        cols[PASS_DISTRIBUTION] = [[float(v), float(w)] for v, w in dist] if dist else None
-        return cols
-
-    def pool_epochs(self, results: Sequence[GradingResult], reducer: Any) -> dict[str, Any]:
-        """The columns of an item's row judged ``K`` times (``judge_many(scorer, epochs=K)``; ``results``: its
-        scored epochs) that pooling sets: ``confidence`` and ``pass_distribution`` of the ``K`` judgments
-        pooled as the selective judge with ``epochs=K`` pools its own (:meth:`SelectiveJudge.pooled_epochs`),
-        not the first epoch's."""
-        result, conf = self.selective.pooled_epochs(results, reducer)
-        dist = result.details.get(PASS_DISTRIBUTION)
-        return {"confidence": conf, PASS_DISTRIBUTION: [[float(v), float(w)] for v, w in dist] if dist else None}
-
-    async def aprepare_run(self, pairs: Any, *, progress: Any = None) -> ConfidenceJudge:
-        return ConfidenceJudge(await self.selective.aprepare_run(pairs, progress=progress))
-
-    def with_seed_offset(self, offset: int) -> ConfidenceJudge:
-        return ConfidenceJudge(self.selective.with_seed_offset(offset))
-
-    async def _ajudge(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
-                      run_config: RunConfig | None) -> GradingResult:
-        result, _ = await self.selective.aconfident(baseline, candidate, prompt=prompt, run_config=run_config)
-        return result
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, budget=budget)
+        return calibrate_selective(self, data, human=human, seed=seed, concurrency=concurrency, progress=progress,
+                                   run_config=run_config, budget=budget, cluster=cluster)

@@ -18,13 +18,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._display import view
-from ..core import LLMResponse, RunConfig, as_budget
+from .._docstrings import share_parameters
+from .._options import check_run_options
+from ..core import BudgetTracker, LLMResponse, RunConfig, as_budget
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
+from ..runner import as_ledger
 from ..stats.selective import Guarantee, Guaranteed, fixed_sequence_cutoff, min_items
 from ._base import GradingResult, Judge, validate_grader_id
 from ._human_labels import HUMAN, calibration_table, label_numbers, read_items
@@ -59,6 +63,46 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
     (its index; the number of stages for people), ``confidence`` (the deciding stage's, or the last
     stage's) and ``details`` (``stage_costs``, ``stage_confidences``). :meth:`summary` reads a batch.
     ``alpha``, ``delta`` and ``coverage`` are read from one frozen :attr:`guarantee`.
+
+    Parameters
+    ----------
+    judges : sequence of Judge
+        The stages, cheapest first: judges or :class:`SelectiveJudge` (one held to another ``alpha`` or
+        ``delta`` is reset to the cascade's, to be calibrated again); not another cascade; distinct
+        ``grader_id`` and none ``"human"``.
+    alpha : float, default 0.1
+        The most disagreement with people the guarantee allows on the judged items.
+    delta : float, default 0.1
+        The chance that the guarantee fails, over the calibration items.
+    grader_id : str, default "selective-cascade"
+        The cascade's grader id.
+    calibration : tuple of dict, optional
+        Per stage, what calibration saw (set by :meth:`calibrate`; ``None``: not calibrated).
+
+    Attributes
+    ----------
+    guarantee : Guarantee
+        What the cascade promises, as one frozen value: ``alpha``, ``delta`` and, once calibrated,
+        ``coverage``.
+    stages : list of SelectiveJudge
+        The selective judges, cheapest first.
+
+    Raises
+    ------
+    ValidationError
+        No judges, a cascade as a stage, repeated grader ids, or a stage named ``"human"``.
+
+    See Also
+    --------
+    cascade : Build one.
+    SelectiveJudge : One stage.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import ExactMatchJudge, TokenF1Judge
+    >>> c = cascade([ExactMatchJudge(), TokenF1Judge()], alpha=0.2)
+    >>> [s.grader_id for s in c.stages], c.calibrated
+    (['exact-match', 'token-f1'], False)
     """
 
     judges: Sequence[Judge]
@@ -120,6 +164,7 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
 
     @property
     def calibrated(self) -> bool:
+        """Whether every stage has its cut-off (see :meth:`calibrate`)."""
         return all(s.calibrated for s in self.stages)
 
     @property
@@ -147,7 +192,20 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
     uses_item = True
 
     def with_item(self, *, messages: Any = None, context: Any = None) -> SelectiveCascade:
-        """The cascade of one conversation item: each stage bound to the item (:meth:`SelectiveJudge.with_item`)."""
+        """The cascade of one conversation item: each stage bound to the item (:meth:`SelectiveJudge.with_item`).
+
+        Parameters
+        ----------
+        messages : list of mapping, optional
+            The messages before the judged reply.
+        context : list of str, optional
+            The item's documents.
+
+        Returns
+        -------
+        SelectiveCascade
+            The bound copy; this cascade when no stage reads items.
+        """
         stages = [s.with_item(messages=messages, context=context) for s in self.stages]
         if all(a is b for a, b in zip(stages, self.stages, strict=True)):
             return self
@@ -161,11 +219,38 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
                 "details": dict(d)}
 
     async def aprepare_run(self, pairs: Any, *, progress: Any = None) -> SelectiveCascade:
+        """Each stage's pre-pass over a run (:meth:`SelectiveJudge.aprepare_run`).
+
+        Parameters
+        ----------
+        pairs : iterable of (str, str)
+            Each row's ``(baseline, candidate)`` texts.
+        progress : callable, optional
+            Makes a progress bar.
+
+        Returns
+        -------
+        SelectiveCascade
+            A copy of the prepared stages, with the same calibration.
+        """
         pairs = list(pairs)
         stages = [await s.aprepare_run(pairs, progress=progress) for s in self.stages]
         return self._replace(stages, self.calibration)
 
     def with_seed_offset(self, offset: int) -> SelectiveCascade:
+        """The cascade of epoch ``offset``: each stage reseeded (:meth:`SelectiveJudge.with_seed_offset`), the
+        calibration kept.
+
+        Parameters
+        ----------
+        offset : int
+            The epoch.
+
+        Returns
+        -------
+        SelectiveCascade
+            The copy.
+        """
         return self._replace([s.with_seed_offset(offset) for s in self.stages], self.calibration)
 
     async def _ajudge(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str,
@@ -221,17 +306,49 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         left.response = _usage_response(spent, self.grader_id, last_reply)
         raise left
 
+    @share_parameters
     def calibrate(self, data: Any, *, human: str, seed: int = 0, concurrency: int = 16, progress: bool = True,
-                  run_config: RunConfig | None = None, budget: Any = None) -> SelectiveCascade:
+                  run_config: RunConfig | None = None, budget: BudgetTracker | float | None = None,
+                  ) -> SelectiveCascade:
         """The calibrated cascade: stage by stage, each cut-off chosen on the labelled items every earlier
-        stage abstained on (or could not score). The first stage needs at least
-        :func:`~llm_connect.stats.selective.min_items` labelled items (an error names how many); a later
-        stage reached by fewer abstains on everything (its ``note`` says so). Each stage judges only the
-        items that reach it. Arguments as :meth:`SelectiveJudge.calibrate`; ``budget`` (a
-        :class:`~llm_connect.BudgetTracker` or a limit in USD) is one budget for the whole calibration,
-        every stage charged to it (items a spent budget left unjudged are passed on, and left out of
-        every stage's calibration).
+        stage abstained on (or could not score).
+
+        The first stage needs at least :func:`~llm_connect.stats.selective.min_items` labelled items (an
+        error names how many); a later stage reached by fewer abstains on everything (its ``note`` says
+        so). Each stage judges only the items that reach it.
+
+        Parameters
+        ----------
+        data : DataFrame or iterable of mappings or str or os.PathLike
+            The calibration items with the label column ``human``, as :meth:`SelectiveJudge.calibrate`
+            takes them.
+        human : str
+            The label column.
+        seed : int, default 0
+            Seeds the rubric versions of a stage's ``"panel"``.
+        {concurrency}
+        {progress}
+        {run_config}
+        {budget}
+            One budget for the whole calibration, every stage charged to it (items a spent budget left
+            unjudged are passed on, and left out of every stage's calibration).
+
+        Returns
+        -------
+        SelectiveCascade
+            A copy with each stage's cut-off and :attr:`calibration` (per stage: ``grader_id``,
+            ``reached``, ``judged``, ``coverage``, ``cutoff``, ``agreement``, ``cost_usd``, ``note``).
+
+        Raises
+        ------
+        ValidationError
+            No label column ``human``, too few labelled items for the guarantee, or a bad run option.
+
+        See Also
+        --------
+        SelectiveJudge.calibrate : One stage's calibration.
         """
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, budget=budget)
         import numpy as np
 
         frame = read_items(data)
@@ -282,7 +399,14 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         return self._replace(stages, tuple(report))
 
     def describe(self) -> str:
-        """One line: what each stage decides and the guarantee."""
+        """One line: what each stage decides and the guarantee.
+
+        Returns
+        -------
+        str
+            E.g. "selective-cascade: judges 81% of items (token-f1 55%, llm-judge 26%) with ...; leaves 19% for
+            people", or that it is not calibrated.
+        """
         if not self.calibration:
             return f"{self.grader_id}: not calibrated (call .calibrate(data, human=COLUMN))"
         parts = [f"{s['grader_id']} {float(s['coverage']):.0%}" for s in self.calibration]
@@ -307,19 +431,66 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
         with people, at least ``(judged·(1 − alpha) + labelled_by_people) / (judged +
         labelled_by_people)`` with probability ``1 − delta``; ``observed_agreement`` is the judges'
         agreement on the judged items that people labelled too (NaN when none).
+
+        Parameters
+        ----------
+        frame : DataFrame
+            The frame of ``judge_many(cascade, items)``.
+        labels : str or array-like, optional
+            People's labels: a column of ``frame`` or one value per row.
+        ledger : BaseLedger, optional
+            A ledger holding people's ``human`` labels (with ``task_type``).
+        task_type : str, optional
+            The task the labels are recorded under.
+
+        Returns
+        -------
+        SelectiveCascadeSummary
+            The summary.
         """
         return cascade_summary(self, frame, labels=labels, ledger=ledger, task_type=task_type)
 
+    @share_parameters
     def judge_many(self, items: Any, *, concurrency: int = 16, progress: bool = True,
-                   run_config: RunConfig | None = None, ledger: BaseLedger | None = None,
-                   task_type: str | None = None, epochs: int = 1, reducer: Any = "mean") -> pd.DataFrame:
-        """:func:`llm_connect.grading.judge_many` of the cascade, with ``attrs["cascade"]`` its
-        :meth:`summary` (as a dict). With ``ledger`` and ``task_type`` the judged rows are recorded, and
-        people's labels already there (of the items left for them) give the combined agreement and a
-        ``human_label`` column."""
+                   run_config: RunConfig | None = None, ledger: BaseLedger | str | os.PathLike[str] | None = None,
+                   task_type: str | None = None, budget: BudgetTracker | float | None = None, epochs: int = 1,
+                   reducer: Any = "mean", batch: Any = False) -> pd.DataFrame:
+        """:func:`llm_connect.grading.judge_many` of the cascade, with ``attrs["cascade"]`` its :meth:`summary`.
+
+        Parameters
+        ----------
+        items : DataFrame or iterable of mappings
+            The items, as :func:`~llm_connect.grading.judge_many` takes them.
+        {concurrency}
+        {progress}
+        {run_config}
+        {ledger}
+            The judged rows are recorded, and people's labels already there (of the items left for them)
+            give the combined agreement and a ``human_label`` column.
+        {task_type}
+        {budget}
+        {epochs}
+            A cascade may abstain, so only ``1`` is taken (see :func:`~llm_connect.grading.judge_many`).
+        {reducer}
+        {batch}
+
+        Returns
+        -------
+        DataFrame
+            ``judge_many(self, items, ...)``, with ``attrs["cascade"]`` the :meth:`summary` as a dict, and a
+            ``human_label`` column when the ledger holds people's labels.
+
+        See Also
+        --------
+        summary : The same summary of any frame the cascade judged.
+        """
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                          task_type=task_type, budget=budget, epochs=epochs, reducer=reducer, batch=batch)
+        sink = as_ledger(ledger)  # a path: opened once, for the rows and the summary
         out = judge_many(self, items, concurrency=concurrency, progress=progress, run_config=run_config,
-                         ledger=ledger, task_type=task_type, epochs=epochs, reducer=reducer)
-        summary = self.summary(out, ledger=ledger, task_type=task_type)
+                         ledger=sink, task_type=task_type, budget=budget, epochs=epochs, reducer=reducer,
+                         batch=batch)
+        summary = self.summary(out, ledger=sink, task_type=task_type)
         if summary.labels is not None:
             out["human_label"] = summary.labels
         out.attrs["cascade"] = summary.to_dict()
@@ -334,5 +505,27 @@ def cascade(judges: Sequence[Judge], *, alpha: float = 0.1, delta: float = 0.1,
     calibrate it with ``.calibrate(data, human=COLUMN)``, then judge with it as with any judge
     (``judge_many``, ``grade_dataset``). See :class:`SelectiveCascade` and Jung, Brahman & Choi
     (ICLR 2025, arXiv:2407.18370), *Cascaded Selective Evaluation*.
+
+    Parameters
+    ----------
+    judges : sequence of Judge
+        The stages, cheapest first.
+    alpha : float, default 0.1
+        The most disagreement with people the guarantee allows on the judged items.
+    delta : float, default 0.1
+        The chance that the guarantee fails.
+    grader_id : str, default "selective-cascade"
+        The cascade's id.
+
+    Returns
+    -------
+    SelectiveCascade
+        The cascade, not calibrated yet.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import ExactMatchJudge, TokenF1Judge
+    >>> cascade([ExactMatchJudge(), TokenF1Judge()]).describe()
+    'selective-cascade: not calibrated (call .calibrate(data, human=COLUMN))'
     """
     return SelectiveCascade(list(judges), alpha=alpha, delta=delta, grader_id=grader_id)

@@ -26,18 +26,50 @@ __all__ = ["SelectiveCascadeSummary", "cascade_summary"]
 
 @dataclass(frozen=True)
 class SelectiveCascadeSummary(Guaranteed):
-    """A cascade's batch: who decided what, what it cost, and the guarantee (see
-    :meth:`~llm_connect.grading.SelectiveCascade.summary`).
+    """A cascade's batch: who decided what, what it cost, and the guarantee.
 
-    ``stages``: per stage ``grader_id``, ``decided`` (items), ``coverage`` (their share of all
-    items), ``reached`` (items asked), ``cost_usd``; ``human``: items left for people
-    (``human_share``); ``unscored``/``errors``: rows no stage could score or that failed.
-    ``cost_per_item_usd``: the judges' cost per item; ``last_judge_cost_per_item_usd``: the last
-    judge's cost per item where it was asked; ``always_last_cost_usd``: that times the items;
-    ``saved_usd``/``saved_share``: what the cascade saved against it (NaN when the last judge was
-    never asked). ``labels``: people's labels per row when known (else ``None``). ``guarantee``: the
-    cascade's own (:attr:`SelectiveCascade.guarantee`), which ``alpha``, ``delta``,
-    ``guaranteed_agreement`` and ``confidence_level`` are read from.
+    See :meth:`~llm_connect.grading.SelectiveCascade.summary`.
+
+    Parameters
+    ----------
+    n : int
+        The rows.
+    stages : tuple of dict
+        Per stage ``grader_id``, ``decided`` (items), ``coverage`` (their share of all items), ``reached``
+        (items asked), ``cost_usd``.
+    human : int
+        Items left for people.
+    human_share : float
+        Their share.
+    unscored : int
+        Rows no stage could score.
+    errors : int
+        Rows that failed.
+    cost_usd : float
+        The judges' cost.
+    cost_per_item_usd : float
+        The judges' cost per item.
+    last_judge_cost_per_item_usd : float
+        The last judge's cost per item where it was asked.
+    always_last_cost_usd : float
+        That times the items.
+    saved_usd : float
+        What the cascade saved against it (NaN when the last judge was never asked).
+    saved_share : float
+        The same, as a share.
+    guarantee : Guarantee
+        The cascade's own (:attr:`SelectiveCascade.guarantee`), which ``alpha``, ``delta``,
+        ``guaranteed_agreement`` and ``confidence_level`` are read from.
+    judged : int
+        Items the judges decided.
+    labelled_by_people : int, default 0
+        Abstained items people have labelled.
+    combined_agreement : float, default NaN
+        The share of the decided items (judges' and people's) that agree with people.
+    observed_agreement : float, default NaN
+        The judges' agreement on the judged items that people labelled too (NaN when none).
+    labels : array-like, optional
+        People's labels per row when known (else ``None``).
     """
 
     n: int
@@ -70,9 +102,17 @@ class SelectiveCascadeSummary(Guaranteed):
         return self.guarantee.delta
 
     def describe(self) -> str:
-        """One line, e.g. "judges decided 81% (token-f1 55%, llm-judge 26%) with at least 90% agreement with
+        """One line: who decided what, the guarantee and the cost against always using the last judge.
+
+        E.g. "judges decided 81% (token-f1 55%, llm-judge 26%) with at least 90% agreement with
         people, guaranteed at 90% confidence; 19% left for people; $0.0021 an item against $0.0100 always
-        using llm-judge (79% saved)"."""
+        using llm-judge (79% saved)".
+
+        Returns
+        -------
+        str
+            The line.
+        """
         share = self.judged / self.n if self.n else math.nan
         parts = ", ".join(f"{s['grader_id']} {float(s['coverage']):.0%}" for s in self.stages)
         line = (f"judges decided {share:.0%} ({parts}) with {self.guarantee.describe()}; {self.human_share:.0%} left "
@@ -89,8 +129,13 @@ class SelectiveCascadeSummary(Guaranteed):
         return line
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per stage and one for people: ``decided_by``, ``decided``, ``coverage``, ``reached``,
-        ``cost_usd``."""
+        """One row per stage and one for people.
+
+        Returns
+        -------
+        DataFrame
+            ``decided_by``, ``decided``, ``coverage``, ``reached``, ``cost_usd``.
+        """
         import pandas as pd
 
         rows = [{"decided_by": s["grader_id"], "decided": s["decided"], "coverage": s["coverage"],
@@ -100,8 +145,16 @@ class SelectiveCascadeSummary(Guaranteed):
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict[str, Any]:
-        """The summary as plain values (``labels`` left out), with the guarantee's ``alpha``, ``delta``,
-        ``guaranteed_agreement`` and ``confidence_level`` and the :meth:`describe` line (``verdict``)."""
+        """The summary as plain values (``labels`` left out).
+
+        With the guarantee's ``alpha``, ``delta``, ``guaranteed_agreement`` and ``confidence_level`` and the
+        :meth:`describe` line (``verdict``).
+
+        Returns
+        -------
+        dict
+            The fields by name.
+        """
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("labels", "guarantee")}
         out["stages"] = [dict(s) for s in self.stages]
         g = self.guarantee

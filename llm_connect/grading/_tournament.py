@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import random
 from typing import TYPE_CHECKING, Any
 
+from .._docstrings import share_parameters
+from .._options import check_run_options
 from ..core import BudgetTracker, RunConfig
 from ..errors import ValidationError
 from ..items import is_missing, items_frame
@@ -34,9 +37,26 @@ TOURNAMENT_COLUMNS = ("prompt_id", "prompt", "model_a", "model_b", "answer_a", "
 
 
 def winner_of(status: Any, score: Any) -> str | None:
-    """A battle's winner from a pairwise judgment of A (the baseline) against B (the candidate):
-    ``"b"`` when the score is above 0.5 (the candidate better), ``"a"`` below, ``"tie"`` at 0.5;
-    ``None`` for a row that is not scored."""
+    """A battle's winner from a pairwise judgment of A (the baseline) against B (the candidate).
+
+    Parameters
+    ----------
+    status : str
+        The row's ``status`` (``"scored"``, ``"unscored"``, ``"error"``...).
+    score : float
+        The row's ``quality_score``: the probability-like score that B (the candidate) is better.
+
+    Returns
+    -------
+    str or None
+        ``"b"`` when the score is above 0.5 (the candidate better), ``"a"`` below, ``"tie"`` at 0.5;
+        ``None`` for a row that is not scored (or has no score).
+
+    Examples
+    --------
+    >>> winner_of("scored", 1.0), winner_of("scored", 0.5), winner_of("unscored", float("nan"))
+    ('b', 'tie', None)
+    """
     if status != "scored" or is_missing(score):
         return None
     s = float(score)
@@ -65,10 +85,43 @@ def schedule_battles(
 ) -> pd.DataFrame:
     """The comparisons a :func:`tournament` runs, without running them (see :func:`tournament`).
 
-    One row per battle, in prompt order: ``prompt_id``, ``prompt``, ``model_a``, ``model_b``,
-    ``answer_a``, ``answer_b``. ``df.attrs["missing"]``: the ``(prompt_id, model)`` pairs left
-    out because the model's answer is missing or blank; ``df.attrs["skipped_prompts"]``: prompts
-    with fewer than two answers.
+    Parameters
+    ----------
+    answers : DataFrame or iterable of mappings
+        A long frame, one row per (prompt, model).
+    prompt : str, default "prompt"
+        The column of the prompt text.
+    model : str, default "model"
+        The column of the model's name.
+    answer : str, default "answer"
+        The column of the model's answer.
+    prompt_id : str, optional
+        A column identifying the prompt; ``None``: the prompt text does.
+    pairs : "all" or int, default "all"
+        Every pair of the models that answered a prompt, or this many pairs drawn at random without
+        replacement per prompt (all of them when there are fewer).
+    seed : int, default 0
+        Seeds the draw of the pairs and the coin that decides which model is A.
+
+    Returns
+    -------
+    DataFrame
+        One row per battle, in prompt order: ``prompt_id``, ``prompt``, ``model_a``, ``model_b``,
+        ``answer_a``, ``answer_b``. ``df.attrs["missing"]``: the ``(prompt_id, model)`` pairs left
+        out because the model's answer is missing or blank; ``df.attrs["skipped_prompts"]``: prompts
+        with fewer than two answers.
+
+    Raises
+    ------
+    ValidationError
+        A bad ``pairs`` or ``seed``, no answers, a missing prompt id or model, several answers of one
+        model to one prompt, or one prompt id holding several prompt texts.
+
+    Examples
+    --------
+    >>> answers = [{"prompt": "2+2?", "model": m, "answer": a} for m, a in [("x", "4"), ("y", "5"), ("z", "4")]]
+    >>> schedule_battles(answers)[["model_a", "model_b"]].values.tolist()
+    [['x', 'y'], ['x', 'z'], ['z', 'y']]
     """
     import pandas as pd
 
@@ -121,6 +174,7 @@ def schedule_battles(
     return out
 
 
+@share_parameters
 def tournament(
     judge: Judge,
     answers: Any,
@@ -134,21 +188,13 @@ def tournament(
     concurrency: int = 16,
     progress: bool = True,
     run_config: RunConfig | None = None,
-    ledger: BaseLedger | None = None,
+    ledger: BaseLedger | str | os.PathLike[str] | None = None,
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
     epochs: int = 1,
     reducer: str | Reducer = "mean",
 ) -> pd.DataFrame:
     """Compare N models' answers to the same prompts in pairs with a pairwise judge; battles for a leaderboard.
-
-    ``answers``: a long frame (or mappings), one row per (prompt, model): the ``prompt`` text,
-    the ``model`` name and its ``answer``; ``prompt_id`` names a column identifying the prompt
-    (default: the prompt text does). ``judge``: a pairwise judge
-    (:class:`~llm_connect.grading.PairwiseJudge`, in both orders by default; a pipeline whose
-    final verdict is pairwise, ``pipeline.as_judge()``; or any judge declaring
-    ``pairwise = True`` whose score is 1.0 when the candidate is better, 0.0 when the baseline is,
-    0.5 for a tie).
 
     Scheduling: on each prompt, every pair of the models that answered it (``pairs="all"``), or
     ``pairs=n`` pairs drawn at random without replacement (all of them when there are fewer);
@@ -163,16 +209,73 @@ def tournament(
     ``concurrency``, ``progress``, ``run_config``, ``ledger``/``task_type``, ``budget`` and
     ``epochs``/``reducer`` as there.
 
-    Returns one row per battle: :data:`TOURNAMENT_COLUMNS` (``prompt_id``, ``prompt``,
-    ``model_a``, ``model_b``, ``answer_a``, ``answer_b``, ``winner``) then ``judge_many``'s
-    columns. ``winner``: ``"a"``, ``"b"`` or ``"tie"`` from the (reduced) score (:func:`winner_of`;
-    a pairwise judge whose orders disagree calls a tie); ``None`` for an unscored or error
-    battle, which stays in the frame (its reason in ``error``) and is counted in
-    ``df.attrs["counts"]``: pass the frame to :func:`llm_connect.calibration.battle_outcomes` to keep the
-    decided battles only, or straight to ``leaderboard(df, model_a="model_a", model_b="model_b",
-    winner="winner")``. ``df.attrs`` also keeps ``judge_many``'s (``budget``, ``reliability``
-    with epochs...).
+    Parameters
+    ----------
+    judge : Judge
+        A pairwise judge (:class:`~llm_connect.grading.PairwiseJudge`, in both orders by default; a
+        pipeline whose final verdict is pairwise, ``pipeline.as_judge()``; or any judge declaring
+        ``pairwise = True`` whose score is 1.0 when the candidate is better, 0.0 when the baseline is,
+        0.5 for a tie).
+    answers : DataFrame or iterable of mappings
+        A long frame (or mappings), one row per (prompt, model): the ``prompt`` text, the ``model`` name
+        and its ``answer``.
+    prompt : str, default "prompt"
+        The column of the prompt text.
+    model : str, default "model"
+        The column of the model's name.
+    answer : str, default "answer"
+        The column of the model's answer.
+    prompt_id : str, optional
+        A column identifying the prompt (default: the prompt text does).
+    pairs : "all" or int, default "all"
+        Every pair per prompt, or this many random pairs per prompt (see above).
+    seed : int, default 0
+        Seeds the draw of the pairs and the coin deciding which model is A.
+    {concurrency}
+    {progress}
+    {run_config}
+    {ledger}
+    {task_type}
+    {budget}
+    {epochs}
+    {reducer}
+
+    Returns
+    -------
+    DataFrame
+        One row per battle: :data:`TOURNAMENT_COLUMNS` (``prompt_id``, ``prompt``, ``model_a``,
+        ``model_b``, ``answer_a``, ``answer_b``, ``winner``) then ``judge_many``'s columns. ``winner``:
+        ``"a"``, ``"b"`` or ``"tie"`` from the (reduced) score (:func:`winner_of`; a pairwise judge whose
+        orders disagree calls a tie); ``None`` for an unscored or error battle, which stays in the frame
+        (its reason in ``error``) and is counted in ``df.attrs["counts"]``: pass the frame to
+        :func:`llm_connect.calibration.battle_outcomes` to keep the decided battles only, or straight to
+        ``leaderboard(df, model_a="model_a", model_b="model_b", winner="winner")``. ``df.attrs`` also
+        keeps ``judge_many``'s (``budget``, ``reliability`` with epochs...), and ``df.attrs["tournament"]``
+        the settings and counts (``pairs``, ``seed``, ``battles``, ``decided``).
+
+    Raises
+    ------
+    ValidationError
+        ``judge`` is not pairwise (the message says why), the answers cannot be scheduled (see
+        :func:`schedule_battles`), or a bad run option.
+
+    See Also
+    --------
+    schedule_battles : The battles, without running them.
+    llm_connect.stats.leaderboard : Ratings from the battles.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import PairwiseJudge
+    >>> from llm_connect.testing import ScriptedAdapter
+    >>> answers = [{"prompt": "2+2?", "model": "x", "answer": "4"}, {"prompt": "2+2?", "model": "y", "answer": "5"}]
+    >>> judge = PairwiseJudge(ScriptedAdapter(['{"winner": "A"}'], cycle=True), both_orders=False)
+    >>> tournament(judge, answers, progress=False)[["model_a", "model_b", "winner"]]
+      model_a model_b winner
+    0       x       y      a
     """
+    check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                      task_type=task_type, budget=budget, epochs=epochs, reducer=reducer)
     if not judge_abilities(judge).pairwise:
         reason = getattr(judge, "not_pairwise_reason", None)  # a PipelineJudge says why it is not
         raise ValidationError("a tournament needs a pairwise judge (one that compares two answers, such as "

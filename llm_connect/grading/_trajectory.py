@@ -228,6 +228,11 @@ class TrajectoryMatchJudge(InlineJudge):
     grader_id : str, optional
         Default ``"trajectory-<mode>"``.
 
+    Raises
+    ------
+    ValidationError
+        An unknown mode or ``tool_args``, or a malformed override.
+
     Notes
     -----
     Calls are paired by a maximum bipartite matching, so a valid pairing is never missed. The
@@ -236,11 +241,6 @@ class TrajectoryMatchJudge(InlineJudge):
     call as ``{"name", "arguments", "id", "message"}``, and ``reason`` when it is no match.
     Arguments that are not JSON raise :class:`~llm_connect.errors.JudgeReplyError` (an *unscored*
     row in a batch). A reply without ``messages`` is one assistant message without calls.
-
-    Raises
-    ------
-    ValidationError
-        An unknown mode or ``tool_args``, or a malformed override.
 
     Examples
     --------
@@ -314,8 +314,25 @@ class TrajectoryMatchJudge(InlineJudge):
         return matched, missing, extra
 
     def compare(self, reference: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """The comparison of two normalized trajectories: ``match`` (bool), ``matched``, ``missing``, ``extra``,
-        ``reason`` (None on a match). :class:`JudgeReplyError` when a call's arguments are not JSON."""
+        """The comparison of two normalized trajectories.
+
+        Parameters
+        ----------
+        reference : sequence of mapping
+            The reference's messages (normalized OpenAI chat messages).
+        output : sequence of mapping
+            The candidate's.
+
+        Returns
+        -------
+        dict
+            ``match`` (bool), ``matched``, ``missing``, ``extra``, ``reason`` (None on a match).
+
+        Raises
+        ------
+        JudgeReplyError
+            A call's arguments are not JSON.
+        """
         ref_calls, out_calls = _calls(reference, "reference"), _calls(output, "candidate")
         matched: list[tuple[_Call, _Call]] = []
         missing: list[_Call] = []
@@ -357,7 +374,29 @@ class TrajectoryMatchJudge(InlineJudge):
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
-        """Compare ``candidate``'s trajectory with ``baseline``'s (the reference); see the class."""
+        """Compare ``candidate``'s trajectory with ``baseline``'s (the reference); see the class.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference trajectory (a list of messages, or a text holding them).
+        candidate : LLMResponse
+            The candidate's trajectory.
+        prompt : str
+            The question (unused).
+        run_config : RunConfig
+            The caller's call configuration (unused).
+
+        Returns
+        -------
+        GradingResult
+            1.0 on a match, else 0.0, with ``details`` (see the class).
+
+        Raises
+        ------
+        JudgeReplyError
+            A call's arguments are not JSON (an ``unscored`` row in a batch).
+        """
         result = self.compare(_trajectory(baseline, "reference"), _trajectory(candidate, "candidate"))
 
         def names(calls: list[dict[str, Any]]) -> str:

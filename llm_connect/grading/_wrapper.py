@@ -15,11 +15,13 @@ the judge's own ``judge_many(items)``, the same): each judge declares the per-it
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._docstrings import share_parameters
 from .._runtime import on_background, run_sync
-from ..core import LLMResponse, RunConfig
+from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import ValidationError
 from ..quality import BaseLedger
 from ._base import GradingResult, JudgeBase
@@ -109,13 +111,62 @@ class WrapperJudge(JudgeBase):
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
     ) -> GradingResult:
+        """Judge ``candidate`` against ``baseline`` for ``prompt`` (sync; works inside Jupyter's loop).
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The prompt both answer.
+        run_config : RunConfig, optional
+            The caller's call configuration; each inner call is made from it.
+
+        Returns
+        -------
+        GradingResult
+            The judgment, with the summed usage of every call made and what the judge saw in ``details``.
+
+        Raises
+        ------
+        JudgeReplyError
+            No usable verdict (a batch run makes it an ``unscored`` row).
+        JudgeAbstained
+            A selective judge below its cut-off (an ``abstained`` row in a batch run).
+
+        See Also
+        --------
+        ajudge : The awaitable twin.
+        judge_many : Many items.
+        """
         return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
 
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
     ) -> GradingResult:
+        """The awaitable twin of :meth:`judge`: the same judgment, run on the package's loop.
+
+        Parameters
+        ----------
+        baseline : LLMResponse
+            The reference answer.
+        candidate : LLMResponse
+            The answer judged.
+        prompt : str
+            The prompt both answer.
+        run_config : RunConfig, optional
+            The caller's call configuration.
+
+        Returns
+        -------
+        GradingResult
+            What :meth:`judge` returns.
+        """
         return await on_background(self._ajudge(baseline, candidate, prompt, run_config))
 
+    @share_parameters
     def judge_many(
         self,
         items: Any,
@@ -123,14 +174,41 @@ class WrapperJudge(JudgeBase):
         concurrency: int = 16,
         progress: bool = True,
         run_config: RunConfig | None = None,
-        ledger: BaseLedger | None = None,
+        ledger: BaseLedger | str | os.PathLike[str] | None = None,
         task_type: str | None = None,
+        budget: BudgetTracker | float | None = None,
         epochs: int = 1,
         reducer: str | Reducer = "mean",
+        batch: Any = False,
     ) -> pd.DataFrame:
-        """:func:`llm_connect.grading.judge_many` of this judge (its own columns included)."""
+        """:func:`llm_connect.grading.judge_many` of this judge (its own columns included).
+
+        Parameters
+        ----------
+        items : DataFrame or iterable of mappings
+            The items, as :func:`~llm_connect.grading.judge_many` takes them.
+        {concurrency}
+        {progress}
+        {run_config}
+        {ledger}
+        {task_type}
+        {budget}
+        {epochs}
+        {reducer}
+        {batch}
+
+        Returns
+        -------
+        DataFrame
+            ``judge_many(self, items, ...)``: one row per item, with this judge's own columns.
+
+        See Also
+        --------
+        llm_connect.grading.judge_many : The function, for any judge.
+        """
         return judge_many(self, items, concurrency=concurrency, progress=progress, run_config=run_config,
-                          ledger=ledger, task_type=task_type, epochs=epochs, reducer=reducer)
+                          ledger=ledger, task_type=task_type, budget=budget, epochs=epochs, reducer=reducer,
+                          batch=batch)
 
 
 class _DetailedBatch(WrapperJudge):

@@ -25,7 +25,8 @@ connections in ``_pipeline``; limits in ``_config``.
 
 from ._config import UNIT_TYPES, from_config
 from ._llm_units import JudgeUnit, LLMUnit, PairwiseUnit, VerifyUnit
-from ._pipeline import CONNECTIONS, PIPELINE_COLUMNS, Layer, Pipeline, PipelineJudge, Unit
+from ._pipeline import CONNECTIONS, PIPELINE_COLUMNS, Layer, Pipeline, Unit
+from ._pipeline_judge import PipelineJudge
 from ._pools import MajorityPool, MaxPool, MeanPool, MedianPool, PoolUnit, WeightedMeanPool
 from ._scales import BooleanScale, CategoricalScale, ContinuousScale, LikertScale, Scale
 from ._trace import PipelineResult, Trace, TraceRecord, UnitOutput

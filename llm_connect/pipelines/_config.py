@@ -427,6 +427,39 @@ def from_config(
       width and precision <= :data:`MAX_FORMAT_WIDTH` (10,000); an item field
       takes no attribute or index (``{candidate.__class__}``,
       ``{candidate[0]}`` are refused), and a conversion is ``!s`` or ``!r``.
+
+    Parameters
+    ----------
+    config : mapping or str or os.PathLike
+        The config as a dict, or the path of a YAML file.
+    adapter : LLMAdapter, optional
+        Serves every unit that names none.
+    adapters : mapping of str to LLMAdapter, optional
+        The adapters units name in ``adapter:``.
+
+    Returns
+    -------
+    Pipeline
+        The pipeline, validated.
+
+    Raises
+    ------
+    ConfigError
+        Anything wrong with the config (above).
+
+    See Also
+    --------
+    Pipeline : Build one in code.
+
+    Examples
+    --------
+    >>> from llm_connect.testing import ScriptedAdapter
+    >>> config = {"name": "vote", "pipeline": [
+    ...     {"layer": {"unit": {"type": "boolean-judge", "prompt": "Is {candidate} right?", "temperature": 0.7},
+    ...                "repeat": 3}},
+    ...     {"type": "majority-pool"}]}
+    >>> from_config(config, adapter=ScriptedAdapter(["yes"], cycle=True)).llm_units
+    3
     """
     try:
         return _from_config(config, adapter, adapters)

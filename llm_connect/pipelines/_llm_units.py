@@ -62,6 +62,32 @@ class LLMUnit(Unit):
     cache never serves one epoch's call to another. A unit without a seed uses
     the run config's, which each epoch moves (:func:`~llm_connect.grading.reseed`). Note that copies of a unit at
     temperature 0 tend to repeat each other: give an ensemble some temperature.
+
+    Parameters
+    ----------
+    prompt : str
+        The template (``{prompt}``, ``{baseline}``, ``{previous.explanation}`` ...; see the module docs).
+    name : str
+        The unit's name (in traces, configs and ``{previous.NAME}``).
+    explanation : bool, default False
+        Ask for an explanation before the verdict.
+    adapter : LLMAdapter, optional
+        The adapter to call (``None``: the pipeline's).
+    retries : int, default 2
+        How many more attempts after a reply that does not parse.
+    temperature : float, default 0.0
+        Goes into the call's run config.
+    seed : int, optional
+        Goes into ``model_params["seed"]`` (above).
+    max_tokens : int, optional
+        Goes into the call's run config.
+    origin : str, optional
+        Where a config defined it, for error messages.
+
+    Raises
+    ------
+    ConfigError
+        A blank prompt, a bad setting, or an adapter without ``complete``.
     """
 
     calls_llm = True
@@ -102,30 +128,104 @@ class LLMUnit(Unit):
         self.max_tokens = max_tokens
 
     def describe_call(self) -> list[str]:
-        """The prompt and call settings, as :meth:`~llm_connect.pipelines.Pipeline.describe` shows (and hashes) them."""
+        """The prompt and call settings, as :meth:`~llm_connect.pipelines.Pipeline.describe` shows (and hashes) them.
+
+        Returns
+        -------
+        list of str
+            The lines.
+        """
         return [f"  prompt: {self.prompt!r}",
                 f"  temperature={self.temperature} retries={self.retries} seed={self.seed}"]
 
     # what subclasses define
     def instruction(self, ctx: NodeContext) -> str:
+        """The reply format asked for, after the rendered prompt (what each kind of unit defines).
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run.
+
+        Returns
+        -------
+        str
+            The instruction.
+        """
         raise NotImplementedError
 
     def interpret(self, response: LLMResponse, reading: _Reading, ctx: NodeContext) -> UnitOutput:
+        """The unit's output from a reply that parsed (what each kind of unit defines).
+
+        Parameters
+        ----------
+        response : LLMResponse
+            The reply.
+        reading : _Reading
+            Its verdict text and explanation.
+        ctx : NodeContext
+            The node being run.
+
+        Returns
+        -------
+        UnitOutput
+            The output.
+
+        Raises
+        ------
+        JudgeReplyError
+            A verdict the unit cannot use (the call is tried again, up to ``retries``).
+        """
         raise NotImplementedError
 
     def verdict_scale(self, ctx: NodeContext) -> Scale:
-        """The scale the reply's ``Verdict:`` is written on (what copied verdicts are compared by)."""
+        """The scale the reply's ``Verdict:`` is written on (what copied verdicts are compared by).
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run.
+
+        Returns
+        -------
+        Scale
+            The scale.
+        """
         raise NotImplementedError
 
     def untrusted(self, ctx: NodeContext) -> UntrustedText:
         """The text this call shows but its judge must not obey: the item fields the prompt reads
-        (in name order) and the explanations of the unit's inputs (model text that may quote them)."""
+        (in name order) and the explanations of the unit's inputs (model text that may quote them).
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run.
+
+        Returns
+        -------
+        UntrustedText
+            The texts and their fence.
+        """
         texts = [ctx.item[f] for f in sorted(self.item_fields()) if isinstance(ctx.item.get(f), str)]
         texts += [o.explanation for o in ctx.inputs if o.explanation]
         return UntrustedText(texts)
 
     def render_prompt(self, ctx: NodeContext, untrusted: UntrustedText) -> str:
-        """The rendered template (item text fenced), the fence note when anything was fenced, the instruction."""
+        """The rendered template (item text fenced), the fence note when anything was fenced, the instruction.
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run.
+        untrusted : UntrustedText
+            The texts to fence.
+
+        Returns
+        -------
+        str
+            The prompt sent.
+        """
         body = render(self.prompt, self.template_context(ctx), ctx.where, untrusted=untrusted).rstrip()
         parts = [body]
         if f" {untrusted.fence}>>>" in body:
@@ -134,12 +234,30 @@ class LLMUnit(Unit):
         return "\n\n".join(parts)
 
     def template_context(self, ctx: NodeContext) -> dict[str, Any]:
+        """The values the template is rendered with: the item's fields and ``previous`` (the inputs' outputs).
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run.
+
+        Returns
+        -------
+        dict
+            Field name to value.
+        """
         context = {k: v for k, v in ctx.item.items() if isinstance(k, str) and k != "previous"}
         context["previous"] = PreviousView(ctx.inputs, ctx.where)
         return context
 
     def item_fields(self) -> set[str]:
-        """The item fields the prompt reads."""
+        """The item fields the prompt reads.
+
+        Returns
+        -------
+        set of str
+            Their names.
+        """
         return {root for root, _ in self.fields if root != "previous"}
 
     def check_inputs(self, inputs: Sequence[tuple[str, Unit]], where: str) -> None:
@@ -179,6 +297,18 @@ class LLMUnit(Unit):
                         _needs_explanation(same[parts[1]], where, shown)
 
     def call_config(self, ctx: NodeContext) -> RunConfig:
+        """The run config of the unit's call: the run's, with the unit's temperature, ``max_tokens`` and seed.
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run (its run config and seed offset).
+
+        Returns
+        -------
+        RunConfig
+            The call's.
+        """
         params = dict(ctx.run_config.model_params)
         if self.seed is not None:
             params["seed"] = self.seed + ctx.seed_offset
@@ -199,6 +329,20 @@ class LLMUnit(Unit):
         return UnitOutput(node=ctx.node, unit=self.name, kind=self.kind, ok=False, error=reason)
 
     async def execute(self, ctx: NodeContext) -> UnitOutput:
+        """Run the unit on one item: render the prompt, call, parse (retrying a reply that does not parse).
+
+        Every attempt is added to the item's trace. A unit whose input has no verdict is skipped (no call).
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run.
+
+        Returns
+        -------
+        UnitOutput
+            The output; ``ok=False`` with the reason when no reply could be used.
+        """
         skipped = self._skip(ctx)
         if skipped is not None:
             return skipped
@@ -290,6 +434,36 @@ class JudgeUnit(LLMUnit):
     probability-weighted value of the scale's labels at the verdict's position
     (from the adapter's top logprobs; an adapter that returns none leaves the
     unit without a verdict, never a silent fallback). Not for continuous scales.
+
+    Parameters
+    ----------
+    prompt : str
+        The template.
+    scale : Scale
+        The verdict's scale.
+    name : str, default "judge"
+        The unit's name.
+    explanation : bool, default False
+        Ask for an explanation before the verdict.
+    scoring : {"verdict", "logprob"}, default "verdict"
+        How the verdict is scored (above).
+    top_logprobs : int, default 10
+        How many most probable tokens a ``"logprob"`` score reads.
+    **options
+        :class:`LLMUnit`'s (``adapter``, ``retries``, ``temperature``, ``seed``, ``max_tokens``).
+
+    Raises
+    ------
+    ConfigError
+        A ``scale`` that is not a :class:`Scale`, an unknown ``scoring``, or ``"logprob"`` on a continuous
+        scale.
+
+    Examples
+    --------
+    >>> from llm_connect.pipelines import BooleanScale
+    >>> unit = JudgeUnit("Is {candidate} a right answer to {prompt}?", BooleanScale(), explanation=True)
+    >>> unit.describe(), sorted(unit.item_fields())
+    ('judge: boolean "yes" or "no" + explanation', ['candidate', 'prompt'])
     """
 
     kind = "judge"
@@ -328,13 +502,39 @@ class JudgeUnit(LLMUnit):
         return self.scale
 
     def reply_scale(self) -> Scale:
-        """The scale the reply is written on (a pairwise unit's differs from its output's)."""
+        """The scale the reply is written on (a pairwise unit's differs from its output's).
+
+        Returns
+        -------
+        Scale
+            The scale.
+        """
         return self.scale
 
     def logprob_labels(self) -> dict[str, float] | None:
+        """The reply's labels and their 0..1 values, for a ``"logprob"`` score (``None``: a continuous scale).
+
+        Returns
+        -------
+        dict of str to float or None
+            The labels' values.
+        """
         return self.scale.label_values()
 
     def to_value(self, reply_value: Any) -> Any:
+        """The output's value of a parsed reply (the same for a judge unit; a pairwise unit maps A/B to
+        baseline/candidate).
+
+        Parameters
+        ----------
+        reply_value : object
+            The value parsed on :meth:`reply_scale`.
+
+        Returns
+        -------
+        object
+            The value on the output's scale.
+        """
         return reply_value
 
     def call_config(self, ctx: NodeContext) -> RunConfig:
@@ -394,6 +594,24 @@ class PairwiseUnit(JudgeUnit):
     item field). The reply is ``A`` or ``B`` (or ``tie`` with ``allow_tie``);
     the output's value is ``"candidate"``, ``"baseline"`` or ``"tie"``, worth
     1.0, 0.0 and 0.5, so verdicts from both orders vote together.
+
+    Parameters
+    ----------
+    prompt : str, default PAIRWISE_PROMPT
+        The template.
+    name : str, default "pairwise"
+        The unit's name.
+    order : {"baseline-first", "candidate-first"}, default "baseline-first"
+        Which answer is shown as A.
+    allow_tie : bool, default False
+        Offer ``tie``.
+    **options
+        :class:`JudgeUnit`'s and :class:`LLMUnit`'s.
+
+    Raises
+    ------
+    ConfigError
+        An unknown ``order``.
     """
 
     kind = "pairwise"
@@ -454,6 +672,15 @@ class VerifyUnit(LLMUnit):
     review when the verifier agrees, else flipped (two-valued scales) or the
     verifier's ``Correction:``. The verdict under review is always shown to the
     verifier, after the prompt.
+
+    Parameters
+    ----------
+    prompt : str, default VERIFY_PROMPT
+        The template (it may read ``{previous.explanation}``).
+    name : str, default "verify"
+        The unit's name.
+    **options
+        :class:`LLMUnit`'s.
     """
 
     kind = "verify"

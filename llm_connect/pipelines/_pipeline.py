@@ -45,17 +45,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .._display import view
+from .._docstrings import share_parameters
+from .._options import check_run_options
 from .._runtime import on_background, run_sync
 from ..columns import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS
-from ..core import BudgetTracker, LLMAdapter, LLMResponse, RunConfig
+from ..core import BudgetTracker, LLMAdapter, RunConfig
 from ..errors import ConfigError, JudgeReplyError, ValidationError
-from ..grading import WrapperJudge
-from ..grading._base import GradingResult, validate_grader_id, validate_score
-from ..grading._epochs import EPOCH_COLUMNS, Reducer, check_epochs, epoch_reliability, epoch_run_config, reducer_of
+from ..grading._base import validate_score
+from ..grading._epochs import EPOCH_COLUMNS, Reducer, epoch_reliability, epoch_run_config, reducer_of
 from ..grading._judge_many import reduce_item
 from ..grading._parse import brief_repr
 from ..items import item_text, items_frame, reference_text
 from ..runner import RunPlan, arun_plan, attach_rows, run_budget, run_plan
+from ._pipeline_judge import PipelineJudge, _not_pairwise_reason, _usage_response
 from ._scales import Scale
 from ._trace import PipelineResult, Trace, UnitOutput
 from ._unit_base import NodeContext, _check_name
@@ -63,7 +65,7 @@ from ._unit_base import NodeContext, _check_name
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CONNECTIONS", "MAX_REPEAT", "PIPELINE_COLUMNS", "Layer", "Pipeline", "PipelineJudge", "Unit"]
+__all__ = ["CONNECTIONS", "MAX_REPEAT", "PIPELINE_COLUMNS", "Layer", "Pipeline", "Unit"]
 
 #: The largest ``repeat`` of a :class:`Layer` (each copy is at least one more call per item), enforced by
 #: ``Layer(...)`` and by :func:`~llm_connect.pipelines.from_config` alike.
@@ -84,6 +86,13 @@ class Unit:
     pipeline's), and ``checks_one_verdict`` (a verify unit: a lone one after
     ``n`` outputs is copied ``n`` times, connected ``broadcast``; see the module
     docs).
+
+    Parameters
+    ----------
+    name : str
+        The unit's name.
+    origin : str, optional
+        Where a config defined it, for error messages.
     """
 
     kind: ClassVar[str] = "unit"
@@ -98,23 +107,92 @@ class Unit:
         return Pipeline([self]) >> other
 
     def where(self, node: str) -> str:
+        """Where the unit is, for an error message: ``node``, after the config location that defined it.
+
+        Parameters
+        ----------
+        node : str
+            The node's name in the graph.
+
+        Returns
+        -------
+        str
+            The location.
+        """
         return f"{self.origin} ({node})" if self.origin else node
 
     def describe(self) -> str:
+        """One line saying what the unit is (in :meth:`Pipeline.describe` and traces).
+
+        Returns
+        -------
+        str
+            The line (the ``kind`` here).
+        """
         return self.kind
 
     def describe_call(self) -> list[str]:
         """The lines :meth:`Pipeline.describe` writes under this unit's (hashed into the rubric hash): none here;
-        an LLM unit's prompt and call settings."""
+        an LLM unit's prompt and call settings.
+
+        Returns
+        -------
+        list of str
+            The lines.
+        """
         return []
 
     def output_scale(self, input_scales: Sequence[Scale | None], where: str) -> Scale | None:
+        """The scale of the unit's output, from those of its inputs (what each kind of unit defines).
+
+        Parameters
+        ----------
+        input_scales : sequence of Scale or None
+            The inputs' scales.
+        where : str
+            Where the unit is, for an error.
+
+        Returns
+        -------
+        Scale or None
+            The output's scale.
+
+        Raises
+        ------
+        ConfigError
+            Inputs whose scales the unit cannot combine.
+        """
         raise NotImplementedError
 
     def check_inputs(self, inputs: Sequence[tuple[str, Unit]], where: str) -> None:
-        """Refuse, at build time, inputs this unit cannot use."""
+        """Refuse, at build time, inputs this unit cannot use.
+
+        Parameters
+        ----------
+        inputs : sequence of (str, Unit)
+            Each input's node and unit.
+        where : str
+            Where the unit is, for an error.
+
+        Raises
+        ------
+        ConfigError
+            Inputs it cannot use.
+        """
 
     async def execute(self, ctx: NodeContext) -> UnitOutput:
+        """Run the unit on one item (what each kind of unit defines).
+
+        Parameters
+        ----------
+        ctx : NodeContext
+            The node being run: the item, the inputs' outputs, the run config, the trace.
+
+        Returns
+        -------
+        UnitOutput
+            The output.
+        """
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -129,6 +207,24 @@ class Layer:
     ``inner`` is ``"independent"`` or ``"chain"``; ``connect`` how the layer
     feeds the next stage (``None``: dense, or broadcast into verify units; see
     the module docs).
+
+    Parameters
+    ----------
+    units : Unit or Pipeline or sequence of them
+        The units (or sub-pipelines).
+    repeat : int, optional
+        Repeat the list (above).
+    inner : {"independent", "chain"}, default "independent"
+        Whether the layer's units run side by side, or each after the one before.
+    connect : {"dense", "broadcast", "cumulative", "last"}, optional
+        How the layer feeds the next stage (:data:`CONNECTIONS`).
+    origin : str, optional
+        Where a config defined it, for error messages.
+
+    Raises
+    ------
+    ConfigError
+        No units, a ``repeat`` out of range, or an unknown ``inner`` or ``connect``.
     """
 
     def __init__(
@@ -297,6 +393,38 @@ class Pipeline:
     serves every LLM unit that has none. Build with ``unit >> unit``,
     ``Layer(...) >> pool`` or :func:`from_config`; run with :meth:`run` /
     :meth:`run_many`; plug into grading with :meth:`as_judge`.
+
+    Parameters
+    ----------
+    stages : sequence of Unit or Layer or Pipeline, default ()
+        The stages, in order (``a >> b`` builds them).
+    threshold : float, optional
+        Turns the final score into pass/fail (0..1).
+    adapter : LLMAdapter, optional
+        Serves every LLM unit that has none.
+    name : str, default "pipeline"
+        The pipeline's name (its grader id as a judge).
+
+    Raises
+    ------
+    ConfigError
+        A bad ``threshold``, ``adapter`` or ``name``; the graph itself is checked when it is first used
+        (:meth:`validate`).
+
+    See Also
+    --------
+    from_config : A pipeline from a YAML or JSON config.
+    llm_connect.grading.PanelJudge : Several judges, aggregated.
+
+    Examples
+    --------
+    >>> from llm_connect.pipelines import BooleanScale, JudgeUnit, Layer, MajorityPool
+    >>> from llm_connect.testing import ScriptedAdapter
+    >>> unit = JudgeUnit("Is {candidate} right for {prompt}?", BooleanScale(), temperature=0.7, seed=1)
+    >>> pipeline = Pipeline(Layer(unit, repeat=3) >> MajorityPool(), adapter=ScriptedAdapter(["yes"], cycle=True))
+    >>> result = pipeline.run({"prompt": "2+2?", "candidate": "4"})
+    >>> result.quality_score, result.trace.calls
+    (1.0, 3)
     """
 
     def __init__(
@@ -338,7 +466,22 @@ class Pipeline:
     def with_options(
         self, *, adapter: LLMAdapter | None = None, threshold: float | None = None, name: str | None = None
     ) -> Pipeline:
-        """A copy with a default adapter, threshold or name set (the others kept)."""
+        """A copy with a default adapter, threshold or name set (the others kept).
+
+        Parameters
+        ----------
+        adapter : LLMAdapter, optional
+            The adapter of every LLM unit that has none.
+        threshold : float, optional
+            The pass/fail threshold.
+        name : str, optional
+            The name.
+
+        Returns
+        -------
+        Pipeline
+            The copy.
+        """
         return Pipeline(
             self.stages,
             threshold=threshold if threshold is not None else self.threshold,
@@ -369,7 +512,18 @@ class Pipeline:
         return self._graph
 
     def validate(self) -> Pipeline:
-        """Build the graph now, raising :class:`ConfigError` for anything wrong; returns ``self``."""
+        """Build the graph now, raising :class:`ConfigError` for anything wrong.
+
+        Returns
+        -------
+        Pipeline
+            ``self``.
+
+        Raises
+        ------
+        ConfigError
+            An empty pipeline, an LLM unit without an adapter, inputs a unit cannot use...
+        """
         self._compiled()
         return self
 
@@ -394,7 +548,13 @@ class Pipeline:
         return self._compiled().item_fields
 
     def describe(self) -> str:
-        """A stable text of the graph (units, scales, templates, inputs), hashed into :attr:`rubric_hash`."""
+        """A stable text of the graph (units, scales, templates, inputs), hashed into :attr:`rubric_hash`.
+
+        Returns
+        -------
+        str
+            The text.
+        """
         lines = []
         for node in self._compiled().nodes.values():
             u = node.unit
@@ -408,7 +568,13 @@ class Pipeline:
         return hashlib.sha256(self.describe().encode("utf-8")).hexdigest()[:16]
 
     def graph(self) -> str:
-        """The graph in Graphviz DOT (render with ``graphviz.Source(p.graph())`` or ``dot -Tsvg``)."""
+        """The graph in Graphviz DOT (render with ``graphviz.Source(p.graph())`` or ``dot -Tsvg``).
+
+        Returns
+        -------
+        str
+            The DOT source.
+        """
         g = self._compiled()
 
         def q(text: str) -> str:
@@ -501,16 +667,42 @@ class Pipeline:
             raise
 
     async def arun(self, item: Mapping[str, Any], *, run_config: RunConfig | None = None) -> PipelineResult:
-        """The awaitable twin of :meth:`run`."""
+        """The awaitable twin of :meth:`run`.
+
+        Parameters
+        ----------
+        item : mapping
+            The fields the templates read.
+        run_config : RunConfig, optional
+            The base of every call.
+
+        Returns
+        -------
+        PipelineResult
+            What :meth:`run` returns.
+        """
         self._compiled()
         return await on_background(self._run_traced(item, run_config, Trace()))
 
     def run(self, item: Mapping[str, Any], *, run_config: RunConfig | None = None) -> PipelineResult:
         """Run one item (a mapping with the fields the templates read).
 
-        ``run_config`` is the base of every call (its budget tracker is
-        charged); each unit sets its own temperature. No final verdict raises
-        :class:`JudgeReplyError`; any exception carries ``.trace``.
+        Parameters
+        ----------
+        item : mapping
+            The fields the templates read.
+        run_config : RunConfig, optional
+            The base of every call (its budget tracker is charged); each unit sets its own temperature.
+
+        Returns
+        -------
+        PipelineResult
+            The verdict, score, pass/fail and the trace of every call.
+
+        Raises
+        ------
+        JudgeReplyError
+            No final verdict; any exception carries ``.trace``.
         """
         self._compiled()
         return run_sync(self._run_traced(item, run_config, Trace()))
@@ -521,7 +713,7 @@ class Pipeline:
 
         With ``epochs=k > 1`` the plan has ``k * n`` runs, epoch-major (every item's epoch 0
         first), as :func:`~llm_connect.grading.judge_many`'s, and its ``finish`` reduces them."""
-        k = check_epochs(epochs)
+        k = epochs  # checked by run_many / arun_many
         reducer_name, _ = reducer_of(reducer)
         g = self._compiled()
         frame = items_frame(items, ())
@@ -592,6 +784,7 @@ class Pipeline:
         }
         return out
 
+    @share_parameters
     def run_many(
         self,
         items: Any,
@@ -606,50 +799,67 @@ class Pipeline:
     ) -> pd.DataFrame:
         """Run many items; a DataFrame with one row per item, in order, never fewer.
 
-        Columns (:data:`~llm_connect.columns.PIPELINE_COLUMNS`): the items' own, then a
-        judge's result columns, as :func:`~llm_connect.grading.judge_many` of
-        :meth:`as_judge` gives them: ``quality_score``, ``notes``, ``grader_id`` (the
-        pipeline's name), ``status`` (scored / unscored / error), ``error``,
-        ``latency_ms`` (the item's wall time), ``judge_tokens_in``, ``judge_tokens_out``,
-        ``judge_cost_usd`` (summed over the item's calls); then the pipeline's own:
-        ``verdict``, ``passed``, ``calls`` and ``trace``.
-        ``df.attrs["totals"]`` holds the run's calls, tokens and cost. Runs on
-        the one runner (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many` does. An item
-        whose field read by the templates is missing (None/NaN), or whose
+        Runs on the one runner (:mod:`llm_connect.runner`), as :func:`llm_connect.grading.judge_many`
+        does. An item whose field read by the templates is missing (None/NaN), or whose
         ``baseline``/``reference`` is blank, is an ``error`` row naming it.
 
-        Spend, and how to cap it: every call of every unit is charged to the
-        run budget, ``budget`` (a :class:`~llm_connect.BudgetTracker`, or a
-        limit in USD), else ``run_config.budget_tracker``. ``budget=0.50``
-        caps the run at about $0.50: a call starts only while money is left
-        (the limit is overshot by at most the calls in flight when it was
-        reached), every reply that came back is kept in the item's trace and
-        cost, and items not attempted once the money is spent are ``error``
-        rows saying "budget exhausted" (an item whose later units were
-        refused is an ``error`` row too, its paid calls still in its cost).
-        ``df.attrs["budget"]`` holds the limit, the spend and the calls.
+        Parameters
+        ----------
+        items : DataFrame or iterable of mappings
+            The items, with the fields the templates read.
+        {concurrency}
+        {progress}
+        {run_config}
+            The base of every unit's calls (each unit sets its own temperature).
+        {budget}
+            Every call of every unit is charged to it: ``budget=0.50`` caps the run at about $0.50. Every
+            reply that came back is kept in the item's trace and cost, and an item whose later units were
+            refused is an ``error`` row too, its paid calls still in its cost. ``df.attrs["budget"]`` holds
+            the limit, the spend and the calls.
+        {epochs}
+            As :func:`~llm_connect.grading.judge_many` does: the same reducers, the same
+            :data:`~llm_connect.grading.EPOCH_COLUMNS` after the pipeline's columns, ``df.attrs["epochs"]``
+            and ``df.attrs["reliability"]``. Epoch ``e > 0`` moves the run config's seed by ``e`` and every
+            seeded unit's by ``e`` times its copies, so a response cache serves no repeat. ``calls``,
+            tokens, cost and latency are summed over the epochs; ``passed`` is the reduced score at
+            ``threshold``; ``verdict`` and ``trace`` are the first scored epoch's (a pairwise pipeline's
+            ``verdict`` is read from the reduced score).
+        {reducer}
+        {batch}
+            A unit that reads an earlier unit's reply waits for the next round.
 
-        Repeated runs: ``epochs=k`` runs each item ``k`` times and ``reducer`` reduces the
-        scored epochs, as :func:`~llm_connect.grading.judge_many` does (the same reducers, the
-        same :data:`~llm_connect.grading.EPOCH_COLUMNS` after the pipeline's columns,
-        ``df.attrs["epochs"]`` and ``df.attrs["reliability"]``). Epoch ``e > 0`` moves the run
-        config's seed by ``e`` and every seeded unit's by ``e`` times its copies, so a response
-        cache serves no repeat. ``calls``, tokens, cost and latency are summed over the epochs;
-        ``passed`` is the reduced score at ``threshold``; ``verdict`` and ``trace`` are the first
-        scored epoch's (a pairwise pipeline's ``verdict`` is read from the reduced score).
+        Returns
+        -------
+        DataFrame
+            Columns (:data:`~llm_connect.columns.PIPELINE_COLUMNS`): the items' own, then a judge's result
+            columns, as :func:`~llm_connect.grading.judge_many` of :meth:`as_judge` gives them:
+            ``quality_score``, ``notes``, ``grader_id`` (the pipeline's name), ``status`` (scored /
+            unscored / error), ``error``, ``latency_ms`` (the item's wall time), ``judge_tokens_in``,
+            ``judge_tokens_out``, ``judge_cost_usd`` (summed over the item's calls); then the pipeline's
+            own: ``verdict``, ``passed``, ``calls`` and ``trace``. ``df.attrs["totals"]`` holds the run's
+            calls, tokens and cost.
 
-        Provider batches: ``batch=True`` (or a state folder, or
-        :class:`~llm_connect.adapters.BatchOptions`) sends every unit's calls to an OpenAI-compatible or
-        Anthropic adapter through the provider's Batch API at half the price, one batch per round (a
-        unit that reads an earlier unit's reply waits for the next round), with the same rows as
-        without it; see :func:`~llm_connect.grading.judge_many`.
+        Raises
+        ------
+        ConfigError
+            The templates read fields the items lack, or the pipeline does not compile.
+        ValidationError
+            A bad run option.
+
+        See Also
+        --------
+        arun_many : The awaitable twin.
+        run : One item.
         """
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, budget=budget,
+                          epochs=epochs, reducer=reducer, batch=batch)
         from ..grading._batch_api import provider_batch_plan
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
                                                 concurrency=concurrency, progress=progress)
         return run_plan(plan, concurrency=concurrency, progress=progress)
 
+    @share_parameters
     async def arun_many(
         self,
         items: Any,
@@ -662,8 +872,31 @@ class Pipeline:
         reducer: str | Reducer = "mean",
         batch: Any = False,
     ) -> pd.DataFrame:
-        """The awaitable twin of :meth:`run_many` (cap the spend with ``budget=``, repeat with ``epochs=``,
-        use the providers' Batch APIs with ``batch=``, as there)."""
+        """The awaitable twin of :meth:`run_many`: the same rows and columns.
+
+        Parameters
+        ----------
+        items : DataFrame or iterable of mappings
+            The items, with the fields the templates read.
+        {concurrency}
+        {progress}
+        {run_config}
+        {budget}
+        {epochs}
+        {reducer}
+        {batch}
+
+        Returns
+        -------
+        DataFrame
+            What :meth:`run_many` returns.
+
+        See Also
+        --------
+        run_many : The sync twin.
+        """
+        check_run_options(concurrency=concurrency, progress=progress, run_config=run_config, budget=budget,
+                          epochs=epochs, reducer=reducer, batch=batch)
         from ..grading._batch_api import provider_batch_plan
 
         plan, concurrency = provider_batch_plan(self._plan(items, run_config, budget, epochs, reducer), batch,
@@ -671,26 +904,19 @@ class Pipeline:
         return await arun_plan(plan, concurrency=concurrency, progress=progress)
 
     def as_judge(self, grader_id: str | None = None) -> PipelineJudge:
-        """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``)."""
+        """This pipeline as a :class:`~llm_connect.grading.Judge` (``judge()`` and ``ajudge()``).
+
+        Parameters
+        ----------
+        grader_id : str, optional
+            The judge's id (default: the pipeline's name).
+
+        Returns
+        -------
+        PipelineJudge
+            The judge.
+        """
         return PipelineJudge(self, grader_id or self.name)
-
-
-#: A pairwise verdict's values (as :class:`~llm_connect.pipelines.PairwiseUnit` gives them).
-_PAIRWISE_VALUES = {"baseline": 0.0, "tie": 0.5, "candidate": 1.0}
-
-
-def _not_pairwise_reason(g: _Graph, name: str) -> str | None:
-    """``None`` when the graph's final verdict is pairwise (baseline/candidate, perhaps tie); else why not."""
-    scale = g.nodes[g.exit].scale
-    values = scale.label_values() if scale is not None else None
-    folded = {str(k).casefold(): v for k, v in (values or {}).items()}
-    if folded and {"baseline", "candidate"} <= set(folded) <= set(_PAIRWISE_VALUES) \
-            and all(abs(v - _PAIRWISE_VALUES[k]) < 1e-12 for k, v in folded.items()):
-        return None
-    shown = scale.describe() if scale is not None else "no verdict scale"
-    return (f"pipeline {name!r} ends in {g.exit} ({g.nodes[g.exit].unit.describe()}: {shown}), not in a pairwise "
-            "verdict (baseline, candidate or tie); end it in a PairwiseUnit, a verify unit of one, or a "
-            "MajorityPool of pairwise units")
 
 
 def _is_pairwise_scale(g: _Graph) -> bool:
@@ -708,12 +934,6 @@ def _notes(final: UnitOutput, passed: bool | None, threshold: float | None) -> s
     return text
 
 
-def _usage_response(trace: Trace, adapter_id: str) -> LLMResponse:
-    """A stand-in response holding a run's summed usage, for the runner's unscored/error rows."""
-    return LLMResponse(content="", adapter_id=adapter_id, model_id="pipeline", tokens_in=trace.tokens_in,
-                       tokens_out=trace.tokens_out, cost_usd=trace.cost_usd, latency_ms=trace.latency_ms)
-
-
 def _attach_trace(exc: BaseException, trace: Trace) -> None:
     try:
         exc.trace = trace  # type: ignore[attr-defined]
@@ -721,101 +941,3 @@ def _attach_trace(exc: BaseException, trace: Trace) -> None:
             exc.response = _usage_response(trace, "pipeline")
     except AttributeError:  # an exception type with __slots__: it keeps its own message
         pass
-
-
-class PipelineJudge(WrapperJudge):
-    """A pipeline as a :class:`~llm_connect.grading.Judge` (on the compound judges' wrapper base).
-
-    The item is ``{"prompt": prompt, "baseline": baseline.content,
-    "candidate": candidate.content}``. As with :class:`LLMJudge`, the caller's
-    run config is used without its budget tracker (the judge's spend is not the
-    candidate's); units set their own temperature. The result carries the
-    summed tokens, cost and latency of every unit call, and in ``details``:
-    ``trace``, ``verdict``, ``passed``, ``threshold``, ``calls``, ``rubric_hash``.
-    No final verdict raises :class:`JudgeReplyError` (an *unscored* row in a batch).
-
-    ``pairwise``: True when the pipeline's final verdict is pairwise (``baseline``,
-    ``candidate`` and perhaps ``tie``, worth 0.0, 1.0 and 0.5: it ends in a
-    :class:`~llm_connect.pipelines.PairwiseUnit`, a verify unit of one, or a majority pool of
-    them), so :func:`~llm_connect.grading.tournament`, bias probes and pairwise calibration take
-    it as a pairwise judge; ``not_pairwise_reason`` says why not otherwise.
-
-    ``seed_offset``: the epoch of repeated judging this judge runs (0: a single run); every
-    seeded unit calls with ``seed + seed_offset * copies + replica``.
-    :meth:`with_seed_offset` is the hook :func:`~llm_connect.grading.reseed` asks, so
-    ``judge_many(pipeline.as_judge(), items, epochs=k)`` never has a repeat served from a
-    response cache.
-    """
-
-    extra_columns = PIPELINE_EXTRA_COLUMNS
-
-    def __init__(self, pipeline: Pipeline, grader_id: str, *, seed_offset: int = 0) -> None:
-        if not isinstance(pipeline, Pipeline):
-            raise ValidationError("PipelineJudge needs a Pipeline")
-        if isinstance(seed_offset, bool) or not isinstance(seed_offset, int) or seed_offset < 0:
-            raise ValidationError(f"seed_offset must be an integer >= 0 (the epoch), got {seed_offset!r}")
-        self.pipeline = pipeline.validate()
-        self.grader_id = validate_grader_id(grader_id)
-        self.seed_offset = seed_offset
-        self.not_pairwise_reason = _not_pairwise_reason(pipeline._compiled(), pipeline.name)
-        self.pairwise = self.not_pairwise_reason is None
-        extra = sorted(self.pipeline.item_fields - {"prompt", "baseline", "candidate"})
-        if extra:
-            raise ConfigError(
-                f"{pipeline.name}: as a judge, templates see only {{prompt}}, {{baseline}} and {{candidate}}, "
-                f"but they read {extra}; use run_many(items) for items with more fields"
-            )
-
-    @property
-    def rubric_hash(self) -> str:
-        return self.pipeline.rubric_hash
-
-    def with_seed_offset(self, offset: int) -> PipelineJudge:
-        """The judge of epoch ``seed_offset + offset`` (the hook :func:`~llm_connect.grading.reseed` asks):
-        the same pipeline and grader id; every seeded unit's seed moves (see the class docs)."""
-        return PipelineJudge(self.pipeline, self.grader_id, seed_offset=self.seed_offset + offset)
-
-    def _item(self, baseline: LLMResponse, candidate: LLMResponse, prompt: str) -> dict[str, str]:
-        return {"prompt": prompt, "baseline": baseline.content, "candidate": candidate.content}
-
-    async def _ajudge(
-        self, baseline: LLMResponse, candidate: LLMResponse, prompt: str, run_config: RunConfig | None
-    ) -> GradingResult:
-        trace = Trace()
-        rc = (run_config or RunConfig()).replace(budget_tracker=None)
-        try:
-            result = await self.pipeline._run_traced(self._item(baseline, candidate, prompt), rc, trace,
-                                                     self.seed_offset)
-        except JudgeReplyError as exc:
-            exc.response = _usage_response(trace, self.grader_id)
-            raise
-        return GradingResult(
-            quality_score=result.quality_score,
-            notes=result.notes,
-            grader_id=self.grader_id,
-            baseline_response=baseline,
-            candidate_response=candidate,
-            tokens_in=trace.tokens_in,
-            tokens_out=trace.tokens_out,
-            cost_usd=trace.cost_usd,
-            latency_ms=trace.latency_ms,
-            details={
-                "trace": trace,
-                "verdict": result.verdict,
-                "passed": result.passed,
-                "threshold": result.threshold,
-                "calls": trace.calls,
-                "rubric_hash": self.rubric_hash,
-                "pipeline": self.pipeline.name,
-            },
-        )
-
-    def result_columns(self, result: GradingResult) -> dict[str, Any]:
-        """The pipeline's own columns of a batch row (as :meth:`Pipeline.run_many` has them)."""
-        d = result.details
-        return {"verdict": d["verdict"], "passed": d["passed"], "calls": d["calls"], "trace": d["trace"]}
-
-    def __repr__(self) -> str:
-        offset = f", seed_offset={self.seed_offset}" if self.seed_offset else ""
-        return f"PipelineJudge({self.pipeline!r}, grader_id={self.grader_id!r}{offset})"
-

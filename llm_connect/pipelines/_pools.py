@@ -37,6 +37,15 @@ class PoolUnit(Unit):
 
     Inputs without a verdict are left out; with fewer than ``min_valid`` valid
     inputs the pool has no verdict either.
+
+    Parameters
+    ----------
+    name : str
+        The pool's name.
+    min_valid : int, default 1
+        The fewest inputs with a verdict the pool needs.
+    origin : str, optional
+        Where a config defined it, for error messages.
     """
 
     kind = "pool"
@@ -46,6 +55,13 @@ class PoolUnit(Unit):
         self.min_valid = _check_int(f"pool {name!r}: min_valid", min_valid, 1)
 
     def item_fields(self) -> set[str]:
+        """The item fields the pool reads: none (it reads its inputs' outputs).
+
+        Returns
+        -------
+        set of str
+            Empty.
+        """
         return set()
 
     def check_inputs(self, inputs: Sequence[tuple[str, Unit]], where: str) -> None:
@@ -55,6 +71,25 @@ class PoolUnit(Unit):
             raise ConfigError(f"{where}: min_valid={self.min_valid} but the pool has only {len(inputs)} inputs")
 
     def aggregate(self, valid: list[UnitOutput], ctx: NodeContext) -> tuple[Any, str, float, Scale | None, dict]:
+        """The pool's verdict from its valid inputs (what each kind of pool defines).
+
+        Parameters
+        ----------
+        valid : list of UnitOutput
+            The inputs that gave a verdict (at least ``min_valid``).
+        ctx : NodeContext
+            The node being run.
+
+        Returns
+        -------
+        tuple of (object, str, float, Scale or None, dict)
+            The value, its verdict text, its 0..1 score, its scale and details (``votes``, ``scores``...).
+
+        Raises
+        ------
+        JudgeReplyError
+            No verdict can be drawn (the pool then has none).
+        """
         raise NotImplementedError
 
     async def execute(self, ctx: NodeContext) -> UnitOutput:
@@ -86,6 +121,22 @@ class MajorityPool(PoolUnit):
     value (``tie_break="lowest"``, the default), the highest (``"highest"``) or
     the one voted first (``"first"``). The output keeps the inputs' scale; its
     score is the winning label's value.
+
+    Parameters
+    ----------
+    name : str, default "majority"
+        The pool's name.
+    tie_break : {"lowest", "highest", "first"}, default "lowest"
+        Which tied label wins (above).
+    min_valid : int, default 1
+        The fewest inputs with a verdict the pool needs.
+    origin : str, optional
+        Where a config defined it, for error messages.
+
+    Raises
+    ------
+    ConfigError
+        An unknown ``tie_break`` or a bad ``min_valid``.
     """
 
     kind = "majority-pool"
@@ -135,7 +186,17 @@ MaxPool = MajorityPool  # alias of MajorityPool, Verdict's name for majority vot
 
 
 class MeanPool(PoolUnit):
-    """The mean of the inputs' 0..1 scores."""
+    """The mean of the inputs' 0..1 scores.
+
+    Parameters
+    ----------
+    name : str, default "mean"
+        The pool's name.
+    min_valid : int, default 1
+        The fewest inputs with a verdict the pool needs.
+    origin : str, optional
+        Where a config defined it, for error messages.
+    """
 
     kind = "mean-pool"
 
@@ -149,6 +210,18 @@ class MeanPool(PoolUnit):
         return ContinuousScale()
 
     def combine(self, valid: list[UnitOutput]) -> float:
+        """The pool's 0..1 score from its valid inputs' scores (here their mean).
+
+        Parameters
+        ----------
+        valid : list of UnitOutput
+            The inputs that gave a verdict.
+
+        Returns
+        -------
+        float
+            The score.
+        """
         return math.fsum(float(o.score or 0.0) for o in valid) / len(valid)
 
     def aggregate(self, valid: list[UnitOutput], ctx: NodeContext) -> tuple[Any, str, float, Scale | None, dict]:
@@ -157,7 +230,17 @@ class MeanPool(PoolUnit):
 
 
 class MedianPool(MeanPool):
-    """The median of the inputs' 0..1 scores (the mean of the middle two for an even count)."""
+    """The median of the inputs' 0..1 scores (the mean of the middle two for an even count).
+
+    Parameters
+    ----------
+    name : str, default "median"
+        The pool's name.
+    min_valid : int, default 1
+        The fewest inputs with a verdict the pool needs.
+    origin : str, optional
+        Where a config defined it, for error messages.
+    """
 
     kind = "median-pool"
 
@@ -176,6 +259,23 @@ class WeightedMeanPool(MeanPool):
 
     Every input's unit name must have a weight, and every weight must name an
     input. Copies of a repeated unit share its weight.
+
+    Parameters
+    ----------
+    weights : mapping of str to float
+        Unit names to weights (>= 0, at least one positive).
+    name : str, default "weighted_mean"
+        The pool's name.
+    min_valid : int, default 1
+        The fewest inputs with a verdict the pool needs.
+    origin : str, optional
+        Where a config defined it, for error messages.
+
+    Raises
+    ------
+    ConfigError
+        Weights that are not numbers >= 0, none positive, or (at build time) an input without a weight or a
+        weight that names no input.
     """
 
     kind = "weighted-mean-pool"

@@ -70,26 +70,82 @@ class Scale(ABC):
 
     @abstractmethod
     def describe(self) -> str:
-        """What to answer, for the prompt: ``one of: "yes", "no"``."""
+        """What to answer, for the prompt: ``one of: "yes", "no"``.
+
+        Returns
+        -------
+        str
+            The text.
+        """
 
     @abstractmethod
     def parse(self, text: str) -> Any:
-        """The value in a verdict's text; :class:`JudgeReplyError` when it is not one the scale offers."""
+        """The value in a verdict's text.
+
+        Parameters
+        ----------
+        text : str
+            The verdict's text.
+
+        Returns
+        -------
+        object
+            The scale's value (a label, an int, a float, a bool).
+
+        Raises
+        ------
+        JudgeReplyError
+            Not a value the scale offers.
+        """
 
     @abstractmethod
     def normalize(self, value: Any) -> float:
-        """``value`` mapped to 0..1."""
+        """``value`` mapped to 0..1.
+
+        Parameters
+        ----------
+        value : object
+            A value of the scale.
+
+        Returns
+        -------
+        float
+            Its 0..1 value.
+        """
 
     def label(self, value: Any) -> str:
-        """The canonical text of ``value`` (what a vote counts)."""
+        """The canonical text of ``value`` (what a vote counts).
+
+        Parameters
+        ----------
+        value : object
+            A value of the scale.
+
+        Returns
+        -------
+        str
+            Its text.
+        """
         return str(value)
 
     def label_values(self) -> dict[str, float] | None:
-        """The tokens that carry the value, each with its 0..1 value; ``None`` when not discrete."""
+        """The tokens that carry the value, each with its 0..1 value; ``None`` when not discrete.
+
+        Returns
+        -------
+        dict of str to float or None
+            The labels' values.
+        """
         return None
 
     def discrete_values(self) -> list[Any] | None:
-        """Every value the scale offers, in order; ``None`` for a continuous scale."""
+        """Every value the scale offers, in order; ``None`` for a continuous scale.
+
+        Returns
+        -------
+        list or None
+            The values.
+        """
         return None
 
     @property
@@ -98,14 +154,36 @@ class Scale(ABC):
         return values is not None and len(values) == 2
 
     def flip(self, value: Any) -> Any:
-        """The other value of a two-valued scale."""
+        """The other value of a two-valued scale.
+
+        Parameters
+        ----------
+        value : object
+            One value.
+
+        Returns
+        -------
+        object
+            The other.
+
+        Raises
+        ------
+        ConfigError
+            A scale with other than two values.
+        """
         values = self.discrete_values()
         if values is None or len(values) != 2:
             raise ConfigError(f"only a two-valued scale can be flipped, not {self!r}")
         return values[1] if value == values[0] else values[0]
 
     def signature(self) -> tuple[Any, ...]:
-        """Equal for scales that vote alike (same labels, same values)."""
+        """Equal for scales that vote alike (same labels, same values).
+
+        Returns
+        -------
+        tuple
+            The labels and values.
+        """
         return (type(self).__name__, tuple(sorted((self.label_values() or {}).items())))
 
     def __eq__(self, other: object) -> bool:
@@ -121,6 +199,24 @@ class CategoricalScale(Scale):
     Without ``values`` the labels are evenly spaced worst first: the first is
     0.0 and the last 1.0 (as on a Likert scale). ``values`` maps every label to
     its own 0..1 value.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        The labels, worst first (at least two, distinct once folded).
+    values : mapping of str to float, optional
+        Every label's own 0..1 value.
+
+    Raises
+    ------
+    ConfigError
+        Fewer than two labels, repeated labels, or ``values`` that miss a label or are out of 0..1.
+
+    Examples
+    --------
+    >>> scale = CategoricalScale(["bad", "ok", "good"])
+    >>> scale.parse("**Good**"), scale.normalize("ok")
+    ('good', 0.5)
     """
 
     kind = "categorical"
@@ -194,7 +290,22 @@ class CategoricalScale(Scale):
 
 
 class BooleanScale(Scale):
-    """Yes or no. The value is a ``bool``; ``yes`` is 1.0 and ``no`` 0.0 unless ``values`` says otherwise."""
+    """Yes or no. The value is a ``bool``; ``yes`` is 1.0 and ``no`` 0.0 unless ``values`` says otherwise.
+
+    Parameters
+    ----------
+    yes : str, default "yes"
+        The label of ``True``.
+    no : str, default "no"
+        The label of ``False``.
+    values : mapping of str to float, optional
+        The two labels' 0..1 values.
+
+    Examples
+    --------
+    >>> BooleanScale().parse("Yes."), BooleanScale().normalize(False)
+    (True, 0.0)
+    """
 
     kind = "boolean"
 
@@ -233,7 +344,25 @@ _INT = re.compile(r"^[+-]?\d+$")
 
 
 class LikertScale(Scale):
-    """Integers ``min..max``; a reply that is not such an integer is rejected (``4.5``, ``4/5``, ``four``)."""
+    """Integers ``min..max``; a reply that is not such an integer is rejected (``4.5``, ``4/5``, ``four``).
+
+    Parameters
+    ----------
+    min : int, default 1
+        The lowest rating (0.0).
+    max : int, default 5
+        The highest rating (1.0).
+
+    Raises
+    ------
+    ConfigError
+        ``min`` not below ``max``.
+
+    Examples
+    --------
+    >>> LikertScale(1, 5).normalize(4)
+    0.75
+    """
 
     kind = "likert"
 
@@ -281,7 +410,20 @@ _FLOAT = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
 class ContinuousScale(Scale):
-    """A number in ``low..high`` (default 0..1); out of range is rejected, not clamped."""
+    """A number in ``low..high`` (default 0..1); out of range is rejected, not clamped.
+
+    Parameters
+    ----------
+    low : float, default 0.0
+        The lowest value (0.0).
+    high : float, default 1.0
+        The highest value (1.0).
+
+    Raises
+    ------
+    ConfigError
+        ``low`` not below ``high``.
+    """
 
     kind = "continuous"
 

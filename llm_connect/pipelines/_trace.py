@@ -22,12 +22,34 @@ __all__ = ["PipelineResult", "Trace", "TraceRecord", "UnitOutput"]
 class UnitOutput(TemplateView):
     """One unit's output for one item.
 
-    ``ok`` is False when the unit gave no verdict (its replies never parsed,
-    an input it needs failed, or a pool had too few valid inputs); ``error``
-    says why. ``value`` is the scale's value (a label, an int, a float, a
-    bool), ``verdict`` its text, ``score`` its 0..1 value. A verify unit's
-    ``value``/``verdict``/``score`` are the *verified* verdict and ``agrees``
-    whether it upheld the verdict it checked.
+    Parameters
+    ----------
+    node : str
+        The node in the graph.
+    unit : str
+        The unit's name.
+    kind : str
+        The unit's kind.
+    ok : bool
+        False when the unit gave no verdict (its replies never parsed, an input it needs failed, or a pool
+        had too few valid inputs).
+    value : object, optional
+        The scale's value (a label, an int, a float, a bool).
+    verdict : str, default ""
+        Its text.
+    score : float, optional
+        Its 0..1 value.
+    explanation : str, default ""
+        The explanation the unit gave.
+    agrees : bool, optional
+        A verify unit's: whether it upheld the verdict it checked (its ``value``/``verdict``/``score`` are
+        the *verified* verdict).
+    scale : Scale, optional
+        The output's scale.
+    error : str, optional
+        Why there is no verdict.
+    details : mapping, default {}
+        What a pool adds (``votes``, ``scores``, ``n_valid``...).
     """
 
     node: str
@@ -46,6 +68,18 @@ class UnitOutput(TemplateView):
     fields = ("verdict", "explanation", "score", "value", "agrees", "unit", "node")
 
     def template_attr(self, name: str) -> Any:
+        """The value a template reads as ``{previous.NAME.<name>}`` (a score rounded to 4 digits).
+
+        Parameters
+        ----------
+        name : str
+            One of :attr:`fields`.
+
+        Returns
+        -------
+        object
+            The value.
+        """
         value = getattr(self, name)
         if name == "score" and value is not None:
             return round(float(value), 4)
@@ -98,7 +132,51 @@ class PreviousView(TemplateView):
 
 @dataclass(frozen=True)
 class TraceRecord:
-    """One step of a run: an LLM call (one attempt), a skipped unit, or a pool."""
+    """One step of a run: an LLM call (one attempt), a skipped unit, or a pool.
+
+    Parameters
+    ----------
+    node : str
+        The node.
+    unit : str
+        The unit's name.
+    kind : str
+        The unit's kind.
+    status : {"ok", "unparsed", "error", "skipped", "failed"}
+        What happened (``"failed"``: a pool without enough inputs).
+    attempt : int, default 0
+        The attempt (0 first).
+    inputs : tuple of str, default ()
+        The input nodes.
+    prompt : str, optional
+        The prompt sent.
+    reply : str, optional
+        The reply.
+    value : object, optional
+        The value parsed.
+    verdict : str, optional
+        Its text.
+    score : float, optional
+        Its 0..1 value.
+    explanation : str, optional
+        The explanation.
+    error : str, optional
+        What went wrong.
+    adapter_id : str, optional
+        The adapter called.
+    model_id : str, optional
+        Its model.
+    tokens_in : int, default 0
+        Prompt tokens.
+    tokens_out : int, default 0
+        Completion tokens.
+    cost_usd : float, default 0.0
+        The call's cost.
+    latency_ms : float, default 0.0
+        The call's latency.
+    cached : bool, default False
+        Served from the response cache.
+    """
 
     node: str
     unit: str
@@ -155,12 +233,24 @@ class Trace:
     ``calls`` counts LLM calls that returned (parsed or not); tokens, cost and
     latency are summed over them. Shows as a table in a notebook; ``to_frame()``
     gives the same as a DataFrame.
+
+    Parameters
+    ----------
+    records : sequence of TraceRecord, default ()
+        The steps so far.
     """
 
     def __init__(self, records: Sequence[TraceRecord] = ()) -> None:
         self.records: list[TraceRecord] = list(records)
 
     def add(self, record: TraceRecord) -> None:
+        """Add one step.
+
+        Parameters
+        ----------
+        record : TraceRecord
+            The step.
+        """
         self.records.append(record)
 
     def __len__(self) -> int:
@@ -191,6 +281,13 @@ class Trace:
         return math.fsum(r.latency_ms for r in self.records)
 
     def totals(self) -> dict[str, Any]:
+        """The run's calls, tokens, cost and latency.
+
+        Returns
+        -------
+        dict
+            ``calls``, ``tokens_in``, ``tokens_out``, ``cost_usd``, ``latency_ms``.
+        """
         return {
             "calls": self.calls,
             "tokens_in": self.tokens_in,
@@ -200,7 +297,13 @@ class Trace:
         }
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per step: node, status, verdict, score, prompt, reply, tokens, cost, latency..."""
+        """One row per step: node, status, verdict, score, prompt, reply, tokens, cost, latency...
+
+        Returns
+        -------
+        DataFrame
+            :data:`TRACE_COLUMNS`.
+        """
         import pandas as pd
 
         rows = [{c: getattr(r, c) for c in TRACE_COLUMNS} for r in self.records]
@@ -218,8 +321,28 @@ class Trace:
 
 @dataclass(frozen=True)
 class PipelineResult:
-    """The outcome of one item: the final verdict, its 0..1 ``quality_score`` (as a judge's
-    :class:`~llm_connect.grading.GradingResult`), pass/fail, every unit's output and the trace."""
+    """The outcome of one item: the final verdict, its 0..1 ``quality_score``, pass/fail, every unit's output and
+    the trace.
+
+    Parameters
+    ----------
+    quality_score : float
+        The final verdict's 0..1 value (as a judge's :class:`~llm_connect.grading.GradingResult`).
+    verdict : str
+        The final verdict's text.
+    value : object
+        Its value on the final scale.
+    passed : bool or None
+        ``quality_score >= threshold``; ``None`` without a threshold.
+    threshold : float or None
+        The pipeline's.
+    notes : str
+        A one-line summary.
+    outputs : mapping of str to UnitOutput
+        Every node's output.
+    trace : Trace
+        Every step.
+    """
 
     quality_score: float
     verdict: str

@@ -38,23 +38,58 @@ class BaseLedger(ABC):
 
     @abstractmethod
     def append(self, observation: QualityObservation) -> None:
-        """Record one observation."""
+        """Record one observation.
+
+        Parameters
+        ----------
+        observation : QualityObservation
+            The observation.
+        """
 
     @abstractmethod
     def extend(self, observations: Sequence[QualityObservation]) -> None:
-        """Record several observations at once."""
+        """Record several observations at once.
+
+        Parameters
+        ----------
+        observations : sequence of QualityObservation
+            The observations, in order.
+        """
 
     @abstractmethod
     def iter_observations(self) -> Iterator[QualityObservation]:
-        """The valid observations, skipping malformed records."""
+        """The valid observations, skipping malformed records.
+
+        Returns
+        -------
+        iterator of QualityObservation
+            The observations, in the ledger's order.
+        """
 
     @abstractmethod
     def malformed_count(self) -> int:
-        """How many records, at call time, are not valid observations."""
+        """How many records, at call time, are not valid observations.
+
+        Returns
+        -------
+        int
+            The count.
+        """
 
     @abstractmethod
     def prune_before(self, timestamp: datetime) -> int:
-        """Remove valid observations with ``recorded_at < timestamp``; return how many were removed."""
+        """Remove valid observations with ``recorded_at < timestamp``.
+
+        Parameters
+        ----------
+        timestamp : datetime
+            The cut (a naive one is UTC).
+
+        Returns
+        -------
+        int
+            How many were removed.
+        """
 
     def extend_once(self, observations: Iterable[QualityObservation]) -> Recorded:
         """Record the observations the ledger does not hold yet: each judgment once per item, grader, rubric
@@ -109,15 +144,54 @@ class BaseLedger(ABC):
         return (o for o in self.iter_observations() if o.task_type == task_type)
 
     def read_all(self) -> list[QualityObservation]:
+        """Every valid observation, in the ledger's order.
+
+        Returns
+        -------
+        list of QualityObservation
+            The observations.
+        """
         return list(self.iter_observations())
 
     def by_task_type(self, task_type: str) -> list[QualityObservation]:
+        """The valid observations of one task type, in the ledger's order.
+
+        Parameters
+        ----------
+        task_type : str
+            The task type.
+
+        Returns
+        -------
+        list of QualityObservation
+            Its observations.
+        """
         return [o for o in self._matching(task_type) if o.task_type == task_type]
 
     def recent(
         self, limit: int = 10, *, task_type: str | None = None, adapter_id: str | None = None
     ) -> list[QualityObservation]:
-        """Up to ``limit`` matching observations, newest ``recorded_at`` first (on ties, later in read order first)."""
+        """Up to ``limit`` matching observations, newest ``recorded_at`` first (on ties, later in read order first).
+
+        Parameters
+        ----------
+        limit : int, default 10
+            The most to return (>= 0; ``0`` gives ``[]``).
+        task_type : str, optional
+            Keep one task type.
+        adapter_id : str, optional
+            Keep one adapter.
+
+        Returns
+        -------
+        list of QualityObservation
+            The observations.
+
+        Raises
+        ------
+        ValidationError
+            A ``limit`` that is not an integer >= 0.
+        """
         if isinstance(limit, bool) or not isinstance(limit, Integral):
             raise ValidationError(f"limit must be an integer >= 0, got {limit!r}")
         if limit < 0:
@@ -140,7 +214,33 @@ class BaseLedger(ABC):
         max_age: timedelta | None = None,
         now: datetime | None = None,
     ) -> float | None:
-        """Mean ``quality_score`` of matching, non-stale observations; ``None`` if fewer than ``min_observations``."""
+        """Mean ``quality_score`` of matching, non-stale observations.
+
+        Parameters
+        ----------
+        task_type : str
+            The task type.
+        adapter_id : str, optional
+            Keep one adapter.
+        min_observations : int, default 1
+            The fewest observations to give a mean (> 0).
+        max_age : timedelta, optional
+            Observations older than this are stale (:func:`is_stale`) and left out; ``None``: any age.
+        now : datetime, optional
+            The time staleness is judged at (default: now; a naive one is UTC).
+
+        Returns
+        -------
+        float or None
+            The mean; ``None`` if fewer than ``min_observations`` match.
+
+        Raises
+        ------
+        ValidationError
+            A ``min_observations`` that is not a positive integer, or a negative ``max_age``.
+        TypeError
+            A ``max_age`` that is not a timedelta.
+        """
         if isinstance(min_observations, bool) or not isinstance(min_observations, Integral):
             raise ValidationError(f"min_observations must be a positive integer, got {min_observations!r}")
         if min_observations <= 0:

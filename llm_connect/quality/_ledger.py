@@ -60,6 +60,43 @@ class QualityLedger(BaseLedger):
     ``max_line_bytes``: lines longer than this (newline not counted) are
     malformed for every reader, and ``append`` refuses to write one. Every
     reader of a ledger should use the same value (default :data:`MAX_LINE_BYTES`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike, default "ledger.jsonl"
+        The file (created on the first write; a symbolic link and its target are one ledger with one lock).
+    fsync : bool, default False
+        Fsync the file (and its directory) before a write returns.
+    max_line_bytes : int, default MAX_LINE_BYTES
+        Lines longer than this (newline not counted) are malformed for every reader, and ``append``
+        refuses to write one. Every reader of a ledger should use the same value.
+
+    Attributes
+    ----------
+    path : Path
+        The file.
+    lock_path : Path
+        ``<real_path>.lock``: the :class:`filelock.FileLock` every writer of this ledger takes.
+
+    Raises
+    ------
+    ValidationError
+        A ``max_line_bytes`` that is not a positive integer.
+
+    See Also
+    --------
+    ParquetLedger : Parquet files, for many hosts and object stores.
+    open_ledger : The ledger at a path, of the right class.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from llm_connect import QualityObservation
+    >>> ledger = QualityLedger(pathlib.Path(tempfile.mkdtemp()) / "ledger.jsonl")
+    >>> ledger.append(QualityObservation("qa", "small", "small-1", cost_usd=0.001, quality_score=0.9,
+    ...                                  latency_ms=120.0, tokens_in=30, tokens_out=5))
+    >>> ledger.mean_quality("qa")
+    0.9
     """
 
     def __init__(
@@ -213,7 +250,20 @@ class QualityLedger(BaseLedger):
         )
 
     def append(self, observation: QualityObservation) -> None:
-        """Append one observation as one whole line, under both locks."""
+        """Append one observation as one whole line, under both locks.
+
+        Parameters
+        ----------
+        observation : QualityObservation
+            The observation.
+
+        Raises
+        ------
+        TypeError
+            Not a :class:`QualityObservation`.
+        ValidationError
+            Its line would be over ``max_line_bytes`` (nothing is written).
+        """
         if not isinstance(observation, QualityObservation):
             raise TypeError(f"append() takes a QualityObservation, got {type(observation).__name__}")
         line = encode_line(observation)
@@ -223,7 +273,20 @@ class QualityLedger(BaseLedger):
         self._write(payload)
 
     def extend(self, observations: Sequence[QualityObservation]) -> None:
-        """Append several observations under one acquisition of the locks (one line each)."""
+        """Append several observations under one acquisition of the locks (one line each).
+
+        Parameters
+        ----------
+        observations : sequence of QualityObservation
+            The observations, in order (all checked before anything is written).
+
+        Raises
+        ------
+        TypeError
+            One is not a :class:`QualityObservation`.
+        ValidationError
+            One's line would be over ``max_line_bytes``.
+        """
         for o in observations:
             if not isinstance(o, QualityObservation):
                 raise TypeError(f"extend() takes QualityObservations, got {type(o).__name__}")
@@ -247,6 +310,16 @@ class QualityLedger(BaseLedger):
 
         The keys read are kept with the file's identity and the offset read up to, so the next call reads
         only the lines appended since (by anyone); a file replaced by ``prune_before`` is read again whole.
+
+        Parameters
+        ----------
+        observations : iterable of QualityObservation
+            The observations to record, in order.
+
+        Returns
+        -------
+        Recorded
+            Which were written, and for the others the score (and label id) of the record that stands.
         """
         items = _observations_of(observations, "extend_once()")
         if not items:
@@ -372,13 +445,25 @@ class QualityLedger(BaseLedger):
             handle.close()
 
     def iter_observations(self) -> Iterator[QualityObservation]:
-        """Stream valid observations in file order, skipping malformed lines (constant memory)."""
+        """Stream valid observations in file order, skipping malformed lines (constant memory).
+
+        Returns
+        -------
+        iterator of QualityObservation
+            The observations, in file order.
+        """
         for obs, _ in self._scan():
             if obs is not None:
                 yield obs
 
     def malformed_count(self) -> int:
-        """How many non-blank lines in the file, at call time, are not valid observations."""
+        """How many non-blank lines in the file, at call time, are not valid observations.
+
+        Returns
+        -------
+        int
+            The count.
+        """
         return sum(1 for obs, _ in self._scan() if obs is None)
 
     # -- rewriting ---------------------------------------------------------
@@ -390,6 +475,16 @@ class QualityLedger(BaseLedger):
         writable directory for the temporary file; without them it raises
         ``PermissionError`` (or another ``OSError``) naming what to fix, and
         removes nothing.
+
+        Parameters
+        ----------
+        timestamp : datetime
+            The cut (a naive one is UTC).
+
+        Returns
+        -------
+        int
+            How many were removed.
         """
         cutoff = as_utc(timestamp, "timestamp")
         return self._under_locks("prune", self._file_exists, lambda: self._prune_locked(cutoff)) or 0

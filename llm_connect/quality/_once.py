@@ -76,12 +76,19 @@ def record_key(o: QualityObservation) -> tuple[bool, bytes] | None:
 class Recorded:
     """What :meth:`~llm_connect.quality.BaseLedger.extend_once` did with the observations it was given.
 
-    ``written``: for each, in order, whether it was written (``False``: the ledger already held its key, or
-    an earlier observation of the same call had it). ``held``: for each one not written, the score of the
-    record that stands (``None`` for those written) and ``held_ids`` its ``label_id`` (a Labeller's label;
-    ``None`` otherwise). ``differing``: how many of those not written have
-    another score than the record that stands (a changed label is not recorded again: the first stands until
-    it is taken back, e.g. by :meth:`~llm_connect.labelling.Labeller.undo`).
+    Parameters
+    ----------
+    written : tuple of bool
+        For each, in order, whether it was written (``False``: the ledger already held its key, or an
+        earlier observation of the same call had it).
+    held : tuple of (float or None)
+        For each one not written, the score of the record that stands (``None`` for those written).
+    held_ids : tuple of (str or None)
+        And its ``label_id`` (a Labeller's label; ``None`` otherwise).
+    differing : int, default 0
+        How many of those not written have another score than the record that stands (a changed label is
+        not recorded again: the first stands until it is taken back, e.g. by
+        :meth:`~llm_connect.labelling.Labeller.undo`).
     """
 
     written: tuple[bool, ...]
@@ -101,6 +108,18 @@ class Recorded:
 
     @classmethod
     def all_written(cls, n: int) -> Recorded:
+        """``n`` observations, every one written.
+
+        Parameters
+        ----------
+        n : int
+            How many.
+
+        Returns
+        -------
+        Recorded
+            The record of it.
+        """
         return cls((True,) * n, (None,) * n, (None,) * n)
 
 

@@ -17,9 +17,28 @@ __all__ = ["open_ledger"]
 
 
 def open_ledger(location: str | os.PathLike[str], **kwargs: Any) -> BaseLedger:
-    """The ledger at ``location``: a :class:`ParquetLedger` for a URI (``s3://...``, ``file://...``) or a
-    directory, a :class:`QualityLedger` for anything else (a JSON Lines file, existing or not).
-    ``kwargs`` go to the class's constructor."""
+    """The ledger at ``location``, of the right class.
+
+    Parameters
+    ----------
+    location : str or os.PathLike
+        A URI (``s3://...``, ``file://...``) or a directory: a :class:`ParquetLedger`; anything else (a JSON
+        Lines file, existing or not): a :class:`QualityLedger`.
+    **kwargs
+        Go to the class's constructor.
+
+    Returns
+    -------
+    BaseLedger
+        The ledger.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> type(open_ledger(folder / "ledger.jsonl")).__name__, type(open_ledger(folder)).__name__
+    ('QualityLedger', 'ParquetLedger')
+    """
     if is_parquet_location(location):
         return ParquetLedger(location, **kwargs)
     return QualityLedger(location, **kwargs)

@@ -176,14 +176,6 @@ class _HeldParquet:
 class ParquetLedger(BaseLedger):
     """A quality ledger stored as Parquet files that any number of writers extend at once, without locks.
 
-    ``root``: a local directory (created on the first write) or a URI that
-    pyarrow's file systems open (``s3://bucket/ledger``, ``gs://...``,
-    ``hdfs://...``, ``file:///abs/path``), else fsspec's (``memory://...``,
-    ``az://...``; needs ``fsspec`` and its backend). ``filesystem``: a
-    ``pyarrow.fs.FileSystem`` or an fsspec file system to use with ``root`` as
-    a path on it. ``fsync``: local roots only, fsync each file and its
-    directory before the write returns.
-
     Offers the queries of :class:`QualityLedger` (``append``, ``extend``,
     ``read_all``, ``iter_observations``, ``by_task_type``, ``recent``,
     ``mean_quality``, ``prune_before``, ``malformed_count``) with the same
@@ -191,8 +183,37 @@ class ParquetLedger(BaseLedger):
     deduplication of retried writes and compaction are described in the module
     docstring of ``llm_connect.quality._parquet``.
 
-    Raises ``ValidationError`` for a root that is not a path or URI, and
-    ``MissingDependencyError`` when a URI needs fsspec and it is not installed.
+    Parameters
+    ----------
+    root : str or os.PathLike
+        A local directory (created on the first write) or a URI that pyarrow's file systems open
+        (``s3://bucket/ledger``, ``gs://...``, ``hdfs://...``, ``file:///abs/path``), else fsspec's
+        (``memory://...``, ``az://...``; needs ``fsspec`` and its backend).
+    filesystem : pyarrow.fs.FileSystem or fsspec.AbstractFileSystem, optional
+        A file system to use with ``root`` as a path on it.
+    fsync : bool, default False
+        Local roots only: fsync each file and its directory before the write returns.
+
+    Raises
+    ------
+    ValidationError
+        A root that is not a path or URI.
+    MissingDependencyError
+        A URI needs fsspec and it is not installed.
+
+    See Also
+    --------
+    QualityLedger : One JSON Lines file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from llm_connect import QualityObservation
+    >>> ledger = ParquetLedger(pathlib.Path(tempfile.mkdtemp()) / "ledger")
+    >>> ledger.extend([QualityObservation("qa", "small", "small-1", cost_usd=0.001, quality_score=q, latency_ms=90.0,
+    ...                                   tokens_in=30, tokens_out=5) for q in (0.8, 1.0)])
+    >>> ledger.mean_quality("qa")
+    0.9
     """
 
     def __init__(
@@ -347,7 +368,13 @@ class ParquetLedger(BaseLedger):
     # -- writing -------------------------------------------------------------------------------
 
     def append(self, observation: QualityObservation) -> None:
-        """Write one observation as one new Parquet file (no lock); see :meth:`extend` to write many at once."""
+        """Write one observation as one new Parquet file (no lock); see :meth:`extend` to write many at once.
+
+        Parameters
+        ----------
+        observation : QualityObservation
+            The observation.
+        """
         if not isinstance(observation, QualityObservation):
             raise TypeError(f"append() takes a QualityObservation, got {type(observation).__name__}")
         self._write_observations([observation], "append()")
@@ -357,6 +384,18 @@ class ParquetLedger(BaseLedger):
 
         Every observation is checked before anything is written: a non-observation
         is a ``TypeError``, a token count of ``2**63`` or more a ``ValidationError``.
+
+        Parameters
+        ----------
+        observations : iterable of QualityObservation
+            The observations.
+
+        Raises
+        ------
+        TypeError
+            One is not a :class:`QualityObservation` (nothing is written).
+        ValidationError
+            A token count of ``2**63`` or more.
         """
         items = list(observations)
         for o in items:
@@ -395,6 +434,16 @@ class ParquetLedger(BaseLedger):
         object store the check lists the partitions on every call and takes no lock: two writers recording
         one key at the same moment may both write it (a retried write of one job is still read once, see
         :data:`DEDUPE_TAGS`).
+
+        Parameters
+        ----------
+        observations : iterable of QualityObservation
+            The observations to record, in order.
+
+        Returns
+        -------
+        Recorded
+            Which were written, and for the others the score (and label id) of the record that stands.
         """
         items = _observations_of(observations, "extend_once()")
         if not items:
@@ -737,24 +786,54 @@ class ParquetLedger(BaseLedger):
         return snap
 
     def iter_observations(self) -> Iterator[QualityObservation]:
-        """The valid observations, deduplicated, by ``recorded_at`` (one snapshot, read when iteration starts)."""
+        """The valid observations, deduplicated, by ``recorded_at`` (one snapshot, read when iteration starts).
+
+        Returns
+        -------
+        iterator of QualityObservation
+            The observations.
+        """
         yield from self._snapshot().observations
 
     def read_all(self) -> list[QualityObservation]:
+        """Every valid observation, deduplicated, by ``recorded_at``.
+
+        Returns
+        -------
+        list of QualityObservation
+            The observations.
+        """
         return self._snapshot().observations
 
     def _matching(self, task_type: str | None) -> Iterable[QualityObservation]:
         return self._snapshot(task_type).observations
 
     def read_with_malformed(self) -> tuple[list[QualityObservation], int]:
-        """The observations (as :meth:`read_all`) and :meth:`malformed_count`, from one reading."""
+        """The observations (as :meth:`read_all`) and :meth:`malformed_count`, from one reading.
+
+        Returns
+        -------
+        tuple of (list of QualityObservation, int)
+            The observations and the malformed count.
+        """
         snap = self._snapshot()
         return snap.observations, snap.malformed
 
     def column_block(self, tags: TagLayout = "columns") -> tuple[ColumnBlock | None, int]:
         """What :func:`llm_connect.frames.ledger_frame` builds its frame from: the observations of
         :meth:`read_all` as one column block (arrow columns, tags in ``tags`` layout; ``None`` when there
-        are none) and :meth:`malformed_count`, from one reading."""
+        are none) and :meth:`malformed_count`, from one reading.
+
+        Parameters
+        ----------
+        tags : {"columns", "dicts"}, default "columns"
+            How the tags are laid out (see :func:`~llm_connect.frames.ledger_frame`).
+
+        Returns
+        -------
+        tuple of (ColumnBlock or None, int)
+            The columns, and the malformed count.
+        """
         import numpy as np
         import pyarrow as pa
 
@@ -775,7 +854,13 @@ class ParquetLedger(BaseLedger):
         return ColumnBlock(np.arange(len(obs)), columns, by_key), snap.malformed
 
     def malformed_count(self) -> int:
-        """Files that cannot be read as ledger files (one each) plus rows that are not valid observations."""
+        """Files that cannot be read as ledger files (one each) plus rows that are not valid observations.
+
+        Returns
+        -------
+        int
+            The count.
+        """
         return self._snapshot().malformed
 
     # -- compaction ----------------------------------------------------------------------------
@@ -786,6 +871,16 @@ class ParquetLedger(BaseLedger):
         The count is of observations as readers see them (a duplicate copy
         dropped with them is not counted). A compaction, safe while others append:
         see the module docstring. Invalid rows and unreadable files are kept.
+
+        Parameters
+        ----------
+        timestamp : datetime
+            The cut (naive: UTC).
+
+        Returns
+        -------
+        int
+            How many observations were removed.
         """
         cutoff = as_utc(timestamp, "timestamp")
         return self._compact(cutoff)[0]
@@ -794,6 +889,11 @@ class ParquetLedger(BaseLedger):
         """Merge each partition's files into one (dropping duplicate copies); return how many files it replaced.
 
         Safe while others append (see the module docstring); removes no observation.
+
+        Returns
+        -------
+        int
+            How many files it replaced.
         """
         return self._compact(None)[1]
 

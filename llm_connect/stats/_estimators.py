@@ -307,6 +307,26 @@ def equal_labels_interval(value: float, n: int, confidence: float) -> tuple[floa
     ``[(α/2)^(1/n), 1]``, none give ``[0, 1 − (α/2)^(1/n)]``. For another value shared by every label
     nothing bounds the spread but the 0..1 range, so Hoeffding's bound (Hoeffding 1963) gives
     ``value ± sqrt(ln(2/α) / (2n))``, clipped to 0..1.
+
+    Parameters
+    ----------
+    value : float
+        The value every label has.
+    n : int
+        How many labels.
+    confidence : float
+        The interval's confidence level (``α = 1 - confidence``).
+
+    Returns
+    -------
+    tuple of (float, float, str)
+        ``(low, high, method)``: :data:`EXACT_EQUAL` (Clopper–Pearson) or :data:`HOEFFDING_EQUAL`.
+
+    Examples
+    --------
+    >>> low, high, method = equal_labels_interval(1.0, 10, 0.95)
+    >>> round(low, 3), high, method
+    (0.692, 1.0, 'exact: all labels equal')
     """
     alpha = 1.0 - confidence
     if value == 1.0:

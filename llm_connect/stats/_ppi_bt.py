@@ -200,11 +200,37 @@ def ppi_bradley_terry(
     model 0 fixed at 0; ``lam=None`` tunes it as PPI++ does (clipped to [0, 1]). Returns the
     ``m - 1`` log-strengths of models ``1..m-1``, their covariance (sandwich) and ``lam``.
 
-    ``clusters`` / ``clusters_unlabelled``: one cluster id per labelled / unlabelled row (the conversation
-    of a comparison made on one of its turns); the covariance is then cluster-robust (CR1, the gradients
-    summed within each cluster, labelled and unlabelled rows of a cluster together; see
-    :func:`_clustered_covariance`), NaN with fewer than 2 clusters. ``lam`` is tuned as without clusters
-    (any ``lam`` gives a valid estimate; the tuning only makes it tighter).
+    Parameters
+    ----------
+    lab_i : ndarray of int
+        Model ``i`` of each labelled comparison.
+    lab_j : ndarray of int
+        Model ``j`` of each labelled comparison.
+    y : ndarray of float
+        The people's outcome on the labelled rows.
+    yhat : ndarray of float
+        The judge's on the same rows.
+    unl_i : ndarray of int
+        Model ``i`` of each unlabelled comparison.
+    unl_j : ndarray of int
+        Model ``j`` of each unlabelled comparison.
+    yhat_unlabelled : ndarray of float
+        The judge's outcome on the unlabelled rows.
+    m : int
+        The number of models.
+    lam : float, optional
+        The PPI++ weight; ``None``: tuned (as without clusters: any ``lam`` gives a valid estimate; the
+        tuning only makes it tighter).
+    clusters, clusters_unlabelled : ndarray, optional
+        One cluster id per labelled / unlabelled row (the conversation of a comparison made on one of its
+        turns); the covariance is then cluster-robust (CR1, the gradients summed within each cluster,
+        labelled and unlabelled rows of a cluster together; see :func:`_clustered_covariance`), NaN with
+        fewer than 2 clusters.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray, float)
+        The log-strengths, their covariance and ``lam``.
     """
     pi, pj, s = _ppi_sums(lab_i, lab_j, y, yhat, unl_i, unl_j, yhat_unlabelled, m)
     x = _design(pi, pj, m)

@@ -76,8 +76,20 @@ _MAX_BOOT_CELLS = 4_000_000  # resampled values held in memory at once
 
 @dataclass(frozen=True)
 class Estimate:
-    """A statistic with its bootstrap interval; ``reason`` says why ``value`` is NaN, or, beside a value
-    without an interval, why there is no interval (e.g. too few conversations to resample)."""
+    """A statistic with its bootstrap interval.
+
+    Parameters
+    ----------
+    value : float
+        The statistic.
+    low : float, default NaN
+        The interval's lower end.
+    high : float, default NaN
+        Its upper end.
+    reason : str, optional
+        Why ``value`` is NaN, or, beside a value without an interval, why there is no interval (e.g. too
+        few conversations to resample).
+    """
 
     value: float
     low: float = math.nan
@@ -128,7 +140,25 @@ def as_float_array(values: Any, name: str) -> np.ndarray:
 
 
 def paired(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, int]:
-    """The rows where both are finite, and how many were dropped."""
+    """The rows where both are finite, and how many were dropped.
+
+    Parameters
+    ----------
+    a : array-like of float
+        One rater's scores.
+    b : array-like of float
+        The other's.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray, int)
+        The kept scores of each, and how many rows were dropped.
+
+    Examples
+    --------
+    >>> paired([0.1, float("nan"), 1.0], [1.0, 0.0, None])
+    (array([0.1]), array([1.]), 2)
+    """
     x = as_float_array(a, "a")
     y = as_float_array(b, "b")
     if len(x) != len(y):
@@ -270,6 +300,23 @@ def to_scale(scores: Any, scale: tuple[int, int]) -> np.ndarray:
     0.875-1 -> 5), and a label given on the scale (stored as ``(rating - low) / (high - low)`` by
     :func:`~llm_connect.stats.labels.parse_labels`) comes back to its own rating (a non-integer
     rating, such as a mean of raters, to the nearest step). NaN stays NaN.
+
+    Parameters
+    ----------
+    scores : array-like of float
+        Scores in 0..1.
+    scale : tuple of (int, int)
+        ``(low, high)``.
+
+    Returns
+    -------
+    ndarray of float
+        The ratings.
+
+    Examples
+    --------
+    >>> to_scale([0.0, 0.3, 1.0], (1, 5)).tolist()
+    [1.0, 2.0, 5.0]
     """
     low, high = scale
     x = np.clip(as_float_array(scores, "scores"), 0.0, 1.0)
@@ -331,8 +378,30 @@ def graded_estimates(
     a: np.ndarray, b: np.ndarray, scale: tuple[int, int], *, n_boot: int = 1000, confidence: float = 0.95,
     seed: int | None = 0, cluster: Any = None,
 ) -> dict[str, Estimate]:
-    """:data:`GRADED_STATISTICS` of two paired score arrays (0..1, no NaN) on ``scale``, with bootstrap intervals
-    (``cluster``: one cluster id per row, resampled whole; see :func:`bootstrap_ci`)."""
+    """:data:`GRADED_STATISTICS` of two paired score arrays (0..1, no NaN) on ``scale``, with bootstrap intervals.
+
+    Parameters
+    ----------
+    a : ndarray
+        One rater's scores.
+    b : ndarray
+        The other's.
+    scale : tuple of (int, int)
+        The rating scale ``(low, high)``.
+    n_boot : int, default 1000
+        Bootstrap resamples.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    seed : int, optional
+        Seeds the bootstrap (default 0).
+    cluster : array-like, optional
+        One cluster id per row, resampled whole; see :func:`bootstrap_ci`.
+
+    Returns
+    -------
+    dict of str to Estimate
+        Each statistic.
+    """
     low, high = scale
     k = high - low + 1
     ca = (to_scale(a, scale) - low).astype(int)
@@ -525,6 +594,26 @@ def parse_scale(scale: Any) -> tuple[int, int] | None:
 
     The scale's steps are the integers ``low..high`` (``high > low``); a
     :class:`~llm_connect.errors.ValidationError` says what to write otherwise.
+
+    Parameters
+    ----------
+    scale : tuple of (int, int) or str or None
+        The declared scale.
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(low, high)``, or ``None`` for none.
+
+    Raises
+    ------
+    ValidationError
+        Anything else.
+
+    Examples
+    --------
+    >>> parse_scale("1-5"), parse_scale(None)
+    ((1, 5), None)
     """
     if scale is None:
         return None
@@ -557,6 +646,28 @@ def threshold_sweep(
     ``reference_threshold``, or the moving threshold too when that is ``None``.
     One row per threshold: ``threshold``, ``n``, ``percent_agreement``,
     ``cohen_kappa``, ``positive_rate`` (share of ``a``'s "yes"), ``reference_rate``.
+
+    Parameters
+    ----------
+    a : array-like of float
+        The judge's scores.
+    b : array-like of float
+        The reference's.
+    thresholds : iterable of float, optional
+        The thresholds (default 0.05, 0.10, ..., 0.95).
+    reference_threshold : float or None, default 0.5
+        The reference's verdict threshold; ``None``: the moving one.
+
+    Returns
+    -------
+    DataFrame
+        One row per threshold (above).
+
+    Examples
+    --------
+    >>> threshold_sweep([0.2, 0.8, 0.6, 0.4], [0, 1, 1, 0], thresholds=[0.5])[["threshold", "cohen_kappa"]]
+       threshold  cohen_kappa
+    0        0.5          1.0
     """
     x, y, _ = paired(a, b)
     ts = np.round(np.linspace(0.05, 0.95, 19), 10) if thresholds is None else np.asarray(list(thresholds), float)
@@ -583,9 +694,23 @@ CORRELATION_LEVELS = ("system", "document")
 class GroupedCorrelation:
     """A correlation between a judge and people at the system or document level.
 
-    ``value``: the correlation (NaN with ``reason`` when undefined); ``n_groups``: the groups
-    with at least one paired score; ``n_used``: the groups that entered the figure (the systems
-    correlated, or the documents whose own correlation is defined and averaged).
+    Parameters
+    ----------
+    level : {"system", "document"}
+        The level.
+    group : str
+        The column grouped by.
+    method : {"kendall", "spearman", "pearson"}
+        The correlation.
+    value : float
+        The correlation (NaN with ``reason`` when undefined).
+    n_groups : int
+        The groups with at least one paired score.
+    n_used : int
+        The groups that entered the figure (the systems correlated, or the documents whose own correlation
+        is defined and averaged).
+    reason : str, optional
+        Why ``value`` is NaN.
     """
 
     level: str
@@ -640,6 +765,26 @@ def grouped_correlation(
     for that document), averaged over the documents where it is defined (at least two rows, and
     neither side constant). ``judge`` and ``human`` name columns (or ``score_<name>`` columns);
     ``method``: ``kendall`` (tau-b), ``spearman`` or ``pearson``, as scipy computes them.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The scores.
+    judge : str
+        The judge's column.
+    human : str
+        People's column.
+    group : str
+        The system or document column.
+    level : {"system", "document"}, default "system"
+        The level (above).
+    method : {"kendall", "spearman", "pearson"}, default "kendall"
+        The correlation.
+
+    Returns
+    -------
+    GroupedCorrelation
+        The correlation and how many groups it rests on.
     """
     if level not in CORRELATION_LEVELS:
         raise ValidationError(f"level must be one of {CORRELATION_LEVELS}, got {level!r}")
@@ -681,13 +826,27 @@ _THRESHOLD_GRID = np.round(np.arange(1, 101) / 100, 10)  # 0.01, 0.02, ..., 1.00
 class ThresholdChoice:
     """A judge's threshold chosen for the best Cohen's kappa against a reference, by k-fold CV.
 
-    ``value``: the threshold chosen on every labelled row (the one to use later);
-    ``fold_thresholds``: the threshold chosen on the other folds, for each fold;
-    ``verdicts``: per input row, the judge's out-of-fold verdict (the fold's rows judged at the
-    threshold chosen without them; False where a score or label is missing), from which every
-    verdict statistic against the reference is computed, so that none is measured on the rows
-    that chose it. ``reason`` is set (and ``verdicts`` is ``None``) when there were too few
-    labelled rows to cross-validate: ``value`` is then the ``fallback`` threshold.
+    Parameters
+    ----------
+    judge : str
+        The judge's name.
+    reference : str
+        The reference's name.
+    value : float
+        The threshold chosen on every labelled row (the one to use later).
+    n : int
+        The labelled rows.
+    folds : int
+        The folds.
+    fold_thresholds : tuple of float, default ()
+        The threshold chosen on the other folds, for each fold.
+    verdicts : ndarray, optional
+        Per input row, the judge's out-of-fold verdict (the fold's rows judged at the threshold chosen
+        without them; False where a score or label is missing), from which every verdict statistic
+        against the reference is computed, so that none is measured on the rows that chose it.
+    reason : str, optional
+        Set (and ``verdicts`` is ``None``) when there were too few labelled rows to cross-validate:
+        ``value`` is then the ``fallback`` threshold.
     """
 
     judge: str
@@ -700,6 +859,14 @@ class ThresholdChoice:
     reason: str | None = None
 
     def describe(self) -> str:
+        """How the threshold was chosen, in words.
+
+        Returns
+        -------
+        str
+            E.g. "best for kappa against human, by 5-fold cross-validation on 120 labelled rows; verdict
+            statistics against it are out of fold".
+        """
         if self.reason:
             return f"best not chosen ({self.reason}); fixed {fmt(self.value)}"
         return (f"best for kappa against {self.reference}, by {self.folds}-fold cross-validation on {self.n} "
@@ -745,6 +912,32 @@ def choose_threshold(
     the folds are made of whole clusters (the clusters shuffled, seeded, and dealt into folds), so
     no conversation has turns on both sides of a fold; fewer clusters than folds among the labelled
     rows: no choice is made.
+
+    Parameters
+    ----------
+    judge : array-like of float
+        The judge's scores.
+    reference : array-like of float
+        The reference's (people's labels).
+    judge_name : str, default "judge"
+        Named in the result.
+    reference_name : str, default "human"
+        Named in the result.
+    reference_threshold : float, default 0.5
+        The reference's verdict threshold.
+    folds : int, default 5
+        The folds.
+    seed : int, optional
+        Seeds the shuffle (default 0).
+    fallback : float, default 0.5
+        The threshold kept when no choice is made.
+    cluster : array-like, optional
+        One id per row (above).
+
+    Returns
+    -------
+    ThresholdChoice
+        The threshold and the out-of-fold verdicts.
     """
     if folds < 2:
         raise ValidationError(f"folds must be at least 2, got {folds}")

@@ -55,7 +55,26 @@ def _verdicts(values: Any, name: str) -> np.ndarray:
 
 def kappa_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Cohen's kappa of each row of two ``(k, n)`` arrays of 0/1 verdicts (NaN when both raters give one
-    and the same verdict everywhere: chance agreement is then 1 and kappa undefined)."""
+    and the same verdict everywhere: chance agreement is then 1 and kappa undefined).
+
+    Parameters
+    ----------
+    x : ndarray
+        ``(k, n)`` 0/1 verdicts of one rater.
+    y : ndarray
+        ``(k, n)`` of the other.
+
+    Returns
+    -------
+    ndarray
+        ``k`` kappas.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> kappa_rows(np.array([[1, 0, 1, 0]]), np.array([[1, 0, 1, 1]]))
+    array([0.5])
+    """
     x = np.atleast_2d(np.asarray(x, dtype=float))
     y = np.atleast_2d(np.asarray(y, dtype=float))
     po = (x == y).mean(axis=1)
@@ -80,7 +99,25 @@ def _metric_rows(metric: str) -> Any:
 
 @dataclass(frozen=True)
 class VerdictAgreement:
-    """A judge's pass/fail agreement with people: ``n`` items, kappa and percent agreement with intervals."""
+    """A judge's pass/fail agreement with people: ``n`` items, kappa and percent agreement with intervals.
+
+    Parameters
+    ----------
+    n : int
+        The items.
+    kappa : float
+        Cohen's kappa.
+    kappa_low : float
+        Its interval's lower end.
+    kappa_high : float
+        Its upper end.
+    agreement : float
+        Percent agreement.
+    agreement_low : float
+        Its interval's lower end.
+    agreement_high : float
+        Its upper end.
+    """
 
     n: int
     kappa: float
@@ -91,6 +128,23 @@ class VerdictAgreement:
     agreement_high: float
 
     def metric(self, name: str) -> float:
+        """The figure named ``name``: ``"kappa"`` or ``"agreement"``.
+
+        Parameters
+        ----------
+        name : {"kappa", "agreement"}
+            The metric.
+
+        Returns
+        -------
+        float
+            Its value.
+
+        Raises
+        ------
+        ValidationError
+            Another name.
+        """
         _metric_rows(name)
         return self.kappa if name == "kappa" else self.agreement
 
@@ -113,7 +167,28 @@ def verdict_agreement(judge: Any, human: Any, *, n_boot: int = 2000, confidence:
     """Cohen's kappa and percent agreement of 0/1 ``judge`` verdicts with 0/1 ``human`` labels (rows where both
     are present), with seeded percentile bootstrap intervals. ``cluster`` (one id per row, e.g. its
     conversation): the bootstrap resamples whole clusters, and with fewer than
-    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them the intervals are NaN."""
+    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them the intervals are NaN.
+
+    Parameters
+    ----------
+    judge : array-like
+        0/1 verdicts.
+    human : array-like
+        0/1 labels.
+    n_boot : int, default 2000
+        Bootstrap resamples.
+    confidence : float, default 0.95
+        The intervals' confidence level.
+    seed : int, optional
+        Seeds the bootstrap (default 0).
+    cluster : array-like, optional
+        One id per row (above).
+
+    Returns
+    -------
+    VerdictAgreement
+        The figures.
+    """
     from .clusters import MIN_CLUSTERS
 
     a, h = _verdicts(judge, "judge"), _verdicts(human, "human")
@@ -145,7 +220,32 @@ def paired_difference(human: Any, a: Any, b: Any, *, metric: str = "kappa", n_bo
     kappa is undefined are left out). ``reason`` says why the value is NaN (no common item, or a kappa
     undefined on the items). ``cluster`` (one id per item, e.g. its conversation): the bootstrap resamples
     whole clusters; with fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them there is no
-    interval and ``reason`` says why."""
+    interval and ``reason`` says why.
+
+    Parameters
+    ----------
+    human : array-like
+        People's 0/1 labels.
+    a : array-like
+        The first judge's 0/1 verdicts.
+    b : array-like
+        The second judge's.
+    metric : {"kappa", "agreement"}, default "kappa"
+        The figure compared.
+    n_boot : int, default 2000
+        Bootstrap resamples.
+    confidence : float, default 0.95
+        The interval's confidence level.
+    seed : int, optional
+        Seeds the bootstrap (default 0).
+    cluster : array-like, optional
+        One id per item (above).
+
+    Returns
+    -------
+    Estimate
+        The difference and its interval.
+    """
     from .clusters import MIN_CLUSTERS, few_clusters_reason
 
     rows = _metric_rows(metric)
@@ -174,7 +274,29 @@ def stratified_split(labels: Any, share: float, *, seed: int = 0,
                      keep_out: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """``(selection, heldout)`` positions: ``round(share * n_c)`` items of each label ``c`` held out, drawn with
     ``seed``; ``keep_out`` (booleans) marks items never held out (they stay in the selection split).
-    Positions come back sorted."""
+    Positions come back sorted.
+
+    Parameters
+    ----------
+    labels : array-like
+        Each item's label.
+    share : float
+        The share held out.
+    seed : int, default 0
+        Seeds the draw.
+    keep_out : array-like of bool, optional
+        Items never held out.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray)
+        The selection and held-out positions.
+
+    Examples
+    --------
+    >>> stratified_split([0, 0, 0, 1, 1, 1], 0.34)
+    (array([0, 1, 3, 4]), array([2, 5]))
+    """
     y = np.asarray(labels)
     if not 0.0 < float(share) < 1.0:
         raise ValidationError(f"heldout must be a share between 0 and 1, got {share!r}")
@@ -194,7 +316,22 @@ def stratified_split(labels: Any, share: float, *, seed: int = 0,
 
 def stratified_folds(labels: Any, folds: int, *, seed: int = 0) -> np.ndarray:
     """The fold (0..folds-1) of each item: each label's items shuffled with ``seed`` and dealt round-robin, so
-    every fold holds about ``1/folds`` of each label."""
+    every fold holds about ``1/folds`` of each label.
+
+    Parameters
+    ----------
+    labels : array-like
+        Each item's label.
+    folds : int
+        The folds.
+    seed : int, default 0
+        Seeds the shuffle.
+
+    Returns
+    -------
+    ndarray of int
+        Each item's fold.
+    """
     y = np.asarray(labels)
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
         raise ValidationError(f"folds must be an integer >= 2, got {folds!r}")

@@ -292,6 +292,59 @@ def leaderboard(
     Bradley-Terry models"; Chiang et al. (2024), "Chatbot Arena", arXiv:2403.04132, and FastChat's
     ``elo_analysis.py`` (see the module docstring); for style control, FastChat's
     ``rating_systems.py`` (``preprocess_for_style``, ``fit_contextual_bt``) and ``add_markdown_info.py``.
+
+    Parameters
+    ----------
+    data : DataFrame or iterable of mappings
+        One row per comparison.
+    model_a : str, default "model_a"
+        The column naming model A.
+    model_b : str, default "model_b"
+        The column naming model B.
+    winner : str, default "winner"
+        The column saying which won, or the probability that A is preferred (above).
+    by : str or sequence of str, optional
+        Column(s) giving one leaderboard per group.
+    confidence : float, default 0.95
+        The intervals' level.
+    n_boot : int, default 1000
+        Bootstrap resamples (0: no intervals).
+    seed : int, optional
+        The resampling seed (default 0).
+    method : {"bradley-terry"}, default "bradley-terry"
+        The model (the only one).
+    codes : str or mapping, optional
+        What the winner column's values mean (``"a=1,b=2,tie=0"``, ``"probability"``).
+    progress : bool, optional
+        A bar over the resamples (default: when they take several chunks).
+    style : bool or list of str or DataFrame, optional
+        Style control (above); ``None``: none.
+    text_a : str, optional
+        The column of answer A's text, for the style features.
+    text_b : str, optional
+        The column of answer B's text.
+
+    Returns
+    -------
+    DataFrame
+        One row per model, best first: ``model``, ``rating``, ``rating_low``, ``rating_high``, ``rank``,
+        ``rank_low``, ``rank_high``, ``n``, ``win_rate`` (above); ``attrs`` the settings and counts.
+
+    See Also
+    --------
+    style_effects : The style coefficients alone.
+    llm_connect.grading.tournament : Battles judged by a pairwise judge.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> battles = pd.DataFrame({"model_a": ["x", "x", "y", "x"], "model_b": ["y", "z", "z", "z"],
+    ...                         "winner": ["a", "a", "b", "tie"]})
+    >>> leaderboard(battles, n_boot=0)[["model", "rank", "n"]]
+      model  rank  n
+    0     x     1  3
+    1     z     2  3
+    2     y     3  2
     """
     conf, n_boot = check_leaderboard_settings(confidence, n_boot, method)
     by_cols = by_columns(by, reserved=LEADERBOARD_COLUMNS, what="leaderboard")
@@ -373,10 +426,44 @@ def style_effects(
     wanted): the regression is on the style features alone, ``logit P(A preferred) = x . beta``,
     without ratings (what a judge pays for style, quality not held fixed).
 
-    ``cluster``: as :func:`leaderboard` reads it (``"auto"``: by ``conversation_id`` when ``data`` has it);
-    the bootstrap then resamples whole clusters, and with fewer than
-    :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them there is no interval (``attrs["notes"]``
-    says why). ``attrs["cluster"]`` names the column used.
+    Parameters
+    ----------
+    data : DataFrame or iterable of mappings
+        One row per comparison.
+    style : bool or list of str or DataFrame, default True
+        The features (as :func:`leaderboard` takes them).
+    model_a : str or None, default "model_a"
+        The column naming model A (``None``: the style features alone).
+    model_b : str or None, default "model_b"
+        The column naming model B.
+    winner : str, default "winner"
+        The column saying which won.
+    by : str or sequence of str, optional
+        Column(s) giving one fit per group.
+    text_a : str, optional
+        The column of answer A's text.
+    text_b : str, optional
+        The column of answer B's text.
+    confidence : float, default 0.95
+        The intervals' level.
+    n_boot : int, default 1000
+        Bootstrap resamples.
+    seed : int, optional
+        The resampling seed (default 0).
+    codes : str or mapping, optional
+        What the winner column's values mean.
+    progress : bool, optional
+        A bar over the resamples.
+    cluster : str or None, default "auto"
+        As :func:`leaderboard` reads it (``"auto"``: by ``conversation_id`` when ``data`` has it); the
+        bootstrap then resamples whole clusters, and with fewer than
+        :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` of them there is no interval (``attrs["notes"]``
+        says why). ``attrs["cluster"]`` names the column used.
+
+    Returns
+    -------
+    DataFrame
+        ``feature``, ``coefficient``, ``low``, ``high`` (after the ``by`` columns; above).
     """
     if (model_a is None) != (model_b is None):
         raise ValidationError("give both model columns (model_a=, model_b=) or neither (None: style alone)")

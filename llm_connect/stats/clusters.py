@@ -225,7 +225,25 @@ def few_clusters_reason(n_clusters: int, *, column: str | None, what: str = "lab
 
 
 def cluster_sizes_text(column: str | None, n_clusters: int | None) -> str:
-    """A short phrase for a caption or a repr: ``"clustered by 'conversation_id' (25 clusters)"``, or ``""``."""
+    """A short phrase for a caption or a repr: ``"clustered by 'conversation_id' (25 clusters)"``, or ``""``.
+
+    Parameters
+    ----------
+    column : str or None
+        The column (or tag) clustered by; ``None``: not clustered.
+    n_clusters : int or None
+        How many clusters.
+
+    Returns
+    -------
+    str
+        The phrase.
+
+    Examples
+    --------
+    >>> cluster_sizes_text("conversation_id", 25)
+    "clustered by 'conversation_id' (25 clusters)"
+    """
     if not column:
         return ""
     tail = f" ({n_clusters} clusters)" if n_clusters is not None else ""

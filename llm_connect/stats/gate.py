@@ -68,8 +68,25 @@ _MAX_CELLS = 4_000_000  # resampled values held in memory at once
 
 @dataclass(frozen=True)
 class ScoreInterval:
-    """The mean of ``n`` scores in 0..1 and its confidence interval ``[low, high]``, made by ``method``;
-    ``sd``, the scores' standard deviation, plans how many more would narrow it (:func:`items_to_settle`)."""
+    """The mean of ``n`` scores in 0..1 and its confidence interval ``[low, high]``, made by ``method``.
+
+    Parameters
+    ----------
+    n : int
+        The scores.
+    mean : float
+        Their mean.
+    low : float
+        The interval's lower end.
+    high : float
+        Its upper end.
+    confidence : float
+        Its confidence level.
+    method : str
+        How it was made.
+    sd : float, default NaN
+        The scores' standard deviation: plans how many more would narrow it (:func:`items_to_settle`).
+    """
 
     n: int
     mean: float

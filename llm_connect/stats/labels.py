@@ -36,6 +36,32 @@ def parse_labels(values: Iterable[Any], *, column: str = "human", scale: Any = N
     raises ``ValueError`` naming the column and a few of the values it could
     not read (and, for whole numbers beyond 1, the ``scale`` to declare, also
     as the error's ``scale`` attribute: ``(low, high)``, else ``None``).
+
+    Parameters
+    ----------
+    values : iterable
+        The labels.
+    column : str, default "human"
+        Their column, for the error.
+    scale : tuple of (float, float) or str, optional
+        The rating scale (above).
+
+    Returns
+    -------
+    ndarray of float
+        The scores in 0..1 (NaN: unlabelled).
+
+    Raises
+    ------
+    ValueError
+        A label that cannot be read (above).
+
+    Examples
+    --------
+    >>> parse_labels(["yes", "No", True, 0.5, None]).tolist()
+    [1.0, 0.0, 1.0, 0.5, nan]
+    >>> parse_labels([1, 3, 5], scale=(1, 5)).tolist()
+    [0.0, 0.5, 1.0]
     """
     bounds = parse_scale(scale)
     out = []

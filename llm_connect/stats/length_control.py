@@ -184,6 +184,38 @@ def length_controlled_win_rate(
     Returns a DataFrame, one row per (model, baseline): :data:`LENGTH_CONTROLLED_COLUMNS`
     (``length_coef`` is ``phi``: positive when the judge favours the longer answer; ``fit``:
     ``"mle"`` or the penalised fallback and why).
+
+    Parameters
+    ----------
+    data : DataFrame or iterable of mappings
+        One row per comparison of a model's answer with the baseline's.
+    model : str, default "model"
+        The column naming the model.
+    baseline_model : str, default "baseline_model"
+        The column naming the baseline.
+    winner : str, default "winner"
+        The column saying which won, or the probability that the model's answer is preferred.
+    length_a : str, default "length_a"
+        The column of the model's answer's length.
+    length_b : str, default "length_b"
+        The column of the baseline's.
+    instruction : str, optional
+        The column naming the instruction (difficulty estimated jointly).
+    difficulty : str, optional
+        A column of given difficulties instead.
+    confidence : float, default 0.95
+        The intervals' level.
+    n_boot : int, default 1000
+        Bootstrap resamples.
+    seed : int, optional
+        The resampling seed (default 0).
+    codes : str or mapping, optional
+        What the winner column's values mean.
+
+    Returns
+    -------
+    DataFrame
+        :data:`LENGTH_CONTROLLED_COLUMNS`, one row per (model, baseline).
     """
     conf, n_boot = check_leaderboard_settings(confidence, n_boot)
     frame = _frame(data).reset_index(drop=True)

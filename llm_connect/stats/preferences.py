@@ -85,6 +85,26 @@ def preference_codes(codes: str | Mapping[str, Any] | None = None) -> dict[str, 
     ``{"a": 1, "b": 2, "tie": 0}`` (a value may be a list of codes), or the same as text,
     ``"a=1,b=2,tie=0"`` (several codes for one label joined by ``|``: ``"tie=0|3"``). The labels
     given replace the default words entirely; every label must get at least one code.
+
+    Parameters
+    ----------
+    codes : str or mapping, optional
+        The codes (above).
+
+    Returns
+    -------
+    dict of str to str
+        Each code's label.
+
+    Raises
+    ------
+    ValidationError
+        Codes that cannot be read, or a label without a code.
+
+    Examples
+    --------
+    >>> preference_codes("a=1,b=2,tie=0")
+    {'1': 'a', '2': 'b', '0': 'tie'}
     """
     if codes is None:
         return {_key(c): label for label, cs in DEFAULT_CODES.items() for c in cs}
@@ -140,6 +160,25 @@ def parse_preferences(values: Iterable[Any], *, codes: str | Mapping[str, Any] |
     preference (1/2/0 and 0/1 are both in use): the error says to declare the codes. Any value
     that is not a code raises :class:`~llm_connect.errors.ValidationError` naming the column, a
     few of the values and the codes accepted.
+
+    Parameters
+    ----------
+    values : iterable
+        The column's values.
+    codes : str or mapping, optional
+        What the values mean (:func:`preference_codes`).
+    column : str, default "human"
+        The column's name, for the error.
+
+    Returns
+    -------
+    ndarray of object
+        ``"a"``, ``"b"``, ``"tie"`` or ``None`` per value.
+
+    Examples
+    --------
+    >>> parse_preferences(["A", "tie", None, "b"]).tolist()
+    ['a', 'tie', None, 'b']
     """
     table = preference_codes(codes)
     out: list[str | None] = []
@@ -165,8 +204,20 @@ def parse_preferences(values: Iterable[Any], *, codes: str | Mapping[str, Any] |
 
 
 def majority_preference(rows: Sequence[Any]) -> np.ndarray:
-    """Per pair, the label most annotators gave (``None`` when none labelled it); an even split
-    between the top labels is ``"tie"``."""
+    """Per pair, the label most annotators gave (``None`` when none labelled it).
+
+    An even split between the top labels is ``"tie"``.
+
+    Parameters
+    ----------
+    rows : sequence of ndarray
+        One array of labels per annotator, aligned on the pairs.
+
+    Returns
+    -------
+    ndarray of object
+        The majority label per pair.
+    """
     out: list[str | None] = []
     for labels in zip(*rows, strict=True):
         given = [lab for lab in labels if lab is not None]
@@ -230,7 +281,26 @@ def preference_agreement(
     ``krippendorff_alpha_nominal``, accuracy on the pairs ``reference`` did not call a tie
     (``n_non_tie``, ``accuracy_non_tie``: the judge's tie counts as not correct;
     ``decided_non_tie``: how many of them the judge decided), both tie rates, and the 3x3
-    confusion as ``judge_<x>_human_<y>`` counts (the judge said x, the reference y)."""
+    confusion as ``judge_<x>_human_<y>`` counts (the judge said x, the reference y).
+
+    Parameters
+    ----------
+    judge : array-like
+        The judge's preferences.
+    reference : array-like
+        The reference's (people's).
+    n_boot : int, default 1000
+        Bootstrap resamples.
+    confidence : float, default 0.95
+        The intervals' level.
+    seed : int, optional
+        The resampling seed (default 0).
+
+    Returns
+    -------
+    dict
+        The figures (above).
+    """
     confidence = check_confidence(confidence)
     x_all, y_all = _encode(judge), _encode(reference)
     if len(x_all) != len(y_all):
@@ -273,7 +343,28 @@ def position_bias(first_wins: int, n: int, *, confidence: float = 0.95) -> dict[
     """How often the answer shown first won, of ``n`` order-judgments that picked an answer:
     ``first_shown_win_rate``, ``position_bias`` (the rate minus 0.5) with its exact
     Clopper-Pearson interval (``position_low``, ``position_high``), and the two-sided binomial
-    test of a 50% rate (``position_p_value``, ``scipy.stats.binomtest``)."""
+    test of a 50% rate (``position_p_value``, ``scipy.stats.binomtest``).
+
+    Parameters
+    ----------
+    first_wins : int
+        How often the first-shown answer won.
+    n : int
+        The order-judgments that picked an answer.
+    confidence : float, default 0.95
+        The interval's level.
+
+    Returns
+    -------
+    dict
+        ``n_position``, ``first_shown_win_rate``, ``position_bias``, ``position_low``, ``position_high``,
+        ``position_p_value``.
+
+    Examples
+    --------
+    >>> round(position_bias(30, 40)["position_bias"], 2)
+    0.25
+    """
     confidence = check_confidence(confidence)
     if n <= 0:
         return {"n_position": 0, "first_shown_win_rate": math.nan, "position_bias": math.nan,

@@ -21,7 +21,31 @@ __all__ = ["OLSResult", "ols"]
 
 @dataclass(frozen=True)
 class OLSResult:
-    """An ordinary least squares fit: coefficients with standard errors and t-based intervals."""
+    """An ordinary least squares fit: coefficients with standard errors and t-based intervals.
+
+    ``result["name"]`` gives one term's ``coef``, ``se``, ``low``, ``high`` and ``p_value``.
+
+    Parameters
+    ----------
+    names : list of str
+        The terms.
+    coef : ndarray
+        Their coefficients.
+    se : ndarray
+        Standard errors.
+    low : ndarray
+        Intervals' lower ends.
+    high : ndarray
+        Upper ends.
+    p : ndarray
+        Two-sided p-values.
+    n : int
+        Observations.
+    r2 : float
+        R squared.
+    df_resid : int
+        Residual degrees of freedom.
+    """
 
     names: list[str]
     coef: np.ndarray
@@ -34,6 +58,13 @@ class OLSResult:
     df_resid: int
 
     def table(self) -> pd.DataFrame:
+        """One row per term.
+
+        Returns
+        -------
+        DataFrame
+            ``term``, ``coef``, ``se``, ``low``, ``high``, ``p_value``.
+        """
         return pd.DataFrame({"term": self.names, "coef": self.coef, "se": self.se, "low": self.low,
                              "high": self.high, "p_value": self.p})
 
@@ -48,6 +79,30 @@ def ols(y: Any, X: Any, names: Sequence[str], *, confidence: float = 0.95) -> OL
 
     Standard errors are the classical ones; intervals and p-values use Student's t.
     Rank-deficient designs and ``n <= k`` give NaN errors, not an exception.
+
+    Parameters
+    ----------
+    y : array-like
+        The outcome.
+    X : array-like
+        The design, one column per term.
+    names : sequence of str
+        The terms' names.
+    confidence : float, default 0.95
+        The intervals' level.
+
+    Returns
+    -------
+    OLSResult
+        The fit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.arange(5.0)
+    >>> fit = ols(1.0 + 2.0 * x, np.column_stack([np.ones(5), x]), ["intercept", "x"])
+    >>> fit.coef.round(6).tolist()
+    [1.0, 2.0]
     """
     from scipy import stats
 

@@ -130,6 +130,18 @@ def item_draws(keys: Sequence[str], seed: int) -> np.ndarray:
 
     Column 0 orders the items, column 1 decides whether an ``"active"`` item is shown, column 2
     whether an item is in the ``"overlap"`` share. A key's draws depend only on it and the seed.
+
+    Parameters
+    ----------
+    keys : sequence of str
+        The items' keys.
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    ndarray
+        ``(len(keys), 3)`` uniforms.
     """
     salt = int(seed).to_bytes(16, "little", signed=True)
     raw = b"".join(hashlib.blake2b(k.encode("utf-8"), digest_size=24, key=salt).digest() for k in keys)
@@ -147,6 +159,25 @@ def active_probabilities(
     variance-optimal rule for a label with that standard deviation), mixed with a uniform
     ``floor`` so no item has probability zero. A missing score or uncertainty gets ``π = 1``
     (nothing is known about it). All ``u`` zero gives ``π = 1`` everywhere.
+
+    Parameters
+    ----------
+    scores : array-like of float, optional
+        Judge scores in 0..1.
+    uncertainty : array-like of float, optional
+        The uncertainty, as given (instead of the scores').
+    floor : float, default 0.1
+        The uniform share mixed in.
+
+    Returns
+    -------
+    ndarray of float
+        ``π`` per item.
+
+    Examples
+    --------
+    >>> active_probabilities([0.5, 1.0, None]).tolist()
+    [1.0, 0.1, 1.0]
     """
     if not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0.0 < floor <= 1.0):
         raise ValidationError(f"floor must be a probability in (0, 1], e.g. 0.1; got {floor!r}")
@@ -176,6 +207,29 @@ class SamplingPlan:
     ``selected`` (its seeded draw fell below ``π_i``); ``order`` is the visiting order (indices)
     and :meth:`queue` the items shown, in order. ``prediction``: for the learned ``"active"``
     rule (:func:`learned_plan`), the calibrated judge at each item's visit, else None.
+
+    Parameters
+    ----------
+    strategy : str
+        The strategy (``"random"``, ``"stratified"``, ``"active"``, ``"abstained"``...).
+    stratum : ndarray
+        Each item's stratum code.
+    stratum_names : tuple of str
+        The strata's names.
+    rank : ndarray
+        Each item's place in its stratum's seeded order.
+    size : ndarray
+        Each item's stratum's item count.
+    prob : ndarray
+        ``π_i``: shown once reached.
+    selected : ndarray
+        Whether its seeded draw fell below ``π_i``.
+    order : ndarray
+        The visiting order (indices).
+    overlap : ndarray, optional
+        Whether each item is in the share shown to everyone.
+    prediction : ndarray, optional
+        The calibrated judge at each item's visit (learned ``"active"`` rule only).
     """
 
     strategy: str
@@ -190,7 +244,13 @@ class SamplingPlan:
     prediction: np.ndarray | None = None
 
     def queue(self) -> np.ndarray:
-        """Indices of the items to show, in the order they are shown."""
+        """Indices of the items to show, in the order they are shown.
+
+        Returns
+        -------
+        ndarray of int
+            The indices.
+        """
         return self.order[self.selected[self.order]]
 
     def inclusion(self, done: np.ndarray) -> np.ndarray:
@@ -198,6 +258,16 @@ class SamplingPlan:
 
         In each stratum ``K_s`` counts the items visited: every rank up to the furthest done
         item and the items passed over after it (not selected) before the next one to show.
+
+        Parameters
+        ----------
+        done : ndarray of bool
+            Whether each item was labelled.
+
+        Returns
+        -------
+        ndarray of float
+            Each item's inclusion probability.
         """
         done = np.asarray(done, dtype=bool)
         out = np.zeros(len(self.prob))
@@ -230,6 +300,34 @@ def make_plan(
     ``probabilities``: ``π_i`` for ``"active"`` (see :func:`active_probabilities`); ``groups``:
     one group label per item for ``"stratified"``; ``overlap``: the share shown to everyone;
     ``priority``: for ``"abstained"``, each item's confidence (shown lowest first; NaN first).
+
+    Parameters
+    ----------
+    keys : sequence of str
+        The items' keys.
+    strategy : str, default "random"
+        The strategy (see the module docstring).
+    seed : int, default 0
+        The seed.
+    probabilities : array-like, optional
+        ``π_i`` for ``"active"``.
+    groups : array-like, optional
+        One group label per item for ``"stratified"``.
+    overlap : float, default 0.2
+        The share shown to everyone.
+    priority : array-like, optional
+        For ``"abstained"``, each item's confidence.
+
+    Returns
+    -------
+    SamplingPlan
+        The plan.
+
+    Examples
+    --------
+    >>> plan = make_plan(["a", "b", "c", "d"], seed=1)
+    >>> sorted(plan.queue().tolist())
+    [0, 1, 2, 3]
     """
     if strategy not in STRATEGIES:
         raise ValidationError(f"unknown strategy {strategy!r}; choose from {list(STRATEGIES)}")
@@ -297,6 +395,18 @@ def score_bins(scores: Any, bins: int = 5) -> np.ndarray:
     A score value held by at least ``1/(2·bins)`` of the items (the 0s and 1s of lexical judges and
     verdicts) is a bin of its own; the other values are cut into quantile bins (``bins`` in all, at
     least one for them), ties never split.
+
+    Parameters
+    ----------
+    scores : array-like of float
+        Judge scores.
+    bins : int, default 5
+        The bins.
+
+    Returns
+    -------
+    ndarray of int
+        Each score's bin.
     """
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
         raise ValidationError(f"bins must be a whole number >= 1, e.g. 5; got {bins!r}")
@@ -329,6 +439,19 @@ class ResidualWalk:
     calibrated judge ``p̂(s)`` of the model as it stood before the item was reached (NaN for a
     missing score); ``used``: the labels the walk used (shown, labelled, within the budget);
     ``n_used`` (runs,).
+
+    Parameters
+    ----------
+    prob : ndarray
+        Each item's ``π``.
+    selected : ndarray
+        Shown when reached.
+    prediction : ndarray
+        The calibrated judge before the item was reached.
+    used : ndarray
+        The labels the walk used.
+    n_used : ndarray
+        How many, per run.
     """
 
     prob: np.ndarray
@@ -375,6 +498,34 @@ def residual_walk(
     Since each ``π`` depends only on labels of items visited before, the inverse-probability
     weights stay valid under the adaptivity (the paper's sequential active inference, a
     martingale), and :func:`walk_inclusion` makes them valid when the annotator stops early.
+
+    Parameters
+    ----------
+    scores : array-like of float
+        The judge's scores.
+    draws : array-like of float
+        Each item's uniform.
+    order : array-like of int
+        Runs × items: the visiting order.
+    labels : array-like of float
+        Each item's label (NaN: none).
+    recorded : array-like of float, optional
+        A ``π`` already used for an item.
+    budget : int or array-like, optional
+        Labels per run (default: no limit).
+    floor : float, default 0.1
+        The uniform share mixed in.
+    burn_in : int, default 20
+        Labels before the learned rule.
+    bins : int, default 5
+        Score bins.
+    prior : float, default 2.0
+        Pseudo-labels shrinking each bin toward the pooled figures.
+
+    Returns
+    -------
+    ResidualWalk
+        The walk.
     """
     if not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0.0 < floor <= 1.0):
         raise ValidationError(f"floor must be a probability in (0, 1], e.g. 0.1; got {floor!r}")
@@ -508,6 +659,30 @@ def learned_plan(
     item, NaN where none) and ``recorded`` (the ``π`` each already shown item was shown with):
     the same ledger gives the same plan, so a restarted kernel resumes it. Beyond the last label
     the plan is the current model's projection (it changes as labels come in).
+
+    Parameters
+    ----------
+    keys : sequence of str
+        The items' keys.
+    scores : array-like of float
+        The judge's scores.
+    seed : int, default 0
+        The seed.
+    labels : array-like of float, optional
+        Each item's label so far (NaN: none).
+    recorded : array-like of float, optional
+        The ``π`` each shown item was shown with.
+    floor : float, default 0.1
+        The uniform share mixed in.
+    burn_in : int, default 20
+        Labels before the learned rule.
+    bins : int, default 5
+        Score bins.
+
+    Returns
+    -------
+    SamplingPlan
+        The plan.
     """
     n = len(keys)
     draws = item_draws(keys, seed)
@@ -530,6 +705,22 @@ def calibrated_scores(scores: Any, labels: Any, *, bins: int = 5, prior: float =
     except that a labelled item's ``δ`` leaves its own label out (leave-one-out cross-fitting, as
     in cross-prediction-powered inference, Zrnic & Candès 2024, PNAS, arXiv:2309.16598), so the
     prediction never uses the label it is compared with. NaN where the score is missing.
+
+    Parameters
+    ----------
+    scores : array-like of float
+        The judge's scores.
+    labels : array-like of float
+        The labels (NaN where none).
+    bins : int, default 5
+        Score bins.
+    prior : float, default 2.0
+        Pseudo-labels of the shrinkage.
+
+    Returns
+    -------
+    ndarray of float
+        The calibrated scores.
     """
     y = np.atleast_2d(np.asarray(labels, dtype=float))
     runs, n = y.shape
@@ -555,7 +746,24 @@ def calibrated_scores(scores: Any, labels: Any, *, bins: int = 5, prior: float =
 def walk_inclusion(order: Any, prob: Any, selected: Any, done: Any) -> np.ndarray:
     """Inclusion probabilities ``π_i · K / N`` per run (runs × items), as :meth:`SamplingPlan.inclusion`
     computes them for one stratum: ``K`` counts the items visited, every position up to the last
-    ``done`` item and those passed over after it before the next one to show."""
+    ``done`` item and those passed over after it before the next one to show.
+
+    Parameters
+    ----------
+    order : array-like of int
+        Runs × items: the visiting order.
+    prob : array-like of float
+        ``π`` per item.
+    selected : array-like of bool
+        Shown when reached.
+    done : array-like of bool
+        Labelled.
+
+    Returns
+    -------
+    ndarray of float
+        Runs × items inclusion probabilities.
+    """
     idx = np.atleast_2d(np.asarray(order, dtype=np.intp))
     pr = np.atleast_2d(np.asarray(prob, dtype=float))
     sel = np.atleast_2d(np.asarray(selected, dtype=bool))

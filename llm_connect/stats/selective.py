@@ -105,7 +105,25 @@ CURVE_COLUMNS = ("cutoff", "n_judged", "coverage", "disagreements", "risk", "agr
 
 
 def check_level(value: Any, name: str) -> float:
-    """``value`` as a float strictly between 0 and 1 (``alpha`` or ``delta``), else a ValidationError."""
+    """``value`` as a float strictly between 0 and 1 (``alpha`` or ``delta``), else a ValidationError.
+
+    Parameters
+    ----------
+    value : float
+        The level.
+    name : str
+        Its name, for the error.
+
+    Returns
+    -------
+    float
+        The level.
+
+    Raises
+    ------
+    ValidationError
+        Not a number strictly between 0 and 1.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValidationError(f"{name} must be a number between 0 and 1 (e.g. 0.1), got {value!r}")
     v = float(value)
@@ -174,7 +192,13 @@ class Guarantee:
         return 1.0 - self.delta
 
     def describe(self) -> str:
-        """``"at least 90% agreement with people, guaranteed at 90% confidence"``."""
+        """``"at least 90% agreement with people, guaranteed at 90% confidence"``.
+
+        Returns
+        -------
+        str
+            The line.
+        """
         return (f"at least {self.guaranteed_agreement:.0%} agreement with people, guaranteed at "
                 f"{self.confidence_level:.0%} confidence")
 
@@ -220,6 +244,25 @@ def clopper_pearson_upper(k: Any, n: Any, delta: float) -> Any:
     (Clopper & Pearson 1934); 1 when ``k = n``, NaN when ``n = 0``. ``k`` and ``n`` may be
     arrays (broadcast). It equals the upper end of statsmodels'
     ``proportion_confint(k, n, alpha=2 * delta, method="beta")``.
+
+    Parameters
+    ----------
+    k : int or array-like
+        Disagreements (failures).
+    n : int or array-like
+        Trials.
+    delta : float
+        One minus the confidence level.
+
+    Returns
+    -------
+    float or ndarray
+        The upper bound(s), broadcast.
+
+    Examples
+    --------
+    >>> round(float(clopper_pearson_upper(0, 22, 0.1)), 4)
+    0.0994
     """
     from scipy.stats import beta
 
@@ -244,6 +287,23 @@ def min_items(alpha: float, delta: float) -> int:
     The smallest ``n`` whose bound with no disagreement, ``1 − δ^(1/n)``, is at most ``α``:
     ``ceil(log δ / log(1 − α))`` (checked against the exact bound, so rounding never makes it one
     too few). Fewer labelled items than this cannot support the guarantee whatever the judge.
+
+    Parameters
+    ----------
+    alpha : float
+        The most disagreement the guarantee allows.
+    delta : float
+        The chance that it fails.
+
+    Returns
+    -------
+    int
+        The fewest items.
+
+    Examples
+    --------
+    >>> min_items(0.1, 0.1)
+    22
     """
     return _min_items(check_level(alpha, "alpha"), check_level(delta, "delta"))
 
@@ -285,6 +345,25 @@ def critical_disagreements(n: Any, alpha: float, delta: float) -> np.ndarray:
     which is the largest ``k`` with :func:`clopper_pearson_upper` ``(k, n, δ) <= α``: the binomial
     tail is increasing in ``k`` and decreasing in the proportion. Comparing counts with it is how
     the fixed sequence decides (exactly, and without inverting a Beta function per threshold).
+
+    Parameters
+    ----------
+    n : int or array-like
+        Numbers of judged items.
+    alpha : float
+        The most disagreement the guarantee allows.
+    delta : float
+        The chance that it fails.
+
+    Returns
+    -------
+    ndarray of int
+        The largest passing count per ``n`` (``-1``: none passes).
+
+    Examples
+    --------
+    >>> critical_disagreements([22, 50], 0.1, 0.1).tolist()
+    [0, 1]
     """
     from scipy.stats import binom
 
@@ -347,6 +426,24 @@ def risk_coverage(confidence: Any, agree: Any, *, alpha: float = 0.1, delta: flo
     verdict agreed with people's (booleans). Items missing either (NaN / None) are left out.
     Columns: :data:`CURVE_COLUMNS`; ``tested`` and ``passed`` are the fixed-sequence test at
     ``alpha`` and ``delta`` on ``grid`` (see the module docstring).
+
+    Parameters
+    ----------
+    confidence : array-like of float
+        The judge's confidence per item.
+    agree : array-like of bool
+        Whether its verdict agreed with people's.
+    alpha : float, default 0.1
+        The most disagreement the guarantee allows.
+    delta : float, default 0.1
+        The chance that it fails.
+    grid : int or "distinct", default 50
+        The thresholds tested (coverage steps, or every distinct confidence).
+
+    Returns
+    -------
+    DataFrame
+        :data:`CURVE_COLUMNS`, one row per distinct confidence.
     """
     a_lvl, d_lvl = check_level(alpha, "alpha"), check_level(delta, "delta")
     steps = _check_grid(grid)
@@ -379,14 +476,32 @@ def risk_coverage(confidence: Any, agree: Any, *, alpha: float = 0.1, delta: flo
 class SelectiveCutoff(Guaranteed):
     """The cut-off chosen by fixed-sequence testing (:func:`fixed_sequence_cutoff`) and what it keeps.
 
-    ``cutoff``: judge an item when its confidence is ``>= cutoff`` (``inf``: abstain on every
-    item); ``alpha``, ``delta``: the guarantee asked for, ``guaranteed_agreement = 1 − alpha`` at
-    confidence ``1 − delta``; ``n``: calibration items (scored and labelled); ``n_judged`` of them
-    above the cut-off (``coverage`` = their share), ``agreement`` the empirical agreement with
-    people on those, ``risk_upper`` the exact upper bound on the risk there; ``n_min``: the fewest
-    labelled items the guarantee can rest on (:func:`min_items`); ``tested``: thresholds tested;
-    ``curve``: the risk-coverage curve (:data:`CURVE_COLUMNS`); ``note``: why the judge abstains
-    on everything, or another remark (empty when there is none).
+    Parameters
+    ----------
+    alpha : float
+        The guarantee asked for: ``guaranteed_agreement = 1 − alpha``...
+    delta : float
+        ... at confidence ``1 − delta``.
+    cutoff : float
+        Judge an item when its confidence is ``>= cutoff`` (``inf``: abstain on every item).
+    n : int
+        Calibration items (scored and labelled).
+    n_judged : int
+        Those above the cut-off.
+    coverage : float
+        Their share.
+    agreement : float
+        The empirical agreement with people on those.
+    risk_upper : float
+        The exact upper bound on the risk there.
+    n_min : int
+        The fewest labelled items the guarantee can rest on (:func:`min_items`).
+    tested : int
+        Thresholds tested.
+    curve : DataFrame
+        The risk-coverage curve (:data:`CURVE_COLUMNS`).
+    note : str, default ""
+        Why the judge abstains on everything, or another remark (empty when there is none).
     """
 
     alpha: float
@@ -412,20 +527,44 @@ class SelectiveCutoff(Guaranteed):
         return not math.isfinite(self.cutoff)
 
     def judges(self, confidence: Any) -> np.ndarray:
-        """Per item: whether its confidence reaches the cut-off (NaN never does)."""
+        """Per item: whether its confidence reaches the cut-off (NaN never does).
+
+        Parameters
+        ----------
+        confidence : array-like of float
+            The confidences.
+
+        Returns
+        -------
+        ndarray of bool
+            Whether each item is judged.
+        """
         c = _numbers(confidence)
         with np.errstate(invalid="ignore"):
             return np.isfinite(c) & (c >= self.cutoff)
 
     def describe(self) -> str:
-        """One line: what it judges and with which guarantee (or why it abstains on everything)."""
+        """One line: what it judges and with which guarantee (or why it abstains on everything).
+
+        Returns
+        -------
+        str
+            E.g. "judges 62% of items with at least 90% agreement with people, guaranteed at 90% confidence;
+            abstains on 38%".
+        """
         if self.abstains_on_all:
             return (f"abstains on every item: {self.note}" if self.note else "abstains on every item")
         return (f"judges {self.coverage:.0%} of items with {self.guarantee.describe()}; abstains on "
                 f"{1 - self.coverage:.0%}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The numbers as plain JSON (``cutoff`` ``None`` when the judge abstains on everything)."""
+        """The numbers as plain JSON (``cutoff`` ``None`` when the judge abstains on everything).
+
+        Returns
+        -------
+        dict
+            The fields (the curve left out).
+        """
 
         def num(x: float) -> float | None:
             return float(x) if math.isfinite(x) else None
@@ -445,6 +584,40 @@ def fixed_sequence_cutoff(confidence: Any, agree: Any, *, alpha: float = 0.1, de
     :class:`~llm_connect.errors.ValidationError` naming how many are needed; with
     ``strict=False`` (a cascade's later stage) the judge abstains on everything instead, and
     ``note`` says why.
+
+    Parameters
+    ----------
+    confidence : array-like of float
+        Per calibration item, the judge's confidence (higher = surer).
+    agree : array-like of bool
+        Whether the judge's verdict agreed with people's.
+    alpha : float, default 0.1
+        The most disagreement allowed on the judged items.
+    delta : float, default 0.1
+        The chance that the guarantee fails.
+    strict : bool, default True
+        Too few items is an error (above); ``False``: abstain on everything.
+    grid : int or "distinct", default 50
+        The thresholds tested.
+
+    Returns
+    -------
+    SelectiveCutoff
+        The cut-off and what it keeps.
+
+    Raises
+    ------
+    ValidationError
+        With ``strict``, fewer usable items than :func:`min_items`; a bad ``alpha``, ``delta`` or ``grid``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> confidence = rng.random(200)
+    >>> agree = rng.random(200) < 0.7 + 0.3 * confidence
+    >>> fixed_sequence_cutoff(confidence, agree, alpha=0.2).describe()
+    'judges 100% of items with at least 80% agreement with people, guaranteed at 90% confidence; abstains on 0%'
     """
     a_lvl, d_lvl = check_level(alpha, "alpha"), check_level(delta, "delta")
     need = min_items(a_lvl, d_lvl)
@@ -481,6 +654,24 @@ def fixed_sequence_cutoffs(confidence: Any, agree: Any, *, alpha: float = 0.1, d
     (every item scored and labelled). Returns the ``runs`` cut-offs (``inf`` where the judge
     abstains on everything), equal to calling :func:`fixed_sequence_cutoff` on each row; for
     simulations of the guarantee (``tests/test_selective.py``) and benchmarks.
+
+    Parameters
+    ----------
+    confidence : ndarray
+        ``(runs, n)`` finite confidences.
+    agree : ndarray
+        ``(runs, n)`` booleans.
+    alpha : float, default 0.1
+        The most disagreement allowed.
+    delta : float, default 0.1
+        The chance that the guarantee fails.
+    grid : int or "distinct", default 50
+        The thresholds tested.
+
+    Returns
+    -------
+    ndarray
+        The cut-offs.
     """
     a_lvl, d_lvl = check_level(alpha, "alpha"), check_level(delta, "delta")
     c = np.asarray(confidence, dtype=float)
@@ -514,8 +705,22 @@ def fixed_sequence_cutoffs(confidence: Any, agree: Any, *, alpha: float = 0.1, d
 
 
 def evaluate_cutoff(confidence: Any, agree: Any, cutoff: float) -> dict[str, float]:
-    """How a cut-off does on other labelled items: ``n``, ``n_judged``, ``coverage`` and ``agreement``
-    on the judged ones (NaN when none is judged). For checking the guarantee on held-out data."""
+    """How a cut-off does on other labelled items (for checking the guarantee on held-out data).
+
+    Parameters
+    ----------
+    confidence : array-like of float
+        The judge's confidences.
+    agree : array-like of bool
+        Whether its verdicts agreed with people's.
+    cutoff : float
+        The cut-off.
+
+    Returns
+    -------
+    dict
+        ``n``, ``n_judged``, ``coverage`` and ``agreement`` on the judged ones (NaN when none is judged).
+    """
     c, ok = _clean(confidence, agree)
     keep = c >= cutoff
     judged = int(keep.sum())
@@ -533,6 +738,24 @@ def cascade_cutoffs(confidences: Sequence[Any], agrees: Sequence[Any], *, alpha:
     on (confidence below its cut-off, or none). The first stage needs :func:`min_items` usable
     items (a :class:`~llm_connect.errors.ValidationError` otherwise); a later stage reached by too
     few abstains on everything (its ``note`` says so).
+
+    Parameters
+    ----------
+    confidences : sequence of array-like
+        Per stage, the confidence per item.
+    agrees : sequence of array-like
+        Per stage, the agreement per item.
+    alpha : float, default 0.1
+        The most disagreement allowed.
+    delta : float, default 0.1
+        The chance that the guarantee fails.
+    grid : int or "distinct", default 50
+        The thresholds tested.
+
+    Returns
+    -------
+    list of SelectiveCutoff
+        One per stage.
     """
     if len(confidences) != len(agrees) or not len(confidences):
         raise ValidationError("cascade_cutoffs needs one confidence array and one agreement array per stage")

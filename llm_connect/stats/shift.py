@@ -24,6 +24,33 @@ __all__ = ["ShiftStats", "empty_shift", "paired_shift"]
 
 @dataclass(frozen=True)
 class ShiftStats:
+    """How a perturbation moved a judge's scores: the mean shift with its interval, the test and the flips.
+
+    Parameters
+    ----------
+    n : int
+        Pairs scored both times.
+    mean_original : float
+        Mean original score.
+    mean_perturbed : float
+        Mean perturbed score.
+    mean_shift : float
+        Mean of ``perturbed - original``.
+    shift_low : float
+        Its bootstrap interval's lower end.
+    shift_high : float
+        Its upper end.
+    p_value : float
+        Wilcoxon signed-rank p-value.
+    flip_rate : float
+        Share of verdicts that flipped at the threshold.
+    flips_up : int
+        Fail to pass.
+    flips_down : int
+        Pass to fail.
+    note : str, default ""
+        Why a figure is missing.
+    """
     n: int
     mean_original: float
     mean_perturbed: float
@@ -65,7 +92,28 @@ def paired_shift(
     seed: int | None = 0,
 ) -> ShiftStats:
     """Mean of ``perturbed - original`` over the pairs scored both times, its bootstrap interval,
-    the Wilcoxon signed-rank p-value, and how many verdicts flipped at ``threshold``."""
+    the Wilcoxon signed-rank p-value, and how many verdicts flipped at ``threshold``.
+
+    Parameters
+    ----------
+    original : array-like of float
+        The scores of the original answers.
+    perturbed : array-like of float
+        The scores of the perturbed answers, aligned.
+    threshold : float, default 0.5
+        The verdict threshold.
+    n_boot : int, default 1000
+        Bootstrap resamples.
+    confidence : float, default 0.95
+        The interval's level.
+    seed : int, optional
+        The resampling seed (default 0).
+
+    Returns
+    -------
+    ShiftStats
+        The figures.
+    """
     from scipy.stats import wilcoxon
 
     confidence = check_confidence(confidence)

@@ -92,8 +92,24 @@ _BOLD_UNDERSCORES = re.compile(r"__[^_\n]+__")
 
 
 def style_feature(name: Any) -> str | None:
-    """The Arena feature ``name`` stands for (``"length"``, ``"headers"``, ``"lists"``, ``"bold"``; also
-    FastChat's names such as ``"header_count"``), or ``None`` when it is not one."""
+    """The Arena feature ``name`` stands for, or ``None`` when it is not one.
+
+    Parameters
+    ----------
+    name : str
+        ``"length"``, ``"headers"``, ``"lists"``, ``"bold"``; also FastChat's names such as
+        ``"header_count"``.
+
+    Returns
+    -------
+    str or None
+        The feature.
+
+    Examples
+    --------
+    >>> style_feature("header_count"), style_feature("politeness")
+    ('headers', None)
+    """
     if not isinstance(name, str):
         return None
     return _ALIASES.get(name.strip().casefold())
@@ -137,10 +153,26 @@ def _counts(text: str) -> tuple[int, int, int, int]:
 
 
 def style_counts(texts: Iterable[Any]) -> pd.DataFrame:
-    """Per text, Chatbot Arena's four style counts: ``length`` (words and punctuation marks),
+    r"""Per text, Chatbot Arena's four style counts: ``length`` (words and punctuation marks),
     ``headers``, ``lists`` (list items) and ``bold`` (bold spans), the last three outside fenced code
     blocks (see the module docstring). A missing text (``None``, NaN) counts as empty; a conversation
-    (a list of turns, or JSON-encoded) counts its assistant turns joined by newlines."""
+    (a list of turns, or JSON-encoded) counts its assistant turns joined by newlines.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        The answers.
+
+    Returns
+    -------
+    DataFrame
+        ``length``, ``headers``, ``lists``, ``bold``, one row per text.
+
+    Examples
+    --------
+    >>> style_counts(["# Title\n- a\n- **b**"]).to_dict("records")
+    [{'length': 10, 'headers': 1, 'lists': 2, 'bold': 1}]
+    """
     rows = [_counts(_text(t)) for t in texts]
     arr = np.asarray(rows, dtype=np.int64).reshape(len(rows), len(STYLE_FEATURES))
     return pd.DataFrame(arr, columns=list(STYLE_FEATURES))
@@ -148,7 +180,25 @@ def style_counts(texts: Iterable[Any]) -> pd.DataFrame:
 
 def normalised_difference(a: Any, b: Any) -> np.ndarray:
     """``(a - b) / (a + b + 1)`` for non-negative counts ``a`` and ``b`` (FastChat's style ratio with
-    ``add_one``): 0 when equal, toward 1 when only ``a`` has the feature, toward -1 when only ``b``."""
+    ``add_one``): 0 when equal, toward 1 when only ``a`` has the feature, toward -1 when only ``b``.
+
+    Parameters
+    ----------
+    a : array-like
+        Counts of answer A.
+    b : array-like
+        Counts of answer B.
+
+    Returns
+    -------
+    ndarray
+        The differences.
+
+    Examples
+    --------
+    >>> normalised_difference([3, 0], [1, 2]).round(3).tolist()
+    [0.4, -0.667]
+    """
     a_ = np.asarray(a, dtype=float)
     b_ = np.asarray(b, dtype=float)
     return (a_ - b_) / (a_ + b_ + 1.0)
@@ -158,7 +208,22 @@ def style_differences(text_a: Iterable[Any], text_b: Iterable[Any],
                       features: Sequence[str] = STYLE_FEATURES) -> pd.DataFrame:
     """Per comparison, the normalised differences ``(a - b) / (a + b + 1)`` of the two answers' style
     counts (:func:`style_counts`), one column per feature of ``features`` (Arena's four by default;
-    FastChat's names are read too). Positive: answer A has more of it."""
+    FastChat's names are read too). Positive: answer A has more of it.
+
+    Parameters
+    ----------
+    text_a : iterable of str
+        Answer A of each comparison.
+    text_b : iterable of str
+        Answer B of each comparison.
+    features : sequence of str, default ("length", "headers", "lists", "bold")
+        The features.
+
+    Returns
+    -------
+    DataFrame
+        One column per feature, one row per comparison.
+    """
     names = []
     for f in features:
         canon = style_feature(f)
@@ -517,7 +582,13 @@ class StyleEffects(pd.DataFrame):
     """The style coefficients, ``feature``, ``coefficient``, ``low``, ``high``: a DataFrame in every way but
     one. Two of them compare equal as wholes (``a == b`` is ``a.equals(b)``), because pandas compares
     the ``attrs`` of frames it concatenates and a board carries one in ``attrs["style"]``: with plain
-    frames there, ``pd.concat([board_1, board_2])`` would fail. Any other comparison is elementwise."""
+    frames there, ``pd.concat([board_1, board_2])`` would fail. Any other comparison is elementwise.
+
+    Parameters
+    ----------
+    data, index, columns, dtype, copy
+        As :class:`pandas.DataFrame` takes them.
+    """
 
     @property
     def _constructor(self) -> Any:

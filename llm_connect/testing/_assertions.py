@@ -56,7 +56,7 @@ def _num(value: float | None, digits: int = 3) -> str:
 class QualityCheck:
     """The evidence behind one quality gate.
 
-    Attributes
+    Parameters
     ----------
     n : int
         The scored items the interval was made from (with ``human=``, the judged items).
@@ -156,7 +156,13 @@ class QualityCheck:
         return self.message
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (JSON-serialisable)."""
+        """The fields as a plain dict (JSON-serialisable).
+
+        Returns
+        -------
+        dict
+            The fields by name.
+        """
         return asdict(self)
 
     def _repr_html_(self) -> str:

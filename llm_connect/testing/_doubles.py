@@ -33,7 +33,15 @@ ReplyFn = Callable[[str, RunConfig], Reply]
 
 @dataclass(frozen=True)
 class Call:
-    """One recorded call to a :class:`ScriptedAdapter`."""
+    """One recorded call to a :class:`ScriptedAdapter`.
+
+    Parameters
+    ----------
+    prompt : str
+        The prompt.
+    run_config : RunConfig
+        The run config of the call.
+    """
 
     prompt: str
     run_config: RunConfig
@@ -54,6 +62,34 @@ class ScriptedAdapter:
     reply is kept even when it takes the spend past the limit). ``calls``
     holds the history. ``is_local=True`` declares it in-process, as
     ``LlamaCppAdapter`` does (``LLMJudge`` then uses its local defaults).
+
+    Parameters
+    ----------
+    replies : sequence or callable
+        The replies (above).
+    adapter_id : str, default "scripted"
+        The adapter's id.
+    model_id : str, default "scripted-model"
+        The model's id.
+    cycle : bool, default False
+        Repeat the replies.
+    cost_per_call : float, default 0.0
+        USD per call.
+    latency_s : float, default 0.0
+        Seconds each call waits.
+    is_local : bool, default False
+        Declare it in-process.
+
+    Raises
+    ------
+    LLMConnectError
+        No replies.
+
+    Examples
+    --------
+    >>> adapter = ScriptedAdapter(["yes", "no"])
+    >>> [adapter.complete("Is it?").content for _ in range(2)], adapter.prompts
+    (['yes', 'no'], ['Is it?', 'Is it?'])
     """
 
     def __init__(
@@ -98,6 +134,27 @@ class ScriptedAdapter:
                 ) from None
 
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
+        """Play the next reply (or raise the next scripted fault), through the adapters' one call path.
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt (recorded in :attr:`calls`).
+        run_config : RunConfig, optional
+            How the call is made (its budget tracker is charged).
+
+        Returns
+        -------
+        LLMResponse
+            The reply.
+
+        Raises
+        ------
+        LLMConnectError
+            The replies ran out (without ``cycle``).
+        BudgetExceededError
+            A budget in scope refused the call.
+        """
         run_config = run_config or RunConfig()
         return call_paid(
             lambda: self._play(prompt, run_config),
@@ -144,6 +201,17 @@ class DeterministicEmbedder:
     near 0. The same text gives the same vector in every process. A text with
     no word characters embeds to the zero vector (which the embedding judge
     rejects, as it should).
+
+    Parameters
+    ----------
+    dim : int, default 256
+        The vectors' length.
+
+    Examples
+    --------
+    >>> a, b = DeterministicEmbedder(dim=16).embed(["the cat sat", "the cat sat"])
+    >>> a == b
+    True
     """
 
     def __init__(self, dim: int = 256) -> None:
@@ -164,6 +232,18 @@ class DeterministicEmbedder:
         return [v / norm for v in vec] if norm else vec
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        list of list of float
+            The unit vectors (the zero vector for a text with no word).
+        """
         texts = list(texts)
         with self._lock:
             self.calls.append(texts)

@@ -94,7 +94,18 @@ _TOKEN = re.compile(r"\s*\S+")
 
 
 def default_reply(prompt: str) -> str:
-    """A judge verdict as JSON whose score (0..1, three decimals) is a hash of ``prompt``."""
+    """A judge verdict as JSON whose score (0..1, three decimals) is a hash of ``prompt``.
+
+    Parameters
+    ----------
+    prompt : str
+        The prompt.
+
+    Returns
+    -------
+    str
+        ``{"quality_score": ..., "notes": ...}``.
+    """
     digest = hashlib.sha256(prompt.encode("utf-8")).digest()
     score = int.from_bytes(digest[:4], "big") % 1001 / 1000
     return json.dumps({"quality_score": score, "notes": "loopback judge: a deterministic score from the prompt"})
@@ -102,7 +113,23 @@ def default_reply(prompt: str) -> str:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request the server received (thread mode)."""
+    """One request the server received (thread mode).
+
+    Parameters
+    ----------
+    index : int
+        Its number, from 0.
+    path : str
+        The path.
+    headers : mapping of str to str
+        The headers.
+    body : object
+        The parsed JSON body.
+    outcome : str
+        What the server did (``"ok"`` or a fault's kind).
+    received_at : float, optional
+        When (``time.monotonic``).
+    """
 
     index: int
     path: str
@@ -542,25 +569,56 @@ async def _start_site(core: _Core, port: int) -> tuple[Any, int]:
 class LoopbackServer:
     """A local OpenAI/Anthropic-compatible HTTP server; use it as a context manager.
 
-    Args:
-        mode: ``"thread"`` (default) or ``"process"``.
-        latency_s: seconds every reply waits before it is sent.
-        reply: the reply text; ``None`` = :func:`default_reply` (a judge verdict
-            from the prompt); a callable ``prompt -> str`` in thread mode.
-        faults: fractions of calls that fail, by kind (see the module docstring).
-        fail_first, fail_first_with: the first ``fail_first`` calls fail with that kind.
-        retry_after: the ``Retry-After`` header of 429 replies (``None`` = no header).
-        hang_s: how long a ``"hang"`` fault sleeps.
-        bomb_bytes: how many zero bytes a ``"gzip_bomb"`` body inflates to (default 1 GiB).
-        seed: makes the fault draws reproducible.
-        model: the model name in replies (default: the one asked for).
-        require_api_key: when set, requests without this key get a 401 that echoes what they sent.
-        embedding_dim: length of the embedding vectors.
-        port: 0 (default) picks a free port.
-        max_lifetime_s: a subprocess server exits after this long regardless.
-        prompt_cache: simulate the providers' prompt caches (default on; see the module docstring).
-        batch: the Batch APIs' behaviour (``polls``, ``hold``, ``hold_from``, ``fail_every``, ``expire_after``,
-            ``validation_error``, ``max_requests``, ``list_error``; see :mod:`llm_connect.testing._batch_api`).
+    Parameters
+    ----------
+    mode : {"thread", "process"}, default "thread"
+        Run in a thread of this process or in a subprocess.
+    latency_s : float, default 0.0
+        Seconds every reply waits before it is sent.
+    reply : str or callable, optional
+        The reply text; ``None`` = :func:`default_reply` (a judge verdict from the prompt); a callable
+        ``prompt -> str`` in thread mode.
+    faults : mapping of str to float, optional
+        Fractions of calls that fail, by kind (see the module docstring).
+    fail_first : int, default 0
+        The first ``fail_first`` calls fail with ``fail_first_with``.
+    fail_first_with : str, default "500"
+        Their kind.
+    retry_after : float or str, optional
+        The ``Retry-After`` header of 429 replies (default ``"1"``; ``None`` = no header).
+    hang_s : float, default 30.0
+        How long a ``"hang"`` fault sleeps.
+    bomb_bytes : int, default 1073741824
+        How many zero bytes a ``"gzip_bomb"`` body inflates to (1 GiB).
+    seed : int, default 0
+        Makes the fault draws reproducible.
+    model : str, optional
+        The model name in replies (default: the one asked for).
+    require_api_key : str, optional
+        When set, requests without this key get a 401 that echoes what they sent.
+    embedding_dim : int, default 16
+        Length of the embedding vectors.
+    port : int, default 0
+        0 picks a free port.
+    max_lifetime_s : float, default 3600.0
+        A subprocess server exits after this long regardless.
+    batch : mapping, optional
+        The Batch APIs' behaviour (``polls``, ``hold``, ``hold_from``, ``fail_every``, ``expire_after``,
+        ``validation_error``, ``max_requests``, ``list_error``; see :mod:`llm_connect.testing._batch_api`).
+    prompt_cache : bool, default True
+        Simulate the providers' prompt caches (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``mode``, or a callable ``reply`` in process mode.
+
+    Examples
+    --------
+    >>> from llm_connect import OpenAICompatibleAdapter
+    >>> with LoopbackServer(reply="4") as server:
+    ...     OpenAICompatibleAdapter("m", base_url=server.base_url).complete("2+2?").content
+    '4'
     """
 
     def __init__(
@@ -621,6 +679,13 @@ class LoopbackServer:
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> LoopbackServer:
+        """Start serving (``with LoopbackServer() as server`` starts it too).
+
+        Returns
+        -------
+        LoopbackServer
+            ``self``, with :attr:`base_url` set.
+        """
         if self._started:
             return self
         if self.mode == "thread":
@@ -731,7 +796,13 @@ class LoopbackServer:
     # -- what happened -----------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """``{"total", "by_outcome", "by_path", "in_flight", "max_in_flight"}``."""
+        """``{"total", "by_outcome", "by_path", "in_flight", "max_in_flight"}``.
+
+        Returns
+        -------
+        dict
+            The counts.
+        """
         if self._core is not None:
             return self._core.stats()
         with urllib.request.urlopen(self.url + "/_stats", timeout=10) as resp:

@@ -30,7 +30,22 @@ def _short(text: Any, limit: int = 160) -> str:
 
 
 def alignment_html(alignment: Any, *, full_page: bool = True, max_rows: int = 50) -> Markup:
-    """The alignment page (a whole HTML document with ``full_page``, else a fragment for a notebook)."""
+    """The alignment page (a whole HTML document with ``full_page``, else a fragment for a notebook).
+
+    Parameters
+    ----------
+    alignment : Alignment
+        The result of :func:`~llm_connect.calibration.align`.
+    full_page : bool, default True
+        A whole HTML document, else a fragment.
+    max_rows : int, default 50
+        The most rows of a table shown.
+
+    Returns
+    -------
+    Markup
+        The HTML (untrusted text escaped).
+    """
     a = alignment
     d = a.difference
     verdict = html_format("<p class='{}'><b>{}</b></p>", "accepted" if a.accepted else "kept", a.reason)

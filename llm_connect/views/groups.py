@@ -34,6 +34,29 @@ def plot_group_kappa(
     ``data``: a :class:`GroupBreakdown` (its judges and reference by default) or the table of
     :func:`agreement_by_group` (then ``judges`` and ``reference`` are required). Group and judge
     names are drawn as literal text, cut to a few dozen characters.
+
+    Parameters
+    ----------
+    data : GroupBreakdown or pandas.DataFrame
+        The breakdown, or its table.
+    judges : sequence of str, optional
+        The judges drawn.
+    reference : str, optional
+        The reference.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to ``Axes.errorbar``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+
+    Raises
+    ------
+    ValidationError
+        A table without ``judges`` and ``reference``.
     """
     if isinstance(data, GroupBreakdown):
         table = data.agreement
@@ -71,7 +94,18 @@ def plot_group_kappa(
 
 
 def group_breakdown_figure(breakdown: Any) -> Any:
-    """The per-group plot (:func:`plot_group_kappa`) on a new figure, or ``None`` without a reference."""
+    """The per-group plot (:func:`plot_group_kappa`) on a new figure, or ``None`` without a reference.
+
+    Parameters
+    ----------
+    breakdown : GroupBreakdown
+        The breakdown.
+
+    Returns
+    -------
+    matplotlib.figure.Figure or None
+        The figure.
+    """
     if breakdown.reference is None or not [j for j in breakdown.judges if j != breakdown.reference]:
         return None
     fig, ax = new_figure(6, 1.4 + 0.45 * (len(breakdown.groups) + 1) * max(1, len(breakdown.judges)) ** 0.5)
@@ -79,7 +113,20 @@ def group_breakdown_figure(breakdown: Any) -> Any:
     return fig
 
 def group_breakdown_html(breakdown: Any, *, plots: bool = True) -> Markup:
-    """The report's per-group section: kappa per group (pooled beside), the plot, and the full tables."""
+    """The report's per-group section: kappa per group (pooled beside), the plot, and the full tables.
+
+    Parameters
+    ----------
+    breakdown : GroupBreakdown
+        The breakdown.
+    plots : bool, default True
+        Include the plot.
+
+    Returns
+    -------
+    Markup
+        The section's HTML (untrusted text escaped).
+    """
     parts = [html_format("<h3>By {}</h3>", breakdown.by),
              html_format("<p>Every agreement and bias figure per value of {} ({} groups), the pooled figure "
                          "({}) beside. A group with fewer than {} paired items keeps its figures, with a note."

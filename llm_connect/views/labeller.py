@@ -118,7 +118,23 @@ def labeller_widget(labeller: Any) -> Any:
     classes for scripts and tests: root ``llmc-labeller``; ``llmc-correct``, ``llmc-incorrect``,
     ``llmc-partial``, ``llmc-skip``, ``llmc-undo``, ``llmc-reveal``, ``llmc-partial-score``,
     ``llmc-note``, ``llmc-item``, ``llmc-progress``. The returned box has a ``controls`` attribute
-    naming them."""
+    naming them.
+
+    Parameters
+    ----------
+    labeller : Labeller
+        The labeller.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The widget.
+
+    Raises
+    ------
+    MissingDependencyError
+        ipywidgets is not installed.
+    """
     try:
         import ipywidgets as w
     except ImportError as exc:  # pragma: no cover - depends on the environment

@@ -53,7 +53,22 @@ def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Ax
     """Ratings with their intervals, best at the top (``data``: a
     :func:`~llm_connect.stats.leaderboard` frame, or any frame with ``model``, ``rating`` and
     optionally ``rating_low``/``rating_high``). With several groups (a ``by=`` frame) each model is
-    labelled ``group / model``. ``**kwargs`` go to ``Axes.errorbar``. Returns the Axes."""
+    labelled ``group / model``. ``**kwargs`` go to ``Axes.errorbar``. Returns the Axes.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The board.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to ``Axes.errorbar``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     if data is None or not isinstance(data, pd.DataFrame):
         raise ValidationError("data is required: pass a leaderboard(...) frame")
     need_columns(data, ["model", "rating"])
@@ -86,7 +101,24 @@ def leaderboard_section(boards: Mapping[str, Any], *, confidence: float, plots: 
                         style_boards: Mapping[str, Any] | None = None) -> Markup:
     """The report's section: each rater's board (rank, model, rating with its interval, rank range,
     comparisons, win rate) and, with ``plots``, the first board drawn by :func:`plot_leaderboard`;
-    with ``style_boards`` (the style-controlled twins), :func:`style_section` after them."""
+    with ``style_boards`` (the style-controlled twins), :func:`style_section` after them.
+
+    Parameters
+    ----------
+    boards : mapping of str to DataFrame
+        Each rater's board.
+    confidence : float
+        The intervals' level (in the captions).
+    plots : bool
+        Draw the first board.
+    style_boards : mapping of str to DataFrame, optional
+        The style-controlled twins.
+
+    Returns
+    -------
+    Markup
+        The section's HTML.
+    """
     if not boards:
         return Markup("")
     parts = [html_format("<h3>Leaderboards (Bradley-Terry)</h3><p>{}</p>",
@@ -140,7 +172,22 @@ def shown_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
 def style_section(boards: Mapping[str, Any], style_boards: Mapping[str, Any], *, confidence: float) -> Markup:
     """Each rater's raw board beside its style-controlled one (Chatbot Arena's style control: the
     ratings with the answers' length, headers, list items and bold text held equal), with each model's
-    change in rank, and what the rater pays for style (Elo per unit of each feature)."""
+    change in rank, and what the rater pays for style (Elo per unit of each feature).
+
+    Parameters
+    ----------
+    boards : mapping of str to DataFrame
+        Each rater's raw board.
+    style_boards : mapping of str to DataFrame
+        Its style-controlled one.
+    confidence : float
+        The intervals' level.
+
+    Returns
+    -------
+    Markup
+        The section's HTML.
+    """
     parts = [html_format(
         "<h3>Style-controlled leaderboards</h3><p>{}</p>",
         "Chatbot Arena's style control: the Bradley-Terry fit with four style features of the two answers "

@@ -22,6 +22,20 @@ def plot_pipeline(pipeline: Pipeline, *, ax: Any = None, **kwargs: Any) -> Axes:
 
     LLM units are white boxes, pools grey ones; an arrow joins each input to the unit it feeds.
     ``kwargs`` go to every box's ``ax.text``. Without ``ax``, a pyplot figure sized to the graph.
+
+    Parameters
+    ----------
+    pipeline : Pipeline
+        The pipeline.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure sized to the graph).
+    **kwargs
+        Go to every box's ``ax.text``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
     """
     g = pipeline._compiled()
     if ax is None:

@@ -90,6 +90,34 @@ def plot_judge_scatter(
     ``x``/``y`` name judges (``"exact"`` or ``"score_exact"``). Items either judge
     left unscored are not drawn. ``jitter`` spreads tied scores (e.g. 0/1 labels)
     by up to that much, seeded.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The frame of ``score_items()``.
+    x : str
+        The judge on the x axis.
+    y : str
+        The judge on the y axis.
+    jitter : float, default 0.0
+        Spread of tied scores (above).
+    seed : int, default 0
+        Seeds the jitter.
+    identity : bool, default True
+        Draw ``y = x``.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to ``Axes.scatter``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+
+    See Also
+    --------
+    plot_agreement_heatmap : Every pair of judges at once.
     """
     _need(data, "the frame from score_items()")
     xc, yc = score_column(data, x), score_column(data, y)
@@ -128,6 +156,30 @@ def plot_agreement_heatmap(
 
     ``data`` is an :class:`AgreementTable` or a square frame (as ``table.matrix()``
     gives). Cells are annotated with their value; undefined ones are blank.
+
+    Parameters
+    ----------
+    data : AgreementTable or pandas.DataFrame
+        The table, or a square frame.
+    statistic : str, default "cohen_kappa"
+        The statistic shown.
+    annot : bool, default True
+        Write each cell's value.
+    cmap : str, default "RdYlGn"
+        The colour map.
+    vmin : float, default -1.0
+        The value of the map's low end.
+    vmax : float, default 1.0
+        The value of its high end.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to ``Axes.imshow``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
     """
     _need(data, "an AgreementTable")
     if statistic not in STATISTICS:
@@ -164,7 +216,30 @@ def plot_reliability(
 ) -> Axes:
     """A reliability diagram: the judge's mean score per bin against the rate at which
     ``label`` (human or exact) says "correct", with Wilson intervals and the diagonal.
-    The numbers are :func:`reliability_table`'s."""
+    The numbers are :func:`reliability_table`'s.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The frame of ``score_items()``.
+    judge : str
+        The judge.
+    label : str, default "human"
+        The label column (human or exact).
+    bins : int, default 10
+        Score bins.
+    threshold : float, default 0.5
+        A label's verdict threshold.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to ``Axes.errorbar`` (the judge's points and intervals).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     _need(data, "the frame from score_items()")
     table = reliability_table(data, judge, label=label, bins=bins, threshold=threshold)
     shown = table[table["n"] > 0]
@@ -200,6 +275,35 @@ def plot_threshold_sweep(
 
     ``data`` is a sweep (from :func:`threshold_sweep`) or a score frame together
     with ``judge`` and ``reference``, in which case the sweep is computed.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        A sweep, or a score frame.
+    judge : str, optional
+        The judge (with a score frame).
+    reference : str, optional
+        The reference (with a score frame).
+    statistics : sequence of str, default ("cohen_kappa", "percent_agreement")
+        The lines.
+    thresholds : sequence of float, optional
+        The thresholds swept (with a score frame).
+    reference_threshold : float or None, default 0.5
+        The reference's verdict threshold (``None``: the moving one).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to each line.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+
+    Raises
+    ------
+    ValidationError
+        A score frame without ``judge`` and ``reference``.
     """
     _need(data, "a threshold_sweep() frame, or scores with judge= and reference=")
     if "threshold" in data.columns and judge is None:
@@ -237,6 +341,20 @@ def plot_bias_forest(
     """A forest plot: each judge and probe's mean score shift with its interval, and 0 marked.
 
     Rows without an estimate (a probe that did not apply) are left out.
+
+    Parameters
+    ----------
+    data : BiasReport or pandas.DataFrame
+        The report, or its frame.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to ``Axes.errorbar``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
     """
     _need(data, "a BiasReport or its frame")
     frame = data.frame if isinstance(data, BiasReport) else data
@@ -271,6 +389,29 @@ def length_profile(
     """Mean score per length bin (quantile bins of ``length``), per ``hue`` group if given.
 
     Columns: ``group``, ``bin``, ``length_mid`` (median length in the bin), ``mean_score``, ``n``.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The frame of ``score_items()``.
+    judge : str
+        The judge.
+    length : str, default "candidate_words"
+        The length column.
+    bins : int, default 8
+        Quantile bins.
+    hue : str, optional
+        A column (or judge) splitting the items into groups.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The profile (above).
+
+    Raises
+    ------
+    ValidationError
+        No ``length`` column.
     """
     yc = score_column(data, judge)
     if length not in data.columns:
@@ -307,7 +448,32 @@ def plot_score_vs_length(
 ) -> Axes:
     """The judge's score against answer length: the items as points and the binned means as
     a line per ``hue`` group (e.g. ``hue="human"`` splits correct from incorrect answers).
-    The line is :func:`length_profile`'s."""
+    The line is :func:`length_profile`'s.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        The frame of ``score_items()``.
+    judge : str
+        The judge.
+    length : str, default "candidate_words"
+        The length column.
+    hue : str, optional
+        Splits the items into groups, a line each.
+    bins : int, default 8
+        Quantile bins of the lines.
+    logx : bool, default True
+        A log x axis.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to ``Axes.scatter``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     _need(data, "the frame from score_items()")
     yc = score_column(data, judge)
     pts = pd.DataFrame({"x": pd.to_numeric(data[length], errors="coerce"),
@@ -361,10 +527,13 @@ def plot_estimates(data: pd.DataFrame, *, judge: str | None = None, ax: Any = No
         The judge the estimates come from, named in the title.
     ax : matplotlib.axes.Axes, optional
         Where to draw (default: the current Axes).
+    **kwargs
+        Go to each ``Axes.errorbar`` call.
 
     Returns
     -------
     matplotlib.axes.Axes
+        The Axes drawn on.
     """
     if not isinstance(data, pd.DataFrame):
         raise ValidationError("data must be the DataFrame returned by estimate_quality()")

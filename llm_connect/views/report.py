@@ -51,6 +51,16 @@ def report_figures(report: Any) -> dict[str, Any]:
     Each judge gets the plots that carry information for its kind of scores
     (:meth:`plots_for`): a 0/1 judge has no threshold to sweep and its scatter against
     the labels is a jittered 2x2 table, so it gets neither.
+
+    Parameters
+    ----------
+    report : CalibrationReport
+        The report.
+
+    Returns
+    -------
+    dict of str to matplotlib.figure.Figure
+        The figures.
     """
     figs: dict[str, Any] = {}
     if report.agreement.pairs:
@@ -163,7 +173,26 @@ def _diagnostics_html(report: Any) -> Markup:
     return join(parts)
 
 def report_html(report: Any, *, plots: bool = True, title: str = "Calibration report") -> Markup:
-    """The report as an HTML fragment (tables, and figures as embedded PNGs)."""
+    """The report as an HTML fragment (tables, and figures as embedded PNGs).
+
+    Parameters
+    ----------
+    report : CalibrationReport
+        The report.
+    plots : bool, default True
+        Embed the figures.
+    title : str, default "Calibration report"
+        The heading.
+
+    Returns
+    -------
+    Markup
+        The HTML (untrusted text escaped).
+
+    See Also
+    --------
+    save_report_html : One self-contained file.
+    """
     usage = report.meta.usage
     head = [html_format("<h2>{}</h2>", title),
             html_format("<p>{} items; judges: {}; labels: {}; threshold {}.</p>", len(report.scores),
@@ -271,7 +300,22 @@ def estimates_figure(est: pd.DataFrame) -> Any:
     return fig
 
 def save_report_html(report: Any, path: str | Path, *, title: str = "Calibration report") -> Path:
-    """Write one self-contained HTML file (figures embedded) and return its path."""
+    """Write one self-contained HTML file (figures embedded) and return its path.
+
+    Parameters
+    ----------
+    report : CalibrationReport
+        The report.
+    path : str or Path
+        The file.
+    title : str, default "Calibration report"
+        The page's title.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     style = ("body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1600px}"
@@ -296,7 +340,18 @@ def report_widget(report: Any) -> Any:
     browse the items where the two judges disagree most. The controls only call this
     report's pure functions and the plot functions. The returned box has a ``controls``
     attribute naming its parts (``judge_a``, ``judge_b``, ``threshold``, ``summary``,
-    ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``)."""
+    ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``).
+
+    Parameters
+    ----------
+    report : CalibrationReport
+        The report.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The explorer.
+    """
     try:
         import ipywidgets as w
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -375,7 +430,22 @@ def report_widget(report: Any) -> Any:
 
 
 def pairwise_report_html(report: Any, *, plots: bool = True, title: str = "Calibration report") -> Markup:
-    """A pairwise report as an HTML fragment: verdicts, runs, the pairwise section, leaderboards, probes."""
+    """A pairwise report as an HTML fragment: verdicts, runs, the pairwise section, leaderboards, probes.
+
+    Parameters
+    ----------
+    report : PairwiseReport
+        The report.
+    plots : bool, default True
+        Embed the figures.
+    title : str, default "Calibration report"
+        The heading.
+
+    Returns
+    -------
+    Markup
+        The HTML.
+    """
     head = [html_format("<h2>{}</h2>", title),
             html_format("<p>{} pairs; judges: {}; people: {}; no threshold (pairwise).</p>", len(report.scores),
                         ", ".join(report.judges) or "—", ", ".join(report.labels) or "—")]

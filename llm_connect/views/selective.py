@@ -58,6 +58,24 @@ def plot_risk_coverage(data: Any, *, alpha: float | None = None, title: str | No
     allows) and the vertical line the coverage at the chosen cut-off (none when the judge abstains
     on every item). ``**kwargs`` go to the empirical line.
 
+    Parameters
+    ----------
+    data : SelectiveJudge or SelectiveCutoff or pandas.DataFrame
+        What to draw (above).
+    alpha : float, optional
+        The guarantee's ``alpha`` (default: the judge's or cut-off's).
+    title : str, optional
+        The title.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: the current Axes).
+    **kwargs
+        Go to the empirical line.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+
     Raises
     ------
     UncalibratedJudgeError

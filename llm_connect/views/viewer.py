@@ -45,7 +45,13 @@ def _script_hash(script: str) -> str:
 
 
 def content_security_policy() -> str:
-    """The page's policy: its own script (by hash) and inline styles; no network, no plugins, no frames."""
+    """The page's policy: its own script (by hash) and inline styles; no network, no plugins, no frames.
+
+    Returns
+    -------
+    str
+        The ``Content-Security-Policy`` value.
+    """
     return (f"default-src 'none'; script-src '{_script_hash(_SCRIPT)}'; style-src 'unsafe-inline'; "
             "img-src data:; base-uri 'none'; form-action 'none'")
 
@@ -82,6 +88,18 @@ def viewer_html(records: Sequence[Mapping[str, Any]], *, title: str | None = Non
     Items of a conversation or an agent run (``messages``, ``context``, ``candidate_run``,
     ``baseline_run``) show their transcript in the item's detail: roles, tool calls with their
     arguments, tool results and the documents, collapsible, every value escaped.
+
+    Parameters
+    ----------
+    records : sequence of mapping
+        The judgment records (``judgments.jsonl``).
+    title : str, optional
+        The page's title.
+
+    Returns
+    -------
+    str
+        The page.
     """
     if not records or records[0].get("kind") != "meta":
         raise ValidationError("viewer_html needs judgment records starting with the meta record")
@@ -133,7 +151,21 @@ def _iframe(page: str, height: int) -> str:
 @dataclass(frozen=True)
 class JudgmentViewer:
     """The viewer page for some judgment records: ``_repr_html_`` shows it in a sandboxed iframe
-    (``srcdoc``, scripts allowed but no access to the notebook), :meth:`save` writes the page."""
+    (``srcdoc``, scripts allowed but no access to the notebook), :meth:`save` writes the page.
+
+    Parameters
+    ----------
+    records : tuple of mapping
+        The judgment records.
+    title : str, optional
+        The page's title.
+    height : int, default 760
+        The iframe's height in a notebook, in pixels.
+
+    See Also
+    --------
+    viewer_html : The page itself.
+    """
 
     records: tuple[Mapping[str, Any], ...]
     title: str | None = None
@@ -141,6 +173,20 @@ class JudgmentViewer:
 
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]], **kwargs: Any) -> JudgmentViewer:
+        """A viewer of ``records`` (any iterable of mappings, kept as a tuple).
+
+        Parameters
+        ----------
+        records : iterable of mapping
+            The judgment records.
+        **kwargs
+            ``title`` and ``height``.
+
+        Returns
+        -------
+        JudgmentViewer
+            The viewer.
+        """
         return cls(tuple(records), **kwargs)
 
     @property
@@ -149,7 +195,18 @@ class JudgmentViewer:
         return viewer_html(self.records, title=self.title)
 
     def save(self, path: str | Path) -> Path:
-        """Write the page (one self-contained file that opens from ``file://``); its path."""
+        """Write the page (one self-contained file that opens from ``file://``); its path.
+
+        Parameters
+        ----------
+        path : str or Path
+            The file.
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(self.html, encoding="utf-8")
