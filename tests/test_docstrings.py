@@ -206,19 +206,63 @@ def test_the_check_covers_every_public_name_and_module():
 # -- the public names ------------------------------------------------------------------------------------------------
 
 
-#: The floors still being restructured (issue #35 wave B): calibration/ and the floors that move out of it. Their
-#: names are checked too, as expected failures; every other name must pass, strictly.
-PENDING = ("llm_connect.calibration", "llm_connect.cards", "llm_connect.labelling")
+#: Names of the calibration floors (calibration/, cards/, labelling/) whose numpydoc sections are not written yet
+#: (issue #35): checked too, as expected failures, and listed one by one so that every other name, and every name
+#: documented since, must pass strictly. Shrink this list; never grow it.
+PENDING = frozenset({
+    "llm_connect.Alignment",
+    "llm_connect.CalibrationReport",
+    "llm_connect.JudgeCard",
+    "llm_connect.calibration.AgreementTable",
+    "llm_connect.calibration.BiasReport",
+    "llm_connect.calibration.LeaderboardComparison",
+    "llm_connect.calibration.LengthControlled",
+    "llm_connect.calibration.LengthEffect",
+    "llm_connect.calibration.PairAgreement",
+    "llm_connect.calibration.PairwiseReport",
+    "llm_connect.calibration.ProbeResult",
+    "llm_connect.calibration.ScoredItems",
+    "llm_connect.calibration.SelfPreference",
+    "llm_connect.calibration.battle_outcomes",
+    "llm_connect.calibration.card_from_scores",
+    "llm_connect.calibration.disagreements",
+    "llm_connect.calibration.length_controlled_scores",
+    "llm_connect.calibration.length_effect",
+    "llm_connect.calibration.load_items",
+    "llm_connect.calibration.model_family",
+    "llm_connect.calibration.pad_with_filler",
+    "llm_connect.calibration.pair_agreement",
+    "llm_connect.calibration.perturb_items",
+    "llm_connect.calibration.plant_injection",
+    "llm_connect.calibration.probe_judge",
+    "llm_connect.calibration.reliability_table",
+    "llm_connect.calibration.self_preference",
+    "llm_connect.calibration.side_by_side",
+    "llm_connect.calibration.text_features",
+    "llm_connect.calibration.to_markdown",
+    "llm_connect.cards.ProbeEffect",
+    "llm_connect.cards.agreement_band",
+    "llm_connect.cards.cards_frame",
+    "llm_connect.cards.labels_to_settle",
+    "llm_connect.cards.reliability_entry",
+    "llm_connect.cards.selective_line",
+    "llm_connect.cards.style_entry",
+    "llm_connect.cards.weak_judge_reasons",
+})
+
+
+#: The floors whose Examples are not all written yet: their modules' doctests are not collected.
+CALIBRATION_FLOORS = ("llm_connect.calibration", "llm_connect.cards", "llm_connect.labelling")
 
 
 def _pending(obj: Any) -> bool:
-    return str(getattr(obj, "__module__", "")).startswith(PENDING)
+    return str(getattr(obj, "__module__", "")).startswith(CALIBRATION_FLOORS)
 
 
 def _cases(pairs: list[tuple[str, Any]]) -> list[Any]:
-    """One test case per name; a name of a :data:`PENDING` floor is an expected failure (not strict)."""
-    pending = pytest.mark.xfail(strict=False, reason="issue #35 wave B: calibration/ is being restructured")
-    return [pytest.param(name, obj, id=name, marks=[pending] if _pending(obj) else []) for name, obj in pairs]
+    """One test case per name; a name in :data:`PENDING` is an expected failure (not strict)."""
+    pending = pytest.mark.xfail(strict=False, reason="issue #35: sections not written yet (PENDING)")
+    return [pytest.param(name, obj, id=name, marks=[pending] if name in PENDING else []) for name, obj in pairs]
 
 
 def _public_methods(cls: type) -> list[tuple[str, Any]]:
@@ -441,15 +485,16 @@ OWN_TEXT = {
     # the row engine under the entry points: it takes what they made of the options
     **{(f, o): "the runner's own: a tracker, a bar" for f in ("run_rows", "arun_rows")
        for o in ("concurrency", "progress", "budget")},
+    ("align", "budget"): "a spent budget stops align() with BudgetExceededError, where a run leaves rows unjudged",
+    # issue #35: probe_judge's sections are not written yet (its Parameters are prose; see PENDING)
+    **{("probe_judge", o): "pending" for o in ("concurrency", "progress", "run_config", "budget")},
 }
 
 
 def _entry_points() -> dict[str, Any]:
-    """Every public function and method (outside the :data:`PENDING` floors) that takes three or more run options."""
+    """Every public function and method that takes three or more run options."""
     found: dict[str, Any] = {}
     for name, obj in [*(("llm_connect." + n, o) for n, o in _public_names()), *_module_objects().items()]:
-        if _pending(obj):
-            continue
         members = [(name, obj)] if inspect.isfunction(obj) else [(f"{name}.{m}", f) for m, f in _public_methods(obj)]
         for _label, func in members:
             taken = set(inspect.signature(func).parameters) & set(RUN_OPTIONS)

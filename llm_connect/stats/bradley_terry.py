@@ -323,6 +323,8 @@ def leaderboard(
         The column of answer A's text, for the style features.
     text_b : str, optional
         The column of answer B's text.
+    cluster : str or None, default "auto"
+        Which comparisons are not independent (above).
 
     Returns
     -------

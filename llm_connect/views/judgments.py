@@ -275,6 +275,18 @@ def judgment_records(report: Any, *, title: str = "Judgments") -> list[dict[str,
     The ``meta`` record, one ``item`` record per item in input order, then the ``probe``
     records (the format is in this module's docstring). What ``judgments.jsonl`` holds and
     what ``report.view()`` shows.
+
+    Parameters
+    ----------
+    report : CalibrationReport
+        The report.
+    title : str, default "Judgments"
+        The ``meta`` record's title.
+
+    Returns
+    -------
+    list of dict
+        The records.
     """
     scores = report.scores
     judges = list(report.judges)
@@ -368,7 +380,22 @@ def _json_line(record: Mapping[str, Any]) -> str:
 
 
 def write_judgments(report_or_records: Any, path: str | Path, *, title: str = "Judgments") -> Path:
-    """Write ``judgments.jsonl`` (a report's :func:`judgment_records`, or the records) atomically; its path."""
+    """Write ``judgments.jsonl`` (a report's :func:`judgment_records`, or the records) atomically; its path.
+
+    Parameters
+    ----------
+    report_or_records : CalibrationReport or sequence of mapping
+        A report, or its records.
+    path : str or Path
+        The file.
+    title : str, default "Judgments"
+        The ``meta`` record's title (for a report).
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
     records = (report_or_records if isinstance(report_or_records, list)
                else judgment_records(report_or_records, title=title))
     p = Path(path)
@@ -385,7 +412,23 @@ _MAX_FILE_BYTES = 1 << 30  # a viewer page past a gigabyte would not open in a b
 
 def read_judgments(path: str | Path) -> list[dict[str, Any]]:
     """The records of a ``judgments.jsonl``, checked: a missing, foreign or malformed file is a
-    :class:`~llm_connect.errors.ValidationError` saying what is wrong in one line."""
+    :class:`~llm_connect.errors.ValidationError` saying what is wrong in one line.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+
+    Returns
+    -------
+    list of dict
+        The records.
+
+    Raises
+    ------
+    ValidationError
+        A missing, foreign or malformed file.
+    """
     p = Path(path)
     if not p.is_file():
         raise ValidationError(f"no {p.name} at {str(p)!r}")
@@ -417,7 +460,20 @@ def read_judgments(path: str | Path) -> list[dict[str, Any]]:
 
 
 def check_records(records: Sequence[Mapping[str, Any]], name: str) -> None:
-    """The shapes the page relies on (so a hand-edited file fails here, not in the browser)."""
+    """The shapes the page relies on (so a hand-edited file fails here, not in the browser).
+
+    Parameters
+    ----------
+    records : sequence of mapping
+        The records.
+    name : str
+        Where they came from, for the error.
+
+    Raises
+    ------
+    ValidationError
+        A record of the wrong shape.
+    """
     meta = records[0]
     for key in ("judges", "labels", "probes", "fields"):
         value = meta.get(key, [])
