@@ -160,6 +160,80 @@ def test_smollm2_first_token_logprobs_are_the_same_warm_and_cold(smol):
     assert [r.content for r in warm] == [r.content for r in cold]
 
 
+def _judge_calls_per_turn(conversations: int, turns: int) -> list[list[tuple[str, RunConfig]]]:
+    """The calls the local judge makes judging every turn of ``conversations`` short conversations, per
+    conversation (recorded by a scripted in-process adapter): each prompt marks its stable part, the judge's
+    instructions and the transcript so far, with ``RunConfig.stable_prefix_chars``."""
+    import random
+
+    from llm_connect import LLMJudge
+    from llm_connect.conversations import per_turn
+    from llm_connect.testing import ScriptedAdapter
+
+    rng = random.Random(5)
+    words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
+             "returns", "need", "the", "receipt"]
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(n)) + "."
+
+    chats = []
+    for c in range(conversations):
+        messages = [{"role": "system", "content": "Policy: " + text(40)}]
+        for t in range(turns):
+            messages += [{"role": "user", "content": f"Question {t}: " + text(12)},
+                         {"role": "assistant", "content": text(30)}]
+        chats.append({"conversation_id": f"c{c}", "messages": messages})
+    verdict = LLMResponse("yes", "s", "s", logprobs=(TokenLogprob("yes", -0.1, (("yes", -0.1), ("no", -2.4))),))
+    recorder = ScriptedAdapter(lambda prompt, config: verdict, is_local=True)
+    judge = LLMJudge(recorder, seed=0)
+    for item in per_turn(chats).to_dict("records"):
+        judge.with_item(messages=item["messages"]).judge(
+            LLMResponse("A short reply that follows the policy.", "b", "ref"), LLMResponse(item["candidate"], "c", "c"),
+            prompt=item["prompt"], run_config=RunConfig())
+    calls = [(call.prompt, call.run_config) for call in recorder.calls]
+    assert all(config.stable_breaks for _, config in calls)
+    return [calls[c * turns:(c + 1) * turns] for c in range(conversations)]
+
+
+@local
+def test_smollm2_reuses_a_conversations_transcript_across_its_turns(smol):
+    """Per-turn judging decodes each turn's new messages and judged reply, not the transcript again: the prompt
+    is decoded in segments that end at its stable offsets, so the next turn reuses everything before the judged
+    reply, in the context (turns in order) or from a saved state (conversations interleaved). The logprobs and
+    verdicts are those of a model that decodes each prompt from nothing, bit for bit."""
+    first, second = _judge_calls_per_turn(2, 4)
+    schedule = [(0, k) for k in range(4)] + [(c, k) for k in range(4) for c in (1, 0)]  # in order, interleaved
+    runs = {0: first, 1: second}
+    before = (smol.tokens_evaluated, smol.tokens_reused)
+    warm = [(c, k, smol.complete(*runs[c][k])) for c, k in schedule]
+    cached = [r.raw["usage"]["prompt_tokens_details"]["cached_tokens"] for _, _, r in warm]
+    assert [r.tokens_cached for _, _, r in warm] == cached
+    assert smol.tokens_reused - before[1] == sum(cached)
+    assert smol.tokens_evaluated - before[0] == sum(r.tokens_in for _, _, r in warm) - sum(cached)
+    previous: dict[tuple[int, int], LLMResponse] = {}
+    for (c, k, reply), reused in zip(warm, cached, strict=True):
+        if k > 0:
+            # all of the earlier turn's prompt but its judged reply, reference and ask (about 150 tokens here);
+            # the system message alone is 339
+            assert reused >= previous[(c, k)].tokens_in - 200, (c, k, reused, previous[(c, k)].tokens_in)
+        previous[(c, k + 1)] = reply
+    assert sum(cached) > 0.55 * sum(r.tokens_in for _, _, r in warm)
+
+    fresh = LlamaCppAdapter()
+    try:
+        cold = {}
+        for c, k in sorted({(c, k) for c, k, _ in warm}):
+            cold[(c, k)] = fresh.complete(*runs[c][k])
+            assert cold[(c, k)].tokens_cached == 0
+            fresh.close()  # decoded from nothing, every time
+    finally:
+        fresh.close()
+    for c, k, reply in warm:
+        assert reply.logprobs == cold[(c, k)].logprobs, (c, k)  # the same floats, not close ones
+        assert reply.content == cold[(c, k)].content
+
+
 @local
 def test_the_default_local_judge_scores_the_readme_example(smol):
     """``LLMJudge(LlamaCppAdapter())`` is the local judge: one-token verdict, its rubric, the exact text kept."""
