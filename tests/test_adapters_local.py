@@ -172,7 +172,7 @@ def _judge_calls_per_turn(conversations: int, turns: int) -> list[list[tuple[str
 
     rng = random.Random(5)
     words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
-             "returns", "need", "the", "receipt"]
+             "returns", "need", "the", "receipt", "café", "naïve", "日本", "🙂"]
 
     def text(n: int) -> str:
         return " ".join(rng.choice(words) for _ in range(n)) + "."
@@ -232,6 +232,34 @@ def test_smollm2_reuses_a_conversations_transcript_across_its_turns(smol):
     for c, k, reply in warm:
         assert reply.logprobs == cold[(c, k)].logprobs, (c, k)  # the same floats, not close ones
         assert reply.content == cold[(c, k)].content
+
+
+@local
+def test_smollm2_stable_cuts_from_token_pieces_are_those_of_tokenizing_each_prefix(smol):
+    """Where a prompt's stable parts end, in tokens: read from the lengths of the tokens' texts (bytes, moved to
+    characters), the same as tokenizing each prefix and comparing, with text of several bytes a character."""
+    from llm_connect.adapters._local import char_ends, stable_cuts
+
+    calls = _judge_calls_per_turn(1, 3)[0]
+    prompt, config = calls[-1]
+    llm = smol.load()._llm
+    full, _ = smol._formatters
+    formatted = full(messages=[{"role": "system", "content": config.system_prompt},
+                               {"role": "user", "content": prompt}])
+    text, add_bos = formatted.prompt, not formatted.added_special
+    at = text.rfind(prompt)
+    offsets = [at + b for b in config.stable_breaks]
+
+    def tokenize(part: str) -> list[int]:
+        return list(llm.tokenize(part.encode("utf-8"), add_bos=add_bos, special=True))
+
+    tokens = tokenize(text)
+    assert not text.isascii()
+    ends = char_ends(smol._piece_ends(llm, tokens, add_bos), text)
+    assert ends is not None and ends[-1] == len(text)
+    fast = stable_cuts(tokens, text, offsets, tokenize=tokenize, ends=ends)
+    assert fast == stable_cuts(tokens, text, offsets, tokenize=tokenize)
+    assert len(fast) == len(offsets)
 
 
 @local

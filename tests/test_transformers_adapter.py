@@ -106,7 +106,7 @@ def _conversations(count: int, turns: int) -> list[dict]:
 
     rng = random.Random(5)
     words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
-             "returns", "need", "the", "receipt"]
+             "returns", "need", "the", "receipt", "café", "naïve", "日本", "🙂"]
 
     def text(n: int) -> str:
         return " ".join(rng.choice(words) for _ in range(n)) + "."
@@ -172,6 +172,26 @@ def test_a_conversations_transcript_is_decoded_once_across_its_turns(adapter):
     plain = judge_many(LLMJudge(cold, seed=0), [{**item, "baseline": "A short reply that follows the policy."}
                                                 for item in items], concurrency=1, progress=False)
     assert judged["quality_score"].tolist() == plain["quality_score"].tolist()
+
+
+def test_stable_cuts_from_the_tokenizers_offsets_are_those_of_tokenizing_each_prefix(adapter):
+    """Where a prompt's stable parts end, in tokens: read from the tokenizer's offsets (one encoding), the same
+    as tokenizing each prefix and comparing, with text of several bytes a character in the transcript."""
+    from llm_connect.adapters._local import stable_cuts
+
+    model = adapter._model
+    messages = _conversations(1, 3)[0]["messages"]
+    prompt = "".join(f"<<<{m['role']}>>>\n{m['content']}\n<<<end>>>\n" for m in messages) + "Is it right?"
+    offsets = [i + len("<<<end>>>") for i in range(len(prompt)) if prompt.startswith("<<<end>>>", i)]
+    text = model.chat_text([{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+                           add_generation_prompt=True)
+    at = text.rfind(prompt)
+    tokens, ends = model.encode_with_ends(text)
+    assert tokens == model.encode(text) and not text.isascii()
+    fast = stable_cuts(tokens, text, [at + o for o in offsets], tokenize=model.encode, ends=ends)
+    slow = stable_cuts(tokens, text, [at + o for o in offsets], tokenize=model.encode)
+    assert fast == slow and len(fast) == len(offsets)
+    assert all(model.decode(tokens[:cut]).endswith("<<<end>>>") for cut in fast)
 
 
 def test_generation_greedy_and_seeded_and_stops(adapter):

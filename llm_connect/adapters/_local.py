@@ -228,6 +228,7 @@ class LlamaCppAdapter:
         }
         self._completion_params = frozenset(inspect.signature(self._llm.create_completion).parameters)
         self._formatters = _gguf_chat_formatters(self._llm)
+        self._piece_sizes: dict[int, int] = {}  # token -> the length of its text, in bytes
         self._forget()
         return self._llm
 
@@ -397,12 +398,13 @@ class LlamaCppAdapter:
                 cuts.append(len(part))
         at = formatted.prompt.rfind(prompt) if breaks else -1  # the user message, verbatim in the template
         if at >= 0:
-            prefixes = [formatted.prompt[: at + b] for b in breaks if b < len(prompt)]
 
             def tokenize(text: str) -> list[int]:
                 return list(llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
 
-            cuts += stable_cuts(tokens, prefixes, tokenize, after=cuts[-1] if cuts else 0)
+            ends = char_ends(self._piece_ends(llm, tokens, add_bos), formatted.prompt)
+            cuts += stable_cuts(tokens, formatted.prompt, [at + b for b in breaks if b < len(prompt)],
+                                tokenize=tokenize, ends=ends, after=cuts[-1] if cuts else 0)
         stop = rest.pop("stop", None)
         stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
         if formatted.stop is not None:
@@ -415,6 +417,32 @@ class LlamaCppAdapter:
         if wants_logprobs and self.logits_all:
             rest["logprobs"] = top_logprobs
         return rest, tokens, tuple(cuts)
+
+    def _piece_ends(self, llm: Any, tokens: list[int], add_bos: bool) -> list[int] | None:
+        """Where each token's text ends in the prompt, in bytes (a beginning-of-sequence token added by the
+        tokenizer has none); ``None`` when llama_cpp cannot say."""
+        import ctypes
+
+        import llama_cpp
+
+        vocab = getattr(getattr(llm, "_model", None), "vocab", None)
+        if vocab is None or not hasattr(llama_cpp, "llama_token_to_piece"):
+            return None
+        sizes = self._piece_sizes
+        buffer = ctypes.create_string_buffer(256)
+        ends, total = [], 0
+        for i, token in enumerate(tokens):
+            size = sizes.get(token)
+            if size is None:
+                size = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True)
+                if size < 0:
+                    return None
+                sizes[token] = size
+            if i == 0 and add_bos and token == llm.token_bos():
+                size = 0
+            total += size
+            ends.append(total)
+        return ends
 
     def _decode_prompt(self, llm: Any, tokens: list[int], cuts: tuple[int, ...]) -> int:
         """Decode ``tokens`` segment by segment (ending at ``cuts`` and at the end), reusing what the cache holds.
@@ -534,23 +562,66 @@ class PrefixStore:
             self._kept.popitem(last=False)
 
 
-def stable_cuts(tokens: Sequence[int], prefixes: Sequence[str], tokenize: Any, *, after: int = 0) -> list[int]:
-    """Where the stable parts of a prompt end, in tokens: for each text in ``prefixes`` (the formatted prompt up to
-    an offset of ``RunConfig.stable_prefix_chars``), how many of its tokens begin ``tokens`` (those of the whole
-    prompt: a token that runs across the offset is left out); increasing, after ``after``, before the end."""
+def stable_cuts(tokens: Sequence[int], text: str, offsets: Sequence[int], *, tokenize: Any,
+                ends: Sequence[int] | None = None, after: int = 0) -> list[int]:
+    """Where the stable parts of a prompt end, in tokens.
+
+    Parameters
+    ----------
+    tokens
+        The prompt's tokens.
+    text
+        The prompt as the model reads it (its chat template rendered), which ``tokens`` encode.
+    offsets
+        Where stable parts end in ``text`` (characters): the offsets of ``RunConfig.stable_prefix_chars``
+        moved to where the user message starts.
+    tokenize
+        The tokenizer, a function of a text.
+    ends
+        Where each token ends in ``text`` (characters), when the tokenizer says; used when they add up to the
+        text, else each ``text[:offset]`` is tokenized and compared with ``tokens``.
+    after
+        Cuts are made after this token.
+
+    Returns
+    -------
+    list of int
+        Increasing token counts, after ``after`` and before the end: for each offset, the tokens that end
+        before it (a token that runs across the offset is left to the segment after).
+    """
+    import bisect
+    import itertools
+
+    usable = ends is not None and len(ends) == len(tokens) and bool(ends) and ends[-1] == len(text) \
+        and all(a <= b for a, b in itertools.pairwise(ends))
     cuts: list[int] = []
     floor = after
-    for text in prefixes:
-        part = list(tokenize(text))
-        if tokens[: len(part)] == part:
-            shared = len(part)
+    for offset in offsets:
+        if usable:
+            shared = bisect.bisect_right(ends, offset)  # type: ignore[arg-type]
         else:
-            shared = next((i for i, (a, b) in enumerate(zip(part, tokens, strict=False)) if a != b),
-                          min(len(part), len(tokens)))
+            part = list(tokenize(text[:offset]))
+            if list(tokens[: len(part)]) == part:
+                shared = len(part)
+            else:
+                shared = next((i for i, (a, b) in enumerate(zip(part, tokens, strict=False)) if a != b),
+                              min(len(part), len(tokens)))
         if floor < shared < len(tokens):
             cuts.append(shared)
             floor = shared
     return cuts
+
+
+def char_ends(byte_ends: Sequence[int] | None, text: str) -> list[int] | None:
+    """Byte offsets into the UTF-8 encoding of ``text`` as character offsets (one inside a character counts
+    the characters before it)."""
+    if byte_ends is None or text.isascii():
+        return None if byte_ends is None else list(byte_ends)
+    import bisect
+    import itertools
+
+    boundaries = list(itertools.accumulate(len(c.encode("utf-8")) for c in text))
+    return [bisect.bisect_right(boundaries, b) for b in byte_ends]
 
 
 def _usable_cores() -> int:

@@ -356,6 +356,11 @@ class OnnxLlama:
         """The tokens of ``text`` (special tokens written in it included, none added)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def encode_with_ends(self, text: str) -> tuple[list[int], list[int]]:
+        """The tokens of ``text``, as :meth:`encode`, and where each one ends in it (characters)."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [int(end) for _, end in encoding.offsets]
+
     def decode(self, tokens: list[int], *, skip_special_tokens: bool = False) -> str:
         """The text of ``tokens``, as transformers' ``decode`` gives it."""
         text = str(self.tokenizer.decode([int(t) for t in tokens], skip_special_tokens=skip_special_tokens))

@@ -205,7 +205,7 @@ class TransformersAdapter:
             messages.append({"role": "system", "content": run_config.system_prompt})
         messages.append({"role": "user", "content": prompt})
         text = model.chat_text(messages, add_generation_prompt=True)
-        tokens = model.encode(text)
+        tokens, ends = model.encode_with_ends(text)
         cuts: list[int] = []
         if len(messages) > 1:
             head = model.chat_tokens(messages[:1], add_generation_prompt=False)
@@ -214,8 +214,8 @@ class TransformersAdapter:
         breaks = run_config.stable_breaks
         at = text.rfind(prompt) if breaks else -1  # the user message, verbatim in the template
         if at >= 0:
-            prefixes = [text[: at + b] for b in breaks if b < len(prompt)]
-            cuts += stable_cuts(tokens, prefixes, model.encode, after=cuts[-1] if cuts else 0)
+            cuts += stable_cuts(tokens, text, [at + b for b in breaks if b < len(prompt)], tokenize=model.encode,
+                                ends=ends, after=cuts[-1] if cuts else 0)
         return tokens, tuple(cuts)
 
     def _generate(self, prompt: str, run_config: RunConfig) -> LLMResponse:
