@@ -323,6 +323,34 @@ def test_smollm2_rejects_unknown_params(smol):
         smol.complete("hi", RunConfig(model_params={"reasoning_effort": "high"}))
 
 
+def test_the_prefix_store_keeps_each_conversations_latest_stable_part_and_the_instructions():
+    """The embedded runtimes' kept prefixes: the longest one a prompt extends, cut at the same places, is found;
+    a conversation's later turn replaces its earlier one, never the instructions (a first segment, which every
+    conversation shares); the least recently used goes first."""
+    from llm_connect.adapters._local import PrefixStore
+
+    store = PrefixStore(3)
+    instructions = [1, 2, 3]
+    a0, a1 = [*instructions, 10, 11], [*instructions, 10, 11, 12, 13]
+    b0 = [*instructions, 20, 21]
+    store.put(instructions, (), "instructions")
+    store.put(a0, (3,), "a0")
+    store.put(b0, (3,), "b0")
+    assert store.find([*a1, 99], (3, 5, 7)) == (5, "a0")  # a1's prompt extends a0, cut at the same places
+    assert store.find([*a1, 99], (4, 5, 7)) == (0, None)  # cut elsewhere: decoded otherwise, not reused
+    assert store.find([*a0, 99], (3,)) == (3, "instructions")  # a0's end is no cut of this prompt
+    store.put(a1, (3, 5), "a1")
+    assert len(store) == 3 and store.find([*a0, 98], (3, 5)) == (3, "instructions")  # a0 replaced by a1
+    assert store.find([*a1, 98], (3, 5, 7)) == (7, "a1")
+    c0 = [*instructions, 30]
+    store.put(c0, (3,), "c0")  # the least recently used, b0, goes
+    assert store.find([*b0, 97], (3, 5)) == (3, "instructions")
+    assert PrefixStore(0).find(a1, (3, 5, 7)) == (0, None)
+    empty = PrefixStore(0)
+    empty.put(a1, (3, 5), "a1")
+    assert len(empty) == 0
+
+
 def test_llamacpp_bad_path_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="not a file"):
         LlamaCppAdapter(tmp_path / "missing.gguf")

@@ -553,7 +553,7 @@ class PrefixStore:
             return
         key, before = tuple(prefix), tuple(cuts)
         for old, (old_before, _) in list(self._kept.items()):
-            if old_before and len(old) < len(key) and key[: len(old)] == old \
+            if old_before and len(old) in before and key[: len(old)] == old \
                     and old_before == tuple(c for c in before if c < len(old)):
                 del self._kept[old]  # an earlier turn of the same conversation
         self._kept[key] = (before, value)
