@@ -160,6 +160,108 @@ def test_smollm2_first_token_logprobs_are_the_same_warm_and_cold(smol):
     assert [r.content for r in warm] == [r.content for r in cold]
 
 
+def _judge_calls_per_turn(conversations: int, turns: int) -> list[list[tuple[str, RunConfig]]]:
+    """The calls the local judge makes judging every turn of ``conversations`` short conversations, per
+    conversation (recorded by a scripted in-process adapter): each prompt marks its stable part, the judge's
+    instructions and the transcript so far, with ``RunConfig.stable_prefix_chars``."""
+    import random
+
+    from llm_connect import LLMJudge
+    from llm_connect.conversations import per_turn
+    from llm_connect.testing import ScriptedAdapter
+
+    rng = random.Random(5)
+    words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
+             "returns", "need", "the", "receipt", "café", "naïve", "日本", "🙂"]
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(n)) + "."
+
+    chats = []
+    for c in range(conversations):
+        messages = [{"role": "system", "content": "Policy: " + text(40)}]
+        for t in range(turns):
+            messages += [{"role": "user", "content": f"Question {t}: " + text(12)},
+                         {"role": "assistant", "content": text(30)}]
+        chats.append({"conversation_id": f"c{c}", "messages": messages})
+    verdict = LLMResponse("yes", "s", "s", logprobs=(TokenLogprob("yes", -0.1, (("yes", -0.1), ("no", -2.4))),))
+    recorder = ScriptedAdapter(lambda prompt, config: verdict, is_local=True)
+    judge = LLMJudge(recorder, seed=0)
+    for item in per_turn(chats).to_dict("records"):
+        judge.with_item(messages=item["messages"]).judge(
+            LLMResponse("A short reply that follows the policy.", "b", "ref"), LLMResponse(item["candidate"], "c", "c"),
+            prompt=item["prompt"], run_config=RunConfig())
+    calls = [(call.prompt, call.run_config) for call in recorder.calls]
+    assert all(config.stable_breaks for _, config in calls)
+    return [calls[c * turns:(c + 1) * turns] for c in range(conversations)]
+
+
+@local
+def test_smollm2_reuses_a_conversations_transcript_across_its_turns(smol):
+    """Per-turn judging decodes each turn's new messages and judged reply, not the transcript again: the prompt
+    is decoded in segments that end at its stable offsets, so the next turn reuses everything before the judged
+    reply, in the context (turns in order) or from a saved state (conversations interleaved). The logprobs and
+    verdicts are those of a model that decodes each prompt from nothing, bit for bit."""
+    first, second = _judge_calls_per_turn(2, 4)
+    schedule = [(0, k) for k in range(4)] + [(c, k) for k in range(4) for c in (1, 0)]  # in order, interleaved
+    runs = {0: first, 1: second}
+    before = (smol.tokens_evaluated, smol.tokens_reused)
+    warm = [(c, k, smol.complete(*runs[c][k])) for c, k in schedule]
+    cached = [r.raw["usage"]["prompt_tokens_details"]["cached_tokens"] for _, _, r in warm]
+    assert [r.tokens_cached for _, _, r in warm] == cached
+    assert smol.tokens_reused - before[1] == sum(cached)
+    assert smol.tokens_evaluated - before[0] == sum(r.tokens_in for _, _, r in warm) - sum(cached)
+    previous: dict[tuple[int, int], LLMResponse] = {}
+    for (c, k, reply), reused in zip(warm, cached, strict=True):
+        if k > 0:
+            # all of the earlier turn's prompt but its judged reply, reference and ask (about 150 tokens here);
+            # the system message alone is 339
+            assert reused >= previous[(c, k)].tokens_in - 200, (c, k, reused, previous[(c, k)].tokens_in)
+        previous[(c, k + 1)] = reply
+    assert sum(cached) > 0.55 * sum(r.tokens_in for _, _, r in warm)
+
+    fresh = LlamaCppAdapter()
+    try:
+        cold = {}
+        for c, k in sorted({(c, k) for c, k, _ in warm}):
+            cold[(c, k)] = fresh.complete(*runs[c][k])
+            assert cold[(c, k)].tokens_cached == 0
+            fresh.close()  # decoded from nothing, every time
+    finally:
+        fresh.close()
+    for c, k, reply in warm:
+        assert reply.logprobs == cold[(c, k)].logprobs, (c, k)  # the same floats, not close ones
+        assert reply.content == cold[(c, k)].content
+
+
+@local
+def test_smollm2_stable_cuts_from_token_pieces_are_those_of_tokenizing_each_prefix(smol):
+    """Where a prompt's stable parts end, in tokens: read from the lengths of the tokens' texts (bytes, moved to
+    characters), the same as tokenizing each prefix and comparing, with text of several bytes a character."""
+    from llm_connect.adapters._local import char_ends, stable_cuts
+
+    calls = _judge_calls_per_turn(1, 3)[0]
+    prompt, config = calls[-1]
+    llm = smol.load()._llm
+    full, _ = smol._formatters
+    formatted = full(messages=[{"role": "system", "content": config.system_prompt},
+                               {"role": "user", "content": prompt}])
+    text, add_bos = formatted.prompt, not formatted.added_special
+    at = text.rfind(prompt)
+    offsets = [at + b for b in config.stable_breaks]
+
+    def tokenize(part: str) -> list[int]:
+        return list(llm.tokenize(part.encode("utf-8"), add_bos=add_bos, special=True))
+
+    tokens = tokenize(text)
+    assert not text.isascii()
+    ends = char_ends(smol._piece_ends(llm, tokens, add_bos), text)
+    assert ends is not None and ends[-1] == len(text)
+    fast = stable_cuts(tokens, text, offsets, tokenize=tokenize, ends=ends)
+    assert fast == stable_cuts(tokens, text, offsets, tokenize=tokenize)
+    assert len(fast) == len(offsets)
+
+
 @local
 def test_the_default_local_judge_scores_the_readme_example(smol):
     """``LLMJudge(LlamaCppAdapter())`` is the local judge: one-token verdict, its rubric, the exact text kept."""
@@ -219,6 +321,34 @@ def test_smollm2_concurrent_calls_are_serialised(smol):
 def test_smollm2_rejects_unknown_params(smol):
     with pytest.raises(ValidationError, match="not understood"):
         smol.complete("hi", RunConfig(model_params={"reasoning_effort": "high"}))
+
+
+def test_the_prefix_store_keeps_each_conversations_latest_stable_part_and_the_instructions():
+    """The embedded runtimes' kept prefixes: the longest one a prompt extends, cut at the same places, is found;
+    a conversation's later turn replaces its earlier one, never the instructions (a first segment, which every
+    conversation shares); the least recently used goes first."""
+    from llm_connect.adapters._local import PrefixStore
+
+    store = PrefixStore(3)
+    instructions = [1, 2, 3]
+    a0, a1 = [*instructions, 10, 11], [*instructions, 10, 11, 12, 13]
+    b0 = [*instructions, 20, 21]
+    store.put(instructions, (), "instructions")
+    store.put(a0, (3,), "a0")
+    store.put(b0, (3,), "b0")
+    assert store.find([*a1, 99], (3, 5, 7)) == (5, "a0")  # a1's prompt extends a0, cut at the same places
+    assert store.find([*a1, 99], (4, 5, 7)) == (0, None)  # cut elsewhere: decoded otherwise, not reused
+    assert store.find([*a0, 99], (3,)) == (3, "instructions")  # a0's end is no cut of this prompt
+    store.put(a1, (3, 5), "a1")
+    assert len(store) == 3 and store.find([*a0, 98], (3, 5)) == (3, "instructions")  # a0 replaced by a1
+    assert store.find([*a1, 98], (3, 5, 7)) == (7, "a1")
+    c0 = [*instructions, 30]
+    store.put(c0, (3,), "c0")  # the least recently used, b0, goes
+    assert store.find([*b0, 97], (3, 5)) == (3, "instructions")
+    assert PrefixStore(0).find(a1, (3, 5, 7)) == (0, None)
+    empty = PrefixStore(0)
+    empty.put(a1, (3, 5), "a1")
+    assert len(empty) == 0
 
 
 def test_llamacpp_bad_path_is_a_config_error(tmp_path):

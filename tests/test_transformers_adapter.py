@@ -100,6 +100,100 @@ def test_one_token_verdicts_are_repeatable_to_the_bit_and_the_instructions_decod
     assert -50 < first.logprob <= 0 and warm[0].tokens_out == 1 and warm[0].cost_usd == 0.0
 
 
+def _conversations(count: int, turns: int) -> list[dict]:
+    """``count`` short support conversations of ``turns`` user/assistant turns each, after a policy."""
+    import random
+
+    rng = random.Random(5)
+    words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
+             "returns", "need", "the", "receipt", "café", "naïve", "日本", "🙂"]
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(n)) + "."
+
+    chats = []
+    for c in range(count):
+        messages = [{"role": "system", "content": "Policy: " + text(40)}]
+        for t in range(turns):
+            messages += [{"role": "user", "content": f"Question {t}: " + text(12)},
+                         {"role": "assistant", "content": text(30)}]
+        chats.append({"conversation_id": f"c{c}", "messages": messages})
+    return chats
+
+
+def test_a_conversations_transcript_is_decoded_once_across_its_turns(adapter):
+    """Per-turn judging decodes each turn's new messages and judged reply, not the transcript again: the KV cache
+    after each prompt's stable part (``RunConfig.stable_prefix_chars``, which the judge sets) is kept, a few
+    conversations' at once, and the next turn decodes only what follows it. The logprobs and verdicts are those
+    of an adapter that decodes every prompt from nothing, bit for bit."""
+    from llm_connect import LLMResponse, TokenLogprob
+    from llm_connect.conversations import per_turn
+    from llm_connect.testing import ScriptedAdapter
+
+    items = per_turn(_conversations(2, 4)).to_dict("records")
+    verdict = LLMResponse("yes", "s", "s", logprobs=(TokenLogprob("yes", -0.1, (("yes", -0.1), ("no", -2.4))),))
+    recorder = ScriptedAdapter(lambda prompt, config: verdict, is_local=True)
+    judge = LLMJudge(recorder, seed=0)
+    for item in items:  # the calls the local judge makes, recorded
+        judge.with_item(messages=item["messages"]).judge(
+            LLMResponse("A short reply that follows the policy.", "b", "ref"), LLMResponse(item["candidate"], "c", "c"),
+            prompt=item["prompt"], run_config=RunConfig())
+    calls = {(item["conversation_id"], item["turn"]): (call.prompt, call.run_config)
+             for item, call in zip(items, recorder.calls, strict=True)}
+    assert all(config.stable_breaks for _, config in calls.values())
+    schedule = [("c0", k) for k in range(4)] + [(c, k) for k in range(4) for c in ("c1", "c0")]  # interleaved
+
+    before = (adapter.tokens_evaluated, adapter.tokens_reused)
+    warm = [(key, adapter.complete(*calls[key])) for key in schedule]
+    cached = [r.tokens_cached for _, r in warm]
+    assert cached == [r.raw["usage"]["prompt_tokens_details"]["cached_tokens"] for _, r in warm]
+    assert adapter.tokens_reused - before[1] == sum(cached)
+    assert adapter.tokens_evaluated - before[0] == sum(r.tokens_in for _, r in warm) - sum(cached)
+    previous: dict[tuple[str, int], object] = {}
+    for ((c, k), reply), reused in zip(warm, cached, strict=True):
+        if k > 0:
+            # all of the earlier turn's prompt but its judged reply, reference and ask (about 150 tokens here)
+            assert reused >= previous[(c, k)].tokens_in - 200, (c, k, reused, previous[(c, k)].tokens_in)
+        previous[(c, k + 1)] = reply
+    assert sum(cached) > 0.55 * sum(r.tokens_in for _, r in warm)
+
+    cold = TransformersAdapter(saved_prefixes=0).load()  # keeps nothing: every prompt decoded from nothing
+    for key, reply in warm:
+        again = cold.complete(*calls[key])
+        assert again.tokens_cached == 0 and cold.tokens_reused == 0
+        assert reply.logprobs == again.logprobs, key  # the same floats, not close ones
+        assert reply.content == again.content
+
+    # the batch path hands the judge's marks to the adapter: every later turn reuses its conversation's prefix
+    judged = judge_many(LLMJudge(adapter, seed=0), [{**item, "baseline": "A short reply that follows the policy."}
+                                                    for item in items], concurrency=1, progress=False)
+    assert judged["status"].tolist() == ["scored"] * len(items)
+    assert (judged.loc[judged["turn"] > 0, "judge_tokens_cached"] > 200).all()
+    plain = judge_many(LLMJudge(cold, seed=0), [{**item, "baseline": "A short reply that follows the policy."}
+                                                for item in items], concurrency=1, progress=False)
+    assert judged["quality_score"].tolist() == plain["quality_score"].tolist()
+
+
+def test_stable_cuts_from_the_tokenizers_offsets_are_those_of_tokenizing_each_prefix(adapter):
+    """Where a prompt's stable parts end, in tokens: read from the tokenizer's offsets (one encoding), the same
+    as tokenizing each prefix and comparing, with text of several bytes a character in the transcript."""
+    from llm_connect.adapters._local import stable_cuts
+
+    model = adapter._model
+    messages = _conversations(1, 3)[0]["messages"]
+    prompt = "".join(f"<<<{m['role']}>>>\n{m['content']}\n<<<end>>>\n" for m in messages) + "Is it right?"
+    offsets = [i + len("<<<end>>>") for i in range(len(prompt)) if prompt.startswith("<<<end>>>", i)]
+    text = model.chat_text([{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+                           add_generation_prompt=True)
+    at = text.rfind(prompt)
+    tokens, ends = model.encode_with_ends(text)
+    assert tokens == model.encode(text) and not text.isascii()
+    fast = stable_cuts(tokens, text, [at + o for o in offsets], tokenize=model.encode, ends=ends)
+    slow = stable_cuts(tokens, text, [at + o for o in offsets], tokenize=model.encode)
+    assert fast == slow and len(fast) == len(offsets)
+    assert all(model.decode(tokens[:cut]).endswith("<<<end>>>") for cut in fast)
+
+
 def test_generation_greedy_and_seeded_and_stops(adapter):
     config = RunConfig(max_tokens=12)
     assert adapter.complete("Name three colours.", config).content == adapter.complete(

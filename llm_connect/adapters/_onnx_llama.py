@@ -345,9 +345,21 @@ class OnnxLlama:
     def chat_tokens(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> list[int]:
         """The tokens of ``messages`` in the model's chat template, as transformers' ``apply_chat_template``
         gives them (rendered with the same jinja2 environment, tokenized without added special tokens)."""
-        text = self._template.render(messages=messages, tools=None, documents=None,
-                                     add_generation_prompt=add_generation_prompt, **self._template_tokens)
+        return self.encode(self.chat_text(messages, add_generation_prompt=add_generation_prompt))
+
+    def chat_text(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> str:
+        """``messages`` rendered with the model's chat template (the text :meth:`chat_tokens` tokenizes)."""
+        return str(self._template.render(messages=messages, tools=None, documents=None,
+                                         add_generation_prompt=add_generation_prompt, **self._template_tokens))
+
+    def encode(self, text: str) -> list[int]:
+        """The tokens of ``text`` (special tokens written in it included, none added)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def encode_with_ends(self, text: str) -> tuple[list[int], list[int]]:
+        """The tokens of ``text``, as :meth:`encode`, and where each one ends in it (characters)."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [int(end) for _, end in encoding.offsets]
 
     def decode(self, tokens: list[int], *, skip_special_tokens: bool = False) -> str:
         """The text of ``tokens``, as transformers' ``decode`` gives it."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, MissingDependencyError, ValidationError, module_installed
 from ._cache import ResponseCache, cache_key, open_cache
 from ._call import call_paid
-from ._local import LlamaCppAdapter, _usable_cores, default_gguf_path, gguf_identity
+from ._local import LlamaCppAdapter, PrefixStore, _usable_cores, default_gguf_path, gguf_identity, stable_cuts
 
 __all__ = ["TransformersAdapter", "local_adapter"]
 
@@ -73,10 +72,17 @@ class TransformersAdapter:
     llama.cpp has: they are refused with the extra to install.
 
     **Prefix reuse, deterministically**, as :class:`~llm_connect.adapters.LlamaCppAdapter` does it: a
-    prompt is decoded in two segments, its system message, then the rest. The KV cache after the
-    system message is kept for the last ``saved_prefixes`` system messages, so the judge's
-    instructions are decoded once; since a cold call decodes the same two segments, a reused prefix
-    gives bit for bit the logits of a cold call.
+    prompt is decoded in segments that end where its system message ends and at each offset of
+    ``RunConfig.stable_prefix_chars`` (the judge marks there the end of its instructions and of each
+    block of a conversation's transcript: the stable part that the next turn's prompt repeats), then
+    the rest. The KV cache after the system message and after the stable part is kept for the last
+    ``saved_prefixes`` such prefixes (a conversation's later turn replaces its earlier one, so a few
+    conversations judged in turns, interleaved, each keep theirs), and a call decodes only what comes
+    after the longest kept prefix it extends: the judge's instructions are decoded once, and per-turn
+    judging of a conversation decodes each turn's new messages and judged reply, not the transcript
+    again. Since a cold call decodes the same segments, a reused prefix gives bit for bit the logits
+    of a cold call. ``tokens_evaluated`` and ``tokens_reused`` count the prompt tokens decoded and
+    reused; a kept prefix holds its KV cache (about 46 KB a token for SmolLM2-135M).
 
     Parameters
     ----------
@@ -89,7 +95,7 @@ class TransformersAdapter:
     default_max_tokens
         ``max_tokens`` when the run config has none.
     saved_prefixes
-        How many system messages' KV caches are kept.
+        How many prefixes' KV caches are kept (0: each call is decoded from nothing).
     cache
         A response cache (or its directory), as for every adapter; not the converted-model cache.
     n_threads
@@ -118,8 +124,11 @@ class TransformersAdapter:
         self.n_threads = int(n_threads or _usable_cores())
         self.cache = open_cache(cache)
         self._model: Any = None
-        self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._prefixes = PrefixStore(self.saved_prefixes)  # prefix -> the KV cache after it
         self._lock = threading.Lock()
+        #: prompt tokens decoded, and prompt tokens taken from a kept prefix instead, since the adapter was made
+        self.tokens_evaluated = 0
+        self.tokens_reused = 0
 
     @property
     def model_path(self) -> Path:
@@ -220,32 +229,38 @@ class TransformersAdapter:
         return await on_background(to_thread(self.complete, prompt, run_config))
 
     @staticmethod
-    def _tokens(model: Any, run_config: RunConfig, prompt: str) -> tuple[list[int], int]:
-        """The prompt's tokens (the GGUF's chat template) and where its system message ends (0: none)."""
+    def _tokens(model: Any, run_config: RunConfig, prompt: str) -> tuple[list[int], tuple[int, ...]]:
+        """The prompt's tokens (the GGUF's chat template) and the segment ends: where its system message ends,
+        and the stable offsets of ``run_config`` (:func:`~llm_connect.adapters._local.stable_cuts`)."""
         messages = []
         if run_config.system_prompt:
             messages.append({"role": "system", "content": run_config.system_prompt})
         messages.append({"role": "user", "content": prompt})
-        tokens = model.chat_tokens(messages, add_generation_prompt=True)
-        cut = 0
+        text = model.chat_text(messages, add_generation_prompt=True)
+        tokens, ends = model.encode_with_ends(text)
+        cuts: list[int] = []
         if len(messages) > 1:
             head = model.chat_tokens(messages[:1], add_generation_prompt=False)
             if 0 < len(head) < len(tokens) and tokens[: len(head)] == head:
-                cut = len(head)
-        return tokens, cut
+                cuts.append(len(head))
+        breaks = run_config.stable_breaks
+        at = text.rfind(prompt) if breaks else -1  # the user message, verbatim in the template
+        if at >= 0:
+            cuts += stable_cuts(tokens, text, [at + b for b in breaks if b < len(prompt)], tokenize=model.encode,
+                                ends=ends, after=cuts[-1] if cuts else 0)
+        return tokens, tuple(cuts)
 
     def _generate(self, prompt: str, run_config: RunConfig) -> LLMResponse:
         params = self._check(run_config)
         with self._lock:
             model = self._load()
-            tokens, cut = self._tokens(model, run_config, prompt)
+            tokens, cuts = self._tokens(model, run_config, prompt)
             if len(tokens) >= self.n_ctx:
                 raise BadRequestError(f"{self.adapter_id}: the prompt is {len(tokens)} tokens, the context window "
                                       f"{self.n_ctx}; shorten the prompt or raise n_ctx", adapter_id=self.adapter_id)
             max_tokens = min(run_config.max_tokens or self.default_max_tokens, self.n_ctx - len(tokens))
             t0 = time.perf_counter()
-            past, reused = self._prefix(model, tokens[:cut])
-            logits, past = model.forward(tokens[cut:], past)
+            logits, past, reused = self._decode_prompt(model, tokens, cuts)
             generated, positions, finish = self._decode(model, logits, past, tokens, max_tokens, run_config, params)
             latency_ms = (time.perf_counter() - t0) * 1000.0
             content = model.decode(generated, skip_special_tokens=True)
@@ -266,25 +281,25 @@ class TransformersAdapter:
         raw = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                             "finish_reason": finish}], "usage": usage, "model": self.model_id}
         return LLMResponse(content=content, adapter_id=self.adapter_id, model_id=self.model_id,
-                           tokens_in=len(tokens), tokens_out=len(generated), cost_usd=0.0, latency_ms=latency_ms,
+                           tokens_in=len(tokens), tokens_out=len(generated), tokens_cached=reused, cost_usd=0.0,
+                           latency_ms=latency_ms,
                            logprobs=logprobs, finish_reason=finish, raw=raw)
 
-    def _prefix(self, model: Any, head: list[int]) -> tuple[Any, int]:
-        """The KV cache after the system message (decoded now, or the one kept), and how many tokens were
-        reused. The arrays are never written to: a call extends them into new ones."""
-        if not head:
-            return None, 0
-        key = tuple(head)
-        kept = self._prefixes.get(key)
-        if kept is not None:
-            self._prefixes.move_to_end(key)
-            return kept, len(head)
-        kept = model.forward(head, None)[1]
-        if self.saved_prefixes:
-            self._prefixes[key] = kept
-            while len(self._prefixes) > self.saved_prefixes:
-                self._prefixes.popitem(last=False)
-        return kept, 0
+    def _decode_prompt(self, model: Any, tokens: list[int], cuts: tuple[int, ...]) -> tuple[Any, Any, int]:
+        """Decode the prompt segment by segment (ending at ``cuts``, then at its end) after the longest kept
+        prefix it extends: ``(the last position's logits, the KV cache, how many tokens were reused)``. The KV
+        caches after the first segment and after the last cut (the stable part) are kept. The arrays are never
+        written to: a call extends them into new ones."""
+        keep, past = self._prefixes.find(tokens, cuts)
+        start, logits = keep, None
+        for end in [*(c for c in cuts if c > keep), len(tokens)]:
+            logits, past = model.forward(tokens[start:end], past)
+            if end < len(tokens) and end in (cuts[0], cuts[-1]):
+                self._prefixes.put(tokens[:end], tuple(c for c in cuts if c < end), past)
+            start = end
+        self.tokens_evaluated += len(tokens) - keep
+        self.tokens_reused += keep
+        return logits, past, keep
 
     def _decode(self, model: Any, logits: Any, past: Any, tokens: list[int], max_tokens: int,
                 run_config: RunConfig, params: dict[str, Any]) -> tuple[list[int], list[TokenLogprob], str]:
