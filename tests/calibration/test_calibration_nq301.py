@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 
 from llm_connect.cli import main
 
-NQ301 = Path(__file__).resolve().parents[2] / "shared/data/nq301"
+NQ301 = Path(__file__).resolve().parents[3] / "shared/data/nq301"
 pytestmark = pytest.mark.skipif(
     not (NQ301 / "NQ301_human.tsv").is_file() or not (NQ301 / "NQ301_BEM.tsv").is_file(),
     reason=f"NQ301 data not found at {NQ301} (expected ../shared/data/nq301 beside the repository)",

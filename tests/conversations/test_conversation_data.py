@@ -13,7 +13,7 @@ import pytest
 from llm_connect import RunConfig, TrajectoryMatchJudge
 from llm_connect.conversations import as_response, normalize_messages, per_turn, read_conversations
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture(scope="module")

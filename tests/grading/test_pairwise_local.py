@@ -25,7 +25,7 @@ from llm_connect.grading._pairwise_local import (
 )
 from llm_connect.testing import ScriptedAdapter
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAIRS = REPO / "data" / "pairwise.jsonl"
 
 

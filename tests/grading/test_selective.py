@@ -585,7 +585,7 @@ def test_tutorial_yes_no_stand_in_reads_no_labels():
     import importlib.util
     from pathlib import Path
 
-    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
     spec = importlib.util.spec_from_file_location("_tutorial_helpers_selective", notebooks / "tutorial_helpers.py")
     helpers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(helpers)

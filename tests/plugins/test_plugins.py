@@ -21,7 +21,7 @@ from llm_connect.errors import ConfigError
 from llm_connect.pipelines import from_config
 from llm_connect.testing import DeterministicEmbedder, LoopbackServer, ScriptedAdapter
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ROWS = [{"id": f"q{k}", "prompt": f"question {k}", "baseline": "Paris", "candidate": "Paris" if k % 3 else "Lyon",
          "human": "yes" if k % 3 else "no"} for k in range(12)]
 BUILTIN_JUDGES = {"exact": "exact-match", "contains": "contains", "token-f1": "token-f1",

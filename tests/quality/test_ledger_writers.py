@@ -52,7 +52,7 @@ from llm_connect.quality._ledger_io import line_blocks
 
 OLD = datetime(2000, 1, 1, tzinfo=UTC)
 CUTOFF = datetime(2020, 1, 1, tzinfo=UTC)
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and signals")
 

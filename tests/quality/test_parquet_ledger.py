@@ -25,7 +25,7 @@ from llm_connect.frames import ledger_frame, paired_frame, record_labels
 from llm_connect.quality import DEDUPE_TAGS, BaseLedger, open_ledger
 from llm_connect.routing import evidence_table, route
 
-SRC = str(Path(__file__).resolve().parents[1])
+SRC = str(Path(__file__).resolve().parents[2])
 
 
 def parquet_files(root: Path) -> list[Path]:

@@ -19,7 +19,7 @@ from llm_connect.items import item_id_text
 from llm_connect.quality import BaseLedger, Recorded
 from llm_connect.quality._once import id_text
 
-REPO = str(Path(__file__).resolve().parents[1])
+REPO = str(Path(__file__).resolve().parents[2])
 
 
 def judgment(item, *, grader="llm-judge", rubric="r1", model="m1", task="qa", score=1.0, at=T0, **tags):

@@ -33,7 +33,7 @@ from llm_connect.testing import LoopbackServer, pytest_plugin
 pytest_plugins = ["pytester"]
 
 PLUGIN = "llm_connect.testing.pytest_plugin"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def entry_point_installed() -> bool:

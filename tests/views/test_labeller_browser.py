@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "qa_calibration.jsonl"
 N_ITEMS = 12
 ANNOTATOR = "browser-annotator"

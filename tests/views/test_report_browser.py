@@ -24,7 +24,7 @@ from llm_connect.grading import EmbeddingSimilarityJudge, ExactMatchJudge, Funct
 from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
 from llm_connect.views.report import HOW_TO_READ, report_figures
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
