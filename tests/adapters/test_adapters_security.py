@@ -4,13 +4,15 @@
 - a reply that echoes the API key leaves no trace of it in the exception, its chain or its traceback's locals;
 - ``repr()`` of a half-built adapter works (debuggers and ``capture_locals`` tracebacks call it);
 - the response cache stores JSON only: a planted pickle is a miss, never code;
-- reply bodies are capped (gzip bombs, endless bodies) with bounded memory.
+- reply bodies are capped (gzip bombs, endless bodies) with bounded memory;
+- an API key never reaches a ledger, a log, a repr, an error or a report, through a whole run and calibration.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import pathlib
 import pickle
 import socket
@@ -18,11 +20,12 @@ import sqlite3
 import time
 import traceback
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from llm_connect import LLMJudge, judge_many
+from llm_connect import LLMJudge, QualityLedger, judge_many
 from llm_connect.adapters import AnthropicAdapter, OpenAICompatibleAdapter, OpenAICompatibleEmbedder, ResponseCache
 from llm_connect.adapters._http import MAX_RESPONSE_BYTES  # not re-exported by llm_connect.adapters (yet)
 from llm_connect.core import RunConfig
@@ -455,3 +458,111 @@ def test_the_cap_is_configurable_and_applies_to_the_embedder_and_batches(servers
     for bad in (0, -1, 1.5, True, None, "16"):
         with pytest.raises(ValidationError, match="max_response_bytes"):
             OpenAICompatibleAdapter("m", base_url=fine.base_url, max_response_bytes=bad)
+
+
+# -- secrets ------------------------------------------------------------------------------------------
+
+SECRET = "sk-test-SECRET-XYZ-4f1c9a7be2d3068a5b"
+SECRET_MARKS = (SECRET, "SECRET-XYZ", "4f1c9a7be2d3068a5b")
+
+
+def _all_text_under(path: Path) -> str:
+    return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in sorted(path.rglob("*")) if p.is_file())
+
+
+def _calibration_html(judge: LLMJudge, items: list[dict], tmp_path: Path) -> str:
+    """Calibrate the HTTP judge against exact match and human labels and write the HTML report."""
+    from llm_connect import ExactMatchJudge
+    from llm_connect.calibration import calibrate
+
+    labelled = [{**item, "human": i % 2 == 0} for i, item in enumerate(items)]
+    report = calibrate(
+        {"http": judge, "exact": ExactMatchJudge()},
+        labelled,
+        human="human",
+        probes=["injection", "length"],
+        probe_limit=10,
+        n_boot=50,
+        concurrency=8,
+        progress=False,
+    )
+    path = report.to_html(tmp_path / "report.html")
+    return path.read_text(encoding="utf-8") + "\n" + report.scores.to_csv()
+
+
+@pytest.mark.slow
+def test_an_api_key_never_reaches_ledgers_logs_reprs_errors_or_reports(tmp_path, monkeypatch, caplog, capfd):
+    from llm_connect.adapters import OpenAICompatibleAdapter
+    from llm_connect.testing.loopback import LoopbackServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    caplog.set_level(logging.DEBUG)
+    texts: list[str] = []
+    errors: list[BaseException] = []
+    faults = {"429": 0.1, "500": 0.1, "truncated": 0.1, "hang": 0.05, "no_usage": 0.05}
+    items = [{"prompt": f"q{i}", "baseline": f"a{i}", "candidate": f"c{i}", "id": i} for i in range(60)]
+    ledger = QualityLedger(tmp_path / "ledger.jsonl")
+
+    with (
+        LoopbackServer(require_api_key=SECRET, faults=faults, retry_after="0.01", hang_s=2.0, seed=3) as good,
+        LoopbackServer(require_api_key="sk-the-right-key-000000000") as refusing,
+    ):
+        adapter = OpenAICompatibleAdapter(
+            "loopback-judge",
+            base_url=good.base_url,
+            timeout_s=0.5,
+            max_retries=1,
+            backoff_initial_s=0.01,
+            cache=tmp_path / "cache",
+        )
+        df = judge_many(LLMJudge(adapter), items, concurrency=8, progress=True, ledger=ledger, task_type="qa")
+        texts.append(_calibration_html(LLMJudge(adapter), items[:30], tmp_path))
+        assert good.requests[0].headers["Authorization"] == f"Bearer {SECRET}"  # the key was really used
+        assert (df["status"] == "error").any() and (df["status"] == "scored").any()
+
+        refused = OpenAICompatibleAdapter("loopback-judge", base_url=refusing.base_url)
+        explicit = OpenAICompatibleAdapter("loopback-judge", base_url=refusing.base_url, api_key=SECRET)
+        with pytest.raises(ValidationError, match="holds credentials") as info:  # key in the URL and a key set
+            OpenAICompatibleAdapter(
+                "loopback-judge", base_url=refusing.base_url.replace("http://", f"http://user:{SECRET}@")
+            )
+        credentials_error = info.value
+        in_url = OpenAICompatibleAdapter(  # the key only in the URL (a proxy's basic auth), none in the environment
+            "loopback-judge",
+            base_url=refusing.base_url.replace("http://", f"http://user:{SECRET}@"),
+            api_key="",
+        )
+        df401 = judge_many(LLMJudge(refused), items[:5], progress=False)
+        assert (df401["status"] == "error").all()
+        for a in (refused, explicit):
+            with pytest.raises(AuthenticationError) as info:
+                a.complete("hello")
+            errors.append(info.value)
+        with pytest.raises(Exception) as info:  # whatever fails, its text must not hold the key
+            in_url.complete("hello")
+        errors.append(info.value)
+        # the provider's message is kept, with the key it echoed scrubbed
+        assert "Incorrect API key provided: Bearer ***" in str(errors[0])
+        errors.append(credentials_error)
+        assert any(SECRET in r.headers.get("Authorization", "") for r in refusing.requests)
+
+        for a in (adapter, refused, explicit, in_url):
+            texts += [repr(a), str(a), repr(LLMJudge(a))]
+            with pytest.raises(TypeError):
+                pickle.dumps(a)
+            a.close()
+
+    texts += [df.to_csv(), df401.to_csv(), df.to_html()]
+    for exc in errors:
+        texts += [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
+        texts += [str(getattr(exc, "provider_message", ""))]
+    texts.append(_all_text_under(tmp_path))  # ledger, response cache, report
+    captured = capfd.readouterr()
+    texts += [captured.out, captured.err, caplog.text]
+    texts += [r.getMessage() for r in caplog.records]
+
+    everything = "\n".join(texts)
+    assert len(ledger.read_all()) == (df["status"] == "scored").sum() > 0
+    for mark in SECRET_MARKS:
+        assert mark not in everything, f"the API key leaked ({mark!r})"
+
