@@ -566,3 +566,33 @@ def test_an_api_key_never_reaches_ledgers_logs_reprs_errors_or_reports(tmp_path,
     for mark in SECRET_MARKS:
         assert mark not in everything, f"the API key leaked ({mark!r})"
 
+
+# -- the embedding cache holds a bounded number of vectors, released on close --------------------------------
+
+
+def test_the_embedding_cache_holds_a_bounded_memo_released_on_close(tmp_path):
+    """``get_vector`` went through a module-level ``functools.cache``: every vector read stayed in memory for
+    good (even after ``close()``), and a caller that changed the list it got changed the cache's copy."""
+    from llm_connect.adapters import ResponseCache
+    from llm_connect.adapters._cache import _MEMO_FLOATS
+
+    cache = ResponseCache(tmp_path / "cache")
+    dims, n = 512, 3000  # 1.5 M floats: more than the memo holds (1 M)
+    for i in range(n):
+        cache.put_vector(f"k{i}", [float(i)] * dims)
+    first = cache.get_vector("k0")
+    first[0] = -1.0  # the caller's list is its own
+    assert cache.get_vector("k0")[0] == 0.0
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(n):
+            assert cache.get_vector(f"k{i}")[1] == float(i)
+        held = tracemalloc.get_traced_memory()[0] - base
+        assert cache._memo_floats <= _MEMO_FLOATS
+        assert held < 8 * _MEMO_FLOATS * 1.5, held  # 8 bytes a float, and a little for the keys
+        cache.close()
+        assert tracemalloc.get_traced_memory()[0] - base < 2_000_000  # released
+    finally:
+        tracemalloc.stop()
+

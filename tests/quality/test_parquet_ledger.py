@@ -21,6 +21,7 @@ from strategies import T0, make_observation, nested_tags, nth_observation
 
 from llm_connect import ExactMatchJudge, ParquetLedger, QualityLedger, QualityObservation, judge_many
 from llm_connect.cli import main
+from llm_connect.errors import MissingDependencyError
 from llm_connect.frames import ledger_frame, paired_frame, record_labels
 from llm_connect.quality import DEDUPE_TAGS, BaseLedger, open_ledger
 from llm_connect.routing import evidence_table, route
@@ -569,4 +570,71 @@ def test_cli_stats_require_calibrated_on_a_uri_ledger_is_a_clear_error(tmp_path,
         assert exc.value.code == 2 and "no local path" in capsys.readouterr().err
     finally:
         fsspec.filesystem("memory").rm("/llm-connect-cli", recursive=True)
+
+
+# -- a foreign or corrupt .parquet file under the root; credentials in a URI ---------------------------------
+
+
+def obs(i: int = 0, **changes) -> QualityObservation:
+    fields = {"task_type": "qa", "adapter_id": "a", "model_id": "m", "cost_usd": 0.0, "quality_score": 1.0,
+              "latency_ms": 1.0, "tokens_in": 1, "tokens_out": 1, "tags": {"item_id": f"q{i}"}}
+    return QualityObservation(**{**fields, **changes})
+
+
+
+def _write_foreign(root: Path, kind: str) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory = root / "task_type=qa" / "date=2024-01-01"
+    directory.mkdir(parents=True, exist_ok=True)
+    if kind == "duplicated column":
+        table = pa.table([pa.array(["qa"]), pa.array(["qa"])], names=["task_type", "task_type"])
+        path = directory / "part-foreign-00000000.parquet"
+    else:  # a compact-* file whose list of the files it replaces is not a JSON list of names
+        good = next(root.rglob("part-*.parquet"))
+        table = pq.read_table(good)
+        meta = {**(table.schema.metadata or {}), b"llm_connect.replaces": kind.encode()}
+        table = table.replace_schema_metadata(meta)
+        path = directory / "compact-foreign-00000000.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["duplicated column", "5", "null", '{"part-x.parquet": 1}', '"part-x.parquet"',
+                                  "[1, 2]", "not json"])
+def test_a_foreign_or_corrupt_parquet_file_is_counted_as_malformed_by_every_reader(tmp_path, kind, capsys):
+    """``python -c "import pyarrow as pa, pyarrow.parquet as pq; pq.write_table(pa.table([[1], [2]],
+    names=['task_type', 'task_type']), 'ROOT/x.parquet')"`` then ``llm-connect ledger stats ROOT``:
+    a KeyError or TypeError traceback from every reader before; now the file is one malformed file."""
+    from llm_connect import ledger_frame
+
+    root = tmp_path / "ledger"
+    ledger = ParquetLedger(root)
+    ledger.extend([obs(i) for i in range(3)])
+    foreign = _write_foreign(root, kind)
+    assert len(ledger.read_all()) == 3 and ledger.malformed_count() == 1
+    assert ledger.read_with_malformed()[1] == 1
+    assert len(ledger_frame(ledger)) == 3
+    assert ledger.mean_quality("qa") == 1.0 and len(ledger.recent(10)) == 3
+    ledger.compact()
+    assert foreign.exists()  # never deleted: it was not read
+    assert len(ledger.read_all()) == 3 and ledger.malformed_count() == 1
+    assert main(["ledger", "stats", str(root), "--min-observations", "1"]) == 0
+    assert "3 observations, 1 malformed files or rows skipped" in capsys.readouterr().out
+
+
+
+@pytest.mark.parametrize("uri", ["memory://user:s3cr3t-pw@bucket/ledger", "file://user:s3cr3t-pw@localhost/tmp/l"])
+def test_a_uris_password_is_redacted_from_the_missing_fsspec_error(uri, monkeypatch, capsys):
+    """``ParquetLedger('memory://user:PW@b/l').read_all()`` without fsspec: pyarrow's message, quoted in the
+    error, held the URI with its password."""
+    monkeypatch.setitem(sys.modules, "fsspec", None)
+    for call in (lambda: ParquetLedger(uri).read_all(), lambda: ParquetLedger(uri).append(obs())):
+        with pytest.raises(MissingDependencyError) as info:
+            call()
+        assert "s3cr3t" not in str(info.value) and "fsspec" in str(info.value)
+    with pytest.raises(SystemExit):
+        main(["ledger", "stats", uri])
+    assert "s3cr3t" not in capsys.readouterr().err
 

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import T0, ledger_lines, observations, reference_read
 
-from llm_connect import QualityLedger, QualityObservation
+from llm_connect import ParquetLedger, QualityLedger, QualityObservation
+from llm_connect.errors import ValidationError
 from llm_connect.quality import is_stale
 
 # -- invariant 1: quality_score in 0..1 --------------------------------------------------
@@ -380,3 +381,54 @@ def test_hypothesis_garbage_lines_are_skipped_and_counted_never_raised(tmp_path,
     assert ledger.read_all().count(good) >= n_valid
     ledger.prune_before(T0 + timedelta(days=1))
     assert ledger.malformed_count() == expected_bad  # malformed lines survive a prune
+
+
+# -- tags nested too deep are refused at validation ----------------------------------------------------------
+
+
+def obs(i: int = 0, **changes) -> QualityObservation:
+    fields = {"task_type": "qa", "adapter_id": "a", "model_id": "m", "cost_usd": 0.0, "quality_score": 1.0,
+              "latency_ms": 1.0, "tokens_in": 1, "tokens_out": 1, "tags": {"item_id": f"q{i}"}}
+    return QualityObservation(**{**fields, **changes})
+
+
+
+def _nested(depth: int) -> dict:
+    value: object = "leaf"
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return {"deep": value}
+
+
+@pytest.mark.parametrize("depth", [33, 990, 5000])
+def test_tags_nested_deeper_than_the_cap_are_a_validation_error_naming_it(depth):
+    """``QualityObservation(..., tags=<990 levels>)`` was accepted and written, then never read back (deeper:
+    a raw RecursionError)."""
+    with pytest.raises(ValidationError, match="TAGS_MAX_DEPTH = 32"):
+        obs(tags=_nested(depth))
+    from llm_connect.quality._observation import TAGS_MAX_DEPTH
+
+    assert TAGS_MAX_DEPTH == 32
+
+
+def test_tags_at_the_cap_round_trip_and_deeper_ones_written_by_others_are_malformed(tmp_path):
+    import pyarrow.parquet as pq
+
+    at_cap = obs(tags=_nested(32))
+    jsonl = QualityLedger(tmp_path / "l.jsonl")
+    jsonl.append(at_cap)
+    parquet = ParquetLedger(tmp_path / "p")
+    parquet.append(at_cap)
+    assert jsonl.read_all() == [at_cap] and parquet.read_all() == [at_cap]
+    # another tool writes deeper tags: every reader counts them as malformed (as from_dict refuses them)
+    for depth in (33, 900):
+        with open(jsonl.path, "a") as f:
+            f.write(json.dumps({**at_cap.to_dict(), "tags": _nested(depth)}) + "\n")
+    assert jsonl.read_all() == [at_cap] and jsonl.malformed_count() == 2
+    assert len(list(jsonl.iter_observations())) == 1
+    table = pq.read_table(next((tmp_path / "p").rglob("*.parquet")))
+    deep = table.set_column(table.column_names.index("tags"), "tags",
+                            [[json.dumps(_nested(33), separators=(",", ":"))]])
+    pq.write_table(deep, next((tmp_path / "p").rglob("*.parquet")).with_name("part-other-00000000.parquet"))
+    assert parquet.read_all() == [at_cap] and parquet.malformed_count() == 1
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import matplotlib
 import numpy as np
@@ -169,3 +170,30 @@ def test_plots_of_a_judge_that_scored_nothing_draw_without_warnings(scores):
         fig = Figure()
         draw(fig.add_subplot())
         fig.savefig(__import__("io").BytesIO(), format="png")
+
+
+# -- plot labels carry no control characters -----------------------------------------------------------------
+
+
+ESC, BEL = "\x1b", "\x07"
+
+
+def test_plot_labels_render_control_characters_as_escapes_and_warn_about_none(tmp_path):
+    """A judge named ``"evil\\x1b[2J\\x07"``: matplotlib's "Glyph 27 missing" warning carried the raw ESC and
+    BEL from the data to stderr."""
+    import matplotlib.pyplot as plt
+
+    from llm_connect.views import plot_judge_scatter
+
+    name = f"evil{ESC}[2J{BEL}\u202e"
+    data = pd.DataFrame({f"score_{name}": [0.0, 1.0, 1.0], "score_b": [0.0, 1.0, 0.0]})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ax = plot_judge_scatter(data, x=name, y="b")
+        ax.figure.savefig(tmp_path / "p.png")
+    plt.close(ax.figure)
+    texts = [ax.get_xlabel(), ax.get_ylabel(), ax.get_title()]
+    assert all(c not in t for t in texts for c in (ESC, BEL, "\u202e")), texts
+    assert "\\x1b[2J" in ax.get_xlabel()
+    assert not [w for w in caught if any(c in str(w.message) for c in (ESC, BEL, "\u202e"))]
+

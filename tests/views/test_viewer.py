@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import http.client
 import json
 import os
 import re
@@ -470,3 +471,55 @@ def test_the_page_draws_each_transcript_once_escaped_in_a_template(conversation_
     # the run's tool result, the reference run's and the document: each in its summary's preview and its body
     assert drawn.count("&lt;script&gt;window.__pwned=4") == 3 * 2
     assert page.count("<script") == 2  # still only the page's own two
+
+
+# -- view --serve answers only localhost, with a token -------------------------------------------------------
+
+
+def test_view_serve_refuses_other_hosts_and_requests_without_its_token(tmp_path):
+    """``llm-connect view OUT --serve`` answered any Host header: a web page whose name resolves to 127.0.0.1
+    (DNS rebinding) could read every judgment."""
+    from llm_connect.calibration import calibrate
+    from llm_connect.calibration._judgments import JUDGMENTS_FILE, write_judgments
+
+    rows = [{"id": "q0", "prompt": "Capital of France?", "baseline": "Paris", "candidate": "Paris", "human": "yes"},
+            {"id": "q1", "prompt": "Capital of Italy?", "baseline": "Rome", "candidate": "Milan", "human": "no"}]
+    report = calibrate([ExactMatchJudge()], rows, human="human", probes=[], n_boot=50, progress=False)
+    write_judgments(report, tmp_path / JUDGMENTS_FILE)
+    proc = subprocess.Popen([sys.executable, "-m", "llm_connect.cli", "view", str(tmp_path), "--serve", "--port",
+                             "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        m = re.match(r"serving http://127\.0\.0\.1:(\d+)/\?token=([\w-]{32,}) ", line)
+        if not m:  # the page cannot be built from this file: say why
+            proc.terminate()
+            pytest.fail(line + proc.stderr.read())
+        port, token = int(m[1]), m[2]
+
+        def get(path: str, host: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                conn.putrequest("GET", path, skip_host=True)
+                conn.putheader("Host", host)
+                conn.endheaders()
+                response = conn.getresponse()
+                response.read()
+                return response.status
+            finally:
+                conn.close()
+
+        good = f"/?token={token}"
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}", f"LOCALHOST:{port}"):
+            assert get(good, host) == 200, host
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"localhost:{port + 1}",
+                     ""):
+            assert get(good, host) == 403, host
+        for path in ("/", "/?token=", f"/?token={token[:-1]}", f"/{JUDGMENTS_FILE}"):
+            assert get(path, f"127.0.0.1:{port}") == 403, path
+        assert get(f"/{JUDGMENTS_FILE}?token={token}", f"127.0.0.1:{port}") == 404
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+
