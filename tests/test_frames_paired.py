@@ -107,3 +107,22 @@ def test_paired_frame_feeds_estimate_quality(ledger):
     est = estimate_quality(pf, judge="exact-match", human="human", by="model_id", methods=("human", "judge"))
     human = est[est["method"] == "human"].set_index("model_id")["estimate"]
     assert human["m1"] == pytest.approx(2 / 3) and human["m2"] == pytest.approx(0.5)
+
+
+# -- grader_id= only -----------------------------------------------------------------------------------------
+
+
+def items(n: int) -> list[dict]:
+    return [{"id": i, "prompt": f"question {i}", "baseline": f"answer {i}",
+             "candidate": f"answer {i}" if i % 3 else f"reply {i}", "human": bool(i % 3)} for i in range(n)]
+
+
+def test_paired_frame_takes_grader_id_only(tmp_path):
+    ledger = QualityLedger(tmp_path / "l.jsonl")
+    judge_many(ExactMatchJudge(), items(4), ledger=ledger, task_type="qa", progress=False)
+    new = paired_frame(ledger, "qa", grader_id="exact-match")
+    assert len(new) == 4
+    with pytest.raises(TypeError, match="judge"):  # the old keyword is no second name
+        paired_frame(ledger, "qa", judge="exact-match")
+    with pytest.raises(ValidationError, match="needs grader_id="):
+        paired_frame(ledger, "qa")
