@@ -25,7 +25,6 @@ matplotlib.use("Agg")
 from strategies import paris_judge
 
 from llm_connect import QualityLedger, QualityObservation
-from llm_connect._textsafe import csv_cell, redact_urls, safe_text
 from llm_connect.cli import N_BOOT_MAX, UsageError, main
 from llm_connect.errors import ConfigError, LLMConnectError, ValidationError
 from llm_connect.testing import LoopbackServer
@@ -540,11 +539,3 @@ def test_a_terminal_that_cannot_encode_the_summary_still_gets_it(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "\\u2014" in proc.stdout  # the "no interval" dash, escaped rather than a crash after the work
-
-
-def test_textsafe_helpers():
-    assert safe_text("a\x1b[31mb\nc\td\x00\ud800") == "a\\x1b[31mb\\nc\\td\\x00\\ud800"
-    assert safe_text("x" * 10, limit=5) == "xxxx…"
-    assert redact_urls("see https://u:p@ss@host:8/v1?x=1 and http://h/p") == "see https://host:8/v1?x=1 and http://h/p"
-    assert csv_cell("=1+1") == "'=1+1" and csv_cell("-1.5e3") == "-1.5e3" and csv_cell(-3) == -3
-    assert csv_cell("\tx") == "'\tx" and csv_cell("- item") == "'- item" and csv_cell("ok") == "ok"
