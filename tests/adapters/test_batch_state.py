@@ -2,7 +2,7 @@
 share it, and the batches it names that the provider no longer knows or that a killed run never saved.
 
 Every run goes through the real adapters against the loopback server's Batch APIs
-(:mod:`llm_connect.testing._batch_api`); see tests/test_batch_api.py for the runs themselves."""
+(:mod:`llm_connect.testing._batch_api`); see tests/adapters/test_batch_api.py for the runs themselves."""
 
 from __future__ import annotations
 

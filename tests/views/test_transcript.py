@@ -1,6 +1,6 @@
 """The one transcript renderer (views/_transcript.py): structure and escaping, read back with an HTML parser.
 
-What a browser makes of it (collapsing, no injected script running) is tests/test_transcript_browser.py's.
+What a browser makes of it (collapsing, no injected script running) is tests/views/test_transcript_browser.py's.
 """
 
 from __future__ import annotations
