@@ -12,7 +12,7 @@ the widget in view. Needs Debian's chromium and chromium-driver, selenium (the `
 JupyterLab with ipywidgets (the ``notebooks`` extra). Nothing here reaches the network.
 
 The JupyterLab machinery here (:class:`JupyterLab`, :func:`chromium`, :func:`open_notebook`,
-:func:`run_all`, :func:`restart_kernel`) is also what ``tests/test_labeller_browser.py`` drives, so the
+:func:`run_all`, :func:`restart_kernel`) is also what ``tests/views/test_labeller_browser.py`` drives, so the
 screenshot is taken along the path the test checks.
 """
 

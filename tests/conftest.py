@@ -2,14 +2,17 @@
 
 Tests use real fakes from ``llm_connect.testing``, never mocks of our own code. Fixtures only:
 builders and Hypothesis strategies live in ``strategies.py`` (``from strategies import ...``) and
-the child processes a test stops with Ctrl-C in ``interruptible.py``, never imported from here.
+the child processes a test stops with Ctrl-C in ``interruptible.py``, never imported from here. Both stay at
+the top of ``tests/``, the directory of this file, which pytest puts on ``sys.path``, so a test in any
+subdirectory imports them by name; ``tests/`` mirrors the package (``tests/<subpackage>/``, see
+``tests/test_layout.py``).
 
 The fast loop is ``python -m pytest -m "not slow"``; the full suite is ``python -m pytest``.
 :func:`pytest_collection_modifyitems` marks, at collection, so that nobody has to remember to:
 
-- ``ray``: every test of ``test_distributed.py``, and any test whose code or fixtures import or
+- ``ray``: every test of ``distributed/test_distributed.py``, and any test whose code or fixtures import or
   start Ray (``import ray``, ``ray.init(``, ``importorskip("ray")``);
-- ``browser``: every test of ``test_labeller_browser.py``, and any test whose code or fixtures
+- ``browser``: every test of ``views/test_labeller_browser.py``, and any test whose code or fixtures
   drive a browser (``selenium``, ``webdriver``);
 - ``local_models``: any test whose code or fixtures build a bundled model (``LlamaCppAdapter()``,
   ``SentenceTransformerEmbedder()``, keywords allowed, no path), beside those marked by hand;
@@ -77,9 +80,9 @@ def make_obs():
 
 TESTS = Path(__file__).resolve().parent
 NOTEBOOKS = REPO / "notebooks"
-# Whole modules of one kind: test_distributed.py is Ray's (its Ray-free test runs a fresh interpreter,
-# a few seconds too); test_labeller_browser.py drives JupyterLab in Chromium through helpers.
-KIND_OF_MODULE = {"test_distributed.py": "ray", "test_labeller_browser.py": "browser"}
+# Whole modules of one kind, by their path under tests/: test_distributed.py is Ray's (its Ray-free test runs a
+# fresh interpreter, a few seconds too); test_labeller_browser.py drives JupyterLab in Chromium through helpers.
+KIND_OF_MODULE = {"distributed/test_distributed.py": "ray", "views/test_labeller_browser.py": "browser"}
 # What the code of a test or of one of its fixtures says (read as tokens: strings, docstrings and
 # comments left out, but for the module named to importorskip) when it starts Ray, drives a browser
 # or loads an embedded model.
@@ -135,7 +138,8 @@ def _kinds(item: pytest.Item) -> set[str]:
     path = Path(item.path).resolve()
     if path.is_relative_to(NOTEBOOKS):
         return {"notebooks"}
-    kinds = {KIND_OF_MODULE[path.name]} if path.name in KIND_OF_MODULE else set()
+    where = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
+    kinds = {KIND_OF_MODULE[where]} if where in KIND_OF_MODULE else set()
     code = _code_of(item)
     kinds.update(kind for kind, pattern in KIND_OF_CODE.items() if pattern.search(code))
     kinds.update(kind for kind in SLOW_KINDS if item.get_closest_marker(kind) is not None)
