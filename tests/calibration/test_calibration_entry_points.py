@@ -18,6 +18,7 @@ from llm_connect.adapters import OpenAICompatibleAdapter, Price
 from llm_connect.calibration import ScoredItems, calibrate, calibrate_pairwise, probe_judge, run_probes, score_items
 from llm_connect.errors import ValidationError
 from llm_connect.grading import FunctionJudge, PairwiseJudge, judge_many, tournament
+from llm_connect.labelling import Labeller
 from llm_connect.testing import LoopbackServer
 
 MODEL = "priced-judge"
