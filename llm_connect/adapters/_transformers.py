@@ -26,7 +26,8 @@ from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, MissingDependencyError, ValidationError, module_installed
 from ._cache import ResponseCache, cache_key, open_cache
 from ._call import call_paid
-from ._local import LlamaCppAdapter, PrefixStore, _usable_cores, default_gguf_path, gguf_identity, stable_cuts
+from ._local import LlamaCppAdapter, _usable_cores, default_gguf_path, gguf_identity
+from ._prefix_cache import PrefixStore, stable_cuts
 
 __all__ = ["TransformersAdapter", "local_adapter"]
 

@@ -238,7 +238,7 @@ def test_smollm2_reuses_a_conversations_transcript_across_its_turns(smol):
 def test_smollm2_stable_cuts_from_token_pieces_are_those_of_tokenizing_each_prefix(smol):
     """Where a prompt's stable parts end, in tokens: read from the lengths of the tokens' texts (bytes, moved to
     characters), the same as tokenizing each prefix and comparing, with text of several bytes a character."""
-    from llm_connect.adapters._local import char_ends, stable_cuts
+    from llm_connect.adapters._prefix_cache import char_ends, stable_cuts
 
     calls = _judge_calls_per_turn(1, 3)[0]
     prompt, config = calls[-1]
@@ -327,7 +327,7 @@ def test_the_prefix_store_keeps_each_conversations_latest_stable_part_and_the_in
     """The embedded runtimes' kept prefixes: the longest one a prompt extends, cut at the same places, is found;
     a conversation's later turn replaces its earlier one, never the instructions (a first segment, which every
     conversation shares); the least recently used goes first."""
-    from llm_connect.adapters._local import PrefixStore
+    from llm_connect.adapters._prefix_cache import PrefixStore
 
     store = PrefixStore(3)
     instructions = [1, 2, 3]

@@ -177,7 +177,7 @@ def test_a_conversations_transcript_is_decoded_once_across_its_turns(adapter):
 def test_stable_cuts_from_the_tokenizers_offsets_are_those_of_tokenizing_each_prefix(adapter):
     """Where a prompt's stable parts end, in tokens: read from the tokenizer's offsets (one encoding), the same
     as tokenizing each prefix and comparing, with text of several bytes a character in the transcript."""
-    from llm_connect.adapters._local import stable_cuts
+    from llm_connect.adapters._prefix_cache import stable_cuts
 
     model = adapter._model
     messages = _conversations(1, 3)[0]["messages"]
