@@ -221,6 +221,9 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisite
             lab_kit.wait(driver, lambda d: len(_human_observations(ledger)) == 6, 30, "the key x gave no label")
             lab_kit.wait(driver, lambda d: lab_kit.widget_text(d, item_id) == order[6], 30,
                          "the widget did not move on after the key x")
+            # the item and the progress line are separate widget values, synced to the page one after the other
+            lab_kit.wait(driver, lambda d: _progress(d).startswith("6 labelled"), 30,
+                         "the progress line does not count the label the key x gave")
             after_key = _progress(driver)
             _press(driver, "u")
             lab_kit.wait(driver, lambda d: len(_undos(ledger)) == 1, 30, "the key u appended no undo marker")
