@@ -73,14 +73,10 @@ def items(n: int, start: int = 0) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray", reason=SKIP_MESSAGE)
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the factories above, for the workers
-    yield ray
-    ray.shutdown()
+def ray_cluster(ray_session):
+    """The session's Ray cluster (tests/conftest.py), with the factories above sent to the workers by value."""
+    ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return ray_session
 
 
 @pytest.fixture(scope="module")
