@@ -1,7 +1,7 @@
 """grade_dataset on a real local Ray cluster, against the loopback server (no mocks).
 
-The cluster is ``ray.init(num_cpus=2)`` for the module; every judgment is an HTTP call to a
-:class:`~llm_connect.testing.LoopbackServer` on 127.0.0.1, which counts and timestamps what it received.
+The cluster is the session's ``ray.init(num_cpus=2)`` (``ray_session`` in tests/conftest.py); every judgment is an
+HTTP call to a :class:`~llm_connect.testing.LoopbackServer` on 127.0.0.1, which counts and timestamps what it received.
 """
 
 from __future__ import annotations
