@@ -227,9 +227,9 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser, tmp_path):
             lab_kit.wait(driver, lambda d: len(_human_observations(ledger)) == 6, 30, "the key x gave no label")
             lab_kit.wait(driver, lambda d: lab_kit.widget_text(d, item_id) == order[6], 30,
                          "the widget did not move on after the key x")
-            # the progress line is its own widget update, which may land after the item's: wait for it
+            # the item and the progress line are separate widget values, synced to the page one after the other
             lab_kit.wait(driver, lambda d: _progress(d).startswith("6 labelled"), 30,
-                         "the progress line did not count the label of the key x")
+                         "the progress line does not count the label the key x gave")
             after_key = _progress(driver)
             _press(driver, "u")
             lab_kit.wait(driver, lambda d: len(_undos(ledger)) == 1, 30, "the key u appended no undo marker")
