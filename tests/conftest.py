@@ -18,7 +18,8 @@ The fast loop is ``python -m pytest -m "not slow"``; the full suite is ``python 
   ``SentenceTransformerEmbedder()``, keywords allowed, no path), beside those marked by hand;
 - ``notebooks``: every cell nbval runs from ``notebooks/``;
 
-and adds ``slow`` to all of these. Code is read as tokens, without strings, docstrings and
+and adds ``slow`` to all of these. The Ray tests run last, together, on one cluster for the session
+(:func:`ray_session`). Code is read as tokens, without strings, docstrings and
 comments, so a test that only names Ray or a model in a message is not caught. A test that takes more
 than about five seconds for another reason carries ``@pytest.mark.slow`` itself.
 
@@ -147,7 +148,8 @@ def _kinds(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark Ray, browser, local-model and notebook tests as such, and each of them ``slow``."""
+    """Mark Ray, browser, local-model and notebook tests as such, and each of them ``slow``; run the Ray tests last."""
+    ray_tests = set()
     for item in items:
         kinds = _kinds(item)
         for kind in sorted(kinds):
@@ -155,3 +157,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(kind)
         if kinds and item.get_closest_marker("slow") is None:
             item.add_marker("slow")
+        if "ray" in kinds:
+            ray_tests.add(item)
+    # together, in their order, after the rest: the session's one Ray cluster (ray_session) is up only while they run
+    items[:] = [i for i in items if i not in ray_tests] + [i for i in items if i in ray_tests]
+
+
+# -- the embedded models, loaded once for the session ---------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def smol():
+    """The bundled SmolLM2 through llama.cpp, loaded once (a test that needs a fresh model builds its own)."""
+    from llm_connect.adapters import LlamaCppAdapter
+
+    adapter = LlamaCppAdapter()
+    yield adapter
+    adapter.close()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The bundled all-MiniLM-L6-v2 embedder, loaded once, offline."""
+    from llm_connect.adapters import SentenceTransformerEmbedder
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        yield SentenceTransformerEmbedder().load()
+
+
+# -- one local Ray cluster for the session ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray cluster (``ray.init(num_cpus=2)``) shared by every test that needs one.
+
+    Starting one takes about 20 s on two busy cores, so the test modules share it: each module's own
+    ``ray_cluster`` fixture takes this one and registers its factories to be pickled by value. The Ray tests
+    run last (:func:`pytest_collection_modifyitems`), so the cluster never runs beside the other tests.
+    """
+    ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'llm-connect[ray]'")
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()

@@ -169,14 +169,10 @@ def test_the_actor_never_resumes_an_item_with_an_id_less_items_score(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'llm-connect[ray]'")
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the factory above, for the workers
-    yield ray
-    ray.shutdown()
+def ray_cluster(ray_session):
+    """The session's Ray cluster (tests/conftest.py), with the factory above sent to the workers by value."""
+    ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return ray_session
 
 
 def test_a_rerun_of_grade_dataset_resumes_by_id_and_candidate_model(ray_cluster, tmp_path):

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from llm_connect.adapters import LlamaCppAdapter, SentenceTransformerEmbedder
+from llm_connect.adapters import LlamaCppAdapter
 from llm_connect.core import (
     AsyncLLMAdapter,
     BudgetTracker,
@@ -27,19 +27,7 @@ from llm_connect.errors import ConfigError, MissingDependencyError, ValidationEr
 local = pytest.mark.local_models
 
 
-@pytest.fixture(scope="module")
-def smol():
-    adapter = LlamaCppAdapter()
-    yield adapter
-    adapter.close()
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.setenv("TRANSFORMERS_OFFLINE", "1")
-        yield SentenceTransformerEmbedder().load()
+# smol and minilm: the session's loaded models (tests/conftest.py); a test that needs a fresh one builds its own
 
 
 def _cosine(a, b) -> float:

@@ -1,7 +1,7 @@
 """grade_dataset on a real local Ray cluster, against the loopback server (no mocks).
 
-The cluster is ``ray.init(num_cpus=2)`` for the module; every judgment is an HTTP call to a
-:class:`~llm_connect.testing.LoopbackServer` on 127.0.0.1, which counts and timestamps what it received.
+The cluster is the session's ``ray.init(num_cpus=2)`` (``ray_session`` in tests/conftest.py); every judgment is an
+HTTP call to a :class:`~llm_connect.testing.LoopbackServer` on 127.0.0.1, which counts and timestamps what it received.
 """
 
 from __future__ import annotations
@@ -73,14 +73,10 @@ def items(n: int, start: int = 0) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray", reason=SKIP_MESSAGE)
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the factories above, for the workers
-    yield ray
-    ray.shutdown()
+def ray_cluster(ray_session):
+    """The session's Ray cluster (tests/conftest.py), with the factories above sent to the workers by value."""
+    ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return ray_session
 
 
 @pytest.fixture(scope="module")

@@ -184,12 +184,11 @@ def test_chunk_size_must_be_a_positive_integer() -> None:
         EmbeddingSimilarityJudge(DeterministicEmbedder(), chunk_size=0)
 
 
-def test_the_local_minilm_scores_as_row_by_row() -> None:
+def test_the_local_minilm_scores_as_row_by_row(minilm) -> None:
     pytest.importorskip("sentence_transformers")
-    from llm_connect.adapters import SentenceTransformerEmbedder
 
     items = [r for r in rows() if r["id"].startswith(("q0", "q2"))]  # type: ignore[union-attr]
-    embedder = SentenceTransformerEmbedder().load()
+    embedder = minilm  # the session's loaded all-MiniLM-L6-v2 (tests/conftest.py)
     array = embedder.embed_array(["Paris", "It is Paris, the capital."])
     assert array.shape == (2, 384) and array.dtype == np.float32
     assert array.tolist() == embedder.embed(["Paris", "It is Paris, the capital."])

@@ -132,15 +132,11 @@ def test_a_cascade_records_every_row_under_its_own_identity(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'llm-connect[ray]'")
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the factories above, for the workers
-    ray.cloudpickle.register_pickle_by_value(sys.modules["strategies"])  # and the builders they call
-    yield ray
-    ray.shutdown()
+def ray_cluster(ray_session):
+    """The session's Ray cluster (tests/conftest.py), with the factories above sent to the workers by value."""
+    ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray_session.cloudpickle.register_pickle_by_value(sys.modules["strategies"])  # and the builders they call
+    return ray_session
 
 
 @RAY_WARNINGS

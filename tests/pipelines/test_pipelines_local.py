@@ -27,10 +27,8 @@ CONFIG = {
 }
 
 
-def test_local_model_runs_the_pipeline_to_the_end():
-    from llm_connect.adapters import LlamaCppAdapter
-
-    adapter = LlamaCppAdapter()
+def test_local_model_runs_the_pipeline_to_the_end(smol):
+    adapter = smol  # the session's loaded SmolLM2 (tests/conftest.py)
     pipeline = from_config(CONFIG, adapter=adapter)
     items = [{"id": 0, "candidate": "Paris is the capital of France."},
              {"id": 1, "candidate": "The sun orbits the Earth once a day."}]

@@ -446,6 +446,7 @@ def test_the_ini_option_and_the_environment_variable_name_the_folder(pytester, m
         assert summary(result)[-1].endswith("(replay): 20 replies replayed, 0 requests sent")
 
 
+@pytest.mark.slow  # two pytest -n 2 runs in fresh processes: about 11 s on 2 cores
 def test_xdist_workers_share_the_cache_and_the_controller_shows_every_check(pytester, monkeypatch):
     pytest.importorskip("xdist")
     with LoopbackServer(reply=judge_reply) as server:

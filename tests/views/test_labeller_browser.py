@@ -167,8 +167,14 @@ def browser_prerequisites():
     pytest.importorskip("ipywidgets")
 
 
+@pytest.fixture
+def browser(browser_prerequisites, open_chromium):
+    """The session's Chromium (tests/views/conftest.py) as ``lab_kit.chromium`` makes one: 1400x1000, no scrollbars."""
+    return open_chromium(1400, 1000, scrollbars=False)
+
+
 @pytest.mark.slow
-def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisites, tmp_path):
+def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser, tmp_path):
     import pandas as pd
 
     root, home = tmp_path / "root", tmp_path / "home"
@@ -183,7 +189,7 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisite
 
     item_id = ".llmc-labeller .llmc-item .llmc-item-id"
     with lab_kit.JupyterLab(root, home) as lab:
-        driver = lab_kit.chromium(tmp_path / "profile")
+        driver = browser
         try:
             lab_kit.open_notebook(driver, lab, "labelling.ipynb")
             lab_kit.run_all(driver, lab, timeout=90)
@@ -237,7 +243,7 @@ def test_five_labels_in_jupyterlab_survive_a_kernel_restart(browser_prerequisite
             (tmp_path / "jupyterlab.log").write_text("\n".join(lab.log), encoding="utf-8")
             raise
         finally:
-            driver.quit()
+            driver.get("about:blank")  # off JupyterLab's page before its server stops
 
     assert resumed == order[5] and resumed not in shown, (resumed, shown)
     assert progress.startswith("5 labelled"), progress

@@ -9,9 +9,6 @@ the README's, is taken from the demo's output by docs/make_viewer_screenshot.py.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -25,8 +22,6 @@ from llm_connect.testing import DeterministicEmbedder, ScriptedAdapter
 from llm_connect.views.report import HOW_TO_READ, report_figures
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 ANSWERS = [("Capital of France?", "Paris", "Paris"), ("Capital of Italy?", "Rome", "It is Rome, surely."),
            ("2 + 2?", "4", "five"), ("Largest planet?", "Jupiter", "Saturn, with its rings, is the largest."),
@@ -73,29 +68,9 @@ def test_each_figure_has_one_title_that_fits_its_figure(report):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        message = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="llmc-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,900", f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1280, 900)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+def browser(open_chromium):
+    """The session's Chromium (tests/views/conftest.py), 1280x900 with no scrollbars, as a reader's laptop."""
+    return open_chromium(1280, 900, scrollbars=False)
 
 
 @pytest.mark.slow

@@ -11,10 +11,6 @@ only the escaping stands between the data and the browser.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-
 import matplotlib
 import pytest
 
@@ -27,9 +23,6 @@ from llm_connect.labelling import Labeller
 from llm_connect.views._transcript import TRANSCRIPT_CSS, transcript_html
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 INJECT = ("<script>window.__pwned='script'</script></details></template>"
           "<img src=x onerror=\"window.__pwned='img'\">'\"")
@@ -52,28 +45,9 @@ def hostile_rows(n: int = 6) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        message = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="llmc-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1400,900",
-                 f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+def browser(open_chromium):
+    """The session's Chromium (tests/views/conftest.py), 1400x900."""
+    return open_chromium(1400, 900)
 
 
 def plain_page(path, body: str) -> str:
