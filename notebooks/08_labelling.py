@@ -141,7 +141,7 @@ print(labeller.n_labelled, "labelled;", len(ledger.read_all()), "observations in
 # items, ledger, task type, annotator, strategy and seed — after a kernel
 # restart, or the next morning — rebuilds the same order and continues at the
 # first item this annotator has neither labelled nor skipped.
-# (`tests/test_labeller_browser.py` does exactly this in a real JupyterLab: it
+# (`tests/views/test_labeller_browser.py` does exactly this in a real JupyterLab: it
 # clicks five labels, restarts the kernel from the Kernel menu and checks the
 # widget comes back at the sixth item.)
 

@@ -186,7 +186,7 @@ print(f"agreement of the combined labels with people: at least {combined['combin
 #
 # The held-back labels say how the judged rows really did. The guarantee is a statement
 # about the procedure — over calibration sets, the agreement on fresh judged items falls
-# below 1 − α at most a δ share of the time (`tests/test_selective.py` checks it over
+# below 1 − α at most a δ share of the time (`tests/grading/test_selective.py` checks it over
 # hundreds of simulated calibrations) — so one run can fall short and still be in its
 # rights; here it did not.
 

@@ -108,3 +108,15 @@ def test_test_modules_have_unique_names_and_no_package():
     nested = [str(p.relative_to(TESTS)) for p in TESTS.glob("*/*.py")
               if not p.name.startswith("test_") and p.name != "conftest.py"]
     assert not nested, f"a subdirectory holds tests and its conftest.py only: {nested}"
+
+
+def test_every_test_file_named_in_the_code_and_docs_exists():
+    """A docstring, guide or notebook that sends a reader to ``tests/<...>.py`` for the evidence names a file that
+    is there (files moved when the tests came to mirror the package; the references moved with them)."""
+    repo = TESTS.parent
+    texts = [*PKG.rglob("*.py"), *(repo / "docs").glob("*.md"), *(repo / "notebooks").glob("*.py"),
+             repo / "README.md", *(repo / "benchmarks").glob("*.py")]
+    named = {(path.relative_to(repo).as_posix(), ref)
+             for path in texts for ref in re.findall(r"\btests/[\w/]+\.py\b", path.read_text(encoding="utf-8"))}
+    assert named, "no test file is named anywhere: the pattern is wrong"
+    assert sorted(f"{where}: {ref}" for where, ref in named if not (repo / ref).is_file()) == []

@@ -39,9 +39,8 @@ not per call. An item waits for its slot's start; a slot not used within
 late actor cannot burst. So in any window of ``W`` seconds the items released
 make at most ``W*r + block + 1`` requests (``W*r + k + 1`` when one item makes
 more calls than a block holds), whatever the number of actors and however
-late their loops run (checked against the limiter's grants in
-``tests/test_reliability_round2.py``, and on the loopback server in
-``tests/test_distributed.py``), which is within 5% of ``R`` in any minute once
+late their loops run (checked against the limiter's grants and on the loopback
+server in ``tests/distributed/test_distributed.py``), which is within 5% of ``R`` in any minute once
 ``R >= 20 * (block + 1)``; for smaller limits the block shrinks so that it holds.
 Tokens are estimated before a call (the item's text at 4 characters a token,
 plus ``output_tokens``) and the estimate is settled after it: a call that used

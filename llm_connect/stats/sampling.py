@@ -3,7 +3,7 @@
 The designs behind :class:`~llm_connect.labelling.Labeller`'s ``strategy=``, as statistics on
 arrays: item keys, judge scores and labels in; orders, probabilities of being shown, inclusion
 probabilities and calibrated scores out. Everything is pure and vectorised over many seeded runs at
-once, so the simulation tests (``tests/test_labeller.py``) and ``benchmarks/labelling.py`` drive these
+once, so the simulation tests (``tests/calibration/test_labeller.py``) and ``benchmarks/labelling.py`` drive these
 very functions. The estimates that use the inclusion probabilities (``weights=``) are in
 :mod:`llm_connect.stats.estimates`. Bad input raises :class:`~llm_connect.errors.ValidationError`.
 
@@ -46,7 +46,7 @@ Which items to show (``strategy``, :func:`make_plan`)
     it in every weight.
     When it pays: only when the residual uncertainty is informative, i.e. the judge is right
     most of the time where it is sure and unsure elsewhere. In seeded simulations
-    (``tests/test_labeller.py``) a calibrated judge sure on 85% of the items needs about 27%
+    (``tests/calibration/test_labeller.py``) a calibrated judge sure on 85% of the items needs about 27%
     fewer labels than ``"random"`` for the same width; a confidently wrong lexical judge about 8%
     fewer; on the bundled QA set with the lexical judges (``benchmarks/labelling.py``) about 16%
     fewer than ``"random"``'s plain PPI++, nearly all of it from the calibrated judge: their

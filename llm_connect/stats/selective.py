@@ -39,7 +39,7 @@ The procedure (the paper's, Section 2)
   items is one threshold per item). The grid depends on the confidences only, never on the
   labels, so the sequence is fixed before the labels are read. A coarse grid is the stronger:
   every test is a chance to stop, and on a fine grid a single disagreement among the first few
-  dozen items stops the sequence (in the simulations of ``tests/test_selective.py``, 50 steps
+  dozen items stops the sequence (in the simulations of ``tests/grading/test_selective.py``, 50 steps
   judge as many items as the finest grid on 134 and 300 items, and up to a fifth more on 1000,
   with the same guarantee). A threshold that keeps fewer than :func:`min_items` items is not
   tested: there even zero disagreements cannot pass the bound (``1 − δ^(1/n) > α``), so testing
@@ -57,7 +57,7 @@ stage keeps the risk of the items it judges at most ``α`` (with its own ``1 −
 disagreement over all judged items, a mixture of the stages' risks, is at most ``α`` too: the
 cascade's guarantee is the paper's ``1 − α`` at level ``1 − δ``. (Read strictly, the stages'
 failure events add up to at most ``k·δ`` for ``k`` judges; the simulation in
-``tests/test_selective.py`` shows the cascade's failure rate staying under ``δ``.)
+``tests/grading/test_selective.py`` shows the cascade's failure rate staying under ``δ``.)
 
 Everything here is vectorised: the risk-coverage curve of ``n`` items is one sort and two
 cumulative sums, so the guarantee is checked over thousands of simulated calibrations in a
@@ -653,7 +653,7 @@ def fixed_sequence_cutoffs(confidence: Any, agree: Any, *, alpha: float = 0.1, d
     ``confidence`` and ``agree``: arrays of shape ``(runs, n)``, finite confidences and booleans
     (every item scored and labelled). Returns the ``runs`` cut-offs (``inf`` where the judge
     abstains on everything), equal to calling :func:`fixed_sequence_cutoff` on each row; for
-    simulations of the guarantee (``tests/test_selective.py``) and benchmarks.
+    simulations of the guarantee (``tests/grading/test_selective.py``) and benchmarks.
 
     Parameters
     ----------
