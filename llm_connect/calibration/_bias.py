@@ -35,7 +35,7 @@ from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
 from ..stats.shift import ShiftStats, empty_shift, paired_shift
-from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
+from ..testing import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._runner import ItemsLike, _judge_items, _named_judges, is_pairwise, items_table
 
 if TYPE_CHECKING:

@@ -45,7 +45,6 @@ from ..stats.length_control import LENGTH_CONTROLLED_COLUMNS, length_controlled_
 __all__ = [
     "LEADERBOARD_COLUMNS",
     "LENGTH_CONTROLLED_COLUMNS",
-    "SIDE_BY_SIDE_COLUMNS",
     "STYLE_COLUMNS",
     "LeaderboardComparison",
     "compare_leaderboards",
@@ -56,7 +55,6 @@ __all__ = [
     "report_leaderboards",
     "report_style_effects",
     "report_style_leaderboards",
-    "side_by_side",
     "style_effects",
 ]
 
@@ -246,37 +244,6 @@ def leaderboards_frame(boards: Mapping[str, Any]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=["rater", *LEADERBOARD_COLUMNS])
     return pd.concat(parts, ignore_index=True)
-
-
-# -- raw and style-controlled boards side by side --------------------------------------------------
-
-#: The columns of :func:`side_by_side` (after the ``by`` columns).
-SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = (
-    "model", "rating", "rating_low", "rating_high", "rank", "style_rating", "style_rating_low", "style_rating_high",
-    "style_rank", "rank_change", "n",
-)
-
-
-def side_by_side(raw: pd.DataFrame, controlled: pd.DataFrame) -> pd.DataFrame:
-    """A raw leaderboard and its style-controlled twin (``leaderboard(..., style=...)`` on the same
-    comparisons) in one frame, ordered by the style-controlled rating: per model the raw ``rating``,
-    its interval and ``rank``, the ``style_rating``/``style_rating_low``/``style_rating_high`` and
-    ``style_rank``, and ``rank_change`` = raw rank - style-controlled rank (positive: the model climbs
-    once style is held equal; negative: its raw rank was bought with style). Group (``by``) columns
-    come first and models are matched within their group."""
-    by = [c for c in raw.attrs.get("by", []) if c in raw.columns and c in controlled.columns]
-    keys = [*by, "model"]
-    left = raw[[*keys, "rating", "rating_low", "rating_high", "rank", "n"]]
-    right = controlled[[*keys, "rating", "rating_low", "rating_high", "rank"]].rename(
-        columns={"rating": "style_rating", "rating_low": "style_rating_low", "rating_high": "style_rating_high",
-                 "rank": "style_rank"})
-    merged = left.merge(right, on=keys, how="outer")
-    merged["rank_change"] = merged["rank"] - merged["style_rank"]
-    merged = merged.sort_values([*by, "style_rating", "model"], ascending=[*([True] * len(by)), False, True])
-    out = merged[[*by, *SIDE_BY_SIDE_COLUMNS]].reset_index(drop=True)
-    out.attrs = {"by": by, "confidence": raw.attrs.get("confidence"), "style_notes": list(
-        controlled.attrs.get("style_notes", [])), "style_fit": controlled.attrs.get("style_fit")}
-    return out
 
 
 def _report_texts(scores: pd.DataFrame) -> tuple[str, str] | None:

@@ -29,7 +29,8 @@ from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame
 from ..runner import is_judge, run_budget
 from ..stats.agreement import parse_scale
 from ..stats.labels import parse_labels
-from ._features import model_family, text_features
+from ..stats.style import text_features
+from ._features import model_family
 
 if TYPE_CHECKING:
     from ..grading import Judge
@@ -559,7 +560,7 @@ def score_items(
         ``status_``, ``notes_`` or ``reply_``, is carried as ``input_<name>``), ``score_<judge>`` /
         ``status_<judge>`` / ``notes_<judge>`` / ``reply_<judge>`` / ``judge_prompt_<judge>`` (the exact
         prompt it sent) per judge (the rule of :func:`judge_name`), ``score_human`` and
-        ``score_<annotator>``, and the features of :func:`~llm_connect.calibration.text_features`.
+        ``score_<annotator>``, and the features of :func:`~llm_connect.stats.text_features`.
         ``attrs`` mirrors, for reading by hand, the judge names, each judge's ``grader_id``, rubric hash
         and model family, and each judge's usage; :meth:`ScoredItems.from_frame` reads them back as a
         :class:`ScoredItems` (what :func:`~llm_connect.calibration.calibrate` hands to its stages). With
