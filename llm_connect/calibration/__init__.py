@@ -12,7 +12,7 @@ and the plots and pages from :mod:`llm_connect.views` (``plot_*``, ``JudgmentVie
 what                               functions and classes
 =================================  ==========================================================
 run judges over a dataset          :func:`score_items` (several judges into one wide frame),
-                                   :func:`load_items` (labels: ``stats.labels.parse_labels``)
+                                   (a file of items: ``items.load_items``; labels: ``stats.labels.parse_labels``)
 agreement (with bootstrap CIs)     :func:`pair_agreement`, :func:`agreement_table`
                                    (kernels, ``threshold_sweep``: ``stats.agreement``)
 bias probes                        :func:`run_probes`, :func:`probe_judge`, :func:`perturb_items`
@@ -67,7 +67,7 @@ from ._features import model_family
 from ._leaderboard import LeaderboardComparison, compare_leaderboards
 from ._pairwise import PairwiseReport, battle_outcomes, calibrate_pairwise
 from ._report import CalibrationReport
-from ._runner import ScoredItems, load_items, score_items
+from ._runner import ScoredItems, score_items
 
 __all__ = [
     "PROBES",
@@ -93,7 +93,6 @@ __all__ = [
     "disagreements",
     "length_controlled_scores",
     "length_effect",
-    "load_items",
     "model_family",
     "pair_agreement",
     "perturb_items",

@@ -20,6 +20,7 @@ import pandas as pd
 from .._docstrings import share_parameters
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..items import load_items
 from ..stats._validate import by_columns, check_confidence
 from ..stats.clusters import cluster_column
 from ._agreement import agreement_table
@@ -33,7 +34,6 @@ from ._runner import (
     _named_judges,
     _score_items,
     items_table,
-    load_items,
     needs_reference,
     parse_labels,
 )

@@ -16,8 +16,9 @@ import pandas as pd
 
 from ..cards import JudgeCard, ProbeEffect, card_verdict, reliability_entry, selective_line, weak_judge_reasons
 from ..errors import ValidationError
+from ..stats.shift import mean_difference
 
-__all__ = ["card_from_scores", "card_reference", "cards_from_report", "mean_difference", "report_estimates"]
+__all__ = ["card_from_scores", "card_reference", "cards_from_report", "report_estimates"]
 
 
 def _num(value: Any) -> float:
@@ -30,49 +31,6 @@ def _num(value: Any) -> float:
 
 def _finite(value: Any) -> bool:
     return math.isfinite(_num(value))
-
-
-def mean_difference(
-    judge: Iterable[float | None], human: Iterable[float | None], *, confidence: float = 0.95, cluster: Any = None
-) -> tuple[float, float, float, int]:
-    """Mean of ``judge - human`` over the pairs where both are present, with a t interval.
-
-    Returns ``(mean, low, high, n)``; NaN bounds when fewer than two pairs. ``cluster`` (one id per
-    pair, e.g. its conversation; ``None``: independent pairs): the standard error is cluster-robust
-    (:func:`~llm_connect.stats.clusters.cluster_mean_se`) with ``t(G − 1)``, and NaN bounds with fewer
-    than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters.
-    """
-    from scipy import stats
-
-    from ..stats.clusters import MIN_CLUSTERS, cluster_mean_se
-
-    a = np.asarray(pd.to_numeric(pd.Series(judge), errors="coerce"), dtype=float)
-    b = np.asarray(pd.to_numeric(pd.Series(human), errors="coerce"), dtype=float)
-    keep = np.isfinite(a) & np.isfinite(b)
-    d = a[keep] - b[keep]
-    n = int(d.size)
-    if n == 0:
-        return math.nan, math.nan, math.nan, 0
-    mean = float(d.mean())
-    if n < 2:
-        return mean, math.nan, math.nan, n
-    if cluster is not None:
-        ids = pd.Series(list(cluster), dtype=object)
-        if len(ids) != keep.size:
-            raise ValidationError(f"cluster has {len(ids)} ids for {keep.size} scores")
-        se, g = cluster_mean_se(d, ids[keep].to_numpy())
-        if g < MIN_CLUSTERS:
-            return mean, math.nan, math.nan, n
-        if se == 0:
-            return mean, mean, mean, n
-        half = float(stats.t.ppf(0.5 + confidence / 2, g - 1)) * se
-        return mean, mean - half, mean + half, n
-    se = float(d.std(ddof=1)) / math.sqrt(n)
-    if se == 0:
-        return mean, mean, mean, n
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * se
-    return mean, mean - half, mean + half, n
-
 
 
 def card_from_scores(
@@ -100,7 +58,7 @@ def card_from_scores(
     ``judge``, ``reference``: equal-length score arrays in 0..1, NaN where
     missing (unscored, unlabelled). Kappa and percent agreement come from
     :func:`~llm_connect.calibration.pair_agreement` (seeded bootstrap
-    intervals); the mean bias from :func:`mean_difference`. ``unscored_rate``
+    intervals); the mean bias from :func:`~llm_connect.stats.shift.mean_difference`. ``unscored_rate``
     defaults to the share of NaN in ``judge``. ``verdicts``: the judge's verdicts when they are not
     ``judge >= threshold`` (the out-of-fold verdicts of a threshold chosen by cross-validation,
     so that the card's kappa is never measured on the rows that chose it). A weak judge is

@@ -51,7 +51,7 @@ from .._docstrings import share_parameters
 from .._html import Markup, fmt
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
-from ..items import CONVERSATION_TAGS
+from ..items import CONVERSATION_TAGS, load_items
 from ..stats._validate import check_confidence
 from ..stats.bradley_terry import is_probability_column, real_number
 from ..stats.preferences import (
@@ -72,7 +72,6 @@ from ._runner import (
     _named_judges,
     _passthrough_names,
     judge_name,
-    load_items,
     open_ledger_of,
 )
 
@@ -133,7 +132,7 @@ def is_pairwise_input(items: Any) -> bool:
 def pairwise_table(items: ItemsLike) -> pd.DataFrame:
     """The pairs as a frame indexed 0..n-1; a missing ``prompt``, ``candidate_a`` or ``candidate_b``
     column is a :class:`~llm_connect.errors.ValidationError` naming it. A path is read with
-    :func:`~llm_connect.calibration.load_items`."""
+    :func:`~llm_connect.items.load_items`."""
     if isinstance(items, (str, os.PathLike)):
         items = load_items(items, items=False)
     if isinstance(items, pd.DataFrame):

@@ -25,7 +25,7 @@ import pandas as pd
 from .._docstrings import share_parameters
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
-from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame
+from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame, load_items
 from ..runner import is_judge, run_budget
 from ..stats.agreement import parse_scale
 from ..stats.labels import parse_labels
@@ -43,7 +43,6 @@ __all__ = [
     "items_table",
     "judge_family",
     "lacks_text",
-    "load_items",
     "needs_reference",
     "parse_labels",
     "parse_scale",
@@ -53,7 +52,7 @@ __all__ = [
 REQUIRED_COLUMNS = ITEM_COLUMNS
 
 #: What a calibration entry point takes as its items: a DataFrame, a path to a JSON Lines / CSV / TSV file
-#: (:func:`load_items`), or mappings (one per item).
+#: (:func:`~llm_connect.items.load_items`), or mappings (one per item).
 ItemsLike: TypeAlias = "pd.DataFrame | str | os.PathLike[str] | Iterable[Mapping[str, Any]]"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -147,7 +146,8 @@ def items_table(items: ItemsLike, *, baseline: bool = True) -> pd.DataFrame:
     The runner's item-frame builder (:func:`llm_connect.items.items_frame`) with
     :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
     :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
-    is read with :func:`load_items`. ``baseline=False`` (every judge of the run is shown no reference,
+    is read with :func:`~llm_connect.items.load_items`.
+    ``baseline=False`` (every judge of the run is shown no reference,
     such as an ``LLMJudge`` whose rubric has ``reference=False``): the items need no ``baseline``
     column; without one it is added, empty (``None``).
     """
@@ -168,92 +168,6 @@ def needs_reference(judges: Iterable[Any]) -> bool:
     from ..grading import judge_abilities
 
     return any(judge_abilities(j).needs_reference for j in judges)
-
-
-def load_items(path: str | os.PathLike[str], *, items: bool = True) -> pd.DataFrame:
-    """Read a JSON Lines (``.jsonl``/``.ndjson``/``.json``), CSV or TSV file of items.
-
-    ``items=False`` reads any table (e.g. graded rows for ``estimate_quality``)
-    without asking for the item columns.
-
-    Text columns stay text (no NA guessing: an empty cell is an empty string;
-    a blank baseline is an error row when judged); the file must have ``prompt``,
-    ``baseline`` and ``candidate`` columns and at least one row. A column name
-    given twice (a CSV header, or a key repeated in a JSON object) is a
-    :class:`~llm_connect.errors.ValidationError`, never silently renamed or dropped.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise ValidationError(f"cannot read {str(p)!r}: no such file")
-    if not p.is_file():
-        raise ValidationError(f"cannot read {str(p)!r}: not a file")
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".jsonl", ".ndjson", ".json"):
-            import json
-
-            records = []
-            with open(p, encoding="utf-8-sig") as f:
-                text = f.read()
-            if suffix == ".json" and text.lstrip().startswith("["):
-                try:
-                    records = json.loads(text, object_pairs_hook=_unique_keys)
-                except json.JSONDecodeError as exc:
-                    raise ValidationError(f"{p.name} is not JSON: {exc.msg} (line {exc.lineno})") from None
-                except _DuplicateKey as exc:
-                    raise ValidationError(f"{p.name}: an object has the key {exc.key!r} twice") from None
-                if not isinstance(records, list):
-                    raise ValidationError(f"{p.name}: expected a list of JSON objects")
-            else:
-                for n, line in enumerate(text.splitlines(), 1):
-                    if line.strip():
-                        try:
-                            records.append(json.loads(line, object_pairs_hook=_unique_keys))
-                        except json.JSONDecodeError as exc:
-                            raise ValidationError(f"{p.name} line {n} is not JSON: {exc.msg}") from None
-                        except _DuplicateKey as exc:
-                            raise ValidationError(f"{p.name} line {n} has the key {exc.key!r} twice") from None
-            if not all(isinstance(r, dict) for r in records):
-                raise ValidationError(f"{p.name}: every line must be a JSON object")
-            frame = pd.DataFrame.from_records(records)
-        elif suffix in (".csv", ".tsv", ".tab", ".txt"):
-            sep = "\t" if suffix in (".tsv", ".tab") else ","
-            options: dict[str, Any] = {"sep": sep, "dtype": str, "keep_default_na": False, "na_values": [],
-                                       "encoding": "utf-8-sig"}
-            header = pd.read_csv(p, header=None, nrows=1, **options)
-            names = [str(c) for c in header.iloc[0].tolist()] if len(header) else []
-            twice = sorted({c for c in names if names.count(c) > 1})
-            if twice:
-                raise ValidationError(
-                    f"{p.name}: the header names the column(s) {', '.join(map(repr, twice))} more than once; "
-                    "rename them so each column has its own name"
-                )
-            frame = pd.read_csv(p, **options)
-        else:
-            raise ValidationError(f"cannot read {p.name}: use a .jsonl, .csv or .tsv file")
-    except ValidationError:
-        raise
-    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
-        raise ValidationError(f"cannot read {p.name}: {exc}") from None
-    if not len(frame):
-        raise ValidationError(f"{p.name} has no items (no rows after the header)" if len(frame.columns)
-                              else f"{p.name} has no items")
-    return items_table(frame) if items else frame
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def _passthrough_names(columns: Sequence[Any]) -> dict[Any, str]:
@@ -525,7 +439,7 @@ def score_items(
     judges : Judge or mapping of str to Judge or sequence of Judge
         A judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
     items : DataFrame or iterable of mapping or str or os.PathLike
-        A DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file (:func:`load_items`) with
+        A DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file (:func:`~llm_connect.items.load_items`) with
         ``prompt``, ``baseline`` (the reference; several separated by ``reference_sep``; a ``reference``
         column is taken when there is no ``baseline``) and ``candidate``; optional ``id``,
         ``candidate_model`` and label columns.

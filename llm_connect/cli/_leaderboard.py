@@ -71,9 +71,9 @@ def _add_leaderboard(subparsers: Any) -> None:
 
 
 def _run_leaderboard(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..calibration import load_items
     from ..calibration._pairwise import preference_codes
     from ..errors import ValidationError
+    from ..items import load_items
     from ..stats import leaderboard
     from ..stats.bradley_terry import is_probability_codes, side_by_side
 
