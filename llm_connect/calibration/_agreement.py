@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
+from .._docstrings import share_parameters
 from .._html import fmt
 from ..stats._validate import check_confidence
 from ..stats.agreement import (
@@ -77,9 +78,41 @@ _BOUND_PREFIX = {
 
 
 
+@share_parameters
 @dataclass(frozen=True)
 class PairAgreement:
-    """How well two judges agree on the items both scored."""
+    """How well two judges agree on the items both scored (:func:`pair_agreement`); ``pair["cohen_kappa"]``
+    is one statistic's :class:`~llm_connect.stats.Estimate`.
+
+    Parameters
+    ----------
+    judge_a, judge_b : str
+        The two raters, read from ``judge_a``'s side: ``judge_b`` is the reference (people, on a row of a
+        judge against labels).
+    n : int
+        The items both scored.
+    n_missing : int
+        The items either left unscored.
+    threshold, threshold_b : float
+        The pass thresholds of ``judge_a`` and ``judge_b``.
+    estimates : mapping of str to Estimate
+        Each statistic's value, interval and ``reason`` when undefined, by name (:data:`STATISTICS`, then
+        any :data:`GRADED_STATISTICS`).
+    confusion : pandas.DataFrame
+        The 2x2 counts of verdicts, ``judge_a``'s in the rows, ``judge_b``'s in the columns.
+    ceiling : bool, default False
+        Whether the pair is two independent annotators: what a judge can hope to reach.
+    {confidence}
+    {n_boot}
+    human_b : bool, default False
+        Whether ``judge_b`` is a human label column (the counts are then named ``judge_yes_human_no``...).
+    scale : tuple of (int, int), optional
+        The rating scale of the graded statistics; ``None``: none declared.
+    extra : mapping of str to object, optional
+        Further columns of the row (threshold selection, grouped correlations), in order.
+    {cluster}
+    {n_clusters}
+    """
 
     judge_a: str
     judge_b: str
@@ -109,10 +142,12 @@ class PairAgreement:
     def counts(self) -> dict[str, int | None]:
         """The verdict counts read from ``judge_a``'s side against ``judge_b``, the reference rater.
 
-        ``judge_yes_ref_no`` counts the items ``judge_a`` said yes to and ``judge_b`` no (see
-        :data:`COUNT_COLUMNS`). When ``judge_b`` is a human label column (``human_b``), the same
-        counts are also given as ``judge_yes_human_yes`` ... ``judge_no_human_no``; they are
-        ``None`` (blank in a CSV) on a row of two machine judges.
+        Returns
+        -------
+        dict of str to int or None
+            :data:`COUNT_COLUMNS` (``judge_yes_ref_no``: the items ``judge_a`` said yes to and ``judge_b``
+            no), then the same counts as ``judge_yes_human_yes`` ... ``judge_no_human_no`` when ``judge_b`` is
+            a human label column (``human_b``), else ``None`` there (blank in a CSV).
         """
         cm = self.confusion.to_numpy()
         yy, yn, ny, nn = int(cm[1, 1]), int(cm[1, 0]), int(cm[0, 1]), int(cm[0, 0])
@@ -123,7 +158,15 @@ class PairAgreement:
         return out
 
     def row(self) -> dict[str, Any]:
-        """One flat row: the statistics, their interval bounds, the confusion counts and notes."""
+        """One flat row, as :attr:`AgreementTable.frame` and ``agreement.csv`` hold it.
+
+        Returns
+        -------
+        dict of str to object
+            ``judge_a``, ``judge_b``, ``n``, ``n_missing``, ``threshold``; each statistic and its bounds
+            (``kappa_low``, ``kappa_high``, ...); ``scale``, ``cluster`` and ``n_clusters`` when set; the
+            :meth:`counts`; the ``extra`` columns; ``ceiling``; and ``note`` (why a statistic is undefined).
+        """
         row: dict[str, Any] = {
             "judge_a": self.judge_a,
             "judge_b": self.judge_b,
@@ -154,13 +197,20 @@ class PairAgreement:
         return row
 
     def statistics(self) -> list[str]:
-        """The statistics this pair holds, in order: :data:`STATISTICS`, then any :data:`GRADED_STATISTICS`."""
+        """The statistics this pair holds.
+
+        Returns
+        -------
+        list of str
+            :data:`STATISTICS`, then the :data:`GRADED_STATISTICS` it has, in order.
+        """
         return [*STATISTICS, *(g for g in GRADED_STATISTICS if g in self.estimates)]
 
     def _repr_html_(self) -> str:
         return str(view("pair_agreement_html")(self))
 
 
+@share_parameters
 def pair_agreement(
     a: Any,
     b: Any,
@@ -181,29 +231,70 @@ def pair_agreement(
 ) -> PairAgreement:
     """Every agreement statistic between two score arrays, with seeded bootstrap intervals.
 
-    ``threshold`` turns ``a``'s scores into verdicts (``score >= threshold``), and
-    ``threshold_b`` (default: the same) ``b``'s. Pairs with a missing score are
-    dropped. ``statistics`` limits which intervals are bootstrapped (the others
-    still get point estimates); Kendall's interval is the slowest.
+    Read from ``judge_a``'s side: ``judge_b`` is the reference rater (the human labels on a judge-versus-people
+    row), and the verdict counts are named so (``judge_yes_ref_no``: ``judge_a`` yes, ``judge_b`` no; see
+    :meth:`PairAgreement.counts`). Items with a missing score on either side are dropped.
 
-    Read from ``judge_a``'s side: ``judge_b`` is the reference rater (the human labels
-    on a judge-versus-people row), and the verdict counts are named so
-    (``judge_yes_ref_no``: ``judge_a`` yes, ``judge_b`` no; see :meth:`PairAgreement.counts`).
-    ``human_b`` says ``judge_b`` is a human label column: the counts are then also given
-    as ``judge_yes_human_no`` and so on.
+    Parameters
+    ----------
+    a, b : array-like of float
+        The two raters' scores, one per item, NaN where missing.
+    judge_a, judge_b : str, default "a", "b"
+        Their names in the result.
+    threshold : float, default 0.5
+        ``a``'s pass threshold: a score at or above it is a yes.
+    threshold_b : float, optional
+        ``b``'s; ``None``: ``threshold``.
+    {n_boot}
+    {confidence}
+    {seed}
+    ceiling : bool, default False
+        Flag the pair as two independent annotators.
+    statistics : sequence of str, default STATISTICS
+        The statistics whose intervals are bootstrapped (the others still get point estimates; Kendall's
+        interval is the slowest).
+    human_b : bool, default False
+        ``judge_b`` is a human label column: the counts are also given as ``judge_yes_human_no`` and so on.
+    scale : tuple of (int, int) or str, optional
+        ``(low, high)`` or ``"1-5"``: adds :data:`GRADED_STATISTICS`, both sides put on the rating scale by
+        :func:`to_scale`, then quadratic-weighted kappa and Krippendorff's alpha at the ordinal and interval
+        levels on the ratings.
+    verdicts_a : array-like of bool, optional
+        ``judge_a``'s verdicts, one per item, in place of ``a >= threshold`` (the out-of-fold verdicts of a
+        threshold chosen by cross-validation; see :func:`choose_threshold`).
+    cluster : array-like, optional
+        One cluster id per item (the conversation of each turn; a Series' name names the column in the
+        result, else ``"cluster"``): every bootstrap resamples whole clusters
+        (:func:`~llm_connect.stats.agreement.bootstrap_ci`), and with fewer than
+        :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters among the paired items no interval is given
+        (each statistic's ``reason`` says why). ``None``: independent items.
 
-    ``scale=(low, high)`` (or ``"1-5"``) adds :data:`GRADED_STATISTICS`: both sides put on
-    the rating scale by :func:`to_scale`, then quadratic-weighted kappa and Krippendorff's
-    alpha at the ordinal and interval levels on the ratings. ``verdicts_a`` (booleans, one
-    per item) replaces ``a >= threshold`` as ``judge_a``'s verdicts (out-of-fold verdicts of a
-    threshold chosen by cross-validation; see :func:`choose_threshold`).
+    Returns
+    -------
+    PairAgreement
+        The statistics with their intervals, the confusion counts and the settings used.
 
-    ``cluster``: ``None`` (independent items), or one cluster id per item (the conversation of each
-    turn; a Series' name names the column in the result, else ``"cluster"``): every bootstrap then
-    resamples whole clusters (:func:`~llm_connect.stats.agreement.bootstrap_ci`), and with fewer
-    than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters among the paired items no
-    interval is given (the point estimates stay; each statistic's ``reason`` says why).
-    ``PairAgreement.cluster`` and ``n_clusters`` say what was used.
+    Raises
+    ------
+    ValueError
+        When ``statistics`` names an unknown statistic, or ``cluster`` or ``verdicts_a`` has not one value
+        per item; ``ValidationError`` for a bad ``confidence`` or ``scale``.
+
+    See Also
+    --------
+    agreement_table : Every pair of a scores frame.
+
+    Notes
+    -----
+    Cohen's kappa (Cohen 1960, "A coefficient of agreement for nominal scales"), Krippendorff's alpha
+    (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"), Spearman's rho and Kendall's tau; the
+    intervals are percentile bootstraps (Efron & Tibshirani 1993, "An Introduction to the Bootstrap").
+
+    Examples
+    --------
+    >>> pair = pair_agreement([0.9, 0.2, 0.8, 0.1, 0.7, 0.3], [1, 0, 1, 0, 0, 0], judge_b="human", n_boot=200)
+    >>> pair.n, round(pair["percent_agreement"].value, 3), round(pair["cohen_kappa"].value, 3)
+    (6, 0.833, 0.667)
     """
     confidence = check_confidence(confidence)
     unknown = set(statistics) - set(STATISTICS)
@@ -279,9 +370,26 @@ def _judge_columns(scores: pd.DataFrame) -> list[str]:
     return [c[len("score_"):] for c in scores.columns if isinstance(c, str) and c.startswith("score_")]
 
 
+@share_parameters
 @dataclass
 class AgreementTable:
-    """Agreement of every pair of judges; ``frame`` has one row per pair."""
+    """Agreement of every pair of judges (:func:`agreement_table`); ``frame`` has one row per pair.
+
+    Parameters
+    ----------
+    pairs : list of PairAgreement
+        One per pair of judges and labels.
+    threshold : float
+        The pass threshold of a judge not in ``thresholds``.
+    confidence : float
+        The intervals' confidence level.
+    chosen : dict of str to ThresholdChoice, optional
+        The thresholds chosen by cross-validation (``thresholds={judge: "best"}``), by judge.
+    thresholds : dict of str to float, optional
+        Every threshold given or chosen, by judge (the others use ``threshold``).
+    {cluster}
+    {n_clusters}
+    """
 
     pairs: list[PairAgreement]
     threshold: float
@@ -303,13 +411,46 @@ class AgreementTable:
         return pd.DataFrame(rows)
 
     def pair(self, judge_a: str, judge_b: str) -> PairAgreement:
+        """The pair of two judges, in either order.
+
+        Parameters
+        ----------
+        judge_a, judge_b : str
+            The two judges or labels.
+
+        Returns
+        -------
+        PairAgreement
+            As the table holds it (read from its own ``judge_a``'s side).
+
+        Raises
+        ------
+        KeyError
+            When the table has no such pair; the message lists its pairs.
+        """
         for p in self.pairs:
             if (p.judge_a, p.judge_b) in ((judge_a, judge_b), (judge_b, judge_a)):
                 return p
         raise KeyError(f"no pair {judge_a!r} / {judge_b!r}; pairs: {[(p.judge_a, p.judge_b) for p in self.pairs]}")
 
     def matrix(self, statistic: str = "cohen_kappa") -> pd.DataFrame:
-        """A symmetric judge-by-judge frame of one statistic (diagonal NaN)."""
+        """One statistic for every pair, as a symmetric judge-by-judge frame.
+
+        Parameters
+        ----------
+        statistic : str, default "cohen_kappa"
+            One of :data:`STATISTICS`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The judges in the table's order on both axes, NaN on the diagonal.
+
+        Raises
+        ------
+        ValueError
+            When ``statistic`` is unknown.
+        """
         if statistic not in STATISTICS:
             raise ValueError(f"unknown statistic {statistic!r}; choose from {list(STATISTICS)}")
         names: list[str] = []
