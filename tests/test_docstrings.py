@@ -486,8 +486,6 @@ OWN_TEXT = {
     **{(f, o): "the runner's own: a tracker, a bar" for f in ("run_rows", "arun_rows")
        for o in ("concurrency", "progress", "budget")},
     ("align", "budget"): "a spent budget stops align() with BudgetExceededError, where a run leaves rows unjudged",
-    # issue #35: probe_judge's sections are not written yet (its Parameters are prose; see PENDING)
-    **{("probe_judge", o): "pending" for o in ("concurrency", "progress", "run_config", "budget")},
 }
 
 

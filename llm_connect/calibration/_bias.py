@@ -56,10 +56,39 @@ __all__ = [
 PROBES: tuple[str, ...] = ("length", "format", "injection", "position")
 
 
+@share_parameters
 def perturb_items(
     items: pd.DataFrame, probe: str, *, seed: int = 0, injection: str = DEFAULT_INJECTION
 ) -> pd.DataFrame:
-    """A copy of ``items`` with the probe's change applied (``candidate``, or both texts for ``position``)."""
+    """A copy of ``items`` with one probe's change applied.
+
+    Parameters
+    ----------
+    items : pandas.DataFrame
+        The items, with ``candidate`` (and ``baseline`` for ``position``) columns.
+    {probe}
+    seed : int, default 0
+        Seeds the filler of the ``length`` probe (:func:`~llm_connect.testing.pad_with_filler`).
+    {injection}
+
+    Returns
+    -------
+    pandas.DataFrame
+        The items, same index and columns: ``candidate`` padded, in markdown or injected (a missing one read
+        as empty), or ``baseline`` and ``candidate`` swapped.
+
+    Raises
+    ------
+    ValidationError
+        When ``probe`` is unknown.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> items = pd.DataFrame({"baseline": ["Paris"], "candidate": ["It is Paris."]})
+    >>> perturb_items(items, "format")["candidate"].tolist()
+    ['**It is Paris.**']
+    """
     out = items.copy()
     cand = out["candidate"].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
     if probe == "length":
@@ -75,9 +104,29 @@ def perturb_items(
     return out
 
 
+@share_parameters
 @dataclass(frozen=True)
 class ProbeResult:
-    """What one probe did to one judge; ``items`` holds both scores of every probed item."""
+    """What one probe did to one judge (:func:`probe_judge`).
+
+    Parameters
+    ----------
+    judge : str
+        The judge's name.
+    {probe}
+    stats : ShiftStats
+        The mean shift with its interval, the signed-rank test and the flipped verdicts
+        (:func:`~llm_connect.stats.paired_shift`).
+    items : pandas.DataFrame
+        One row per probed item: ``id``, ``candidate``, ``perturbed_candidate``, ``original``, ``perturbed``
+        (the two scores, NaN where unscored) and ``shift``; empty when the probe did not apply.
+    threshold : float, default 0.5
+        The pass threshold the flips are counted at.
+    by_definition : str, default ""
+        Why this probe lowers the judge's score by the judge's own definition (its ``by_definition`` for the
+        probe: exact match gives 0 to a padded answer, which no longer equals the reference), or empty. A drop
+        it explains is what the judge is, not a bias.
+    """
 
     judge: str
     probe: str
@@ -96,6 +145,15 @@ class ProbeResult:
         return self.by_definition if self.by_definition and math.isfinite(shift) and shift < 0 else ""
 
     def row(self) -> dict[str, Any]:
+        """One flat row, as :attr:`BiasReport.frame` and ``bias.csv`` hold it.
+
+        Returns
+        -------
+        dict of str to object
+            ``judge``, ``probe``, the :class:`~llm_connect.stats.ShiftStats` figures (``n``,
+            ``mean_original``, ``mean_perturbed``, ``mean_shift``, ``shift_low``, ``shift_high``, ``p_value``,
+            ``flip_rate``, ``flips_up``, ``flips_down``, ``note``) and ``by_definition`` (:attr:`expected`).
+        """
         s = self.stats
         return {
             "judge": self.judge, "probe": self.probe, "n": s.n, "mean_original": s.mean_original,
@@ -116,7 +174,15 @@ class ProbeResult:
 
 @dataclass
 class BiasReport:
-    """Every probe's result; ``frame`` has one row per judge and probe."""
+    """Every probe's result (:func:`run_probes`); ``frame`` has one row per judge and probe.
+
+    Parameters
+    ----------
+    results : list of ProbeResult
+        One per judge and probe, in the order they ran.
+    threshold : float, default 0.5
+        The pass threshold of a judge given none of its own.
+    """
 
     results: list[ProbeResult]
     threshold: float = 0.5
@@ -129,6 +195,25 @@ class BiasReport:
         return pd.DataFrame(rows, columns=cols)
 
     def result(self, judge: str, probe: str) -> ProbeResult:
+        """One judge's result of one probe.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        probe : str
+            The probe's name.
+
+        Returns
+        -------
+        ProbeResult
+            The first result of that judge and probe.
+
+        Raises
+        ------
+        KeyError
+            When the report has none.
+        """
         for r in self.results:
             if r.judge == judge and r.probe == probe:
                 return r
@@ -143,6 +228,7 @@ def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> Pr
     return ProbeResult(judge, probe, stats, pd.DataFrame(), threshold)
 
 
+@share_parameters
 def probe_judge(
     judge: Judge,
     items: ItemsLike,
@@ -161,16 +247,65 @@ def probe_judge(
     run_config: RunConfig | None = None,
     budget: BudgetTracker | float | None = None,
 ) -> ProbeResult:
-    """Run one probe on one judge.
+    """Run one probe on one judge: judge the items and their perturbed copies, and measure the shift.
 
-    ``original_scores`` (one per item, NaN for unscored) saves judging the
-    originals again when you already have them, e.g. from
-    :func:`~llm_connect.calibration.score_items`.
+    Parameters
+    ----------
+    judge : Judge
+        The judge.
+    items : DataFrame or iterable of mapping or str or os.PathLike
+        The items (as :func:`score_items` reads them).
+    {probe}
+    name : str, optional
+        The judge's name in the result; ``None``: its ``grader_id``.
+    original_scores : array-like of float, optional
+        The judge's scores of the unperturbed items, one per item (NaN where unscored), when already known
+        (from :func:`score_items`, say); ``None``: they are judged too.
+    threshold : float, default 0.5
+        The pass threshold the flipped verdicts are counted at.
+    {n_boot}
+    {confidence}
+    seed : int, default 0
+        Seeds the perturbation and the bootstrap.
+    {reference_sep}
+    {injection}
+    {concurrency}
+    {progress}
+    {run_config}
+    {budget}
 
-    ``budget``: one budget for the probe's calls (the originals, when judged, and the perturbed
-    items), as ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a
-    limit in USD (by default ``run_config.budget_tracker``). Once it is spent no call starts; the
-    items not judged are left out of the shift (they have no pair).
+    Returns
+    -------
+    ProbeResult
+        The shift over the items scored both times (``position`` reads the swapped score as ``1 - score``).
+        An item not judged once the budget is spent has no pair and is left out. ``position`` on a judge that
+        is not pairwise gives an empty result saying so.
+
+    Raises
+    ------
+    ValidationError
+        When ``probe`` is unknown, ``original_scores`` has not one score per item, or the items lack a column.
+
+    See Also
+    --------
+    run_probes : Every probe on every judge.
+    perturb_items : The perturbed items alone.
+
+    Notes
+    -----
+    The paired test is Wilcoxon's signed-rank test (Wilcoxon 1945, "Individual comparisons by ranking
+    methods"); the probes follow the biases of LLM judges that Zheng et al. 2023 ("Judging LLM-as-a-Judge with
+    MT-Bench and Chatbot Arena": position, verbosity) and Wang et al. 2023 ("Large Language Models are not
+    Fair Evaluators": position) describe.
+
+    Examples
+    --------
+    >>> from llm_connect.grading import FunctionJudge
+    >>> wordy = FunctionJudge(lambda baseline, candidate: min(1.0, len(candidate.split()) / 20), grader_id="wordy")
+    >>> items = [{"prompt": "Capital of France?", "baseline": "Paris", "candidate": "Paris."}] * 4
+    >>> result = probe_judge(wordy, items, "length", n_boot=100, progress=False)
+    >>> result.stats.n, result.stats.mean_shift > 0
+    (4, True)
     """
     name = name or str(getattr(judge, "grader_id", "judge"))
     check_confidence(confidence)
@@ -272,16 +407,12 @@ def run_probes(
         The pass threshold of a judge not in ``thresholds``.
     thresholds : mapping of str to float, optional
         A pass threshold per judge.
-    n_boot : int, default 1000
-        Bootstrap resamples of the intervals.
-    confidence : float, default 0.95
-        The intervals' confidence level.
+    {n_boot}
+    {confidence}
     seed : int, default 0
-        Seeds the bootstrap.
-    reference_sep : str, optional
-        The separator of several references in ``baseline``.
-    injection : str, optional
-        The text the injection probe appends to the candidate.
+        Seeds the perturbations and the bootstrap.
+    {reference_sep}
+    {injection}
     {concurrency}
     {progress}
     {run_config}
