@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._docstrings import share_parameters
 from ..cards import JudgeCard, ProbeEffect, card_verdict, reliability_entry, selective_line, weak_judge_reasons
 from ..errors import ValidationError
 from ..stats.shift import mean_difference
@@ -33,6 +34,7 @@ def _finite(value: Any) -> bool:
     return math.isfinite(_num(value))
 
 
+@share_parameters
 def card_from_scores(
     judge: Iterable[float | None],
     reference: Iterable[float | None],
@@ -53,21 +55,65 @@ def card_from_scores(
     reliability: Any = None,
     cluster: Any = None,
 ) -> JudgeCard:
-    """A :class:`JudgeCard` from a judge's scores and reference scores (human labels) on the same items.
+    """A :class:`~llm_connect.cards.JudgeCard` from a judge's scores and reference scores on the same items.
 
-    ``judge``, ``reference``: equal-length score arrays in 0..1, NaN where
-    missing (unscored, unlabelled). Kappa and percent agreement come from
-    :func:`~llm_connect.calibration.pair_agreement` (seeded bootstrap
-    intervals); the mean bias from :func:`~llm_connect.stats.shift.mean_difference`. ``unscored_rate``
-    defaults to the share of NaN in ``judge``. ``verdicts``: the judge's verdicts when they are not
-    ``judge >= threshold`` (the out-of-fold verdicts of a threshold chosen by cross-validation,
-    so that the card's kappa is never measured on the rows that chose it). A weak judge is
-    flagged (``weak``; :func:`weak_judge_reasons`). ``reliability``: the judge's run-to-run
-    reliability from repeated judging (an :class:`~llm_connect.grading.EpochReliability`, the frame
-    of ``judge_many(..., epochs=k)`` or its card entry; see :func:`reliability_entry`). ``cluster``: one
-    cluster id per item (a Series' name names the column; ``None``: independent items): the kappa and
-    agreement bootstraps resample whole clusters and the mean bias's interval is cluster-robust (see
-    :func:`~llm_connect.calibration.pair_agreement`); the card's ``cluster`` says which.
+    Parameters
+    ----------
+    judge, reference : array-like of float
+        The judge's scores and the reference's (people's labels), one per item in 0..1, NaN where missing
+        (unscored, unlabelled).
+    grader_id : str
+        The judge's ``grader_id``, the card's key.
+    rubric_hash : str, optional
+        Its rubric's hash, the card's other key.
+    reference_name : str, default "human"
+        What the reference is called on the card.
+    people : bool, default True
+        Whether the reference is people's labels (a mean bias is then measured, and the verdict says so).
+    threshold : float, default 0.5
+        The judge's pass threshold.
+    reference_threshold : float, optional
+        The reference's; ``None``: ``threshold``.
+    probes : iterable of ProbeEffect, default ()
+        The judge's bias probes, which the verdict weighs.
+    position_consistency : float, optional
+        A pairwise judge's share of pairs judged alike in both orders.
+    unscored_rate : float, optional
+        The share of items the judge could not score; ``None``: the share of NaN in ``judge``.
+    {n_boot}
+    {confidence}
+    seed : int, default 0
+        Seeds the bootstrap.
+    verdicts : array-like of bool, optional
+        The judge's verdicts when they are not ``judge >= threshold`` (the out-of-fold verdicts of a threshold
+        chosen by cross-validation, so that the card's kappa is never measured on the rows that chose it).
+    reliability : optional
+        The judge's run-to-run reliability from repeated judging (an
+        :class:`~llm_connect.grading.EpochReliability`, the frame of ``judge_many(..., epochs=k)`` or its card
+        entry; see :func:`~llm_connect.cards.reliability_entry`).
+    cluster : array-like, optional
+        One cluster id per item (a Series' name names the column): the kappa and agreement bootstraps resample
+        whole clusters and the mean bias's interval is cluster-robust (see :func:`pair_agreement`); the card's
+        ``cluster`` says which. ``None``: independent items.
+
+    Returns
+    -------
+    JudgeCard
+        Kappa and percent agreement with their intervals (:func:`pair_agreement`), the mean bias
+        (:func:`~llm_connect.stats.shift.mean_difference`), the yes rate, the verdict in words by the cards'
+        rule (:func:`~llm_connect.cards.card_verdict`) and, for a weak judge, why
+        (:func:`~llm_connect.cards.weak_judge_reasons`).
+
+    Raises
+    ------
+    ValidationError
+        When ``judge`` and ``reference`` differ in length.
+
+    Examples
+    --------
+    >>> card = card_from_scores([1, 1, 0, 0, 1, 0] * 5, [1, 1, 0, 0, 0, 0] * 5, grader_id="exact", n_boot=100)
+    >>> card.n_labelled, round(card.percent_agreement, 3), round(card.kappa, 3)
+    (30, 0.833, 0.667)
     """
     from ._agreement import pair_agreement
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
+from .._docstrings import share_parameters
 from .._html import Markup
 from ..errors import ValidationError
 from ..stats.bradley_terry import (
@@ -59,20 +60,34 @@ __all__ = [
 ]
 
 
+@share_parameters
 @dataclass
 class LeaderboardComparison:
     """The judge's leaderboard beside people's, from :func:`compare_leaderboards`.
 
-    ``judge``: the judge's leaderboard (every comparison the judge decided); ``human``: people's
-    (the comparisons they labelled); ``anchored``: when people labelled only a subset, the
-    human-anchored ratings by prediction-powered inference (PPI++ Bradley-Terry; ``None`` when
-    people labelled every comparison or none); ``correlation``: Kendall's tau and Spearman's rho
-    (``scipy.stats``) between the judge's ratings and people's (and the anchored ones), over the
-    models in both; ``pairs``: per pair of models, how often the judge agreed with people
-    (three-way, a/b/tie) and each side's win rate of the first-named model; ``lam``: the PPI++
-    weight given to the judge (0: the judge is ignored, 1: trusted as much as people);
-    ``cluster`` / ``n_clusters``: the column the comparisons were clustered by (``None``: independent) and
-    how many clusters they fall in.
+    Parameters
+    ----------
+    judge : pandas.DataFrame
+        The judge's leaderboard (every comparison the judge decided).
+    human : pandas.DataFrame or None
+        People's (the comparisons they labelled); ``None`` when they labelled none.
+    anchored : pandas.DataFrame or None
+        When people labelled only a subset, the human-anchored ratings by prediction-powered inference
+        (PPI++ Bradley-Terry); ``None`` when people labelled every comparison or none.
+    correlation : pandas.DataFrame
+        Kendall's tau and Spearman's rho (``scipy.stats``) between the judge's ratings and people's (and the
+        anchored ones), over the models in both: ``a``, ``b``, ``n_models``, ``kendall_tau``, ``kendall_p``,
+        ``spearman_rho``, ``spearman_p``.
+    pairs : pandas.DataFrame
+        Per pair of models, how often the judge agreed with people (three-way, a/b/tie) and each side's win
+        rate of the first-named model.
+    {confidence}
+    lam : float, default NaN
+        The PPI++ weight given to the judge (0: the judge is ignored, 1: trusted as much as people).
+    notes : list of str, optional
+        What to know when reading the boards (too few clusters, models never compared by people...).
+    {cluster}
+    {n_clusters}
     """
 
     judge: pd.DataFrame
@@ -90,8 +105,13 @@ class LeaderboardComparison:
         return str(self.html())
 
     def html(self) -> Markup:
-        """The boards, their rank correlation, the pairs and the notes as HTML; drawn by
-        :func:`llm_connect.views.leaderboard_comparison_html`."""
+        """The boards, their rank correlation, the pairs and the notes as HTML.
+
+        Returns
+        -------
+        Markup
+            An HTML fragment, drawn by :func:`llm_connect.views.leaderboard_comparison_html`.
+        """
         return Markup(view("leaderboard_comparison_html")(self))
 
 

@@ -8,29 +8,7 @@ exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric co
 
 Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the runner with
 answer A as its ``baseline`` and answer B as its ``candidate``; its verdict is read as ``a``,
-``b`` or ``tie``. Nothing is thresholded: a tie is a third label, never a score of 0.5 read as a
-win. Against people the report gives, per judge:
-
-- three-way agreement over ``{a, b, tie}``: percent agreement and Cohen's kappa (Cohen 1960,
-  "A coefficient of agreement for nominal scales"; equal to scikit-learn's
-  ``cohen_kappa_score``) with seeded percentile-bootstrap intervals;
-- accuracy on the pairs people did not call a tie (a judge's tie counts as not correct) and, of
-  those, how many the judge decided at all (``decided_non_tie``), as MT-Bench reports agreement
-  "without ties" (Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena");
-- the judge's tie rate beside the people's tie rate;
-- consistency across orders: the share of pairs judged in both orders whose two orders picked
-  the same answer;
-- position bias: of the order-judgments that picked an answer, the share won by the answer shown
-  first, its excess over 50% with an exact (Clopper-Pearson) interval and a two-sided binomial
-  test (``scipy.stats.binomtest``); with both orders every pair is shown both ways, so answer
-  quality cancels out and any excess is position alone (Wang et al. 2023, "Large Language Models
-  are not Fair Evaluators");
-- the 3x3 confusion, each count named from the judge's side against people
-  (``judge_a_human_b``: the judge said ``a`` where people said ``b``).
-
-With several annotators and no ``human`` column, the people's preference is the annotators'
-majority (an even split between labels is a ``tie``: people did not agree that one answer is
-better); pairs of annotators are the ceiling.
+``b`` or ``tie``. What the report gives against people, and the papers: :class:`PairwiseReport`.
 """
 
 from __future__ import annotations
@@ -189,24 +167,64 @@ def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kw
     return _judge_items(judge, items, **kwargs)
 
 
+@share_parameters
 @dataclass
 class PairwiseReport(_Report):
     """A pairwise calibration run: judges and people saying which of two answers is better.
 
-    ``scores``: one row per pair (``id``, ``prompt``, ``candidate_a``, ``candidate_b``,
-    ``model_a``, ``model_b`` when given, the input's other columns, ``winner_human`` and
-    ``winner_<annotator>``, per judge ``winner_<judge>`` in ``a``/``b``/``tie``,
-    ``consistent_<judge>``, ``winner_a_first_<judge>`` / ``winner_b_first_<judge>`` (what each
-    order picked), ``status_<judge>``, ``notes_<judge>``, ``reply_<judge>``, and ``winner``: the
-    people's preference when labelled, else the only judge's; see :func:`battle_outcomes`).
-    ``pairwise``: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`);
-    ``pair_agreement``: one row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
-    No threshold is applied anywhere. ``bias`` holds the ``position`` probe when it ran.
+    No threshold is applied anywhere: a tie is a third label, never a score of 0.5 read as a win. It shares
+    with :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``, the judges and
+    labels, cards, ``to_html``, ``to_parquet``) but has no threshold: no widget and no judgment viewer, which
+    compare scored judges at a threshold; read :meth:`scores_table` for each pair's winners, orders and replies.
 
-    It shares with :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``,
-    the judges and labels, cards, ``to_html``, ``to_parquet``) but has no threshold: no widget and no
-    judgment viewer, which compare scored judges at a threshold; read :meth:`scores_table` for each pair's
-    winners, orders and replies.
+    Parameters
+    ----------
+    scores : pandas.DataFrame
+        One row per pair: ``id``, ``prompt``, ``candidate_a``, ``candidate_b``, ``model_a``, ``model_b`` when
+        given, the input's other columns, ``winner_human`` and ``winner_<annotator>``, per judge
+        ``winner_<judge>`` in ``a``/``b``/``tie``, ``consistent_<judge>``, ``winner_a_first_<judge>`` /
+        ``winner_b_first_<judge>`` (what each order picked), ``status_<judge>``, ``notes_<judge>``,
+        ``reply_<judge>``, and ``winner``: the people's preference when labelled, else the only judge's (see
+        :func:`battle_outcomes`).
+    agreement : AgreementTable
+        The agreement table of the run (the three-way figures are in ``pairwise`` and ``pair_agreement``).
+    bias : BiasReport, optional
+        The ``position`` probe when it ran.
+    {n_boot}
+    {confidence}
+    seed : int, default 0
+        Seeds the bootstrap.
+    scored : ScoredItems, optional
+        The judges' metadata; ``None``: read from ``scores.attrs``.
+    pairwise : pandas.DataFrame, optional
+        One row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`).
+    pair_agreement : pandas.DataFrame, optional
+        One row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
+
+    Notes
+    -----
+    Against people the report gives, per judge:
+
+    - three-way agreement over ``{a, b, tie}``: percent agreement and Cohen's kappa (Cohen 1960,
+      "A coefficient of agreement for nominal scales"; equal to scikit-learn's
+      ``cohen_kappa_score``) with seeded percentile-bootstrap intervals;
+    - accuracy on the pairs people did not call a tie (a judge's tie counts as not correct) and, of
+      those, how many the judge decided at all (``decided_non_tie``), as MT-Bench reports agreement
+      "without ties" (Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena");
+    - the judge's tie rate beside the people's tie rate;
+    - consistency across orders: the share of pairs judged in both orders whose two orders picked
+      the same answer;
+    - position bias: of the order-judgments that picked an answer, the share won by the answer shown
+      first, its excess over 50% with an exact (Clopper-Pearson) interval and a two-sided binomial
+      test (``scipy.stats.binomtest``); with both orders every pair is shown both ways, so answer
+      quality cancels out and any excess is position alone (Wang et al. 2023, "Large Language Models
+      are not Fair Evaluators");
+    - the 3x3 confusion, each count named from the judge's side against people
+      (``judge_a_human_b``: the judge said ``a`` where people said ``b``).
+
+    With several annotators and no ``human`` column, the people's preference is the annotators'
+    majority (an even split between labels is a ``tie``: people did not agree that one answer is
+    better); pairs of annotators are the ceiling.
     """
 
     pairwise: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_CSV_COLUMNS)))
@@ -222,8 +240,21 @@ class PairwiseReport(_Report):
         return "human" if "human" in self.labels else None
 
     def stat(self, judge: str, statistic: str) -> float:
-        """One number of :attr:`pairwise` (``cohen_kappa``, ``kappa_low``, ``percent_agreement``,
-        ``accuracy_non_tie``, ``consistency``, ...) for ``judge``; NaN when there is none."""
+        """One number of :attr:`pairwise` for one judge.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        statistic : str
+            A column of :attr:`pairwise` (``cohen_kappa``, ``kappa_low``, ``percent_agreement``,
+            ``accuracy_non_tie``, ``consistency``, ...).
+
+        Returns
+        -------
+        float
+            The number; NaN when there is none.
+        """
         rows = self.pairwise[self.pairwise["judge"] == judge]
         if not len(rows) or statistic not in rows.columns:
             return math.nan
@@ -234,13 +265,28 @@ class PairwiseReport(_Report):
             return math.nan
 
     def summary(self) -> pd.DataFrame:
+        """One row per judge against people: the headline columns of :attr:`pairwise`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``judge``, ``reference``, ``n``, ``percent_agreement``, ``cohen_kappa`` and its interval, the
+            non-tie accuracy, the tie rates, ``consistency`` and the position bias (those present).
+        """
         cols = ["judge", "reference", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
                 "accuracy_non_tie", "n_non_tie", "decided_non_tie", "judge_tie_rate", "human_tie_rate",
                 "consistency", "first_shown_win_rate", "position_p_value"]
         return self.pairwise[[c for c in cols if c in self.pairwise.columns]].copy()
 
     def scores_table(self) -> pd.DataFrame:
-        """What ``scores.csv`` holds: one row per pair, in input order (see the class docstring)."""
+        """What ``scores.csv`` holds.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per pair, in input order: the item and model columns, the passthrough columns, the
+            winners and each judge's orders, status, notes and reply (see the class docstring).
+        """
         s = self.scores
         cols = ["id", "prompt", *PAIRWISE_COLUMNS, *[c for c in ("model_a", "model_b") if c in s.columns]]
         cols += [c for c in self.meta.passthrough if c in s.columns]
@@ -252,16 +298,39 @@ class PairwiseReport(_Report):
         return s[list(dict.fromkeys(cols))].copy()
 
     def agreement_frame(self) -> pd.DataFrame:
+        """What the pairwise ``agreement.csv`` holds.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`pair_agreement`: three-way agreement of every pair of raters.
+        """
         return self.pair_agreement.copy()
 
     def pairwise_frame(self) -> pd.DataFrame:
-        """What ``pairwise.csv`` holds: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`)."""
+        """What ``pairwise.csv`` holds.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`pairwise`: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`).
+        """
         return self.pairwise.copy()
 
     def to_csv(self, directory: str | Path) -> dict[str, Path]:
-        """Write ``scores.csv``, ``agreement.csv`` (three-way, every pair of raters), ``pairwise.csv``
-        (per judge against people), ``bias.csv`` and, when the pairs name their models,
-        ``leaderboard.csv`` (text cells neutralised against formulas)."""
+        """Write the report's tables as CSV files, text cells neutralised against spreadsheet formulas.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike
+            The folder, created when missing; files of the same names are replaced.
+
+        Returns
+        -------
+        dict of str to Path
+            ``scores``, ``agreement`` (three-way, every pair of raters), ``pairwise`` (per judge against
+            people), ``bias`` and, when the pairs name their models, ``leaderboard``: each file's path.
+        """
         from .._textsafe import csv_safe_frame
 
         out = Path(directory)
@@ -281,10 +350,15 @@ class PairwiseReport(_Report):
         return paths
 
     def leaderboards(self) -> dict[str, Any]:
-        """When the pairs name their models (``model_a``, ``model_b``): a Bradley-Terry
-        :func:`~llm_connect.stats.leaderboard` per rater (people's first, then each judge's;
-        a rater whose comparisons cannot be rated maps to the reason); else empty. ``to_csv`` writes
-        them to ``leaderboard.csv`` (a ``rater`` column first) and the report shows them."""
+        """A Bradley-Terry leaderboard per rater, when the pairs name their models (``model_a``, ``model_b``).
+
+        Returns
+        -------
+        dict of str to DataFrame or str
+            A :func:`~llm_connect.stats.leaderboard` per rater, people's first, then each judge's; a rater
+            whose comparisons cannot be rated maps to the reason; empty when the pairs name no models.
+            ``to_csv`` writes them to ``leaderboard.csv`` (a ``rater`` column first).
+        """
         from ._leaderboard import report_leaderboards
 
         return report_leaderboards(self)
@@ -296,30 +370,45 @@ class PairwiseReport(_Report):
         return cache[key]
 
     def style_leaderboards(self) -> dict[str, Any]:
-        """The style-controlled twins of :meth:`leaderboards` (Chatbot Arena's style control: the four
-        style features of ``candidate_a``/``candidate_b`` held equal; see
-        :func:`~llm_connect.stats.leaderboard` with ``style=True``), per rater, when the pairs name
-        their models; a rater whose comparisons cannot be rated maps to the reason; else empty. Each
-        board's ``attrs["style"]`` holds what the rater pays for style. Computed once per report."""
+        """The style-controlled twins of :meth:`leaderboards`, computed once per report.
+
+        Returns
+        -------
+        dict of str to DataFrame or str
+            Per rater, when the pairs name their models, the leaderboard with Chatbot Arena's four style
+            features of ``candidate_a``/``candidate_b`` held equal (:func:`~llm_connect.stats.leaderboard` with
+            ``style=True``; ``attrs["style"]`` holds what the rater pays for style); a rater whose comparisons
+            cannot be rated maps to the reason; else empty.
+        """
         from ._leaderboard import report_style_leaderboards
 
         return self._cached("boards", lambda: report_style_leaderboards(self))
 
     def style_effects(self) -> dict[str, Any]:
-        """What each rater (people first, then each judge) pays for style: ``feature``,
-        ``coefficient`` (Elo per unit of the feature), ``low``, ``high``, from the style-controlled
-        boards when the pairs name their models, else from the style features alone (see
-        :func:`~llm_connect.stats.style_effects`); a rater that cannot be fitted maps to the
-        reason. Computed once per report."""
+        """What each rater pays for style, computed once per report.
+
+        Returns
+        -------
+        dict of str to DataFrame or str
+            Per rater (people first, then each judge): ``feature``, ``coefficient`` (Elo per unit of the
+            feature), ``low``, ``high``, from the style-controlled boards when the pairs name their models, else
+            from the style features alone (:func:`~llm_connect.stats.style_effects`); a rater that cannot be
+            fitted maps to the reason.
+        """
         from ._leaderboard import report_style_effects
 
         return self._cached("effects", lambda: report_style_effects(self, self.style_leaderboards()))
 
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.cards.JudgeCard` per judge: three-way kappa against people,
-        position consistency, the position bias as its probe; the verdict by the cards' rule; and what
-        the judge rewards besides quality (``card.style``: the style coefficients of its own
-        preferences beside people's, :meth:`style_effects`)."""
+        """A judge card per judge.
+
+        Returns
+        -------
+        list of JudgeCard
+            Per judge: three-way kappa against people, position consistency, the position bias as its probe,
+            the verdict by the cards' rule, and what the judge rewards besides quality (``card.style``: the
+            style coefficients of its own preferences beside people's, :meth:`style_effects`).
+        """
         from ..cards import JudgeCard, ProbeEffect, card_verdict, style_entry
 
         effects = self.style_effects()  # what each judge (and people) pays for style, when the pairs have texts
@@ -367,13 +456,33 @@ class PairwiseReport(_Report):
         return cards
 
     def figures(self) -> dict[str, Any]:
+        """The report's figures: a pairwise report draws none of its own.
+
+        Returns
+        -------
+        dict
+            Empty.
+        """
         return {}
 
     def _repr_html_(self) -> str:
         return self.html(plots=False)
 
     def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
-        """The pairwise report as an HTML fragment; drawn by :func:`llm_connect.views.pairwise_report_html`."""
+        """The pairwise report as an HTML fragment.
+
+        Parameters
+        ----------
+        plots : bool, default True
+            Embed the figures.
+        title : str, default "Calibration report"
+            The heading.
+
+        Returns
+        -------
+        Markup
+            Drawn by :func:`llm_connect.views.pairwise_report_html`.
+        """
         return Markup(view("pairwise_report_html")(self, plots=plots, title=title))
 
 
@@ -391,35 +500,51 @@ def battle_outcomes(
     candidate_model: str = "candidate_model",
     texts: bool = False,
 ) -> pd.DataFrame:
-    """The pairs as leaderboards read them: ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``,
-    or the probability that answer A is preferred), one row per pair with a winner.
+    """The pairs as leaderboards read them: one row per pair with a winner.
 
-    Reads, without reshaping:
+    Parameters
+    ----------
+    report_or_frame : PairwiseReport or pandas.DataFrame
+        A :class:`PairwiseReport` or its ``scores`` frame, or a :func:`~llm_connect.grading.tournament`'s
+        frame: their ``model_a``, ``model_b`` and ``winner`` columns are read without reshaping. Or the frame
+        of :func:`~llm_connect.grading.judge_many` with a pairwise judge (:class:`~llm_connect.grading.PairwiseJudge`,
+        both orders or one, any ``epochs``; or a pipeline whose final unit is pairwise, its ``verdict``
+        column), on items naming the models in ``baseline_model`` and ``candidate_model`` columns: ``model_a``
+        is the baseline's model, ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie``
+        is the winner ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
+    winner : str, optional
+        Whose preference: ``"human"``, an annotator or a judge's name (the ``winner_<name>`` column);
+        ``None``: the frame's ``winner`` column (people's when labelled).
+    baseline_model, candidate_model : str, default "baseline_model", "candidate_model"
+        The model columns of a ``judge_many`` frame.
+    texts : bool, default False
+        Add the two answers' texts as ``response_a``/``response_b`` (from ``candidate_a``/``candidate_b``,
+        ``answer_a``/``answer_b`` or a judge_many frame's ``baseline``/``candidate``), for
+        ``leaderboard(..., style=True)``.
 
-    - a :class:`PairwiseReport` or its ``scores`` frame, and a
-      :func:`~llm_connect.grading.tournament`'s frame: their ``model_a``, ``model_b`` and
-      ``winner`` columns. ``winner``: whose preference (``"human"``, an annotator or a judge's
-      name: the ``winner_<name>`` column); default the frame's ``winner`` column (people's when
-      labelled);
-    - the frame of :func:`~llm_connect.grading.judge_many` with a pairwise judge
-      (:class:`~llm_connect.grading.PairwiseJudge`, both orders or one, any ``epochs``; or a
-      pipeline whose final unit is pairwise, its ``verdict`` column), on items naming the
-      models in ``baseline_model`` and ``candidate_model`` columns: ``model_a`` is the baseline's
-      model, ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie``
-      is the winner ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
+    Returns
+    -------
+    pandas.DataFrame
+        ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``; a column of probabilities that A is
+        preferred, numbers from 0 to 1 not all 0, 0.5 and 1, is kept as it is and
+        :func:`~llm_connect.stats.leaderboard` fits it by expected counts), the texts with ``texts=True``, and
+        the ``conversation_id`` and ``turn`` of a conversation item (so ``cluster="auto"`` resamples whole
+        conversations). Rows without a winner (unscored or error judgments, unlabelled pairs) are dropped and
+        counted in ``attrs["dropped"]``.
 
-    A ``winner`` column of probabilities that A is preferred (continuous preferences: numbers from
-    0 to 1, not all 0, 0.5 and 1) is kept as it is; :func:`leaderboard` fits it by expected counts.
-    ``texts=True`` adds the two answers' texts as ``response_a``/``response_b`` (from
-    ``candidate_a``/``candidate_b``, ``answer_a``/``answer_b`` or a judge_many frame's
-    ``baseline``/``candidate``), for ``leaderboard(..., style=True)``.
+    Raises
+    ------
+    ValidationError
+        When a column is missing, a verdict is not pairwise, or ``report_or_frame`` is neither a report nor a
+        frame.
 
-    The pairs of a conversation item keep its ``conversation_id`` and ``turn`` columns, so
-    :func:`leaderboard` (``cluster="auto"``) resamples whole conversations.
-
-    Rows without a winner (unscored or error judgments, unlabelled pairs) are dropped and
-    counted in ``df.attrs["dropped"]``. A verdict that is not pairwise is a
-    :class:`ValidationError`.
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"model_a": ["x", "x", "y"], "model_b": ["y", "z", "z"], "winner": ["a", None, "tie"]})
+    >>> battles = battle_outcomes(frame)
+    >>> battles["winner"].tolist(), battles.attrs["dropped"]
+    (['a', 'tie'], 1)
     """
     frame = report_or_frame.scores if isinstance(report_or_frame, _Report) else report_or_frame
     if not isinstance(frame, pd.DataFrame):
@@ -491,7 +616,7 @@ def calibrate_pairwise(
     task_type: str | None = None,
     budget: BudgetTracker | float | None = None,
 ) -> PairwiseReport:
-    """Run pairwise judges over pairs and measure them against people (see the module docstring).
+    """Run pairwise judges over pairs and measure them against people (see :class:`PairwiseReport`).
 
     Parameters
     ----------

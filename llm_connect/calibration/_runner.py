@@ -342,21 +342,42 @@ class ScoredItems:
     (which many pandas operations drop). ``ScoredItems.from_frame(score_items(judges, items))``
     builds it from a scored frame.
 
-    ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
-    ``passthrough``: the input's other columns, carried into the frame (a name that would clash
-    with a column of the frame gets an ``input_`` prefix; see :func:`score_items`);
-    ``grader_ids``, ``rubric_hashes``, ``judge_families``, ``pairwise`` and ``usage`` (per judge:
-    rows scored / unscored / error, ``judge_cost_usd``, tokens and, with a ledger, ``ledger_recorded`` and
-    ``ledger_already``: judgments recorded, and judgments the ledger held already) are keyed by judge name;
-    ``reliability`` too, for a run in epochs (``epochs > 1``): each judge's run-to-run reliability
-    (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
-    ``budget``: the run budget's state once every judge had run (``limit_usd``, ``spent_usd``,
-    ``calls``...: :meth:`~llm_connect.BudgetTracker.snapshot`, as ``judge_many``'s ``attrs["budget"]``),
-    ``None`` when the run had no budget. ``pass_distributions``: per selective judge's scorer
-    (``calibrate(..., selective=...)``), each row's verdict distribution (its ``pass_distribution``
-    column), from which the confidence is read again at a threshold chosen later (``"best"``); kept
-    out of ``attrs`` (a list per row). ``by_definition``: per judge, the probe effects it has by its own
-    definition (its ``by_definition``: probe -> why, e.g. exact match's), which its card says as such.
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The scores frame, one row per item (see :func:`score_items`).
+    judges : list of str, optional
+        The machine judges' names.
+    labels : list of str, optional
+        The label columns scored as judges (``human`` and the annotators).
+    passthrough : list of str, optional
+        The input's other columns, carried into the frame (a name that would clash with a column of the frame
+        gets an ``input_`` prefix).
+    human : str, optional
+        The people's label column, if any.
+    annotators : list of str, optional
+        The independent annotators' columns.
+    grader_ids, rubric_hashes, judge_families, pairwise : dict, optional
+        Per judge name: its ``grader_id``, its rubric's hash, its model family and whether it is pairwise.
+    usage : dict of str to dict, optional
+        Per judge: rows scored / unscored / error, ``judge_cost_usd``, tokens and, with a ledger,
+        ``ledger_recorded`` and ``ledger_already`` (judgments recorded, and judgments the ledger held already).
+    reference_sep : str, optional
+        The separator of several references in ``baseline``.
+    epochs : int, default 1
+        How many times each item was judged.
+    reliability : dict of str to dict, optional
+        For a run in epochs (``epochs > 1``), each judge's run-to-run reliability
+        (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
+    budget : dict, optional
+        The run budget's state once every judge had run (``limit_usd``, ``spent_usd``, ``calls``...:
+        :meth:`~llm_connect.BudgetTracker.snapshot`); ``None`` when the run had no budget.
+    pass_distributions : dict of str to list, optional
+        Per selective judge's scorer (``calibrate(..., selective=...)``), each row's verdict distribution,
+        from which the confidence is read again at a threshold chosen later (``"best"``).
+    by_definition : dict of str to dict, optional
+        Per judge, the probe effects it has by its own definition (probe -> why, e.g. exact match's), which
+        its card says as such.
     """
 
     frame: pd.DataFrame
@@ -378,12 +399,23 @@ class ScoredItems:
     by_definition: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, Any]:
-        """Every field but the frame (and the per-row ``pass_distributions``), as a dict (what
-        :func:`score_items` also mirrors in ``attrs``)."""
+        """Every field but the frame and the per-row ``pass_distributions``.
+
+        Returns
+        -------
+        dict of str to object
+            By field name: what :func:`score_items` also mirrors in the frame's ``attrs``.
+        """
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("frame", "pass_distributions")}
 
     def to_frame(self) -> pd.DataFrame:
-        """The frame, with the metadata mirrored in its ``attrs`` for users who read them there."""
+        """The frame, with the metadata mirrored in its ``attrs`` for users who read them there.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`frame`, its ``attrs`` updated with :meth:`metadata`.
+        """
         out = self.frame.copy()
         out.attrs.update(self.metadata())
         return out
@@ -392,8 +424,18 @@ class ScoredItems:
     def from_frame(cls, frame: pd.DataFrame) -> ScoredItems:
         """A scored frame from :func:`score_items` (or built by hand) as :class:`ScoredItems`.
 
-        The one reader of the ``attrs`` mirror, at the edge: the judges default to the
-        ``score_<name>`` columns when the frame carries no metadata.
+        The one reader of the ``attrs`` mirror, at the edge.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            The frame; its ``attrs`` give the fields (``None`` values dropped but for ``human``,
+            ``reference_sep`` and ``budget``).
+
+        Returns
+        -------
+        ScoredItems
+            With the frame itself; the judges default to the ``score_<name>`` columns that are not labels.
         """
         meta = {f.name: frame.attrs[f.name] for f in fields(cls)
                 if f.name not in ("frame", "pass_distributions") and f.name in frame.attrs}
