@@ -1,9 +1,8 @@
 """Agreement of judges with each other and with people: the result objects and their tables.
 
-The statistics themselves (kappa, alpha, correlations, bootstrap intervals,
-threshold cross-validation) are pure functions in :mod:`llm_connect.stats.agreement`;
-this module runs them over the judges of a scores frame and keeps the results as
-:class:`PairAgreement` and :class:`AgreementTable` (rows, matrices, ``_repr_html_``).
+The statistics themselves (kappa, alpha, correlations, bootstrap intervals, threshold cross-validation) are pure
+functions in :mod:`llm_connect.stats.agreement`; this module runs them over the judges of a scores frame and keeps the
+results as :class:`PairAgreement` and :class:`AgreementTable` (rows, matrices, ``_repr_html_``).
 """
 
 from __future__ import annotations
@@ -87,8 +86,8 @@ class PairAgreement:
     Parameters
     ----------
     judge_a, judge_b : str
-        The two raters, read from ``judge_a``'s side: ``judge_b`` is the reference (people, on a row of a
-        judge against labels).
+        The two raters, read from ``judge_a``'s side: ``judge_b`` is the reference (people, on a row of a judge against
+        labels).
     n : int
         The items both scored.
     n_missing : int
@@ -96,8 +95,8 @@ class PairAgreement:
     threshold, threshold_b : float
         The pass thresholds of ``judge_a`` and ``judge_b``.
     estimates : mapping of str to Estimate
-        Each statistic's value, interval and ``reason`` when undefined, by name (:data:`STATISTICS`, then
-        any :data:`GRADED_STATISTICS`).
+        Each statistic's value, interval and ``reason`` when undefined, by name (:data:`STATISTICS`, then any
+        :data:`GRADED_STATISTICS`).
     confusion : pandas.DataFrame
         The 2x2 counts of verdicts, ``judge_a``'s in the rows, ``judge_b``'s in the columns.
     ceiling : bool, default False
@@ -145,9 +144,9 @@ class PairAgreement:
         Returns
         -------
         dict of str to int or None
-            :data:`COUNT_COLUMNS` (``judge_yes_ref_no``: the items ``judge_a`` said yes to and ``judge_b``
-            no), then the same counts as ``judge_yes_human_yes`` ... ``judge_no_human_no`` when ``judge_b`` is
-            a human label column (``human_b``), else ``None`` there (blank in a CSV).
+            :data:`COUNT_COLUMNS` (``judge_yes_ref_no``: the items ``judge_a`` said yes to and ``judge_b`` no), then the
+            same counts as ``judge_yes_human_yes`` ... ``judge_no_human_no`` when ``judge_b`` is a human label column
+            (``human_b``), else ``None`` there (blank in a CSV).
         """
         cm = self.confusion.to_numpy()
         yy, yn, ny, nn = int(cm[1, 1]), int(cm[1, 0]), int(cm[0, 1]), int(cm[0, 0])
@@ -163,9 +162,9 @@ class PairAgreement:
         Returns
         -------
         dict of str to object
-            ``judge_a``, ``judge_b``, ``n``, ``n_missing``, ``threshold``; each statistic and its bounds
-            (``kappa_low``, ``kappa_high``, ...); ``scale``, ``cluster`` and ``n_clusters`` when set; the
-            :meth:`counts`; the ``extra`` columns; ``ceiling``; and ``note`` (why a statistic is undefined).
+            ``judge_a``, ``judge_b``, ``n``, ``n_missing``, ``threshold``; each statistic and its bounds (``kappa_low``,
+            ``kappa_high``, ...); ``scale``, ``cluster`` and ``n_clusters`` when set; the :meth:`counts`; the ``extra``
+            columns; ``ceiling``; and ``note`` (why a statistic is undefined).
         """
         row: dict[str, Any] = {
             "judge_a": self.judge_a,
@@ -231,8 +230,8 @@ def pair_agreement(
 ) -> PairAgreement:
     """Every agreement statistic between two score arrays, with seeded bootstrap intervals.
 
-    Read from ``judge_a``'s side: ``judge_b`` is the reference rater (the human labels on a judge-versus-people
-    row), and the verdict counts are named so (``judge_yes_ref_no``: ``judge_a`` yes, ``judge_b`` no; see
+    Read from ``judge_a``'s side: ``judge_b`` is the reference rater (the human labels on a judge-versus-people row),
+    and the verdict counts are named so (``judge_yes_ref_no``: ``judge_a`` yes, ``judge_b`` no; see
     :meth:`PairAgreement.counts`). Items with a missing score on either side are dropped.
 
     Parameters
@@ -251,23 +250,22 @@ def pair_agreement(
     ceiling : bool, default False
         Flag the pair as two independent annotators.
     statistics : sequence of str, default STATISTICS
-        The statistics whose intervals are bootstrapped (the others still get point estimates; Kendall's
-        interval is the slowest).
+        The statistics whose intervals are bootstrapped (the others still get point estimates; Kendall's interval is the
+        slowest).
     human_b : bool, default False
         ``judge_b`` is a human label column: the counts are also given as ``judge_yes_human_no`` and so on.
     scale : tuple of (int, int) or str, optional
         ``(low, high)`` or ``"1-5"``: adds :data:`GRADED_STATISTICS`, both sides put on the rating scale by
-        :func:`to_scale`, then quadratic-weighted kappa and Krippendorff's alpha at the ordinal and interval
-        levels on the ratings.
+        :func:`to_scale`, then quadratic-weighted kappa and Krippendorff's alpha at the ordinal and interval levels on
+        the ratings.
     verdicts_a : array-like of bool, optional
-        ``judge_a``'s verdicts, one per item, in place of ``a >= threshold`` (the out-of-fold verdicts of a
-        threshold chosen by cross-validation; see :func:`choose_threshold`).
+        ``judge_a``'s verdicts, one per item, in place of ``a >= threshold`` (the out-of-fold verdicts of a threshold
+        chosen by cross-validation; see :func:`choose_threshold`).
     cluster : array-like, optional
-        One cluster id per item (the conversation of each turn; a Series' name names the column in the
-        result, else ``"cluster"``): every bootstrap resamples whole clusters
-        (:func:`~llm_connect.stats.agreement.bootstrap_ci`), and with fewer than
-        :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters among the paired items no interval is given
-        (each statistic's ``reason`` says why). ``None``: independent items.
+        One cluster id per item (the conversation of each turn; a Series' name names the column in the result, else
+        ``"cluster"``): every bootstrap resamples whole clusters (:func:`~llm_connect.stats.agreement.bootstrap_ci`),
+        and with fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters among the paired items no interval
+        is given (each statistic's ``reason`` says why). ``None``: independent items.
 
     Returns
     -------
@@ -277,8 +275,8 @@ def pair_agreement(
     Raises
     ------
     ValueError
-        When ``statistics`` names an unknown statistic, or ``cluster`` or ``verdicts_a`` has not one value
-        per item; ``ValidationError`` for a bad ``confidence`` or ``scale``.
+        When ``statistics`` names an unknown statistic, or ``cluster`` or ``verdicts_a`` has not one value per item;
+        ``ValidationError`` for a bad ``confidence`` or ``scale``.
 
     See Also
     --------
@@ -286,9 +284,9 @@ def pair_agreement(
 
     Notes
     -----
-    Cohen's kappa (Cohen 1960, "A coefficient of agreement for nominal scales"), Krippendorff's alpha
-    (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"), Spearman's rho and Kendall's tau; the
-    intervals are percentile bootstraps (Efron & Tibshirani 1993, "An Introduction to the Bootstrap").
+    Cohen's kappa (Cohen 1960, "A coefficient of agreement for nominal scales"), Krippendorff's alpha (Krippendorff
+    2011, "Computing Krippendorff's alpha-reliability"), Spearman's rho and Kendall's tau; the intervals are percentile
+    bootstraps (Efron & Tibshirani 1993, "An Introduction to the Bootstrap").
 
     Examples
     --------
@@ -487,26 +485,26 @@ def agreement_table(
 ) -> AgreementTable:
     """Agreement of every pair of judges.
 
-    Each row is read from ``judge_a``'s side against ``judge_b``: on a row of a machine judge and a human
-    label column, ``judge_b`` is always the label column, and the verdict counts are named
-    ``judge_yes_human_no`` and so on (see :meth:`PairAgreement.counts`). Pairs of two ``annotators``
-    (independent human labels) are flagged ``ceiling``: their agreement is what a judge can hope to reach;
-    other label columns (several rating dimensions) are separate targets, never a ceiling.
+    Each row is read from ``judge_a``'s side against ``judge_b``: on a row of a machine judge and a human label column,
+    ``judge_b`` is always the label column, and the verdict counts are named ``judge_yes_human_no`` and so on (see
+    :meth:`PairAgreement.counts`). Pairs of two ``annotators`` (independent human labels) are flagged ``ceiling``: their
+    agreement is what a judge can hope to reach; other label columns (several rating dimensions) are separate targets,
+    never a ceiling.
 
     Parameters
     ----------
     scores : DataFrame or mapping of str to array-like
-        A frame with a ``score_<judge>`` column per judge (as :func:`~llm_connect.calibration.score_items`
-        makes) or a mapping of judge name to scores.
+        A frame with a ``score_<judge>`` column per judge (as :func:`~llm_connect.calibration.score_items` makes) or a
+        mapping of judge name to scores.
     judges : sequence of str, optional
         The judges to compare; ``None``: all of them.
     threshold : float, default 0.5
         The pass threshold of a judge not in ``thresholds``.
     thresholds : mapping of str to float or "best", optional
-        Per judge, a number, or ``"best"`` (:data:`BEST`) for the threshold with the best kappa against
-        ``reference``, chosen by ``folds``-fold cross-validation (:func:`choose_threshold`): the row against
-        the reference then holds out-of-fold verdict statistics, ``threshold`` the value chosen on all
-        labelled rows, and ``threshold_selection`` / ``fold_thresholds`` say how (:attr:`AgreementTable.chosen`).
+        Per judge, a number, or ``"best"`` (:data:`BEST`) for the threshold with the best kappa against ``reference``,
+        chosen by ``folds``-fold cross-validation (:func:`choose_threshold`): the row against the reference then holds
+        out-of-fold verdict statistics, ``threshold`` the value chosen on all labelled rows, and ``threshold_selection``
+        / ``fold_thresholds`` say how (:attr:`AgreementTable.chosen`).
     annotators : sequence of str, default ()
         Independent human label columns.
     n_boot : int, default 1000
@@ -520,23 +518,21 @@ def agreement_table(
     labels : sequence of str, optional
         The human label columns; default ``human`` and the ``annotators``.
     scale : tuple of (float, float), optional
-        ``(low, high)``: the labels are ratings on that scale; rows against a label gain
-        :data:`GRADED_STATISTICS`.
+        ``(low, high)``: the labels are ratings on that scale; rows against a label gain :data:`GRADED_STATISTICS`.
     groups : mapping of str to str, optional
-        ``{"system": column, "document": column}`` of a frame; rows against a label gain
-        :func:`grouped_correlation` at that level (``system_kendall``, ``system_spearman``, ``n_systems``;
-        ``document_kendall``, ...).
+        ``{"system": column, "document": column}`` of a frame; rows against a label gain :func:`grouped_correlation` at
+        that level (``system_kendall``, ``system_spearman``, ``n_systems``; ``document_kendall``, ...).
     reference : str, optional
         The label a ``"best"`` threshold is chosen against; default ``human``, else the first label column.
     folds : int, default CV_FOLDS
         Cross-validation folds of a ``"best"`` threshold.
     cluster : str or sequence, optional, default "auto"
-        Which items are not independent. ``"auto"``: the ``conversation_id`` column of a ``scores`` frame
-        when it has one (turns of one conversation), else independent items; a column name of the frame;
-        ``None``: independent items; or one id per item (with a mapping of scores). With clusters every
-        bootstrap resamples whole conversations and the ``"best"`` threshold's folds are made of whole
-        conversations (see :func:`pair_agreement` and :func:`choose_threshold`); the rows gain ``cluster``
-        and ``n_clusters``, :attr:`AgreementTable.cluster` names the column and the HTML caption says so.
+        Which items are not independent. ``"auto"``: the ``conversation_id`` column of a ``scores`` frame when it has
+        one (turns of one conversation), else independent items; a column name of the frame; ``None``: independent
+        items; or one id per item (with a mapping of scores). With clusters every bootstrap resamples whole
+        conversations and the ``"best"`` threshold's folds are made of whole conversations (see :func:`pair_agreement`
+        and :func:`choose_threshold`); the rows gain ``cluster`` and ``n_clusters``, :attr:`AgreementTable.cluster`
+        names the column and the HTML caption says so.
 
     Returns
     -------

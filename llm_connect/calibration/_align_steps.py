@@ -56,12 +56,11 @@ def plan_alignment(n_labelled: int, n_selection: int, n_heldout: int, candidate_
                    sample_prompt: str | None = None) -> dict[str, Any]:
     """How many calls :func:`align` will make and, where the price is known, about what they cost.
 
-    ``candidate_examples``: the worked examples of each candidate that calls the judge. Judge calls:
-    the original on every labelled item, each such candidate on every selection item (once, out of
-    fold), and the chosen candidate on the held-out items. Optimizer calls: each rewrite once per
-    fold, and once more on the whole selection split when a rewrite is chosen (at most). The dollar
-    figure counts a call's prompt as the sample item's prompt plus one item's length per worked
-    example, and a short reply.
+    ``candidate_examples``: the worked examples of each candidate that calls the judge. Judge calls: the original on
+    every labelled item, each such candidate on every selection item (once, out of fold), and the chosen candidate on
+    the held-out items. Optimizer calls: each rewrite once per fold, and once more on the whole selection split when a
+    rewrite is chosen (at most). The dollar figure counts a call's prompt as the sample item's prompt plus one item's
+    length per worked example, and a short reply.
     """
     ks = list(candidate_examples)
     judge_calls = n_labelled + len(ks) * n_selection + n_heldout
@@ -681,8 +680,8 @@ class _Run:
     def score_heldout(self, best: _Recipe, n_recipes: int, split: _Split,
                       cv_verdicts: dict[str, np.ndarray]) -> _Held:
         """The chosen recipe built on the whole selection split, then the original and it, each once, on the
-        held-out split: Cohen's kappa and agreement with their intervals, and the paired bootstrap of the
-        difference; accepted only when that interval lies above 0. Adds the rubrics' scores and verdicts (and
+        held-out split: Cohen's kappa and agreement with their intervals, and the paired bootstrap of the difference;
+        accepted only when that interval lies above 0. Adds the rubrics' scores and verdicts (and
         the candidates' out-of-fold verdicts) to the labelled items."""
         items, judge, ho_pos = self.items, self.judge, split.ho_pos
         rubric, shown, shown_contents = self.build(best, split.sel_pos,

@@ -74,8 +74,8 @@ def perturb_items(
     Returns
     -------
     pandas.DataFrame
-        The items, same index and columns: ``candidate`` padded, in markdown or injected (a missing one read
-        as empty), or ``baseline`` and ``candidate`` swapped.
+        The items, same index and columns: ``candidate`` padded, in markdown or injected (a missing one read as empty),
+        or ``baseline`` and ``candidate`` swapped.
 
     Raises
     ------
@@ -118,14 +118,14 @@ class ProbeResult:
         The mean shift with its interval, the signed-rank test and the flipped verdicts
         (:func:`~llm_connect.stats.paired_shift`).
     items : pandas.DataFrame
-        One row per probed item: ``id``, ``candidate``, ``perturbed_candidate``, ``original``, ``perturbed``
-        (the two scores, NaN where unscored) and ``shift``; empty when the probe did not apply.
+        One row per probed item: ``id``, ``candidate``, ``perturbed_candidate``, ``original``, ``perturbed`` (the two
+        scores, NaN where unscored) and ``shift``; empty when the probe did not apply.
     threshold : float, default 0.5
         The pass threshold the flips are counted at.
     by_definition : str, default ""
-        Why this probe lowers the judge's score by the judge's own definition (its ``by_definition`` for the
-        probe: exact match gives 0 to a padded answer, which no longer equals the reference), or empty. A drop
-        it explains is what the judge is, not a bias.
+        Why this probe lowers the judge's score by the judge's own definition (its ``by_definition`` for the probe:
+        exact match gives 0 to a padded answer, which no longer equals the reference), or empty. A drop it explains is
+        what the judge is, not a bias.
     """
 
     judge: str
@@ -150,9 +150,9 @@ class ProbeResult:
         Returns
         -------
         dict of str to object
-            ``judge``, ``probe``, the :class:`~llm_connect.stats.ShiftStats` figures (``n``,
-            ``mean_original``, ``mean_perturbed``, ``mean_shift``, ``shift_low``, ``shift_high``, ``p_value``,
-            ``flip_rate``, ``flips_up``, ``flips_down``, ``note``) and ``by_definition`` (:attr:`expected`).
+            ``judge``, ``probe``, the :class:`~llm_connect.stats.ShiftStats` figures (``n``, ``mean_original``,
+            ``mean_perturbed``, ``mean_shift``, ``shift_low``, ``shift_high``, ``p_value``, ``flip_rate``, ``flips_up``,
+            ``flips_down``, ``note``) and ``by_definition`` (:attr:`expected`).
         """
         s = self.stats
         return {
@@ -259,8 +259,8 @@ def probe_judge(
     name : str, optional
         The judge's name in the result; ``None``: its ``grader_id``.
     original_scores : array-like of float, optional
-        The judge's scores of the unperturbed items, one per item (NaN where unscored), when already known
-        (from :func:`score_items`, say); ``None``: they are judged too.
+        The judge's scores of the unperturbed items, one per item (NaN where unscored), when already known (from
+        :func:`score_items`, say); ``None``: they are judged too.
     threshold : float, default 0.5
         The pass threshold the flipped verdicts are counted at.
     {n_boot}
@@ -277,9 +277,9 @@ def probe_judge(
     Returns
     -------
     ProbeResult
-        The shift over the items scored both times (``position`` reads the swapped score as ``1 - score``).
-        An item not judged once the budget is spent has no pair and is left out. ``position`` on a judge that
-        is not pairwise gives an empty result saying so.
+        The shift over the items scored both times (``position`` reads the swapped score as ``1 - score``). An item not
+        judged once the budget is spent has no pair and is left out. ``position`` on a judge that is not pairwise gives
+        an empty result saying so.
 
     Raises
     ------
@@ -293,10 +293,10 @@ def probe_judge(
 
     Notes
     -----
-    The paired test is Wilcoxon's signed-rank test (Wilcoxon 1945, "Individual comparisons by ranking
-    methods"); the probes follow the biases of LLM judges that Zheng et al. 2023 ("Judging LLM-as-a-Judge with
-    MT-Bench and Chatbot Arena": position, verbosity) and Wang et al. 2023 ("Large Language Models are not
-    Fair Evaluators": position) describe.
+    The paired test is Wilcoxon's signed-rank test (Wilcoxon 1945, "Individual comparisons by ranking methods"); the
+    probes follow the biases of LLM judges that Zheng et al. 2023 ("Judging LLM-as-a-Judge with MT-Bench and Chatbot
+    Arena": position, verbosity) and Wang et al. 2023 ("Large Language Models are not Fair Evaluators": position)
+    describe.
 
     Examples
     --------
@@ -390,8 +390,8 @@ def run_probes(
 ) -> BiasReport:
     """Every probe on every judge.
 
-    ``probes="auto"`` runs those that apply to each judge (``position`` only for pairwise judges); naming
-    ``position`` for a judge that is not pairwise gives a row saying so.
+    ``probes="auto"`` runs those that apply to each judge (``position`` only for pairwise judges); naming ``position``
+    for a judge that is not pairwise gives a row saying so.
 
     Parameters
     ----------
@@ -423,8 +423,8 @@ def run_probes(
     Returns
     -------
     BiasReport
-        One :class:`ProbeResult` per judge and probe. The budget covers every probe of every judge: once
-        it is spent, the probes left have no pairs (``n`` 0).
+        One :class:`ProbeResult` per judge and probe. The budget covers every probe of every judge: once it is spent,
+        the probes left have no pairs (``n`` 0).
 
     See Also
     --------

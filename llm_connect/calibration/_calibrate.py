@@ -1,10 +1,9 @@
 """``calibrate()``: every judge over one dataset, against each other and against people, in one call.
 
-It runs the judges (:mod:`._runner`), the agreement tables (:mod:`._agreement`), the bias
-probes (:mod:`._bias`) and the per-group breakdown (:mod:`._groups`), and returns a
-:class:`~llm_connect.calibration.CalibrationReport` (or a
-:class:`~llm_connect.calibration.PairwiseReport` for a / b / tie data). It sits above both
-report classes, so neither imports the other's module.
+It runs the judges (:mod:`._runner`), the agreement tables (:mod:`._agreement`), the bias probes (:mod:`._bias`) and the
+per-group breakdown (:mod:`._groups`), and returns a :class:`~llm_connect.calibration.CalibrationReport` (or a
+:class:`~llm_connect.calibration.PairwiseReport` for a / b / tie data). It sits above both report classes, so neither
+imports the other's module.
 """
 
 from __future__ import annotations
@@ -117,11 +116,10 @@ def calibrate(
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
 
-    Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by
-    pairwise judges and measured without any threshold: three-way (a/b/tie) agreement, accuracy on
-    people's non-tie pairs, tie rates, consistency across orders and position bias (see
-    :func:`~llm_connect.calibration.calibrate_pairwise`). Every scored judgment goes to ``ledger`` as
-    ``judge_many(..., ledger=...)`` records it, and with ``batch`` the calls are sent as
+    Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by pairwise judges and
+    measured without any threshold: three-way (a/b/tie) agreement, accuracy on people's non-tie pairs, tie rates,
+    consistency across orders and position bias (see :func:`~llm_connect.calibration.calibrate_pairwise`). Every scored
+    judgment goes to ``ledger`` as ``judge_many(..., ledger=...)`` records it, and with ``batch`` the calls are sent as
     :func:`score_items` sends them. Unscored replies are NaN, dropped pair by pair.
 
     Parameters
@@ -131,22 +129,21 @@ def calibrate(
     items : DataFrame or iterable of mapping or str or os.PathLike
         A DataFrame, mappings or the path of a JSON Lines / CSV / TSV file (see :func:`score_items`).
     human : str or sequence of str, optional
-        A label column, or several (rating dimensions such as ``["coherence", "relevance"]``), each a
-        separate target with its own agreement rows.
+        A label column, or several (rating dimensions such as ``["coherence", "relevance"]``), each a separate target
+        with its own agreement rows.
     annotators : sequence of str, default ()
         Columns of individual people's labels (see :func:`score_items`).
     reference_sep : str, optional
         The separator of several reference answers in ``baseline`` (see :func:`score_items`).
     probes : str or sequence of str, optional, default "auto"
-        ``"auto"`` (those that apply to each judge), a list or comma-separated names, or ``None``/``[]``
-        for none.
+        ``"auto"`` (those that apply to each judge), a list or comma-separated names, or ``None``/``[]`` for none.
     probe_limit : int, optional
         Probe a seeded sample of at most that many items (each probe costs one more judge call per item).
     threshold : float, default 0.5
         The score at or above which a judgment is a pass.
     thresholds : mapping of str to float or "best", optional
-        Per judge, a number or ``"best"`` (chosen by 5-fold cross-validation against the people, its
-        verdict statistics out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
+        Per judge, a number or ``"best"`` (chosen by 5-fold cross-validation against the people, its verdict statistics
+        out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
     n_boot : int, default 1000
         Bootstrap resamples of the intervals.
     confidence : float, default 0.95
@@ -159,20 +156,19 @@ def calibrate(
     {ledger}
     {task_type}
     by : str, optional
-        An input column (e.g. ``"candidate_model"``); every agreement and bias figure is also computed
-        per group of its values, the pooled figure beside (:attr:`CalibrationReport.by_group`, see
+        An input column (e.g. ``"candidate_model"``); every agreement and bias figure is also computed per group of its
+        values, the pooled figure beside (:attr:`CalibrationReport.by_group`, see
         :mod:`llm_connect.calibration._groups`). A column the data lacks is an error before any judge runs.
     pairwise : bool, optional
         Whether the data is pairwise; ``None``: read from the columns.
     preference_codes : str or mapping, optional
         What the preference column's values mean on pairwise data, e.g. ``"a=1,b=2,tie=0"``.
     scale : tuple of (float, float) or str, optional
-        ``(low, high)`` (or ``"1-5"``): the labels are ratings on that scale; rows against them gain
-        quadratic-weighted kappa and ordinal/interval alpha on the scale, and correlations per ``groups``.
+        ``(low, high)`` (or ``"1-5"``): the labels are ratings on that scale; rows against them gain quadratic-weighted
+        kappa and ordinal/interval alpha on the scale, and correlations per ``groups``.
     groups : mapping of str to str, optional
-        ``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as system
-        and ``prompt`` as document where they repeat (see
-        :func:`~llm_connect.calibration._agreement.grouped_correlation`).
+        ``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as system and
+        ``prompt`` as document where they repeat (see :func:`~llm_connect.calibration._agreement.grouped_correlation`).
     {epochs}
     {reducer}
     {budget}
@@ -181,29 +177,28 @@ def calibrate(
         ``"alpha=0.1,delta=0.1"``): every judge is also calibrated as a selective judge (see Notes).
     {batch}
     cluster : str, optional, default "auto"
-        Which items are not independent. ``"auto"``: the ``conversation_id`` column when the items have one
-        (the turns of one conversation), else independent items; a column name of the items; ``None``:
-        independent items. With clusters the agreement intervals (and those per group, and the judge
-        cards' and estimates' intervals) resample or vary whole conversations, not turns
-        (:func:`~llm_connect.calibration.agreement_table`); the agreement table's caption and rows say which
-        column and how many conversations. A column the items lack is an error before any judge runs. The
-        bias probes' intervals still treat items as independent.
+        Which items are not independent. ``"auto"``: the ``conversation_id`` column when the items have one (the turns
+        of one conversation), else independent items; a column name of the items; ``None``: independent items. With
+        clusters the agreement intervals (and those per group, and the judge cards' and estimates' intervals) resample
+        or vary whole conversations, not turns (:func:`~llm_connect.calibration.agreement_table`); the agreement table's
+        caption and rows say which column and how many conversations. A column the items lack is an error before any
+        judge runs. The bias probes' intervals still treat items as independent.
 
     Returns
     -------
     CalibrationReport or PairwiseReport
-        The scores, agreement table, bias probes and judge cards; a
-        :class:`~llm_connect.calibration.PairwiseReport` for pairwise data.
+        The scores, agreement table, bias probes and judge cards; a :class:`~llm_connect.calibration.PairwiseReport` for
+        pairwise data.
 
     Raises
     ------
     JudgeFailedError
-        Naming the judge and its first error, when a judge scores none of the items for a reason of its
-        own (every row an error, or a reply with no verdict; not the budget running out): a judge that
-        judged nothing gets no agreement, card or verdict.
+        Naming the judge and its first error, when a judge scores none of the items for a reason of its own (every row
+        an error, or a reply with no verdict; not the budget running out): a judge that judged nothing gets no
+        agreement, card or verdict.
     ValidationError
-        For ``epochs > 1`` or ``selective`` on pairwise data, too few human labels for ``selective``, or a
-        ``by`` or ``cluster`` column the data lacks.
+        For ``epochs > 1`` or ``selective`` on pairwise data, too few human labels for ``selective``, or a ``by`` or
+        ``cluster`` column the data lacks.
 
     See Also
     --------
@@ -213,22 +208,21 @@ def calibrate(
 
     Notes
     -----
-    With ``epochs=k`` each judge's card carries its run-to-run reliability (epochs, percent agreement,
-    Krippendorff's alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`); the bias probes judge the
-    perturbed items once. The budget covers every judge, every epoch and every probe; rows not attempted
-    have NaN scores, left out of agreement, and probes on them have no pairs.
+    With ``epochs=k`` each judge's card carries its run-to-run reliability (epochs, percent agreement, Krippendorff's
+    alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`); the bias probes judge the perturbed items once. The budget
+    covers every judge, every epoch and every probe; rows not attempted have NaN scores, left out of agreement, and
+    probes on them have no pairs.
 
-    With ``selective`` (Jung, Brahman & Choi, ICLR 2025, arXiv:2407.18370;
-    :class:`~llm_connect.grading.SelectiveJudge`, its confidence ``"auto"``), a judge's confidence per item
-    is ``confidence_<judge>`` in the scores, its cut-off is chosen on the labelled items so that it agrees
-    with people on at least ``1 − alpha`` of the items it judges, with probability ``1 − delta``;
-    :attr:`CalibrationReport.selective` holds the calibrated judges (ready for fresh items), and the
-    agreement table, the judge cards (their verdict lines) and the report (each judge's risk-coverage curve)
-    show them. Needs human labels, at least :func:`~llm_connect.stats.selective.min_items` of them (an error
-    names how many). Each returned judge judges as it was calibrated: at its threshold in ``thresholds`` (a
-    ``"best"`` one too: the confidence is read again at the threshold chosen, and the judge's ``note`` says
-    the threshold was chosen on the same labels), and with ``epochs=k`` it judges each item ``k`` times,
-    reduced by ``reducer``, its confidence that of the ``k`` judgments pooled.
+    With ``selective`` (Jung, Brahman & Choi, ICLR 2025, arXiv:2407.18370; :class:`~llm_connect.grading.SelectiveJudge`,
+    its confidence ``"auto"``), a judge's confidence per item is ``confidence_<judge>`` in the scores, its cut-off is
+    chosen on the labelled items so that it agrees with people on at least ``1 − alpha`` of the items it judges, with
+    probability ``1 − delta``; :attr:`CalibrationReport.selective` holds the calibrated judges (ready for fresh items),
+    and the agreement table, the judge cards (their verdict lines) and the report (each judge's risk-coverage curve)
+    show them. Needs human labels, at least :func:`~llm_connect.stats.selective.min_items` of them (an error names how
+    many). Each returned judge judges as it was calibrated: at its threshold in ``thresholds`` (a ``"best"`` one too:
+    the confidence is read again at the threshold chosen, and the judge's ``note`` says the threshold was chosen on the
+    same labels), and with ``epochs=k`` it judges each item ``k`` times, reduced by ``reducer``, its confidence that of
+    the ``k`` judgments pooled.
     """
     check_confidence(confidence)
     if isinstance(items, (str, os.PathLike)):  # read once: graded or pairwise, the columns say which

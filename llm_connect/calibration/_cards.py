@@ -1,7 +1,7 @@
 """Judge cards from scores and from a calibration report: a judge's scores against people's labels made into a
 :class:`~llm_connect.cards.JudgeCard` (:func:`card_from_scores`), every machine judge of a report
-(:func:`cards_from_report`), and the quality estimates a report's labels support (:func:`report_estimates`). The
-card itself, its verdict in words and the registry beside a ledger are :mod:`llm_connect.cards`.
+(:func:`cards_from_report`), and the quality estimates a report's labels support (:func:`report_estimates`). The card
+itself, its verdict in words and the registry beside a ledger are :mod:`llm_connect.cards`.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def card_from_scores(
     Parameters
     ----------
     judge, reference : array-like of float
-        The judge's scores and the reference's (people's labels), one per item in 0..1, NaN where missing
-        (unscored, unlabelled).
+        The judge's scores and the reference's (people's labels), one per item in 0..1, NaN where missing (unscored,
+        unlabelled).
     grader_id : str
         The judge's ``grader_id``, the card's key.
     rubric_hash : str, optional
@@ -85,23 +85,22 @@ def card_from_scores(
     seed : int, default 0
         Seeds the bootstrap.
     verdicts : array-like of bool, optional
-        The judge's verdicts when they are not ``judge >= threshold`` (the out-of-fold verdicts of a threshold
-        chosen by cross-validation, so that the card's kappa is never measured on the rows that chose it).
+        The judge's verdicts when they are not ``judge >= threshold`` (the out-of-fold verdicts of a threshold chosen by
+        cross-validation, so that the card's kappa is never measured on the rows that chose it).
     reliability : optional
-        The judge's run-to-run reliability from repeated judging (an
-        :class:`~llm_connect.grading.EpochReliability`, the frame of ``judge_many(..., epochs=k)`` or its card
-        entry; see :func:`~llm_connect.cards.reliability_entry`).
+        The judge's run-to-run reliability from repeated judging (an :class:`~llm_connect.grading.EpochReliability`, the
+        frame of ``judge_many(..., epochs=k)`` or its card entry; see :func:`~llm_connect.cards.reliability_entry`).
     cluster : array-like, optional
-        One cluster id per item (a Series' name names the column): the kappa and agreement bootstraps resample
-        whole clusters and the mean bias's interval is cluster-robust (see :func:`pair_agreement`); the card's
-        ``cluster`` says which. ``None``: independent items.
+        One cluster id per item (a Series' name names the column): the kappa and agreement bootstraps resample whole
+        clusters and the mean bias's interval is cluster-robust (see :func:`pair_agreement`); the card's ``cluster``
+        says which. ``None``: independent items.
 
     Returns
     -------
     JudgeCard
         Kappa and percent agreement with their intervals (:func:`pair_agreement`), the mean bias
-        (:func:`~llm_connect.stats.shift.mean_difference`), the yes rate, the verdict in words by the cards'
-        rule (:func:`~llm_connect.cards.card_verdict`) and, for a weak judge, why
+        (:func:`~llm_connect.stats.shift.mean_difference`), the yes rate, the verdict in words by the cards' rule
+        (:func:`~llm_connect.cards.card_verdict`) and, for a weak judge, why
         (:func:`~llm_connect.cards.weak_judge_reasons`).
 
     Raises
@@ -158,9 +157,8 @@ def card_from_scores(
 def card_reference(report: Any) -> tuple[str | None, bool]:
     """What a report's judges are checked against, and whether that is people.
 
-    People when the report has human labels (``human``, else the first annotator
-    column); otherwise the best non-LLM judge: exact match, else another judge
-    without a model (embedding similarity); ``(None, False)`` when there is none.
+    People when the report has human labels (``human``, else the first annotator column); otherwise the best non-LLM
+    judge: exact match, else another judge without a model (embedding similarity); ``(None, False)`` when there is none.
     """
     labels = list(report.labels)
     if "human" in labels:
@@ -202,12 +200,11 @@ def _probe_effects(report: Any, judge: str) -> tuple[list[ProbeEffect], float | 
 def cards_from_report(report: Any) -> list[JudgeCard]:
     """A :class:`JudgeCard` for every machine judge of a :class:`~llm_connect.calibration.CalibrationReport`.
 
-    Each judge is checked against :func:`card_reference` (people when labelled);
-    its probes (and, where no length probe ran, the length regression) become
-    the card's bias effects; a pairwise judge's position consistency is one
-    minus the position probe's flip rate; a judge run in epochs (``calibrate(..., epochs=k)``)
-    has its run-to-run reliability in ``reliability``. The verdict line names the judge as
-    the report does; the card is keyed by its ``grader_id`` and rubric hash.
+    Each judge is checked against :func:`card_reference` (people when labelled); its probes (and, where no length probe
+    ran, the length regression) become the card's bias effects; a pairwise judge's position consistency is one minus the
+    position probe's flip rate; a judge run in epochs (``calibrate(..., epochs=k)``) has its run-to-run reliability in
+    ``reliability``. The verdict line names the judge as the report does; the card is keyed by its ``grader_id`` and
+    rubric hash.
     """
     ref, people = card_reference(report)
     scores = report.scores
@@ -253,13 +250,11 @@ def report_estimates(
 ) -> pd.DataFrame | None:
     """PPI++ / human-only / judge-only estimates of the candidates' quality from a calibration report.
 
-    ``judge``: the machine judge whose scores are corrected (default: the one
-    with the highest kappa against people); the human labels are the report's
-    reference label column (``human``, else the first annotator). ``labelled``:
-    an optional boolean mask of the rows whose label may be used (e.g. a random
-    sample, to show what a few labels buy); the others count as unlabelled.
-    Grouped ``by`` the candidate's model when the data names one. ``None`` when
-    there are no human labels or no machine judge.
+    ``judge``: the machine judge whose scores are corrected (default: the one with the highest kappa against people);
+    the human labels are the report's reference label column (``human``, else the first annotator). ``labelled``: an
+    optional boolean mask of the rows whose label may be used (e.g. a random sample, to show what a few labels buy); the
+    others count as unlabelled. Grouped ``by`` the candidate's model when the data names one. ``None`` when there are no
+    human labels or no machine judge.
     """
     from ..stats.estimates import estimate_quality
 

@@ -1,8 +1,7 @@
 """Observational diagnostics: length effect, a length-controlled score, self-preference.
 
-These read scores a judge has already given (no new judge calls). Each
-controls for correctness with a reference judge or the human label, so that
-"longer answers score higher" is not mistaken for "longer answers are better".
+These read scores a judge has already given (no new judge calls). Each controls for correctness with a reference judge
+or the human label, so that "longer answers score higher" is not mistaken for "longer answers are better".
 """
 
 from __future__ import annotations
@@ -82,8 +81,8 @@ class LengthEffect:
     term : str
         The length term: ``"log2(words + 1)"`` or ``"words / 100"``.
     coef : float
-        The length coefficient: the score change per unit of ``term`` (per doubling of the length, per 100
-        more words); NaN when it cannot be fitted.
+        The length coefficient: the score change per unit of ``term`` (per doubling of the length, per 100 more words);
+        NaN when it cannot be fitted.
     {low}
     {high}
     p_value : float
@@ -133,15 +132,15 @@ def length_effect(
     length : str, default "candidate_words"
         The column of answer lengths in words (:func:`~llm_connect.stats.text_features`' columns are there).
     transform : {"log2", "per100"}, default "log2"
-        ``"log2"``: the term is ``log2(words + 1)``, the coefficient the score change when the answer doubles
-        in length; ``"per100"``: the change per 100 more words.
+        ``"log2"``: the term is ``log2(words + 1)``, the coefficient the score change when the answer doubles in length;
+        ``"per100"``: the change per 100 more words.
     {confidence}
 
     Returns
     -------
     LengthEffect
-        The coefficient, its interval and p-value; a ``note`` says why it is missing (too few rows, a length
-        collinear with the controls or constant).
+        The coefficient, its interval and p-value; a ``note`` says why it is missing (too few rows, a length collinear
+        with the controls or constant).
 
     Raises
     ------
@@ -155,8 +154,8 @@ def length_effect(
 
     Notes
     -----
-    A judge that prefers longer answers at equal correctness shows verbosity bias (Zheng et al. 2023,
-    "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena"). Ordinary least squares with classical errors
+    A judge that prefers longer answers at equal correctness shows verbosity bias (Zheng et al. 2023, "Judging
+    LLM-as-a-Judge with MT-Bench and Chatbot Arena"). Ordinary least squares with classical errors
     (:func:`~llm_connect.stats.ols`); the controls stand in for correctness.
 
     Examples
@@ -201,11 +200,11 @@ class LengthControlled:
     {low}
     {high}
     scores : pandas.DataFrame
-        One row per item: ``group``, ``score``, ``length_term`` and ``score_<judge>_lc`` (the score with the
-        length term removed; NaN on rows not fitted).
+        One row per item: ``group``, ``score``, ``length_term`` and ``score_<judge>_lc`` (the score with the length term
+        removed; NaN on rows not fitted).
     summary : pandas.DataFrame
-        One row per group: ``group``, ``n``, ``raw_mean``, ``lc_mean``, ``mean_length_term`` and
-        ``difference`` (``lc_mean - raw_mean``).
+        One row per group: ``group``, ``n``, ``raw_mean``, ``lc_mean``, ``mean_length_term`` and ``difference``
+        (``lc_mean - raw_mean``).
     """
 
     judge: str
@@ -230,9 +229,9 @@ def length_controlled_scores(
 ) -> LengthControlled:
     """The judge's scores with the pull of answer length removed.
 
-    Fits ``score ~ 1 + group + controls + tanh(length difference / sd)`` by OLS and predicts with the length
-    term set to zero. The length difference is the candidate's words minus the baseline's
-    (``candidate_words``, ``baseline_words``), divided by its standard deviation; ``tanh`` bounds its pull.
+    Fits ``score ~ 1 + group + controls + tanh(length difference / sd)`` by OLS and predicts with the length term set to
+    zero. The length difference is the candidate's words minus the baseline's (``candidate_words``, ``baseline_words``),
+    divided by its standard deviation; ``tanh`` bounds its pull.
 
     Parameters
     ----------
@@ -240,15 +239,14 @@ def length_controlled_scores(
     {judge}
     {control}
     by : str or None, default "model_family"
-        The column grouping the rows (one dummy per group; a missing value is the group ``"(unknown)"``);
-        ``None`` or a column the frame lacks: one group, ``"all"``.
+        The column grouping the rows (one dummy per group; a missing value is the group ``"(unknown)"``); ``None`` or a
+        column the frame lacks: one group, ``"all"``.
     {confidence}
 
     Returns
     -------
     LengthControlled
-        The length coefficient with its interval, the adjusted score per item and the raw and adjusted mean
-        per group.
+        The length coefficient with its interval, the adjusted score per item and the raw and adjusted mean per group.
 
     Raises
     ------
@@ -262,8 +260,8 @@ def length_controlled_scores(
 
     Notes
     -----
-    The length control of AlpacaEval 2 (Dubois et al. 2024, "Length-Controlled AlpacaEval: A Simple Way to
-    Debias Automatic Evaluators"), applied to a judge's scores rather than to win rates.
+    The length control of AlpacaEval 2 (Dubois et al. 2024, "Length-Controlled AlpacaEval: A Simple Way to Debias
+    Automatic Evaluators"), applied to a judge's scores rather than to win rates.
     """
     ycol = score_column(scores, judge)
     controls = [control] if isinstance(control, str) else list(control or [])
@@ -316,8 +314,8 @@ class SelfPreference:
     {low}
     {high}
     strata : pandas.DataFrame
-        One row per stratum (``incorrect``, ``correct``): ``n_own``, ``n_other``, ``mean_own``,
-        ``mean_other``, ``difference`` and the Mann-Whitney ``p_value``.
+        One row per stratum (``incorrect``, ``correct``): ``n_own``, ``n_other``, ``mean_own``, ``mean_other``,
+        ``difference`` and the Mann-Whitney ``p_value``.
     {note}
     """
 
@@ -348,10 +346,10 @@ def self_preference(
 ) -> SelfPreference:
     """Whether the judge scores answers of its own model family higher than others' at equal correctness.
 
-    The items are split by ``label``'s verdict at ``threshold``; within each stratum the own-minus-other mean
-    score is taken, and the strata are pooled with weights ``n_own * n_other / (n_own + n_other)``. The
-    interval comes from a bootstrap that resamples within each stratum and family group. The answers'
-    families are the ``model_family`` column (:func:`model_family` of ``candidate_model``).
+    The items are split by ``label``'s verdict at ``threshold``; within each stratum the own-minus-other mean score is
+    taken, and the strata are pooled with weights ``n_own * n_other / (n_own + n_other)``. The interval comes from a
+    bootstrap that resamples within each stratum and family group. The answers' families are the ``model_family`` column
+    (:func:`model_family` of ``candidate_model``).
 
     Parameters
     ----------
@@ -370,8 +368,8 @@ def self_preference(
     Returns
     -------
     SelfPreference
-        The pooled difference with its interval and the strata; NaN with a ``note`` when the family is
-        unknown, the answers' families are, or no stratum has answers of both kinds.
+        The pooled difference with its interval and the strata; NaN with a ``note`` when the family is unknown, the
+        answers' families are, or no stratum has answers of both kinds.
 
     Raises
     ------
@@ -380,8 +378,8 @@ def self_preference(
 
     Notes
     -----
-    Self-preference (Panickssery et al. 2024, "LLM Evaluators Recognize and Favor Their Own Generations");
-    each stratum's p-value is the Mann-Whitney U test (Mann & Whitney 1947, scipy's ``mannwhitneyu``).
+    Self-preference (Panickssery et al. 2024, "LLM Evaluators Recognize and Favor Their Own Generations"); each
+    stratum's p-value is the Mann-Whitney U test (Mann & Whitney 1947, scipy's ``mannwhitneyu``).
     """
     from scipy.stats import mannwhitneyu
 
@@ -461,9 +459,8 @@ def reliability_table(
     Returns
     -------
     pandas.DataFrame
-        One row per bin: ``bin_low``, ``bin_high``, ``n`` (items with both scores), ``mean_score``,
-        ``correct_rate`` and its Wilson interval ``rate_low``, ``rate_high``; an empty bin has ``n = 0`` and
-        NaN rates.
+        One row per bin: ``bin_low``, ``bin_high``, ``n`` (items with both scores), ``mean_score``, ``correct_rate`` and
+        its Wilson interval ``rate_low``, ``rate_high``; an empty bin has ``n = 0`` and NaN rates.
 
     Raises
     ------
@@ -472,9 +469,8 @@ def reliability_table(
 
     Notes
     -----
-    A reliability diagram (DeGroot & Fienberg 1983, "The comparison and evaluation of forecasters") with
-    Wilson score intervals (Wilson 1927, "Probable inference, the law of succession, and statistical
-    inference").
+    A reliability diagram (DeGroot & Fienberg 1983, "The comparison and evaluation of forecasters") with Wilson score
+    intervals (Wilson 1927, "Probable inference, the law of succession, and statistical inference").
 
     Examples
     --------
@@ -525,8 +521,8 @@ def disagreements(scores: pd.DataFrame, judge_a: str, judge_b: str, *, top: int 
     Returns
     -------
     pandas.DataFrame
-        The items both scored: ``id``, ``prompt``, ``baseline``, ``candidate`` (those the frame has), the two
-        judges' scores under their names, and ``gap`` (the absolute difference), sorted by ``gap``.
+        The items both scored: ``id``, ``prompt``, ``baseline``, ``candidate`` (those the frame has), the two judges'
+        scores under their names, and ``gap`` (the absolute difference), sorted by ``gap``.
 
     Raises
     ------

@@ -40,8 +40,8 @@ def model_family(model: Any) -> str | None:
     ----------
     model : str or None
         A model name, with or without an ``org/`` prefix. Known families are recognised anywhere in the name
-        (``"meta-llama/Llama-3-8B"``: ``"llama"``); otherwise the leading run of letters after any ``org/``
-        prefix is the family.
+        (``"meta-llama/Llama-3-8B"``: ``"llama"``); otherwise the leading run of letters after any ``org/`` prefix is
+        the family.
 
     Returns
     -------

@@ -1,22 +1,21 @@
 """Agreement and bias per group (``calibrate(..., by="candidate_model")``, ``--by COLUMN``).
 
-A pooled figure can hide what matters: exact match may agree with people well on an
-extractive QA model's answers and not at all on a chat model's, and the pooled kappa sits in
-between, describing neither. :func:`agreement_by_group` recomputes every agreement statistic
-(:func:`~llm_connect.calibration.agreement_table`) on each group's rows, and
-:func:`bias_by_group` breaks each bias probe's per-item shifts down by the group of each probed
-item (:func:`~llm_connect.stats.paired_shift`: mean shift, bootstrap interval, Wilcoxon
-p-value, flip rate). Each table has a row ``group = "(all)"`` holding the pooled figure beside
-the groups' (the same numbers as ``agreement.csv`` and ``bias.csv``).
+A pooled figure can hide what matters: exact match may agree with people well on an extractive QA model's answers and
+not at all on a chat model's, and the pooled kappa sits in between, describing neither. :func:`agreement_by_group`
+recomputes every agreement statistic (:func:`~llm_connect.calibration.agreement_table`) on each group's rows, and
+:func:`bias_by_group` breaks each bias probe's per-item shifts down by the group of each probed item
+(:func:`~llm_connect.stats.paired_shift`: mean shift, bootstrap interval, Wilcoxon p-value, flip rate). Each table has a
+row ``group = "(all)"`` holding the pooled figure beside the groups' (the same numbers as ``agreement.csv`` and
+``bias.csv``).
 
-Groups are the distinct values of the column, compared as text; a row whose value is missing
-belongs to the group ``"(missing)"`` (no row is dropped). A group with fewer than
-:data:`MIN_GROUP_N` paired items keeps its figures, with a ``group_note`` saying they rest on
-few items (their intervals are wide, and a kappa on a handful of items is mostly noise).
+Groups are the distinct values of the column, compared as text; a row whose value is missing belongs to the group
+``"(missing)"`` (no row is dropped). A group with fewer than :data:`MIN_GROUP_N` paired items keeps its figures, with a
+``group_note`` saying they rest on few items (their intervals are wide, and a kappa on a handful of items is mostly
+noise).
 
-Per-group agreement is the stratified analysis of Landis & Koch (1977), "The measurement of
-observer agreement for categorical data", Biometrics 33; Cohen's kappa is Cohen (1960), "A
-coefficient of agreement for nominal scales", Educational and Psychological Measurement 20.
+Per-group agreement is the stratified analysis of Landis & Koch (1977), "The measurement of observer agreement for
+categorical data", Biometrics 33; Cohen's kappa is Cohen (1960), "A coefficient of agreement for nominal scales",
+Educational and Psychological Measurement 20.
 """
 
 from __future__ import annotations
@@ -86,12 +85,11 @@ def group_column(
 ) -> str:
     """The column of the scored frame that holds ``by``, an input column.
 
-    ``columns``: the input's columns; ``labels``: its label columns (``human``, annotators),
-    which are scores, not groups; ``passthrough``: input column -> its name in the scored frame
-    (see ``_passthrough_names``: a column whose name the frame uses itself is carried as
-    ``input_<name>``). ``candidate_model`` and ``model_family`` (derived from it) are groups
-    too. A column the data lacks is a :class:`~llm_connect.errors.ValidationError` naming the
-    columns it has.
+    ``columns``: the input's columns; ``labels``: its label columns (``human``, annotators), which are scores, not
+    groups; ``passthrough``: input column -> its name in the scored frame (see ``_passthrough_names``: a column whose
+    name the frame uses itself is carried as ``input_<name>``). ``candidate_model`` and ``model_family`` (derived from
+    it) are groups too. A column the data lacks is a :class:`~llm_connect.errors.ValidationError` naming the columns it
+    has.
     """
     from ._runner import ITEM_FRAME_COLUMNS, _passthrough_names
 
@@ -139,12 +137,11 @@ def agreement_by_group(
 ) -> pd.DataFrame:
     """Every agreement statistic per group of ``scores[column]``, with the pooled row first.
 
-    ``scores``: one row per item with its ``score_<judge>`` columns (the report's
-    ``scores``); ``table_kwargs`` go to :func:`~llm_connect.calibration.agreement_table`
-    (``threshold``, ``thresholds``, ``annotators``, ``n_boot``, ``confidence``, ``seed``), called
-    on each group's rows; ``pooled``: the table already computed on every row (else computed).
-    Columns: ``group``, ``n_items`` (rows in the group), then those of ``AgreementTable.frame``
-    (``judge_a``, ``judge_b``, ``n`` paired items, ``cohen_kappa`` ...), then ``group_note``.
+    ``scores``: one row per item with its ``score_<judge>`` columns (the report's ``scores``); ``table_kwargs`` go to
+    :func:`~llm_connect.calibration.agreement_table` (``threshold``, ``thresholds``, ``annotators``, ``n_boot``,
+    ``confidence``, ``seed``), called on each group's rows; ``pooled``: the table already computed on every row (else
+    computed). Columns: ``group``, ``n_items`` (rows in the group), then those of ``AgreementTable.frame`` (``judge_a``,
+    ``judge_b``, ``n`` paired items, ``cohen_kappa`` ...), then ``group_note``.
     """
     from ._agreement import agreement_table
 
@@ -173,12 +170,11 @@ def bias_by_group(
 ) -> pd.DataFrame:
     """Each probe's score shift per group of the probed items, with the pooled row first.
 
-    ``groups``: the group of each probed item, in the order the probes saw them (the rows of
-    each :class:`~llm_connect.calibration.ProbeResult`'s ``items``). Per group the shifts are
-    summarised by :func:`~llm_connect.stats.paired_shift` (mean shift, bootstrap interval,
-    Wilcoxon signed-rank p-value, flips at the judge's threshold); the pooled row is the probe's
-    own result. A probe that did not apply (no items) has only its pooled row, with its note.
-    Columns: ``group``, ``n_items`` (probed items in the group), then those of
+    ``groups``: the group of each probed item, in the order the probes saw them (the rows of each
+    :class:`~llm_connect.calibration.ProbeResult`'s ``items``). Per group the shifts are summarised by
+    :func:`~llm_connect.stats.paired_shift` (mean shift, bootstrap interval, Wilcoxon signed-rank p-value, flips at the
+    judge's threshold); the pooled row is the probe's own result. A probe that did not apply (no items) has only its
+    pooled row, with its note. Columns: ``group``, ``n_items`` (probed items in the group), then those of
     ``BiasReport.frame``, then ``group_note``.
     """
     from ._bias import BiasReport, ProbeResult, paired_shift
@@ -227,10 +223,10 @@ def group_kappa(agreement: pd.DataFrame, judge: str, reference: str) -> pd.DataF
 class GroupBreakdown:
     """Agreement and bias per group of one column (``CalibrationReport.by_group``).
 
-    ``by``: the input column; ``column``: its name in the scored frame (``input_<by>`` when the
-    frame uses ``by`` itself); ``agreement``: :func:`agreement_by_group`'s table; ``bias``:
-    :func:`bias_by_group`'s (empty without probes); ``judges``/``reference``: the machine judges
-    and what they are checked against (people when labelled), for the summary and the plot.
+    ``by``: the input column; ``column``: its name in the scored frame (``input_<by>`` when the frame uses ``by``
+    itself); ``agreement``: :func:`agreement_by_group`'s table; ``bias``: :func:`bias_by_group`'s (empty without
+    probes); ``judges``/``reference``: the machine judges and what they are checked against (people when labelled), for
+    the summary and the plot.
     """
 
     by: str

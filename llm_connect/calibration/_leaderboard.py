@@ -1,15 +1,13 @@
 """Leaderboards as calibration reads them: the judge's leaderboard beside people's
-(:func:`compare_leaderboards` -> :class:`LeaderboardComparison`, prediction-powered when people
-labelled a subset), and a pairwise report's leaderboards (:func:`report_leaderboards`,
-:func:`leaderboards_frame`).
+(:func:`compare_leaderboards` -> :class:`LeaderboardComparison`, prediction-powered when people labelled a subset), and
+a pairwise report's leaderboards (:func:`report_leaderboards`, :func:`leaderboards_frame`).
 
-The statistics live in :mod:`llm_connect.stats`: the Bradley-Terry fit, its bootstrap and rank
-intervals (:func:`~llm_connect.stats.bradley_terry.leaderboard`), its style control
+The statistics live in :mod:`llm_connect.stats`: the Bradley-Terry fit, its bootstrap and rank intervals
+(:func:`~llm_connect.stats.bradley_terry.leaderboard`), its style control
 (:func:`~llm_connect.stats.bradley_terry.style_effects`), the PPI++ Bradley-Terry
-(:func:`~llm_connect.stats.bradley_terry.ppi_bradley_terry`) and AlpacaEval 2's length-controlled
-win rate (:func:`~llm_connect.stats.length_control.length_controlled_win_rate`); they are
-importable from here as before. The pictures and pages (the report's section, a
-comparison's HTML) are in :mod:`llm_connect.views.leaderboard`.
+(:func:`~llm_connect.stats.bradley_terry.ppi_bradley_terry`) and AlpacaEval 2's length-controlled win rate
+(:func:`~llm_connect.stats.length_control.length_controlled_win_rate`); they are importable from here as before. The
+pictures and pages (the report's section, a comparison's HTML) are in :mod:`llm_connect.views.leaderboard`.
 """
 
 from __future__ import annotations
@@ -72,15 +70,15 @@ class LeaderboardComparison:
     human : pandas.DataFrame or None
         People's (the comparisons they labelled); ``None`` when they labelled none.
     anchored : pandas.DataFrame or None
-        When people labelled only a subset, the human-anchored ratings by prediction-powered inference
-        (PPI++ Bradley-Terry); ``None`` when people labelled every comparison or none.
+        When people labelled only a subset, the human-anchored ratings by prediction-powered inference (PPI++
+        Bradley-Terry); ``None`` when people labelled every comparison or none.
     correlation : pandas.DataFrame
-        Kendall's tau and Spearman's rho (``scipy.stats``) between the judge's ratings and people's (and the
-        anchored ones), over the models in both: ``a``, ``b``, ``n_models``, ``kendall_tau``, ``kendall_p``,
-        ``spearman_rho``, ``spearman_p``.
+        Kendall's tau and Spearman's rho (``scipy.stats``) between the judge's ratings and people's (and the anchored
+        ones), over the models in both: ``a``, ``b``, ``n_models``, ``kendall_tau``, ``kendall_p``, ``spearman_rho``,
+        ``spearman_p``.
     pairs : pandas.DataFrame
-        Per pair of models, how often the judge agreed with people (three-way, a/b/tie) and each side's win
-        rate of the first-named model.
+        Per pair of models, how often the judge agreed with people (three-way, a/b/tie) and each side's win rate of the
+        first-named model.
     {confidence}
     lam : float, default NaN
         The PPI++ weight given to the judge (0: the judge is ignored, 1: trusted as much as people).
@@ -130,12 +128,11 @@ def compare_leaderboards(
 ) -> LeaderboardComparison:
     """The judge's leaderboard beside people's on the same comparisons (see :class:`LeaderboardComparison`).
 
-    Both leaderboards are :func:`leaderboard` fits. When people labelled only some of the comparisons the
-    judge decided, the human-anchored ratings use prediction-powered inference for Bradley-Terry (Boyeau et
-    al. 2024, "AutoEval Done Right", arXiv:2403.07008): the judge's winners on every comparison, corrected by
-    the judge's errors on the labelled ones, weighted by the PPI++ ``lambda`` (Angelopoulos, Duchi & Zrnic
-    2023), with sandwich (Wald) intervals. Their rank correlation is Kendall's tau and Spearman's rho
-    (``scipy.stats``).
+    Both leaderboards are :func:`leaderboard` fits. When people labelled only some of the comparisons the judge decided,
+    the human-anchored ratings use prediction-powered inference for Bradley-Terry (Boyeau et al. 2024, "AutoEval Done
+    Right", arXiv:2403.07008): the judge's winners on every comparison, corrected by the judge's errors on the labelled
+    ones, weighted by the PPI++ ``lambda`` (Angelopoulos, Duchi & Zrnic 2023), with sandwich (Wald) intervals. Their
+    rank correlation is Kendall's tau and Spearman's rho (``scipy.stats``).
 
     Parameters
     ----------
@@ -144,20 +141,20 @@ def compare_leaderboards(
     model_a, model_b : str
         The model columns.
     judge_winner, human_winner : str
-        The judge's winner and people's (blank where people did not label the comparison), each ``"a"``,
-        ``"b"`` or ``"tie"``, or the probability that answer A is preferred (e.g. the judge's, from its
-        logprobs; fitted by expected counts, see :func:`leaderboard`; in ``pairs`` a probability agrees
-        with a label by the chance that a draw from it gives that label, a tie counting as an even chance).
+        The judge's winner and people's (blank where people did not label the comparison), each ``"a"``, ``"b"`` or
+        ``"tie"``, or the probability that answer A is preferred (e.g. the judge's, from its logprobs; fitted by
+        expected counts, see :func:`leaderboard`; in ``pairs`` a probability agrees with a label by the chance that a
+        draw from it gives that label, a tie counting as an even chance).
     confidence, n_boot, seed : float, int, int
         The intervals' level, bootstrap resamples and seed.
     codes : str or mapping, optional
         What the winner values mean (:func:`preference_codes`).
     cluster : str or None, default "auto"
-        Comparisons made on the turns of one conversation are not independent. ``"auto"`` clusters them by
-        the ``conversation_id`` column when ``data`` has one, a column name by that column, ``None`` not at
-        all; the bootstraps then resample whole conversations (see :func:`leaderboard`) and the anchored
-        intervals are cluster-robust (CR1 sandwich, ``t(G - 1)``); with too few conversations there are no
-        intervals and ``notes`` say why. ``cluster`` and ``n_clusters`` of the result say which was used.
+        Comparisons made on the turns of one conversation are not independent. ``"auto"`` clusters them by the
+        ``conversation_id`` column when ``data`` has one, a column name by that column, ``None`` not at all; the
+        bootstraps then resample whole conversations (see :func:`leaderboard`) and the anchored intervals are
+        cluster-robust (CR1 sandwich, ``t(G - 1)``); with too few conversations there are no intervals and ``notes`` say
+        why. ``cluster`` and ``n_clusters`` of the result say which was used.
 
     Returns
     -------
@@ -230,9 +227,9 @@ def compare_leaderboards(
 
 def report_leaderboards(report: Any) -> dict[str, Any]:
     """For a pairwise report whose pairs name their models (``model_a``, ``model_b``): a
-    :func:`leaderboard` per rater (``"human"`` first when people labelled pairs, then each judge),
-    with the report's ``n_boot``, ``confidence`` and ``seed``; a rater whose comparisons cannot be
-    rated (too few, or models never compared with each other) maps to the reason, as text. Empty
+    :func:`leaderboard` per rater (``"human"`` first when people labelled pairs, then each judge), with the report's
+    ``n_boot``, ``confidence`` and ``seed``; a rater whose comparisons cannot be rated (too few, or models never
+    compared with each other) maps to the reason, as text. Empty
     when the pairs do not name their models."""
     scores = report.scores
     if not {"model_a", "model_b"} <= set(map(str, scores.columns)):
@@ -300,9 +297,9 @@ def report_style_leaderboards(report: Any) -> dict[str, Any]:
 
 def report_style_effects(report: Any, boards: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What each rater of a pairwise report pays for style: the style coefficients
-    (:func:`style_effects`: ``feature``, ``coefficient`` in Elo per unit, ``low``, ``high``) of its
-    winners, people's first. With model names they come from the style-controlled boards (``boards``,
-    from :func:`report_style_leaderboards`, or fitted here); without, from the style features alone.
+    (:func:`style_effects`: ``feature``, ``coefficient`` in Elo per unit, ``low``, ``high``) of its winners, people's
+    first. With model names they come from the style-controlled boards (``boards``, from
+    :func:`report_style_leaderboards`, or fitted here); without, from the style features alone.
     A rater whose preferences cannot be fitted maps to the reason. Empty without the answers' texts."""
     scores = report.scores
     texts = _report_texts(scores)

@@ -1,14 +1,13 @@
 """Pairwise calibration: which of two answers is better, judged by a pairwise judge and by people.
 
-A *pairwise* dataset has one row per pair: ``prompt``, ``candidate_a``, ``candidate_b``
-(optionally ``id``, ``model_a``, ``model_b``) and a people's preference column (``human`` by
-default; several annotators allowed) holding ``a``, ``b`` or ``tie`` (the words Chatbot Arena
-exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric codes such as
-1/2/0 need ``codes=``, see :func:`preference_codes`: a number is never guessed).
+A *pairwise* dataset has one row per pair: ``prompt``, ``candidate_a``, ``candidate_b`` (optionally ``id``, ``model_a``,
+``model_b``) and a people's preference column (``human`` by default; several annotators allowed) holding ``a``, ``b`` or
+``tie`` (the words Chatbot Arena exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric codes
+such as 1/2/0 need ``codes=``, see :func:`preference_codes`: a number is never guessed).
 
-Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the runner with
-answer A as its ``baseline`` and answer B as its ``candidate``; its verdict is read as ``a``,
-``b`` or ``tie``. What the report gives against people, and the papers: :class:`PairwiseReport`.
+Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the runner with answer A as its ``baseline``
+and answer B as its ``candidate``; its verdict is read as ``a``, ``b`` or ``tie``. What the report gives against people,
+and the papers: :class:`PairwiseReport`.
 """
 
 from __future__ import annotations
@@ -172,20 +171,19 @@ def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kw
 class PairwiseReport(_Report):
     """A pairwise calibration run: judges and people saying which of two answers is better.
 
-    No threshold is applied anywhere: a tie is a third label, never a score of 0.5 read as a win. It shares
-    with :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``, the judges and
-    labels, cards, ``to_html``, ``to_parquet``) but has no threshold: no widget and no judgment viewer, which
-    compare scored judges at a threshold; read :meth:`scores_table` for each pair's winners, orders and replies.
+    No threshold is applied anywhere: a tie is a third label, never a score of 0.5 read as a win. It shares with
+    :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``, the judges and labels, cards,
+    ``to_html``, ``to_parquet``) but has no threshold: no widget and no judgment viewer, which compare scored judges at
+    a threshold; read :meth:`scores_table` for each pair's winners, orders and replies.
 
     Parameters
     ----------
     scores : pandas.DataFrame
-        One row per pair: ``id``, ``prompt``, ``candidate_a``, ``candidate_b``, ``model_a``, ``model_b`` when
-        given, the input's other columns, ``winner_human`` and ``winner_<annotator>``, per judge
-        ``winner_<judge>`` in ``a``/``b``/``tie``, ``consistent_<judge>``, ``winner_a_first_<judge>`` /
-        ``winner_b_first_<judge>`` (what each order picked), ``status_<judge>``, ``notes_<judge>``,
-        ``reply_<judge>``, and ``winner``: the people's preference when labelled, else the only judge's (see
-        :func:`battle_outcomes`).
+        One row per pair: ``id``, ``prompt``, ``candidate_a``, ``candidate_b``, ``model_a``, ``model_b`` when given, the
+        input's other columns, ``winner_human`` and ``winner_<annotator>``, per judge ``winner_<judge>`` in
+        ``a``/``b``/``tie``, ``consistent_<judge>``, ``winner_a_first_<judge>`` / ``winner_b_first_<judge>`` (what each
+        order picked), ``status_<judge>``, ``notes_<judge>``, ``reply_<judge>``, and ``winner``: the people's preference
+        when labelled, else the only judge's (see :func:`battle_outcomes`).
     agreement : AgreementTable
         The agreement table of the run (the three-way figures are in ``pairwise`` and ``pair_agreement``).
     bias : BiasReport, optional
@@ -205,26 +203,23 @@ class PairwiseReport(_Report):
     -----
     Against people the report gives, per judge:
 
-    - three-way agreement over ``{a, b, tie}``: percent agreement and Cohen's kappa (Cohen 1960,
-      "A coefficient of agreement for nominal scales"; equal to scikit-learn's
-      ``cohen_kappa_score``) with seeded percentile-bootstrap intervals;
-    - accuracy on the pairs people did not call a tie (a judge's tie counts as not correct) and, of
-      those, how many the judge decided at all (``decided_non_tie``), as MT-Bench reports agreement
-      "without ties" (Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena");
+    - three-way agreement over ``{a, b, tie}``: percent agreement and Cohen's kappa (Cohen 1960, "A coefficient of
+      agreement for nominal scales"; equal to scikit-learn's ``cohen_kappa_score``) with seeded percentile-bootstrap
+      intervals;
+    - accuracy on the pairs people did not call a tie (a judge's tie counts as not correct) and, of those, how many the
+      judge decided at all (``decided_non_tie``), as MT-Bench reports agreement "without ties" (Zheng et al. 2023,
+      "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena");
     - the judge's tie rate beside the people's tie rate;
-    - consistency across orders: the share of pairs judged in both orders whose two orders picked
-      the same answer;
-    - position bias: of the order-judgments that picked an answer, the share won by the answer shown
-      first, its excess over 50% with an exact (Clopper-Pearson) interval and a two-sided binomial
-      test (``scipy.stats.binomtest``); with both orders every pair is shown both ways, so answer
-      quality cancels out and any excess is position alone (Wang et al. 2023, "Large Language Models
-      are not Fair Evaluators");
-    - the 3x3 confusion, each count named from the judge's side against people
-      (``judge_a_human_b``: the judge said ``a`` where people said ``b``).
+    - consistency across orders: the share of pairs judged in both orders whose two orders picked the same answer;
+    - position bias: of the order-judgments that picked an answer, the share won by the answer shown first, its excess
+      over 50% with an exact (Clopper-Pearson) interval and a two-sided binomial test (``scipy.stats.binomtest``); with
+      both orders every pair is shown both ways, so answer quality cancels out and any excess is position alone (Wang et
+      al. 2023, "Large Language Models are not Fair Evaluators");
+    - the 3x3 confusion, each count named from the judge's side against people (``judge_a_human_b``: the judge said
+      ``a`` where people said ``b``).
 
-    With several annotators and no ``human`` column, the people's preference is the annotators'
-    majority (an even split between labels is a ``tie``: people did not agree that one answer is
-    better); pairs of annotators are the ceiling.
+    With several annotators and no ``human`` column, the people's preference is the annotators' majority (an even split
+    between labels is a ``tie``: people did not agree that one answer is better); pairs of annotators are the ceiling.
     """
 
     pairwise: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_CSV_COLUMNS)))
@@ -247,8 +242,8 @@ class PairwiseReport(_Report):
         judge : str
             The judge's name.
         statistic : str
-            A column of :attr:`pairwise` (``cohen_kappa``, ``kappa_low``, ``percent_agreement``,
-            ``accuracy_non_tie``, ``consistency``, ...).
+            A column of :attr:`pairwise` (``cohen_kappa``, ``kappa_low``, ``percent_agreement``, ``accuracy_non_tie``,
+            ``consistency``, ...).
 
         Returns
         -------
@@ -270,8 +265,8 @@ class PairwiseReport(_Report):
         Returns
         -------
         pandas.DataFrame
-            ``judge``, ``reference``, ``n``, ``percent_agreement``, ``cohen_kappa`` and its interval, the
-            non-tie accuracy, the tie rates, ``consistency`` and the position bias (those present).
+            ``judge``, ``reference``, ``n``, ``percent_agreement``, ``cohen_kappa`` and its interval, the non-tie
+            accuracy, the tie rates, ``consistency`` and the position bias (those present).
         """
         cols = ["judge", "reference", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
                 "accuracy_non_tie", "n_non_tie", "decided_non_tie", "judge_tie_rate", "human_tie_rate",
@@ -284,8 +279,8 @@ class PairwiseReport(_Report):
         Returns
         -------
         pandas.DataFrame
-            One row per pair, in input order: the item and model columns, the passthrough columns, the
-            winners and each judge's orders, status, notes and reply (see the class docstring).
+            One row per pair, in input order: the item and model columns, the passthrough columns, the winners and each
+            judge's orders, status, notes and reply (see the class docstring).
         """
         s = self.scores
         cols = ["id", "prompt", *PAIRWISE_COLUMNS, *[c for c in ("model_a", "model_b") if c in s.columns]]
@@ -328,8 +323,8 @@ class PairwiseReport(_Report):
         Returns
         -------
         dict of str to Path
-            ``scores``, ``agreement`` (three-way, every pair of raters), ``pairwise`` (per judge against
-            people), ``bias`` and, when the pairs name their models, ``leaderboard``: each file's path.
+            ``scores``, ``agreement`` (three-way, every pair of raters), ``pairwise`` (per judge against people),
+            ``bias`` and, when the pairs name their models, ``leaderboard``: each file's path.
         """
         from .._textsafe import csv_safe_frame
 
@@ -355,9 +350,9 @@ class PairwiseReport(_Report):
         Returns
         -------
         dict of str to DataFrame or str
-            A :func:`~llm_connect.stats.leaderboard` per rater, people's first, then each judge's; a rater
-            whose comparisons cannot be rated maps to the reason; empty when the pairs name no models.
-            ``to_csv`` writes them to ``leaderboard.csv`` (a ``rater`` column first).
+            A :func:`~llm_connect.stats.leaderboard` per rater, people's first, then each judge's; a rater whose
+            comparisons cannot be rated maps to the reason; empty when the pairs name no models. ``to_csv`` writes them
+            to ``leaderboard.csv`` (a ``rater`` column first).
         """
         from ._leaderboard import report_leaderboards
 
@@ -375,10 +370,10 @@ class PairwiseReport(_Report):
         Returns
         -------
         dict of str to DataFrame or str
-            Per rater, when the pairs name their models, the leaderboard with Chatbot Arena's four style
-            features of ``candidate_a``/``candidate_b`` held equal (:func:`~llm_connect.stats.leaderboard` with
-            ``style=True``; ``attrs["style"]`` holds what the rater pays for style); a rater whose comparisons
-            cannot be rated maps to the reason; else empty.
+            Per rater, when the pairs name their models, the leaderboard with Chatbot Arena's four style features of
+            ``candidate_a``/``candidate_b`` held equal (:func:`~llm_connect.stats.leaderboard` with ``style=True``;
+            ``attrs["style"]`` holds what the rater pays for style); a rater whose comparisons cannot be rated maps to
+            the reason; else empty.
         """
         from ._leaderboard import report_style_leaderboards
 
@@ -390,10 +385,9 @@ class PairwiseReport(_Report):
         Returns
         -------
         dict of str to DataFrame or str
-            Per rater (people first, then each judge): ``feature``, ``coefficient`` (Elo per unit of the
-            feature), ``low``, ``high``, from the style-controlled boards when the pairs name their models, else
-            from the style features alone (:func:`~llm_connect.stats.style_effects`); a rater that cannot be
-            fitted maps to the reason.
+            Per rater (people first, then each judge): ``feature``, ``coefficient`` (Elo per unit of the feature),
+            ``low``, ``high``, from the style-controlled boards when the pairs name their models, else from the style
+            features alone (:func:`~llm_connect.stats.style_effects`); a rater that cannot be fitted maps to the reason.
         """
         from ._leaderboard import report_style_effects
 
@@ -405,9 +399,9 @@ class PairwiseReport(_Report):
         Returns
         -------
         list of JudgeCard
-            Per judge: three-way kappa against people, position consistency, the position bias as its probe,
-            the verdict by the cards' rule, and what the judge rewards besides quality (``card.style``: the
-            style coefficients of its own preferences beside people's, :meth:`style_effects`).
+            Per judge: three-way kappa against people, position consistency, the position bias as its probe, the verdict
+            by the cards' rule, and what the judge rewards besides quality (``card.style``: the style coefficients of
+            its own preferences beside people's, :meth:`style_effects`).
         """
         from ..cards import JudgeCard, ProbeEffect, card_verdict, style_entry
 
@@ -505,38 +499,36 @@ def battle_outcomes(
     Parameters
     ----------
     report_or_frame : PairwiseReport or pandas.DataFrame
-        A :class:`PairwiseReport` or its ``scores`` frame, or a :func:`~llm_connect.grading.tournament`'s
-        frame: their ``model_a``, ``model_b`` and ``winner`` columns are read without reshaping. Or the frame
-        of :func:`~llm_connect.grading.judge_many` with a pairwise judge (:class:`~llm_connect.grading.PairwiseJudge`,
-        both orders or one, any ``epochs``; or a pipeline whose final unit is pairwise, its ``verdict``
-        column), on items naming the models in ``baseline_model`` and ``candidate_model`` columns: ``model_a``
-        is the baseline's model, ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie``
-        is the winner ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
+        A :class:`PairwiseReport` or its ``scores`` frame, or a :func:`~llm_connect.grading.tournament`'s frame: their
+        ``model_a``, ``model_b`` and ``winner`` columns are read without reshaping. Or the frame of
+        :func:`~llm_connect.grading.judge_many` with a pairwise judge (:class:`~llm_connect.grading.PairwiseJudge`, both
+        orders or one, any ``epochs``; or a pipeline whose final unit is pairwise, its ``verdict`` column), on items
+        naming the models in ``baseline_model`` and ``candidate_model`` columns: ``model_a`` is the baseline's model,
+        ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie`` is the winner
+        ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
     winner : str, optional
-        Whose preference: ``"human"``, an annotator or a judge's name (the ``winner_<name>`` column);
-        ``None``: the frame's ``winner`` column (people's when labelled).
+        Whose preference: ``"human"``, an annotator or a judge's name (the ``winner_<name>`` column); ``None``: the
+        frame's ``winner`` column (people's when labelled).
     baseline_model, candidate_model : str, default "baseline_model", "candidate_model"
         The model columns of a ``judge_many`` frame.
     texts : bool, default False
         Add the two answers' texts as ``response_a``/``response_b`` (from ``candidate_a``/``candidate_b``,
-        ``answer_a``/``answer_b`` or a judge_many frame's ``baseline``/``candidate``), for
-        ``leaderboard(..., style=True)``.
+        ``answer_a``/``answer_b`` or a judge_many frame's ``baseline``/``candidate``), for ``leaderboard(...,
+        style=True)``.
 
     Returns
     -------
     pandas.DataFrame
-        ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``; a column of probabilities that A is
-        preferred, numbers from 0 to 1 not all 0, 0.5 and 1, is kept as it is and
-        :func:`~llm_connect.stats.leaderboard` fits it by expected counts), the texts with ``texts=True``, and
-        the ``conversation_id`` and ``turn`` of a conversation item (so ``cluster="auto"`` resamples whole
-        conversations). Rows without a winner (unscored or error judgments, unlabelled pairs) are dropped and
-        counted in ``attrs["dropped"]``.
+        ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``; a column of probabilities that A is preferred,
+        numbers from 0 to 1 not all 0, 0.5 and 1, is kept as it is and :func:`~llm_connect.stats.leaderboard` fits it by
+        expected counts), the texts with ``texts=True``, and the ``conversation_id`` and ``turn`` of a conversation item
+        (so ``cluster="auto"`` resamples whole conversations). Rows without a winner (unscored or error judgments,
+        unlabelled pairs) are dropped and counted in ``attrs["dropped"]``.
 
     Raises
     ------
     ValidationError
-        When a column is missing, a verdict is not pairwise, or ``report_or_frame`` is neither a report nor a
-        frame.
+        When a column is missing, a verdict is not pairwise, or ``report_or_frame`` is neither a report nor a frame.
 
     Examples
     --------
@@ -627,14 +619,13 @@ def calibrate_pairwise(
     human : str, optional
         The people's preference column (default ``human`` when there is one).
     annotators : sequence of str, default ()
-        Several annotators' columns (their majority is the people's preference when there is no
-        ``human``).
+        Several annotators' columns (their majority is the people's preference when there is no ``human``).
     codes : str or mapping, optional
         What the values mean (:func:`preference_codes`).
     probes : str or sequence of str, optional, default "auto"
-        ``"auto"``/``"position"`` measure the position bias (free with both orders; a one-order judge is
-        run once more with the answers swapped, on a seeded sample of ``probe_limit`` pairs), ``None`` for
-        none; other probes do not apply to pairs.
+        ``"auto"``/``"position"`` measure the position bias (free with both orders; a one-order judge is run once more
+        with the answers swapped, on a seeded sample of ``probe_limit`` pairs), ``None`` for none; other probes do not
+        apply to pairs.
     probe_limit : int, optional
         The size of the position probe's seeded sample.
     n_boot : int, default 1000
@@ -653,9 +644,8 @@ def calibrate_pairwise(
     Returns
     -------
     PairwiseReport
-        The judges' winners and their agreement with people. The budget covers the position probe too;
-        pairs not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a
-        winner.
+        The judges' winners and their agreement with people. The budget covers the position probe too; pairs not
+        attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a winner.
 
     Raises
     ------

@@ -1,12 +1,10 @@
 """Run several judges over one dataset into one tidy frame.
 
-One row per item, in input order: the item's texts and id, the input's other
-columns (carried through), a ``score_<judge>`` column per judge (NaN when the
-judge's reply could not be scored or the call failed; never 0),
-``status_<judge>``, ``notes_<judge>``, ``reply_<judge>`` (its raw reply) and
-``judge_prompt_<judge>`` (the exact prompt it sent),
-the human labels as ``score_human`` (and ``score_<annotator>``), answer length
-and format features, and the candidate's model family.
+One row per item, in input order: the item's texts and id, the input's other columns (carried through), a
+``score_<judge>`` column per judge (NaN when the judge's reply could not be scored or the call failed; never 0),
+``status_<judge>``, ``notes_<judge>``, ``reply_<judge>`` (its raw reply) and ``judge_prompt_<judge>`` (the exact prompt
+it sent), the human labels as ``score_human`` (and ``score_<annotator>``), answer length and format features, and the
+candidate's model family.
 """
 
 from __future__ import annotations
@@ -71,10 +69,9 @@ ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
 def judge_name(name: str) -> str:
     """A judge's name as it appears everywhere: its ``grader_id`` (or the name given), verbatim.
 
-    The one rule for columns: a judge named ``N`` has the columns ``score_N``,
-    ``status_N``, ``notes_N`` and ``reply_N`` (``score_exact-match`` for ``ExactMatchJudge()``);
-    see :data:`JUDGE_COLUMN_PREFIXES`.
-    A name must be non-empty text without control characters.
+    The one rule for columns: a judge named ``N`` has the columns ``score_N``, ``status_N``, ``notes_N`` and ``reply_N``
+    (``score_exact-match`` for ``ExactMatchJudge()``); see :data:`JUDGE_COLUMN_PREFIXES`. A name must be non-empty text
+    without control characters.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValidationError(f"a judge name must be a non-empty string, got {name!r}")
@@ -120,11 +117,10 @@ def _reply_or_none(value: Any) -> Any:
 def lacks_text(items: pd.DataFrame) -> pd.Series:
     """Per row: True when it cannot be judged for want of text.
 
-    That is a missing (``None``/NaN: a JSON null or a missing key) ``prompt``,
-    ``baseline`` or ``candidate``, or a blank ``baseline`` (no reference to compare
-    with). Every judge reports such a row as an ``error`` with the reason; it is
-    never scored (an empty answer against an empty reference is not a match).
-    A blank *candidate* against a real reference is an (empty) answer and is judged.
+    That is a missing (``None``/NaN: a JSON null or a missing key) ``prompt``, ``baseline`` or ``candidate``, or a blank
+    ``baseline`` (no reference to compare with). Every judge reports such a row as an ``error`` with the reason; it is
+    never scored (an empty answer against an empty reference is not a match). A blank *candidate* against a real
+    reference is an (empty) answer and is judged.
     """
     mask = pd.Series(False, index=items.index)
     for c in REQUIRED_COLUMNS:
@@ -143,13 +139,11 @@ COLUMN_ALIASES = {"reference": "baseline"}
 def items_table(items: ItemsLike, *, baseline: bool = True) -> pd.DataFrame:
     """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
 
-    The runner's item-frame builder (:func:`llm_connect.items.items_frame`) with
-    :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
-    :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
-    is read with :func:`~llm_connect.items.load_items`.
-    ``baseline=False`` (every judge of the run is shown no reference,
-    such as an ``LLMJudge`` whose rubric has ``reference=False``): the items need no ``baseline``
-    column; without one it is added, empty (``None``).
+    The runner's item-frame builder (:func:`llm_connect.items.items_frame`) with :data:`COLUMN_ALIASES`; a missing
+    ``prompt``, ``baseline`` or ``candidate`` column is a :class:`~llm_connect.errors.ValidationError` naming it. A path
+    (``str`` or ``os.PathLike``) is read with :func:`~llm_connect.items.load_items`. ``baseline=False`` (every judge of
+    the run is shown no reference, such as an ``LLMJudge`` whose rubric has ``reference=False``): the items need no
+    ``baseline`` column; without one it is added, empty (``None``).
     """
     if isinstance(items, (str, os.PathLike)):
         items = load_items(items, items=False)
@@ -225,31 +219,28 @@ def _judge_items(
     warn_failure: bool = True,
 ) -> pd.DataFrame:
     """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this
-    judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with
-    the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`).
-    Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
-    repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
-    reliability in ``attrs["reliability"]``).
+    judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with the
+    judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`). Its progress bar says
+    ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``: repeated judging as ``judge_many`` does it
+    (the reduced score per row; the run-to-run reliability in ``attrs["reliability"]``).
 
-    With ``ledger`` and ``task_type`` every scored row is recorded as
-    ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
+    With ``ledger`` and ``task_type`` every scored row is recorded as ``judge_many(..., ledger=...)`` records it (grader
+    id, rubric hash, item id, cost).
 
-    ``budget``: the run budget, as ``judge_many(..., budget=...)`` takes it (a
-    :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``):
-    every paid call of the judge is reserved on it, and once it is spent the rows not attempted are
-    ``error`` rows saying "budget exhausted". Pass one tracker to several calls to share one limit.
+    ``budget``: the run budget, as ``judge_many(..., budget=...)`` takes it (a :class:`~llm_connect.BudgetTracker`, or a
+    limit in USD; by default ``run_config.budget_tracker``): every paid call of the judge is reserved on it, and once it
+    is spent the rows not attempted are ``error`` rows saying "budget exhausted". Pass one tracker to several calls to
+    share one limit.
 
     ``batch``: the providers' Batch APIs, as ``judge_many(..., batch=...)`` takes it (see
-    :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or
-    :class:`~llm_connect.adapters.BatchOptions`.
+    :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or :class:`~llm_connect.adapters.BatchOptions`.
 
-    ``warn_failure``: log a warning when no row was scored (as ``judge_many`` does); a caller that refuses
-    such a run itself turns it off.
+    ``warn_failure``: log a warning when no row was scored (as ``judge_many`` does); a caller that refuses such a run
+    itself turns it off.
 
-    A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
-    as ``None``, never as ``""``: the runner makes that row an ``error`` row
-    saying which text is missing, as it does for a blank baseline (an empty answer
-    against an empty reference is not a match). See :func:`lacks_text`.
+    A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on as ``None``, never as ``""``: the
+    runner makes that row an ``error`` row saying which text is missing, as it does for a blank baseline (an empty
+    answer against an empty reference is not a match). See :func:`lacks_text`.
     """
     from ..grading._batch_api import provider_batch_plan
     from ..grading._judge_many import judge_plan
@@ -275,8 +266,8 @@ def _judge_items(
 
 def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
     """One judge's ``batch=`` within a run of several judges: each judge keeps its own state folder
-    (``<state>/<slug of its name>-<hash of its name>``, see
-    :func:`~llm_connect.adapters._batches.state_subfolder`: always inside ``<state>``, whatever the
+    (``<state>/<slug of its name>-<hash of its name>``, see :func:`~llm_connect.adapters._batches.state_subfolder`:
+    always inside ``<state>``, whatever the
     name), so a killed run resumes every judge's submitted batches, none twice."""
     from ..adapters._batches import BatchOptions, batch_options, state_subfolder
 
@@ -308,8 +299,8 @@ def _rubric_hash(judge: Any) -> str | None:
 def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict[str, Any]:
     """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``).
 
-    Items where the judges belong (a DataFrame, a path, or mappings) are a :class:`ValidationError`
-    saying the order: the judges come first, as in ``judge_many(judge, items)``.
+    Items where the judges belong (a DataFrame, a path, or mappings) are a :class:`ValidationError` saying the order:
+    the judges come first, as in ``judge_many(judge, items)``.
     """
     if isinstance(judges, (str, os.PathLike, pd.DataFrame)) or (
             isinstance(judges, (list, tuple)) and judges and all(isinstance(j, Mapping) for j in judges)):
@@ -338,9 +329,8 @@ def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict
 @dataclass
 class ScoredItems:
     """What scoring hands to the next stages (agreement, probes, cards, report): the frame of
-    :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
-    (which many pandas operations drop). ``ScoredItems.from_frame(score_items(judges, items))``
-    builds it from a scored frame.
+    :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs`` (which many pandas
+    operations drop). ``ScoredItems.from_frame(score_items(judges, items))`` builds it from a scored frame.
 
     Parameters
     ----------
@@ -351,8 +341,8 @@ class ScoredItems:
     labels : list of str, optional
         The label columns scored as judges (``human`` and the annotators).
     passthrough : list of str, optional
-        The input's other columns, carried into the frame (a name that would clash with a column of the frame
-        gets an ``input_`` prefix).
+        The input's other columns, carried into the frame (a name that would clash with a column of the frame gets an
+        ``input_`` prefix).
     human : str, optional
         The people's label column, if any.
     annotators : list of str, optional
@@ -360,8 +350,8 @@ class ScoredItems:
     grader_ids, rubric_hashes, judge_families, pairwise : dict, optional
         Per judge name: its ``grader_id``, its rubric's hash, its model family and whether it is pairwise.
     usage : dict of str to dict, optional
-        Per judge: rows scored / unscored / error, ``judge_cost_usd``, tokens and, with a ledger,
-        ``ledger_recorded`` and ``ledger_already`` (judgments recorded, and judgments the ledger held already).
+        Per judge: rows scored / unscored / error, ``judge_cost_usd``, tokens and, with a ledger, ``ledger_recorded``
+        and ``ledger_already`` (judgments recorded, and judgments the ledger held already).
     reference_sep : str, optional
         The separator of several references in ``baseline``.
     epochs : int, default 1
@@ -373,11 +363,11 @@ class ScoredItems:
         The run budget's state once every judge had run (``limit_usd``, ``spent_usd``, ``calls``...:
         :meth:`~llm_connect.BudgetTracker.snapshot`); ``None`` when the run had no budget.
     pass_distributions : dict of str to list, optional
-        Per selective judge's scorer (``calibrate(..., selective=...)``), each row's verdict distribution,
-        from which the confidence is read again at a threshold chosen later (``"best"``).
+        Per selective judge's scorer (``calibrate(..., selective=...)``), each row's verdict distribution, from which
+        the confidence is read again at a threshold chosen later (``"best"``).
     by_definition : dict of str to dict, optional
-        Per judge, the probe effects it has by its own definition (probe -> why, e.g. exact match's), which
-        its card says as such.
+        Per judge, the probe effects it has by its own definition (probe -> why, e.g. exact match's), which its card
+        says as such.
     """
 
     frame: pd.DataFrame
@@ -429,8 +419,8 @@ class ScoredItems:
         Parameters
         ----------
         frame : pandas.DataFrame
-            The frame; its ``attrs`` give the fields (``None`` values dropped but for ``human``,
-            ``reference_sep`` and ``budget``).
+            The frame; its ``attrs`` give the fields (``None`` values dropped but for ``human``, ``reference_sep`` and
+            ``budget``).
 
         Returns
         -------
@@ -468,13 +458,12 @@ def score_items(
 ) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
-    Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages
-    read. To run one judge over items call :func:`~llm_connect.grading.judge_many` (one row per item,
-    the judge's result columns); to generate the answers first, :func:`~llm_connect.grading.grade_many`.
-    With ``ledger`` and ``task_type``, every scored judgment is recorded through
-    :func:`~llm_connect.grading.judge_many` (the candidate's model as its adapter, the item's ``id`` as
-    ``tags["item_id"]``). With ``batch``, each judge keeps its own state folder, so the same call resumes
-    a killed run without submitting anything twice.
+    Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages read. To run one
+    judge over items call :func:`~llm_connect.grading.judge_many` (one row per item, the judge's result columns); to
+    generate the answers first, :func:`~llm_connect.grading.grade_many`. With ``ledger`` and ``task_type``, every scored
+    judgment is recorded through :func:`~llm_connect.grading.judge_many` (the candidate's model as its adapter, the
+    item's ``id`` as ``tags["item_id"]``). With ``batch``, each judge keeps its own state folder, so the same call
+    resumes a killed run without submitting anything twice.
 
     Parameters
     ----------
@@ -482,17 +471,15 @@ def score_items(
         A judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
     items : DataFrame or iterable of mapping or str or os.PathLike
         A DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file (:func:`~llm_connect.items.load_items`) with
-        ``prompt``, ``baseline`` (the reference; several separated by ``reference_sep``; a ``reference``
-        column is taken when there is no ``baseline``) and ``candidate``; optional ``id``,
-        ``candidate_model`` and label columns.
+        ``prompt``, ``baseline`` (the reference; several separated by ``reference_sep``; a ``reference`` column is taken
+        when there is no ``baseline``) and ``candidate``; optional ``id``, ``candidate_model`` and label columns.
     human : str or sequence of str, optional
-        The column holding the human verdict (booleans, yes/no or 0..1), scored as judge ``human``. It
-        may name several columns (rating dimensions such as ``["coherence", "relevance"]``): each is a
-        label scored under its own name, a separate target (not an annotator); one column is scored as
-        ``human``.
+        The column holding the human verdict (booleans, yes/no or 0..1), scored as judge ``human``. It may name several
+        columns (rating dimensions such as ``["coherence", "relevance"]``): each is a label scored under its own name, a
+        separate target (not an annotator); one column is scored as ``human``.
     annotators : sequence of str, default ()
-        Columns of individual annotators, scored as judges of the same name, whose agreement with each
-        other is the ceiling.
+        Columns of individual annotators, scored as judges of the same name, whose agreement with each other is the
+        ceiling.
     reference_sep : str, optional
         The separator of several references in ``baseline``.
     {concurrency}
@@ -510,21 +497,19 @@ def score_items(
     Returns
     -------
     DataFrame
-        Columns ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``, ``model_family``,
-        the input's other columns (e.g. a group such as ``topic``; not the label columns, which become
-        ``score_<name>``; one whose name the frame uses itself, or that starts with ``score_``,
-        ``status_``, ``notes_`` or ``reply_``, is carried as ``input_<name>``), ``score_<judge>`` /
-        ``status_<judge>`` / ``notes_<judge>`` / ``reply_<judge>`` / ``judge_prompt_<judge>`` (the exact
-        prompt it sent) per judge (the rule of :func:`judge_name`), ``score_human`` and
-        ``score_<annotator>``, and the features of :func:`~llm_connect.stats.text_features`.
-        ``attrs`` mirrors, for reading by hand, the judge names, each judge's ``grader_id``, rubric hash
-        and model family, and each judge's usage; :meth:`ScoredItems.from_frame` reads them back as a
-        :class:`ScoredItems` (what :func:`~llm_connect.calibration.calibrate` hands to its stages). With
-        ``epochs=k``, each ``score_<judge>`` is the reduced score and ``attrs["reliability"]`` holds each
-        judge's run-to-run reliability (percent agreement and Krippendorff's alpha across the epochs).
-        Rows not attempted for lack of budget are ``error`` rows (``status_<judge>``) saying "budget
-        exhausted", their scores NaN; ``attrs["budget"]`` holds the budget's state at the end (as
-        ``judge_many``'s).
+        Columns ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``, ``model_family``, the input's
+        other columns (e.g. a group such as ``topic``; not the label columns, which become ``score_<name>``; one whose
+        name the frame uses itself, or that starts with ``score_``, ``status_``, ``notes_`` or ``reply_``, is carried as
+        ``input_<name>``), ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` / ``reply_<judge>`` /
+        ``judge_prompt_<judge>`` (the exact prompt it sent) per judge (the rule of :func:`judge_name`), ``score_human``
+        and ``score_<annotator>``, and the features of :func:`~llm_connect.stats.text_features`. ``attrs`` mirrors, for
+        reading by hand, the judge names, each judge's ``grader_id``, rubric hash and model family, and each judge's
+        usage; :meth:`ScoredItems.from_frame` reads them back as a :class:`ScoredItems` (what
+        :func:`~llm_connect.calibration.calibrate` hands to its stages). With ``epochs=k``, each ``score_<judge>`` is
+        the reduced score and ``attrs["reliability"]`` holds each judge's run-to-run reliability (percent agreement and
+        Krippendorff's alpha across the epochs). Rows not attempted for lack of budget are ``error`` rows
+        (``status_<judge>``) saying "budget exhausted", their scores NaN; ``attrs["budget"]`` holds the budget's state
+        at the end (as ``judge_many``'s).
 
     See Also
     --------
@@ -558,9 +543,9 @@ def _score_items(
     refuse_failure: bool = False,
 ) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
-    :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both.
-    ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure``
-    (``calibrate``'s): a judge that scored no item for a reason of its own raises
+    :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both. ``reliability`` holds
+    each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure`` (``calibrate``'s): a judge that scored no
+    item for a reason of its own raises
     :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the next judge runs."""
     from .._options import check_run_options
     from ..grading._judge_many import refuse_total_failure
