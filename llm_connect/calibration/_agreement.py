@@ -210,24 +210,10 @@ class PairAgreement:
 
 
 @share_parameters
-def pair_agreement(
-    a: Any,
-    b: Any,
-    *,
-    judge_a: str = "a",
-    judge_b: str = "b",
-    threshold: float = 0.5,
-    threshold_b: float | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int | None = 0,
-    ceiling: bool = False,
-    statistics: Sequence[str] = STATISTICS,
-    human_b: bool = False,
-    scale: Any = None,
-    verdicts_a: Any = None,
-    cluster: Any = None,
-) -> PairAgreement:
+def pair_agreement(a: Any, b: Any, *, judge_a: str = "a", judge_b: str = "b", threshold: float = 0.5,
+                   threshold_b: float | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int | None = 0,
+                   ceiling: bool = False, statistics: Sequence[str] = STATISTICS, human_b: bool = False,
+                   scale: Any = None, verdicts_a: Any = None, cluster: Any = None) -> PairAgreement:
     """Every agreement statistic between two score arrays, with seeded bootstrap intervals.
 
     Read from ``judge_a``'s side: ``judge_b`` is the reference rater (the human labels on a judge-versus-people row),
@@ -465,24 +451,12 @@ class AgreementTable:
         return str(view("agreement_table_html")(self))
 
 
-def agreement_table(
-    scores: pd.DataFrame | Mapping[str, Any],
-    judges: Sequence[str] | None = None,
-    *,
-    threshold: float = 0.5,
-    thresholds: Mapping[str, float | str] | None = None,
-    annotators: Sequence[str] = (),
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int | None = 0,
-    statistics: Sequence[str] = STATISTICS,
-    labels: Sequence[str] | None = None,
-    scale: Any = None,
-    groups: Mapping[str, str] | None = None,
-    reference: str | None = None,
-    folds: int = CV_FOLDS,
-    cluster: Any = "auto",
-) -> AgreementTable:
+def agreement_table(scores: pd.DataFrame | Mapping[str, Any], judges: Sequence[str] | None = None, *,
+                    threshold: float = 0.5, thresholds: Mapping[str, float | str] | None = None,
+                    annotators: Sequence[str] = (), n_boot: int = 1000, confidence: float = 0.95, seed: int | None = 0,
+                    statistics: Sequence[str] = STATISTICS, labels: Sequence[str] | None = None, scale: Any = None,
+                    groups: Mapping[str, str] | None = None, reference: str | None = None, folds: int = CV_FOLDS,
+                    cluster: Any = "auto") -> AgreementTable:
     """Agreement of every pair of judges.
 
     Each row is read from ``judge_a``'s side against ``judge_b``: on a row of a machine judge and a human label column,

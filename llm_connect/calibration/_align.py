@@ -42,22 +42,10 @@ __all__ = ["Alignment", "align"]
 
 
 @share_parameters
-def align(
-    judge: LLMJudge,
-    data: Any,
-    *,
-    human: str,
-    candidates: Any = "auto",
-    optimizer: LLMAdapter | None = None,
-    folds: int = 5,
-    heldout: float = 0.3,
-    metric: str = "kappa",
-    seed: int = 0,
-    budget: BudgetTracker | float | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    cluster: str | None = "auto",
-) -> Alignment:
+def align(judge: LLMJudge, data: Any, *, human: str, candidates: Any = "auto", optimizer: LLMAdapter | None = None,
+          folds: int = 5, heldout: float = 0.3, metric: str = "kappa", seed: int = 0,
+          budget: BudgetTracker | float | None = None, concurrency: int = 16, progress: bool = True,
+          cluster: str | None = "auto") -> Alignment:
     """Improve ``judge``'s rubric from people's labels; accept the change only if it holds on held-out labels.
 
     Parameters

@@ -623,8 +623,7 @@ class _Run:
 
     # -- step 4 --------------------------------------------------------------------------------------
 
-    def score_folds(self, recipes: list[_Recipe],
-                    split: _Split) -> tuple[pd.DataFrame, dict[str, np.ndarray], _Recipe]:
+    def score_folds(self, recipes: list[_Recipe], split: _Split) -> tuple[pd.DataFrame, dict[str, np.ndarray], _Recipe]:
         """Every candidate by cross-validation on the selection split only: in each fold a candidate is built
         from the other folds and judged on this one. Returns the table (one row per candidate and fold, and
         each candidate's pooled ``"all"`` row), each candidate's out-of-fold verdicts and the best candidate."""
@@ -677,8 +676,7 @@ class _Run:
 
     # -- step 5 --------------------------------------------------------------------------------------
 
-    def score_heldout(self, best: _Recipe, n_recipes: int, split: _Split,
-                      cv_verdicts: dict[str, np.ndarray]) -> _Held:
+    def score_heldout(self, best: _Recipe, n_recipes: int, split: _Split, cv_verdicts: dict[str, np.ndarray]) -> _Held:
         """The chosen recipe built on the whole selection split, then the original and it, each once, on the
         held-out split: Cohen's kappa and agreement with their intervals, and the paired bootstrap of the difference;
         accepted only when that interval lies above 0. Adds the rubrics' scores and verdicts (and

@@ -57,9 +57,8 @@ PROBES: tuple[str, ...] = ("length", "format", "injection", "position")
 
 
 @share_parameters
-def perturb_items(
-    items: pd.DataFrame, probe: str, *, seed: int = 0, injection: str = DEFAULT_INJECTION
-) -> pd.DataFrame:
+def perturb_items(items: pd.DataFrame, probe: str, *, seed: int = 0,
+                  injection: str = DEFAULT_INJECTION) -> pd.DataFrame:
     """A copy of ``items`` with one probe's change applied.
 
     Parameters
@@ -229,24 +228,11 @@ def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> Pr
 
 
 @share_parameters
-def probe_judge(
-    judge: Judge,
-    items: ItemsLike,
-    probe: str,
-    *,
-    name: str | None = None,
-    original_scores: Any = None,
-    threshold: float = 0.5,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    reference_sep: str | None = None,
-    injection: str = DEFAULT_INJECTION,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    budget: BudgetTracker | float | None = None,
-) -> ProbeResult:
+def probe_judge(judge: Judge, items: ItemsLike, probe: str, *, name: str | None = None, original_scores: Any = None,
+                threshold: float = 0.5, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                reference_sep: str | None = None, injection: str = DEFAULT_INJECTION, concurrency: int = 16,
+                progress: bool = True, run_config: RunConfig | None = None,
+                budget: BudgetTracker | float | None = None) -> ProbeResult:
     """Run one probe on one judge: judge the items and their perturbed copies, and measure the shift.
 
     Parameters
@@ -369,25 +355,13 @@ def _resolve_probes(probes: str | Sequence[str] | None) -> tuple[list[str], bool
 
 
 @share_parameters
-def run_probes(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    probes: str | Sequence[str] | None = "auto",
-    original_scores: Mapping[str, Any] | None = None,
-    threshold: float = 0.5,
-    thresholds: Mapping[str, float] | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    reference_sep: str | None = None,
-    injection: str = DEFAULT_INJECTION,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    on_result: Callable[[ProbeResult], None] | None = None,
-    budget: BudgetTracker | float | None = None,
-) -> BiasReport:
+def run_probes(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+               probes: str | Sequence[str] | None = "auto", original_scores: Mapping[str, Any] | None = None,
+               threshold: float = 0.5, thresholds: Mapping[str, float] | None = None, n_boot: int = 1000,
+               confidence: float = 0.95, seed: int = 0, reference_sep: str | None = None,
+               injection: str = DEFAULT_INJECTION, concurrency: int = 16, progress: bool = True,
+               run_config: RunConfig | None = None, on_result: Callable[[ProbeResult], None] | None = None,
+               budget: BudgetTracker | float | None = None) -> BiasReport:
     """Every probe on every judge.
 
     ``probes="auto"`` runs those that apply to each judge (``position`` only for pairwise judges); naming ``position``

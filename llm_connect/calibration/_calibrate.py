@@ -82,37 +82,18 @@ def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: 
 
 
 @share_parameters
-def calibrate(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    probes: str | Sequence[str] | None = "auto",
-    probe_limit: int | None = None,
-    threshold: float = 0.5,
-    thresholds: Mapping[str, float | str] | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    by: str | None = None,
-    pairwise: bool | None = None,
-    preference_codes: str | Mapping[str, Any] | None = None,
-    scale: Any = None,
-    groups: Mapping[str, str] | None = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    selective: Any = None,
-    batch: Any = False,
-    cluster: str | None = "auto",
-) -> CalibrationReport | PairwiseReport:
+def calibrate(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+              human: str | Sequence[str] | None = None, annotators: Sequence[str] = (),
+              reference_sep: str | None = None, probes: str | Sequence[str] | None = "auto",
+              probe_limit: int | None = None, threshold: float = 0.5,
+              thresholds: Mapping[str, float | str] | None = None, n_boot: int = 1000, confidence: float = 0.95,
+              seed: int = 0, concurrency: int = 16, progress: bool = True, run_config: RunConfig | None = None,
+              ledger: BaseLedger | str | os.PathLike[str] | None = None, task_type: str | None = None,
+              by: str | None = None, pairwise: bool | None = None,
+              preference_codes: str | Mapping[str, Any] | None = None, scale: Any = None,
+              groups: Mapping[str, str] | None = None, epochs: int = 1, reducer: Any = "mean",
+              budget: BudgetTracker | float | None = None, selective: Any = None, batch: Any = False,
+              cluster: str | None = "auto") -> CalibrationReport | PairwiseReport:
     """Score ``items`` with every judge, measure their agreement with each other and with the
     human labels, and run the bias probes.
 

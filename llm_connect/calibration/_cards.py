@@ -35,26 +35,12 @@ def _finite(value: Any) -> bool:
 
 
 @share_parameters
-def card_from_scores(
-    judge: Iterable[float | None],
-    reference: Iterable[float | None],
-    *,
-    grader_id: str,
-    rubric_hash: str | None = None,
-    reference_name: str = "human",
-    people: bool = True,
-    threshold: float = 0.5,
-    reference_threshold: float | None = None,
-    probes: Iterable[ProbeEffect] = (),
-    position_consistency: float | None = None,
-    unscored_rate: float | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    verdicts: Any = None,
-    reliability: Any = None,
-    cluster: Any = None,
-) -> JudgeCard:
+def card_from_scores(judge: Iterable[float | None], reference: Iterable[float | None], *, grader_id: str,
+                     rubric_hash: str | None = None, reference_name: str = "human", people: bool = True,
+                     threshold: float = 0.5, reference_threshold: float | None = None,
+                     probes: Iterable[ProbeEffect] = (), position_consistency: float | None = None,
+                     unscored_rate: float | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                     verdicts: Any = None, reliability: Any = None, cluster: Any = None) -> JudgeCard:
     """A :class:`~llm_connect.cards.JudgeCard` from a judge's scores and reference scores on the same items.
 
     Parameters
@@ -245,9 +231,8 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
     return cards
 
 
-def report_estimates(
-    report: Any, *, judge: str | None = None, by: str | None = "candidate_model", labelled: Any = None
-) -> pd.DataFrame | None:
+def report_estimates(report: Any, *, judge: str | None = None, by: str | None = "candidate_model",
+                     labelled: Any = None) -> pd.DataFrame | None:
     """PPI++ / human-only / judge-only estimates of the candidates' quality from a calibration report.
 
     ``judge``: the machine judge whose scores are corrected (default: the one with the highest kappa against people);

@@ -113,15 +113,8 @@ class LengthEffect:
 
 
 @share_parameters
-def length_effect(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    control: str | Sequence[str] | None = None,
-    length: str = "candidate_words",
-    transform: str = "log2",
-    confidence: float = 0.95,
-) -> LengthEffect:
+def length_effect(scores: pd.DataFrame, judge: str, *, control: str | Sequence[str] | None = None,
+                  length: str = "candidate_words", transform: str = "log2", confidence: float = 0.95) -> LengthEffect:
     """The length coefficient of ``score ~ 1 + length + controls`` (OLS), with its interval.
 
     Parameters
@@ -219,14 +212,8 @@ class LengthControlled:
 
 
 @share_parameters
-def length_controlled_scores(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    control: str | Sequence[str] | None = None,
-    by: str | None = "model_family",
-    confidence: float = 0.95,
-) -> LengthControlled:
+def length_controlled_scores(scores: pd.DataFrame, judge: str, *, control: str | Sequence[str] | None = None,
+                             by: str | None = "model_family", confidence: float = 0.95) -> LengthControlled:
     """The judge's scores with the pull of answer length removed.
 
     Fits ``score ~ 1 + group + controls + tanh(length difference / sd)`` by OLS and predicts with the length term set to
@@ -333,17 +320,9 @@ class SelfPreference:
 
 
 @share_parameters
-def self_preference(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    family: str | None = None,
-    label: str = "human",
-    threshold: float = 0.5,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int | None = 0,
-) -> SelfPreference:
+def self_preference(scores: pd.DataFrame, judge: str, *, family: str | None = None, label: str = "human",
+                    threshold: float = 0.5, n_boot: int = 1000, confidence: float = 0.95,
+                    seed: int | None = 0) -> SelfPreference:
     """Whether the judge scores answers of its own model family higher than others' at equal correctness.
 
     The items are split by ``label``'s verdict at ``threshold``; within each stratum the own-minus-other mean score is
@@ -434,15 +413,8 @@ def self_preference(
 
 
 @share_parameters
-def reliability_table(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    label: str = "human",
-    bins: int = 10,
-    threshold: float = 0.5,
-    confidence: float = 0.95,
-) -> pd.DataFrame:
+def reliability_table(scores: pd.DataFrame, judge: str, *, label: str = "human", bins: int = 10, threshold: float = 0.5,
+                      confidence: float = 0.95) -> pd.DataFrame:
     """The judge's scores in equal-width bins against how often ``label`` says "correct" in each.
 
     Parameters

@@ -76,13 +76,8 @@ def group_labels(values: Any) -> pd.Series:
     return labels
 
 
-def group_column(
-    columns: Iterable[Any],
-    by: str,
-    *,
-    labels: Sequence[str] = (),
-    passthrough: Mapping[Any, str] | None = None,
-) -> str:
+def group_column(columns: Iterable[Any], by: str, *, labels: Sequence[str] = (),
+                 passthrough: Mapping[Any, str] | None = None) -> str:
     """The column of the scored frame that holds ``by``, an input column.
 
     ``columns``: the input's columns; ``labels``: its label columns (``human``, annotators), which are scores, not
@@ -127,14 +122,8 @@ def _with_group(frame: pd.DataFrame, group: str, n_items: int, min_n: int, what:
     return out
 
 
-def agreement_by_group(
-    scores: pd.DataFrame,
-    column: str,
-    *,
-    pooled: AgreementTable | None = None,
-    min_n: int = MIN_GROUP_N,
-    **table_kwargs: Any,
-) -> pd.DataFrame:
+def agreement_by_group(scores: pd.DataFrame, column: str, *, pooled: AgreementTable | None = None,
+                       min_n: int = MIN_GROUP_N, **table_kwargs: Any) -> pd.DataFrame:
     """Every agreement statistic per group of ``scores[column]``, with the pooled row first.
 
     ``scores``: one row per item with its ``score_<judge>`` columns (the report's ``scores``); ``table_kwargs`` go to
@@ -159,15 +148,8 @@ def agreement_by_group(
     return pd.concat(kept, ignore_index=True) if kept else parts[0]
 
 
-def bias_by_group(
-    bias: BiasReport,
-    groups: Sequence[Any],
-    *,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    min_n: int = MIN_GROUP_N,
-) -> pd.DataFrame:
+def bias_by_group(bias: BiasReport, groups: Sequence[Any], *, n_boot: int = 1000, confidence: float = 0.95,
+                  seed: int = 0, min_n: int = MIN_GROUP_N) -> pd.DataFrame:
     """Each probe's score shift per group of the probed items, with the pooled row first.
 
     ``groups``: the group of each probed item, in the order the probes saw them (the rows of each
@@ -307,22 +289,10 @@ class GroupBreakdown:
         return "\n".join(lines)
 
 
-def group_breakdown(
-    scores: pd.DataFrame,
-    by: str,
-    column: str,
-    *,
-    agreement: AgreementTable | None = None,
-    bias: BiasReport | None = None,
-    probe_rows: Sequence[int] | None = None,
-    judges: Sequence[str] = (),
-    reference: str | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    min_n: int = MIN_GROUP_N,
-    **table_kwargs: Any,
-) -> GroupBreakdown:
+def group_breakdown(scores: pd.DataFrame, by: str, column: str, *, agreement: AgreementTable | None = None,
+                    bias: BiasReport | None = None, probe_rows: Sequence[int] | None = None, judges: Sequence[str] = (),
+                    reference: str | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                    min_n: int = MIN_GROUP_N, **table_kwargs: Any) -> GroupBreakdown:
     """Both tables for one column: :func:`agreement_by_group` on ``scores`` and, when ``bias``
     ran on the rows ``probe_rows`` of ``scores`` (default: every row), :func:`bias_by_group`."""
     table = agreement_by_group(scores, column, pooled=agreement, min_n=min_n, n_boot=n_boot,

@@ -113,19 +113,10 @@ class LeaderboardComparison:
         return Markup(view("leaderboard_comparison_html")(self))
 
 
-def compare_leaderboards(
-    data: Any,
-    *,
-    model_a: str = "model_a",
-    model_b: str = "model_b",
-    judge_winner: str,
-    human_winner: str,
-    confidence: float = 0.95,
-    n_boot: int = 1000,
-    seed: int | None = 0,
-    codes: str | Mapping[str, Any] | None = None,
-    cluster: str | None = "auto",
-) -> LeaderboardComparison:
+def compare_leaderboards(data: Any, *, model_a: str = "model_a", model_b: str = "model_b", judge_winner: str,
+                         human_winner: str, confidence: float = 0.95, n_boot: int = 1000, seed: int | None = 0,
+                         codes: str | Mapping[str, Any] | None = None,
+                         cluster: str | None = "auto") -> LeaderboardComparison:
     """The judge's leaderboard beside people's on the same comparisons (see :class:`LeaderboardComparison`).
 
     Both leaderboards are :func:`leaderboard` fits. When people labelled only some of the comparisons the judge decided,

@@ -486,14 +486,8 @@ class PairwiseReport(_Report):
 VERDICT_WINNERS: dict[str, str] = {"baseline": "a", "candidate": "b", "tie": "tie"}
 
 
-def battle_outcomes(
-    report_or_frame: Any,
-    *,
-    winner: str | None = None,
-    baseline_model: str = "baseline_model",
-    candidate_model: str = "candidate_model",
-    texts: bool = False,
-) -> pd.DataFrame:
+def battle_outcomes(report_or_frame: Any, *, winner: str | None = None, baseline_model: str = "baseline_model",
+                    candidate_model: str = "candidate_model", texts: bool = False) -> pd.DataFrame:
     """The pairs as leaderboards read them: one row per pair with a winner.
 
     Parameters
@@ -589,25 +583,13 @@ def battle_outcomes(
 
 
 @share_parameters
-def calibrate_pairwise(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | None = None,
-    annotators: Sequence[str] = (),
-    codes: str | Mapping[str, Any] | None = None,
-    probes: str | Sequence[str] | None = "auto",
-    probe_limit: int | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    budget: BudgetTracker | float | None = None,
-) -> PairwiseReport:
+def calibrate_pairwise(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+                       human: str | None = None, annotators: Sequence[str] = (),
+                       codes: str | Mapping[str, Any] | None = None, probes: str | Sequence[str] | None = "auto",
+                       probe_limit: int | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                       concurrency: int = 16, progress: bool = True, run_config: RunConfig | None = None,
+                       ledger: BaseLedger | str | os.PathLike[str] | None = None, task_type: str | None = None,
+                       budget: BudgetTracker | float | None = None) -> PairwiseReport:
     """Run pairwise judges over pairs and measure them against people (see :class:`PairwiseReport`).
 
     Parameters

@@ -201,23 +201,12 @@ def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -
     return baselines.map(lambda b: None if _missing(b) else "\n".join(split_references(str(b), reference_sep)))
 
 
-def _judge_items(
-    judge: Judge,
-    items: pd.DataFrame,
-    *,
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    desc: str | None = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    batch: Any = False,
-    warn_failure: bool = True,
-) -> pd.DataFrame:
+def _judge_items(judge: Judge, items: pd.DataFrame, *, reference_sep: str | None = None, concurrency: int = 16,
+                 progress: bool = True, run_config: RunConfig | None = None,
+                 ledger: BaseLedger | str | os.PathLike[str] | None = None, task_type: str | None = None,
+                 desc: str | None = None, epochs: int = 1, reducer: Any = "mean",
+                 budget: BudgetTracker | float | None = None, batch: Any = False,
+                 warn_failure: bool = True) -> pd.DataFrame:
     """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this
     judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with the
     judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`). Its progress bar says
@@ -438,24 +427,12 @@ class ScoredItems:
 
 
 @share_parameters
-def score_items(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    scale: Any = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    batch: Any = False,
-) -> pd.DataFrame:
+def score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+                human: str | Sequence[str] | None = None, annotators: Sequence[str] = (),
+                reference_sep: str | None = None, concurrency: int = 16, progress: bool = True,
+                run_config: RunConfig | None = None, ledger: BaseLedger | str | os.PathLike[str] | None = None,
+                task_type: str | None = None, scale: Any = None, epochs: int = 1, reducer: Any = "mean",
+                budget: BudgetTracker | float | None = None, batch: Any = False) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
     Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages read. To run one
@@ -523,25 +500,13 @@ def score_items(
     ).to_frame()
 
 
-def _score_items(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    scale: Any = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    batch: Any = False,
-    refuse_failure: bool = False,
-) -> ScoredItems:
+def _score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+                 human: str | Sequence[str] | None = None, annotators: Sequence[str] = (),
+                 reference_sep: str | None = None, concurrency: int = 16, progress: bool = True,
+                 run_config: RunConfig | None = None, ledger: BaseLedger | str | os.PathLike[str] | None = None,
+                 task_type: str | None = None, scale: Any = None, epochs: int = 1, reducer: Any = "mean",
+                 budget: BudgetTracker | float | None = None, batch: Any = False,
+                 refuse_failure: bool = False) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
     :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both. ``reliability`` holds
     each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure`` (``calibrate``'s): a judge that scored no

@@ -101,10 +101,9 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
     return out
 
 
-def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, reference: str,
-                      threshold_of: Any, distributions: Mapping[str, Any] | None = None,
-                      chosen: Any = (), epochs: int = 1, reducer: Any = "mean", cluster: str | None = None,
-                      seed: int = 0) -> dict[str, Any]:
+def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, reference: str, threshold_of: Any,
+                      distributions: Mapping[str, Any] | None = None, chosen: Any = (), epochs: int = 1,
+                      reducer: Any = "mean", cluster: str | None = None, seed: int = 0) -> dict[str, Any]:
     """Each judge calibrated on the run's labelled items: ``{name: SelectiveJudge}`` with its cut-off.
 
     ``scores``: the run's frame (``score_<judge>``, ``confidence_<judge>``, ``score_<reference>``);
