@@ -45,35 +45,13 @@ from ..stats.agreement import (
 )
 from ..stats.clusters import MIN_CLUSTERS, cluster_codes, cluster_column, few_clusters_reason
 
-__all__ = [
-    "COUNT_COLUMNS",
-    "GRADED_STATISTICS",
-    "HUMAN_COUNT_COLUMNS",
-    "STATISTICS",
-    "AgreementTable",
-    "Estimate",
-    "GroupedCorrelation",
-    "PairAgreement",
-    "ThresholdChoice",
-    "agreement_table",
-    "bootstrap_ci",
-    "choose_threshold",
-    "grouped_correlation",
-    "pair_agreement",
-    "threshold_sweep",
-    "to_scale",
-]
+__all__ = ["COUNT_COLUMNS", "GRADED_STATISTICS", "HUMAN_COUNT_COLUMNS", "STATISTICS", "AgreementTable", "Estimate",
+           "GroupedCorrelation", "PairAgreement", "ThresholdChoice", "agreement_table", "bootstrap_ci",
+           "choose_threshold", "grouped_correlation", "pair_agreement", "threshold_sweep", "to_scale"]
 
 # Column names of the interval bounds in a table row.
-_BOUND_PREFIX = {
-    "percent_agreement": "agreement",
-    "cohen_kappa": "kappa",
-    "alpha_interval": "alpha_interval",
-    "alpha_nominal": "alpha_nominal",
-    "spearman": "spearman",
-    "kendall": "kendall",
-    "mean_abs_diff": "mad",
-}
+_BOUND_PREFIX = {"percent_agreement": "agreement", "cohen_kappa": "kappa", "alpha_interval": "alpha_interval",
+                 "alpha_nominal": "alpha_nominal", "spearman": "spearman", "kendall": "kendall", "mean_abs_diff": "mad"}
 
 
 
@@ -326,10 +304,8 @@ def pair_agreement(a: Any, b: Any, *, judge_a: str = "a", judge_b: str = "b", th
             estimates[stat] = Estimate(value, reason=f"no interval: {few}")
             continue
         if n >= 2 and stat in statistics:
-            lo, hi = bootstrap_ci(
-                lambda p, q, vp, vq, f=STATISTIC_FUNCTIONS[stat]: f(p, q, vp, vq),
-                x, y, vx, vy, n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups,
-            )
+            lo, hi = bootstrap_ci(lambda p, q, vp, vq, f=STATISTIC_FUNCTIONS[stat]: f(p, q, vp, vq), x, y, vx, vy,
+                                  n_boot=n_boot, confidence=confidence, seed=seed, cluster=groups)
             low, high = finite_or_nan(float(lo)), finite_or_nan(float(hi))
         estimates[stat] = Estimate(value, low, high)
     if bounds is not None:
@@ -342,12 +318,10 @@ def pair_agreement(a: Any, b: Any, *, judge_a: str = "a", judge_b: str = "b", th
         index=pd.Index([False, True], name=f"{judge_a} verdict"),
         columns=pd.Index([False, True], name=f"{judge_b} verdict"),
     )
-    return PairAgreement(
-        judge_a=judge_a, judge_b=judge_b, n=n, n_missing=missing, threshold=float(threshold),
-        threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
-        confidence=confidence, n_boot=n_boot, human_b=human_b, scale=bounds, cluster=cluster_name,
-        n_clusters=n_clusters,
-    )
+    return PairAgreement(judge_a=judge_a, judge_b=judge_b, n=n, n_missing=missing, threshold=float(threshold),
+                         threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
+                         confidence=confidence, n_boot=n_boot, human_b=human_b, scale=bounds, cluster=cluster_name,
+                         n_clusters=n_clusters)
 
 
 def _judge_columns(scores: pd.DataFrame) -> list[str]:
@@ -578,14 +552,11 @@ def agreement_table(scores: pd.DataFrame | Mapping[str, Any], judges: Sequence[s
             ja, jb = jb, ja
         choice = chosen.get(ja)
         against_ref = choice is not None and jb == ref and choice.verdicts is not None
-        pair = pair_agreement(
-            columns[ja], columns[jb], judge_a=ja, judge_b=jb,
-            threshold=per.get(ja, threshold), threshold_b=per.get(jb, threshold),
-            n_boot=n_boot, confidence=confidence, seed=seed,
-            ceiling=ja in annotators and jb in annotators, statistics=statistics, human_b=jb in people,
-            scale=scale if jb in people else None, verdicts_a=choice.verdicts if against_ref and choice else None,
-            cluster=cluster_ids,
-        )
+        pair = pair_agreement(columns[ja], columns[jb], judge_a=ja, judge_b=jb, threshold=per.get(ja, threshold),
+                              threshold_b=per.get(jb, threshold), n_boot=n_boot, confidence=confidence, seed=seed,
+                              ceiling=ja in annotators and jb in annotators, statistics=statistics,
+                              human_b=jb in people, scale=scale if jb in people else None,
+                              verdicts_a=choice.verdicts if against_ref and choice else None, cluster=cluster_ids)
         extra: dict[str, Any] = {}
         if chosen:
             picked = [c for c in (chosen.get(ja), chosen.get(jb)) if c is not None]

@@ -750,23 +750,9 @@ class _Run:
             "cost_usd": cost,
         }
         plan["cost_spent_usd"] = cost
-        return Alignment(
-            accepted=held.accepted,
-            rubric=held.rubric if held.accepted else self.original,
-            judge=held.judge if held.accepted else judge,
-            heldout=held.table,
-            heldout_ids=frame.loc[split.ho_pos, "id"].tolist(),
-            candidates=table,
-            cost_usd=cost,
-            reason=reason,
-            difference=diff,
-            metric=metric,
-            original_rubric=self.original,
-            aligned_rubric=held.rubric,
-            original_judge=judge,
-            aligned_judge=held.judge,
-            chosen=held.best,
-            items=frame,
-            plan=plan,
-            provenance=provenance,
-        )
+        return Alignment(accepted=held.accepted, rubric=held.rubric if held.accepted else self.original,
+                         judge=held.judge if held.accepted else judge, heldout=held.table,
+                         heldout_ids=frame.loc[split.ho_pos, "id"].tolist(), candidates=table, cost_usd=cost,
+                         reason=reason, difference=diff, metric=metric, original_rubric=self.original,
+                         aligned_rubric=held.rubric, original_judge=judge, aligned_judge=held.judge, chosen=held.best,
+                         items=frame, plan=plan, provenance=provenance)

@@ -155,9 +155,8 @@ class Alignment:
         grouped = [c for c in (self.provenance.get("split") or {}).get("grouped_by", ()) if c != "content"]
         cluster = rows[grouped[0]].reset_index(drop=True) if grouped and grouped[0] in rows.columns else None
         card = card_from_scores(rows[f"{which}_score"], rows["human_unit"], grader_id=judge.grader_id,
-                                rubric_hash=judge.rubric_hash, threshold=rubric.threshold,
-                                reference_threshold=0.5, reference_name="human (held-out)", n_boot=N_BOOT,
-                                cluster=cluster)
+                                rubric_hash=judge.rubric_hash, threshold=rubric.threshold, reference_threshold=0.5,
+                                reference_name="human (held-out)", n_boot=N_BOOT, cluster=cluster)
         prov = dict(self.provenance)
         prov["rubric"] = which
         prov["rubric_hash"] = judge.rubric_hash

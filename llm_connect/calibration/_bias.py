@@ -41,17 +41,8 @@ from ._runner import ItemsLike, _judge_items, _named_judges, is_pairwise, items_
 if TYPE_CHECKING:
     from ..grading import Judge
 
-__all__ = [
-    "PROBES",
-    "BiasReport",
-    "ProbeResult",
-    "ShiftStats",
-    "is_pairwise",
-    "paired_shift",
-    "perturb_items",
-    "probe_judge",
-    "run_probes",
-]
+__all__ = ["PROBES", "BiasReport", "ProbeResult", "ShiftStats", "is_pairwise", "paired_shift", "perturb_items",
+           "probe_judge", "run_probes"]
 
 PROBES: tuple[str, ...] = ("length", "format", "injection", "position")
 
@@ -154,12 +145,10 @@ class ProbeResult:
             ``flips_down``, ``note``) and ``by_definition`` (:attr:`expected`).
         """
         s = self.stats
-        return {
-            "judge": self.judge, "probe": self.probe, "n": s.n, "mean_original": s.mean_original,
-            "mean_perturbed": s.mean_perturbed, "mean_shift": s.mean_shift, "shift_low": s.shift_low,
-            "shift_high": s.shift_high, "p_value": s.p_value, "flip_rate": s.flip_rate,
-            "flips_up": s.flips_up, "flips_down": s.flips_down, "note": s.note, "by_definition": self.expected,
-        }
+        return {"judge": self.judge, "probe": self.probe, "n": s.n, "mean_original": s.mean_original,
+                "mean_perturbed": s.mean_perturbed, "mean_shift": s.mean_shift, "shift_low": s.shift_low,
+                "shift_high": s.shift_high, "p_value": s.p_value, "flip_rate": s.flip_rate, "flips_up": s.flips_up,
+                "flips_down": s.flips_down, "note": s.note, "by_definition": self.expected}
 
     @property
     def significant(self) -> bool:
@@ -416,12 +405,10 @@ def run_probes(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: Ite
             if auto and probe == "position" and not is_pairwise(judge):
                 continue
             original = None if original_scores is None else original_scores.get(judge_name)
-            result = probe_judge(
-                judge, items, probe, name=judge_name, original_scores=original,
-                threshold=per.get(judge_name, threshold), n_boot=n_boot, confidence=confidence, seed=seed,
-                reference_sep=reference_sep, injection=injection, concurrency=concurrency, progress=progress,
-                run_config=run_config, budget=tracker,
-            )
+            result = probe_judge(judge, items, probe, name=judge_name, original_scores=original,
+                                 threshold=per.get(judge_name, threshold), n_boot=n_boot, confidence=confidence,
+                                 seed=seed, reference_sep=reference_sep, injection=injection, concurrency=concurrency,
+                                 progress=progress, run_config=run_config, budget=tracker)
             results.append(result)
             if on_result is not None:
                 on_result(result)

@@ -77,8 +77,7 @@ def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: 
         raise ValidationError(f"selective: too few labelled items: {labelled}; the guarantee at alpha={alpha:g}, "
                               f"delta={delta:g} needs at least {need} (with fewer, even no disagreement at all cannot "
                               "pass the exact binomial bound); label more items or raise alpha or delta")
-    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold, epochs=epochs,
-                            seed=seed)
+    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold, epochs=epochs, seed=seed)
 
 
 @share_parameters
@@ -272,13 +271,11 @@ def calibrate(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: Item
         sample = scores.iloc[probe_rows].reset_index(drop=True)
         items_frame = sample[[c for c in ("id", "prompt", "baseline", "candidate", "candidate_model")
                               if c in sample.columns]]
-        bias = run_probes(
-            named, items_frame, probes=probes,
-            original_scores={k: sample[f"score_{k}"].to_numpy(dtype=float) for k in named},
-            threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
-            reference_sep=reference_sep, concurrency=concurrency, progress=progress, run_config=run_config,
-            budget=tracker,
-        )
+        bias = run_probes(named, items_frame, probes=probes,
+                          original_scores={k: sample[f"score_{k}"].to_numpy(dtype=float) for k in named},
+                          threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
+                          reference_sep=reference_sep, concurrency=concurrency, progress=progress,
+                          run_config=run_config, budget=tracker)
     report = CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
                                thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed,
                                scored=replace(scored, frame=scores))
@@ -295,11 +292,10 @@ def calibrate(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: Item
                 if f"confidence_{name}" in scores.columns and judge.calibration_frame is not None:
                     scores[f"confidence_{name}"] = judge.calibration_frame["confidence"].to_numpy(dtype=float)
     if by is not None and group_col is not None:
-        report.by_group = group_breakdown(
-            scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows, judges=report.judges,
-            reference=report.reference, n_boot=n_boot, confidence=confidence, seed=seed, threshold=threshold,
-            thresholds=thresholds, annotators=ann, labels=scored.labels, scale=scale, cluster=cluster,
-        )
+        report.by_group = group_breakdown(scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows,
+                                          judges=report.judges, reference=report.reference, n_boot=n_boot,
+                                          confidence=confidence, seed=seed, threshold=threshold, thresholds=thresholds,
+                                          annotators=ann, labels=scored.labels, scale=scale, cluster=cluster)
     return report
 
 

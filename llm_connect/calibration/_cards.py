@@ -203,22 +203,20 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
         if judge == ref:
             continue
         column = scores[f"score_{judge}"].to_numpy(dtype=float)
-        reference = (scores[f"score_{ref}"].to_numpy(dtype=float) if ref is not None
-                     else np.full(n, math.nan))
+        reference = (scores[f"score_{ref}"].to_numpy(dtype=float) if ref is not None else np.full(n, math.nan))
         u = usage.get(judge) or {}
         unscored = (u.get("unscored", 0) + u.get("error", 0)) / n if n else math.nan
         probes, consistency = _probe_effects(report, judge)
         reliability = (getattr(report.meta, "reliability", None) or {}).get(judge)  # calibrate(..., epochs=k)
         choice = getattr(report.agreement, "chosen", {}).get(judge)
         cv = choice.verdicts if choice is not None and choice.reference == ref else None
-        card = card_from_scores(
-            column, reference, grader_id=str(grader_ids.get(judge, judge)), rubric_hash=rubric_hashes.get(judge),
-            reference_name=ref or "nothing", people=people, threshold=report.threshold_of(judge),
-            reference_threshold=report.threshold_of(ref) if ref is not None else None, probes=probes,
-            position_consistency=consistency, unscored_rate=unscored, n_boot=report.n_boot,
-            confidence=report.confidence, seed=report.seed, verdicts=cv, reliability=reliability,
-            cluster=getattr(report, "cluster_ids", None),
-        )
+        card = card_from_scores(column, reference, grader_id=str(grader_ids.get(judge, judge)),
+                                rubric_hash=rubric_hashes.get(judge), reference_name=ref or "nothing", people=people,
+                                threshold=report.threshold_of(judge),
+                                reference_threshold=report.threshold_of(ref) if ref is not None else None,
+                                probes=probes, position_consistency=consistency, unscored_rate=unscored,
+                                n_boot=report.n_boot, confidence=report.confidence, seed=report.seed, verdicts=cv,
+                                reliability=reliability, cluster=getattr(report, "cluster_ids", None))
         if card.grader_id != judge:  # the verdict names the judge as the report does
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])
         chosen = (getattr(report, "selective", None) or {}).get(judge)

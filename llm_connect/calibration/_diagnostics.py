@@ -18,18 +18,8 @@ from .._docstrings import share_parameters
 from ..errors import ValidationError
 from ..stats.regression import OLSResult, ols
 
-__all__ = [
-    "LengthControlled",
-    "LengthEffect",
-    "SelfPreference",
-    "disagreements",
-    "length_controlled_scores",
-    "length_effect",
-    "ols",
-    "reliability_table",
-    "score_column",
-    "self_preference",
-]
+__all__ = ["LengthControlled", "LengthEffect", "SelfPreference", "disagreements", "length_controlled_scores",
+           "length_effect", "ols", "reliability_table", "score_column", "self_preference"]
 
 
 def score_column(scores: pd.DataFrame, judge: str) -> str:

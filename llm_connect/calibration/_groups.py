@@ -36,17 +36,8 @@ if TYPE_CHECKING:
     from ._agreement import AgreementTable
     from ._bias import BiasReport
 
-__all__ = [
-    "ALL",
-    "MIN_GROUP_N",
-    "MISSING",
-    "GroupBreakdown",
-    "agreement_by_group",
-    "bias_by_group",
-    "group_column",
-    "group_kappa",
-    "group_labels",
-]
+__all__ = ["ALL", "MIN_GROUP_N", "MISSING", "GroupBreakdown", "agreement_by_group", "bias_by_group", "group_column",
+           "group_kappa", "group_labels"]
 
 ALL = "(all)"
 """The ``group`` of the pooled row (every item, as ``agreement.csv`` / ``bias.csv`` report it)."""

@@ -41,21 +41,10 @@ from ..stats.bradley_terry import (
 from ..stats.clusters import cluster_codes, cluster_column, cluster_sizes_text
 from ..stats.length_control import LENGTH_CONTROLLED_COLUMNS, length_controlled_win_rate
 
-__all__ = [
-    "LEADERBOARD_COLUMNS",
-    "LENGTH_CONTROLLED_COLUMNS",
-    "STYLE_COLUMNS",
-    "LeaderboardComparison",
-    "compare_leaderboards",
-    "leaderboard",
-    "leaderboards_frame",
-    "length_controlled_win_rate",
-    "ppi_bradley_terry",
-    "report_leaderboards",
-    "report_style_effects",
-    "report_style_leaderboards",
-    "style_effects",
-]
+__all__ = ["LEADERBOARD_COLUMNS", "LENGTH_CONTROLLED_COLUMNS", "STYLE_COLUMNS", "LeaderboardComparison",
+           "compare_leaderboards", "leaderboard", "leaderboards_frame", "length_controlled_win_rate",
+           "ppi_bradley_terry", "report_leaderboards", "report_style_effects", "report_style_leaderboards",
+           "style_effects"]
 
 
 @share_parameters
@@ -247,8 +236,7 @@ def _per_rater(report: Any, fit: Any, errors: tuple[type[BaseException], ...]) -
 
 def leaderboards_frame(boards: Mapping[str, Any]) -> pd.DataFrame:
     """What ``leaderboard.csv`` holds: the fitted boards stacked, a ``rater`` column first."""
-    parts = [b.assign(rater=name)[["rater", *b.columns]] for name, b in boards.items()
-             if isinstance(b, pd.DataFrame)]
+    parts = [b.assign(rater=name)[["rater", *b.columns]] for name, b in boards.items() if isinstance(b, pd.DataFrame)]
     if not parts:
         return pd.DataFrame(columns=["rater", *LEADERBOARD_COLUMNS])
     return pd.concat(parts, ignore_index=True)

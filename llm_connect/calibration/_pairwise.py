@@ -56,21 +56,9 @@ if TYPE_CHECKING:
     from ..grading import Judge
     from ..quality import BaseLedger
 
-__all__ = [
-    "PAIRWISE_AGREEMENT_COLUMNS",
-    "PAIRWISE_COLUMNS",
-    "PAIRWISE_CSV_COLUMNS",
-    "PREFERENCES",
-    "VERDICT_WINNERS",
-    "PairwiseReport",
-    "battle_outcomes",
-    "calibrate_pairwise",
-    "is_pairwise_input",
-    "parse_preferences",
-    "position_bias",
-    "preference_agreement",
-    "preference_codes",
-]
+__all__ = ["PAIRWISE_AGREEMENT_COLUMNS", "PAIRWISE_COLUMNS", "PAIRWISE_CSV_COLUMNS", "PREFERENCES", "VERDICT_WINNERS",
+           "PairwiseReport", "battle_outcomes", "calibrate_pairwise", "is_pairwise_input", "parse_preferences",
+           "position_bias", "preference_agreement", "preference_codes"]
 
 #: The columns that make a dataset pairwise.
 PAIRWISE_COLUMNS: tuple[str, ...] = ("candidate_a", "candidate_b")
@@ -223,8 +211,7 @@ class PairwiseReport(_Report):
     """
 
     pairwise: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_CSV_COLUMNS)))
-    pair_agreement: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_AGREEMENT_COLUMNS)))
+    pair_agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_AGREEMENT_COLUMNS)))
 
     @property
     def names(self) -> list[str]:
@@ -730,8 +717,7 @@ def calibrate_pairwise(judges: Judge | Mapping[str, Judge] | Sequence[Judge], it
             if not bool(getattr(judge, "both_orders", True)):
                 rows = np.arange(n)
                 if probe_limit is not None and probe_limit < n:
-                    rows = np.sort(np.random.default_rng(seed).choice(n, size=max(0, int(probe_limit)),
-                                                                      replace=False))
+                    rows = np.sort(np.random.default_rng(seed).choice(n, size=max(0, int(probe_limit)), replace=False))
                 sample = pairs.iloc[rows].reset_index(drop=True)
                 swapped = _judge_pairs(judge, sample, swapped=True,
                                        desc=f"probe: position \N{EM DASH} {name}", **kwargs)
@@ -772,19 +758,16 @@ def calibrate_pairwise(judges: Judge | Mapping[str, Judge] | Sequence[Judge], it
         agreement_rows.append(pair_row)
     pair_agreement = pd.DataFrame(agreement_rows, columns=list(PAIRWISE_AGREEMENT_COLUMNS))
 
-    scored_items = ScoredItems(
-        frame=out, judges=list(named), labels=list(labels), passthrough=list(passthrough.values()),
-        human="human" if "human" in labels else None, annotators=[judge_name(a) for a in annotators],
-        grader_ids={k: str(j.grader_id) for k, j in named.items()},
-        rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},
-        judge_families={k: None for k in named}, pairwise={k: True for k in named}, usage=usage,
-    )
+    scored_items = ScoredItems(frame=out, judges=list(named), labels=list(labels),
+                               passthrough=list(passthrough.values()), human="human" if "human" in labels else None,
+                               annotators=[judge_name(a) for a in annotators],
+                               grader_ids={k: str(j.grader_id) for k, j in named.items()},
+                               rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},
+                               judge_families={k: None for k in named}, pairwise={k: True for k in named}, usage=usage)
     bias = BiasReport(bias_results, math.nan) if probe_names else None
-    return PairwiseReport(
-        scores=out, agreement=AgreementTable(pairs=[], threshold=math.nan, confidence=confidence), bias=bias,
-        n_boot=n_boot, confidence=confidence, seed=seed, scored=replace(scored_items, frame=out),
-        pairwise=pairwise, pair_agreement=pair_agreement,
-    )
+    return PairwiseReport(scores=out, agreement=AgreementTable(pairs=[], threshold=math.nan, confidence=confidence),
+                          bias=bias, n_boot=n_boot, confidence=confidence, seed=seed,
+                          scored=replace(scored_items, frame=out), pairwise=pairwise, pair_agreement=pair_agreement)
 
 
 def _rubric_hash(judge: Any) -> str | None:
@@ -841,8 +824,7 @@ def _position_probe(name: str, out: pd.DataFrame, *, n_boot: int, confidence: fl
     keep = np.isfinite(original) & np.isfinite(perturbed)
     if keep.any():
         flips = original[keep] != perturbed[keep]
-        stats = replace(stats, flip_rate=float(flips.mean()),
-                        flips_up=int((perturbed[keep] > original[keep]).sum()),
+        stats = replace(stats, flip_rate=float(flips.mean()), flips_up=int((perturbed[keep] > original[keep]).sum()),
                         flips_down=int((perturbed[keep] < original[keep]).sum()))
     else:
         stats = replace(stats, note="no pair was judged in both orders")

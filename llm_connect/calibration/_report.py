@@ -28,14 +28,8 @@ from ._diagnostics import (
 )
 from ._runner import ScoredItems
 
-__all__ = [
-    "AGREEMENT_CSV_COLUMNS",
-    "BIAS_CSV_COLUMNS",
-    "PLOTS_BY_KIND",
-    "CalibrationReport",
-    "parquet_ready",
-    "score_kind",
-]
+__all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "PLOTS_BY_KIND", "CalibrationReport", "parquet_ready",
+           "score_kind"]
 
 AGREEMENT_CSV_COLUMNS = ("judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
                          "alpha_interval", "spearman")
@@ -78,8 +72,7 @@ def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         try:
             pa.array(out[column].tolist(), from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-                OverflowError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
             out[column] = out[column].map(lambda v: None if _is_null(v) else str(v)).astype(object)
     return out
 

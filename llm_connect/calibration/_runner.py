@@ -34,18 +34,8 @@ if TYPE_CHECKING:
     from ..grading import Judge
     from ..quality import BaseLedger
 
-__all__ = [
-    "REQUIRED_COLUMNS",
-    "ItemsLike",
-    "ScoredItems",
-    "items_table",
-    "judge_family",
-    "lacks_text",
-    "needs_reference",
-    "parse_labels",
-    "parse_scale",
-    "score_items",
-]
+__all__ = ["REQUIRED_COLUMNS", "ItemsLike", "ScoredItems", "items_table", "judge_family", "lacks_text",
+           "needs_reference", "parse_labels", "parse_scale", "score_items"]
 
 REQUIRED_COLUMNS = ITEM_COLUMNS
 
@@ -493,11 +483,10 @@ def score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: It
     calibrate : Scores, agreement and bias probes in one call.
     llm_connect.grading.judge_many : One judge over items.
     """
-    return _score_items(
-        judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
-        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
-        reducer=reducer, budget=budget, batch=batch,
-    ).to_frame()
+    return _score_items(judges, items, human=human, annotators=annotators, reference_sep=reference_sep,
+                        concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                        task_type=task_type, scale=scale, epochs=epochs, reducer=reducer, budget=budget,
+                        batch=batch).to_frame()
 
 
 def _score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
