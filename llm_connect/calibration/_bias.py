@@ -71,13 +71,6 @@ def perturb_items(items: pd.DataFrame, probe: str, *, seed: int = 0,
     ------
     ValidationError
         When ``probe`` is unknown.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> items = pd.DataFrame({"baseline": ["Paris"], "candidate": ["It is Paris."]})
-    >>> perturb_items(items, "format")["candidate"].tolist()
-    ['**It is Paris.**']
     """
     out = items.copy()
     cand = out["candidate"].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
@@ -272,15 +265,6 @@ def probe_judge(judge: Judge, items: ItemsLike, probe: str, *, name: str | None 
     probes follow the biases of LLM judges that Zheng et al. 2023 ("Judging LLM-as-a-Judge with MT-Bench and Chatbot
     Arena": position, verbosity) and Wang et al. 2023 ("Large Language Models are not Fair Evaluators": position)
     describe.
-
-    Examples
-    --------
-    >>> from llm_connect.grading import FunctionJudge
-    >>> wordy = FunctionJudge(lambda baseline, candidate: min(1.0, len(candidate.split()) / 20), grader_id="wordy")
-    >>> items = [{"prompt": "Capital of France?", "baseline": "Paris", "candidate": "Paris."}] * 4
-    >>> result = probe_judge(wordy, items, "length", n_boot=100, progress=False)
-    >>> result.stats.n, result.stats.mean_shift > 0
-    (4, True)
     """
     name = name or str(getattr(judge, "grader_id", "judge"))
     check_confidence(confidence)
@@ -306,13 +290,10 @@ def probe_judge(judge: Judge, items: ItemsLike, probe: str, *, name: str | None 
     else:
         perturbed = _scores(_judge_items(judge, perturbed_items, **kwargs, desc=label))
     stats = paired_shift(original, perturbed, threshold=threshold, n_boot=n_boot, confidence=confidence, seed=seed)
-    detail = pd.DataFrame({
-        "id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),
-        "candidate": items["candidate"].tolist(),
-        "perturbed_candidate": perturbed_items["candidate"].tolist(),
-        "original": original,
-        "perturbed": perturbed,
-    })
+    detail = pd.DataFrame({"id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),
+                           "candidate": items["candidate"].tolist(),
+                           "perturbed_candidate": perturbed_items["candidate"].tolist(), "original": original,
+                           "perturbed": perturbed})
     detail["shift"] = detail["perturbed"] - detail["original"]
     return ProbeResult(name, probe, stats, detail, threshold, by_definition=by_definition_of(judge, probe))
 

@@ -299,4 +299,3 @@ def calibrate(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: Item
     return report
 
 
-

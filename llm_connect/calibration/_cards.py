@@ -93,12 +93,6 @@ def card_from_scores(judge: Iterable[float | None], reference: Iterable[float | 
     ------
     ValidationError
         When ``judge`` and ``reference`` differ in length.
-
-    Examples
-    --------
-    >>> card = card_from_scores([1, 1, 0, 0, 1, 0] * 5, [1, 1, 0, 0, 0, 0] * 5, grader_id="exact", n_boot=100)
-    >>> card.n_labelled, round(card.percent_agreement, 3), round(card.kappa, 3)
-    (30, 0.833, 0.667)
     """
     from ._agreement import pair_agreement
 
@@ -135,9 +129,7 @@ def card_from_scores(judge: Iterable[float | None], reference: Iterable[float | 
     )
 
 
-
 # -- from a calibration report -------------------------------------------------------------------
-
 
 
 def card_reference(report: Any) -> tuple[str | None, bool]:

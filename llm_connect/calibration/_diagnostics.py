@@ -140,14 +140,6 @@ def length_effect(scores: pd.DataFrame, judge: str, *, control: str | Sequence[s
     A judge that prefers longer answers at equal correctness shows verbosity bias (Zheng et al. 2023, "Judging
     LLM-as-a-Judge with MT-Bench and Chatbot Arena"). Ordinary least squares with classical errors
     (:func:`~llm_connect.stats.ols`); the controls stand in for correctness.
-
-    Examples
-    --------
-    >>> import numpy as np, pandas as pd
-    >>> words = np.array([10, 20, 40, 80, 160, 320] * 3)
-    >>> scores = pd.DataFrame({"score_judge": 0.1 * np.log2(words + 1) - 0.2, "candidate_words": words})
-    >>> round(length_effect(scores, "judge").coef, 3)
-    0.1
     """
     ycol = score_column(scores, judge)
     controls = [control] if isinstance(control, str) else list(control or [])
@@ -433,13 +425,6 @@ def reliability_table(scores: pd.DataFrame, judge: str, *, label: str = "human",
     -----
     A reliability diagram (DeGroot & Fienberg 1983, "The comparison and evaluation of forecasters") with Wilson score
     intervals (Wilson 1927, "Probable inference, the law of succession, and statistical inference").
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> scores = pd.DataFrame({"score_judge": [0.1, 0.2, 0.8, 0.9], "score_human": [0, 1, 1, 1]})
-    >>> reliability_table(scores, "judge", bins=2)[["n", "correct_rate"]].to_dict("list")
-    {'n': [2, 2], 'correct_rate': [0.5, 1.0]}
     """
     from scipy.stats import norm
 

@@ -467,7 +467,6 @@ class PairwiseReport(_Report):
         return Markup(view("pairwise_report_html")(self, plots=plots, title=title))
 
 
-
 #: A pairwise judge's verdict (``judge_many`` of a ``PairwiseJudge``, a pipeline's pairwise unit) as a
 #: battle's winner: the baseline is answer A (``model_a``), the candidate answer B (``model_b``).
 VERDICT_WINNERS: dict[str, str] = {"baseline": "a", "candidate": "b", "tie": "tie"}
@@ -510,14 +509,6 @@ def battle_outcomes(report_or_frame: Any, *, winner: str | None = None, baseline
     ------
     ValidationError
         When a column is missing, a verdict is not pairwise, or ``report_or_frame`` is neither a report nor a frame.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> frame = pd.DataFrame({"model_a": ["x", "x", "y"], "model_b": ["y", "z", "z"], "winner": ["a", None, "tie"]})
-    >>> battles = battle_outcomes(frame)
-    >>> battles["winner"].tolist(), battles.attrs["dropped"]
-    (['a', 'tie'], 1)
     """
     frame = report_or_frame.scores if isinstance(report_or_frame, _Report) else report_or_frame
     if not isinstance(frame, pd.DataFrame):

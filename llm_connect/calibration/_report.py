@@ -551,8 +551,7 @@ class CalibrationReport(_Report):
                 p = self.agreement.pair(j, ref)
                 kappa_low, kappa_high = p["cohen_kappa"].low, p["cohen_kappa"].high
                 row.update({"reference": ref, "n": p.n, "agreement": p["percent_agreement"].value,
-                            "kappa": p["cohen_kappa"].value, "kappa_low": kappa_low,
-                            "kappa_high": kappa_high})
+                            "kappa": p["cohen_kappa"].value, "kappa_low": kappa_low, "kappa_high": kappa_high})
             row["weak"] = weak_judge_reasons(kappa_low=kappa_low, kappa_high=kappa_high, yes_rate=row["yes_rate"],
                                              people=people, confidence=self.confidence)
             if self.bias is not None:

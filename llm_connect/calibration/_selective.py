@@ -181,13 +181,11 @@ def selective_frame(selective: Mapping[str, Any], reference: str | None) -> pd.D
         cut = judge.calibration
         if cut is None:
             continue
-        rows.append({
-            "judge_a": name, "judge_b": reference, "selective": f"alpha={judge.alpha:g},delta={judge.delta:g}",
-            "n": cut.n, "n_judged": cut.n_judged, "percent_agreement": cut.agreement, "coverage": cut.coverage,
-            "abstained": 1.0 - cut.coverage if cut.n else math.nan,
-            "cutoff": cut.cutoff if math.isfinite(cut.cutoff) else math.nan,
-            "guaranteed_agreement": judge.guaranteed_agreement, "confidence_level": judge.confidence_level,
-            "risk_upper": cut.risk_upper, "confidence_source": judge.source or "none", "note": judge.note,
-            "verdict": judge.describe(),
-        })
+        rows.append({"judge_a": name, "judge_b": reference, "selective": f"alpha={judge.alpha:g},delta={judge.delta:g}",
+                     "n": cut.n, "n_judged": cut.n_judged, "percent_agreement": cut.agreement, "coverage": cut.coverage,
+                     "abstained": 1.0 - cut.coverage if cut.n else math.nan,
+                     "cutoff": cut.cutoff if math.isfinite(cut.cutoff) else math.nan,
+                     "guaranteed_agreement": judge.guaranteed_agreement, "confidence_level": judge.confidence_level,
+                     "risk_upper": cut.risk_upper, "confidence_source": judge.source or "none", "note": judge.note,
+                     "verdict": judge.describe()})
     return pd.DataFrame(rows, columns=list(SELECTIVE_COLUMNS))
