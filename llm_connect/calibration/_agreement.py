@@ -309,8 +309,7 @@ def pair_agreement(a: Any, b: Any, *, judge_a: str = "a", judge_b: str = "b", th
     confusion = pd.DataFrame(
         [[int((~vx & ~vy).sum()), int((~vx & vy).sum())], [int((vx & ~vy).sum()), int((vx & vy).sum())]],
         index=pd.Index([False, True], name=f"{judge_a} verdict"),
-        columns=pd.Index([False, True], name=f"{judge_b} verdict"),
-    )
+        columns=pd.Index([False, True], name=f"{judge_b} verdict"))
     return PairAgreement(judge_a=judge_a, judge_b=judge_b, n=n, n_missing=missing, threshold=float(threshold),
                          threshold_b=float(tb), estimates=estimates, confusion=confusion, ceiling=ceiling,
                          confidence=confidence, n_boot=n_boot, human_b=human_b, scale=bounds, cluster=cluster_name,

@@ -121,12 +121,11 @@ def card_from_scores(judge: Iterable[float | None], reference: Iterable[float | 
     return JudgeCard(
         grader_id=grader_id, rubric_hash=rubric_hash, reference=reference_name, people=people, n_labelled=pair.n,
         percent_agreement=_num(pa.value), agreement_low=_num(pa.low), agreement_high=_num(pa.high),
-        kappa=_num(kap.value), kappa_low=_num(kap.low), kappa_high=_num(kap.high),
-        mean_bias=_num(mb), bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size),
-        verdict=verdict, probes=probes, position_consistency=position_consistency, confidence=confidence,
-        threshold=threshold, yes_rate=yes_rate, weak=weak, reliability=reliability_entry(reliability),
-        cluster=({"column": pair.cluster, "n_clusters": pair.n_clusters} if pair.cluster is not None else None),
-    )
+        kappa=_num(kap.value), kappa_low=_num(kap.low), kappa_high=_num(kap.high), mean_bias=_num(mb),
+        bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size), verdict=verdict, probes=probes,
+        position_consistency=position_consistency, confidence=confidence, threshold=threshold, yes_rate=yes_rate,
+        weak=weak, reliability=reliability_entry(reliability),
+        cluster=({"column": pair.cluster, "n_clusters": pair.n_clusters} if pair.cluster is not None else None))
 
 
 # -- from a calibration report -------------------------------------------------------------------

@@ -182,13 +182,11 @@ def group_kappa(agreement: pd.DataFrame, judge: str, reference: str) -> pd.DataF
     a, b = agreement["judge_a"], agreement["judge_b"]
     rows = agreement[((a == judge) & (b == reference)) | ((a == reference) & (b == judge))]
     out = pd.DataFrame({
-        "group": rows["group"].astype(str),
-        "n": pd.to_numeric(rows["n"], errors="coerce"),
+        "group": rows["group"].astype(str), "n": pd.to_numeric(rows["n"], errors="coerce"),
         "kappa": pd.to_numeric(rows.get("cohen_kappa", pd.Series(np.nan, index=rows.index)), errors="coerce"),
         "kappa_low": pd.to_numeric(rows.get("kappa_low", pd.Series(np.nan, index=rows.index)), errors="coerce"),
         "kappa_high": pd.to_numeric(rows.get("kappa_high", pd.Series(np.nan, index=rows.index)), errors="coerce"),
-        "group_note": rows["group_note"].astype(str),
-    })
+        "group_note": rows["group_note"].astype(str)})
     return out.reset_index(drop=True)
 
 

@@ -524,9 +524,8 @@ def _score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: I
     out["model_family"] = [model_family(m) for m in out["candidate_model"]]
     targets = _human_targets(human)
     label_columns = {c for c, _ in targets} | set(annotators)
-    passthrough = _passthrough_names(
-        [c for c in frame.columns if c not in ITEM_FRAME_COLUMNS and c not in label_columns]
-    )
+    passthrough = _passthrough_names([
+        c for c in frame.columns if c not in ITEM_FRAME_COLUMNS and c not in label_columns])
     for source, name in passthrough.items():
         out[name] = frame[source].tolist()
 
@@ -537,8 +536,7 @@ def _score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: I
             continue
         if column not in frame.columns:
             raise ValidationError(
-                f"no label column {column!r} in the data; it has {', '.join(map(str, frame.columns))}"
-            )
+                f"no label column {column!r} in the data; it has {', '.join(map(str, frame.columns))}")
         if name in named or name in labels:
             raise ValidationError(f"the name {name!r} is used twice (a judge and a label column)")
         labels[name] = parse_labels(frame[column].tolist(), column=str(column), scale=scale)
