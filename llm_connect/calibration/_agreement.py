@@ -57,8 +57,8 @@ _BOUND_PREFIX = {"percent_agreement": "agreement", "cohen_kappa": "kappa", "alph
 @share_parameters
 @dataclass(frozen=True)
 class PairAgreement:
-    """How well two judges agree on the items both scored (:func:`pair_agreement`); ``pair["cohen_kappa"]``
-    is one statistic's :class:`~llm_connect.stats.Estimate`.
+    """How well two judges agree on the items both scored (:func:`pair_agreement`); ``pair["cohen_kappa"]`` is one
+    statistic's :class:`~llm_connect.stats.Estimate`.
 
     Parameters
     ----------

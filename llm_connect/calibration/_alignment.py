@@ -1,5 +1,5 @@
-"""The result of :func:`~llm_connect.calibration.align`: the judge to use, and the evidence (held-out figures
-before and after, every candidate in every fold, the disagreements that remain, the judge cards)."""
+"""The result of :func:`~llm_connect.calibration.align`: the judge to use, and the evidence (held-out figures before and
+after, every candidate in every fold, the disagreements that remain, the judge cards)."""
 
 from __future__ import annotations
 

@@ -299,8 +299,8 @@ def probe_judge(judge: Judge, items: ItemsLike, probe: str, *, name: str | None 
 
 
 def by_definition_of(judge: Any, probe: str) -> str:
-    """Why ``probe`` lowers ``judge``'s score by the judge's own definition (its ``by_definition`` mapping,
-    e.g. :class:`~llm_connect.grading.ExactMatchJudge`'s), or ``""``."""
+    """Why ``probe`` lowers ``judge``'s score by the judge's own definition (its ``by_definition`` mapping, e.g.
+    :class:`~llm_connect.grading.ExactMatchJudge`'s), or ``""``."""
     declared = getattr(judge, "by_definition", None)
     if not isinstance(declared, Mapping):
         return ""

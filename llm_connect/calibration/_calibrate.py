@@ -46,8 +46,8 @@ __all__ = ["calibrate", "default_groups"]
 
 
 def default_groups(scores: pd.DataFrame) -> dict[str, str]:
-    """The group columns of graded agreement when none are given: ``candidate_model`` as the system
-    when it names two or more models, ``prompt`` as the document when some prompt has several rows."""
+    """The group columns of graded agreement when none are given: ``candidate_model`` as the system when it names two or
+    more models, ``prompt`` as the document when some prompt has several rows."""
     out: dict[str, str] = {}
     if "candidate_model" in scores.columns and scores["candidate_model"].dropna().nunique() >= 2:
         out["system"] = "candidate_model"
@@ -59,8 +59,8 @@ def default_groups(scores: pd.DataFrame) -> dict[str, str]:
 def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: Sequence[str],
                      levels: tuple[float, float], thresholds: Mapping[str, Any] | None,
                      threshold: float, epochs: int = 1, seed: int = 0) -> dict[str, Any]:
-    """The selective judges of ``calibrate(..., selective=...)``, after checking there are enough human labels
-    (before any judge runs)."""
+    """The selective judges of ``calibrate(..., selective=...)``, after checking there are enough human labels (before
+    any judge runs)."""
     from ..stats.selective import min_items
 
     alpha, delta = levels
@@ -93,8 +93,8 @@ def calibrate(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: Item
               groups: Mapping[str, str] | None = None, epochs: int = 1, reducer: Any = "mean",
               budget: BudgetTracker | float | None = None, selective: Any = None, batch: Any = False,
               cluster: str | None = "auto") -> CalibrationReport | PairwiseReport:
-    """Score ``items`` with every judge, measure their agreement with each other and with the
-    human labels, and run the bias probes.
+    """Score ``items`` with every judge, measure their agreement with each other and with the human labels, and run the
+    bias probes.
 
     Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by pairwise judges and
     measured without any threshold: three-way (a/b/tie) agreement, accuracy on people's non-tie pairs, tie rates,

@@ -176,9 +176,9 @@ def bias_by_group(bias: BiasReport, groups: Sequence[Any], *, n_boot: int = 1000
 
 
 def group_kappa(agreement: pd.DataFrame, judge: str, reference: str) -> pd.DataFrame:
-    """Cohen's kappa of ``judge`` against ``reference`` per group (pooled first), from
-    :func:`agreement_by_group`'s table: ``group``, ``n``, ``kappa``, ``kappa_low``,
-    ``kappa_high``, ``group_note``. Empty when the pair is not in the table."""
+    """Cohen's kappa of ``judge`` against ``reference`` per group (pooled first), from :func:`agreement_by_group`'s
+    table: ``group``, ``n``, ``kappa``, ``kappa_low``, ``kappa_high``, ``group_note``. Empty when the pair is not in the
+    table."""
     a, b = agreement["judge_a"], agreement["judge_b"]
     rows = agreement[((a == judge) & (b == reference)) | ((a == reference) & (b == judge))]
     out = pd.DataFrame({
@@ -229,9 +229,9 @@ class GroupBreakdown:
         return group_kappa(self.agreement, judge, ref)
 
     def card_entry(self, judge: str, reference: str | None = None) -> dict[str, Any] | None:
-        """The per-group kappa a judge card carries: ``{"by": ..., "groups": [{group, n, kappa,
-        kappa_low, kappa_high, note}, ...]}`` (the pooled row left out: the card has it);
-        ``None`` when the judge has no pair with the reference."""
+        """The per-group kappa a judge card carries: ``{"by": ..., "groups": [{group, n, kappa, kappa_low, kappa_high,
+        note}, ...]}`` (the pooled row left out: the card has it); ``None`` when the judge has no pair with the
+        reference."""
         ref = reference or self.reference
         if ref is None or ref == judge:
             return None
@@ -259,8 +259,8 @@ class GroupBreakdown:
         return out[["judge", "group", "n", "kappa", "kappa_low", "kappa_high", "group_note"]]
 
     def figure(self) -> Any:
-        """The per-group plot (:func:`~llm_connect.views.plot_group_kappa`) on a new figure, or ``None``
-        without a reference."""
+        """The per-group plot (:func:`~llm_connect.views.plot_group_kappa`) on a new figure, or ``None`` without a
+        reference."""
         return view("group_breakdown_figure")(self)
 
     def html(self, *, plots: bool = True) -> Markup:
@@ -282,8 +282,8 @@ def group_breakdown(scores: pd.DataFrame, by: str, column: str, *, agreement: Ag
                     bias: BiasReport | None = None, probe_rows: Sequence[int] | None = None, judges: Sequence[str] = (),
                     reference: str | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
                     min_n: int = MIN_GROUP_N, **table_kwargs: Any) -> GroupBreakdown:
-    """Both tables for one column: :func:`agreement_by_group` on ``scores`` and, when ``bias``
-    ran on the rows ``probe_rows`` of ``scores`` (default: every row), :func:`bias_by_group`."""
+    """Both tables for one column: :func:`agreement_by_group` on ``scores`` and, when ``bias`` ran on the rows
+    ``probe_rows`` of ``scores`` (default: every row), :func:`bias_by_group`."""
     table = agreement_by_group(scores, column, pooled=agreement, min_n=min_n, n_boot=n_boot,
                                confidence=confidence, seed=seed, **table_kwargs)
     bias_table = pd.DataFrame()

@@ -1,6 +1,6 @@
-"""Leaderboards as calibration reads them: the judge's leaderboard beside people's
-(:func:`compare_leaderboards` -> :class:`LeaderboardComparison`, prediction-powered when people labelled a subset), and
-a pairwise report's leaderboards (:func:`report_leaderboards`, :func:`leaderboards_frame`).
+"""Leaderboards as calibration reads them: the judge's leaderboard beside people's (:func:`compare_leaderboards` ->
+:class:`LeaderboardComparison`, prediction-powered when people labelled a subset), and a pairwise report's leaderboards
+(:func:`report_leaderboards`, :func:`leaderboards_frame`).
 
 The statistics live in :mod:`llm_connect.stats`: the Bradley-Terry fit, its bootstrap and rank intervals
 (:func:`~llm_connect.stats.bradley_terry.leaderboard`), its style control
@@ -206,11 +206,10 @@ def compare_leaderboards(data: Any, *, model_a: str = "model_a", model_b: str = 
 
 
 def report_leaderboards(report: Any) -> dict[str, Any]:
-    """For a pairwise report whose pairs name their models (``model_a``, ``model_b``): a
-    :func:`leaderboard` per rater (``"human"`` first when people labelled pairs, then each judge), with the report's
-    ``n_boot``, ``confidence`` and ``seed``; a rater whose comparisons cannot be rated (too few, or models never
-    compared with each other) maps to the reason, as text. Empty
-    when the pairs do not name their models."""
+    """For a pairwise report whose pairs name their models (``model_a``, ``model_b``): a :func:`leaderboard` per rater
+    (``"human"`` first when people labelled pairs, then each judge), with the report's ``n_boot``, ``confidence`` and
+    ``seed``; a rater whose comparisons cannot be rated (too few, or models never compared with each other) maps to the
+    reason, as text. Empty when the pairs do not name their models."""
     scores = report.scores
     if not {"model_a", "model_b"} <= set(map(str, scores.columns)):
         return {}
@@ -220,8 +219,8 @@ def report_leaderboards(report: Any) -> dict[str, Any]:
 
 
 def _per_rater(report: Any, fit: Any, errors: tuple[type[BaseException], ...]) -> dict[str, Any]:
-    """``fit(winner column)`` per rater of a pairwise report (``"human"`` first when people labelled pairs,
-    then each judge with a winner column); a rater whose fit raises one of ``errors`` maps to its reason."""
+    """``fit(winner column)`` per rater of a pairwise report (``"human"`` first when people labelled pairs, then each
+    judge with a winner column); a rater whose fit raises one of ``errors`` maps to its reason."""
     out: dict[str, Any] = {}
     for name in [*(["human"] if "human" in report.labels else []), *report.judges]:
         column = f"winner_{name}"
@@ -250,8 +249,8 @@ def _report_texts(scores: pd.DataFrame) -> tuple[str, str] | None:
 
 
 def _quietly(func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func(...)`` with its warnings (features dropped, a separated fit) kept out of the way: a report
-    says them in its notes (the boards' ``style_notes``) instead."""
+    """``func(...)`` with its warnings (features dropped, a separated fit) kept out of the way: a report says them in
+    its notes (the boards' ``style_notes``) instead."""
     import warnings
 
     with warnings.catch_warnings():
@@ -260,10 +259,10 @@ def _quietly(func: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def report_style_leaderboards(report: Any) -> dict[str, Any]:
-    """For a pairwise report whose pairs name their models and hold both answers' texts: the
-    style-controlled :func:`leaderboard` per rater (Chatbot Arena's four style features computed from
-    ``candidate_a``/``candidate_b``), keyed as :func:`report_leaderboards`; a rater whose comparisons
-    cannot be rated maps to the reason. Empty without model names or texts."""
+    """For a pairwise report whose pairs name their models and hold both answers' texts: the style-controlled
+    :func:`leaderboard` per rater (Chatbot Arena's four style features computed from ``candidate_a``/``candidate_b``),
+    keyed as :func:`report_leaderboards`; a rater whose comparisons cannot be rated maps to the reason. Empty without
+    model names or texts."""
     scores = report.scores
     texts = _report_texts(scores)
     if texts is None or not {"model_a", "model_b"} <= set(map(str, scores.columns)):
@@ -275,11 +274,11 @@ def report_style_leaderboards(report: Any) -> dict[str, Any]:
 
 
 def report_style_effects(report: Any, boards: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What each rater of a pairwise report pays for style: the style coefficients
-    (:func:`style_effects`: ``feature``, ``coefficient`` in Elo per unit, ``low``, ``high``) of its winners, people's
-    first. With model names they come from the style-controlled boards (``boards``, from
-    :func:`report_style_leaderboards`, or fitted here); without, from the style features alone.
-    A rater whose preferences cannot be fitted maps to the reason. Empty without the answers' texts."""
+    """What each rater of a pairwise report pays for style: the style coefficients (:func:`style_effects`: ``feature``,
+    ``coefficient`` in Elo per unit, ``low``, ``high``) of its winners, people's first. With model names they come from
+    the style-controlled boards (``boards``, from :func:`report_style_leaderboards`, or fitted here); without, from the
+    style features alone. A rater whose preferences cannot be fitted maps to the reason. Empty without the answers'
+    texts."""
     scores = report.scores
     texts = _report_texts(scores)
     if texts is None:

@@ -95,8 +95,8 @@ def is_pairwise_input(items: Any) -> bool:
 
 
 def pairwise_table(items: ItemsLike) -> pd.DataFrame:
-    """The pairs as a frame indexed 0..n-1; a missing ``prompt``, ``candidate_a`` or ``candidate_b``
-    column is a :class:`~llm_connect.errors.ValidationError` naming it. A path is read with
+    """The pairs as a frame indexed 0..n-1; a missing ``prompt``, ``candidate_a`` or ``candidate_b`` column is a
+    :class:`~llm_connect.errors.ValidationError` naming it. A path is read with
     :func:`~llm_connect.items.load_items`."""
     if isinstance(items, (str, os.PathLike)):
         items = load_items(items, items=False)
@@ -125,8 +125,8 @@ _VERDICT_LABEL = {"baseline": "a", "candidate": "b", "tie": "tie"}  # A is shown
 
 
 def _order_labels(details: Any, *, swapped: bool) -> dict[str, str | None]:
-    """From a PairwiseJudge's details: the answer (``a``/``b``/``tie``) each order picked, keyed
-    ``a_first`` / ``b_first``. ``swapped``: the judge was given B as its baseline."""
+    """From a PairwiseJudge's details: the answer (``a``/``b``/``tie``) each order picked, keyed ``a_first`` /
+    ``b_first``. ``swapped``: the judge was given B as its baseline."""
     out: dict[str, str | None] = {"a_first": None, "b_first": None}
     if not isinstance(details, Mapping):
         return out
@@ -143,8 +143,8 @@ def _order_labels(details: Any, *, swapped: bool) -> dict[str, str | None]:
 
 
 def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kwargs: Any) -> pd.DataFrame:
-    """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the
-    other way round when ``swapped``), through the runner."""
+    """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the other way round
+    when ``swapped``), through the runner."""
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
     items = pd.DataFrame({"id": pairs["id"].tolist(), "baseline": pairs[first].tolist(),
                           "candidate": pairs[second].tolist()})
@@ -802,9 +802,9 @@ def _order_stats(out: pd.DataFrame, name: str, *, confidence: float) -> dict[str
 
 
 def _position_probe(name: str, out: pd.DataFrame, *, n_boot: int, confidence: float, seed: int) -> ProbeResult:
-    """The ``position`` probe of a pairwise run, for ``bias.csv``: answer B's score (1 won, 0 lost,
-    0.5 tie) when shown second (``original``) and when shown first (``perturbed``), over the pairs
-    judged both ways; ``flip_rate``: the share whose two orders disagreed (1 - consistency)."""
+    """The ``position`` probe of a pairwise run, for ``bias.csv``: answer B's score (1 won, 0 lost, 0.5 tie) when shown
+    second (``original``) and when shown first (``perturbed``), over the pairs judged both ways; ``flip_rate``: the
+    share whose two orders disagreed (1 - consistency)."""
     worth = {"a": 0.0, "tie": 0.5, "b": 1.0}
     a_first = _labels(out[f"winner_a_first_{name}"])
     b_first = _labels(out[f"winner_b_first_{name}"])

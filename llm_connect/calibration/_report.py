@@ -48,8 +48,8 @@ PLOTS_BY_KIND: dict[str, tuple[str, ...]] = {
 
 
 def score_kind(scores: Any) -> str:
-    """``"binary"`` when the scores (NaN ignored) are all 0 or 1, ``"graded"`` when some are not,
-    ``"none"`` when there is none."""
+    """``"binary"`` when the scores (NaN ignored) are all 0 or 1, ``"graded"`` when some are not, ``"none"`` when there
+    is none."""
     values = pd.to_numeric(pd.Series(scores), errors="coerce").dropna().to_numpy(dtype=float)
     if not len(values):
         return "none"
@@ -61,9 +61,8 @@ def _is_null(value: Any) -> bool:
 
 
 def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` as Parquet can hold it: a text column stays text, a column of numbers stays numbers;
-    an object column mixing kinds Arrow cannot put in one type (numbers and text, say) becomes text
-    (nulls stay null)."""
+    """``frame`` as Parquet can hold it: a text column stays text, a column of numbers stays numbers; an object column
+    mixing kinds Arrow cannot put in one type (numbers and text, say) becomes text (nulls stay null)."""
     import pyarrow as pa
 
     out = frame.copy()
@@ -151,10 +150,10 @@ class _Report(ABC):
         return frame[first + [c for c in frame.columns if c not in first]]
 
     def to_parquet(self, path: str | Path) -> Path:
-        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and
-        return its path. Text is written as it is, not neutralised as in ``scores.csv``: Parquet is read by code
-        (pandas, DuckDB, Spark), not opened by a spreadsheet. A column holding values
-        of several kinds (numbers and text, say) is written as text."""
+        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and return its path.
+        Text is written as it is, not neutralised as in ``scores.csv``: Parquet is read by code (pandas, DuckDB, Spark),
+        not opened by a spreadsheet. A column holding values of several kinds (numbers and text, say) is written as
+        text."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         parquet_ready(self.scores_table()).to_parquet(p, index=False)
@@ -227,8 +226,8 @@ class CalibrationReport(_Report):
 
     @property
     def reference(self) -> str | None:
-        """What the judges are checked against: human labels (``human``, else the first annotator),
-        else the exact-match judge (or another judge without a model), else none."""
+        """What the judges are checked against: human labels (``human``, else the first annotator), else the exact-match
+        judge (or another judge without a model), else none."""
         from ._cards import card_reference
 
         return card_reference(self)[0]
@@ -637,9 +636,9 @@ class CalibrationReport(_Report):
     # -- widget -------------------------------------------------------------------------------
 
     def view(self, *, title: str = "Judgments", height: int = 760) -> Any:
-        """Every judgment in one page: a row per item (prompt, reference, candidate, each judge's score
-        and status, the human labels), filters by judge, status, disagreement with people and probe, sorting by
-        disagreement, and per item the exact prompt each judge saw and its raw reply.
+        """Every judgment in one page: a row per item (prompt, reference, candidate, each judge's score and status, the
+        human labels), filters by judge, status, disagreement with people and probe, sorting by disagreement, and per
+        item the exact prompt each judge saw and its raw reply.
 
         ``llm-connect view OUT_DIR`` shows the same page from the ``judgments.jsonl`` that ``calibrate`` writes.
 
@@ -658,10 +657,10 @@ class CalibrationReport(_Report):
         return view("judgment_viewer")(self, title=title, height=height)
 
     def widget(self) -> Any:
-        """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and
-        browse the items where the two judges disagree most. The controls only call this report's pure functions and the
-        plot functions. The returned box has a ``controls`` attribute naming its parts (``judge_a``, ``judge_b``,
-        ``threshold``, ``summary``, ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``).
+        """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and browse the items where
+        the two judges disagree most. The controls only call this report's pure functions and the plot functions. The
+        returned box has a ``controls`` attribute naming its parts (``judge_a``, ``judge_b``, ``threshold``,
+        ``summary``, ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``).
 
         Returns
         -------

@@ -155,9 +155,9 @@ def needs_reference(judges: Iterable[Any]) -> bool:
 
 
 def _passthrough_names(columns: Sequence[Any]) -> dict[Any, str]:
-    """The input's other columns -> their names in the scored frame: as they are, unless the name is
-    one the frame uses itself (an item column, a feature) or looks like a judge's column, which gets
-    an ``input_`` prefix (so a column ``score_x`` in the data is never mistaken for a judge)."""
+    """The input's other columns -> their names in the scored frame: as they are, unless the name is one the frame uses
+    itself (an item column, a feature) or looks like a judge's column, which gets an ``input_`` prefix (so a column
+    ``score_x`` in the data is never mistaken for a judge)."""
     reserved = {*ITEM_FRAME_COLUMNS, "model_family", *text_features([], []).columns}
     out: dict[Any, str] = {}
     for column in columns:
@@ -169,8 +169,8 @@ def _passthrough_names(columns: Sequence[Any]) -> dict[Any, str]:
 
 
 def _human_targets(human: str | Sequence[str] | None) -> list[tuple[str, str]]:
-    """The human label columns as ``(column, name)``: one column is named ``human``; several (rating
-    dimensions) keep their own names."""
+    """The human label columns as ``(column, name)``: one column is named ``human``; several (rating dimensions) keep
+    their own names."""
     if human is None:
         return []
     columns = [human] if isinstance(human, str) else list(human)
@@ -180,9 +180,8 @@ def _human_targets(human: str | Sequence[str] | None) -> list[tuple[str, str]]:
 
 
 def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -> pd.Series:
-    """The baseline text a judge sees. Judges that split references themselves (they declare
-    ``splits_references``; see :func:`~llm_connect.grading.judge_abilities`) get it as is;
-    others get one reference per line."""
+    """The baseline text a judge sees. Judges that split references themselves (they declare ``splits_references``; see
+    :func:`~llm_connect.grading.judge_abilities`) get it as is; others get one reference per line."""
     from ..grading import judge_abilities, split_references
 
     if not reference_sep or judge_abilities(judge).splits_references:
@@ -197,11 +196,11 @@ def _judge_items(judge: Judge, items: pd.DataFrame, *, reference_sep: str | None
                  desc: str | None = None, epochs: int = 1, reducer: Any = "mean",
                  budget: BudgetTracker | float | None = None, batch: Any = False,
                  warn_failure: bool = True) -> pd.DataFrame:
-    """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this
-    judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with the
-    judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`). Its progress bar says
-    ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``: repeated judging as ``judge_many`` does it
-    (the reduced score per row; the run-to-run reliability in ``attrs["reliability"]``).
+    """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this judge; users
+    call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with the judge's raw reply
+    in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`). Its progress bar says ``desc`` (default
+    ``"grading: <grader_id>"``). ``epochs``/``reducer``: repeated judging as ``judge_many`` does it (the reduced score
+    per row; the run-to-run reliability in ``attrs["reliability"]``).
 
     With ``ledger`` and ``task_type`` every scored row is recorded as ``judge_many(..., ledger=...)`` records it (grader
     id, rubric hash, item id, cost).
@@ -244,10 +243,9 @@ def _judge_items(judge: Judge, items: pd.DataFrame, *, reference_sep: str | None
 
 
 def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
-    """One judge's ``batch=`` within a run of several judges: each judge keeps its own state folder
-    (``<state>/<slug of its name>-<hash of its name>``, see :func:`~llm_connect.adapters._batches.state_subfolder`:
-    always inside ``<state>``, whatever the
-    name), so a killed run resumes every judge's submitted batches, none twice."""
+    """One judge's ``batch=`` within a run of several judges: each judge keeps its own state folder (``<state>/<slug of
+    its name>-<hash of its name>``, see :func:`~llm_connect.adapters._batches.state_subfolder`: always inside
+    ``<state>``, whatever the name), so a killed run resumes every judge's submitted batches, none twice."""
     from ..adapters._batches import BatchOptions, batch_options, state_subfolder
 
     options = batch_options(batch, ledger)
@@ -259,9 +257,8 @@ def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
 
 
 def open_ledger_of(ledger: BaseLedger | str | os.PathLike[str] | None) -> BaseLedger | None:
-    """``ledger`` as a ledger: a path (``str`` or ``os.PathLike``) opened with
-    :func:`~llm_connect.quality.open_ledger` (a JSON Lines file, or a Parquet directory / URI), a ledger
-    (or ``None``) as it is."""
+    """``ledger`` as a ledger: a path (``str`` or ``os.PathLike``) opened with :func:`~llm_connect.quality.open_ledger`
+    (a JSON Lines file, or a Parquet directory / URI), a ledger (or ``None``) as it is."""
     if isinstance(ledger, (str, os.PathLike)):
         from ..quality import open_ledger
 
@@ -307,9 +304,9 @@ def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict
 
 @dataclass
 class ScoredItems:
-    """What scoring hands to the next stages (agreement, probes, cards, report): the frame of
-    :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs`` (which many pandas
-    operations drop). ``ScoredItems.from_frame(score_items(judges, items))`` builds it from a scored frame.
+    """What scoring hands to the next stages (agreement, probes, cards, report): the frame of :func:`score_items` and
+    what the frame cannot hold, as fields, never in ``DataFrame.attrs`` (which many pandas operations drop).
+    ``ScoredItems.from_frame(score_items(judges, items))`` builds it from a scored frame.
 
     Parameters
     ----------
@@ -499,8 +496,8 @@ def _score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: I
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
     :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both. ``reliability`` holds
     each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure`` (``calibrate``'s): a judge that scored no
-    item for a reason of its own raises
-    :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the next judge runs."""
+    item for a reason of its own raises :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the
+    next judge runs."""
     from .._options import check_run_options
     from ..grading._judge_many import refuse_total_failure
 

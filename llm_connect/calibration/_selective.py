@@ -80,8 +80,8 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
     threshold chosen by cross-validation, ``"best"``, is known only later: :func:`selective_results` then reads the
     confidence again there). With ``epochs > 1`` the run judges each item ``epochs`` times itself, so a judge that
     already judges several times is refused. A judge whose confidence is a ``"panel"`` of rubric versions gets them
-    here, seeded by ``seed``
-    (:meth:`~llm_connect.grading.SelectiveJudge.with_panel`), as ``SelectiveJudge.calibrate`` builds them."""
+    here, seeded by ``seed`` (:meth:`~llm_connect.grading.SelectiveJudge.with_panel`), as ``SelectiveJudge.calibrate``
+    builds them."""
     from ..grading import SelectiveJudge
 
     out = {}
