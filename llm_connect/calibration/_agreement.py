@@ -250,6 +250,12 @@ def pair_agreement(a: Any, b: Any, *, judge_a: str = "a", judge_b: str = "b", th
     Cohen's kappa (Cohen 1960, "A coefficient of agreement for nominal scales"), Krippendorff's alpha (Krippendorff
     2011, "Computing Krippendorff's alpha-reliability"), Spearman's rho and Kendall's tau; the intervals are percentile
     bootstraps (Efron & Tibshirani 1993, "An Introduction to the Bootstrap").
+
+    Examples
+    --------
+    >>> pair = pair_agreement([0.9, 0.2, 0.8, 0.1, 0.7, 0.3], [1, 0, 1, 0, 0, 0], judge_b="human", n_boot=200)
+    >>> pair.n, round(pair["percent_agreement"].value, 3), round(pair["cohen_kappa"].value, 3)
+    (6, 0.833, 0.667)
     """
     confidence = check_confidence(confidence)
     unknown = set(statistics) - set(STATISTICS)

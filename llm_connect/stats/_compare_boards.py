@@ -132,11 +132,13 @@ def side_by_side(raw: pd.DataFrame, controlled: pd.DataFrame) -> pd.DataFrame:
 
     Examples
     --------
-    >>> pairs = pd.DataFrame({"model_a": ["x", "x", "y", "y", "z", "z"] * 3,
-    ...                       "model_b": ["y", "z", "z", "x", "x", "y"] * 3,
-    ...                       "winner": ["a", "a", "a", "b", "b", "tie"] * 3,
-    ...                       "response_a": ["**Long** answer here.", "Short.", "# Head", "Plain.", "ok", "- list"] * 3,
-    ...                       "response_b": ["Short.", "**Bold** text.", "Plain.", "ok", "- a", "Word."] * 3})
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> a = rng.choice(["x", "y", "z"], 60)
+    >>> b = np.array([rng.choice([m for m in "xyz" if m != v]) for v in a])
+    >>> texts = ["Plain answer.", "**Bold** answer.", "# Head\\n- item", "- one\\n- two"]
+    >>> pairs = pd.DataFrame({"model_a": a, "model_b": b, "winner": rng.choice(["a", "b", "tie"], 60),
+    ...                       "response_a": rng.choice(texts, 60), "response_b": rng.choice(texts, 60)})
     >>> from llm_connect.stats import leaderboard
     >>> raw = leaderboard(pairs, n_boot=50, progress=False)
     >>> controlled = leaderboard(pairs, n_boot=50, progress=False, style=True)
