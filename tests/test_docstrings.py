@@ -33,7 +33,14 @@ from numpydoc.docscrape import get_doc_object
 from numpydoc.validate import validate
 
 import llm_connect
-from llm_connect._docstrings import RUN_OPTIONS, DocstringComponents, fill_shared, share_parameters
+from llm_connect._docstrings import (
+    CALIBRATION_TEXTS,
+    RUN_OPTIONS,
+    SHARED_TEXTS,
+    DocstringComponents,
+    fill_shared,
+    share_parameters,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -449,6 +456,37 @@ def test_every_shared_text_is_a_numpydoc_parameter_entry():
     assert RUN_OPTIONS.budget == RUN_OPTIONS["budget"]
     with pytest.raises(ValueError, match="must start with 'x : <type>'"):
         DocstringComponents({"x": "y : int\n    Wrong name."})
+
+
+def test_the_calibration_texts_are_numpydoc_entries_spliced_like_the_run_options():
+    """The calibration floor's shared texts (a scores frame, the judge read from it, the intervals' settings) are
+    parameter entries, named apart from the run options, and a decorated function or class takes them by placeholder."""
+    assert not set(CALIBRATION_TEXTS) & set(RUN_OPTIONS)
+    assert SHARED_TEXTS == {**RUN_OPTIONS, **CALIBRATION_TEXTS}
+    for name, text in CALIBRATION_TEXTS.items():
+        head, _, body = text.partition("\n")
+        assert head.startswith(f"{name} : "), head
+        assert body and all(line.startswith("    ") for line in body.split("\n") if line), name
+
+    @share_parameters
+    def diagnose(scores, judge, *, confidence=0.95, concurrency=16):
+        """Diagnose.
+
+        Parameters
+        ----------
+        {scores}
+        {judge}
+        {confidence}
+        {concurrency}
+        """
+
+    assert numpydoc_problems(diagnose) == []
+    doc = inspect.getdoc(diagnose)
+    assert CALIBRATION_TEXTS["judge"] in doc and RUN_OPTIONS["concurrency"] in doc
+    from llm_connect.calibration import PairAgreement, length_effect
+
+    assert CALIBRATION_TEXTS["scores"] in inspect.getdoc(length_effect)
+    assert CALIBRATION_TEXTS["n_clusters"] in inspect.getdoc(PairAgreement)
 
 
 #: Run options an entry point documents in its own words, because they mean something narrower there.

@@ -37,7 +37,8 @@ module                      what
 ``stats.length_control``    AlpacaEval 2's length-controlled win rate (the GLM)
 ``stats.preferences``       a / b / tie preferences: coding, three-way agreement, position
                             bias
-``stats.shift``             paired shifts (bootstrap interval, Wilcoxon signed-rank)
+``stats.shift``             paired shifts (bootstrap interval, Wilcoxon signed-rank); the
+                            mean difference with its t interval (``mean_difference``)
 ``stats.selective``         selective judging with a guaranteed agreement with people:
                             exact (Clopper-Pearson) bounds, fixed-sequence testing of the
                             cut-off, risk-coverage curves, cascades (Jung et al. 2025)
@@ -72,7 +73,7 @@ from .preferences import parse_preferences, position_bias, preference_agreement
 from .regression import OLSResult, ols
 from .sampling import SamplingPlan, make_plan
 from .selective import SelectiveCutoff, fixed_sequence_cutoff, risk_coverage
-from .shift import ShiftStats, paired_shift
+from .shift import ShiftStats, mean_difference, paired_shift
 from .style import text_features
 
 __all__ = [
@@ -97,6 +98,7 @@ __all__ = [
     "leaderboard",
     "length_controlled_win_rate",
     "make_plan",
+    "mean_difference",
     "ols",
     "paired_shift",
     "parse_preferences",
