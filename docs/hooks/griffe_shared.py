@@ -1,4 +1,4 @@
-"""A griffe extension for the API reference: the shared run-option texts in the docstrings that take them.
+"""A griffe extension for the API reference: the shared texts (run options, calibration's) in the docstrings.
 
 A function decorated with ``@share_parameters`` (``llm_connect/_docstrings.py``) holds placeholder lines
 such as ``{concurrency}`` in the ``Parameters`` section of its source docstring; the decorator fills them
