@@ -57,7 +57,7 @@ class LeaderboardComparison:
     judge : pandas.DataFrame
         The judge's leaderboard (every comparison the judge decided).
     human : pandas.DataFrame or None
-        People's (the comparisons they labelled); ``None`` when they labelled none.
+        People's (the comparisons they labelled); ``None`` when they labelled none or it cannot be fitted.
     anchored : pandas.DataFrame or None
         When people labelled only a subset, the human-anchored ratings by prediction-powered inference (PPI++
         Bradley-Terry); ``None`` when people labelled every comparison or none.
