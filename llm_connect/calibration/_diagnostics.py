@@ -329,8 +329,8 @@ def self_preference(scores: pd.DataFrame, judge: str, *, family: str | None = No
     Returns
     -------
     SelfPreference
-        The pooled difference with its interval and the strata; NaN with a ``note`` when the family is unknown, the
-        answers' families are, or no stratum has answers of both kinds.
+        The pooled difference with its interval and the strata; NaN with a ``note`` when the judge's or the
+        answers' families are unknown, or no stratum has answers of both kinds.
 
     Raises
     ------

@@ -173,7 +173,7 @@ class PairwiseReport(_Report):
         order picked), ``status_<judge>``, ``notes_<judge>``, ``reply_<judge>``, and ``winner``: the people's preference
         when labelled, else the only judge's (see :func:`battle_outcomes`).
     agreement : AgreementTable
-        The agreement table of the run (the three-way figures are in ``pairwise`` and ``pair_agreement``).
+        Empty for a pairwise run: the three-way figures are in ``pairwise`` and ``pair_agreement``.
     bias : BiasReport, optional
         The ``position`` probe when it ran.
     {n_boot}

@@ -51,7 +51,7 @@ def pad_with_filler(text: str, *, factor: float = 2.0, min_added_words: int = 20
     Returns
     -------
     str
-        ``text``, a space (unless it ends with whitespace or is empty) and the filler sentences; ``text``
+        ``text``, a space (unless it is empty or ends with a space or a newline) and the filler sentences; ``text``
         unchanged when it is already long enough.
 
     Raises
