@@ -49,7 +49,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
-__all__ = ["RUN_OPTIONS", "DocstringComponents", "fill_shared", "share_parameters"]
+__all__ = ["CALIBRATION_TEXTS", "RUN_OPTIONS", "SHARED_TEXTS", "DocstringComponents", "fill_shared", "share_parameters"]
 
 _PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)\}[ \t]*$", re.M)
 
@@ -236,7 +236,7 @@ def share_parameters(obj: T) -> T:
     Raises
     ------
     ValueError
-        When a placeholder names no shared text in :data:`RUN_OPTIONS`, or a parameter that ``obj`` does
+        When a placeholder names no shared text in :data:`SHARED_TEXTS`, or a parameter that ``obj`` does
         not take.
 
     See Also
@@ -252,8 +252,92 @@ def share_parameters(obj: T) -> T:
         names = None
     where = getattr(obj, "__qualname__", repr(obj))
     try:
-        filled = fill_shared(doc, RUN_OPTIONS, None if names is None else names.__contains__)
+        filled = fill_shared(doc, SHARED_TEXTS, None if names is None else names.__contains__)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     obj.__doc__ = filled
     return obj
+
+
+# -- the calibration floor's shared texts --------------------------------------------------------------------------
+
+#: The parameters the calibration floor's diagnostics, agreement, probes and result objects share (issue #35): a
+#: scores frame and the judge read from it, the intervals' settings, a result's bounds and clusters. Each means
+#: one thing wherever it is taken; an entry point whose parameter means something narrower writes its own text.
+CALIBRATION_TEXTS = DocstringComponents({
+    "scores": """
+        scores : pandas.DataFrame
+            A scores frame: one row per item, a ``score_<name>`` column per judge and label (NaN where a judge
+            could not score the item), as :func:`~llm_connect.calibration.score_items` makes it and a
+            :class:`~llm_connect.CalibrationReport` holds it.
+        """,
+    "judge": """
+        judge : str
+            The judge whose scores are read: its name (the column ``score_<judge>``) or a column of the scores
+            frame; an unknown one is a :class:`~llm_connect.errors.ValidationError` naming the judges there.
+        """,
+    "label": """
+        label : str, default "human"
+            What stands for correctness, read like ``judge``: people's label column (``"human"``, an
+            annotator) or a reference judge (``"exact"``); an item is correct when its label is at least
+            ``threshold``.
+        """,
+    "control": """
+        control : str or sequence of str, optional
+            Judges or labels whose scores stand in for correctness (``"human"``, ``"exact"``), read like
+            ``judge`` and held fixed in the fit; only the rows with every score present are used. ``None``:
+            no control.
+        """,
+    "n_boot": """
+        n_boot : int, default 1000
+            Bootstrap resamples of each interval.
+        """,
+    "confidence": """
+        confidence : float, default 0.95
+            The intervals' confidence level, in (0, 1).
+        """,
+    "seed": """
+        seed : int or None, default 0
+            Seeds the bootstrap, so the same call gives the same intervals; ``None``: a fresh seed each call.
+        """,
+    "low": """
+        low : float
+            The lower bound of the interval at the call's ``confidence`` (NaN when there is none).
+        """,
+    "high": """
+        high : float
+            The upper bound of that interval.
+        """,
+    "note": """
+        note : str, default ""
+            Why the figure is missing or rests on little data, in words; empty when there is nothing to say.
+        """,
+    "cluster": """
+        cluster : str or None, default None
+            The column the items were clustered by (every bootstrap resampled whole clusters, such as the turns
+            of one conversation); ``None``: independent items.
+        """,
+    "n_clusters": """
+        n_clusters : int or None, default None
+            How many clusters the items fall in; ``None`` without clusters.
+        """,
+    "probe": """
+        probe : {"length", "format", "injection", "position"}
+            The probe (:data:`~llm_connect.calibration.PROBES`): filler appended to the candidate, the
+            candidate in markdown, an instruction to the grader appended, or baseline and candidate swapped
+            (pairwise judges only).
+        """,
+    "reference_sep": """
+        reference_sep : str, optional
+            The separator of several references in one ``baseline`` text (each judge reads them as it
+            reads references); ``None``: one reference.
+        """,
+    "injection": """
+        injection : str, default DEFAULT_INJECTION
+            What the ``injection`` probe appends to the candidate
+            (:data:`~llm_connect.testing.DEFAULT_INJECTION` asks the grader for full marks).
+        """,
+})
+
+#: Every text :func:`share_parameters` fills a placeholder with: the run options and the calibration floor's.
+SHARED_TEXTS: dict[str, str] = {**RUN_OPTIONS, **CALIBRATION_TEXTS}

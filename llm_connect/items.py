@@ -15,6 +15,7 @@ float is an int, numpy scalars are plain Python, NaN/None/NA is missing) and mat
 ``paired_frame`` joins on them and ``grade_dataset`` resumes by them.
 
 This module imports only :mod:`llm_connect.errors` (and pandas, when a frame is built or read).
+:func:`load_items` reads a file of items (JSON Lines, JSON, CSV, TSV).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +49,7 @@ __all__ = [
     "item_key",
     "item_text",
     "items_frame",
+    "load_items",
     "reference_text",
     "row_item_id",
 ]
@@ -561,3 +564,134 @@ def item_key(item_id: Any, candidate_model: Any = None, candidate_adapter: Any =
         raise ValidationError("an item without an id has no key: give it an id, or key it by its texts (item_ids)")
     adapter, model = candidate_names(candidate_model, candidate_adapter)
     return text, adapter, model
+
+
+# -- reading a file of items -------------------------------------------------------
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _json_records(text: str, name: str, *, array: bool) -> list[Any]:
+    """The objects of a JSON array (``array``) or of JSON Lines; a repeated key or bad JSON is an error."""
+    if array:
+        try:
+            records = json.loads(text, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"{name} is not JSON: {exc.msg} (line {exc.lineno})") from None
+        except _DuplicateKey as exc:
+            raise ValidationError(f"{name}: an object has the key {exc.key!r} twice") from None
+        if not isinstance(records, list):
+            raise ValidationError(f"{name}: expected a list of JSON objects")
+        return records
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line, object_pairs_hook=_unique_keys))
+            except json.JSONDecodeError as exc:
+                raise ValidationError(f"{name} line {n} is not JSON: {exc.msg}") from None
+            except _DuplicateKey as exc:
+                raise ValidationError(f"{name} line {n} has the key {exc.key!r} twice") from None
+    return records
+
+
+def load_items(path: str | os.PathLike[str], *, items: bool = True) -> pd.DataFrame:
+    """Read a JSON Lines, JSON, CSV or TSV file of items into a DataFrame.
+
+    Text columns stay text: no NA guessing (an empty cell is an empty string, so a blank baseline becomes an
+    ``error`` row when judged, never the text ``"nan"``). A column name given twice (a CSV header, or a key
+    repeated in a JSON object) is an error, never silently renamed or dropped.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file: ``.jsonl`` or ``.ndjson`` (one JSON object a line), ``.json`` (JSON Lines, or one array of
+        objects), ``.csv`` or ``.txt`` (comma-separated), ``.tsv`` or ``.tab`` (tab-separated); read as UTF-8,
+        with or without a byte-order mark.
+    items : bool, default True
+        Whether the rows are items: ``True`` asks for the columns ``prompt`` (unless the rows have
+        ``messages``), ``baseline`` (a ``reference`` column is read as it) and ``candidate``; ``False`` reads
+        any table (labels, graded rows for :func:`~llm_connect.stats.estimate_quality`) as it is.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per line or object, in file order, indexed 0..n-1; CSV cells as strings.
+
+    Raises
+    ------
+    ValidationError
+        When the file is missing or not a file, its suffix is none of the above, it cannot be decoded or
+        parsed (the message names the line), a column name is repeated, it has no rows, or (``items=True``)
+        an item column is missing.
+
+    See Also
+    --------
+    items_frame : The same check for a frame or mappings already in memory.
+    llm_connect.calibration.score_items : Takes the path itself.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "items.csv").write_text("prompt,reference,candidate\\nCapital of France?,Paris,paris\\n")
+    >>> load_items(folder / "items.csv")
+                   prompt baseline candidate
+    0  Capital of France?    Paris     paris
+    """
+    from pathlib import Path
+
+    import pandas as pd
+
+    p = Path(path)
+    if not p.exists():
+        raise ValidationError(f"cannot read {str(p)!r}: no such file")
+    if not p.is_file():
+        raise ValidationError(f"cannot read {str(p)!r}: not a file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            text = p.read_text(encoding="utf-8-sig")
+            records = _json_records(text, p.name, array=suffix == ".json" and text.lstrip().startswith("["))
+            if not all(isinstance(r, dict) for r in records):
+                raise ValidationError(f"{p.name}: every line must be a JSON object")
+            frame = pd.DataFrame.from_records(records)
+        elif suffix in (".csv", ".tsv", ".tab", ".txt"):
+            options: dict[str, Any] = {"sep": "\t" if suffix in (".tsv", ".tab") else ",", "dtype": str,
+                                       "keep_default_na": False, "na_values": [], "encoding": "utf-8-sig"}
+            header = pd.read_csv(p, header=None, nrows=1, **options)
+            names = [str(c) for c in header.iloc[0].tolist()] if len(header) else []
+            twice = sorted({c for c in names if names.count(c) > 1})
+            if twice:
+                raise ValidationError(
+                    f"{p.name}: the header names the column(s) {', '.join(map(repr, twice))} more than once; "
+                    "rename them so each column has its own name"
+                )
+            frame = pd.read_csv(p, **options)
+        else:
+            raise ValidationError(f"cannot read {p.name}: use a .jsonl, .csv or .tsv file")
+    except ValidationError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+        raise ValidationError(f"cannot read {p.name}: {exc}") from None
+    if not len(frame):
+        raise ValidationError(f"{p.name} has no items (no rows after the header)" if len(frame.columns)
+                              else f"{p.name} has no items")
+    if not items:
+        return frame
+    frame = items_frame(frame, ("candidate",), aliases={"reference": "baseline"})
+    required = [c for c in ITEM_COLUMNS if c != "prompt" or "messages" not in frame.columns]
+    return items_frame(frame, required).reset_index(drop=True)

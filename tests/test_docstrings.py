@@ -33,7 +33,14 @@ from numpydoc.docscrape import get_doc_object
 from numpydoc.validate import validate
 
 import llm_connect
-from llm_connect._docstrings import RUN_OPTIONS, DocstringComponents, fill_shared, share_parameters
+from llm_connect._docstrings import (
+    CALIBRATION_TEXTS,
+    RUN_OPTIONS,
+    SHARED_TEXTS,
+    DocstringComponents,
+    fill_shared,
+    share_parameters,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -210,36 +217,8 @@ def test_the_check_covers_every_public_name_and_module():
 #: (issue #35): checked too, as expected failures, and listed one by one so that every other name, and every name
 #: documented since, must pass strictly. Shrink this list; never grow it.
 PENDING = frozenset({
-    "llm_connect.Alignment",
     "llm_connect.CalibrationReport",
     "llm_connect.JudgeCard",
-    "llm_connect.calibration.AgreementTable",
-    "llm_connect.calibration.BiasReport",
-    "llm_connect.calibration.LeaderboardComparison",
-    "llm_connect.calibration.LengthControlled",
-    "llm_connect.calibration.LengthEffect",
-    "llm_connect.calibration.PairAgreement",
-    "llm_connect.calibration.PairwiseReport",
-    "llm_connect.calibration.ProbeResult",
-    "llm_connect.calibration.ScoredItems",
-    "llm_connect.calibration.SelfPreference",
-    "llm_connect.calibration.battle_outcomes",
-    "llm_connect.calibration.card_from_scores",
-    "llm_connect.calibration.disagreements",
-    "llm_connect.calibration.length_controlled_scores",
-    "llm_connect.calibration.length_effect",
-    "llm_connect.calibration.load_items",
-    "llm_connect.calibration.model_family",
-    "llm_connect.calibration.pad_with_filler",
-    "llm_connect.calibration.pair_agreement",
-    "llm_connect.calibration.perturb_items",
-    "llm_connect.calibration.plant_injection",
-    "llm_connect.calibration.probe_judge",
-    "llm_connect.calibration.reliability_table",
-    "llm_connect.calibration.self_preference",
-    "llm_connect.calibration.side_by_side",
-    "llm_connect.calibration.text_features",
-    "llm_connect.calibration.to_markdown",
     "llm_connect.cards.ProbeEffect",
     "llm_connect.cards.agreement_band",
     "llm_connect.cards.cards_frame",
@@ -252,7 +231,7 @@ PENDING = frozenset({
 
 
 #: The floors whose Examples are not all written yet: their modules' doctests are not collected.
-CALIBRATION_FLOORS = ("llm_connect.calibration", "llm_connect.cards", "llm_connect.labelling")
+CALIBRATION_FLOORS = ("llm_connect.cards", "llm_connect.labelling")
 
 
 def _pending(obj: Any) -> bool:
@@ -479,6 +458,37 @@ def test_every_shared_text_is_a_numpydoc_parameter_entry():
         DocstringComponents({"x": "y : int\n    Wrong name."})
 
 
+def test_the_calibration_texts_are_numpydoc_entries_spliced_like_the_run_options():
+    """The calibration floor's shared texts (a scores frame, the judge read from it, the intervals' settings) are
+    parameter entries, named apart from the run options, and a decorated function or class takes them by placeholder."""
+    assert not set(CALIBRATION_TEXTS) & set(RUN_OPTIONS)
+    assert SHARED_TEXTS == {**RUN_OPTIONS, **CALIBRATION_TEXTS}
+    for name, text in CALIBRATION_TEXTS.items():
+        head, _, body = text.partition("\n")
+        assert head.startswith(f"{name} : "), head
+        assert body and all(line.startswith("    ") for line in body.split("\n") if line), name
+
+    @share_parameters
+    def diagnose(scores, judge, *, confidence=0.95, concurrency=16):
+        """Diagnose.
+
+        Parameters
+        ----------
+        {scores}
+        {judge}
+        {confidence}
+        {concurrency}
+        """
+
+    assert numpydoc_problems(diagnose) == []
+    doc = inspect.getdoc(diagnose)
+    assert CALIBRATION_TEXTS["judge"] in doc and RUN_OPTIONS["concurrency"] in doc
+    from llm_connect.calibration import PairAgreement, length_effect
+
+    assert CALIBRATION_TEXTS["scores"] in inspect.getdoc(length_effect)
+    assert CALIBRATION_TEXTS["n_clusters"] in inspect.getdoc(PairAgreement)
+
+
 #: Run options an entry point documents in its own words, because they mean something narrower there.
 OWN_TEXT = {
     ("grade_dataset", "concurrency"): "judgments each Ray actor keeps in flight",
@@ -486,8 +496,6 @@ OWN_TEXT = {
     **{(f, o): "the runner's own: a tracker, a bar" for f in ("run_rows", "arun_rows")
        for o in ("concurrency", "progress", "budget")},
     ("align", "budget"): "a spent budget stops align() with BudgetExceededError, where a run leaves rows unjudged",
-    # issue #35: probe_judge's sections are not written yet (its Parameters are prose; see PENDING)
-    **{("probe_judge", o): "pending" for o in ("concurrency", "progress", "run_config", "budget")},
 }
 
 

@@ -26,6 +26,7 @@ from llm_connect.items import (
     item_id_text,
     item_ids,
     item_key,
+    load_items,
     row_item_id,
 )
 from llm_connect.labelling import Labeller
@@ -194,3 +195,30 @@ def test_a_rerun_of_grade_dataset_resumes_by_id_and_candidate_model(ray_cluster,
                    ("1", "m1"): (True, 0.0), ("1", "m2"): (False, 1.0),  # m2's own score, not m1's
                    ("none", "m1"): (True, 0.0)}  # the id-less row resumes itself
     assert len(ledger.read_all()) == 5
+
+
+# -- a file of items ---------------------------------------------------------------
+
+
+def test_load_items_reads_each_format_as_text_and_refuses_what_it_cannot_read(tmp_path):
+    (tmp_path / "a.csv").write_text("prompt,reference,candidate,n\nq,,c,01\n", encoding="utf-8")
+    frame = load_items(tmp_path / "a.csv")
+    assert list(frame.columns) == ["prompt", "baseline", "candidate", "n"]
+    assert frame.iloc[0].tolist() == ["q", "", "c", "01"]  # no NA guessing: text stays text
+    (tmp_path / "b.json").write_text('[{"prompt": "q", "baseline": "b", "candidate": "c"}]', encoding="utf-8")
+    assert load_items(tmp_path / "b.json")["baseline"].tolist() == ["b"]
+    (tmp_path / "c.jsonl").write_text('{"label": 1}\n\n{"label": 0}\n', encoding="utf-8")
+    assert load_items(tmp_path / "c.jsonl", items=False)["label"].tolist() == [1, 0]
+    with pytest.raises(ValidationError, match="candidate"):
+        load_items(tmp_path / "c.jsonl")
+    (tmp_path / "d.csv").write_text("prompt,prompt,candidate\nq,q,c\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match="'prompt' more than once"):
+        load_items(tmp_path / "d.csv")
+    (tmp_path / "e.jsonl").write_text('{"a": 1, "a": 2}\n', encoding="utf-8")
+    with pytest.raises(ValidationError, match="line 1 has the key 'a' twice"):
+        load_items(tmp_path / "e.jsonl", items=False)
+    with pytest.raises(ValidationError, match="no such file"):
+        load_items(tmp_path / "missing.csv")
+    (tmp_path / "f.xlsx").write_text("x", encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"use a \.jsonl, \.csv or \.tsv file"):
+        load_items(tmp_path / "f.xlsx")

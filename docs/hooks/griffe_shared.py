@@ -1,4 +1,4 @@
-"""A griffe extension for the API reference: the shared run-option texts in the docstrings that take them.
+"""A griffe extension for the API reference: the shared texts (run options, calibration's) in the docstrings.
 
 A function decorated with ``@share_parameters`` (``llm_connect/_docstrings.py``) holds placeholder lines
 such as ``{concurrency}`` in the ``Parameters`` section of its source docstring; the decorator fills them
@@ -14,7 +14,7 @@ from typing import Any
 
 from griffe import Extension, Object
 
-from llm_connect._docstrings import RUN_OPTIONS, fill_shared
+from llm_connect._docstrings import SHARED_TEXTS, fill_shared
 
 DECORATOR = "share_parameters"
 
@@ -33,5 +33,5 @@ class SharedParameters(Extension):
         # a function's parameters are checked here too; a class's by the decorator at import (griffe may not
         # know a generated __init__)
         names = {p.name for p in obj.parameters} if obj.is_function else None
-        obj.docstring.value = fill_shared(obj.docstring.value, RUN_OPTIONS,
+        obj.docstring.value = fill_shared(obj.docstring.value, SHARED_TEXTS,
                                           None if names is None else names.__contains__)

@@ -12,15 +12,16 @@ and the plots and pages from :mod:`llm_connect.views` (``plot_*``, ``JudgmentVie
 what                               functions and classes
 =================================  ==========================================================
 run judges over a dataset          :func:`score_items` (several judges into one wide frame),
-                                   :func:`load_items` (labels: ``stats.labels.parse_labels``)
+                                   (a file of items: ``items.load_items``; labels: ``stats.labels.parse_labels``)
 agreement (with bootstrap CIs)     :func:`pair_agreement`, :func:`agreement_table`
                                    (kernels, ``threshold_sweep``: ``stats.agreement``)
 bias probes                        :func:`run_probes`, :func:`probe_judge`, :func:`perturb_items`
-                                   (the paired test: ``stats.paired_shift``)
+                                   (the paired test: ``stats.paired_shift``; the perturbations:
+                                   ``testing.pad_with_filler``, ``to_markdown``, ``plant_injection``)
 observational diagnostics          :func:`length_effect`, :func:`length_controlled_scores`,
                                    :func:`self_preference`, :func:`reliability_table`,
                                    :func:`disagreements`
-features                           :func:`model_family`, :func:`text_features`
+features                           :func:`model_family` (length and format: ``stats.text_features``)
 quality estimates (PPI++,          ``stats.estimate_quality``, ``stats.labels_needed``
 active inference)
 verdicts and judge cards           :func:`card_from_scores`; the card, its verdict and the registry
@@ -32,8 +33,8 @@ align a judge to people           :func:`align` -> :class:`Alignment` (held-out 
                                    ``grading.Rubric``)
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
                                    (``_repr_html_``, ``.widget()``, ``.to_html(path)``, ``.view()``)
-leaderboards                       :func:`compare_leaderboards` -> :class:`LeaderboardComparison`,
-                                   :func:`side_by_side` (the fit, ``leaderboard``, ``style_effects``,
+leaderboards                       :func:`compare_leaderboards` -> :class:`LeaderboardComparison`
+                                   (the fit, ``leaderboard``, ``style_effects``, ``side_by_side``,
                                    ``length_controlled_win_rate``: ``stats``)
 run-to-run reliability             ``calibrate(..., epochs=k)``, ``cards.JudgeCard.with_reliability``
 every judgment in one page         :meth:`CalibrationReport.view` (records and ``judgments.jsonl``:
@@ -62,50 +63,15 @@ from ._diagnostics import (
     reliability_table,
     self_preference,
 )
-from ._features import model_family, text_features
-from ._leaderboard import LeaderboardComparison, compare_leaderboards, side_by_side
+from ._features import model_family
+from ._leaderboard import LeaderboardComparison, compare_leaderboards
 from ._pairwise import PairwiseReport, battle_outcomes, calibrate_pairwise
-from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._report import CalibrationReport
-from ._runner import ScoredItems, load_items, score_items
+from ._runner import ScoredItems, score_items
 
-__all__ = [
-    "DEFAULT_INJECTION",
-    "PROBES",
-    "AgreementTable",
-    "Alignment",
-    "BiasReport",
-    "CalibrationReport",
-    "LeaderboardComparison",
-    "LengthControlled",
-    "LengthEffect",
-    "PairAgreement",
-    "PairwiseReport",
-    "ProbeResult",
-    "ScoredItems",
-    "SelfPreference",
-    "agreement_table",
-    "align",
-    "battle_outcomes",
-    "calibrate",
-    "calibrate_pairwise",
-    "card_from_scores",
-    "compare_leaderboards",
-    "disagreements",
-    "length_controlled_scores",
-    "length_effect",
-    "load_items",
-    "model_family",
-    "pad_with_filler",
-    "pair_agreement",
-    "perturb_items",
-    "plant_injection",
-    "probe_judge",
-    "reliability_table",
-    "run_probes",
-    "score_items",
-    "self_preference",
-    "side_by_side",
-    "text_features",
-    "to_markdown",
-]
+__all__ = ["PROBES", "AgreementTable", "Alignment", "BiasReport", "CalibrationReport", "LeaderboardComparison",
+           "LengthControlled", "LengthEffect", "PairAgreement", "PairwiseReport", "ProbeResult", "ScoredItems",
+           "SelfPreference", "agreement_table", "align", "battle_outcomes", "calibrate", "calibrate_pairwise",
+           "card_from_scores", "compare_leaderboards", "disagreements", "length_controlled_scores", "length_effect",
+           "model_family", "pair_agreement", "perturb_items", "probe_judge", "reliability_table", "run_probes",
+           "score_items", "self_preference"]

@@ -1,28 +1,26 @@
 """``align()``: improve an LLM judge from the labels people gave, and prove it on labels it never saw.
 
-:func:`align` runs in named steps (:class:`_Run`): it reads the labelled items; sets aside a **held-out
-split** that no selection step ever sees (stratified by people's pass/fail label; items told apart by their
+:func:`align` runs in named steps (:class:`_Run`): it reads the labelled items; sets aside a **held-out split** that no
+selection step ever sees (stratified by people's pass/fail label; items told apart by their
 *content*, not their ids, and a conversation never straddling it); **proposes candidate rubrics** from the
-rest (worked-example sets, the decision threshold, criteria rewritten by an ``optimizer`` LLM) and says their
-calls and cost before any call; judges every labelled item with the original; **scores every candidate by
-cross-validation** on the selection split only; **measures the original and the best candidate once on the
-held-out split** (Cohen's kappa, percent agreement, the paired bootstrap of the difference,
-:func:`llm_connect.stats.alignment.paired_difference`); and **accepts the candidate only when that
-difference interval lies above 0**, otherwise it keeps the original and says why ("kept: no held-out
-improvement"). What it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's optimizers
-and EvalGen, and what it adds (the proof on held-out labels), is told in the guide
+rest (worked-example sets, the decision threshold, criteria rewritten by an ``optimizer`` LLM) and says their calls and
+cost before any call; judges every labelled item with the original; **scores every candidate by cross-validation** on
+the selection split only; **measures the original and the best candidate once on the held-out split** (Cohen's kappa,
+percent agreement, the paired bootstrap of the difference, :func:`llm_connect.stats.alignment.paired_difference`); and
+**accepts the candidate only when that difference interval lies above 0**, otherwise it keeps the original and says why
+("kept: no held-out improvement"). What it takes from MLflow's ``judge.align``, LangSmith's align evaluator, DSPy's
+optimizers and EvalGen, and what it adds (the proof on held-out labels), is told in the guide
 (``docs/guides/rubrics-and-align.md``).
 
-The parameters in detail. ``data``: ``baseline`` may be blank, or absent, for a rubric with
-``reference=False``; the ``human`` column holds booleans, yes/no, 0..1, or ratings on the rubric's Likert
-scale; ``id`` keys the items (else their texts do); ``notes`` (people's reasons) are shown to the optimizer
-and kept as the worked examples' notes. ``candidates="auto"``: worked-example sets of 2, 4 and 8, the
-threshold when scores are continuous, and with ``optimizer`` the rewrites ``"rewrite"`` and
-``"rewrite+examples:4"``. Before judging, the number of calls and (where the price is known) the cost are
-logged, and printed to stderr with ``progress``. ``cluster``: the turns of one conversation are one unit for
-the held-out split, the folds and the worked examples, as items of one content are (a conversation never
-straddles the split or two folds), and the held-out intervals resample whole conversations (with fewer than
-:data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so the change
+The parameters in detail. ``data``: ``baseline`` may be blank, or absent, for a rubric with ``reference=False``; the
+``human`` column holds booleans, yes/no, 0..1, or ratings on the rubric's Likert scale; ``id`` keys the items (else
+their texts do); ``notes`` (people's reasons) are shown to the optimizer and kept as the worked examples' notes.
+``candidates="auto"``: worked-example sets of 2, 4 and 8, the threshold when scores are continuous, and with
+``optimizer`` the rewrites ``"rewrite"`` and ``"rewrite+examples:4"``. Before judging, the number of calls and (where
+the price is known) the cost are logged, and printed to stderr with ``progress``. ``cluster``: the turns of one
+conversation are one unit for the held-out split, the folds and the worked examples, as items of one content are (a
+conversation never straddles the split or two folds), and the held-out intervals resample whole conversations (with
+fewer than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` held-out conversations there is no interval, so the change
 is not accepted).
 """
 
@@ -44,22 +42,10 @@ __all__ = ["Alignment", "align"]
 
 
 @share_parameters
-def align(
-    judge: LLMJudge,
-    data: Any,
-    *,
-    human: str,
-    candidates: Any = "auto",
-    optimizer: LLMAdapter | None = None,
-    folds: int = 5,
-    heldout: float = 0.3,
-    metric: str = "kappa",
-    seed: int = 0,
-    budget: BudgetTracker | float | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    cluster: str | None = "auto",
-) -> Alignment:
+def align(judge: LLMJudge, data: Any, *, human: str, candidates: Any = "auto", optimizer: LLMAdapter | None = None,
+          folds: int = 5, heldout: float = 0.3, metric: str = "kappa", seed: int = 0,
+          budget: BudgetTracker | float | None = None, concurrency: int = 16, progress: bool = True,
+          cluster: str | None = "auto") -> Alignment:
     """Improve ``judge``'s rubric from people's labels; accept the change only if it holds on held-out labels.
 
     Parameters

@@ -1,6 +1,6 @@
-"""The steps of :func:`~llm_connect.calibration.align` (:class:`_Run`): the labelled items, the held-out split and
-the folds, the candidates and what they will cost, the original's pass, cross-validation on the selection split,
-the held-out proof, and the :class:`~llm_connect.calibration.Alignment` it returns."""
+"""The steps of :func:`~llm_connect.calibration.align` (:class:`_Run`): the labelled items, the held-out split and the
+folds, the candidates and what they will cost, the original's pass, cross-validation on the selection split, the
+held-out proof, and the :class:`~llm_connect.calibration.Alignment` it returns."""
 
 from __future__ import annotations
 
@@ -56,12 +56,11 @@ def plan_alignment(n_labelled: int, n_selection: int, n_heldout: int, candidate_
                    sample_prompt: str | None = None) -> dict[str, Any]:
     """How many calls :func:`align` will make and, where the price is known, about what they cost.
 
-    ``candidate_examples``: the worked examples of each candidate that calls the judge. Judge calls:
-    the original on every labelled item, each such candidate on every selection item (once, out of
-    fold), and the chosen candidate on the held-out items. Optimizer calls: each rewrite once per
-    fold, and once more on the whole selection split when a rewrite is chosen (at most). The dollar
-    figure counts a call's prompt as the sample item's prompt plus one item's length per worked
-    example, and a short reply.
+    ``candidate_examples``: the worked examples of each candidate that calls the judge. Judge calls: the original on
+    every labelled item, each such candidate on every selection item (once, out of fold), and the chosen candidate on
+    the held-out items. Optimizer calls: each rewrite once per fold, and once more on the whole selection split when a
+    rewrite is chosen (at most). The dollar figure counts a call's prompt as the sample item's prompt plus one item's
+    length per worked example, and a short reply.
     """
     ks = list(candidate_examples)
     judge_calls = n_labelled + len(ks) * n_selection + n_heldout
@@ -189,8 +188,8 @@ def _example_label(rubric: Rubric, unit: float) -> float:
 
 
 def _best_threshold(scores: np.ndarray, human: np.ndarray, metric: str, default: float) -> float:
-    """The threshold (a midpoint between distinct scores, or ``default``) whose verdicts agree best with
-    ``human`` on ``metric``; ties go to the one nearest ``default``."""
+    """The threshold (a midpoint between distinct scores, or ``default``) whose verdicts agree best with ``human`` on
+    ``metric``; ties go to the one nearest ``default``."""
     ok = np.isfinite(scores) & np.isfinite(human)
     s, h = scores[ok], human[ok]
     if s.size == 0:
@@ -220,9 +219,9 @@ def _metric(verdicts: np.ndarray, human: np.ndarray, metric: str) -> tuple[int, 
 
 
 def _content_key(prompt: Any, baseline: Any, candidate: Any, reference: bool) -> tuple[str, str, str]:
-    """What the judge is shown of an item: its prompt, its reference (when the rubric shows one) and its
-    candidate, each with runs of whitespace as one space. Two items with one key are one item to
-    :func:`align`'s split, folds and worked examples, whatever their ids."""
+    """What the judge is shown of an item: its prompt, its reference (when the rubric shows one) and its candidate, each
+    with runs of whitespace as one space. Two items with one key are one item to :func:`align`'s split, folds and worked
+    examples, whatever their ids."""
 
     def norm(text: Any) -> str:
         return " ".join(("" if text is None else str(text)).split())
@@ -231,8 +230,8 @@ def _content_key(prompt: Any, baseline: Any, candidate: Any, reference: bool) ->
 
 
 def _joined(group: np.ndarray, conversation: np.ndarray) -> np.ndarray:
-    """Groups 0..G-1 in order of first appearance, joining every two rows that share a content group or a
-    conversation (the connected components of that relation, by union-find)."""
+    """Groups 0..G-1 in order of first appearance, joining every two rows that share a content group or a conversation
+    (the connected components of that relation, by union-find)."""
     n_content = int(group.max()) + 1 if len(group) else 0
     parent = list(range(n_content))
 
@@ -256,8 +255,8 @@ def _joined(group: np.ndarray, conversation: np.ndarray) -> np.ndarray:
 
 
 def _where_interval_lies(low: float, high: float) -> str:
-    """Where an interval of a difference lies against 0, in words: "lies below 0", "includes 0" (touching
-    it counts), "lies above 0"."""
+    """Where an interval of a difference lies against 0, in words: "lies below 0", "includes 0" (touching it counts),
+    "lies above 0"."""
     if high < 0:
         return "lies below 0: the candidate agrees worse"
     if low > 0:
@@ -340,9 +339,9 @@ def _rewrite(optimizer: Any, rubric: Rubric, items: _Items, pos: np.ndarray, rng
 
 
 def _draw_examples(items: _Items, pos: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """``k`` of the items at ``pos``: balanced by people's verdict (half each, as far as each has items), the
-    original judge's disagreements with people first within each half, the rest drawn at random; returned
-    in a shuffled order (no run of one label for the judge to copy)."""
+    """``k`` of the items at ``pos``: balanced by people's verdict (half each, as far as each has items), the original
+    judge's disagreements with people first within each half, the rest drawn at random; returned in a shuffled order (no
+    run of one label for the judge to copy)."""
     want = {1.0: (k + 1) // 2, 0.0: k // 2}
     avail = {v: pos[items.human[pos] == v] for v in want}
     short = {v: max(0, want[v] - avail[v].size) for v in want}
@@ -401,9 +400,9 @@ def _check_budget(frame: pd.DataFrame, tracker: BudgetTracker) -> None:
 
 
 def _labelled_items(frame: pd.DataFrame, original: Rubric, human: str, item_ids: Any) -> pd.DataFrame:
-    """The labelled items as :func:`align` reads them: ``id``, ``baseline`` (blank without a reference),
-    ``human_unit`` (people's label in 0..1), ``human_verdict`` (1.0 pass, 0.0 fail) and ``notes``; the
-    unlabelled rows left out. Too few labels, or an id given twice, is a :class:`ValidationError`."""
+    """The labelled items as :func:`align` reads them: ``id``, ``baseline`` (blank without a reference), ``human_unit``
+    (people's label in 0..1), ``human_verdict`` (1.0 pass, 0.0 fail) and ``notes``; the unlabelled rows left out. Too
+    few labels, or an id given twice, is a :class:`ValidationError`."""
     if "baseline" not in frame.columns:
         if original.reference:
             raise ValidationError("the rubric shows a reference (reference=True) but the data have no 'baseline' "
@@ -459,8 +458,8 @@ class _Held:
 
 @dataclass
 class _Run:
-    """One :func:`align` run: the judge, the labelled items and what every step shares (the budget, how
-    judging runs, the optimizer's spending)."""
+    """One :func:`align` run: the judge, the labelled items and what every step shares (the budget, how judging runs,
+    the optimizer's spending)."""
 
     judge: LLMJudge
     original: Rubric
@@ -479,8 +478,8 @@ class _Run:
     # -- step 1 --------------------------------------------------------------------------------------
 
     def split(self, candidates: Any, *, heldout: float, folds: int, cluster: str | None) -> _Split:
-        """The held-out split: never an item shown as a worked example, split by content (not by id), a
-        conversation never straddling it; the selection split's folds, stratified by label."""
+        """The held-out split: never an item shown as a worked example, split by content (not by id), a conversation
+        never straddling it; the selection split's folds, stratified by label."""
         frame, original = self.frame, self.original
         fixed = [c for c in ([candidates] if isinstance(candidates, Rubric) else
                              ([] if isinstance(candidates, str) else list(candidates))) if isinstance(c, Rubric)]
@@ -597,8 +596,8 @@ class _Run:
 
     def build(self, recipe: _Recipe, train: np.ndarray,
               rng: np.random.Generator) -> tuple[Rubric, tuple[str, ...], frozenset[tuple[str, str, str]]]:
-        """The rubric ``recipe`` makes from the items at ``train``, the ids of the items it shows, and the
-        contents of the worked examples it adds (no item of that content is judged by it)."""
+        """The rubric ``recipe`` makes from the items at ``train``, the ids of the items it shows, and the contents of
+        the worked examples it adds (no item of that content is judged by it)."""
         items, original = self.items, self.original
         if recipe.kind == "fixed":
             assert recipe.rubric is not None
@@ -624,11 +623,10 @@ class _Run:
 
     # -- step 4 --------------------------------------------------------------------------------------
 
-    def score_folds(self, recipes: list[_Recipe],
-                    split: _Split) -> tuple[pd.DataFrame, dict[str, np.ndarray], _Recipe]:
-        """Every candidate by cross-validation on the selection split only: in each fold a candidate is built
-        from the other folds and judged on this one. Returns the table (one row per candidate and fold, and
-        each candidate's pooled ``"all"`` row), each candidate's out-of-fold verdicts and the best candidate."""
+    def score_folds(self, recipes: list[_Recipe], split: _Split) -> tuple[pd.DataFrame, dict[str, np.ndarray], _Recipe]:
+        """Every candidate by cross-validation on the selection split only: in each fold a candidate is built from the
+        other folds and judged on this one. Returns the table (one row per candidate and fold, and each candidate's
+        pooled ``"all"`` row), each candidate's out-of-fold verdicts and the best candidate."""
         items, judge, original, metric = self.items, self.judge, self.original, self.metric
         sel_pos, fold, n = split.sel_pos, split.fold, len(self.frame)
         rows: list[dict[str, Any]] = []
@@ -678,12 +676,11 @@ class _Run:
 
     # -- step 5 --------------------------------------------------------------------------------------
 
-    def score_heldout(self, best: _Recipe, n_recipes: int, split: _Split,
-                      cv_verdicts: dict[str, np.ndarray]) -> _Held:
-        """The chosen recipe built on the whole selection split, then the original and it, each once, on the
-        held-out split: Cohen's kappa and agreement with their intervals, and the paired bootstrap of the
-        difference; accepted only when that interval lies above 0. Adds the rubrics' scores and verdicts (and
-        the candidates' out-of-fold verdicts) to the labelled items."""
+    def score_heldout(self, best: _Recipe, n_recipes: int, split: _Split, cv_verdicts: dict[str, np.ndarray]) -> _Held:
+        """The chosen recipe built on the whole selection split, then the original and it, each once, on the held-out
+        split: Cohen's kappa and agreement with their intervals, and the paired bootstrap of the difference; accepted
+        only when that interval lies above 0. Adds the rubrics' scores and verdicts (and the candidates' out-of-fold
+        verdicts) to the labelled items."""
         items, judge, ho_pos = self.items, self.judge, split.ho_pos
         rubric, shown, shown_contents = self.build(best, split.sel_pos,
                                                    np.random.default_rng([self.seed, n_recipes, split.k_folds]))
@@ -753,23 +750,9 @@ class _Run:
             "cost_usd": cost,
         }
         plan["cost_spent_usd"] = cost
-        return Alignment(
-            accepted=held.accepted,
-            rubric=held.rubric if held.accepted else self.original,
-            judge=held.judge if held.accepted else judge,
-            heldout=held.table,
-            heldout_ids=frame.loc[split.ho_pos, "id"].tolist(),
-            candidates=table,
-            cost_usd=cost,
-            reason=reason,
-            difference=diff,
-            metric=metric,
-            original_rubric=self.original,
-            aligned_rubric=held.rubric,
-            original_judge=judge,
-            aligned_judge=held.judge,
-            chosen=held.best,
-            items=frame,
-            plan=plan,
-            provenance=provenance,
-        )
+        return Alignment(accepted=held.accepted, rubric=held.rubric if held.accepted else self.original,
+                         judge=held.judge if held.accepted else judge, heldout=held.table,
+                         heldout_ids=frame.loc[split.ho_pos, "id"].tolist(), candidates=table, cost_usd=cost,
+                         reason=reason, difference=diff, metric=metric, original_rubric=self.original,
+                         aligned_rubric=held.rubric, original_judge=judge, aligned_judge=held.judge, chosen=held.best,
+                         items=frame, plan=plan, provenance=provenance)

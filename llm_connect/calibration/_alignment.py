@@ -1,5 +1,5 @@
-"""The result of :func:`~llm_connect.calibration.align`: the judge to use, and the evidence (held-out figures
-before and after, every candidate in every fold, the disagreements that remain, the judge cards)."""
+"""The result of :func:`~llm_connect.calibration.align`: the judge to use, and the evidence (held-out figures before and
+after, every candidate in every fold, the disagreements that remain, the judge cards)."""
 
 from __future__ import annotations
 
@@ -29,19 +29,19 @@ class Alignment:
     Parameters
     ----------
     accepted : bool
-        Whether the candidate beat the original on the held-out labels (the paired bootstrap interval of
-        the difference lies above 0).
+        Whether the candidate beat the original on the held-out labels (the paired bootstrap interval of the difference
+        lies above 0).
     rubric, judge : Rubric, LLMJudge
         The aligned rubric and judge when accepted, else the original's.
     heldout : DataFrame
-        One row per rubric (``original``, ``aligned``: the best candidate, measured whether accepted or not)
-        with ``n``, ``kappa``, ``kappa_low``, ``kappa_high``, ``agreement`` (and its interval, the rubric's
-        hash and name); ``heldout.attrs["difference"]`` is the difference.
+        One row per rubric (``original``, ``aligned``: the best candidate, measured whether accepted or not) with ``n``,
+        ``kappa``, ``kappa_low``, ``kappa_high``, ``agreement`` (and its interval, the rubric's hash and name);
+        ``heldout.attrs["difference"]`` is the difference.
     heldout_ids : list
         The held-out items' ids.
     candidates : DataFrame
-        One row per candidate and fold (``fold`` is ``"all"`` on each candidate's pooled out-of-fold row,
-        which ranks them).
+        One row per candidate and fold (``fold`` is ``"all"`` on each candidate's pooled out-of-fold row, which ranks
+        them).
     cost_usd : float
         What the run spent (cache hits are free).
     reason : str
@@ -80,7 +80,14 @@ class Alignment:
     # -- the decision in one line --------------------------------------------------------------------
 
     def summary(self) -> str:
-        """One line: accepted or kept, with the held-out figures."""
+        """The decision in one line.
+
+        Returns
+        -------
+        str
+            Accepted or kept (and why), the held-out kappa before and after, the difference with its interval and the
+            candidate chosen.
+        """
         o, a = self._row("original"), self._row("aligned")
         d = self.difference
         diff = (f"{self.metric} difference {d.value:+.2f} [{d.low:+.2f}, {d.high:+.2f}]" if d.defined
@@ -99,7 +106,14 @@ class Alignment:
     # -- what remains to fix -------------------------------------------------------------------------
 
     def disagreements(self) -> pd.DataFrame:
-        """The held-out items where the returned judge still disagrees with people (its verdict and score)."""
+        """The held-out items where the returned judge still disagrees with people.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``id``, ``prompt``, ``baseline``, ``candidate``, people's label and ``human_verdict``, the returned rubric's
+            score and verdict, and ``notes`` (those present), indexed 0..n-1.
+        """
         col = "aligned" if self.accepted else "original"
         items = self.items
         rows = items[items["split"] == "heldout"]
@@ -113,10 +127,24 @@ class Alignment:
     # -- cards --------------------------------------------------------------------------------------
 
     def card(self, which: str = "returned") -> JudgeCard:
-        """The judge card of a rubric measured on the held-out labels: ``"aligned"``, ``"original"``, or
-        ``"returned"`` (the aligned one when accepted, else the original). The aligned card's
-        ``provenance`` names the parent rubric hash, the labels, the split sizes and the held-out
-        figures."""
+        """The judge card of a rubric, measured on the held-out labels.
+
+        Parameters
+        ----------
+        which : {"returned", "aligned", "original"}, default "returned"
+            The rubric; ``"returned"``: the aligned one when accepted, else the original.
+
+        Returns
+        -------
+        JudgeCard
+            Its ``provenance`` names the rubric, the labels, the split sizes and the held-out figures (and, for the
+            aligned card, the parent rubric hash).
+
+        Raises
+        ------
+        ValidationError
+            When ``which`` is none of the three.
+        """
         if which == "returned":
             which = "aligned" if self.accepted else "original"
         if which not in ("aligned", "original"):
@@ -127,9 +155,8 @@ class Alignment:
         grouped = [c for c in (self.provenance.get("split") or {}).get("grouped_by", ()) if c != "content"]
         cluster = rows[grouped[0]].reset_index(drop=True) if grouped and grouped[0] in rows.columns else None
         card = card_from_scores(rows[f"{which}_score"], rows["human_unit"], grader_id=judge.grader_id,
-                                rubric_hash=judge.rubric_hash, threshold=rubric.threshold,
-                                reference_threshold=0.5, reference_name="human (held-out)", n_boot=N_BOOT,
-                                cluster=cluster)
+                                rubric_hash=judge.rubric_hash, threshold=rubric.threshold, reference_threshold=0.5,
+                                reference_name="human (held-out)", n_boot=N_BOOT, cluster=cluster)
         prov = dict(self.provenance)
         prov["rubric"] = which
         prov["rubric_hash"] = judge.rubric_hash
@@ -138,14 +165,30 @@ class Alignment:
         return replace(card, provenance=prov)
 
     def cards(self) -> list[JudgeCard]:
-        """The original's and the aligned rubric's held-out cards, in that order (before and after)."""
+        """Both rubrics' held-out cards, before and after.
+
+        Returns
+        -------
+        list of JudgeCard
+            The original's card, then the aligned rubric's.
+        """
         return [self.card("original"), self.card("aligned")]
 
     def save_card(self, ledger_or_registry: Any) -> JudgeCard | None:
-        """Save the aligned judge's card in the registry beside a ledger (or in a
-        :class:`~llm_connect.cards.JudgeCardRegistry`) when the candidate was accepted; the
-        registry keeps each rubric's card (one per ``(grader_id, rubric_hash)``), so the parent's
-        stays. Returns the card saved, or ``None`` when the original was kept."""
+        """Save the aligned judge's card when the candidate was accepted.
+
+        The registry keeps each rubric's card (one per ``(grader_id, rubric_hash)``), so the parent's stays.
+
+        Parameters
+        ----------
+        ledger_or_registry : JudgeCardRegistry or BaseLedger or str or os.PathLike
+            A :class:`~llm_connect.cards.JudgeCardRegistry`, or a ledger (or its path) whose registry beside it is used.
+
+        Returns
+        -------
+        JudgeCard or None
+            The card saved; ``None`` when the original was kept (nothing is saved).
+        """
         if not self.accepted:
             return None
         registry = (ledger_or_registry if isinstance(ledger_or_registry, JudgeCardRegistry)
@@ -157,22 +200,52 @@ class Alignment:
     # -- tables and pages ----------------------------------------------------------------------------
 
     def ranking(self) -> pd.DataFrame:
-        """One row per candidate: its pooled out-of-fold figures on the selection split, best first."""
+        """The candidates, best first.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per candidate: its pooled out-of-fold figures on the selection split (the ``fold == "all"`` rows of
+            :attr:`candidates`), sorted by ``metric``.
+        """
         pooled = self.candidates[self.candidates["fold"] == "all"].copy()
         return pooled.sort_values(self.metric, ascending=False, kind="stable").reset_index(drop=True)
 
     def to_frame(self) -> pd.DataFrame:
-        """Every labelled item with its split, people's verdict, and both rubrics' scores and verdicts."""
+        """Every labelled item.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`items`: each item with its split, people's verdict, and both rubrics' scores and verdicts.
+        """
         return self.items.copy()
 
     def html(self) -> Markup:
-        """The alignment page's body (held-out before/after, candidates, remaining disagreements)."""
+        """The alignment page's body.
+
+        Returns
+        -------
+        Markup
+            Held-out before and after, the candidates and the disagreements that remain, as an HTML fragment.
+        """
         from .._display import view
 
         return Markup(view("alignment_html")(self, full_page=False))
 
     def to_html(self, path: Any = None) -> str:
-        """The alignment page as a standalone HTML document (written to ``path`` when given)."""
+        """The alignment page as a standalone HTML document.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            Where to write it (UTF-8); ``None``: not written.
+
+        Returns
+        -------
+        str
+            The document.
+        """
         from .._display import view
 
         page = str(view("alignment_html")(self, full_page=True))

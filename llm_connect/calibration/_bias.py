@@ -35,31 +35,43 @@ from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
 from ..stats._validate import check_confidence
 from ..stats.shift import ShiftStats, empty_shift, paired_shift
-from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
+from ..testing import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 from ._runner import ItemsLike, _judge_items, _named_judges, is_pairwise, items_table
 
 if TYPE_CHECKING:
     from ..grading import Judge
 
-__all__ = [
-    "PROBES",
-    "BiasReport",
-    "ProbeResult",
-    "ShiftStats",
-    "is_pairwise",
-    "paired_shift",
-    "perturb_items",
-    "probe_judge",
-    "run_probes",
-]
+__all__ = ["PROBES", "BiasReport", "ProbeResult", "ShiftStats", "is_pairwise", "paired_shift", "perturb_items",
+           "probe_judge", "run_probes"]
 
 PROBES: tuple[str, ...] = ("length", "format", "injection", "position")
 
 
-def perturb_items(
-    items: pd.DataFrame, probe: str, *, seed: int = 0, injection: str = DEFAULT_INJECTION
-) -> pd.DataFrame:
-    """A copy of ``items`` with the probe's change applied (``candidate``, or both texts for ``position``)."""
+@share_parameters
+def perturb_items(items: pd.DataFrame, probe: str, *, seed: int = 0,
+                  injection: str = DEFAULT_INJECTION) -> pd.DataFrame:
+    """A copy of ``items`` with one probe's change applied.
+
+    Parameters
+    ----------
+    items : pandas.DataFrame
+        The items, with ``candidate`` (and ``baseline`` for ``position``) columns.
+    {probe}
+    seed : int, default 0
+        Seeds the filler of the ``length`` probe (:func:`~llm_connect.testing.pad_with_filler`).
+    {injection}
+
+    Returns
+    -------
+    pandas.DataFrame
+        The items, same index and columns: ``candidate`` padded, in markdown or injected (a missing one read as empty),
+        or ``baseline`` and ``candidate`` swapped.
+
+    Raises
+    ------
+    ValidationError
+        When ``probe`` is unknown.
+    """
     out = items.copy()
     cand = out["candidate"].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
     if probe == "length":
@@ -75,9 +87,29 @@ def perturb_items(
     return out
 
 
+@share_parameters
 @dataclass(frozen=True)
 class ProbeResult:
-    """What one probe did to one judge; ``items`` holds both scores of every probed item."""
+    """What one probe did to one judge (:func:`probe_judge`).
+
+    Parameters
+    ----------
+    judge : str
+        The judge's name.
+    {probe}
+    stats : ShiftStats
+        The mean shift with its interval, the signed-rank test and the flipped verdicts
+        (:func:`~llm_connect.stats.paired_shift`).
+    items : pandas.DataFrame
+        One row per probed item: ``id``, ``candidate``, ``perturbed_candidate``, ``original``, ``perturbed`` (the two
+        scores, NaN where unscored) and ``shift``; empty when the probe did not apply.
+    threshold : float, default 0.5
+        The pass threshold the flips are counted at.
+    by_definition : str, default ""
+        Why this probe lowers the judge's score by the judge's own definition (its ``by_definition`` for the probe:
+        exact match gives 0 to a padded answer, which no longer equals the reference), or empty. A drop it explains is
+        what the judge is, not a bias.
+    """
 
     judge: str
     probe: str
@@ -96,13 +128,20 @@ class ProbeResult:
         return self.by_definition if self.by_definition and math.isfinite(shift) and shift < 0 else ""
 
     def row(self) -> dict[str, Any]:
+        """One flat row, as :attr:`BiasReport.frame` and ``bias.csv`` hold it.
+
+        Returns
+        -------
+        dict of str to object
+            ``judge``, ``probe``, the :class:`~llm_connect.stats.ShiftStats` figures (``n``, ``mean_original``,
+            ``mean_perturbed``, ``mean_shift``, ``shift_low``, ``shift_high``, ``p_value``, ``flip_rate``, ``flips_up``,
+            ``flips_down``, ``note``) and ``by_definition`` (:attr:`expected`).
+        """
         s = self.stats
-        return {
-            "judge": self.judge, "probe": self.probe, "n": s.n, "mean_original": s.mean_original,
-            "mean_perturbed": s.mean_perturbed, "mean_shift": s.mean_shift, "shift_low": s.shift_low,
-            "shift_high": s.shift_high, "p_value": s.p_value, "flip_rate": s.flip_rate,
-            "flips_up": s.flips_up, "flips_down": s.flips_down, "note": s.note, "by_definition": self.expected,
-        }
+        return {"judge": self.judge, "probe": self.probe, "n": s.n, "mean_original": s.mean_original,
+                "mean_perturbed": s.mean_perturbed, "mean_shift": s.mean_shift, "shift_low": s.shift_low,
+                "shift_high": s.shift_high, "p_value": s.p_value, "flip_rate": s.flip_rate, "flips_up": s.flips_up,
+                "flips_down": s.flips_down, "note": s.note, "by_definition": self.expected}
 
     @property
     def significant(self) -> bool:
@@ -116,7 +155,15 @@ class ProbeResult:
 
 @dataclass
 class BiasReport:
-    """Every probe's result; ``frame`` has one row per judge and probe."""
+    """Every probe's result (:func:`run_probes`); ``frame`` has one row per judge and probe.
+
+    Parameters
+    ----------
+    results : list of ProbeResult
+        One per judge and probe, in the order they ran.
+    threshold : float, default 0.5
+        The pass threshold of a judge given none of its own.
+    """
 
     results: list[ProbeResult]
     threshold: float = 0.5
@@ -129,6 +176,25 @@ class BiasReport:
         return pd.DataFrame(rows, columns=cols)
 
     def result(self, judge: str, probe: str) -> ProbeResult:
+        """One judge's result of one probe.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        probe : str
+            The probe's name.
+
+        Returns
+        -------
+        ProbeResult
+            The first result of that judge and probe.
+
+        Raises
+        ------
+        KeyError
+            When the report has none.
+        """
         for r in self.results:
             if r.judge == judge and r.probe == probe:
                 return r
@@ -143,34 +209,62 @@ def _not_applicable(judge: str, probe: str, reason: str, threshold: float) -> Pr
     return ProbeResult(judge, probe, stats, pd.DataFrame(), threshold)
 
 
-def probe_judge(
-    judge: Judge,
-    items: ItemsLike,
-    probe: str,
-    *,
-    name: str | None = None,
-    original_scores: Any = None,
-    threshold: float = 0.5,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    reference_sep: str | None = None,
-    injection: str = DEFAULT_INJECTION,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    budget: BudgetTracker | float | None = None,
-) -> ProbeResult:
-    """Run one probe on one judge.
+@share_parameters
+def probe_judge(judge: Judge, items: ItemsLike, probe: str, *, name: str | None = None, original_scores: Any = None,
+                threshold: float = 0.5, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                reference_sep: str | None = None, injection: str = DEFAULT_INJECTION, concurrency: int = 16,
+                progress: bool = True, run_config: RunConfig | None = None,
+                budget: BudgetTracker | float | None = None) -> ProbeResult:
+    """Run one probe on one judge: judge the items and their perturbed copies, and measure the shift.
 
-    ``original_scores`` (one per item, NaN for unscored) saves judging the
-    originals again when you already have them, e.g. from
-    :func:`~llm_connect.calibration.score_items`.
+    Parameters
+    ----------
+    judge : Judge
+        The judge.
+    items : DataFrame or iterable of mapping or str or os.PathLike
+        The items (as :func:`score_items` reads them).
+    {probe}
+    name : str, optional
+        The judge's name in the result; ``None``: its ``grader_id``.
+    original_scores : array-like of float, optional
+        The judge's scores of the unperturbed items, one per item (NaN where unscored), when already known (from
+        :func:`score_items`, say); ``None``: they are judged too.
+    threshold : float, default 0.5
+        The pass threshold the flipped verdicts are counted at.
+    {n_boot}
+    {confidence}
+    seed : int, default 0
+        Seeds the perturbation and the bootstrap.
+    {reference_sep}
+    {injection}
+    {concurrency}
+    {progress}
+    {run_config}
+    {budget}
 
-    ``budget``: one budget for the probe's calls (the originals, when judged, and the perturbed
-    items), as ``judge_many(..., budget=...)`` takes it: a :class:`~llm_connect.BudgetTracker` or a
-    limit in USD (by default ``run_config.budget_tracker``). Once it is spent no call starts; the
-    items not judged are left out of the shift (they have no pair).
+    Returns
+    -------
+    ProbeResult
+        The shift over the items scored both times (``position`` reads the swapped score as ``1 - score``). An item not
+        judged once the budget is spent has no pair and is left out. ``position`` on a judge that is not pairwise gives
+        an empty result saying so.
+
+    Raises
+    ------
+    ValidationError
+        When ``probe`` is unknown, ``original_scores`` has not one score per item, or the items lack a column.
+
+    See Also
+    --------
+    run_probes : Every probe on every judge.
+    perturb_items : The perturbed items alone.
+
+    Notes
+    -----
+    The paired test is Wilcoxon's signed-rank test (Wilcoxon 1945, "Individual comparisons by ranking methods"); the
+    probes follow the biases of LLM judges that Zheng et al. 2023 ("Judging LLM-as-a-Judge with MT-Bench and Chatbot
+    Arena": position, verbosity) and Wang et al. 2023 ("Large Language Models are not Fair Evaluators": position)
+    describe.
     """
     name = name or str(getattr(judge, "grader_id", "judge"))
     check_confidence(confidence)
@@ -196,20 +290,17 @@ def probe_judge(
     else:
         perturbed = _scores(_judge_items(judge, perturbed_items, **kwargs, desc=label))
     stats = paired_shift(original, perturbed, threshold=threshold, n_boot=n_boot, confidence=confidence, seed=seed)
-    detail = pd.DataFrame({
-        "id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),
-        "candidate": items["candidate"].tolist(),
-        "perturbed_candidate": perturbed_items["candidate"].tolist(),
-        "original": original,
-        "perturbed": perturbed,
-    })
+    detail = pd.DataFrame({"id": items["id"].tolist() if "id" in items.columns else list(range(len(items))),
+                           "candidate": items["candidate"].tolist(),
+                           "perturbed_candidate": perturbed_items["candidate"].tolist(), "original": original,
+                           "perturbed": perturbed})
     detail["shift"] = detail["perturbed"] - detail["original"]
     return ProbeResult(name, probe, stats, detail, threshold, by_definition=by_definition_of(judge, probe))
 
 
 def by_definition_of(judge: Any, probe: str) -> str:
-    """Why ``probe`` lowers ``judge``'s score by the judge's own definition (its ``by_definition`` mapping,
-    e.g. :class:`~llm_connect.grading.ExactMatchJudge`'s), or ``""``."""
+    """Why ``probe`` lowers ``judge``'s score by the judge's own definition (its ``by_definition`` mapping, e.g.
+    :class:`~llm_connect.grading.ExactMatchJudge`'s), or ``""``."""
     declared = getattr(judge, "by_definition", None)
     if not isinstance(declared, Mapping):
         return ""
@@ -234,29 +325,17 @@ def _resolve_probes(probes: str | Sequence[str] | None) -> tuple[list[str], bool
 
 
 @share_parameters
-def run_probes(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    probes: str | Sequence[str] | None = "auto",
-    original_scores: Mapping[str, Any] | None = None,
-    threshold: float = 0.5,
-    thresholds: Mapping[str, float] | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    reference_sep: str | None = None,
-    injection: str = DEFAULT_INJECTION,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    on_result: Callable[[ProbeResult], None] | None = None,
-    budget: BudgetTracker | float | None = None,
-) -> BiasReport:
+def run_probes(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+               probes: str | Sequence[str] | None = "auto", original_scores: Mapping[str, Any] | None = None,
+               threshold: float = 0.5, thresholds: Mapping[str, float] | None = None, n_boot: int = 1000,
+               confidence: float = 0.95, seed: int = 0, reference_sep: str | None = None,
+               injection: str = DEFAULT_INJECTION, concurrency: int = 16, progress: bool = True,
+               run_config: RunConfig | None = None, on_result: Callable[[ProbeResult], None] | None = None,
+               budget: BudgetTracker | float | None = None) -> BiasReport:
     """Every probe on every judge.
 
-    ``probes="auto"`` runs those that apply to each judge (``position`` only for pairwise judges); naming
-    ``position`` for a judge that is not pairwise gives a row saying so.
+    ``probes="auto"`` runs those that apply to each judge (``position`` only for pairwise judges); naming ``position``
+    for a judge that is not pairwise gives a row saying so.
 
     Parameters
     ----------
@@ -272,16 +351,12 @@ def run_probes(
         The pass threshold of a judge not in ``thresholds``.
     thresholds : mapping of str to float, optional
         A pass threshold per judge.
-    n_boot : int, default 1000
-        Bootstrap resamples of the intervals.
-    confidence : float, default 0.95
-        The intervals' confidence level.
+    {n_boot}
+    {confidence}
     seed : int, default 0
-        Seeds the bootstrap.
-    reference_sep : str, optional
-        The separator of several references in ``baseline``.
-    injection : str, optional
-        The text the injection probe appends to the candidate.
+        Seeds the perturbations and the bootstrap.
+    {reference_sep}
+    {injection}
     {concurrency}
     {progress}
     {run_config}
@@ -292,8 +367,8 @@ def run_probes(
     Returns
     -------
     BiasReport
-        One :class:`ProbeResult` per judge and probe. The budget covers every probe of every judge: once
-        it is spent, the probes left have no pairs (``n`` 0).
+        One :class:`ProbeResult` per judge and probe. The budget covers every probe of every judge: once it is spent,
+        the probes left have no pairs (``n`` 0).
 
     See Also
     --------
@@ -311,12 +386,10 @@ def run_probes(
             if auto and probe == "position" and not is_pairwise(judge):
                 continue
             original = None if original_scores is None else original_scores.get(judge_name)
-            result = probe_judge(
-                judge, items, probe, name=judge_name, original_scores=original,
-                threshold=per.get(judge_name, threshold), n_boot=n_boot, confidence=confidence, seed=seed,
-                reference_sep=reference_sep, injection=injection, concurrency=concurrency, progress=progress,
-                run_config=run_config, budget=tracker,
-            )
+            result = probe_judge(judge, items, probe, name=judge_name, original_scores=original,
+                                 threshold=per.get(judge_name, threshold), n_boot=n_boot, confidence=confidence,
+                                 seed=seed, reference_sep=reference_sep, injection=injection, concurrency=concurrency,
+                                 progress=progress, run_config=run_config, budget=tracker)
             results.append(result)
             if on_result is not None:
                 on_result(result)

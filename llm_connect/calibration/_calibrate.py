@@ -1,10 +1,9 @@
 """``calibrate()``: every judge over one dataset, against each other and against people, in one call.
 
-It runs the judges (:mod:`._runner`), the agreement tables (:mod:`._agreement`), the bias
-probes (:mod:`._bias`) and the per-group breakdown (:mod:`._groups`), and returns a
-:class:`~llm_connect.calibration.CalibrationReport` (or a
-:class:`~llm_connect.calibration.PairwiseReport` for a / b / tie data). It sits above both
-report classes, so neither imports the other's module.
+It runs the judges (:mod:`._runner`), the agreement tables (:mod:`._agreement`), the bias probes (:mod:`._bias`) and the
+per-group breakdown (:mod:`._groups`), and returns a :class:`~llm_connect.calibration.CalibrationReport` (or a
+:class:`~llm_connect.calibration.PairwiseReport` for a / b / tie data). It sits above both report classes, so neither
+imports the other's module.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import pandas as pd
 from .._docstrings import share_parameters
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
+from ..items import load_items
 from ..stats._validate import by_columns, check_confidence
 from ..stats.clusters import cluster_column
 from ._agreement import agreement_table
@@ -33,7 +33,6 @@ from ._runner import (
     _named_judges,
     _score_items,
     items_table,
-    load_items,
     needs_reference,
     parse_labels,
 )
@@ -47,8 +46,8 @@ __all__ = ["calibrate", "default_groups"]
 
 
 def default_groups(scores: pd.DataFrame) -> dict[str, str]:
-    """The group columns of graded agreement when none are given: ``candidate_model`` as the system
-    when it names two or more models, ``prompt`` as the document when some prompt has several rows."""
+    """The group columns of graded agreement when none are given: ``candidate_model`` as the system when it names two or
+    more models, ``prompt`` as the document when some prompt has several rows."""
     out: dict[str, str] = {}
     if "candidate_model" in scores.columns and scores["candidate_model"].dropna().nunique() >= 2:
         out["system"] = "candidate_model"
@@ -60,8 +59,8 @@ def default_groups(scores: pd.DataFrame) -> dict[str, str]:
 def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: Sequence[str],
                      levels: tuple[float, float], thresholds: Mapping[str, Any] | None,
                      threshold: float, epochs: int = 1, seed: int = 0) -> dict[str, Any]:
-    """The selective judges of ``calibrate(..., selective=...)``, after checking there are enough human labels
-    (before any judge runs)."""
+    """The selective judges of ``calibrate(..., selective=...)``, after checking there are enough human labels (before
+    any judge runs)."""
     from ..stats.selective import min_items
 
     alpha, delta = levels
@@ -78,50 +77,29 @@ def _selective_specs(named: dict[str, Any], items: Any, human: Any, annotators: 
         raise ValidationError(f"selective: too few labelled items: {labelled}; the guarantee at alpha={alpha:g}, "
                               f"delta={delta:g} needs at least {need} (with fewer, even no disagreement at all cannot "
                               "pass the exact binomial bound); label more items or raise alpha or delta")
-    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold, epochs=epochs,
-                            seed=seed)
+    return selective_judges(named, alpha, delta, thresholds=thresholds, threshold=threshold, epochs=epochs, seed=seed)
 
 
 @share_parameters
-def calibrate(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    probes: str | Sequence[str] | None = "auto",
-    probe_limit: int | None = None,
-    threshold: float = 0.5,
-    thresholds: Mapping[str, float | str] | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    by: str | None = None,
-    pairwise: bool | None = None,
-    preference_codes: str | Mapping[str, Any] | None = None,
-    scale: Any = None,
-    groups: Mapping[str, str] | None = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    selective: Any = None,
-    batch: Any = False,
-    cluster: str | None = "auto",
-) -> CalibrationReport | PairwiseReport:
-    """Score ``items`` with every judge, measure their agreement with each other and with the
-    human labels, and run the bias probes.
+def calibrate(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+              human: str | Sequence[str] | None = None, annotators: Sequence[str] = (),
+              reference_sep: str | None = None, probes: str | Sequence[str] | None = "auto",
+              probe_limit: int | None = None, threshold: float = 0.5,
+              thresholds: Mapping[str, float | str] | None = None, n_boot: int = 1000, confidence: float = 0.95,
+              seed: int = 0, concurrency: int = 16, progress: bool = True, run_config: RunConfig | None = None,
+              ledger: BaseLedger | str | os.PathLike[str] | None = None, task_type: str | None = None,
+              by: str | None = None, pairwise: bool | None = None,
+              preference_codes: str | Mapping[str, Any] | None = None, scale: Any = None,
+              groups: Mapping[str, str] | None = None, epochs: int = 1, reducer: Any = "mean",
+              budget: BudgetTracker | float | None = None, selective: Any = None, batch: Any = False,
+              cluster: str | None = "auto") -> CalibrationReport | PairwiseReport:
+    """Score ``items`` with every judge, measure their agreement with each other and with the human labels, and run the
+    bias probes.
 
-    Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by
-    pairwise judges and measured without any threshold: three-way (a/b/tie) agreement, accuracy on
-    people's non-tie pairs, tie rates, consistency across orders and position bias (see
-    :func:`~llm_connect.calibration.calibrate_pairwise`). Every scored judgment goes to ``ledger`` as
-    ``judge_many(..., ledger=...)`` records it, and with ``batch`` the calls are sent as
+    Pairwise data (columns ``candidate_a`` and ``candidate_b``, or ``pairwise=True``) is judged by pairwise judges and
+    measured without any threshold: three-way (a/b/tie) agreement, accuracy on people's non-tie pairs, tie rates,
+    consistency across orders and position bias (see :func:`~llm_connect.calibration.calibrate_pairwise`). Every scored
+    judgment goes to ``ledger`` as ``judge_many(..., ledger=...)`` records it, and with ``batch`` the calls are sent as
     :func:`score_items` sends them. Unscored replies are NaN, dropped pair by pair.
 
     Parameters
@@ -131,22 +109,21 @@ def calibrate(
     items : DataFrame or iterable of mapping or str or os.PathLike
         A DataFrame, mappings or the path of a JSON Lines / CSV / TSV file (see :func:`score_items`).
     human : str or sequence of str, optional
-        A label column, or several (rating dimensions such as ``["coherence", "relevance"]``), each a
-        separate target with its own agreement rows.
+        A label column, or several (rating dimensions such as ``["coherence", "relevance"]``), each a separate target
+        with its own agreement rows.
     annotators : sequence of str, default ()
         Columns of individual people's labels (see :func:`score_items`).
     reference_sep : str, optional
         The separator of several reference answers in ``baseline`` (see :func:`score_items`).
     probes : str or sequence of str, optional, default "auto"
-        ``"auto"`` (those that apply to each judge), a list or comma-separated names, or ``None``/``[]``
-        for none.
+        ``"auto"`` (those that apply to each judge), a list or comma-separated names, or ``None``/``[]`` for none.
     probe_limit : int, optional
         Probe a seeded sample of at most that many items (each probe costs one more judge call per item).
     threshold : float, default 0.5
         The score at or above which a judgment is a pass.
     thresholds : mapping of str to float or "best", optional
-        Per judge, a number or ``"best"`` (chosen by 5-fold cross-validation against the people, its
-        verdict statistics out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
+        Per judge, a number or ``"best"`` (chosen by 5-fold cross-validation against the people, its verdict statistics
+        out of fold; see :func:`~llm_connect.calibration._agreement.choose_threshold`).
     n_boot : int, default 1000
         Bootstrap resamples of the intervals.
     confidence : float, default 0.95
@@ -159,20 +136,19 @@ def calibrate(
     {ledger}
     {task_type}
     by : str, optional
-        An input column (e.g. ``"candidate_model"``); every agreement and bias figure is also computed
-        per group of its values, the pooled figure beside (:attr:`CalibrationReport.by_group`, see
+        An input column (e.g. ``"candidate_model"``); every agreement and bias figure is also computed per group of its
+        values, the pooled figure beside (:attr:`CalibrationReport.by_group`, see
         :mod:`llm_connect.calibration._groups`). A column the data lacks is an error before any judge runs.
     pairwise : bool, optional
         Whether the data is pairwise; ``None``: read from the columns.
     preference_codes : str or mapping, optional
         What the preference column's values mean on pairwise data, e.g. ``"a=1,b=2,tie=0"``.
     scale : tuple of (float, float) or str, optional
-        ``(low, high)`` (or ``"1-5"``): the labels are ratings on that scale; rows against them gain
-        quadratic-weighted kappa and ordinal/interval alpha on the scale, and correlations per ``groups``.
+        ``(low, high)`` (or ``"1-5"``): the labels are ratings on that scale; rows against them gain quadratic-weighted
+        kappa and ordinal/interval alpha on the scale, and correlations per ``groups``.
     groups : mapping of str to str, optional
-        ``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as system
-        and ``prompt`` as document where they repeat (see
-        :func:`~llm_connect.calibration._agreement.grouped_correlation`).
+        ``{"system": column, "document": column}``; by default, with a scale, ``candidate_model`` as system and
+        ``prompt`` as document where they repeat (see :func:`~llm_connect.calibration._agreement.grouped_correlation`).
     {epochs}
     {reducer}
     {budget}
@@ -181,29 +157,28 @@ def calibrate(
         ``"alpha=0.1,delta=0.1"``): every judge is also calibrated as a selective judge (see Notes).
     {batch}
     cluster : str, optional, default "auto"
-        Which items are not independent. ``"auto"``: the ``conversation_id`` column when the items have one
-        (the turns of one conversation), else independent items; a column name of the items; ``None``:
-        independent items. With clusters the agreement intervals (and those per group, and the judge
-        cards' and estimates' intervals) resample or vary whole conversations, not turns
-        (:func:`~llm_connect.calibration.agreement_table`); the agreement table's caption and rows say which
-        column and how many conversations. A column the items lack is an error before any judge runs. The
-        bias probes' intervals still treat items as independent.
+        Which items are not independent. ``"auto"``: the ``conversation_id`` column when the items have one (the turns
+        of one conversation), else independent items; a column name of the items; ``None``: independent items. With
+        clusters the agreement intervals (and those per group, and the judge cards' and estimates' intervals) resample
+        or vary whole conversations, not turns (:func:`~llm_connect.calibration.agreement_table`); the agreement table's
+        caption and rows say which column and how many conversations. A column the items lack is an error before any
+        judge runs. The bias probes' intervals still treat items as independent.
 
     Returns
     -------
     CalibrationReport or PairwiseReport
-        The scores, agreement table, bias probes and judge cards; a
-        :class:`~llm_connect.calibration.PairwiseReport` for pairwise data.
+        The scores, agreement table, bias probes and judge cards; a :class:`~llm_connect.calibration.PairwiseReport` for
+        pairwise data.
 
     Raises
     ------
     JudgeFailedError
-        Naming the judge and its first error, when a judge scores none of the items for a reason of its
-        own (every row an error, or a reply with no verdict; not the budget running out): a judge that
-        judged nothing gets no agreement, card or verdict.
+        Naming the judge and its first error, when a judge scores none of the items for a reason of its own (every row
+        an error, or a reply with no verdict; not the budget running out): a judge that judged nothing gets no
+        agreement, card or verdict.
     ValidationError
-        For ``epochs > 1`` or ``selective`` on pairwise data, too few human labels for ``selective``, or a
-        ``by`` or ``cluster`` column the data lacks.
+        For ``epochs > 1`` or ``selective`` on pairwise data, too few human labels for ``selective``, or a ``by`` or
+        ``cluster`` column the data lacks.
 
     See Also
     --------
@@ -213,22 +188,21 @@ def calibrate(
 
     Notes
     -----
-    With ``epochs=k`` each judge's card carries its run-to-run reliability (epochs, percent agreement,
-    Krippendorff's alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`); the bias probes judge the
-    perturbed items once. The budget covers every judge, every epoch and every probe; rows not attempted
-    have NaN scores, left out of agreement, and probes on them have no pairs.
+    With ``epochs=k`` each judge's card carries its run-to-run reliability (epochs, percent agreement, Krippendorff's
+    alpha: :attr:`~llm_connect.cards.JudgeCard.reliability`); the bias probes judge the perturbed items once. The budget
+    covers every judge, every epoch and every probe; rows not attempted have NaN scores, left out of agreement, and
+    probes on them have no pairs.
 
-    With ``selective`` (Jung, Brahman & Choi, ICLR 2025, arXiv:2407.18370;
-    :class:`~llm_connect.grading.SelectiveJudge`, its confidence ``"auto"``), a judge's confidence per item
-    is ``confidence_<judge>`` in the scores, its cut-off is chosen on the labelled items so that it agrees
-    with people on at least ``1 − alpha`` of the items it judges, with probability ``1 − delta``;
-    :attr:`CalibrationReport.selective` holds the calibrated judges (ready for fresh items), and the
-    agreement table, the judge cards (their verdict lines) and the report (each judge's risk-coverage curve)
-    show them. Needs human labels, at least :func:`~llm_connect.stats.selective.min_items` of them (an error
-    names how many). Each returned judge judges as it was calibrated: at its threshold in ``thresholds`` (a
-    ``"best"`` one too: the confidence is read again at the threshold chosen, and the judge's ``note`` says
-    the threshold was chosen on the same labels), and with ``epochs=k`` it judges each item ``k`` times,
-    reduced by ``reducer``, its confidence that of the ``k`` judgments pooled.
+    With ``selective`` (Jung, Brahman & Choi, ICLR 2025, arXiv:2407.18370; :class:`~llm_connect.grading.SelectiveJudge`,
+    its confidence ``"auto"``), a judge's confidence per item is ``confidence_<judge>`` in the scores, its cut-off is
+    chosen on the labelled items so that it agrees with people on at least ``1 − alpha`` of the items it judges, with
+    probability ``1 − delta``; :attr:`CalibrationReport.selective` holds the calibrated judges (ready for fresh items),
+    and the agreement table, the judge cards (their verdict lines) and the report (each judge's risk-coverage curve)
+    show them. Needs human labels, at least :func:`~llm_connect.stats.selective.min_items` of them (an error names how
+    many). Each returned judge judges as it was calibrated: at its threshold in ``thresholds`` (a ``"best"`` one too:
+    the confidence is read again at the threshold chosen, and the judge's ``note`` says the threshold was chosen on the
+    same labels), and with ``epochs=k`` it judges each item ``k`` times, reduced by ``reducer``, its confidence that of
+    the ``k`` judgments pooled.
     """
     check_confidence(confidence)
     if isinstance(items, (str, os.PathLike)):  # read once: graded or pairwise, the columns say which
@@ -297,13 +271,11 @@ def calibrate(
         sample = scores.iloc[probe_rows].reset_index(drop=True)
         items_frame = sample[[c for c in ("id", "prompt", "baseline", "candidate", "candidate_model")
                               if c in sample.columns]]
-        bias = run_probes(
-            named, items_frame, probes=probes,
-            original_scores={k: sample[f"score_{k}"].to_numpy(dtype=float) for k in named},
-            threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
-            reference_sep=reference_sep, concurrency=concurrency, progress=progress, run_config=run_config,
-            budget=tracker,
-        )
+        bias = run_probes(named, items_frame, probes=probes,
+                          original_scores={k: sample[f"score_{k}"].to_numpy(dtype=float) for k in named},
+                          threshold=threshold, thresholds=thresholds, n_boot=n_boot, confidence=confidence, seed=seed,
+                          reference_sep=reference_sep, concurrency=concurrency, progress=progress,
+                          run_config=run_config, budget=tracker)
     report = CalibrationReport(scores=scores, agreement=table, bias=bias, threshold=threshold,
                                thresholds=dict(thresholds or {}), n_boot=n_boot, confidence=confidence, seed=seed,
                                scored=replace(scored, frame=scores))
@@ -320,12 +292,10 @@ def calibrate(
                 if f"confidence_{name}" in scores.columns and judge.calibration_frame is not None:
                     scores[f"confidence_{name}"] = judge.calibration_frame["confidence"].to_numpy(dtype=float)
     if by is not None and group_col is not None:
-        report.by_group = group_breakdown(
-            scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows, judges=report.judges,
-            reference=report.reference, n_boot=n_boot, confidence=confidence, seed=seed, threshold=threshold,
-            thresholds=thresholds, annotators=ann, labels=scored.labels, scale=scale, cluster=cluster,
-        )
+        report.by_group = group_breakdown(scores, by, group_col, agreement=table, bias=bias, probe_rows=probe_rows,
+                                          judges=report.judges, reference=report.reference, n_boot=n_boot,
+                                          confidence=confidence, seed=seed, threshold=threshold, thresholds=thresholds,
+                                          annotators=ann, labels=scored.labels, scale=scale, cluster=cluster)
     return report
-
 
 

@@ -1,7 +1,7 @@
 """Judge cards from scores and from a calibration report: a judge's scores against people's labels made into a
 :class:`~llm_connect.cards.JudgeCard` (:func:`card_from_scores`), every machine judge of a report
-(:func:`cards_from_report`), and the quality estimates a report's labels support (:func:`report_estimates`). The
-card itself, its verdict in words and the registry beside a ledger are :mod:`llm_connect.cards`.
+(:func:`cards_from_report`), and the quality estimates a report's labels support (:func:`report_estimates`). The card
+itself, its verdict in words and the registry beside a ledger are :mod:`llm_connect.cards`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._docstrings import share_parameters
 from ..cards import JudgeCard, ProbeEffect, card_verdict, reliability_entry, selective_line, weak_judge_reasons
 from ..errors import ValidationError
+from ..stats.shift import mean_difference
 
-__all__ = ["card_from_scores", "card_reference", "cards_from_report", "mean_difference", "report_estimates"]
+__all__ = ["card_from_scores", "card_reference", "cards_from_report", "report_estimates"]
 
 
 def _num(value: Any) -> float:
@@ -32,84 +34,65 @@ def _finite(value: Any) -> bool:
     return math.isfinite(_num(value))
 
 
-def mean_difference(
-    judge: Iterable[float | None], human: Iterable[float | None], *, confidence: float = 0.95, cluster: Any = None
-) -> tuple[float, float, float, int]:
-    """Mean of ``judge - human`` over the pairs where both are present, with a t interval.
+@share_parameters
+def card_from_scores(judge: Iterable[float | None], reference: Iterable[float | None], *, grader_id: str,
+                     rubric_hash: str | None = None, reference_name: str = "human", people: bool = True,
+                     threshold: float = 0.5, reference_threshold: float | None = None,
+                     probes: Iterable[ProbeEffect] = (), position_consistency: float | None = None,
+                     unscored_rate: float | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                     verdicts: Any = None, reliability: Any = None, cluster: Any = None) -> JudgeCard:
+    """A :class:`~llm_connect.cards.JudgeCard` from a judge's scores and reference scores on the same items.
 
-    Returns ``(mean, low, high, n)``; NaN bounds when fewer than two pairs. ``cluster`` (one id per
-    pair, e.g. its conversation; ``None``: independent pairs): the standard error is cluster-robust
-    (:func:`~llm_connect.stats.clusters.cluster_mean_se`) with ``t(G − 1)``, and NaN bounds with fewer
-    than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters.
-    """
-    from scipy import stats
+    Parameters
+    ----------
+    judge, reference : array-like of float
+        The judge's scores and the reference's (people's labels), one per item in 0..1, NaN where missing (unscored,
+        unlabelled).
+    grader_id : str
+        The judge's ``grader_id``, the card's key.
+    rubric_hash : str, optional
+        Its rubric's hash, the card's other key.
+    reference_name : str, default "human"
+        What the reference is called on the card.
+    people : bool, default True
+        Whether the reference is people's labels (a mean bias is then measured, and the verdict says so).
+    threshold : float, default 0.5
+        The judge's pass threshold.
+    reference_threshold : float, optional
+        The reference's; ``None``: ``threshold``.
+    probes : iterable of ProbeEffect, default ()
+        The judge's bias probes, which the verdict weighs.
+    position_consistency : float, optional
+        A pairwise judge's share of pairs judged alike in both orders.
+    unscored_rate : float, optional
+        The share of items the judge could not score; ``None``: the share of NaN in ``judge``.
+    {n_boot}
+    {confidence}
+    seed : int, default 0
+        Seeds the bootstrap.
+    verdicts : array-like of bool, optional
+        The judge's verdicts when they are not ``judge >= threshold`` (the out-of-fold verdicts of a threshold chosen by
+        cross-validation, so that the card's kappa is never measured on the rows that chose it).
+    reliability : optional
+        The judge's run-to-run reliability from repeated judging (an :class:`~llm_connect.grading.EpochReliability`, the
+        frame of ``judge_many(..., epochs=k)`` or its card entry; see :func:`~llm_connect.cards.reliability_entry`).
+    cluster : array-like, optional
+        One cluster id per item (a Series' name names the column): the kappa and agreement bootstraps resample whole
+        clusters and the mean bias's interval is cluster-robust (see :func:`pair_agreement`); the card's ``cluster``
+        says which. ``None``: independent items.
 
-    from ..stats.clusters import MIN_CLUSTERS, cluster_mean_se
+    Returns
+    -------
+    JudgeCard
+        Kappa and percent agreement with their intervals (:func:`pair_agreement`), the mean bias
+        (:func:`~llm_connect.stats.shift.mean_difference`), the yes rate, the verdict in words by the cards' rule
+        (:func:`~llm_connect.cards.card_verdict`) and, for a weak judge, why
+        (:func:`~llm_connect.cards.weak_judge_reasons`).
 
-    a = np.asarray(pd.to_numeric(pd.Series(judge), errors="coerce"), dtype=float)
-    b = np.asarray(pd.to_numeric(pd.Series(human), errors="coerce"), dtype=float)
-    keep = np.isfinite(a) & np.isfinite(b)
-    d = a[keep] - b[keep]
-    n = int(d.size)
-    if n == 0:
-        return math.nan, math.nan, math.nan, 0
-    mean = float(d.mean())
-    if n < 2:
-        return mean, math.nan, math.nan, n
-    if cluster is not None:
-        ids = pd.Series(list(cluster), dtype=object)
-        if len(ids) != keep.size:
-            raise ValidationError(f"cluster has {len(ids)} ids for {keep.size} scores")
-        se, g = cluster_mean_se(d, ids[keep].to_numpy())
-        if g < MIN_CLUSTERS:
-            return mean, math.nan, math.nan, n
-        if se == 0:
-            return mean, mean, mean, n
-        half = float(stats.t.ppf(0.5 + confidence / 2, g - 1)) * se
-        return mean, mean - half, mean + half, n
-    se = float(d.std(ddof=1)) / math.sqrt(n)
-    if se == 0:
-        return mean, mean, mean, n
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * se
-    return mean, mean - half, mean + half, n
-
-
-
-def card_from_scores(
-    judge: Iterable[float | None],
-    reference: Iterable[float | None],
-    *,
-    grader_id: str,
-    rubric_hash: str | None = None,
-    reference_name: str = "human",
-    people: bool = True,
-    threshold: float = 0.5,
-    reference_threshold: float | None = None,
-    probes: Iterable[ProbeEffect] = (),
-    position_consistency: float | None = None,
-    unscored_rate: float | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    verdicts: Any = None,
-    reliability: Any = None,
-    cluster: Any = None,
-) -> JudgeCard:
-    """A :class:`JudgeCard` from a judge's scores and reference scores (human labels) on the same items.
-
-    ``judge``, ``reference``: equal-length score arrays in 0..1, NaN where
-    missing (unscored, unlabelled). Kappa and percent agreement come from
-    :func:`~llm_connect.calibration.pair_agreement` (seeded bootstrap
-    intervals); the mean bias from :func:`mean_difference`. ``unscored_rate``
-    defaults to the share of NaN in ``judge``. ``verdicts``: the judge's verdicts when they are not
-    ``judge >= threshold`` (the out-of-fold verdicts of a threshold chosen by cross-validation,
-    so that the card's kappa is never measured on the rows that chose it). A weak judge is
-    flagged (``weak``; :func:`weak_judge_reasons`). ``reliability``: the judge's run-to-run
-    reliability from repeated judging (an :class:`~llm_connect.grading.EpochReliability`, the frame
-    of ``judge_many(..., epochs=k)`` or its card entry; see :func:`reliability_entry`). ``cluster``: one
-    cluster id per item (a Series' name names the column; ``None``: independent items): the kappa and
-    agreement bootstraps resample whole clusters and the mean bias's interval is cluster-robust (see
-    :func:`~llm_connect.calibration.pair_agreement`); the card's ``cluster`` says which.
+    Raises
+    ------
+    ValidationError
+        When ``judge`` and ``reference`` differ in length.
     """
     from ._agreement import pair_agreement
 
@@ -138,25 +121,21 @@ def card_from_scores(
     return JudgeCard(
         grader_id=grader_id, rubric_hash=rubric_hash, reference=reference_name, people=people, n_labelled=pair.n,
         percent_agreement=_num(pa.value), agreement_low=_num(pa.low), agreement_high=_num(pa.high),
-        kappa=_num(kap.value), kappa_low=_num(kap.low), kappa_high=_num(kap.high),
-        mean_bias=_num(mb), bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size),
-        verdict=verdict, probes=probes, position_consistency=position_consistency, confidence=confidence,
-        threshold=threshold, yes_rate=yes_rate, weak=weak, reliability=reliability_entry(reliability),
-        cluster=({"column": pair.cluster, "n_clusters": pair.n_clusters} if pair.cluster is not None else None),
-    )
-
+        kappa=_num(kap.value), kappa_low=_num(kap.low), kappa_high=_num(kap.high), mean_bias=_num(mb),
+        bias_low=_num(ml), bias_high=_num(mh), unscored_rate=rate, n_items=int(a.size), verdict=verdict, probes=probes,
+        position_consistency=position_consistency, confidence=confidence, threshold=threshold, yes_rate=yes_rate,
+        weak=weak, reliability=reliability_entry(reliability),
+        cluster=({"column": pair.cluster, "n_clusters": pair.n_clusters} if pair.cluster is not None else None))
 
 
 # -- from a calibration report -------------------------------------------------------------------
 
 
-
 def card_reference(report: Any) -> tuple[str | None, bool]:
     """What a report's judges are checked against, and whether that is people.
 
-    People when the report has human labels (``human``, else the first annotator
-    column); otherwise the best non-LLM judge: exact match, else another judge
-    without a model (embedding similarity); ``(None, False)`` when there is none.
+    People when the report has human labels (``human``, else the first annotator column); otherwise the best non-LLM
+    judge: exact match, else another judge without a model (embedding similarity); ``(None, False)`` when there is none.
     """
     labels = list(report.labels)
     if "human" in labels:
@@ -198,12 +177,11 @@ def _probe_effects(report: Any, judge: str) -> tuple[list[ProbeEffect], float | 
 def cards_from_report(report: Any) -> list[JudgeCard]:
     """A :class:`JudgeCard` for every machine judge of a :class:`~llm_connect.calibration.CalibrationReport`.
 
-    Each judge is checked against :func:`card_reference` (people when labelled);
-    its probes (and, where no length probe ran, the length regression) become
-    the card's bias effects; a pairwise judge's position consistency is one
-    minus the position probe's flip rate; a judge run in epochs (``calibrate(..., epochs=k)``)
-    has its run-to-run reliability in ``reliability``. The verdict line names the judge as
-    the report does; the card is keyed by its ``grader_id`` and rubric hash.
+    Each judge is checked against :func:`card_reference` (people when labelled); its probes (and, where no length probe
+    ran, the length regression) become the card's bias effects; a pairwise judge's position consistency is one minus the
+    position probe's flip rate; a judge run in epochs (``calibrate(..., epochs=k)``) has its run-to-run reliability in
+    ``reliability``. The verdict line names the judge as the report does; the card is keyed by its ``grader_id`` and
+    rubric hash.
     """
     ref, people = card_reference(report)
     scores = report.scores
@@ -216,22 +194,20 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
         if judge == ref:
             continue
         column = scores[f"score_{judge}"].to_numpy(dtype=float)
-        reference = (scores[f"score_{ref}"].to_numpy(dtype=float) if ref is not None
-                     else np.full(n, math.nan))
+        reference = (scores[f"score_{ref}"].to_numpy(dtype=float) if ref is not None else np.full(n, math.nan))
         u = usage.get(judge) or {}
         unscored = (u.get("unscored", 0) + u.get("error", 0)) / n if n else math.nan
         probes, consistency = _probe_effects(report, judge)
         reliability = (getattr(report.meta, "reliability", None) or {}).get(judge)  # calibrate(..., epochs=k)
         choice = getattr(report.agreement, "chosen", {}).get(judge)
         cv = choice.verdicts if choice is not None and choice.reference == ref else None
-        card = card_from_scores(
-            column, reference, grader_id=str(grader_ids.get(judge, judge)), rubric_hash=rubric_hashes.get(judge),
-            reference_name=ref or "nothing", people=people, threshold=report.threshold_of(judge),
-            reference_threshold=report.threshold_of(ref) if ref is not None else None, probes=probes,
-            position_consistency=consistency, unscored_rate=unscored, n_boot=report.n_boot,
-            confidence=report.confidence, seed=report.seed, verdicts=cv, reliability=reliability,
-            cluster=getattr(report, "cluster_ids", None),
-        )
+        card = card_from_scores(column, reference, grader_id=str(grader_ids.get(judge, judge)),
+                                rubric_hash=rubric_hashes.get(judge), reference_name=ref or "nothing", people=people,
+                                threshold=report.threshold_of(judge),
+                                reference_threshold=report.threshold_of(ref) if ref is not None else None,
+                                probes=probes, position_consistency=consistency, unscored_rate=unscored,
+                                n_boot=report.n_boot, confidence=report.confidence, seed=report.seed, verdicts=cv,
+                                reliability=reliability, cluster=getattr(report, "cluster_ids", None))
         if card.grader_id != judge:  # the verdict names the judge as the report does
             card = replace(card, verdict=judge + card.verdict[len(card.grader_id):])
         chosen = (getattr(report, "selective", None) or {}).get(judge)
@@ -244,18 +220,15 @@ def cards_from_report(report: Any) -> list[JudgeCard]:
     return cards
 
 
-def report_estimates(
-    report: Any, *, judge: str | None = None, by: str | None = "candidate_model", labelled: Any = None
-) -> pd.DataFrame | None:
+def report_estimates(report: Any, *, judge: str | None = None, by: str | None = "candidate_model",
+                     labelled: Any = None) -> pd.DataFrame | None:
     """PPI++ / human-only / judge-only estimates of the candidates' quality from a calibration report.
 
-    ``judge``: the machine judge whose scores are corrected (default: the one
-    with the highest kappa against people); the human labels are the report's
-    reference label column (``human``, else the first annotator). ``labelled``:
-    an optional boolean mask of the rows whose label may be used (e.g. a random
-    sample, to show what a few labels buy); the others count as unlabelled.
-    Grouped ``by`` the candidate's model when the data names one. ``None`` when
-    there are no human labels or no machine judge.
+    ``judge``: the machine judge whose scores are corrected (default: the one with the highest kappa against people);
+    the human labels are the report's reference label column (``human``, else the first annotator). ``labelled``: an
+    optional boolean mask of the rows whose label may be used (e.g. a random sample, to show what a few labels buy); the
+    others count as unlabelled. Grouped ``by`` the candidate's model when the data names one. ``None`` when there are no
+    human labels or no machine judge.
     """
     from ..stats.estimates import estimate_quality
 

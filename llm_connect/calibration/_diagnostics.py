@@ -1,8 +1,7 @@
 """Observational diagnostics: length effect, a length-controlled score, self-preference.
 
-These read scores a judge has already given (no new judge calls). Each
-controls for correctness with a reference judge or the human label, so that
-"longer answers score higher" is not mistaken for "longer answers are better".
+These read scores a judge has already given (no new judge calls). Each controls for correctness with a reference judge
+or the human label, so that "longer answers score higher" is not mistaken for "longer answers are better".
 """
 
 from __future__ import annotations
@@ -15,21 +14,12 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
+from .._docstrings import share_parameters
 from ..errors import ValidationError
 from ..stats.regression import OLSResult, ols
 
-__all__ = [
-    "LengthControlled",
-    "LengthEffect",
-    "SelfPreference",
-    "disagreements",
-    "length_controlled_scores",
-    "length_effect",
-    "ols",
-    "reliability_table",
-    "score_column",
-    "self_preference",
-]
+__all__ = ["LengthControlled", "LengthEffect", "SelfPreference", "disagreements", "length_controlled_scores",
+           "length_effect", "ols", "reliability_table", "score_column", "self_preference"]
 
 
 def score_column(scores: pd.DataFrame, judge: str) -> str:
@@ -67,9 +57,34 @@ def _length_term(words: np.ndarray, transform: str) -> tuple[np.ndarray, str]:
     raise ValidationError(f"transform must be 'log2' or 'per100', got {transform!r}")
 
 
+@share_parameters
 @dataclass(frozen=True)
 class LengthEffect:
-    """How a judge's score moves with answer length, holding the controls fixed."""
+    """How a judge's score moves with answer length, holding the controls fixed (:func:`length_effect`).
+
+    Parameters
+    ----------
+    judge : str
+        The judge's name.
+    controls : list of str
+        The judges or labels held fixed.
+    term : str
+        The length term: ``"log2(words + 1)"`` or ``"words / 100"``.
+    coef : float
+        The length coefficient: the score change per unit of ``term`` (per doubling of the length, per 100 more words);
+        NaN when it cannot be fitted.
+    {low}
+    {high}
+    p_value : float
+        The two-sided p-value of the coefficient (classical OLS errors).
+    n : int
+        The complete rows fitted.
+    r2 : float
+        The fit's R squared.
+    fit : OLSResult
+        The whole fit (every term's coefficient, interval and p-value).
+    {note}
+    """
 
     judge: str
     controls: list[str]
@@ -87,20 +102,44 @@ class LengthEffect:
         return str(view("length_effect_html")(self))
 
 
-def length_effect(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    control: str | Sequence[str] | None = None,
-    length: str = "candidate_words",
-    transform: str = "log2",
-    confidence: float = 0.95,
-) -> LengthEffect:
+@share_parameters
+def length_effect(scores: pd.DataFrame, judge: str, *, control: str | Sequence[str] | None = None,
+                  length: str = "candidate_words", transform: str = "log2", confidence: float = 0.95) -> LengthEffect:
     """The length coefficient of ``score ~ 1 + length + controls`` (OLS), with its interval.
 
-    ``control``: judges (e.g. ``"human"`` or ``"exact"``) whose scores stand in for
-    correctness. ``transform="log2"`` reads the coefficient as the score change when
-    the answer doubles in length; ``"per100"`` per 100 more words.
+    Parameters
+    ----------
+    {scores}
+    {judge}
+    {control}
+    length : str, default "candidate_words"
+        The column of answer lengths in words (:func:`~llm_connect.stats.text_features`' columns are there).
+    transform : {"log2", "per100"}, default "log2"
+        ``"log2"``: the term is ``log2(words + 1)``, the coefficient the score change when the answer doubles in length;
+        ``"per100"``: the change per 100 more words.
+    {confidence}
+
+    Returns
+    -------
+    LengthEffect
+        The coefficient, its interval and p-value; a ``note`` says why it is missing (too few rows, a length collinear
+        with the controls or constant).
+
+    Raises
+    ------
+    ValidationError
+        When a judge, a control or the length column is not in ``scores``, or ``transform`` is unknown.
+
+    See Also
+    --------
+    length_controlled_scores : The scores with the length term removed.
+    CalibrationReport.length_effect : The same on a report, controlling for its reference.
+
+    Notes
+    -----
+    A judge that prefers longer answers at equal correctness shows verbosity bias (Zheng et al. 2023, "Judging
+    LLM-as-a-Judge with MT-Bench and Chatbot Arena"). Ordinary least squares with classical errors
+    (:func:`~llm_connect.stats.ols`); the controls stand in for correctness.
     """
     ycol = score_column(scores, judge)
     controls = [control] if isinstance(control, str) else list(control or [])
@@ -122,9 +161,26 @@ def length_effect(
                         fit.r2, fit, note)
 
 
+@share_parameters
 @dataclass(frozen=True)
 class LengthControlled:
-    """A length-controlled score (AlpacaEval-2 style): the fit's length term set to zero."""
+    """A length-controlled score (AlpacaEval 2's way): the fit's length term set to zero.
+
+    Parameters
+    ----------
+    judge : str
+        The judge's name.
+    coef : float
+        The coefficient of the bounded length term ``tanh(length difference / sd)``.
+    {low}
+    {high}
+    scores : pandas.DataFrame
+        One row per item: ``group``, ``score``, ``length_term`` and ``score_<judge>_lc`` (the score with the length term
+        removed; NaN on rows not fitted).
+    summary : pandas.DataFrame
+        One row per group: ``group``, ``n``, ``raw_mean``, ``lc_mean``, ``mean_length_term`` and ``difference``
+        (``lc_mean - raw_mean``).
+    """
 
     judge: str
     coef: float
@@ -137,21 +193,44 @@ class LengthControlled:
         return str(view("length_controlled_html")(self))
 
 
-def length_controlled_scores(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    control: str | Sequence[str] | None = None,
-    by: str | None = "model_family",
-    confidence: float = 0.95,
-) -> LengthControlled:
-    """Fit ``score ~ 1 + group + controls + tanh(standardised length difference)`` and predict
-    with the length term zeroed, as AlpacaEval 2's length-controlled win rate does.
+@share_parameters
+def length_controlled_scores(scores: pd.DataFrame, judge: str, *, control: str | Sequence[str] | None = None,
+                             by: str | None = "model_family", confidence: float = 0.95) -> LengthControlled:
+    """The judge's scores with the pull of answer length removed.
 
-    The length difference is the candidate's words minus the baseline's, divided by
-    its standard deviation; ``tanh`` bounds its pull. ``by`` groups the rows (the
-    candidate's model family by default) and ``summary`` compares each group's raw
-    and length-controlled mean. ``scores`` gains ``score_<judge>_lc``.
+    Fits ``score ~ 1 + group + controls + tanh(length difference / sd)`` by OLS and predicts with the length term set to
+    zero. The length difference is the candidate's words minus the baseline's (``candidate_words``, ``baseline_words``),
+    divided by its standard deviation; ``tanh`` bounds its pull.
+
+    Parameters
+    ----------
+    {scores}
+    {judge}
+    {control}
+    by : str or None, default "model_family"
+        The column grouping the rows (one dummy per group; a missing value is the group ``"(unknown)"``); ``None`` or a
+        column the frame lacks: one group, ``"all"``.
+    {confidence}
+
+    Returns
+    -------
+    LengthControlled
+        The length coefficient with its interval, the adjusted score per item and the raw and adjusted mean per group.
+
+    Raises
+    ------
+    ValidationError
+        When a judge or control is not in ``scores``, or the length columns are missing.
+
+    See Also
+    --------
+    length_effect : The length coefficient alone.
+    llm_connect.stats.length_controlled_win_rate : AlpacaEval 2's length-controlled win rate of pairs.
+
+    Notes
+    -----
+    The length control of AlpacaEval 2 (Dubois et al. 2024, "Length-Controlled AlpacaEval: A Simple Way to Debias
+    Automatic Evaluators"), applied to a judge's scores rather than to win rates.
     """
     ycol = score_column(scores, judge)
     controls = [control] if isinstance(control, str) else list(control or [])
@@ -186,9 +265,28 @@ def length_controlled_scores(
     return LengthControlled(judge, res["coef"], res["low"], res["high"], out, summary)
 
 
+@share_parameters
 @dataclass(frozen=True)
 class SelfPreference:
-    """The judge's score for its own family's answers minus others', at equal correctness."""
+    """The judge's score for its own family's answers minus others', at equal correctness.
+
+    Parameters
+    ----------
+    judge : str
+        The judge's name.
+    family : str or None
+        The judge's model family (``None``: unknown, and nothing was measured).
+    label : str
+        What stood for correctness.
+    difference : float
+        The pooled own-minus-other mean score; positive: the judge favours its own family.
+    {low}
+    {high}
+    strata : pandas.DataFrame
+        One row per stratum (``incorrect``, ``correct``): ``n_own``, ``n_other``, ``mean_own``, ``mean_other``,
+        ``difference`` and the Mann-Whitney ``p_value``.
+    {note}
+    """
 
     judge: str
     family: str | None
@@ -203,23 +301,46 @@ class SelfPreference:
         return str(view("self_preference_html")(self))
 
 
-def self_preference(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    family: str | None = None,
-    label: str = "human",
-    threshold: float = 0.5,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int | None = 0,
-) -> SelfPreference:
-    """Does the judge score answers from its own model family higher than others at equal
-    correctness? Items are split by ``label``'s verdict (the human or exact-match label at
-    ``threshold``); within each stratum the own-minus-other mean score is taken, and the
-    strata are pooled with weights ``n_own * n_other / (n_own + n_other)``. The interval
-    comes from a bootstrap that resamples within each stratum and family group.
-    ``family`` defaults to the judge's own (``scores.attrs["judge_families"]``).
+@share_parameters
+def self_preference(scores: pd.DataFrame, judge: str, *, family: str | None = None, label: str = "human",
+                    threshold: float = 0.5, n_boot: int = 1000, confidence: float = 0.95,
+                    seed: int | None = 0) -> SelfPreference:
+    """Whether the judge scores answers of its own model family higher than others' at equal correctness.
+
+    The items are split by ``label``'s verdict at ``threshold``; within each stratum the own-minus-other mean score is
+    taken, and the strata are pooled with weights ``n_own * n_other / (n_own + n_other)``. The interval comes from a
+    bootstrap that resamples within each stratum and family group. The answers' families are the ``model_family`` column
+    (:func:`model_family` of ``candidate_model``).
+
+    Parameters
+    ----------
+    {scores}
+    {judge}
+    family : str, optional
+        The judge's model family; ``None``: ``scores.attrs["judge_families"][judge]``, as
+        :func:`~llm_connect.calibration.score_items` records it.
+    {label}
+    threshold : float, default 0.5
+        The label's pass threshold.
+    {n_boot}
+    {confidence}
+    {seed}
+
+    Returns
+    -------
+    SelfPreference
+        The pooled difference with its interval and the strata; NaN with a ``note`` when the judge's or the
+        answers' families are unknown, or no stratum has answers of both kinds.
+
+    Raises
+    ------
+    ValidationError
+        When ``judge`` or ``label`` is not in ``scores``.
+
+    Notes
+    -----
+    Self-preference (Panickssery et al. 2024, "LLM Evaluators Recognize and Favor Their Own Generations"); each
+    stratum's p-value is the Mann-Whitney U test (Mann & Whitney 1947, scipy's ``mannwhitneyu``).
     """
     from scipy.stats import mannwhitneyu
 
@@ -273,20 +394,37 @@ def self_preference(
     return SelfPreference(judge, family, label, pooled, low, high, strata)
 
 
-def reliability_table(
-    scores: pd.DataFrame,
-    judge: str,
-    *,
-    label: str = "human",
-    bins: int = 10,
-    threshold: float = 0.5,
-    confidence: float = 0.95,
-) -> pd.DataFrame:
-    """The judge's scores in ``bins`` equal-width bins against the rate of ``label`` saying
-    "correct" (``label >= threshold``) in each, with a Wilson interval.
+@share_parameters
+def reliability_table(scores: pd.DataFrame, judge: str, *, label: str = "human", bins: int = 10, threshold: float = 0.5,
+                      confidence: float = 0.95) -> pd.DataFrame:
+    """The judge's scores in equal-width bins against how often ``label`` says "correct" in each.
 
-    Columns: ``bin_low``, ``bin_high``, ``n``, ``mean_score``, ``correct_rate``,
-    ``rate_low``, ``rate_high``. Empty bins are kept with ``n = 0`` and NaN rates.
+    Parameters
+    ----------
+    {scores}
+    {judge}
+    {label}
+    bins : int, default 10
+        Equal-width bins of 0..1 (a score of 1 is in the last; a score outside 0..1 in the nearest).
+    threshold : float, default 0.5
+        The label's pass threshold.
+    {confidence}
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per bin: ``bin_low``, ``bin_high``, ``n`` (items with both scores), ``mean_score``, ``correct_rate`` and
+        its Wilson interval ``rate_low``, ``rate_high``; an empty bin has ``n = 0`` and NaN rates.
+
+    Raises
+    ------
+    ValidationError
+        When ``bins`` is below 1, or ``judge`` or ``label`` is not in ``scores``.
+
+    Notes
+    -----
+    A reliability diagram (DeGroot & Fienberg 1983, "The comparison and evaluation of forecasters") with Wilson score
+    intervals (Wilson 1927, "Probable inference, the law of succession, and statistical inference").
     """
     from scipy.stats import norm
 
@@ -315,8 +453,29 @@ def reliability_table(
                                        "rate_high"])
 
 
+@share_parameters
 def disagreements(scores: pd.DataFrame, judge_a: str, judge_b: str, *, top: int = 20) -> pd.DataFrame:
-    """The items where two judges' scores differ most (both scored), largest gap first."""
+    """The items where two judges' scores differ most, largest gap first.
+
+    Parameters
+    ----------
+    {scores}
+    judge_a, judge_b : str
+        The two judges, read like a judge's name (``score_<name>``) or a column.
+    top : int, default 20
+        How many items.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The items both scored: ``id``, ``prompt``, ``baseline``, ``candidate`` (those the frame has), the two judges'
+        scores under their names, and ``gap`` (the absolute difference), sorted by ``gap``.
+
+    Raises
+    ------
+    ValidationError
+        When a judge is not in ``scores``.
+    """
     a = pd.to_numeric(scores[score_column(scores, judge_a)], errors="coerce")
     b = pd.to_numeric(scores[score_column(scores, judge_b)], errors="coerce")
     gap = (a - b).abs()

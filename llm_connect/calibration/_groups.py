@@ -1,22 +1,21 @@
 """Agreement and bias per group (``calibrate(..., by="candidate_model")``, ``--by COLUMN``).
 
-A pooled figure can hide what matters: exact match may agree with people well on an
-extractive QA model's answers and not at all on a chat model's, and the pooled kappa sits in
-between, describing neither. :func:`agreement_by_group` recomputes every agreement statistic
-(:func:`~llm_connect.calibration.agreement_table`) on each group's rows, and
-:func:`bias_by_group` breaks each bias probe's per-item shifts down by the group of each probed
-item (:func:`~llm_connect.stats.paired_shift`: mean shift, bootstrap interval, Wilcoxon
-p-value, flip rate). Each table has a row ``group = "(all)"`` holding the pooled figure beside
-the groups' (the same numbers as ``agreement.csv`` and ``bias.csv``).
+A pooled figure can hide what matters: exact match may agree with people well on an extractive QA model's answers and
+not at all on a chat model's, and the pooled kappa sits in between, describing neither. :func:`agreement_by_group`
+recomputes every agreement statistic (:func:`~llm_connect.calibration.agreement_table`) on each group's rows, and
+:func:`bias_by_group` breaks each bias probe's per-item shifts down by the group of each probed item
+(:func:`~llm_connect.stats.paired_shift`: mean shift, bootstrap interval, Wilcoxon p-value, flip rate). Each table has a
+row ``group = "(all)"`` holding the pooled figure beside the groups' (the same numbers as ``agreement.csv`` and
+``bias.csv``).
 
-Groups are the distinct values of the column, compared as text; a row whose value is missing
-belongs to the group ``"(missing)"`` (no row is dropped). A group with fewer than
-:data:`MIN_GROUP_N` paired items keeps its figures, with a ``group_note`` saying they rest on
-few items (their intervals are wide, and a kappa on a handful of items is mostly noise).
+Groups are the distinct values of the column, compared as text; a row whose value is missing belongs to the group
+``"(missing)"`` (no row is dropped). A group with fewer than :data:`MIN_GROUP_N` paired items keeps its figures, with a
+``group_note`` saying they rest on few items (their intervals are wide, and a kappa on a handful of items is mostly
+noise).
 
-Per-group agreement is the stratified analysis of Landis & Koch (1977), "The measurement of
-observer agreement for categorical data", Biometrics 33; Cohen's kappa is Cohen (1960), "A
-coefficient of agreement for nominal scales", Educational and Psychological Measurement 20.
+Per-group agreement is the stratified analysis of Landis & Koch (1977), "The measurement of observer agreement for
+categorical data", Biometrics 33; Cohen's kappa is Cohen (1960), "A coefficient of agreement for nominal scales",
+Educational and Psychological Measurement 20.
 """
 
 from __future__ import annotations
@@ -37,17 +36,8 @@ if TYPE_CHECKING:
     from ._agreement import AgreementTable
     from ._bias import BiasReport
 
-__all__ = [
-    "ALL",
-    "MIN_GROUP_N",
-    "MISSING",
-    "GroupBreakdown",
-    "agreement_by_group",
-    "bias_by_group",
-    "group_column",
-    "group_kappa",
-    "group_labels",
-]
+__all__ = ["ALL", "MIN_GROUP_N", "MISSING", "GroupBreakdown", "agreement_by_group", "bias_by_group", "group_column",
+           "group_kappa", "group_labels"]
 
 ALL = "(all)"
 """The ``group`` of the pooled row (every item, as ``agreement.csv`` / ``bias.csv`` report it)."""
@@ -77,21 +67,15 @@ def group_labels(values: Any) -> pd.Series:
     return labels
 
 
-def group_column(
-    columns: Iterable[Any],
-    by: str,
-    *,
-    labels: Sequence[str] = (),
-    passthrough: Mapping[Any, str] | None = None,
-) -> str:
+def group_column(columns: Iterable[Any], by: str, *, labels: Sequence[str] = (),
+                 passthrough: Mapping[Any, str] | None = None) -> str:
     """The column of the scored frame that holds ``by``, an input column.
 
-    ``columns``: the input's columns; ``labels``: its label columns (``human``, annotators),
-    which are scores, not groups; ``passthrough``: input column -> its name in the scored frame
-    (see ``_passthrough_names``: a column whose name the frame uses itself is carried as
-    ``input_<name>``). ``candidate_model`` and ``model_family`` (derived from it) are groups
-    too. A column the data lacks is a :class:`~llm_connect.errors.ValidationError` naming the
-    columns it has.
+    ``columns``: the input's columns; ``labels``: its label columns (``human``, annotators), which are scores, not
+    groups; ``passthrough``: input column -> its name in the scored frame (see ``_passthrough_names``: a column whose
+    name the frame uses itself is carried as ``input_<name>``). ``candidate_model`` and ``model_family`` (derived from
+    it) are groups too. A column the data lacks is a :class:`~llm_connect.errors.ValidationError` naming the columns it
+    has.
     """
     from ._runner import ITEM_FRAME_COLUMNS, _passthrough_names
 
@@ -129,22 +113,15 @@ def _with_group(frame: pd.DataFrame, group: str, n_items: int, min_n: int, what:
     return out
 
 
-def agreement_by_group(
-    scores: pd.DataFrame,
-    column: str,
-    *,
-    pooled: AgreementTable | None = None,
-    min_n: int = MIN_GROUP_N,
-    **table_kwargs: Any,
-) -> pd.DataFrame:
+def agreement_by_group(scores: pd.DataFrame, column: str, *, pooled: AgreementTable | None = None,
+                       min_n: int = MIN_GROUP_N, **table_kwargs: Any) -> pd.DataFrame:
     """Every agreement statistic per group of ``scores[column]``, with the pooled row first.
 
-    ``scores``: one row per item with its ``score_<judge>`` columns (the report's
-    ``scores``); ``table_kwargs`` go to :func:`~llm_connect.calibration.agreement_table`
-    (``threshold``, ``thresholds``, ``annotators``, ``n_boot``, ``confidence``, ``seed``), called
-    on each group's rows; ``pooled``: the table already computed on every row (else computed).
-    Columns: ``group``, ``n_items`` (rows in the group), then those of ``AgreementTable.frame``
-    (``judge_a``, ``judge_b``, ``n`` paired items, ``cohen_kappa`` ...), then ``group_note``.
+    ``scores``: one row per item with its ``score_<judge>`` columns (the report's ``scores``); ``table_kwargs`` go to
+    :func:`~llm_connect.calibration.agreement_table` (``threshold``, ``thresholds``, ``annotators``, ``n_boot``,
+    ``confidence``, ``seed``), called on each group's rows; ``pooled``: the table already computed on every row (else
+    computed). Columns: ``group``, ``n_items`` (rows in the group), then those of ``AgreementTable.frame`` (``judge_a``,
+    ``judge_b``, ``n`` paired items, ``cohen_kappa`` ...), then ``group_note``.
     """
     from ._agreement import agreement_table
 
@@ -162,23 +139,15 @@ def agreement_by_group(
     return pd.concat(kept, ignore_index=True) if kept else parts[0]
 
 
-def bias_by_group(
-    bias: BiasReport,
-    groups: Sequence[Any],
-    *,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    min_n: int = MIN_GROUP_N,
-) -> pd.DataFrame:
+def bias_by_group(bias: BiasReport, groups: Sequence[Any], *, n_boot: int = 1000, confidence: float = 0.95,
+                  seed: int = 0, min_n: int = MIN_GROUP_N) -> pd.DataFrame:
     """Each probe's score shift per group of the probed items, with the pooled row first.
 
-    ``groups``: the group of each probed item, in the order the probes saw them (the rows of
-    each :class:`~llm_connect.calibration.ProbeResult`'s ``items``). Per group the shifts are
-    summarised by :func:`~llm_connect.stats.paired_shift` (mean shift, bootstrap interval,
-    Wilcoxon signed-rank p-value, flips at the judge's threshold); the pooled row is the probe's
-    own result. A probe that did not apply (no items) has only its pooled row, with its note.
-    Columns: ``group``, ``n_items`` (probed items in the group), then those of
+    ``groups``: the group of each probed item, in the order the probes saw them (the rows of each
+    :class:`~llm_connect.calibration.ProbeResult`'s ``items``). Per group the shifts are summarised by
+    :func:`~llm_connect.stats.paired_shift` (mean shift, bootstrap interval, Wilcoxon signed-rank p-value, flips at the
+    judge's threshold); the pooled row is the probe's own result. A probe that did not apply (no items) has only its
+    pooled row, with its note. Columns: ``group``, ``n_items`` (probed items in the group), then those of
     ``BiasReport.frame``, then ``group_note``.
     """
     from ._bias import BiasReport, ProbeResult, paired_shift
@@ -207,19 +176,17 @@ def bias_by_group(
 
 
 def group_kappa(agreement: pd.DataFrame, judge: str, reference: str) -> pd.DataFrame:
-    """Cohen's kappa of ``judge`` against ``reference`` per group (pooled first), from
-    :func:`agreement_by_group`'s table: ``group``, ``n``, ``kappa``, ``kappa_low``,
-    ``kappa_high``, ``group_note``. Empty when the pair is not in the table."""
+    """Cohen's kappa of ``judge`` against ``reference`` per group (pooled first), from :func:`agreement_by_group`'s
+    table: ``group``, ``n``, ``kappa``, ``kappa_low``, ``kappa_high``, ``group_note``. Empty when the pair is not in the
+    table."""
     a, b = agreement["judge_a"], agreement["judge_b"]
     rows = agreement[((a == judge) & (b == reference)) | ((a == reference) & (b == judge))]
     out = pd.DataFrame({
-        "group": rows["group"].astype(str),
-        "n": pd.to_numeric(rows["n"], errors="coerce"),
+        "group": rows["group"].astype(str), "n": pd.to_numeric(rows["n"], errors="coerce"),
         "kappa": pd.to_numeric(rows.get("cohen_kappa", pd.Series(np.nan, index=rows.index)), errors="coerce"),
         "kappa_low": pd.to_numeric(rows.get("kappa_low", pd.Series(np.nan, index=rows.index)), errors="coerce"),
         "kappa_high": pd.to_numeric(rows.get("kappa_high", pd.Series(np.nan, index=rows.index)), errors="coerce"),
-        "group_note": rows["group_note"].astype(str),
-    })
+        "group_note": rows["group_note"].astype(str)})
     return out.reset_index(drop=True)
 
 
@@ -227,10 +194,10 @@ def group_kappa(agreement: pd.DataFrame, judge: str, reference: str) -> pd.DataF
 class GroupBreakdown:
     """Agreement and bias per group of one column (``CalibrationReport.by_group``).
 
-    ``by``: the input column; ``column``: its name in the scored frame (``input_<by>`` when the
-    frame uses ``by`` itself); ``agreement``: :func:`agreement_by_group`'s table; ``bias``:
-    :func:`bias_by_group`'s (empty without probes); ``judges``/``reference``: the machine judges
-    and what they are checked against (people when labelled), for the summary and the plot.
+    ``by``: the input column; ``column``: its name in the scored frame (``input_<by>`` when the frame uses ``by``
+    itself); ``agreement``: :func:`agreement_by_group`'s table; ``bias``: :func:`bias_by_group`'s (empty without
+    probes); ``judges``/``reference``: the machine judges and what they are checked against (people when labelled), for
+    the summary and the plot.
     """
 
     by: str
@@ -262,9 +229,9 @@ class GroupBreakdown:
         return group_kappa(self.agreement, judge, ref)
 
     def card_entry(self, judge: str, reference: str | None = None) -> dict[str, Any] | None:
-        """The per-group kappa a judge card carries: ``{"by": ..., "groups": [{group, n, kappa,
-        kappa_low, kappa_high, note}, ...]}`` (the pooled row left out: the card has it);
-        ``None`` when the judge has no pair with the reference."""
+        """The per-group kappa a judge card carries: ``{"by": ..., "groups": [{group, n, kappa, kappa_low, kappa_high,
+        note}, ...]}`` (the pooled row left out: the card has it); ``None`` when the judge has no pair with the
+        reference."""
         ref = reference or self.reference
         if ref is None or ref == judge:
             return None
@@ -292,8 +259,8 @@ class GroupBreakdown:
         return out[["judge", "group", "n", "kappa", "kappa_low", "kappa_high", "group_note"]]
 
     def figure(self) -> Any:
-        """The per-group plot (:func:`~llm_connect.views.plot_group_kappa`) on a new figure, or ``None``
-        without a reference."""
+        """The per-group plot (:func:`~llm_connect.views.plot_group_kappa`) on a new figure, or ``None`` without a
+        reference."""
         return view("group_breakdown_figure")(self)
 
     def html(self, *, plots: bool = True) -> Markup:
@@ -311,24 +278,12 @@ class GroupBreakdown:
         return "\n".join(lines)
 
 
-def group_breakdown(
-    scores: pd.DataFrame,
-    by: str,
-    column: str,
-    *,
-    agreement: AgreementTable | None = None,
-    bias: BiasReport | None = None,
-    probe_rows: Sequence[int] | None = None,
-    judges: Sequence[str] = (),
-    reference: str | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    min_n: int = MIN_GROUP_N,
-    **table_kwargs: Any,
-) -> GroupBreakdown:
-    """Both tables for one column: :func:`agreement_by_group` on ``scores`` and, when ``bias``
-    ran on the rows ``probe_rows`` of ``scores`` (default: every row), :func:`bias_by_group`."""
+def group_breakdown(scores: pd.DataFrame, by: str, column: str, *, agreement: AgreementTable | None = None,
+                    bias: BiasReport | None = None, probe_rows: Sequence[int] | None = None, judges: Sequence[str] = (),
+                    reference: str | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                    min_n: int = MIN_GROUP_N, **table_kwargs: Any) -> GroupBreakdown:
+    """Both tables for one column: :func:`agreement_by_group` on ``scores`` and, when ``bias`` ran on the rows
+    ``probe_rows`` of ``scores`` (default: every row), :func:`bias_by_group`."""
     table = agreement_by_group(scores, column, pooled=agreement, min_n=min_n, n_boot=n_boot,
                                confidence=confidence, seed=seed, **table_kwargs)
     bias_table = pd.DataFrame()

@@ -1,15 +1,13 @@
-"""Leaderboards as calibration reads them: the judge's leaderboard beside people's
-(:func:`compare_leaderboards` -> :class:`LeaderboardComparison`, prediction-powered when people
-labelled a subset), and a pairwise report's leaderboards (:func:`report_leaderboards`,
-:func:`leaderboards_frame`).
+"""Leaderboards as calibration reads them: the judge's leaderboard beside people's (:func:`compare_leaderboards` ->
+:class:`LeaderboardComparison`, prediction-powered when people labelled a subset), and a pairwise report's leaderboards
+(:func:`report_leaderboards`, :func:`leaderboards_frame`).
 
-The statistics live in :mod:`llm_connect.stats`: the Bradley-Terry fit, its bootstrap and rank
-intervals (:func:`~llm_connect.stats.bradley_terry.leaderboard`), its style control
+The statistics live in :mod:`llm_connect.stats`: the Bradley-Terry fit, its bootstrap and rank intervals
+(:func:`~llm_connect.stats.bradley_terry.leaderboard`), its style control
 (:func:`~llm_connect.stats.bradley_terry.style_effects`), the PPI++ Bradley-Terry
-(:func:`~llm_connect.stats.bradley_terry.ppi_bradley_terry`) and AlpacaEval 2's length-controlled
-win rate (:func:`~llm_connect.stats.length_control.length_controlled_win_rate`); they are
-importable from here as before. The pictures and pages (the report's section, a
-comparison's HTML) are in :mod:`llm_connect.views.leaderboard`.
+(:func:`~llm_connect.stats.bradley_terry.ppi_bradley_terry`) and AlpacaEval 2's length-controlled win rate
+(:func:`~llm_connect.stats.length_control.length_controlled_win_rate`); they are importable from here as before. The
+pictures and pages (the report's section, a comparison's HTML) are in :mod:`llm_connect.views.leaderboard`.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._display import view
+from .._docstrings import share_parameters
 from .._html import Markup
 from ..errors import ValidationError
 from ..stats.bradley_terry import (
@@ -42,39 +41,40 @@ from ..stats.bradley_terry import (
 from ..stats.clusters import cluster_codes, cluster_column, cluster_sizes_text
 from ..stats.length_control import LENGTH_CONTROLLED_COLUMNS, length_controlled_win_rate
 
-__all__ = [
-    "LEADERBOARD_COLUMNS",
-    "LENGTH_CONTROLLED_COLUMNS",
-    "SIDE_BY_SIDE_COLUMNS",
-    "STYLE_COLUMNS",
-    "LeaderboardComparison",
-    "compare_leaderboards",
-    "leaderboard",
-    "leaderboards_frame",
-    "length_controlled_win_rate",
-    "ppi_bradley_terry",
-    "report_leaderboards",
-    "report_style_effects",
-    "report_style_leaderboards",
-    "side_by_side",
-    "style_effects",
-]
+__all__ = ["LEADERBOARD_COLUMNS", "LENGTH_CONTROLLED_COLUMNS", "STYLE_COLUMNS", "LeaderboardComparison",
+           "compare_leaderboards", "leaderboard", "leaderboards_frame", "length_controlled_win_rate",
+           "ppi_bradley_terry", "report_leaderboards", "report_style_effects", "report_style_leaderboards",
+           "style_effects"]
 
 
+@share_parameters
 @dataclass
 class LeaderboardComparison:
     """The judge's leaderboard beside people's, from :func:`compare_leaderboards`.
 
-    ``judge``: the judge's leaderboard (every comparison the judge decided); ``human``: people's
-    (the comparisons they labelled); ``anchored``: when people labelled only a subset, the
-    human-anchored ratings by prediction-powered inference (PPI++ Bradley-Terry; ``None`` when
-    people labelled every comparison or none); ``correlation``: Kendall's tau and Spearman's rho
-    (``scipy.stats``) between the judge's ratings and people's (and the anchored ones), over the
-    models in both; ``pairs``: per pair of models, how often the judge agreed with people
-    (three-way, a/b/tie) and each side's win rate of the first-named model; ``lam``: the PPI++
-    weight given to the judge (0: the judge is ignored, 1: trusted as much as people);
-    ``cluster`` / ``n_clusters``: the column the comparisons were clustered by (``None``: independent) and
-    how many clusters they fall in.
+    Parameters
+    ----------
+    judge : pandas.DataFrame
+        The judge's leaderboard (every comparison the judge decided).
+    human : pandas.DataFrame or None
+        People's (the comparisons they labelled); ``None`` when they labelled none or it cannot be fitted.
+    anchored : pandas.DataFrame or None
+        When people labelled only a subset, the human-anchored ratings by prediction-powered inference (PPI++
+        Bradley-Terry); ``None`` when people labelled every comparison or none.
+    correlation : pandas.DataFrame
+        Kendall's tau and Spearman's rho (``scipy.stats``) between the judge's ratings and people's (and the anchored
+        ones), over the models in both: ``a``, ``b``, ``n_models``, ``kendall_tau``, ``kendall_p``, ``spearman_rho``,
+        ``spearman_p``.
+    pairs : pandas.DataFrame
+        Per pair of models, how often the judge agreed with people (three-way, a/b/tie) and each side's win rate of the
+        first-named model.
+    {confidence}
+    lam : float, default NaN
+        The PPI++ weight given to the judge (0: the judge is ignored, 1: trusted as much as people).
+    notes : list of str, optional
+        What to know when reading the boards (too few clusters, models never compared by people...).
+    {cluster}
+    {n_clusters}
     """
 
     judge: pd.DataFrame
@@ -92,32 +92,27 @@ class LeaderboardComparison:
         return str(self.html())
 
     def html(self) -> Markup:
-        """The boards, their rank correlation, the pairs and the notes as HTML; drawn by
-        :func:`llm_connect.views.leaderboard_comparison_html`."""
+        """The boards, their rank correlation, the pairs and the notes as HTML.
+
+        Returns
+        -------
+        Markup
+            An HTML fragment, drawn by :func:`llm_connect.views.leaderboard_comparison_html`.
+        """
         return Markup(view("leaderboard_comparison_html")(self))
 
 
-def compare_leaderboards(
-    data: Any,
-    *,
-    model_a: str = "model_a",
-    model_b: str = "model_b",
-    judge_winner: str,
-    human_winner: str,
-    confidence: float = 0.95,
-    n_boot: int = 1000,
-    seed: int | None = 0,
-    codes: str | Mapping[str, Any] | None = None,
-    cluster: str | None = "auto",
-) -> LeaderboardComparison:
+def compare_leaderboards(data: Any, *, model_a: str = "model_a", model_b: str = "model_b", judge_winner: str,
+                         human_winner: str, confidence: float = 0.95, n_boot: int = 1000, seed: int | None = 0,
+                         codes: str | Mapping[str, Any] | None = None,
+                         cluster: str | None = "auto") -> LeaderboardComparison:
     """The judge's leaderboard beside people's on the same comparisons (see :class:`LeaderboardComparison`).
 
-    Both leaderboards are :func:`leaderboard` fits. When people labelled only some of the comparisons the
-    judge decided, the human-anchored ratings use prediction-powered inference for Bradley-Terry (Boyeau et
-    al. 2024, "AutoEval Done Right", arXiv:2403.07008): the judge's winners on every comparison, corrected by
-    the judge's errors on the labelled ones, weighted by the PPI++ ``lambda`` (Angelopoulos, Duchi & Zrnic
-    2023), with sandwich (Wald) intervals. Their rank correlation is Kendall's tau and Spearman's rho
-    (``scipy.stats``).
+    Both leaderboards are :func:`leaderboard` fits. When people labelled only some of the comparisons the judge decided,
+    the human-anchored ratings use prediction-powered inference for Bradley-Terry (Boyeau et al. 2024, "AutoEval Done
+    Right", arXiv:2403.07008): the judge's winners on every comparison, corrected by the judge's errors on the labelled
+    ones, weighted by the PPI++ ``lambda`` (Angelopoulos, Duchi & Zrnic 2023), with sandwich (Wald) intervals. Their
+    rank correlation is Kendall's tau and Spearman's rho (``scipy.stats``).
 
     Parameters
     ----------
@@ -126,20 +121,20 @@ def compare_leaderboards(
     model_a, model_b : str
         The model columns.
     judge_winner, human_winner : str
-        The judge's winner and people's (blank where people did not label the comparison), each ``"a"``,
-        ``"b"`` or ``"tie"``, or the probability that answer A is preferred (e.g. the judge's, from its
-        logprobs; fitted by expected counts, see :func:`leaderboard`; in ``pairs`` a probability agrees
-        with a label by the chance that a draw from it gives that label, a tie counting as an even chance).
+        The judge's winner and people's (blank where people did not label the comparison), each ``"a"``, ``"b"`` or
+        ``"tie"``, or the probability that answer A is preferred (e.g. the judge's, from its logprobs; fitted by
+        expected counts, see :func:`leaderboard`; in ``pairs`` a probability agrees with a label by the chance that a
+        draw from it gives that label, a tie counting as an even chance).
     confidence, n_boot, seed : float, int, int
         The intervals' level, bootstrap resamples and seed.
     codes : str or mapping, optional
         What the winner values mean (:func:`preference_codes`).
     cluster : str or None, default "auto"
-        Comparisons made on the turns of one conversation are not independent. ``"auto"`` clusters them by
-        the ``conversation_id`` column when ``data`` has one, a column name by that column, ``None`` not at
-        all; the bootstraps then resample whole conversations (see :func:`leaderboard`) and the anchored
-        intervals are cluster-robust (CR1 sandwich, ``t(G - 1)``); with too few conversations there are no
-        intervals and ``notes`` say why. ``cluster`` and ``n_clusters`` of the result say which was used.
+        Comparisons made on the turns of one conversation are not independent. ``"auto"`` clusters them by the
+        ``conversation_id`` column when ``data`` has one, a column name by that column, ``None`` not at all; the
+        bootstraps then resample whole conversations (see :func:`leaderboard`) and the anchored intervals are
+        cluster-robust (CR1 sandwich, ``t(G - 1)``); with too few conversations there are no intervals and ``notes`` say
+        why. ``cluster`` and ``n_clusters`` of the result say which was used.
 
     Returns
     -------
@@ -211,11 +206,10 @@ def compare_leaderboards(
 
 
 def report_leaderboards(report: Any) -> dict[str, Any]:
-    """For a pairwise report whose pairs name their models (``model_a``, ``model_b``): a
-    :func:`leaderboard` per rater (``"human"`` first when people labelled pairs, then each judge),
-    with the report's ``n_boot``, ``confidence`` and ``seed``; a rater whose comparisons cannot be
-    rated (too few, or models never compared with each other) maps to the reason, as text. Empty
-    when the pairs do not name their models."""
+    """For a pairwise report whose pairs name their models (``model_a``, ``model_b``): a :func:`leaderboard` per rater
+    (``"human"`` first when people labelled pairs, then each judge), with the report's ``n_boot``, ``confidence`` and
+    ``seed``; a rater whose comparisons cannot be rated (too few, or models never compared with each other) maps to the
+    reason, as text. Empty when the pairs do not name their models."""
     scores = report.scores
     if not {"model_a", "model_b"} <= set(map(str, scores.columns)):
         return {}
@@ -225,8 +219,8 @@ def report_leaderboards(report: Any) -> dict[str, Any]:
 
 
 def _per_rater(report: Any, fit: Any, errors: tuple[type[BaseException], ...]) -> dict[str, Any]:
-    """``fit(winner column)`` per rater of a pairwise report (``"human"`` first when people labelled pairs,
-    then each judge with a winner column); a rater whose fit raises one of ``errors`` maps to its reason."""
+    """``fit(winner column)`` per rater of a pairwise report (``"human"`` first when people labelled pairs, then each
+    judge with a winner column); a rater whose fit raises one of ``errors`` maps to its reason."""
     out: dict[str, Any] = {}
     for name in [*(["human"] if "human" in report.labels else []), *report.judges]:
         column = f"winner_{name}"
@@ -241,42 +235,10 @@ def _per_rater(report: Any, fit: Any, errors: tuple[type[BaseException], ...]) -
 
 def leaderboards_frame(boards: Mapping[str, Any]) -> pd.DataFrame:
     """What ``leaderboard.csv`` holds: the fitted boards stacked, a ``rater`` column first."""
-    parts = [b.assign(rater=name)[["rater", *b.columns]] for name, b in boards.items()
-             if isinstance(b, pd.DataFrame)]
+    parts = [b.assign(rater=name)[["rater", *b.columns]] for name, b in boards.items() if isinstance(b, pd.DataFrame)]
     if not parts:
         return pd.DataFrame(columns=["rater", *LEADERBOARD_COLUMNS])
     return pd.concat(parts, ignore_index=True)
-
-
-# -- raw and style-controlled boards side by side --------------------------------------------------
-
-#: The columns of :func:`side_by_side` (after the ``by`` columns).
-SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = (
-    "model", "rating", "rating_low", "rating_high", "rank", "style_rating", "style_rating_low", "style_rating_high",
-    "style_rank", "rank_change", "n",
-)
-
-
-def side_by_side(raw: pd.DataFrame, controlled: pd.DataFrame) -> pd.DataFrame:
-    """A raw leaderboard and its style-controlled twin (``leaderboard(..., style=...)`` on the same
-    comparisons) in one frame, ordered by the style-controlled rating: per model the raw ``rating``,
-    its interval and ``rank``, the ``style_rating``/``style_rating_low``/``style_rating_high`` and
-    ``style_rank``, and ``rank_change`` = raw rank - style-controlled rank (positive: the model climbs
-    once style is held equal; negative: its raw rank was bought with style). Group (``by``) columns
-    come first and models are matched within their group."""
-    by = [c for c in raw.attrs.get("by", []) if c in raw.columns and c in controlled.columns]
-    keys = [*by, "model"]
-    left = raw[[*keys, "rating", "rating_low", "rating_high", "rank", "n"]]
-    right = controlled[[*keys, "rating", "rating_low", "rating_high", "rank"]].rename(
-        columns={"rating": "style_rating", "rating_low": "style_rating_low", "rating_high": "style_rating_high",
-                 "rank": "style_rank"})
-    merged = left.merge(right, on=keys, how="outer")
-    merged["rank_change"] = merged["rank"] - merged["style_rank"]
-    merged = merged.sort_values([*by, "style_rating", "model"], ascending=[*([True] * len(by)), False, True])
-    out = merged[[*by, *SIDE_BY_SIDE_COLUMNS]].reset_index(drop=True)
-    out.attrs = {"by": by, "confidence": raw.attrs.get("confidence"), "style_notes": list(
-        controlled.attrs.get("style_notes", [])), "style_fit": controlled.attrs.get("style_fit")}
-    return out
 
 
 def _report_texts(scores: pd.DataFrame) -> tuple[str, str] | None:
@@ -287,8 +249,8 @@ def _report_texts(scores: pd.DataFrame) -> tuple[str, str] | None:
 
 
 def _quietly(func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func(...)`` with its warnings (features dropped, a separated fit) kept out of the way: a report
-    says them in its notes (the boards' ``style_notes``) instead."""
+    """``func(...)`` with its warnings (features dropped, a separated fit) kept out of the way: a report says them in
+    its notes (the boards' ``style_notes``) instead."""
     import warnings
 
     with warnings.catch_warnings():
@@ -297,10 +259,10 @@ def _quietly(func: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def report_style_leaderboards(report: Any) -> dict[str, Any]:
-    """For a pairwise report whose pairs name their models and hold both answers' texts: the
-    style-controlled :func:`leaderboard` per rater (Chatbot Arena's four style features computed from
-    ``candidate_a``/``candidate_b``), keyed as :func:`report_leaderboards`; a rater whose comparisons
-    cannot be rated maps to the reason. Empty without model names or texts."""
+    """For a pairwise report whose pairs name their models and hold both answers' texts: the style-controlled
+    :func:`leaderboard` per rater (Chatbot Arena's four style features computed from ``candidate_a``/``candidate_b``),
+    keyed as :func:`report_leaderboards`; a rater whose comparisons cannot be rated maps to the reason. Empty without
+    model names or texts."""
     scores = report.scores
     texts = _report_texts(scores)
     if texts is None or not {"model_a", "model_b"} <= set(map(str, scores.columns)):
@@ -312,11 +274,11 @@ def report_style_leaderboards(report: Any) -> dict[str, Any]:
 
 
 def report_style_effects(report: Any, boards: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What each rater of a pairwise report pays for style: the style coefficients
-    (:func:`style_effects`: ``feature``, ``coefficient`` in Elo per unit, ``low``, ``high``) of its
-    winners, people's first. With model names they come from the style-controlled boards (``boards``,
-    from :func:`report_style_leaderboards`, or fitted here); without, from the style features alone.
-    A rater whose preferences cannot be fitted maps to the reason. Empty without the answers' texts."""
+    """What each rater of a pairwise report pays for style: the style coefficients (:func:`style_effects`: ``feature``,
+    ``coefficient`` in Elo per unit, ``low``, ``high``) of its winners, people's first. With model names they come from
+    the style-controlled boards (``boards``, from :func:`report_style_leaderboards`, or fitted here); without, from the
+    style features alone. A rater whose preferences cannot be fitted maps to the reason. Empty without the answers'
+    texts."""
     scores = report.scores
     texts = _report_texts(scores)
     if texts is None:

@@ -1,36 +1,13 @@
 """Pairwise calibration: which of two answers is better, judged by a pairwise judge and by people.
 
-A *pairwise* dataset has one row per pair: ``prompt``, ``candidate_a``, ``candidate_b``
-(optionally ``id``, ``model_a``, ``model_b``) and a people's preference column (``human`` by
-default; several annotators allowed) holding ``a``, ``b`` or ``tie`` (the words Chatbot Arena
-exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric codes such as
-1/2/0 need ``codes=``, see :func:`preference_codes`: a number is never guessed).
+A *pairwise* dataset has one row per pair: ``prompt``, ``candidate_a``, ``candidate_b`` (optionally ``id``, ``model_a``,
+``model_b``) and a people's preference column (``human`` by default; several annotators allowed) holding ``a``, ``b`` or
+``tie`` (the words Chatbot Arena exports use, ``model_a``/``model_b``/``tie (bothbad)``, are read too; numeric codes
+such as 1/2/0 need ``codes=``, see :func:`preference_codes`: a number is never guessed).
 
-Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the runner with
-answer A as its ``baseline`` and answer B as its ``candidate``; its verdict is read as ``a``,
-``b`` or ``tie``. Nothing is thresholded: a tie is a third label, never a score of 0.5 read as a
-win. Against people the report gives, per judge:
-
-- three-way agreement over ``{a, b, tie}``: percent agreement and Cohen's kappa (Cohen 1960,
-  "A coefficient of agreement for nominal scales"; equal to scikit-learn's
-  ``cohen_kappa_score``) with seeded percentile-bootstrap intervals;
-- accuracy on the pairs people did not call a tie (a judge's tie counts as not correct) and, of
-  those, how many the judge decided at all (``decided_non_tie``), as MT-Bench reports agreement
-  "without ties" (Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena");
-- the judge's tie rate beside the people's tie rate;
-- consistency across orders: the share of pairs judged in both orders whose two orders picked
-  the same answer;
-- position bias: of the order-judgments that picked an answer, the share won by the answer shown
-  first, its excess over 50% with an exact (Clopper-Pearson) interval and a two-sided binomial
-  test (``scipy.stats.binomtest``); with both orders every pair is shown both ways, so answer
-  quality cancels out and any excess is position alone (Wang et al. 2023, "Large Language Models
-  are not Fair Evaluators");
-- the 3x3 confusion, each count named from the judge's side against people
-  (``judge_a_human_b``: the judge said ``a`` where people said ``b``).
-
-With several annotators and no ``human`` column, the people's preference is the annotators'
-majority (an even split between labels is a ``tie``: people did not agree that one answer is
-better); pairs of annotators are the ceiling.
+Each judge (a :class:`~llm_connect.grading.PairwiseJudge`) is run through the runner with answer A as its ``baseline``
+and answer B as its ``candidate``; its verdict is read as ``a``, ``b`` or ``tie``. What the report gives against people,
+and the papers: :class:`PairwiseReport`.
 """
 
 from __future__ import annotations
@@ -51,7 +28,7 @@ from .._docstrings import share_parameters
 from .._html import Markup, fmt
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
-from ..items import CONVERSATION_TAGS
+from ..items import CONVERSATION_TAGS, load_items
 from ..stats._validate import check_confidence
 from ..stats.bradley_terry import is_probability_column, real_number
 from ..stats.preferences import (
@@ -72,7 +49,6 @@ from ._runner import (
     _named_judges,
     _passthrough_names,
     judge_name,
-    load_items,
     open_ledger_of,
 )
 
@@ -80,21 +56,9 @@ if TYPE_CHECKING:
     from ..grading import Judge
     from ..quality import BaseLedger
 
-__all__ = [
-    "PAIRWISE_AGREEMENT_COLUMNS",
-    "PAIRWISE_COLUMNS",
-    "PAIRWISE_CSV_COLUMNS",
-    "PREFERENCES",
-    "VERDICT_WINNERS",
-    "PairwiseReport",
-    "battle_outcomes",
-    "calibrate_pairwise",
-    "is_pairwise_input",
-    "parse_preferences",
-    "position_bias",
-    "preference_agreement",
-    "preference_codes",
-]
+__all__ = ["PAIRWISE_AGREEMENT_COLUMNS", "PAIRWISE_COLUMNS", "PAIRWISE_CSV_COLUMNS", "PREFERENCES", "VERDICT_WINNERS",
+           "PairwiseReport", "battle_outcomes", "calibrate_pairwise", "is_pairwise_input", "parse_preferences",
+           "position_bias", "preference_agreement", "preference_codes"]
 
 #: The columns that make a dataset pairwise.
 PAIRWISE_COLUMNS: tuple[str, ...] = ("candidate_a", "candidate_b")
@@ -131,9 +95,9 @@ def is_pairwise_input(items: Any) -> bool:
 
 
 def pairwise_table(items: ItemsLike) -> pd.DataFrame:
-    """The pairs as a frame indexed 0..n-1; a missing ``prompt``, ``candidate_a`` or ``candidate_b``
-    column is a :class:`~llm_connect.errors.ValidationError` naming it. A path is read with
-    :func:`~llm_connect.calibration.load_items`."""
+    """The pairs as a frame indexed 0..n-1; a missing ``prompt``, ``candidate_a`` or ``candidate_b`` column is a
+    :class:`~llm_connect.errors.ValidationError` naming it. A path is read with
+    :func:`~llm_connect.items.load_items`."""
     if isinstance(items, (str, os.PathLike)):
         items = load_items(items, items=False)
     if isinstance(items, pd.DataFrame):
@@ -161,8 +125,8 @@ _VERDICT_LABEL = {"baseline": "a", "candidate": "b", "tie": "tie"}  # A is shown
 
 
 def _order_labels(details: Any, *, swapped: bool) -> dict[str, str | None]:
-    """From a PairwiseJudge's details: the answer (``a``/``b``/``tie``) each order picked, keyed
-    ``a_first`` / ``b_first``. ``swapped``: the judge was given B as its baseline."""
+    """From a PairwiseJudge's details: the answer (``a``/``b``/``tie``) each order picked, keyed ``a_first`` /
+    ``b_first``. ``swapped``: the judge was given B as its baseline."""
     out: dict[str, str | None] = {"a_first": None, "b_first": None}
     if not isinstance(details, Mapping):
         return out
@@ -179,8 +143,8 @@ def _order_labels(details: Any, *, swapped: bool) -> dict[str, str | None]:
 
 
 def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kwargs: Any) -> pd.DataFrame:
-    """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the
-    other way round when ``swapped``), through the runner."""
+    """The batch frame of ``judge`` on the pairs (A as the judge's baseline, B as its candidate, or the other way round
+    when ``swapped``), through the runner."""
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
     items = pd.DataFrame({"id": pairs["id"].tolist(), "baseline": pairs[first].tolist(),
                           "candidate": pairs[second].tolist()})
@@ -190,29 +154,64 @@ def _judge_pairs(judge: Any, pairs: pd.DataFrame, *, swapped: bool = False, **kw
     return _judge_items(judge, items, **kwargs)
 
 
+@share_parameters
 @dataclass
 class PairwiseReport(_Report):
     """A pairwise calibration run: judges and people saying which of two answers is better.
 
-    ``scores``: one row per pair (``id``, ``prompt``, ``candidate_a``, ``candidate_b``,
-    ``model_a``, ``model_b`` when given, the input's other columns, ``winner_human`` and
-    ``winner_<annotator>``, per judge ``winner_<judge>`` in ``a``/``b``/``tie``,
-    ``consistent_<judge>``, ``winner_a_first_<judge>`` / ``winner_b_first_<judge>`` (what each
-    order picked), ``status_<judge>``, ``notes_<judge>``, ``reply_<judge>``, and ``winner``: the
-    people's preference when labelled, else the only judge's; see :func:`battle_outcomes`).
-    ``pairwise``: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`);
-    ``pair_agreement``: one row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
-    No threshold is applied anywhere. ``bias`` holds the ``position`` probe when it ran.
+    No threshold is applied anywhere: a tie is a third label, never a score of 0.5 read as a win. It shares with
+    :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``, the judges and labels, cards,
+    ``to_html``, ``to_parquet``) but has no threshold: no widget and no judgment viewer, which compare scored judges at
+    a threshold; read :meth:`scores_table` for each pair's winners, orders and replies.
 
-    It shares with :class:`~llm_connect.calibration.CalibrationReport` the run (``scores``, ``bias``,
-    the judges and labels, cards, ``to_html``, ``to_parquet``) but has no threshold: no widget and no
-    judgment viewer, which compare scored judges at a threshold; read :meth:`scores_table` for each pair's
-    winners, orders and replies.
+    Parameters
+    ----------
+    scores : pandas.DataFrame
+        One row per pair: ``id``, ``prompt``, ``candidate_a``, ``candidate_b``, ``model_a``, ``model_b`` when given, the
+        input's other columns, ``winner_human`` and ``winner_<annotator>``, per judge ``winner_<judge>`` in
+        ``a``/``b``/``tie``, ``consistent_<judge>``, ``winner_a_first_<judge>`` / ``winner_b_first_<judge>`` (what each
+        order picked), ``status_<judge>``, ``notes_<judge>``, ``reply_<judge>``, and ``winner``: the people's preference
+        when labelled, else the only judge's (see :func:`battle_outcomes`).
+    agreement : AgreementTable
+        Empty for a pairwise run: the three-way figures are in ``pairwise`` and ``pair_agreement``.
+    bias : BiasReport, optional
+        The ``position`` probe when it ran.
+    {n_boot}
+    {confidence}
+    seed : int, default 0
+        Seeds the bootstrap.
+    scored : ScoredItems, optional
+        The judges' metadata; ``None``: read from ``scores.attrs``.
+    pairwise : pandas.DataFrame, optional
+        One row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`).
+    pair_agreement : pandas.DataFrame, optional
+        One row per pair of raters (:data:`PAIRWISE_AGREEMENT_COLUMNS`).
+
+    Notes
+    -----
+    Against people the report gives, per judge:
+
+    - three-way agreement over ``{a, b, tie}``: percent agreement and Cohen's kappa (Cohen 1960, "A coefficient of
+      agreement for nominal scales"; equal to scikit-learn's ``cohen_kappa_score``) with seeded percentile-bootstrap
+      intervals;
+    - accuracy on the pairs people did not call a tie (a judge's tie counts as not correct) and, of those, how many the
+      judge decided at all (``decided_non_tie``), as MT-Bench reports agreement "without ties" (Zheng et al. 2023,
+      "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena");
+    - the judge's tie rate beside the people's tie rate;
+    - consistency across orders: the share of pairs judged in both orders whose two orders picked the same answer;
+    - position bias: of the order-judgments that picked an answer, the share won by the answer shown first, its excess
+      over 50% with an exact (Clopper-Pearson) interval and a two-sided binomial test (``scipy.stats.binomtest``); with
+      both orders every pair is shown both ways, so answer quality cancels out and any excess is position alone (Wang et
+      al. 2023, "Large Language Models are not Fair Evaluators");
+    - the 3x3 confusion, each count named from the judge's side against people (``judge_a_human_b``: the judge said
+      ``a`` where people said ``b``).
+
+    With several annotators and no ``human`` column, the people's preference is the annotators' majority (an even split
+    between labels is a ``tie``: people did not agree that one answer is better); pairs of annotators are the ceiling.
     """
 
     pairwise: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_CSV_COLUMNS)))
-    pair_agreement: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_AGREEMENT_COLUMNS)))
+    pair_agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIRWISE_AGREEMENT_COLUMNS)))
 
     @property
     def names(self) -> list[str]:
@@ -223,8 +222,21 @@ class PairwiseReport(_Report):
         return "human" if "human" in self.labels else None
 
     def stat(self, judge: str, statistic: str) -> float:
-        """One number of :attr:`pairwise` (``cohen_kappa``, ``kappa_low``, ``percent_agreement``,
-        ``accuracy_non_tie``, ``consistency``, ...) for ``judge``; NaN when there is none."""
+        """One number of :attr:`pairwise` for one judge.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        statistic : str
+            A column of :attr:`pairwise` (``cohen_kappa``, ``kappa_low``, ``percent_agreement``, ``accuracy_non_tie``,
+            ``consistency``, ...).
+
+        Returns
+        -------
+        float
+            The number; NaN when there is none.
+        """
         rows = self.pairwise[self.pairwise["judge"] == judge]
         if not len(rows) or statistic not in rows.columns:
             return math.nan
@@ -235,13 +247,28 @@ class PairwiseReport(_Report):
             return math.nan
 
     def summary(self) -> pd.DataFrame:
+        """One row per judge against people: the headline columns of :attr:`pairwise`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``judge``, ``reference``, ``n``, ``percent_agreement``, ``cohen_kappa`` and its interval, the non-tie
+            accuracy, the tie rates, ``consistency`` and the position bias (those present).
+        """
         cols = ["judge", "reference", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
                 "accuracy_non_tie", "n_non_tie", "decided_non_tie", "judge_tie_rate", "human_tie_rate",
                 "consistency", "first_shown_win_rate", "position_p_value"]
         return self.pairwise[[c for c in cols if c in self.pairwise.columns]].copy()
 
     def scores_table(self) -> pd.DataFrame:
-        """What ``scores.csv`` holds: one row per pair, in input order (see the class docstring)."""
+        """What ``scores.csv`` holds.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per pair, in input order: the item and model columns, the passthrough columns, the winners and each
+            judge's orders, status, notes and reply (see the class docstring).
+        """
         s = self.scores
         cols = ["id", "prompt", *PAIRWISE_COLUMNS, *[c for c in ("model_a", "model_b") if c in s.columns]]
         cols += [c for c in self.meta.passthrough if c in s.columns]
@@ -253,16 +280,39 @@ class PairwiseReport(_Report):
         return s[list(dict.fromkeys(cols))].copy()
 
     def agreement_frame(self) -> pd.DataFrame:
+        """What the pairwise ``agreement.csv`` holds.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`pair_agreement`: three-way agreement of every pair of raters.
+        """
         return self.pair_agreement.copy()
 
     def pairwise_frame(self) -> pd.DataFrame:
-        """What ``pairwise.csv`` holds: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`)."""
+        """What ``pairwise.csv`` holds.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`pairwise`: one row per judge against people (:data:`PAIRWISE_CSV_COLUMNS`).
+        """
         return self.pairwise.copy()
 
     def to_csv(self, directory: str | Path) -> dict[str, Path]:
-        """Write ``scores.csv``, ``agreement.csv`` (three-way, every pair of raters), ``pairwise.csv``
-        (per judge against people), ``bias.csv`` and, when the pairs name their models,
-        ``leaderboard.csv`` (text cells neutralised against formulas)."""
+        """Write the report's tables as CSV files, text cells neutralised against spreadsheet formulas.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike
+            The folder, created when missing; files of the same names are replaced.
+
+        Returns
+        -------
+        dict of str to Path
+            ``scores``, ``agreement`` (three-way, every pair of raters), ``pairwise`` (per judge against people),
+            ``bias`` and, when the pairs name their models, ``leaderboard``: each file's path.
+        """
         from .._textsafe import csv_safe_frame
 
         out = Path(directory)
@@ -282,10 +332,15 @@ class PairwiseReport(_Report):
         return paths
 
     def leaderboards(self) -> dict[str, Any]:
-        """When the pairs name their models (``model_a``, ``model_b``): a Bradley-Terry
-        :func:`~llm_connect.stats.leaderboard` per rater (people's first, then each judge's;
-        a rater whose comparisons cannot be rated maps to the reason); else empty. ``to_csv`` writes
-        them to ``leaderboard.csv`` (a ``rater`` column first) and the report shows them."""
+        """A Bradley-Terry leaderboard per rater, when the pairs name their models (``model_a``, ``model_b``).
+
+        Returns
+        -------
+        dict of str to DataFrame or str
+            A :func:`~llm_connect.stats.leaderboard` per rater, people's first, then each judge's; a rater whose
+            comparisons cannot be rated maps to the reason; empty when the pairs name no models. ``to_csv`` writes them
+            to ``leaderboard.csv`` (a ``rater`` column first).
+        """
         from ._leaderboard import report_leaderboards
 
         return report_leaderboards(self)
@@ -297,30 +352,44 @@ class PairwiseReport(_Report):
         return cache[key]
 
     def style_leaderboards(self) -> dict[str, Any]:
-        """The style-controlled twins of :meth:`leaderboards` (Chatbot Arena's style control: the four
-        style features of ``candidate_a``/``candidate_b`` held equal; see
-        :func:`~llm_connect.stats.leaderboard` with ``style=True``), per rater, when the pairs name
-        their models; a rater whose comparisons cannot be rated maps to the reason; else empty. Each
-        board's ``attrs["style"]`` holds what the rater pays for style. Computed once per report."""
+        """The style-controlled twins of :meth:`leaderboards`, computed once per report.
+
+        Returns
+        -------
+        dict of str to DataFrame or str
+            Per rater, when the pairs name their models, the leaderboard with Chatbot Arena's four style features of
+            ``candidate_a``/``candidate_b`` held equal (:func:`~llm_connect.stats.leaderboard` with ``style=True``;
+            ``attrs["style"]`` holds what the rater pays for style); a rater whose comparisons cannot be rated maps to
+            the reason; else empty.
+        """
         from ._leaderboard import report_style_leaderboards
 
         return self._cached("boards", lambda: report_style_leaderboards(self))
 
     def style_effects(self) -> dict[str, Any]:
-        """What each rater (people first, then each judge) pays for style: ``feature``,
-        ``coefficient`` (Elo per unit of the feature), ``low``, ``high``, from the style-controlled
-        boards when the pairs name their models, else from the style features alone (see
-        :func:`~llm_connect.stats.style_effects`); a rater that cannot be fitted maps to the
-        reason. Computed once per report."""
+        """What each rater pays for style, computed once per report.
+
+        Returns
+        -------
+        dict of str to DataFrame or str
+            Per rater (people first, then each judge): ``feature``, ``coefficient`` (Elo per unit of the feature),
+            ``low``, ``high``, from the style-controlled boards when the pairs name their models, else from the style
+            features alone (:func:`~llm_connect.stats.style_effects`); a rater that cannot be fitted maps to the reason.
+        """
         from ._leaderboard import report_style_effects
 
         return self._cached("effects", lambda: report_style_effects(self, self.style_leaderboards()))
 
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.cards.JudgeCard` per judge: three-way kappa against people,
-        position consistency, the position bias as its probe; the verdict by the cards' rule; and what
-        the judge rewards besides quality (``card.style``: the style coefficients of its own
-        preferences beside people's, :meth:`style_effects`)."""
+        """A judge card per judge.
+
+        Returns
+        -------
+        list of JudgeCard
+            Per judge: three-way kappa against people, position consistency, the position bias as its probe, the verdict
+            by the cards' rule, and what the judge rewards besides quality (``card.style``: the style coefficients of
+            its own preferences beside people's, :meth:`style_effects`).
+        """
         from ..cards import JudgeCard, ProbeEffect, card_verdict, style_entry
 
         effects = self.style_effects()  # what each judge (and people) pays for style, when the pairs have texts
@@ -368,15 +437,34 @@ class PairwiseReport(_Report):
         return cards
 
     def figures(self) -> dict[str, Any]:
+        """The report's figures: a pairwise report draws none of its own.
+
+        Returns
+        -------
+        dict
+            Empty.
+        """
         return {}
 
     def _repr_html_(self) -> str:
         return self.html(plots=False)
 
     def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
-        """The pairwise report as an HTML fragment; drawn by :func:`llm_connect.views.pairwise_report_html`."""
-        return Markup(view("pairwise_report_html")(self, plots=plots, title=title))
+        """The pairwise report as an HTML fragment.
 
+        Parameters
+        ----------
+        plots : bool, default True
+            Embed the figures.
+        title : str, default "Calibration report"
+            The heading.
+
+        Returns
+        -------
+        Markup
+            Drawn by :func:`llm_connect.views.pairwise_report_html`.
+        """
+        return Markup(view("pairwise_report_html")(self, plots=plots, title=title))
 
 
 #: A pairwise judge's verdict (``judge_many`` of a ``PairwiseJudge``, a pipeline's pairwise unit) as a
@@ -384,43 +472,43 @@ class PairwiseReport(_Report):
 VERDICT_WINNERS: dict[str, str] = {"baseline": "a", "candidate": "b", "tie": "tie"}
 
 
-def battle_outcomes(
-    report_or_frame: Any,
-    *,
-    winner: str | None = None,
-    baseline_model: str = "baseline_model",
-    candidate_model: str = "candidate_model",
-    texts: bool = False,
-) -> pd.DataFrame:
-    """The pairs as leaderboards read them: ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``,
-    or the probability that answer A is preferred), one row per pair with a winner.
+def battle_outcomes(report_or_frame: Any, *, winner: str | None = None, baseline_model: str = "baseline_model",
+                    candidate_model: str = "candidate_model", texts: bool = False) -> pd.DataFrame:
+    """The pairs as leaderboards read them: one row per pair with a winner.
 
-    Reads, without reshaping:
+    Parameters
+    ----------
+    report_or_frame : PairwiseReport or pandas.DataFrame
+        A :class:`PairwiseReport` or its ``scores`` frame, or a :func:`~llm_connect.grading.tournament`'s frame: their
+        ``model_a``, ``model_b`` and ``winner`` columns are read without reshaping. Or the frame of
+        :func:`~llm_connect.grading.judge_many` with a pairwise judge (:class:`~llm_connect.grading.PairwiseJudge`, both
+        orders or one, any ``epochs``; or a pipeline whose final unit is pairwise, its ``verdict`` column), on items
+        naming the models in ``baseline_model`` and ``candidate_model`` columns: ``model_a`` is the baseline's model,
+        ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie`` is the winner
+        ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
+    winner : str, optional
+        Whose preference: ``"human"``, an annotator or a judge's name (the ``winner_<name>`` column); ``None``: the
+        frame's ``winner`` column (people's when labelled).
+    baseline_model, candidate_model : str, default "baseline_model", "candidate_model"
+        The model columns of a ``judge_many`` frame.
+    texts : bool, default False
+        Add the two answers' texts as ``response_a``/``response_b`` (from ``candidate_a``/``candidate_b``,
+        ``answer_a``/``answer_b`` or a judge_many frame's ``baseline``/``candidate``), for ``leaderboard(...,
+        style=True)``.
 
-    - a :class:`PairwiseReport` or its ``scores`` frame, and a
-      :func:`~llm_connect.grading.tournament`'s frame: their ``model_a``, ``model_b`` and
-      ``winner`` columns. ``winner``: whose preference (``"human"``, an annotator or a judge's
-      name: the ``winner_<name>`` column); default the frame's ``winner`` column (people's when
-      labelled);
-    - the frame of :func:`~llm_connect.grading.judge_many` with a pairwise judge
-      (:class:`~llm_connect.grading.PairwiseJudge`, both orders or one, any ``epochs``; or a
-      pipeline whose final unit is pairwise, its ``verdict`` column), on items naming the
-      models in ``baseline_model`` and ``candidate_model`` columns: ``model_a`` is the baseline's
-      model, ``model_b`` the candidate's, and the verdict ``baseline``/``candidate``/``tie``
-      is the winner ``a``/``b``/``tie`` (:data:`VERDICT_WINNERS`).
+    Returns
+    -------
+    pandas.DataFrame
+        ``model_a``, ``model_b``, ``winner`` (``a``/``b``/``tie``; a column of probabilities that A is preferred,
+        numbers from 0 to 1 not all 0, 0.5 and 1, is kept as it is and :func:`~llm_connect.stats.leaderboard` fits it by
+        expected counts), the texts with ``texts=True``, and the ``conversation_id`` and ``turn`` of a conversation item
+        (so ``cluster="auto"`` resamples whole conversations). Rows without a winner (unscored or error judgments,
+        unlabelled pairs) are dropped and counted in ``attrs["dropped"]``.
 
-    A ``winner`` column of probabilities that A is preferred (continuous preferences: numbers from
-    0 to 1, not all 0, 0.5 and 1) is kept as it is; :func:`leaderboard` fits it by expected counts.
-    ``texts=True`` adds the two answers' texts as ``response_a``/``response_b`` (from
-    ``candidate_a``/``candidate_b``, ``answer_a``/``answer_b`` or a judge_many frame's
-    ``baseline``/``candidate``), for ``leaderboard(..., style=True)``.
-
-    The pairs of a conversation item keep its ``conversation_id`` and ``turn`` columns, so
-    :func:`leaderboard` (``cluster="auto"``) resamples whole conversations.
-
-    Rows without a winner (unscored or error judgments, unlabelled pairs) are dropped and
-    counted in ``df.attrs["dropped"]``. A verdict that is not pairwise is a
-    :class:`ValidationError`.
+    Raises
+    ------
+    ValidationError
+        When a column is missing, a verdict is not pairwise, or ``report_or_frame`` is neither a report nor a frame.
     """
     frame = report_or_frame.scores if isinstance(report_or_frame, _Report) else report_or_frame
     if not isinstance(frame, pd.DataFrame):
@@ -473,26 +561,14 @@ def battle_outcomes(
 
 
 @share_parameters
-def calibrate_pairwise(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | None = None,
-    annotators: Sequence[str] = (),
-    codes: str | Mapping[str, Any] | None = None,
-    probes: str | Sequence[str] | None = "auto",
-    probe_limit: int | None = None,
-    n_boot: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    budget: BudgetTracker | float | None = None,
-) -> PairwiseReport:
-    """Run pairwise judges over pairs and measure them against people (see the module docstring).
+def calibrate_pairwise(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+                       human: str | None = None, annotators: Sequence[str] = (),
+                       codes: str | Mapping[str, Any] | None = None, probes: str | Sequence[str] | None = "auto",
+                       probe_limit: int | None = None, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
+                       concurrency: int = 16, progress: bool = True, run_config: RunConfig | None = None,
+                       ledger: BaseLedger | str | os.PathLike[str] | None = None, task_type: str | None = None,
+                       budget: BudgetTracker | float | None = None) -> PairwiseReport:
+    """Run pairwise judges over pairs and measure them against people (see :class:`PairwiseReport`).
 
     Parameters
     ----------
@@ -503,14 +579,13 @@ def calibrate_pairwise(
     human : str, optional
         The people's preference column (default ``human`` when there is one).
     annotators : sequence of str, default ()
-        Several annotators' columns (their majority is the people's preference when there is no
-        ``human``).
+        Several annotators' columns (their majority is the people's preference when there is no ``human``).
     codes : str or mapping, optional
         What the values mean (:func:`preference_codes`).
     probes : str or sequence of str, optional, default "auto"
-        ``"auto"``/``"position"`` measure the position bias (free with both orders; a one-order judge is
-        run once more with the answers swapped, on a seeded sample of ``probe_limit`` pairs), ``None`` for
-        none; other probes do not apply to pairs.
+        ``"auto"``/``"position"`` measure the position bias (free with both orders; a one-order judge is run once more
+        with the answers swapped, on a seeded sample of ``probe_limit`` pairs), ``None`` for none; other probes do not
+        apply to pairs.
     probe_limit : int, optional
         The size of the position probe's seeded sample.
     n_boot : int, default 1000
@@ -529,9 +604,8 @@ def calibrate_pairwise(
     Returns
     -------
     PairwiseReport
-        The judges' winners and their agreement with people. The budget covers the position probe too;
-        pairs not attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a
-        winner.
+        The judges' winners and their agreement with people. The budget covers the position probe too; pairs not
+        attempted are ``error`` rows (``status_<judge>``) saying "budget exhausted", without a winner.
 
     Raises
     ------
@@ -634,8 +708,7 @@ def calibrate_pairwise(
             if not bool(getattr(judge, "both_orders", True)):
                 rows = np.arange(n)
                 if probe_limit is not None and probe_limit < n:
-                    rows = np.sort(np.random.default_rng(seed).choice(n, size=max(0, int(probe_limit)),
-                                                                      replace=False))
+                    rows = np.sort(np.random.default_rng(seed).choice(n, size=max(0, int(probe_limit)), replace=False))
                 sample = pairs.iloc[rows].reset_index(drop=True)
                 swapped = _judge_pairs(judge, sample, swapped=True,
                                        desc=f"probe: position \N{EM DASH} {name}", **kwargs)
@@ -676,19 +749,16 @@ def calibrate_pairwise(
         agreement_rows.append(pair_row)
     pair_agreement = pd.DataFrame(agreement_rows, columns=list(PAIRWISE_AGREEMENT_COLUMNS))
 
-    scored_items = ScoredItems(
-        frame=out, judges=list(named), labels=list(labels), passthrough=list(passthrough.values()),
-        human="human" if "human" in labels else None, annotators=[judge_name(a) for a in annotators],
-        grader_ids={k: str(j.grader_id) for k, j in named.items()},
-        rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},
-        judge_families={k: None for k in named}, pairwise={k: True for k in named}, usage=usage,
-    )
+    scored_items = ScoredItems(frame=out, judges=list(named), labels=list(labels),
+                               passthrough=list(passthrough.values()), human="human" if "human" in labels else None,
+                               annotators=[judge_name(a) for a in annotators],
+                               grader_ids={k: str(j.grader_id) for k, j in named.items()},
+                               rubric_hashes={k: _rubric_hash(j) for k, j in named.items()},
+                               judge_families={k: None for k in named}, pairwise={k: True for k in named}, usage=usage)
     bias = BiasReport(bias_results, math.nan) if probe_names else None
-    return PairwiseReport(
-        scores=out, agreement=AgreementTable(pairs=[], threshold=math.nan, confidence=confidence), bias=bias,
-        n_boot=n_boot, confidence=confidence, seed=seed, scored=replace(scored_items, frame=out),
-        pairwise=pairwise, pair_agreement=pair_agreement,
-    )
+    return PairwiseReport(scores=out, agreement=AgreementTable(pairs=[], threshold=math.nan, confidence=confidence),
+                          bias=bias, n_boot=n_boot, confidence=confidence, seed=seed,
+                          scored=replace(scored_items, frame=out), pairwise=pairwise, pair_agreement=pair_agreement)
 
 
 def _rubric_hash(judge: Any) -> str | None:
@@ -732,9 +802,9 @@ def _order_stats(out: pd.DataFrame, name: str, *, confidence: float) -> dict[str
 
 
 def _position_probe(name: str, out: pd.DataFrame, *, n_boot: int, confidence: float, seed: int) -> ProbeResult:
-    """The ``position`` probe of a pairwise run, for ``bias.csv``: answer B's score (1 won, 0 lost,
-    0.5 tie) when shown second (``original``) and when shown first (``perturbed``), over the pairs
-    judged both ways; ``flip_rate``: the share whose two orders disagreed (1 - consistency)."""
+    """The ``position`` probe of a pairwise run, for ``bias.csv``: answer B's score (1 won, 0 lost, 0.5 tie) when shown
+    second (``original``) and when shown first (``perturbed``), over the pairs judged both ways; ``flip_rate``: the
+    share whose two orders disagreed (1 - consistency)."""
     worth = {"a": 0.0, "tie": 0.5, "b": 1.0}
     a_first = _labels(out[f"winner_a_first_{name}"])
     b_first = _labels(out[f"winner_b_first_{name}"])
@@ -745,8 +815,7 @@ def _position_probe(name: str, out: pd.DataFrame, *, n_boot: int, confidence: fl
     keep = np.isfinite(original) & np.isfinite(perturbed)
     if keep.any():
         flips = original[keep] != perturbed[keep]
-        stats = replace(stats, flip_rate=float(flips.mean()),
-                        flips_up=int((perturbed[keep] > original[keep]).sum()),
+        stats = replace(stats, flip_rate=float(flips.mean()), flips_up=int((perturbed[keep] > original[keep]).sum()),
                         flips_down=int((perturbed[keep] < original[keep]).sum()))
     else:
         stats = replace(stats, note="no pair was judged in both orders")

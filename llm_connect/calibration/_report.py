@@ -28,14 +28,8 @@ from ._diagnostics import (
 )
 from ._runner import ScoredItems
 
-__all__ = [
-    "AGREEMENT_CSV_COLUMNS",
-    "BIAS_CSV_COLUMNS",
-    "PLOTS_BY_KIND",
-    "CalibrationReport",
-    "parquet_ready",
-    "score_kind",
-]
+__all__ = ["AGREEMENT_CSV_COLUMNS", "BIAS_CSV_COLUMNS", "PLOTS_BY_KIND", "CalibrationReport", "parquet_ready",
+           "score_kind"]
 
 AGREEMENT_CSV_COLUMNS = ("judge_a", "judge_b", "n", "percent_agreement", "cohen_kappa", "kappa_low", "kappa_high",
                          "alpha_interval", "spearman")
@@ -54,8 +48,8 @@ PLOTS_BY_KIND: dict[str, tuple[str, ...]] = {
 
 
 def score_kind(scores: Any) -> str:
-    """``"binary"`` when the scores (NaN ignored) are all 0 or 1, ``"graded"`` when some are not,
-    ``"none"`` when there is none."""
+    """``"binary"`` when the scores (NaN ignored) are all 0 or 1, ``"graded"`` when some are not, ``"none"`` when there
+    is none."""
     values = pd.to_numeric(pd.Series(scores), errors="coerce").dropna().to_numpy(dtype=float)
     if not len(values):
         return "none"
@@ -67,9 +61,8 @@ def _is_null(value: Any) -> bool:
 
 
 def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` as Parquet can hold it: a text column stays text, a column of numbers stays numbers;
-    an object column mixing kinds Arrow cannot put in one type (numbers and text, say) becomes text
-    (nulls stay null)."""
+    """``frame`` as Parquet can hold it: a text column stays text, a column of numbers stays numbers; an object column
+    mixing kinds Arrow cannot put in one type (numbers and text, say) becomes text (nulls stay null)."""
     import pyarrow as pa
 
     out = frame.copy()
@@ -78,8 +71,7 @@ def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         try:
             pa.array(out[column].tolist(), from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-                OverflowError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
             out[column] = out[column].map(lambda v: None if _is_null(v) else str(v)).astype(object)
     return out
 
@@ -88,12 +80,11 @@ def parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
 class _Report(ABC):
     """What a calibration report and a pairwise report share: one run of judges over one dataset.
 
-    ``scores``: one row per item (or pair); ``agreement``: the agreement table; ``bias``: the probes'
-    results (``None`` if none ran); ``n_boot``, ``confidence``, ``seed``: the intervals' settings;
-    ``scored``: the judges' metadata (names, grader ids, rubric hashes, families, usage) as
-    :class:`~llm_connect.calibration.ScoredItems`, passed explicitly by :func:`calibrate` (read from
-    ``scores.attrs`` only for a report built by hand). Each kind of report says what its cards, its
-    tables and its page are.
+    ``scores``: one row per item (or pair); ``agreement``: the agreement table; ``bias``: the probes' results (``None``
+    if none ran); ``n_boot``, ``confidence``, ``seed``: the intervals' settings; ``scored``: the judges' metadata
+    (names, grader ids, rubric hashes, families, usage) as :class:`~llm_connect.calibration.ScoredItems`, passed
+    explicitly by :func:`calibrate` (read from ``scores.attrs`` only for a report built by hand). Each kind of report
+    says what its cards, its tables and its page are.
     """
 
     scores: pd.DataFrame
@@ -159,10 +150,10 @@ class _Report(ABC):
         return frame[first + [c for c in frame.columns if c not in first]]
 
     def to_parquet(self, path: str | Path) -> Path:
-        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and
-        return its path. Text is written as it is, not neutralised as in ``scores.csv``: Parquet is
-        read by code (pandas, DuckDB, Spark), not opened by a spreadsheet. A column holding values
-        of several kinds (numbers and text, say) is written as text."""
+        """Write :meth:`scores_table` to a Parquet file (numbers stay numbers, blanks stay null) and return its path.
+        Text is written as it is, not neutralised as in ``scores.csv``: Parquet is read by code (pandas, DuckDB, Spark),
+        not opened by a spreadsheet. A column holding values of several kinds (numbers and text, say) is written as
+        text."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         parquet_ready(self.scores_table()).to_parquet(p, index=False)
@@ -177,8 +168,8 @@ class _Report(ABC):
 class CalibrationReport(_Report):
     """Scores of several judges on one dataset, their agreement, and their biases.
 
-    Methods compute further diagnostics on demand; ``_repr_html_``, :meth:`to_html`, :meth:`view` and
-    :meth:`widget` show it all.
+    Methods compute further diagnostics on demand; ``_repr_html_``, :meth:`to_html`, :meth:`view` and :meth:`widget`
+    show it all.
 
     Parameters
     ----------
@@ -202,16 +193,16 @@ class CalibrationReport(_Report):
     Attributes
     ----------
     by_group : GroupBreakdown or None
-        A :class:`~llm_connect.calibration._groups.GroupBreakdown`: agreement and bias per group
-        (``calibrate(..., by=COLUMN)``), or ``None`` without ``by``.
+        A :class:`~llm_connect.calibration._groups.GroupBreakdown`: agreement and bias per group (``calibrate(...,
+        by=COLUMN)``), or ``None`` without ``by``.
     label_design : array of bool or None
-        The label design of the estimates: a boolean mask of the rows whose human labels the quality
-        estimates may use (e.g. the random sample the demo pretends people labelled), so the report's
-        estimates, the command line's and ``estimates.csv`` are the same figures; ``None``: every label.
+        The label design of the estimates: a boolean mask of the rows whose human labels the quality estimates may use
+        (e.g. the random sample the demo pretends people labelled), so the report's estimates, the command line's and
+        ``estimates.csv`` are the same figures; ``None``: every label.
     selective : dict of str to SelectiveJudge
         The judges calibrated as selective judges (``calibrate(..., selective=(alpha, delta))``), by name:
-        :class:`~llm_connect.grading.SelectiveJudge` objects with their cut-offs, ready to judge fresh items
-        (see :mod:`llm_connect.calibration._selective`); empty without ``selective``.
+        :class:`~llm_connect.grading.SelectiveJudge` objects with their cut-offs, ready to judge fresh items (see
+        :mod:`llm_connect.calibration._selective`); empty without ``selective``.
 
     See Also
     --------
@@ -400,8 +391,7 @@ class CalibrationReport(_Report):
                 p = self.agreement.pair(j, ref)
                 kappa_low, kappa_high = p["cohen_kappa"].low, p["cohen_kappa"].high
                 row.update({"reference": ref, "n": p.n, "agreement": p["percent_agreement"].value,
-                            "kappa": p["cohen_kappa"].value, "kappa_low": kappa_low,
-                            "kappa_high": kappa_high})
+                            "kappa": p["cohen_kappa"].value, "kappa_low": kappa_low, "kappa_high": kappa_high})
             row["weak"] = weak_judge_reasons(kappa_low=kappa_low, kappa_high=kappa_high, yes_rate=row["yes_rate"],
                                              people=people, confidence=self.confidence)
             if self.bias is not None:

@@ -1,12 +1,10 @@
 """Run several judges over one dataset into one tidy frame.
 
-One row per item, in input order: the item's texts and id, the input's other
-columns (carried through), a ``score_<judge>`` column per judge (NaN when the
-judge's reply could not be scored or the call failed; never 0),
-``status_<judge>``, ``notes_<judge>``, ``reply_<judge>`` (its raw reply) and
-``judge_prompt_<judge>`` (the exact prompt it sent),
-the human labels as ``score_human`` (and ``score_<annotator>``), answer length
-and format features, and the candidate's model family.
+One row per item, in input order: the item's texts and id, the input's other columns (carried through), a
+``score_<judge>`` column per judge (NaN when the judge's reply could not be scored or the call failed; never 0),
+``status_<judge>``, ``notes_<judge>``, ``reply_<judge>`` (its raw reply) and ``judge_prompt_<judge>`` (the exact prompt
+it sent), the human labels as ``score_human`` (and ``score_<annotator>``), answer length and format features, and the
+candidate's model family.
 """
 
 from __future__ import annotations
@@ -25,34 +23,24 @@ import pandas as pd
 from .._docstrings import share_parameters
 from ..core import BudgetTracker, RunConfig, as_budget
 from ..errors import ValidationError
-from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame
+from ..items import CONVERSATION_COLUMNS, ITEM_COLUMNS, items_frame, load_items
 from ..runner import is_judge, run_budget
 from ..stats.agreement import parse_scale
 from ..stats.labels import parse_labels
-from ._features import model_family, text_features
+from ..stats.style import text_features
+from ._features import model_family
 
 if TYPE_CHECKING:
     from ..grading import Judge
     from ..quality import BaseLedger
 
-__all__ = [
-    "REQUIRED_COLUMNS",
-    "ItemsLike",
-    "ScoredItems",
-    "items_table",
-    "judge_family",
-    "lacks_text",
-    "load_items",
-    "needs_reference",
-    "parse_labels",
-    "parse_scale",
-    "score_items",
-]
+__all__ = ["REQUIRED_COLUMNS", "ItemsLike", "ScoredItems", "items_table", "judge_family", "lacks_text",
+           "needs_reference", "parse_labels", "parse_scale", "score_items"]
 
 REQUIRED_COLUMNS = ITEM_COLUMNS
 
 #: What a calibration entry point takes as its items: a DataFrame, a path to a JSON Lines / CSV / TSV file
-#: (:func:`load_items`), or mappings (one per item).
+#: (:func:`~llm_connect.items.load_items`), or mappings (one per item).
 ItemsLike: TypeAlias = "pd.DataFrame | str | os.PathLike[str] | Iterable[Mapping[str, Any]]"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -71,10 +59,9 @@ ITEM_FRAME_COLUMNS = ("id", *ITEM_COLUMNS, "candidate_model")
 def judge_name(name: str) -> str:
     """A judge's name as it appears everywhere: its ``grader_id`` (or the name given), verbatim.
 
-    The one rule for columns: a judge named ``N`` has the columns ``score_N``,
-    ``status_N``, ``notes_N`` and ``reply_N`` (``score_exact-match`` for ``ExactMatchJudge()``);
-    see :data:`JUDGE_COLUMN_PREFIXES`.
-    A name must be non-empty text without control characters.
+    The one rule for columns: a judge named ``N`` has the columns ``score_N``, ``status_N``, ``notes_N`` and ``reply_N``
+    (``score_exact-match`` for ``ExactMatchJudge()``); see :data:`JUDGE_COLUMN_PREFIXES`. A name must be non-empty text
+    without control characters.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValidationError(f"a judge name must be a non-empty string, got {name!r}")
@@ -120,11 +107,10 @@ def _reply_or_none(value: Any) -> Any:
 def lacks_text(items: pd.DataFrame) -> pd.Series:
     """Per row: True when it cannot be judged for want of text.
 
-    That is a missing (``None``/NaN: a JSON null or a missing key) ``prompt``,
-    ``baseline`` or ``candidate``, or a blank ``baseline`` (no reference to compare
-    with). Every judge reports such a row as an ``error`` with the reason; it is
-    never scored (an empty answer against an empty reference is not a match).
-    A blank *candidate* against a real reference is an (empty) answer and is judged.
+    That is a missing (``None``/NaN: a JSON null or a missing key) ``prompt``, ``baseline`` or ``candidate``, or a blank
+    ``baseline`` (no reference to compare with). Every judge reports such a row as an ``error`` with the reason; it is
+    never scored (an empty answer against an empty reference is not a match). A blank *candidate* against a real
+    reference is an (empty) answer and is judged.
     """
     mask = pd.Series(False, index=items.index)
     for c in REQUIRED_COLUMNS:
@@ -143,12 +129,11 @@ COLUMN_ALIASES = {"reference": "baseline"}
 def items_table(items: ItemsLike, *, baseline: bool = True) -> pd.DataFrame:
     """The items of a calibration run as a frame indexed 0..n-1, ``reference`` taken as ``baseline``.
 
-    The runner's item-frame builder (:func:`llm_connect.items.items_frame`) with
-    :data:`COLUMN_ALIASES`; a missing ``prompt``, ``baseline`` or ``candidate`` column is a
-    :class:`~llm_connect.errors.ValidationError` naming it. A path (``str`` or ``os.PathLike``)
-    is read with :func:`load_items`. ``baseline=False`` (every judge of the run is shown no reference,
-    such as an ``LLMJudge`` whose rubric has ``reference=False``): the items need no ``baseline``
-    column; without one it is added, empty (``None``).
+    The runner's item-frame builder (:func:`llm_connect.items.items_frame`) with :data:`COLUMN_ALIASES`; a missing
+    ``prompt``, ``baseline`` or ``candidate`` column is a :class:`~llm_connect.errors.ValidationError` naming it. A path
+    (``str`` or ``os.PathLike``) is read with :func:`~llm_connect.items.load_items`. ``baseline=False`` (every judge of
+    the run is shown no reference, such as an ``LLMJudge`` whose rubric has ``reference=False``): the items need no
+    ``baseline`` column; without one it is added, empty (``None``).
     """
     if isinstance(items, (str, os.PathLike)):
         items = load_items(items, items=False)
@@ -169,96 +154,10 @@ def needs_reference(judges: Iterable[Any]) -> bool:
     return any(judge_abilities(j).needs_reference for j in judges)
 
 
-def load_items(path: str | os.PathLike[str], *, items: bool = True) -> pd.DataFrame:
-    """Read a JSON Lines (``.jsonl``/``.ndjson``/``.json``), CSV or TSV file of items.
-
-    ``items=False`` reads any table (e.g. graded rows for ``estimate_quality``)
-    without asking for the item columns.
-
-    Text columns stay text (no NA guessing: an empty cell is an empty string;
-    a blank baseline is an error row when judged); the file must have ``prompt``,
-    ``baseline`` and ``candidate`` columns and at least one row. A column name
-    given twice (a CSV header, or a key repeated in a JSON object) is a
-    :class:`~llm_connect.errors.ValidationError`, never silently renamed or dropped.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise ValidationError(f"cannot read {str(p)!r}: no such file")
-    if not p.is_file():
-        raise ValidationError(f"cannot read {str(p)!r}: not a file")
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".jsonl", ".ndjson", ".json"):
-            import json
-
-            records = []
-            with open(p, encoding="utf-8-sig") as f:
-                text = f.read()
-            if suffix == ".json" and text.lstrip().startswith("["):
-                try:
-                    records = json.loads(text, object_pairs_hook=_unique_keys)
-                except json.JSONDecodeError as exc:
-                    raise ValidationError(f"{p.name} is not JSON: {exc.msg} (line {exc.lineno})") from None
-                except _DuplicateKey as exc:
-                    raise ValidationError(f"{p.name}: an object has the key {exc.key!r} twice") from None
-                if not isinstance(records, list):
-                    raise ValidationError(f"{p.name}: expected a list of JSON objects")
-            else:
-                for n, line in enumerate(text.splitlines(), 1):
-                    if line.strip():
-                        try:
-                            records.append(json.loads(line, object_pairs_hook=_unique_keys))
-                        except json.JSONDecodeError as exc:
-                            raise ValidationError(f"{p.name} line {n} is not JSON: {exc.msg}") from None
-                        except _DuplicateKey as exc:
-                            raise ValidationError(f"{p.name} line {n} has the key {exc.key!r} twice") from None
-            if not all(isinstance(r, dict) for r in records):
-                raise ValidationError(f"{p.name}: every line must be a JSON object")
-            frame = pd.DataFrame.from_records(records)
-        elif suffix in (".csv", ".tsv", ".tab", ".txt"):
-            sep = "\t" if suffix in (".tsv", ".tab") else ","
-            options: dict[str, Any] = {"sep": sep, "dtype": str, "keep_default_na": False, "na_values": [],
-                                       "encoding": "utf-8-sig"}
-            header = pd.read_csv(p, header=None, nrows=1, **options)
-            names = [str(c) for c in header.iloc[0].tolist()] if len(header) else []
-            twice = sorted({c for c in names if names.count(c) > 1})
-            if twice:
-                raise ValidationError(
-                    f"{p.name}: the header names the column(s) {', '.join(map(repr, twice))} more than once; "
-                    "rename them so each column has its own name"
-                )
-            frame = pd.read_csv(p, **options)
-        else:
-            raise ValidationError(f"cannot read {p.name}: use a .jsonl, .csv or .tsv file")
-    except ValidationError:
-        raise
-    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
-        raise ValidationError(f"cannot read {p.name}: {exc}") from None
-    if not len(frame):
-        raise ValidationError(f"{p.name} has no items (no rows after the header)" if len(frame.columns)
-                              else f"{p.name} has no items")
-    return items_table(frame) if items else frame
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
 def _passthrough_names(columns: Sequence[Any]) -> dict[Any, str]:
-    """The input's other columns -> their names in the scored frame: as they are, unless the name is
-    one the frame uses itself (an item column, a feature) or looks like a judge's column, which gets
-    an ``input_`` prefix (so a column ``score_x`` in the data is never mistaken for a judge)."""
+    """The input's other columns -> their names in the scored frame: as they are, unless the name is one the frame uses
+    itself (an item column, a feature) or looks like a judge's column, which gets an ``input_`` prefix (so a column
+    ``score_x`` in the data is never mistaken for a judge)."""
     reserved = {*ITEM_FRAME_COLUMNS, "model_family", *text_features([], []).columns}
     out: dict[Any, str] = {}
     for column in columns:
@@ -270,8 +169,8 @@ def _passthrough_names(columns: Sequence[Any]) -> dict[Any, str]:
 
 
 def _human_targets(human: str | Sequence[str] | None) -> list[tuple[str, str]]:
-    """The human label columns as ``(column, name)``: one column is named ``human``; several (rating
-    dimensions) keep their own names."""
+    """The human label columns as ``(column, name)``: one column is named ``human``; several (rating dimensions) keep
+    their own names."""
     if human is None:
         return []
     columns = [human] if isinstance(human, str) else list(human)
@@ -281,9 +180,8 @@ def _human_targets(human: str | Sequence[str] | None) -> list[tuple[str, str]]:
 
 
 def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -> pd.Series:
-    """The baseline text a judge sees. Judges that split references themselves (they declare
-    ``splits_references``; see :func:`~llm_connect.grading.judge_abilities`) get it as is;
-    others get one reference per line."""
+    """The baseline text a judge sees. Judges that split references themselves (they declare ``splits_references``; see
+    :func:`~llm_connect.grading.judge_abilities`) get it as is; others get one reference per line."""
     from ..grading import judge_abilities, split_references
 
     if not reference_sep or judge_abilities(judge).splits_references:
@@ -292,49 +190,35 @@ def _baseline_for(judge: Any, baselines: pd.Series, reference_sep: str | None) -
     return baselines.map(lambda b: None if _missing(b) else "\n".join(split_references(str(b), reference_sep)))
 
 
-def _judge_items(
-    judge: Judge,
-    items: pd.DataFrame,
-    *,
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    desc: str | None = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    batch: Any = False,
-    warn_failure: bool = True,
-) -> pd.DataFrame:
-    """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this
-    judge; users call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with
-    the judge's raw reply in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`).
-    Its progress bar says ``desc`` (default ``"grading: <grader_id>"``). ``epochs``/``reducer``:
-    repeated judging as ``judge_many`` does it (the reduced score per row; the run-to-run
-    reliability in ``attrs["reliability"]``).
+def _judge_items(judge: Judge, items: pd.DataFrame, *, reference_sep: str | None = None, concurrency: int = 16,
+                 progress: bool = True, run_config: RunConfig | None = None,
+                 ledger: BaseLedger | str | os.PathLike[str] | None = None, task_type: str | None = None,
+                 desc: str | None = None, epochs: int = 1, reducer: Any = "mean",
+                 budget: BudgetTracker | float | None = None, batch: Any = False,
+                 warn_failure: bool = True) -> pd.DataFrame:
+    """Calibration's one run of a judge: ``judge_many`` over ``items`` (with the baseline prepared for this judge; users
+    call :func:`~llm_connect.grading.judge_many` or :func:`score_items`); its result frame, with the judge's raw reply
+    in ``raw_reply`` (see :func:`~llm_connect.grading._judge_many.judge_plan`). Its progress bar says ``desc`` (default
+    ``"grading: <grader_id>"``). ``epochs``/``reducer``: repeated judging as ``judge_many`` does it (the reduced score
+    per row; the run-to-run reliability in ``attrs["reliability"]``).
 
-    With ``ledger`` and ``task_type`` every scored row is recorded as
-    ``judge_many(..., ledger=...)`` records it (grader id, rubric hash, item id, cost).
+    With ``ledger`` and ``task_type`` every scored row is recorded as ``judge_many(..., ledger=...)`` records it (grader
+    id, rubric hash, item id, cost).
 
-    ``budget``: the run budget, as ``judge_many(..., budget=...)`` takes it (a
-    :class:`~llm_connect.BudgetTracker`, or a limit in USD; by default ``run_config.budget_tracker``):
-    every paid call of the judge is reserved on it, and once it is spent the rows not attempted are
-    ``error`` rows saying "budget exhausted". Pass one tracker to several calls to share one limit.
+    ``budget``: the run budget, as ``judge_many(..., budget=...)`` takes it (a :class:`~llm_connect.BudgetTracker`, or a
+    limit in USD; by default ``run_config.budget_tracker``): every paid call of the judge is reserved on it, and once it
+    is spent the rows not attempted are ``error`` rows saying "budget exhausted". Pass one tracker to several calls to
+    share one limit.
 
     ``batch``: the providers' Batch APIs, as ``judge_many(..., batch=...)`` takes it (see
-    :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or
-    :class:`~llm_connect.adapters.BatchOptions`.
+    :func:`~llm_connect.grading.judge_many`): ``True``, a state folder or :class:`~llm_connect.adapters.BatchOptions`.
 
-    ``warn_failure``: log a warning when no row was scored (as ``judge_many`` does); a caller that refuses
-    such a run itself turns it off.
+    ``warn_failure``: log a warning when no row was scored (as ``judge_many`` does); a caller that refuses such a run
+    itself turns it off.
 
-    A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on
-    as ``None``, never as ``""``: the runner makes that row an ``error`` row
-    saying which text is missing, as it does for a blank baseline (an empty answer
-    against an empty reference is not a match). See :func:`lacks_text`.
+    A missing (``None``/NaN) ``prompt``, ``baseline`` or ``candidate`` is passed on as ``None``, never as ``""``: the
+    runner makes that row an ``error`` row saying which text is missing, as it does for a blank baseline (an empty
+    answer against an empty reference is not a match). See :func:`lacks_text`.
     """
     from ..grading._batch_api import provider_batch_plan
     from ..grading._judge_many import judge_plan
@@ -359,10 +243,9 @@ def _judge_items(
 
 
 def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
-    """One judge's ``batch=`` within a run of several judges: each judge keeps its own state folder
-    (``<state>/<slug of its name>-<hash of its name>``, see
-    :func:`~llm_connect.adapters._batches.state_subfolder`: always inside ``<state>``, whatever the
-    name), so a killed run resumes every judge's submitted batches, none twice."""
+    """One judge's ``batch=`` within a run of several judges: each judge keeps its own state folder (``<state>/<slug of
+    its name>-<hash of its name>``, see :func:`~llm_connect.adapters._batches.state_subfolder`: always inside
+    ``<state>``, whatever the name), so a killed run resumes every judge's submitted batches, none twice."""
     from ..adapters._batches import BatchOptions, batch_options, state_subfolder
 
     options = batch_options(batch, ledger)
@@ -374,9 +257,8 @@ def judge_batch_state(batch: Any, ledger: BaseLedger | None, name: str) -> Any:
 
 
 def open_ledger_of(ledger: BaseLedger | str | os.PathLike[str] | None) -> BaseLedger | None:
-    """``ledger`` as a ledger: a path (``str`` or ``os.PathLike``) opened with
-    :func:`~llm_connect.quality.open_ledger` (a JSON Lines file, or a Parquet directory / URI), a ledger
-    (or ``None``) as it is."""
+    """``ledger`` as a ledger: a path (``str`` or ``os.PathLike``) opened with :func:`~llm_connect.quality.open_ledger`
+    (a JSON Lines file, or a Parquet directory / URI), a ledger (or ``None``) as it is."""
     if isinstance(ledger, (str, os.PathLike)):
         from ..quality import open_ledger
 
@@ -393,8 +275,8 @@ def _rubric_hash(judge: Any) -> str | None:
 def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict[str, Any]:
     """``{name: judge}`` from one judge, a mapping or a sequence of judges (named by ``grader_id``).
 
-    Items where the judges belong (a DataFrame, a path, or mappings) are a :class:`ValidationError`
-    saying the order: the judges come first, as in ``judge_many(judge, items)``.
+    Items where the judges belong (a DataFrame, a path, or mappings) are a :class:`ValidationError` saying the order:
+    the judges come first, as in ``judge_many(judge, items)``.
     """
     if isinstance(judges, (str, os.PathLike, pd.DataFrame)) or (
             isinstance(judges, (list, tuple)) and judges and all(isinstance(j, Mapping) for j in judges)):
@@ -422,26 +304,46 @@ def _named_judges(judges: Judge | Mapping[str, Judge] | Sequence[Judge]) -> dict
 
 @dataclass
 class ScoredItems:
-    """What scoring hands to the next stages (agreement, probes, cards, report): the frame of
-    :func:`score_items` and what the frame cannot hold, as fields, never in ``DataFrame.attrs``
-    (which many pandas operations drop). ``ScoredItems.from_frame(score_items(judges, items))``
-    builds it from a scored frame.
+    """What scoring hands to the next stages (agreement, probes, cards, report): the frame of :func:`score_items` and
+    what the frame cannot hold, as fields, never in ``DataFrame.attrs`` (which many pandas operations drop).
+    ``ScoredItems.from_frame(score_items(judges, items))`` builds it from a scored frame.
 
-    ``judges``: the machine judges' names; ``labels``: the label columns scored as judges;
-    ``passthrough``: the input's other columns, carried into the frame (a name that would clash
-    with a column of the frame gets an ``input_`` prefix; see :func:`score_items`);
-    ``grader_ids``, ``rubric_hashes``, ``judge_families``, ``pairwise`` and ``usage`` (per judge:
-    rows scored / unscored / error, ``judge_cost_usd``, tokens and, with a ledger, ``ledger_recorded`` and
-    ``ledger_already``: judgments recorded, and judgments the ledger held already) are keyed by judge name;
-    ``reliability`` too, for a run in epochs (``epochs > 1``): each judge's run-to-run reliability
-    (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
-    ``budget``: the run budget's state once every judge had run (``limit_usd``, ``spent_usd``,
-    ``calls``...: :meth:`~llm_connect.BudgetTracker.snapshot`, as ``judge_many``'s ``attrs["budget"]``),
-    ``None`` when the run had no budget. ``pass_distributions``: per selective judge's scorer
-    (``calibrate(..., selective=...)``), each row's verdict distribution (its ``pass_distribution``
-    column), from which the confidence is read again at a threshold chosen later (``"best"``); kept
-    out of ``attrs`` (a list per row). ``by_definition``: per judge, the probe effects it has by its own
-    definition (its ``by_definition``: probe -> why, e.g. exact match's), which its card says as such.
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The scores frame, one row per item (see :func:`score_items`).
+    judges : list of str, optional
+        The machine judges' names.
+    labels : list of str, optional
+        The label columns scored as judges (``human`` and the annotators).
+    passthrough : list of str, optional
+        The input's other columns, carried into the frame (a name that would clash with a column of the frame gets an
+        ``input_`` prefix).
+    human : str, optional
+        The people's label column, if any.
+    annotators : list of str, optional
+        The independent annotators' columns.
+    grader_ids, rubric_hashes, judge_families, pairwise : dict, optional
+        Per judge name: its ``grader_id``, its rubric's hash, its model family and whether it is pairwise.
+    usage : dict of str to dict, optional
+        Per judge: rows scored / unscored / error, ``judge_cost_usd``, tokens and, with a ledger, ``ledger_recorded``
+        and ``ledger_already`` (judgments recorded, and judgments the ledger held already).
+    reference_sep : str, optional
+        The separator of several references in ``baseline``.
+    epochs : int, default 1
+        How many times each item was judged.
+    reliability : dict of str to dict, optional
+        For a run in epochs (``epochs > 1``), each judge's run-to-run reliability
+        (:meth:`~llm_connect.grading.EpochReliability.to_dict`), which its judge card carries.
+    budget : dict, optional
+        The run budget's state once every judge had run (``limit_usd``, ``spent_usd``, ``calls``...:
+        :meth:`~llm_connect.BudgetTracker.snapshot`); ``None`` when the run had no budget.
+    pass_distributions : dict of str to list, optional
+        Per selective judge's scorer (``calibrate(..., selective=...)``), each row's verdict distribution, from which
+        the confidence is read again at a threshold chosen later (``"best"``).
+    by_definition : dict of str to dict, optional
+        Per judge, the probe effects it has by its own definition (probe -> why, e.g. exact match's), which its card
+        says as such.
     """
 
     frame: pd.DataFrame
@@ -463,12 +365,23 @@ class ScoredItems:
     by_definition: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, Any]:
-        """Every field but the frame (and the per-row ``pass_distributions``), as a dict (what
-        :func:`score_items` also mirrors in ``attrs``)."""
+        """Every field but the frame and the per-row ``pass_distributions``.
+
+        Returns
+        -------
+        dict of str to object
+            By field name: what :func:`score_items` also mirrors in the frame's ``attrs``.
+        """
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("frame", "pass_distributions")}
 
     def to_frame(self) -> pd.DataFrame:
-        """The frame, with the metadata mirrored in its ``attrs`` for users who read them there."""
+        """The frame, with the metadata mirrored in its ``attrs`` for users who read them there.
+
+        Returns
+        -------
+        pandas.DataFrame
+            A copy of :attr:`frame`, its ``attrs`` updated with :meth:`metadata`.
+        """
         out = self.frame.copy()
         out.attrs.update(self.metadata())
         return out
@@ -477,8 +390,18 @@ class ScoredItems:
     def from_frame(cls, frame: pd.DataFrame) -> ScoredItems:
         """A scored frame from :func:`score_items` (or built by hand) as :class:`ScoredItems`.
 
-        The one reader of the ``attrs`` mirror, at the edge: the judges default to the
-        ``score_<name>`` columns when the frame carries no metadata.
+        The one reader of the ``attrs`` mirror, at the edge.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            The frame; its ``attrs`` give the fields (``None`` values dropped but for ``human``, ``reference_sep`` and
+            ``budget``).
+
+        Returns
+        -------
+        ScoredItems
+            With the frame itself; the judges default to the ``score_<name>`` columns that are not labels.
         """
         meta = {f.name: frame.attrs[f.name] for f in fields(cls)
                 if f.name not in ("frame", "pass_distributions") and f.name in frame.attrs}
@@ -491,51 +414,36 @@ class ScoredItems:
 
 
 @share_parameters
-def score_items(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    scale: Any = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    batch: Any = False,
-) -> pd.DataFrame:
+def score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+                human: str | Sequence[str] | None = None, annotators: Sequence[str] = (),
+                reference_sep: str | None = None, concurrency: int = 16, progress: bool = True,
+                run_config: RunConfig | None = None, ledger: BaseLedger | str | os.PathLike[str] | None = None,
+                task_type: str | None = None, scale: Any = None, epochs: int = 1, reducer: Any = "mean",
+                budget: BudgetTracker | float | None = None, batch: Any = False) -> pd.DataFrame:
     """Every judge's score for every item, with labels and features, one row per item in order.
 
-    Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages
-    read. To run one judge over items call :func:`~llm_connect.grading.judge_many` (one row per item,
-    the judge's result columns); to generate the answers first, :func:`~llm_connect.grading.grade_many`.
-    With ``ledger`` and ``task_type``, every scored judgment is recorded through
-    :func:`~llm_connect.grading.judge_many` (the candidate's model as its adapter, the item's ``id`` as
-    ``tags["item_id"]``). With ``batch``, each judge keeps its own state folder, so the same call resumes
-    a killed run without submitting anything twice.
+    Several judges into one wide frame (a ``score_<judge>`` column each), what calibration's stages read. To run one
+    judge over items call :func:`~llm_connect.grading.judge_many` (one row per item, the judge's result columns); to
+    generate the answers first, :func:`~llm_connect.grading.grade_many`. With ``ledger`` and ``task_type``, every scored
+    judgment is recorded through :func:`~llm_connect.grading.judge_many` (the candidate's model as its adapter, the
+    item's ``id`` as ``tags["item_id"]``). With ``batch``, each judge keeps its own state folder, so the same call
+    resumes a killed run without submitting anything twice.
 
     Parameters
     ----------
     judges : Judge or mapping of str to Judge or sequence of Judge
         A judge, a mapping ``{name: judge}`` or judges (named by ``grader_id``).
     items : DataFrame or iterable of mapping or str or os.PathLike
-        A DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file (:func:`load_items`) with
-        ``prompt``, ``baseline`` (the reference; several separated by ``reference_sep``; a ``reference``
-        column is taken when there is no ``baseline``) and ``candidate``; optional ``id``,
-        ``candidate_model`` and label columns.
+        A DataFrame, mappings, or the path of a JSON Lines / CSV / TSV file (:func:`~llm_connect.items.load_items`) with
+        ``prompt``, ``baseline`` (the reference; several separated by ``reference_sep``; a ``reference`` column is taken
+        when there is no ``baseline``) and ``candidate``; optional ``id``, ``candidate_model`` and label columns.
     human : str or sequence of str, optional
-        The column holding the human verdict (booleans, yes/no or 0..1), scored as judge ``human``. It
-        may name several columns (rating dimensions such as ``["coherence", "relevance"]``): each is a
-        label scored under its own name, a separate target (not an annotator); one column is scored as
-        ``human``.
+        The column holding the human verdict (booleans, yes/no or 0..1), scored as judge ``human``. It may name several
+        columns (rating dimensions such as ``["coherence", "relevance"]``): each is a label scored under its own name, a
+        separate target (not an annotator); one column is scored as ``human``.
     annotators : sequence of str, default ()
-        Columns of individual annotators, scored as judges of the same name, whose agreement with each
-        other is the ceiling.
+        Columns of individual annotators, scored as judges of the same name, whose agreement with each other is the
+        ceiling.
     reference_sep : str, optional
         The separator of several references in ``baseline``.
     {concurrency}
@@ -553,58 +461,43 @@ def score_items(
     Returns
     -------
     DataFrame
-        Columns ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``, ``model_family``,
-        the input's other columns (e.g. a group such as ``topic``; not the label columns, which become
-        ``score_<name>``; one whose name the frame uses itself, or that starts with ``score_``,
-        ``status_``, ``notes_`` or ``reply_``, is carried as ``input_<name>``), ``score_<judge>`` /
-        ``status_<judge>`` / ``notes_<judge>`` / ``reply_<judge>`` / ``judge_prompt_<judge>`` (the exact
-        prompt it sent) per judge (the rule of :func:`judge_name`), ``score_human`` and
-        ``score_<annotator>``, and the features of :func:`~llm_connect.calibration.text_features`.
-        ``attrs`` mirrors, for reading by hand, the judge names, each judge's ``grader_id``, rubric hash
-        and model family, and each judge's usage; :meth:`ScoredItems.from_frame` reads them back as a
-        :class:`ScoredItems` (what :func:`~llm_connect.calibration.calibrate` hands to its stages). With
-        ``epochs=k``, each ``score_<judge>`` is the reduced score and ``attrs["reliability"]`` holds each
-        judge's run-to-run reliability (percent agreement and Krippendorff's alpha across the epochs).
-        Rows not attempted for lack of budget are ``error`` rows (``status_<judge>``) saying "budget
-        exhausted", their scores NaN; ``attrs["budget"]`` holds the budget's state at the end (as
-        ``judge_many``'s).
+        Columns ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model``, ``model_family``, the input's
+        other columns (e.g. a group such as ``topic``; not the label columns, which become ``score_<name>``; one whose
+        name the frame uses itself, or that starts with ``score_``, ``status_``, ``notes_`` or ``reply_``, is carried as
+        ``input_<name>``), ``score_<judge>`` / ``status_<judge>`` / ``notes_<judge>`` / ``reply_<judge>`` /
+        ``judge_prompt_<judge>`` (the exact prompt it sent) per judge (the rule of :func:`judge_name`), ``score_human``
+        and ``score_<annotator>``, and the features of :func:`~llm_connect.stats.text_features`. ``attrs`` mirrors, for
+        reading by hand, the judge names, each judge's ``grader_id``, rubric hash and model family, and each judge's
+        usage; :meth:`ScoredItems.from_frame` reads them back as a :class:`ScoredItems` (what
+        :func:`~llm_connect.calibration.calibrate` hands to its stages). With ``epochs=k``, each ``score_<judge>`` is
+        the reduced score and ``attrs["reliability"]`` holds each judge's run-to-run reliability (percent agreement and
+        Krippendorff's alpha across the epochs). Rows not attempted for lack of budget are ``error`` rows
+        (``status_<judge>``) saying "budget exhausted", their scores NaN; ``attrs["budget"]`` holds the budget's state
+        at the end (as ``judge_many``'s).
 
     See Also
     --------
     calibrate : Scores, agreement and bias probes in one call.
     llm_connect.grading.judge_many : One judge over items.
     """
-    return _score_items(
-        judges, items, human=human, annotators=annotators, reference_sep=reference_sep, concurrency=concurrency,
-        progress=progress, run_config=run_config, ledger=ledger, task_type=task_type, scale=scale, epochs=epochs,
-        reducer=reducer, budget=budget, batch=batch,
-    ).to_frame()
+    return _score_items(judges, items, human=human, annotators=annotators, reference_sep=reference_sep,
+                        concurrency=concurrency, progress=progress, run_config=run_config, ledger=ledger,
+                        task_type=task_type, scale=scale, epochs=epochs, reducer=reducer, budget=budget,
+                        batch=batch).to_frame()
 
 
-def _score_items(
-    judges: Judge | Mapping[str, Judge] | Sequence[Judge],
-    items: ItemsLike,
-    *,
-    human: str | Sequence[str] | None = None,
-    annotators: Sequence[str] = (),
-    reference_sep: str | None = None,
-    concurrency: int = 16,
-    progress: bool = True,
-    run_config: RunConfig | None = None,
-    ledger: BaseLedger | str | os.PathLike[str] | None = None,
-    task_type: str | None = None,
-    scale: Any = None,
-    epochs: int = 1,
-    reducer: Any = "mean",
-    budget: BudgetTracker | float | None = None,
-    batch: Any = False,
-    refuse_failure: bool = False,
-) -> ScoredItems:
+def _score_items(judges: Judge | Mapping[str, Judge] | Sequence[Judge], items: ItemsLike, *,
+                 human: str | Sequence[str] | None = None, annotators: Sequence[str] = (),
+                 reference_sep: str | None = None, concurrency: int = 16, progress: bool = True,
+                 run_config: RunConfig | None = None, ledger: BaseLedger | str | os.PathLike[str] | None = None,
+                 task_type: str | None = None, scale: Any = None, epochs: int = 1, reducer: Any = "mean",
+                 budget: BudgetTracker | float | None = None, batch: Any = False,
+                 refuse_failure: bool = False) -> ScoredItems:
     """:func:`score_items` as :class:`ScoredItems`: the frame and its metadata as fields (what
-    :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both.
-    ``reliability`` holds each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure``
-    (``calibrate``'s): a judge that scored no item for a reason of its own raises
-    :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the next judge runs."""
+    :func:`~llm_connect.calibration.calibrate` passes on); the one implementation behind both. ``reliability`` holds
+    each judge's run-to-run reliability (``epochs > 1``). ``refuse_failure`` (``calibrate``'s): a judge that scored no
+    item for a reason of its own raises :class:`~llm_connect.errors.JudgeFailedError` with its first error, before the
+    next judge runs."""
     from .._options import check_run_options
     from ..grading._judge_many import refuse_total_failure
 
@@ -628,9 +521,8 @@ def _score_items(
     out["model_family"] = [model_family(m) for m in out["candidate_model"]]
     targets = _human_targets(human)
     label_columns = {c for c, _ in targets} | set(annotators)
-    passthrough = _passthrough_names(
-        [c for c in frame.columns if c not in ITEM_FRAME_COLUMNS and c not in label_columns]
-    )
+    passthrough = _passthrough_names([
+        c for c in frame.columns if c not in ITEM_FRAME_COLUMNS and c not in label_columns])
     for source, name in passthrough.items():
         out[name] = frame[source].tolist()
 
@@ -641,8 +533,7 @@ def _score_items(
             continue
         if column not in frame.columns:
             raise ValidationError(
-                f"no label column {column!r} in the data; it has {', '.join(map(str, frame.columns))}"
-            )
+                f"no label column {column!r} in the data; it has {', '.join(map(str, frame.columns))}")
         if name in named or name in labels:
             raise ValidationError(f"the name {name!r} is used twice (a judge and a label column)")
         labels[name] = parse_labels(frame[column].tolist(), column=str(column), scale=scale)

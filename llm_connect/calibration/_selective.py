@@ -1,13 +1,13 @@
 """Selective judging in a calibration run: ``calibrate(..., selective=(alpha, delta))``.
 
-Every machine judge is run as a selective judge's scorer (:attr:`~llm_connect.grading.SelectiveJudge.scorer`:
-each item judged, with its confidence, ``confidence_<judge>`` in the scores), and its cut-off is chosen
-on the labelled items by fixed-sequence testing with exact binomial bounds (Jung, Brahman & Choi, ICLR
-2025, *Trust or Escalate*, arXiv:2407.18370; :mod:`llm_connect.stats.selective`). The report keeps the
-calibrated judges (:attr:`~llm_connect.calibration.CalibrationReport.selective`, ready to judge fresh
-items), a selective row per judge in ``agreement.csv`` (:func:`selective_frame`), the verdict line on
-each judge card ("judges 62% of items with at least 90% agreement with people, guaranteed at 90%
-confidence; abstains on 38%") and each judge's risk-coverage curve with its cut-off in the report.
+Every machine judge is run as a selective judge's scorer (:attr:`~llm_connect.grading.SelectiveJudge.scorer`: each item
+judged, with its confidence, ``confidence_<judge>`` in the scores), and its cut-off is chosen on the labelled items by
+fixed-sequence testing with exact binomial bounds (Jung, Brahman & Choi, ICLR 2025, *Trust or Escalate*,
+arXiv:2407.18370; :mod:`llm_connect.stats.selective`). The report keeps the calibrated judges
+(:attr:`~llm_connect.calibration.CalibrationReport.selective`, ready to judge fresh items), a selective row per judge in
+``agreement.csv`` (:func:`selective_frame`), the verdict line on each judge card ("judges 62% of items with at least 90%
+agreement with people, guaranteed at 90% confidence; abstains on 38%") and each judge's risk-coverage curve with its
+cut-off in the report.
 """
 
 from __future__ import annotations
@@ -76,12 +76,12 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
                      thresholds: Mapping[str, Any] | None = None, threshold: float = 0.5,
                      epochs: int = 1, seed: int = 0) -> dict[str, Any]:
     """Each judge as a :class:`~llm_connect.grading.SelectiveJudge` held to ``alpha`` and ``delta`` (one already
-    selective keeps its confidence source); its threshold is the judge's number in ``thresholds``, else
-    ``threshold`` (a threshold chosen by cross-validation, ``"best"``, is known only later:
-    :func:`selective_results` then reads the confidence again there). With ``epochs > 1`` the run judges each
-    item ``epochs`` times itself, so a judge that already judges several times is refused. A judge whose
-    confidence is a ``"panel"`` of rubric versions gets them here, seeded by ``seed``
-    (:meth:`~llm_connect.grading.SelectiveJudge.with_panel`), as ``SelectiveJudge.calibrate`` builds them."""
+    selective keeps its confidence source); its threshold is the judge's number in ``thresholds``, else ``threshold`` (a
+    threshold chosen by cross-validation, ``"best"``, is known only later: :func:`selective_results` then reads the
+    confidence again there). With ``epochs > 1`` the run judges each item ``epochs`` times itself, so a judge that
+    already judges several times is refused. A judge whose confidence is a ``"panel"`` of rubric versions gets them
+    here, seeded by ``seed`` (:meth:`~llm_connect.grading.SelectiveJudge.with_panel`), as ``SelectiveJudge.calibrate``
+    builds them."""
     from ..grading import SelectiveJudge
 
     out = {}
@@ -101,26 +101,23 @@ def selective_judges(named: Mapping[str, Any], alpha: float, delta: float, *,
     return out
 
 
-def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, reference: str,
-                      threshold_of: Any, distributions: Mapping[str, Any] | None = None,
-                      chosen: Any = (), epochs: int = 1, reducer: Any = "mean", cluster: str | None = None,
-                      seed: int = 0) -> dict[str, Any]:
+def selective_results(scores: pd.DataFrame, specs: Mapping[str, Any], *, reference: str, threshold_of: Any,
+                      distributions: Mapping[str, Any] | None = None, chosen: Any = (), epochs: int = 1,
+                      reducer: Any = "mean", cluster: str | None = None, seed: int = 0) -> dict[str, Any]:
     """Each judge calibrated on the run's labelled items: ``{name: SelectiveJudge}`` with its cut-off.
 
     ``scores``: the run's frame (``score_<judge>``, ``confidence_<judge>``, ``score_<reference>``);
-    ``threshold_of(name)``: the verdict threshold of a judge or of the people. A judge scored on too few
-    labelled items abstains on everything, its ``note`` says why.
+    ``threshold_of(name)``: the verdict threshold of a judge or of the people. A judge scored on too few labelled items
+    abstains on everything, its ``note`` says why.
 
-    The returned judge judges as it was calibrated: at the threshold its agreement was measured at
-    (a threshold other than the one its confidence was read at, e.g. one chosen by cross-validation
-    in ``chosen``, has the confidence read again there from ``distributions``, the scorer's
-    ``pass_distribution`` per row), and with ``epochs > 1`` it judges each item ``epochs`` times,
-    reduced by ``reducer`` and its confidence pooled, as the run did.
+    The returned judge judges as it was calibrated: at the threshold its agreement was measured at (a threshold other
+    than the one its confidence was read at, e.g. one chosen by cross-validation in ``chosen``, has the confidence read
+    again there from ``distributions``, the scorer's ``pass_distribution`` per row), and with ``epochs > 1`` it judges
+    each item ``epochs`` times, reduced by ``reducer`` and its confidence pooled, as the run did.
 
-    ``cluster``: the column of ``scores`` holding each row's conversation, or ``None``. The exact binomial
-    bound needs independent items, so with clusters each judge is calibrated on one labelled turn per
-    conversation, drawn with ``seed`` (:func:`~llm_connect.grading.one_row_per_cluster`), and its
-    ``note`` says so.
+    ``cluster``: the column of ``scores`` holding each row's conversation, or ``None``. The exact binomial bound needs
+    independent items, so with clusters each judge is calibrated on one labelled turn per conversation, drawn with
+    ``seed`` (:func:`~llm_connect.grading.one_row_per_cluster`), and its ``note`` says so.
     """
     from ..grading import one_row_per_cluster
 
@@ -184,13 +181,11 @@ def selective_frame(selective: Mapping[str, Any], reference: str | None) -> pd.D
         cut = judge.calibration
         if cut is None:
             continue
-        rows.append({
-            "judge_a": name, "judge_b": reference, "selective": f"alpha={judge.alpha:g},delta={judge.delta:g}",
-            "n": cut.n, "n_judged": cut.n_judged, "percent_agreement": cut.agreement, "coverage": cut.coverage,
-            "abstained": 1.0 - cut.coverage if cut.n else math.nan,
-            "cutoff": cut.cutoff if math.isfinite(cut.cutoff) else math.nan,
-            "guaranteed_agreement": judge.guaranteed_agreement, "confidence_level": judge.confidence_level,
-            "risk_upper": cut.risk_upper, "confidence_source": judge.source or "none", "note": judge.note,
-            "verdict": judge.describe(),
-        })
+        rows.append({"judge_a": name, "judge_b": reference, "selective": f"alpha={judge.alpha:g},delta={judge.delta:g}",
+                     "n": cut.n, "n_judged": cut.n_judged, "percent_agreement": cut.agreement, "coverage": cut.coverage,
+                     "abstained": 1.0 - cut.coverage if cut.n else math.nan,
+                     "cutoff": cut.cutoff if math.isfinite(cut.cutoff) else math.nan,
+                     "guaranteed_agreement": judge.guaranteed_agreement, "confidence_level": judge.confidence_level,
+                     "risk_upper": cut.risk_upper, "confidence_source": judge.source or "none", "note": judge.note,
+                     "verdict": judge.describe()})
     return pd.DataFrame(rows, columns=list(SELECTIVE_COLUMNS))

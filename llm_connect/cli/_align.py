@@ -95,8 +95,8 @@ def _run_align(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     import pandas as pd
 
     from ..calibration._align import align
-    from ..calibration._runner import load_items
     from ..grading import LLMJudge, Rubric
+    from ..items import load_items
 
     data = Path(args.data)
     _check_model(args.judge, "judge")

@@ -234,7 +234,8 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     import numpy as np
 
-    from ..calibration import calibrate, load_items
+    from ..calibration import calibrate
+    from ..items import load_items
     from ..quality import QualityLedger
     from ..views.judgments import write_judgments
 

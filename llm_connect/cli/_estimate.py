@@ -75,7 +75,7 @@ def _group_name(row: Any, by: Sequence[str]) -> str:
 def _run_estimate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import pandas as pd
 
-    from ..calibration import load_items
+    from ..items import load_items
     from ..stats import ESTIMATE_METHODS, estimate_quality
 
     methods = _split(args.method)

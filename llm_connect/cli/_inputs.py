@@ -433,7 +433,7 @@ def _sep_option(sep: str) -> str:
 
 
 def read_frame(data: Path, sep: str | None = None) -> Any:
-    """DATA as a table, as :func:`~llm_connect.calibration.load_items` reads it (``items=False``), but a
+    """DATA as a table, as :func:`~llm_connect.items.load_items` reads it (``items=False``), but a
     CSV file's separator is ``sep`` (``--sep``) or sniffed (:class:`csv.Sniffer`, among ``, ; tab |``):
     a semicolon- or tab-separated ``.csv`` is read as such. A file that still reads as one column whose
     name holds a separator is a :class:`UsageError` naming ``--sep``."""
@@ -441,7 +441,7 @@ def read_frame(data: Path, sep: str | None = None) -> Any:
 
     import pandas as pd
 
-    from ..calibration import load_items
+    from ..items import load_items
 
     suffix = data.suffix.lower()
     default = "\t" if suffix in (".tsv", ".tab") else ","

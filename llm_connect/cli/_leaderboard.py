@@ -71,12 +71,11 @@ def _add_leaderboard(subparsers: Any) -> None:
 
 
 def _run_leaderboard(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..calibration import load_items
-    from ..calibration._leaderboard import side_by_side
     from ..calibration._pairwise import preference_codes
     from ..errors import ValidationError
+    from ..items import load_items
     from ..stats import leaderboard
-    from ..stats.bradley_terry import is_probability_codes
+    from ..stats.bradley_terry import is_probability_codes, side_by_side
 
     if not 0 <= args.n_boot <= N_BOOT_MAX:
         raise UsageError(f"--n-boot must be from 0 to {N_BOOT_MAX}, got {args.n_boot}")

@@ -26,16 +26,19 @@ module                      what
                             overlap, active (inclusion probabilities, the residual walk)
 ``stats.bradley_terry``     Bradley–Terry leaderboards with bootstrap intervals and Arena
                             rank ranges (``leaderboard``, ``style_effects``); continuous
-                            preferences; PPI++ Bradley–Terry; two boards compared (its
+                            preferences; PPI++ Bradley–Terry; two boards compared, a raw
+                            board beside its style-controlled twin (``side_by_side``; its
                             private neighbours ``_comparisons``, ``_bt_fit``, ``_ppi_bt``,
                             ``_compare_boards`` hold the pieces)
 ``stats.style``             Chatbot Arena's style features of an answer (length, headers,
                             lists, bold), their normalised differences, and the
-                            style-controlled Bradley–Terry fit
+                            style-controlled Bradley–Terry fit; an answer's length and
+                            format features (``text_features``)
 ``stats.length_control``    AlpacaEval 2's length-controlled win rate (the GLM)
 ``stats.preferences``       a / b / tie preferences: coding, three-way agreement, position
                             bias
-``stats.shift``             paired shifts (bootstrap interval, Wilcoxon signed-rank)
+``stats.shift``             paired shifts (bootstrap interval, Wilcoxon signed-rank); the
+                            mean difference with its t interval (``mean_difference``)
 ``stats.selective``         selective judging with a guaranteed agreement with people:
                             exact (Clopper-Pearson) bounds, fixed-sequence testing of the
                             cut-off, risk-coverage curves, cascades (Jung et al. 2025)
@@ -61,7 +64,7 @@ from .agreement import (
     grouped_correlation,
     threshold_sweep,
 )
-from .bradley_terry import leaderboard, ppi_bradley_terry, style_effects
+from .bradley_terry import leaderboard, ppi_bradley_terry, side_by_side, style_effects
 from .clusters import MIN_CLUSTERS, cluster_mean_se
 from .estimates import ESTIMATE_METHODS, estimate_quality, labels_needed
 from .gate import ScoreInterval, gate_verdict, items_to_settle, score_interval
@@ -70,7 +73,8 @@ from .preferences import parse_preferences, position_bias, preference_agreement
 from .regression import OLSResult, ols
 from .sampling import SamplingPlan, make_plan
 from .selective import SelectiveCutoff, fixed_sequence_cutoff, risk_coverage
-from .shift import ShiftStats, paired_shift
+from .shift import ShiftStats, mean_difference, paired_shift
+from .style import text_features
 
 __all__ = [
     "ESTIMATE_METHODS",
@@ -94,6 +98,7 @@ __all__ = [
     "leaderboard",
     "length_controlled_win_rate",
     "make_plan",
+    "mean_difference",
     "ols",
     "paired_shift",
     "parse_preferences",
@@ -102,6 +107,8 @@ __all__ = [
     "preference_agreement",
     "risk_coverage",
     "score_interval",
+    "side_by_side",
     "style_effects",
+    "text_features",
     "threshold_sweep",
 ]

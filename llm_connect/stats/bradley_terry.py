@@ -56,7 +56,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ._bt_fit import MEAN, SCALE, _board
-from ._compare_boards import rating_correlation, winner_agreement
+from ._compare_boards import SIDE_BY_SIDE_COLUMNS, rating_correlation, side_by_side, winner_agreement
 from ._comparisons import (
     PROBABILITY_CODES,
     _aggregate,
@@ -91,6 +91,7 @@ __all__ = [
     "N_BOOT_MAX",
     "PROBABILITY_CODES",
     "SCALE",
+    "SIDE_BY_SIDE_COLUMNS",
     "STYLE_COLUMNS",
     "STYLE_SEPARATION_PENALTY",
     "TEXT_COLUMNS",
@@ -106,6 +107,7 @@ __all__ = [
     "read_comparisons",
     "read_outcomes",
     "real_number",
+    "side_by_side",
     "style_effects",
     "winner_agreement",
 ]

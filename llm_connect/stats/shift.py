@@ -4,7 +4,8 @@ The mean of ``perturbed - original`` over the items scored both times, its
 percentile-bootstrap interval, the Wilcoxon signed-rank test (Wilcoxon 1945;
 scipy's ``wilcoxon`` with ``zero_method="wilcox"``; all-zero differences give
 p = 1.0), and the verdicts that flipped at a threshold. The bias probes of
-:mod:`llm_connect.calibration` report these.
+:mod:`llm_connect.calibration` report these. The mean of ``judge - human`` with a t interval
+(:func:`mean_difference`) is a judge card's mean bias.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from ._validate import check_confidence
 from .agreement import bootstrap_ci
 
-__all__ = ["ShiftStats", "empty_shift", "paired_shift"]
+__all__ = ["ShiftStats", "empty_shift", "mean_difference", "paired_shift"]
 
 
 @dataclass(frozen=True)
@@ -149,3 +150,79 @@ def paired_shift(
         shift_low=low, shift_high=high, p_value=p, flip_rate=float((va != vb).mean()),
         flips_up=flips_up, flips_down=flips_down, note=note,
     )
+
+
+def mean_difference(judge: Any, human: Any, *, confidence: float = 0.95,
+                    cluster: Any = None) -> tuple[float, float, float, int]:
+    """The mean of ``judge - human`` over the items where both are present, with a t interval.
+
+    Parameters
+    ----------
+    judge : array-like of float
+        The judge's scores, NaN (or ``None``, or not a number) where missing.
+    human : array-like of float
+        The reference scores of the same items (people's labels), missing likewise.
+    confidence : float, default 0.95
+        The interval's confidence level.
+    cluster : array-like, optional
+        One cluster id per item (its conversation, say): the standard error is then cluster-robust (CR1,
+        :func:`~llm_connect.stats.clusters.cluster_mean_se`) with ``t(G - 1)``, and the bounds are NaN with fewer
+        than :data:`~llm_connect.stats.clusters.MIN_CLUSTERS` clusters. ``None``: independent items.
+
+    Returns
+    -------
+    tuple of (float, float, float, int)
+        ``(mean, low, high, n)``: the mean difference, its interval (NaN bounds with fewer than two pairs; both
+        bounds the mean when every difference is the same) and the number of pairs (NaN mean with none).
+
+    Raises
+    ------
+    ValidationError
+        When ``cluster`` does not have one id per item.
+
+    See Also
+    --------
+    paired_shift : The same pairs read as a shift, with a bootstrap interval and a signed-rank test.
+
+    Notes
+    -----
+    Student's t interval of a mean (Student 1908, "The probable error of a mean"); with clusters, the CR1
+    cluster-robust standard error and ``G - 1`` degrees of freedom (Cameron & Miller 2015, "A practitioner's
+    guide to cluster-robust inference").
+
+    Examples
+    --------
+    >>> mean, low, high, n = mean_difference([0.9, 0.8, None, 0.4], [1.0, 0.5, 1.0, 0.0])
+    >>> round(mean, 3), n, low < mean < high
+    (0.2, 3, True)
+    """
+    import pandas as pd
+    from scipy import stats
+
+    from ..errors import ValidationError
+    from .clusters import MIN_CLUSTERS, cluster_mean_se
+
+    a = np.asarray(pd.to_numeric(pd.Series(judge), errors="coerce"), dtype=float)
+    b = np.asarray(pd.to_numeric(pd.Series(human), errors="coerce"), dtype=float)
+    keep = np.isfinite(a) & np.isfinite(b)
+    d = a[keep] - b[keep]
+    n = int(d.size)
+    if n == 0:
+        return math.nan, math.nan, math.nan, 0
+    mean = float(d.mean())
+    if n < 2:
+        return mean, math.nan, math.nan, n
+    if cluster is not None:
+        ids = pd.Series(list(cluster), dtype=object)
+        if len(ids) != keep.size:
+            raise ValidationError(f"cluster has {len(ids)} ids for {keep.size} scores")
+        se, g = cluster_mean_se(d, ids[keep].to_numpy())
+        if g < MIN_CLUSTERS:
+            return mean, math.nan, math.nan, n
+        dof = g - 1
+    else:
+        se, dof = float(d.std(ddof=1)) / math.sqrt(n), n - 1
+    if se == 0:
+        return mean, mean, mean, n
+    half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
+    return mean, mean - half, mean + half, n

@@ -63,11 +63,13 @@ __all__ = [
     "STYLE_FEATURES",
     "STYLE_SEPARATION_PENALTY",
     "TEXT_COLUMNS",
+    "TEXT_FEATURE_COLUMNS",
     "StyleEffects",
     "normalised_difference",
     "style_counts",
     "style_differences",
     "style_feature",
+    "text_features",
 ]
 
 #: Chatbot Arena's four style features, in Arena's order.
@@ -176,6 +178,84 @@ def style_counts(texts: Iterable[Any]) -> pd.DataFrame:
     rows = [_counts(_text(t)) for t in texts]
     arr = np.asarray(rows, dtype=np.int64).reshape(len(rows), len(STYLE_FEATURES))
     return pd.DataFrame(arr, columns=list(STYLE_FEATURES))
+
+
+#: The columns of :func:`text_features`, in order.
+TEXT_FEATURE_COLUMNS: tuple[str, ...] = (
+    "candidate_chars", "candidate_words", "baseline_chars", "baseline_words", "length_ratio", "has_header",
+    "has_list", "has_bold", "has_code", "markdown_features",
+)
+_INLINE_CODE = re.compile(r"```|`[^`\n]+`")
+
+
+def _plain_texts(values: Iterable[Any]) -> pd.Series:
+    """Each value as its text; a missing one (``None``, NaN) as empty. A JSON-looking string stays as it is."""
+    series = pd.Series(list(values), dtype=object)
+    return series.map(lambda v: "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+
+
+def text_features(candidate: Iterable[Any], baseline: Iterable[Any] | None = None) -> pd.DataFrame:
+    r"""Length and format features of each candidate answer, and the length of its baseline.
+
+    The markdown flags are the Arena style counts (:func:`style_counts`, outside fenced code blocks) above 0,
+    so a calibration run's features and a leaderboard's style control read an answer's format one way.
+
+    Parameters
+    ----------
+    candidate : iterable of str
+        The answers; a missing one (``None``, NaN) counts as empty.
+    baseline : iterable of str, optional
+        The reference answers, one per candidate. ``None``: the baseline columns are missing (``<NA>``) and
+        ``length_ratio`` is NaN.
+
+    Returns
+    -------
+    DataFrame
+        One row per candidate, indexed 0..n-1, with the columns :data:`TEXT_FEATURE_COLUMNS`:
+        ``candidate_chars`` and ``candidate_words`` (whitespace-separated), ``baseline_chars`` and
+        ``baseline_words``, ``length_ratio`` (candidate words over baseline words; NaN when the baseline has
+        none), the flags ``has_header``, ``has_list`` (ordered or unordered items), ``has_bold`` and
+        ``has_code`` (a code fence or inline code), and their count ``markdown_features``.
+
+    Raises
+    ------
+    ValidationError
+        When ``baseline`` does not have one text per candidate.
+
+    See Also
+    --------
+    style_counts : The Arena counts behind the markdown flags.
+    llm_connect.calibration.score_items : Adds these columns to every scored item.
+
+    Examples
+    --------
+    >>> f = text_features(["## Paris\n\n- **the capital**", "Paris"], ["Paris", "Paris"])
+    >>> f["candidate_words"].tolist(), f["length_ratio"].tolist(), f["markdown_features"].tolist()
+    ([5, 1], [5.0, 1.0], [3, 0])
+    """
+    cand = _plain_texts(candidate)
+    out = pd.DataFrame(index=range(len(cand)))
+    out["candidate_chars"] = cand.str.len().astype("int64")
+    out["candidate_words"] = cand.map(lambda s: len(s.split())).astype("int64")
+    if baseline is not None:
+        base = _plain_texts(baseline)
+        if len(base) != len(cand):
+            raise ValidationError(f"candidate and baseline differ in length ({len(cand)} vs {len(base)})")
+        out["baseline_chars"] = base.str.len().astype("int64")
+        out["baseline_words"] = base.map(lambda s: len(s.split())).astype("int64")
+        words = out["baseline_words"].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["length_ratio"] = np.where(words > 0, out["candidate_words"].to_numpy(dtype=float) / words, np.nan)
+    else:
+        out["baseline_chars"] = pd.array([pd.NA] * len(cand), dtype="Int64")
+        out["baseline_words"] = pd.array([pd.NA] * len(cand), dtype="Int64")
+        out["length_ratio"] = np.nan
+    counts = np.asarray([_counts(t)[1:] for t in cand], dtype=np.int64).reshape(len(cand), 3)
+    for i, flag in enumerate(("has_header", "has_list", "has_bold")):
+        out[flag] = counts[:, i] > 0
+    out["has_code"] = cand.map(lambda s: bool(_INLINE_CODE.search(s))).astype(bool)
+    out["markdown_features"] = out[["has_header", "has_list", "has_bold", "has_code"]].sum(axis=1).astype("int64")
+    return out
 
 
 def normalised_difference(a: Any, b: Any) -> np.ndarray:

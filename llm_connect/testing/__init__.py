@@ -18,6 +18,10 @@ For testing your own LLM features:
   clears a threshold, fail when it lies below (:class:`~llm_connect.errors.QualityNotMet`),
   and otherwise say how many more items would settle it
   (:class:`~llm_connect.errors.QualityInconclusive`); each check is a :class:`QualityCheck`.
+- :func:`pad_with_filler`, :func:`to_markdown`, :func:`plant_injection`: metamorphic tests of a
+  judge, each changing one thing about an answer and keeping its correctness (longer, in
+  markdown, with an instruction to the grader); the bias probes of
+  :func:`~llm_connect.calibration.run_probes` apply them.
 - :mod:`llm_connect.testing.pytest_plugin`: the pytest plugin (entry point
   ``llm_connect``): ``@pytest.mark.llm_repeat``, ``--llm-cache DIR``, the
   "llm_connect quality" summary.
@@ -34,12 +38,14 @@ from typing import Any as _Any
 
 from ..errors import QualityInconclusive, QualityNotMet
 from ._assertions import QualityCheck, QualityInconclusiveWarning, assert_quality
+from ._perturb import DEFAULT_INJECTION, pad_with_filler, plant_injection, to_markdown
 
 if _TYPE_CHECKING:
     from ._doubles import Call, DeterministicEmbedder, ScriptedAdapter
     from .loopback import LoopbackServer
 
 __all__ = [
+    "DEFAULT_INJECTION",
     "Call",
     "DeterministicEmbedder",
     "LoopbackServer",
@@ -49,6 +55,9 @@ __all__ = [
     "QualityNotMet",
     "ScriptedAdapter",
     "assert_quality",
+    "pad_with_filler",
+    "plant_injection",
+    "to_markdown",
 ]
 
 _LAZY = {"LoopbackServer": "loopback", "Call": "_doubles", "DeterministicEmbedder": "_doubles",

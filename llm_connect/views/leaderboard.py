@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
-from ..calibration._leaderboard import side_by_side
 from ..errors import ValidationError
-from ..stats.bradley_terry import MEAN, need_columns
+from ..stats.bradley_terry import MEAN, need_columns, side_by_side
 from ._figures import new_figure, png_data_uri
 from .plots import _axes, _text
 
@@ -153,7 +152,7 @@ def _rank_change(value: Any) -> str:
 
 
 def shown_side_by_side(frame: pd.DataFrame) -> pd.DataFrame:
-    """A :func:`~llm_connect.calibration._leaderboard.side_by_side` frame as a page shows it."""
+    """A :func:`~llm_connect.stats.side_by_side` frame as a page shows it."""
     by = [c for c in frame.attrs.get("by", []) if c in frame.columns]
     return pd.DataFrame({
         **{c: frame[c] for c in by},

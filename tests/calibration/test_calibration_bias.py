@@ -8,18 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from llm_connect.calibration import (
-    PROBES,
-    pad_with_filler,
-    perturb_items,
-    plant_injection,
-    probe_judge,
-    run_probes,
-    to_markdown,
-)
+from llm_connect.calibration import PROBES, perturb_items, probe_judge, run_probes
 from llm_connect.grading import ExactMatchJudge, FunctionJudge, LLMJudge, PairwiseJudge, normalize_squad
 from llm_connect.stats import paired_shift
 from llm_connect.testing import ScriptedAdapter
@@ -189,29 +179,7 @@ def test_paired_shift_edge_cases():
     assert s.mean_shift == pytest.approx(0.1) and s.shift_low == pytest.approx(0.1) and s.p_value < 1e-4
 
 
-# -- the perturbations change one thing ------------------------------------------------------------
-
-texts = st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=80) | st.sampled_from(
-    ["The Washington Redskins are based out of Landover, Maryland. It is near DC!", "washington, d. c.", ""])
-
-
-@settings(max_examples=150, deadline=None)
-@given(texts)
-def test_markdown_keeps_every_word(text):
-    assert normalize_squad(to_markdown(text)) == normalize_squad(text)
-
-
-@settings(max_examples=100, deadline=None)
-@given(texts, st.integers(0, 5))
-def test_padding_keeps_the_answer_and_adds_words(text, seed):
-    padded = pad_with_filler(text, seed=seed)
-    assert padded.startswith(text)
-    assert len(padded.split()) >= max(2 * len(text.split()), len(text.split()) + 20)
-    assert padded == pad_with_filler(text, seed=seed)
-
-
-def test_injection_and_perturb_items():
-    assert plant_injection("Paris").startswith("Paris\n\n") and "quality_score 1.0" in plant_injection("Paris")
+def test_perturb_items():
     items = make_items(3)
     for name in PROBES:
         out = perturb_items(items, name)

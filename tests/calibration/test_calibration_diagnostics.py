@@ -1,4 +1,4 @@
-"""Features, label parsing and the observational diagnostics (length effect, length control,
+"""The model family, label parsing and the observational diagnostics (length effect, length control,
 self-preference, reliability)."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from llm_connect.calibration import (
     model_family,
     reliability_table,
     self_preference,
-    text_features,
 )
 from llm_connect.stats import ols
 from llm_connect.stats.labels import parse_labels
@@ -48,17 +47,6 @@ from llm_connect.stats.labels import parse_labels
 )
 def test_model_family(name, family):
     assert model_family(name) == family
-
-
-def test_text_features():
-    f = text_features(["## Title\n\n- **bold** item\n\n`code`", "plain answer here", None], ["a b", "", "x"])
-    assert f["candidate_words"].tolist() == [6, 3, 0]
-    assert f["candidate_chars"].tolist()[1] == len("plain answer here")
-    assert f[["has_header", "has_list", "has_bold", "has_code"]].iloc[0].tolist() == [True, True, True, True]
-    assert f["markdown_features"].tolist() == [4, 0, 0]
-    assert f["length_ratio"].iloc[0] == 3.0 and math.isnan(f["length_ratio"].iloc[1])
-    assert text_features(["1. first\n2) second"])["has_list"].tolist() == [True]
-    assert text_features(["no - list - here"])["has_list"].tolist() == [False]
 
 
 def test_parse_labels():

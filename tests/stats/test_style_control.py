@@ -24,7 +24,7 @@ from llm_connect.errors import ValidationError
 from llm_connect.stats import leaderboard, length_controlled_win_rate
 from llm_connect.stats import leaderboard as stats_leaderboard
 from llm_connect.stats.bradley_terry import StyleEffects
-from llm_connect.stats.style import STYLE_FEATURES, style_counts, style_differences
+from llm_connect.stats.style import STYLE_FEATURES, style_counts, style_differences, text_features
 
 ELO = 400 / math.log(10)
 MODELS = ["terse", "plain", "verbose", "fancy"]
@@ -515,3 +515,24 @@ def test_cli_leaderboard_style_prints_both_boards_and_the_rank_change(tmp_path, 
     with pytest.raises(SystemExit) as exc:
         main(["leaderboard", str(path), "--style", "--n-boot", "0", "--out", str(out)])
     assert exc.value.code == 2 and "--text-a and --text-b" in capsys.readouterr().err
+
+
+def test_text_features():
+    f = text_features(["## Title\n\n- **bold** item\n\n`code`", "plain answer here", None], ["a b", "", "x"])
+    assert f["candidate_words"].tolist() == [6, 3, 0]
+    assert f["candidate_chars"].tolist()[1] == len("plain answer here")
+    assert f[["has_header", "has_list", "has_bold", "has_code"]].iloc[0].tolist() == [True, True, True, True]
+    assert f["markdown_features"].tolist() == [4, 0, 0]
+    assert f["length_ratio"].iloc[0] == 3.0 and math.isnan(f["length_ratio"].iloc[1])
+    assert text_features(["1. first\n2) second"])["has_list"].tolist() == [True]
+    assert text_features(["no - list - here"])["has_list"].tolist() == [False]
+
+
+def test_text_features_read_the_format_as_the_arena_style_counts():
+    """One reading of an answer's markdown: a calibration run's flags are the style counts above 0 (a header or
+    a list inside a fenced code block is code, not format)."""
+    texts = ["# Title", "```\n# not a header\n- nor a list\n```", "__bold__ and 1. inline", "  - indented item",
+             "1) numbered"]
+    flags = text_features(texts)[["has_header", "has_list", "has_bold"]].to_numpy()
+    assert (flags == (style_counts(texts)[["headers", "lists", "bold"]].to_numpy() > 0)).all()
+    assert flags[1].tolist() == [False, False, False] and text_features(texts)["has_code"].tolist()[1]
