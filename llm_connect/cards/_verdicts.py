@@ -334,12 +334,13 @@ def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int,
         Cohen's kappa against the reference and its interval (decided as printed, at :data:`SHOWN_DIGITS`).
     n : int
         The paired (labelled) items it was measured on.
-    yes_rate : float, optional
-        The share of the items it scored that the judge said "yes" to (NaN when unknown).
-    against : str
-        What it was checked against, as the line says it (``"against people"``).
-    confidence : float
-        The interval's level.
+    yes_rate : float, default nan
+        The share of the items it scored that the judge said "yes" to (NaN when unknown). Exactly 0 or 1
+        gives the *one verdict* clause whatever the kappa.
+    against : str, default "against people"
+        What it was checked against, as the line says it.
+    confidence : float, default 0.95
+        The interval's level, as the line prints it ("95% CI"); it changes no decision.
 
     Returns
     -------
@@ -351,6 +352,27 @@ def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int,
         wide to decide, and about how many labelled items in all would settle it,
         :func:`labels_to_settle`); else the Landis & Koch band, with "use its scores only with human
         correction" for slight and fair.
+
+    See Also
+    --------
+    card_verdict : The whole verdict line of a card: this clause, then the biases.
+    agreement_band : The Landis & Koch band.
+    weak_judge_reasons : Why a judge is flagged weak.
+
+    Notes
+    -----
+    The bands are those of Landis, J. R. & Koch, G. G. (1977), "The measurement of observer agreement for
+    categorical data", *Biometrics* 33(1), 159-174.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import agreement_verdict
+    >>> agreement_verdict(0.62, 0.41, 0.80, 120)
+    'substantial agreement against people (kappa 0.62, 95% CI 0.41..0.80)'
+    >>> print(agreement_verdict(0.30, -0.05, 0.62, 40))  # doctest: +NORMALIZE_WHITESPACE
+    cannot tell yet against people: kappa 0.30 (fair), but its 95% CI -0.05..0.62 on 40 items reaches
+    chance, too wide to decide; about 15 more labelled items (55 in all) would settle it if its kappa
+    holds; until then use its scores only with human correction (estimate_quality)
     """
     ci = f"{confidence:.0%} CI"
     k, lo, hi = _shown(kappa), _shown(kappa_low), _shown(kappa_high)  # decided as printed
@@ -412,20 +434,22 @@ def card_verdict(
         Cohen's kappa against ``reference`` and its interval.
     n : int
         The paired (labelled) items it was measured on.
-    reference : str
+    reference : str, default "human"
         What the judge was checked against (``"human"``, or another judge's name).
-    people : bool
+    people : bool, default True
         Whether ``reference`` is human labels (the verdict then says "against people"; otherwise
-        "against <reference>").
-    confidence : float
-        The interval's level.
-    biases : iterable of ProbeEffect
-        The bias probes' effects; the significant ones get a clause each.
-    mean_bias, bias_low, bias_high : float
-        The judge's mean difference from the reference and its interval (NaN: unknown).
-    unscored_rate : float
-        The share of items the judge left unscored (NaN: unknown).
-    yes_rate : float
+        "against <reference> (no human labels)", and the mean bias is not worded).
+    confidence : float, default 0.95
+        The interval's level, as the line prints it.
+    biases : iterable of ProbeEffect, default ()
+        The bias probes' effects; the significant ones (:attr:`ProbeEffect.significant`) get a clause each.
+    mean_bias, bias_low, bias_high : float, default nan
+        The judge's mean difference from people and its interval (NaN: unknown). Worded when, as printed at
+        :data:`SHOWN_DIGITS` places, the interval excludes 0 and the mean is at least :data:`MIN_MEAN_BIAS`
+        in size.
+    unscored_rate : float, default nan
+        The share of items the judge left unscored (NaN: unknown); worded above :data:`MAX_UNSCORED_RATE`.
+    yes_rate : float, default nan
         The share of its scored items the judge said "yes" to (NaN: unknown).
 
     Returns
@@ -437,6 +461,20 @@ def card_verdict(
     See Also
     --------
     agreement_verdict : the agreement clause alone, the one wording every verdict line shares.
+    JudgeCard : Keeps the line as its ``verdict``.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import ProbeEffect, card_verdict
+    >>> line = card_verdict("gpt-4o-judge", kappa=0.62, kappa_low=0.41, kappa_high=0.80, n=120,
+    ...                     biases=[ProbeEffect("length", 0.30, p_value=0.014, n=40)],
+    ...                     mean_bias=0.12, bias_low=0.06, bias_high=0.18, unscored_rate=0.15)
+    >>> for clause in line.split("; "):
+    ...     print(clause)
+    gpt-4o-judge: substantial agreement against people (kappa 0.62, 95% CI 0.41..0.80)
+    biased toward longer answers (+0.30, p=0.014)
+    scores 0.12 higher than people on average (+0.06..+0.18)
+    leaves 15% of items unscored
     """
     against = "against people" if people else f"against {reference} (no human labels)"
     parts: list[str] = [agreement_verdict(kappa, kappa_low, kappa_high, n, yes_rate=yes_rate, against=against,
