@@ -6,6 +6,7 @@ for pairwise judges, the unscored rate, and the verdict in words (:mod:`._verdic
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -57,6 +58,19 @@ on every item, or was not calibrated so)."""
 
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+
+#: The card's fields by kind, checked when a card is made (read from a registry's JSON above all).
+_STR_FIELDS = ("reference", "verdict", "weak", "created_at")
+_COUNT_FIELDS = ("n_labelled", "n_items")
+_NUMBER_FIELDS = ("percent_agreement", "agreement_low", "agreement_high", "kappa", "kappa_low", "kappa_high",
+                  "mean_bias", "bias_low", "bias_high", "unscored_rate", "position_consistency", "confidence",
+                  "threshold", "yes_rate")
+
+
+def _whole(value: Any) -> bool:
+    return math.isfinite(value) and float(value).is_integer()
 
 
 @dataclass(frozen=True)
@@ -138,7 +152,10 @@ class JudgeCard:
     Raises
     ------
     ValidationError
-        When ``grader_id`` is not a non-empty string or ``rubric_hash`` is not a string or ``None``.
+        When ``grader_id`` is not a non-empty string, ``rubric_hash`` is not a string or ``None``, ``people``
+        is not true or false, ``n_labelled`` or ``n_items`` is not a whole number >= 0, a figure is not a
+        number (NaN where unknown) or a text field is not a string: a card of the wrong types would read as
+        a verdict (NaN, or the text ``"false"``, is truthy), so it is refused, never guessed at.
 
     See Also
     --------
@@ -210,6 +227,28 @@ class JudgeCard:
             raise ValidationError(f"JudgeCard.grader_id must be a non-empty string, got {self.grader_id!r}")
         if self.rubric_hash is not None and not isinstance(self.rubric_hash, str):
             raise ValidationError("JudgeCard.rubric_hash must be a string or None")
+        # A field of the wrong type would pass for a verdict: NaN (or a "false" string) is truthy, so a card read
+        # with "people": null would be calibrated and route. Each field is checked, and numbers made plain.
+        for name in _STR_FIELDS:
+            if not isinstance(getattr(self, name), str):
+                raise ValidationError(f"JudgeCard.{name} must be a string, got {getattr(self, name)!r}")
+        people = self.people
+        if not (isinstance(people, bool) or getattr(getattr(people, "dtype", None), "kind", "") == "b"):
+            raise ValidationError(f"JudgeCard.people must be true or false (whether people labelled the items), "
+                                  f"got {people!r}")
+        object.__setattr__(self, "people", bool(people))
+        for name in _COUNT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _whole(value) or value < 0:
+                raise ValidationError(f"JudgeCard.{name} must be a count (a whole number >= 0), got {value!r}")
+            object.__setattr__(self, name, int(value))
+        for name in _NUMBER_FIELDS:
+            value = getattr(self, name)
+            if value is None and name == "position_consistency":
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValidationError(f"JudgeCard.{name} must be a number (NaN where unknown), got {value!r}")
+            object.__setattr__(self, name, float(value))
         object.__setattr__(self, "probes", tuple(self.probes))
 
     @property
@@ -282,9 +321,10 @@ class JudgeCard:
         ----------
         data : mapping
             The card's fields by name. Keys that are not fields are ignored (as are a probe's); ``None``
-            is read as NaN, except in the fields that may be ``None`` (``rubric_hash``,
-            ``position_consistency`` and the dict-valued ones); an absent ``created_at`` is now, and the
-            other fields with a default take it.
+            is read as NaN in the number fields (JSON has no NaN: :meth:`to_dict` writes it as ``null``) and
+            kept in those that may be ``None`` (``rubric_hash``, ``position_consistency`` and the dict-valued
+            ones); in any other field (``people``, ``n_labelled``, ``verdict``, ...) it is an error. An absent
+            ``created_at`` is now, and the other fields with a default take it.
 
         Returns
         -------
@@ -302,9 +342,8 @@ class JudgeCard:
         known = {f for f in cls.__dataclass_fields__}
         kw = {k: v for k, v in data.items() if k in known}
         for k, v in list(kw.items()):
-            if v is None and k not in ("rubric_hash", "position_consistency", "by_group", "reliability", "style",
-                                       "provenance", "selective", "cluster"):
-                kw[k] = math.nan
+            if v is None and k in _NUMBER_FIELDS and k != "position_consistency":
+                kw[k] = math.nan  # JSON has no NaN: to_dict's NaN is written as null
         probes = []
         for p in data.get("probes") or ():
             if isinstance(p, Mapping):
