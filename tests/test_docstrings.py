@@ -218,20 +218,11 @@ def test_the_check_covers_every_public_name_and_module():
 #: documented since, must pass strictly. Shrink this list; never grow it.
 PENDING = frozenset({
     "llm_connect.CalibrationReport",
-    "llm_connect.JudgeCard",
-    "llm_connect.cards.ProbeEffect",
-    "llm_connect.cards.agreement_band",
-    "llm_connect.cards.cards_frame",
-    "llm_connect.cards.labels_to_settle",
-    "llm_connect.cards.reliability_entry",
-    "llm_connect.cards.selective_line",
-    "llm_connect.cards.style_entry",
-    "llm_connect.cards.weak_judge_reasons",
 })
 
 
 #: The floors whose Examples are not all written yet: their modules' doctests are not collected.
-CALIBRATION_FLOORS = ("llm_connect.cards", "llm_connect.labelling")
+CALIBRATION_FLOORS: tuple[str, ...] = ()
 
 
 def _pending(obj: Any) -> bool:

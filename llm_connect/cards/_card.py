@@ -6,6 +6,7 @@ for pairwise judges, the unscored rate, and the verdict in words (:mod:`._verdic
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -59,6 +60,19 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+
+#: The card's fields by kind, checked when a card is made (read from a registry's JSON above all).
+_STR_FIELDS = ("reference", "verdict", "weak", "created_at")
+_COUNT_FIELDS = ("n_labelled", "n_items")
+_NUMBER_FIELDS = ("percent_agreement", "agreement_low", "agreement_high", "kappa", "kappa_low", "kappa_high",
+                  "mean_bias", "bias_low", "bias_high", "unscored_rate", "position_consistency", "confidence",
+                  "threshold", "yes_rate")
+
+
+def _whole(value: Any) -> bool:
+    return math.isfinite(value) and float(value).is_integer()
+
+
 @dataclass(frozen=True)
 class JudgeCard:
     """What is known about one judge (``grader_id``) under one rubric (``rubric_hash``).
@@ -89,7 +103,8 @@ class JudgeCard:
     n_items : int
         The items it was run on.
     verdict : str
-        The card's verdict text.
+        The card's verdict line (:func:`card_verdict`, with ``"; flagged weak: ..."`` added for a weak
+        judge): what ``str(card)`` shows.
     probes : tuple of ProbeEffect, default ()
         The bias probes' effects.
     position_consistency : float, optional
@@ -137,11 +152,43 @@ class JudgeCard:
     Raises
     ------
     ValidationError
-        When ``grader_id`` is not a non-empty string or ``rubric_hash`` is not a string or ``None``.
+        When ``grader_id`` is not a non-empty string, ``rubric_hash`` is not a string or ``None``, ``people``
+        is not true or false, ``n_labelled`` or ``n_items`` is not a whole number >= 0, a figure is not a
+        number (NaN where unknown) or a text field is not a string: a card of the wrong types would read as
+        a verdict (NaN, or the text ``"false"``, is truthy), so it is refused, never guessed at.
 
     See Also
     --------
     JudgeCardRegistry : Where cards are kept.
+    cards_frame : A table of cards.
+    card_verdict : The verdict line.
+    llm_connect.calibration.card_from_scores : Makes a card from a judge's and people's scores.
+
+    Notes
+    -----
+    Agreement is Cohen's kappa (Cohen, J. (1960), "A coefficient of agreement for nominal scales",
+    *Educational and Psychological Measurement* 20(1)), read in the bands of Landis & Koch (1977), "The
+    measurement of observer agreement for categorical data", *Biometrics* 33(1) (:func:`agreement_band`).
+    Cards compare equal on every field, ``created_at`` included, but the dict-valued ones (``by_group``,
+    ``reliability``, ``style``, ``provenance``, ``selective``, ``cluster``).
+
+    Examples
+    --------
+    A card is usually made by calibration; here one is written by hand:
+
+    >>> from llm_connect.cards import JudgeCard, card_verdict
+    >>> verdict = card_verdict("gpt-4o-judge", kappa=0.62, kappa_low=0.41, kappa_high=0.80, n=120)
+    >>> card = JudgeCard(
+    ...     grader_id="gpt-4o-judge", rubric_hash="3f2a9c", reference="human", people=True, n_labelled=120,
+    ...     percent_agreement=0.84, agreement_low=0.77, agreement_high=0.90,
+    ...     kappa=0.62, kappa_low=0.41, kappa_high=0.80, mean_bias=0.02, bias_low=-0.03, bias_high=0.07,
+    ...     unscored_rate=0.0, n_items=120, verdict=verdict, yes_rate=0.55)
+    >>> print(card)
+    gpt-4o-judge: substantial agreement against people (kappa 0.62, 95% CI 0.41..0.80)
+    >>> card.calibrated, card.meets(min_kappa=0.4), card.meets(min_kappa=0.5)
+    (True, True, False)
+    >>> JudgeCard.from_dict(card.to_dict()) == card
+    True
     """
 
     grader_id: str
@@ -180,10 +227,33 @@ class JudgeCard:
             raise ValidationError(f"JudgeCard.grader_id must be a non-empty string, got {self.grader_id!r}")
         if self.rubric_hash is not None and not isinstance(self.rubric_hash, str):
             raise ValidationError("JudgeCard.rubric_hash must be a string or None")
+        # A field of the wrong type would pass for a verdict: NaN (or a "false" string) is truthy, so a card read
+        # with "people": null would be calibrated and route. Each field is checked, and numbers made plain.
+        for name in _STR_FIELDS:
+            if not isinstance(getattr(self, name), str):
+                raise ValidationError(f"JudgeCard.{name} must be a string, got {getattr(self, name)!r}")
+        people = self.people
+        if not (isinstance(people, bool) or getattr(getattr(people, "dtype", None), "kind", "") == "b"):
+            raise ValidationError(f"JudgeCard.people must be true or false (whether people labelled the items), "
+                                  f"got {people!r}")
+        object.__setattr__(self, "people", bool(people))
+        for name in _COUNT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _whole(value) or value < 0:
+                raise ValidationError(f"JudgeCard.{name} must be a count (a whole number >= 0), got {value!r}")
+            object.__setattr__(self, name, int(value))
+        for name in _NUMBER_FIELDS:
+            value = getattr(self, name)
+            if value is None and name == "position_consistency":
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValidationError(f"JudgeCard.{name} must be a number (NaN where unknown), got {value!r}")
+            object.__setattr__(self, name, float(value))
         object.__setattr__(self, "probes", tuple(self.probes))
 
     @property
     def key(self) -> tuple[str, str | None]:
+        """``(grader_id, rubric_hash)``: what the card is kept under in a registry (one card per key)."""
         return (self.grader_id, self.rubric_hash)
 
     @property
@@ -192,14 +262,43 @@ class JudgeCard:
         return self.people and self.n_labelled >= MIN_LABELLED and _finite(self.kappa)
 
     def meets(self, *, min_kappa: float, on: str = "kappa_low") -> bool:
-        """Whether the card clears ``min_kappa`` on ``on`` (``kappa_low``, the default, or ``kappa``)."""
+        """Whether the judge is calibrated and its kappa clears ``min_kappa``: what routing asks of a judge.
+
+        Parameters
+        ----------
+        min_kappa : float
+            The least kappa accepted (e.g. 0.6, the edge of "substantial"). A value equal to it clears it.
+        on : {"kappa_low", "kappa"}, default "kappa_low"
+            Which figure must clear it: the lower end of the kappa's interval (the judge is that good at the
+            card's confidence) or the kappa itself (the point estimate).
+
+        Returns
+        -------
+        bool
+            ``True`` when the card is :attr:`calibrated` (checked against people on at least
+            :data:`MIN_LABELLED` items, with a kappa) and the figure named by ``on`` is finite and at least
+            ``min_kappa``; ``False`` otherwise.
+
+        Raises
+        ------
+        ValidationError
+            When ``on`` is neither ``"kappa_low"`` nor ``"kappa"``.
+        """
         if on not in ("kappa", "kappa_low"):
             raise ValidationError(f"on must be 'kappa' or 'kappa_low', got {on!r}")
         value = _num(getattr(self, on))
         return self.calibrated and math.isfinite(value) and value >= min_kappa
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: NaN (here and in the probes) becomes ``None``."""
+        """The card as a JSON-ready dict, as a registry saves it.
+
+        Returns
+        -------
+        dict
+            Every field by name (``probes`` a list of dicts of the :class:`ProbeEffect` fields); NaN and
+            infinite numbers, here, in the probes and in the dict-valued fields, become ``None``, and tuples
+            lists. :meth:`from_dict` reads it back.
+        """
 
         def clean(value: Any) -> Any:
             if isinstance(value, float) and not math.isfinite(value):
@@ -216,14 +315,35 @@ class JudgeCard:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JudgeCard:
+        """A card from the dict of :meth:`to_dict` (a registry's JSON).
+
+        Parameters
+        ----------
+        data : mapping
+            The card's fields by name. Keys that are not fields are ignored (as are a probe's); ``None``
+            is read as NaN in the number fields (JSON has no NaN: :meth:`to_dict` writes it as ``null``) and
+            kept in those that may be ``None`` (``rubric_hash``, ``position_consistency`` and the dict-valued
+            ones); in any other field (``people``, ``n_labelled``, ``verdict``, ...) it is an error. An absent
+            ``created_at`` is now, and the other fields with a default take it.
+
+        Returns
+        -------
+        JudgeCard
+            The card.
+
+        Raises
+        ------
+        ValidationError
+            When ``data`` is not a mapping, it or one of its probes lacks a field without a default, or a
+            field is invalid (see the class's Raises).
+        """
         if not isinstance(data, Mapping):
             raise ValidationError(f"a judge card must be a JSON object, got {type(data).__name__}")
         known = {f for f in cls.__dataclass_fields__}
         kw = {k: v for k, v in data.items() if k in known}
         for k, v in list(kw.items()):
-            if v is None and k not in ("rubric_hash", "position_consistency", "by_group", "reliability", "style",
-                                       "provenance", "selective", "cluster"):
-                kw[k] = math.nan
+            if v is None and k in _NUMBER_FIELDS and k != "position_consistency":
+                kw[k] = math.nan  # JSON has no NaN: to_dict's NaN is written as null
         probes = []
         for p in data.get("probes") or ():
             if isinstance(p, Mapping):
@@ -240,7 +360,17 @@ class JudgeCard:
             raise ValidationError(f"a judge card lacks a field: {exc}") from exc
 
     def row(self) -> dict[str, Any]:
-        """A flat row for a table (:data:`CARD_COLUMNS`)."""
+        """The card as a flat row of a table (what :func:`cards_frame` and ``cards.csv`` show).
+
+        Returns
+        -------
+        dict
+            The :data:`CARD_COLUMNS` by name: the card's own fields (``agreement`` is
+            ``percent_agreement``), ``epochs``, ``epoch_agreement`` and ``epoch_alpha`` from
+            :attr:`reliability`, ``rewards`` the line of :attr:`style`, and ``selective_coverage`` and
+            ``selective_cutoff`` from :attr:`selective`; ``None`` (``epochs``), ``""`` (``rewards``) or NaN
+            where the card has no such entry.
+        """
         r = self.reliability or {}
         return {
             "grader_id": self.grader_id,
@@ -268,9 +398,25 @@ class JudgeCard:
         }
 
     def with_reliability(self, reliability: Any) -> JudgeCard:
-        """A copy holding the judge's run-to-run reliability: an
-        :class:`~llm_connect.grading.EpochReliability`, the frame of ``judge_many(..., epochs=k)``
-        (read by :func:`~llm_connect.grading.epoch_reliability`) or its ``card_entry()`` dict."""
+        """A copy of the card holding the judge's run-to-run reliability (its verdict is unchanged).
+
+        Parameters
+        ----------
+        reliability : EpochReliability or pandas.DataFrame or mapping or None
+            An :class:`~llm_connect.grading.EpochReliability`, the frame of ``judge_many(..., epochs=k)``
+            (read by :func:`~llm_connect.grading.epoch_reliability`) or its ``card_entry()`` dict;
+            ``None`` removes it (see :func:`reliability_entry`).
+
+        Returns
+        -------
+        JudgeCard
+            A new card whose :attr:`reliability` is the entry; the card itself is not changed.
+
+        Raises
+        ------
+        ValidationError
+            When ``reliability`` is none of these, or a mapping that lacks a field.
+        """
         return replace(self, reliability=reliability_entry(reliability))
 
     def __str__(self) -> str:
@@ -282,10 +428,46 @@ class JudgeCard:
 
 
 def reliability_entry(reliability: Any) -> dict[str, Any] | None:
-    """What a card keeps of a judge's run-to-run reliability (``JudgeCard.reliability``): ``None`` for
-    ``None``; the ``card_entry()`` of an :class:`~llm_connect.grading.EpochReliability`, of the one
-    :func:`~llm_connect.grading.epoch_reliability` reads from a ``judge_many(..., epochs=k)`` frame,
-    or of a mapping with the same fields (such as ``df.attrs["reliability"]``)."""
+    """What a card keeps of a judge's run-to-run reliability (:attr:`JudgeCard.reliability`).
+
+    Parameters
+    ----------
+    reliability : EpochReliability or pandas.DataFrame or mapping or None
+        An :class:`~llm_connect.grading.EpochReliability`; the frame of ``judge_many(..., epochs=k)``
+        (read by :func:`~llm_connect.grading.epoch_reliability`); or a mapping with its fields (such as
+        ``df.attrs["reliability"]`` or a card's entry; keys that are not fields are ignored, ``None`` is
+        read as NaN except for ``reducer``); or ``None``.
+
+    Returns
+    -------
+    dict or None
+        The :meth:`~llm_connect.grading.EpochReliability.card_entry`: ``epochs``, ``n_items``,
+        ``agreement``, ``unanimous``, ``alpha``, ``level``, ``alpha_nominal``, ``alpha_interval``,
+        ``labels``, ``threshold``, ``reducer``, NaN as ``None``; ``None`` for ``None``.
+
+    Raises
+    ------
+    ValidationError
+        When ``reliability`` is none of these, a mapping lacks a field, or a frame has no
+        ``epoch_scores`` column.
+
+    See Also
+    --------
+    llm_connect.grading.epoch_reliability : Computes the reliability (Krippendorff's alpha).
+    JudgeCard.with_reliability : A card with the entry.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import reliability_entry
+    >>> from llm_connect.grading import epoch_reliability
+    >>> entry = reliability_entry(epoch_reliability([[1, 1, 1], [0, 0, 1], [1, 1, 1], [0, 0, 0]]))
+    >>> entry["epochs"], entry["n_items"], entry["level"], round(entry["alpha"], 3)
+    (3, 4, 'nominal', 0.686)
+    >>> reliability_entry(entry) == entry
+    True
+    >>> reliability_entry(None) is None
+    True
+    """
     from ..grading import EpochReliability, epoch_reliability
 
     if reliability is None:
@@ -307,6 +489,39 @@ def reliability_entry(reliability: Any) -> dict[str, Any] | None:
 
 
 def cards_frame(cards: Iterable[JudgeCard]) -> pd.DataFrame:
-    """A table of judge cards: one row per card (:meth:`JudgeCard.row`), the :data:`CARD_COLUMNS`."""
+    """A table of judge cards: one row per card, in the order given.
+
+    Parameters
+    ----------
+    cards : iterable of JudgeCard
+        The cards (a :class:`JudgeCardRegistry`'s ``cards()``, a calibration report's ``judge_cards()``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per card (:meth:`JudgeCard.row`), the :data:`CARD_COLUMNS` in order: ``grader_id``,
+        ``rubric_hash``, ``reference``, ``n_labelled``, ``agreement``, ``kappa``, ``kappa_low``, ``kappa_high``,
+        ``mean_bias``, ``bias_low``, ``bias_high``, ``unscored_rate``, ``position_consistency``, ``yes_rate``,
+        ``weak``, ``epochs``, ``epoch_agreement``, ``epoch_alpha``, ``verdict``, ``rewards``,
+        ``selective_coverage``, ``selective_cutoff``. No cards: an empty frame with those columns.
+
+    See Also
+    --------
+    JudgeCard.row : One card's row.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import JudgeCard, cards_frame
+    >>> card = JudgeCard(
+    ...     grader_id="gpt-4o-judge", rubric_hash="3f2a9c", reference="human", people=True, n_labelled=120,
+    ...     percent_agreement=0.84, agreement_low=0.77, agreement_high=0.90,
+    ...     kappa=0.62, kappa_low=0.41, kappa_high=0.80, mean_bias=0.02, bias_low=-0.03, bias_high=0.07,
+    ...     unscored_rate=0.0, n_items=120, verdict="gpt-4o-judge: substantial agreement against people")
+    >>> cards_frame([card])[["grader_id", "n_labelled", "kappa", "kappa_low"]]
+          grader_id  n_labelled  kappa  kappa_low
+    0  gpt-4o-judge         120   0.62       0.41
+    >>> len(cards_frame([]).columns)
+    22
+    """
     return pd.DataFrame([c.row() for c in cards], columns=list(CARD_COLUMNS))
 

@@ -64,8 +64,21 @@ class JudgeCardRegistry:
 
     Examples
     --------
-    >>> registry = JudgeCardRegistry.for_ledger("runs/quality.jsonl")  # doctest: +SKIP
-    >>> registry.get("gpt-4o-judge")  # doctest: +SKIP
+    >>> import pathlib, tempfile
+    >>> from llm_connect.cards import JudgeCard, JudgeCardRegistry
+    >>> registry = JudgeCardRegistry.for_ledger(pathlib.Path(tempfile.mkdtemp()) / "quality.jsonl")
+    >>> registry.path.name
+    'quality.jsonl.cards.json'
+    >>> registry.get("gpt-4o-judge") is None  # no file yet: no cards
+    True
+    >>> card = JudgeCard(
+    ...     grader_id="gpt-4o-judge", rubric_hash="3f2a9c", reference="human", people=True, n_labelled=120,
+    ...     percent_agreement=0.84, agreement_low=0.77, agreement_high=0.90,
+    ...     kappa=0.62, kappa_low=0.41, kappa_high=0.80, mean_bias=0.02, bias_low=-0.03, bias_high=0.07,
+    ...     unscored_rate=0.0, n_items=120, verdict="gpt-4o-judge: substantial agreement against people")
+    >>> registry.save(card)
+    >>> registry.get("gpt-4o-judge", "3f2a9c").kappa
+    0.62
     """
 
     VERSION = 1

@@ -124,7 +124,45 @@ def _finite(value: Any) -> bool:
 
 
 def agreement_band(kappa: float) -> str:
-    """The Landis & Koch band of a kappa: ``slight``, ``fair``, ``moderate``, ``substantial``, ``almost perfect``."""
+    """The Landis & Koch band of a kappa: ``slight``, ``fair``, ``moderate``, ``substantial``, ``almost perfect``.
+
+    Parameters
+    ----------
+    kappa : float
+        A Cohen's kappa (any finite number; a negative kappa, worse than chance, is ``slight`` too). It is
+        taken as given, not rounded to :data:`SHOWN_DIGITS`.
+
+    Returns
+    -------
+    str
+        ``"slight"`` below 0.2, ``"fair"`` below 0.4, ``"moderate"`` below 0.6, ``"substantial"`` below 0.8,
+        ``"almost perfect"`` from 0.8 (each band includes its lower edge).
+
+    Raises
+    ------
+    ValidationError
+        When ``kappa`` is not a finite number (NaN, infinite, ``None``, a string or a bool).
+
+    See Also
+    --------
+    agreement_verdict : The verdict line that names the band.
+
+    Notes
+    -----
+    The bands are those of Landis, J. R. & Koch, G. G. (1977), "The measurement of observer agreement for
+    categorical data", *Biometrics* 33(1), 159-174. Landis & Koch name kappas below 0 "poor"; here they are
+    ``slight`` (the verdict rule has already said "no better than chance" of a judge whose interval reaches 0).
+
+    Examples
+    --------
+    >>> from llm_connect.cards import agreement_band
+    >>> agreement_band(0.45)
+    'moderate'
+    >>> agreement_band(0.8)
+    'almost perfect'
+    >>> agreement_band(-0.1)
+    'slight'
+    """
     k = _num(kappa)
     if not math.isfinite(k):
         raise ValidationError(f"kappa must be a finite number, got {kappa!r}")
@@ -144,7 +182,58 @@ def _p(value: float) -> str:
 
 @dataclass(frozen=True)
 class ProbeEffect:
-    """One bias probe's (or the length regression's) effect on a judge's score."""
+    """One bias probe's (or the length regression's) effect on a judge's score.
+
+    A card keeps one per probe run on the judge (:attr:`JudgeCard.probes`); :func:`card_verdict` words each
+    significant one as a clause of the verdict (:meth:`words`).
+
+    Parameters
+    ----------
+    probe : str
+        The probe: ``"length"``, ``"format"``, ``"injection"`` or ``"position"`` (what the verdict names as
+        "longer answers", "markdown formatting", "instructions planted in the answer", "the answer shown
+        first"); another name is shown as given.
+    effect : float
+        For a probe (``source="probe"``), the mean change of the judge's score when the answer is perturbed
+        (perturbed minus original; a pairwise judge's position bias for ``"position"``); for the length
+        regression (``source="regression"``), the length coefficient of ``score ~ 1 + length + controls``
+        (:func:`~llm_connect.calibration.length_effect`). Positive: the judge scores the perturbed (longer)
+        answer higher.
+    low, high : float, default nan
+        The interval on ``effect`` (a seeded bootstrap interval for a probe, the OLS interval for the
+        regression); NaN when unknown.
+    p_value : float, default nan
+        The effect's p-value (the paired Wilcoxon signed-rank test for a probe, the OLS t-test for the
+        regression); NaN when unknown, and then the effect is never significant.
+    n : int, default 0
+        The pairs (or rows) the effect was measured on.
+    source : {"probe", "regression"}, default "probe"
+        ``"probe"``: measured by perturbing the answers and judging them again; ``"regression"``: observed
+        (OLS over the answers as they are), used when no length probe ran.
+    by_definition : str, default ""
+        Why the judge scores this way by its own definition (the judge's ``by_definition`` entry for the
+        probe: exact match gives 0 to a padded answer), or ``""``. A drop it explains is worded as such
+        (:attr:`expected`), never as a bias.
+
+    See Also
+    --------
+    JudgeCard : The card that keeps the effects.
+    card_verdict : Words the significant effects as clauses of the verdict.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import ProbeEffect
+    >>> effect = ProbeEffect("length", 0.30, low=0.08, high=0.52, p_value=0.014, n=40)
+    >>> effect.significant
+    True
+    >>> effect.words()
+    'biased toward longer answers (+0.30, p=0.014)'
+    >>> drop = ProbeEffect("length", -0.8, p_value=0.001, n=40,
+    ...                    by_definition="a padded answer no longer equals the reference")
+    >>> print(drop.words())  # doctest: +NORMALIZE_WHITESPACE
+    scores longer answers lower (-0.80, p=0.001) by definition, not as a bias:
+    a padded answer no longer equals the reference
+    """
 
     probe: str
     effect: float
@@ -159,6 +248,7 @@ class ProbeEffect:
 
     @property
     def significant(self) -> bool:
+        """The p-value is below :data:`BIAS_ALPHA` and the effect is finite and not 0: the verdict words it."""
         return _finite(self.p_value) and self.p_value < BIAS_ALPHA and _finite(self.effect) and self.effect != 0
 
     @property
@@ -167,6 +257,16 @@ class ProbeEffect:
         return bool(self.by_definition) and _finite(self.effect) and self.effect < 0
 
     def words(self) -> str:
+        """The effect as the verdict's clause says it, whether or not it is significant.
+
+        Returns
+        -------
+        str
+            ``"biased toward <target> (+0.30, p=0.014)"`` for a positive effect, ``"biased against <target>
+            (...)"`` for a negative (or zero) one, or, for a drop the judge's definition explains
+            (:attr:`expected`), ``"scores <target> lower (...) by definition, not as a bias: <why>"``. The
+            effect is shown with two decimals and its sign, the p-value as ``p=0.014`` or ``p < 0.001``.
+        """
         target = _PROBE_WORDS.get(self.probe, self.probe)
         if self.expected:
             return (f"scores {target} lower ({_signed(self.effect)}, {_p(self.p_value)}) by definition, not as a "
@@ -183,9 +283,39 @@ UNDECIDED_FROM = 0.2
 def labels_to_settle(kappa: float, kappa_low: float, n: int) -> int | None:
     """About how many labelled items in all would lift a kappa interval's lower end above 0, if the kappa held.
 
+    Parameters
+    ----------
+    kappa : float
+        Cohen's kappa against people, measured on ``n`` items.
+    kappa_low : float
+        The lower end of its interval (at whatever confidence it was computed).
+    n : int
+        The paired (labelled) items the kappa and its interval were measured on.
+
+    Returns
+    -------
+    int or None
+        The labelled items needed in all (not the ones still to label: subtract ``n``), at least ``n + 1``;
+        ``None`` when it cannot be said: ``kappa <= 0`` (no number of labels would lift the interval above 0),
+        a missing (NaN) kappa or bound, or ``n <= 0``.
+
+    See Also
+    --------
+    agreement_verdict : Says this figure in its *cannot tell yet* verdict.
+
+    Notes
+    -----
     An interval's half-width shrinks as ``1/sqrt(n)``: the lower half ``kappa - kappa_low`` measured on ``n``
-    items is ``kappa`` (just enough to exclude 0) on ``n * ((kappa - kappa_low) / kappa) ** 2`` items.
-    ``None`` when it cannot be said (``kappa <= 0``: no number of labels would; or a bound is missing).
+    items is ``kappa`` (just enough to exclude 0) on ``n * ((kappa - kappa_low) / kappa) ** 2`` items, rounded
+    up. It is a rough plan, not a guarantee: the kappa measured on more items will move.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import labels_to_settle
+    >>> labels_to_settle(0.30, -0.05, 40)  # about 15 more labels
+    55
+    >>> labels_to_settle(0.0, -0.20, 40) is None  # no number of labels lifts a kappa of 0 above chance
+    True
     """
     k, lo = _num(kappa), _num(kappa_low)
     if not (math.isfinite(k) and math.isfinite(lo)) or k <= 0 or n <= 0:
@@ -204,12 +334,13 @@ def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int,
         Cohen's kappa against the reference and its interval (decided as printed, at :data:`SHOWN_DIGITS`).
     n : int
         The paired (labelled) items it was measured on.
-    yes_rate : float, optional
-        The share of the items it scored that the judge said "yes" to (NaN when unknown).
-    against : str
-        What it was checked against, as the line says it (``"against people"``).
-    confidence : float
-        The interval's level.
+    yes_rate : float, default nan
+        The share of the items it scored that the judge said "yes" to (NaN when unknown). Exactly 0 or 1
+        gives the *one verdict* clause whatever the kappa.
+    against : str, default "against people"
+        What it was checked against, as the line says it.
+    confidence : float, default 0.95
+        The interval's level, as the line prints it ("95% CI"); it changes no decision.
 
     Returns
     -------
@@ -221,6 +352,27 @@ def agreement_verdict(kappa: float, kappa_low: float, kappa_high: float, n: int,
         wide to decide, and about how many labelled items in all would settle it,
         :func:`labels_to_settle`); else the Landis & Koch band, with "use its scores only with human
         correction" for slight and fair.
+
+    See Also
+    --------
+    card_verdict : The whole verdict line of a card: this clause, then the biases.
+    agreement_band : The Landis & Koch band.
+    weak_judge_reasons : Why a judge is flagged weak.
+
+    Notes
+    -----
+    The bands are those of Landis, J. R. & Koch, G. G. (1977), "The measurement of observer agreement for
+    categorical data", *Biometrics* 33(1), 159-174.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import agreement_verdict
+    >>> agreement_verdict(0.62, 0.41, 0.80, 120)
+    'substantial agreement against people (kappa 0.62, 95% CI 0.41..0.80)'
+    >>> print(agreement_verdict(0.30, -0.05, 0.62, 40))  # doctest: +NORMALIZE_WHITESPACE
+    cannot tell yet against people: kappa 0.30 (fair), but its 95% CI -0.05..0.62 on 40 items reaches
+    chance, too wide to decide; about 15 more labelled items (55 in all) would settle it if its kappa
+    holds; until then use its scores only with human correction (estimate_quality)
     """
     ci = f"{confidence:.0%} CI"
     k, lo, hi = _shown(kappa), _shown(kappa_low), _shown(kappa_high)  # decided as printed
@@ -282,20 +434,22 @@ def card_verdict(
         Cohen's kappa against ``reference`` and its interval.
     n : int
         The paired (labelled) items it was measured on.
-    reference : str
+    reference : str, default "human"
         What the judge was checked against (``"human"``, or another judge's name).
-    people : bool
+    people : bool, default True
         Whether ``reference`` is human labels (the verdict then says "against people"; otherwise
-        "against <reference>").
-    confidence : float
-        The interval's level.
-    biases : iterable of ProbeEffect
-        The bias probes' effects; the significant ones get a clause each.
-    mean_bias, bias_low, bias_high : float
-        The judge's mean difference from the reference and its interval (NaN: unknown).
-    unscored_rate : float
-        The share of items the judge left unscored (NaN: unknown).
-    yes_rate : float
+        "against <reference> (no human labels)", and the mean bias is not worded).
+    confidence : float, default 0.95
+        The interval's level, as the line prints it.
+    biases : iterable of ProbeEffect, default ()
+        The bias probes' effects; the significant ones (:attr:`ProbeEffect.significant`) get a clause each.
+    mean_bias, bias_low, bias_high : float, default nan
+        The judge's mean difference from people and its interval (NaN: unknown). Worded when, as printed at
+        :data:`SHOWN_DIGITS` places, the interval excludes 0 and the mean is at least :data:`MIN_MEAN_BIAS`
+        in size.
+    unscored_rate : float, default nan
+        The share of items the judge left unscored (NaN: unknown); worded above :data:`MAX_UNSCORED_RATE`.
+    yes_rate : float, default nan
         The share of its scored items the judge said "yes" to (NaN: unknown).
 
     Returns
@@ -307,6 +461,20 @@ def card_verdict(
     See Also
     --------
     agreement_verdict : the agreement clause alone, the one wording every verdict line shares.
+    JudgeCard : Keeps the line as its ``verdict``.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import ProbeEffect, card_verdict
+    >>> line = card_verdict("gpt-4o-judge", kappa=0.62, kappa_low=0.41, kappa_high=0.80, n=120,
+    ...                     biases=[ProbeEffect("length", 0.30, p_value=0.014, n=40)],
+    ...                     mean_bias=0.12, bias_low=0.06, bias_high=0.18, unscored_rate=0.15)
+    >>> for clause in line.split("; "):
+    ...     print(clause)
+    gpt-4o-judge: substantial agreement against people (kappa 0.62, 95% CI 0.41..0.80)
+    biased toward longer answers (+0.30, p=0.014)
+    scores 0.12 higher than people on average (+0.06..+0.18)
+    leaves 15% of items unscored
     """
     against = "against people" if people else f"against {reference} (no human labels)"
     parts: list[str] = [agreement_verdict(kappa, kappa_low, kappa_high, n, yes_rate=yes_rate, against=against,
@@ -328,9 +496,43 @@ def card_verdict(
 def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, people: bool = True,
                        confidence: float = 0.95) -> str:
     """Why a judge is weak, or ``""``: its kappa interval against people includes 0, or it gives one verdict
-    to more than :data:`MAX_YES_RATE` of the items it scored, "yes" or "no" (see the module docstring). The
-    interval is taken as printed, at :data:`SHOWN_DIGITS` places: a bound of ``9.84e-17`` is ``0.00``, so it
-    includes 0."""
+    to almost every item.
+
+    Parameters
+    ----------
+    kappa_low, kappa_high : float
+        The judge's kappa interval against the reference. It is taken as printed, at :data:`SHOWN_DIGITS`
+        places: a bound of ``9.84e-17`` is ``0.00``, so it includes 0. A NaN bound gives no reason.
+    yes_rate : float
+        The share of the items it scored that the judge said "yes" to; NaN when unknown (no reason then).
+    people : bool, default True
+        Whether the reference is people's labels. The interval reason is given only against people;
+        against another judge only the one-verdict reason can be.
+    confidence : float, default 0.95
+        The interval's level, as the reason prints it ("95% CI"); it changes no decision.
+
+    Returns
+    -------
+    str
+        The reasons joined by ``"; "``: "its kappa interval against people includes 0 (95% CI -0.05..0.60)"
+        when ``kappa_low <= 0 <= kappa_high``, and "it says yes to 97% of the items it scored (more than
+        95%)" when "yes" (or "no") is more than :data:`MAX_YES_RATE` of them; ``""`` when the judge is not
+        weak.
+
+    See Also
+    --------
+    JudgeCard : Keeps the reasons in its ``weak`` field.
+    agreement_verdict : The verdict line, which words the same cases its own way.
+
+    Examples
+    --------
+    >>> from llm_connect.cards import weak_judge_reasons
+    >>> print(weak_judge_reasons(kappa_low=-0.05, kappa_high=0.60, yes_rate=0.97))  # doctest: +NORMALIZE_WHITESPACE
+    its kappa interval against people includes 0 (95% CI -0.05..0.60);
+    it says yes to 97% of the items it scored (more than 95%)
+    >>> weak_judge_reasons(kappa_low=0.41, kappa_high=0.80, yes_rate=0.60)
+    ''
+    """
     reasons = []
     lo, hi = _shown(kappa_low), _shown(kappa_high)  # decided on the figures printed
     if people and math.isfinite(lo) and math.isfinite(hi) and lo <= 0 <= hi:
@@ -343,9 +545,41 @@ def weak_judge_reasons(*, kappa_low: float, kappa_high: float, yes_rate: float, 
 
 
 def selective_line(entry: Mapping[str, Any]) -> str:
-    """A selective judge's verdict clause from its summary (:attr:`JudgeCard.selective`): "judges 62% of items
-    with at least 90% agreement with people, guaranteed at 90% confidence; abstains on 38%", or why it
-    abstains on every item."""
+    """A selective judge's verdict clause, from its summary (:attr:`JudgeCard.selective`).
+
+    Parameters
+    ----------
+    entry : mapping
+        The summary of :meth:`~llm_connect.grading.SelectiveJudge.summary` (as a card keeps it): this reads
+        ``cutoff`` (``None``: no cut-off passed the guarantee), ``coverage`` (the share of items it judges),
+        ``guaranteed_agreement``, ``confidence_level`` and ``note`` (why it abstains on every item). A
+        missing key counts as ``None``.
+
+    Returns
+    -------
+    str
+        "judges 62% of items with at least 90% agreement with people, guaranteed at 90% confidence;
+        abstains on 38%", or, when there is no cut-off or the coverage is 0 or unknown, "abstains on every
+        item (<note>)" (the note defaults to "no cut-off passed the guarantee").
+
+    See Also
+    --------
+    llm_connect.grading.SelectiveJudge : The selective judge whose summary this words.
+
+    Notes
+    -----
+    The guarantee is that of Jung, J., Brahman, F. & Choi, Y. (2025), "Trust or Escalate: LLM Judges with
+    Provable Guarantees for Human Agreement", ICLR 2025 (see :mod:`llm_connect.stats.selective`).
+
+    Examples
+    --------
+    >>> from llm_connect.cards import selective_line
+    >>> selective_line({"cutoff": 0.8, "coverage": 0.62, "guaranteed_agreement": 0.9,
+    ...                 "confidence_level": 0.9})
+    'judges 62% of items with at least 90% agreement with people, guaranteed at 90% confidence; abstains on 38%'
+    >>> selective_line({"cutoff": None, "coverage": 0.0, "note": "too few labels"})
+    'abstains on every item (too few labels)'
+    """
     coverage = _num(entry.get("coverage"))
     if entry.get("cutoff") is None or not math.isfinite(coverage) or coverage <= 0:
         note = entry.get("note") or "no cut-off passed the guarantee"
@@ -373,13 +607,61 @@ def _paid(feature: Any, coef: Any, low: Any, high: Any) -> str:
 
 def style_entry(judge: Any, people: Any = None, *, models: bool = True,
                 confidence: float = 0.95) -> dict[str, Any] | None:
-    """A judge card's :attr:`JudgeCard.style`: the style coefficients of the judge's own preferences
-    (``judge``: a :func:`~llm_connect.stats.style_effects` frame) beside people's (``people``: the
-    same for people's preferences, on the pairs they labelled; ``None`` or a reason when there are
-    none), and the card's one line, e.g. ``"this judge pays +40 Elo for bold text (+10 to +70); people pay
-    +5 Elo for bold text (-20 to +30)"``: Elo per unit of each feature (for the Arena features, from
-    both answers alike to only one answer having it), with the intervals. ``None`` when the judge's
-    preferences gave no coefficient."""
+    """A judge card's :attr:`JudgeCard.style`: what a pairwise judge pays for style, beside what people pay.
+
+    Parameters
+    ----------
+    judge : pandas.DataFrame
+        The style coefficients of the judge's own preferences: a
+        :func:`~llm_connect.stats.style_effects` frame (columns ``feature``, ``coefficient``, ``low``,
+        ``high``; Elo per unit of each feature: for the Arena features, from both answers alike to only one
+        answer having it). Anything else, or an empty frame, gives ``None``.
+    people : pandas.DataFrame, optional
+        The same for people's preferences, on the pairs they labelled. Anything that is not a non-empty
+        frame (``None``, or a text saying why there are none) counts as none: the line then says "no
+        people's preferences to compare" (the text itself is not shown).
+    models : bool, default True
+        Whether the coefficients held model strength fixed (the pairs named their models); ``False`` adds
+        "(model strength not held fixed: the pairs do not name their models)" to the line.
+    confidence : float, default 0.95
+        The level of the intervals in ``judge`` and ``people``, recorded in the entry (nothing is computed
+        from it here).
+
+    Returns
+    -------
+    dict or None
+        ``{"line", "features", "models", "confidence"}``: ``line`` the card's one line, e.g. ``"this judge
+        pays +40 Elo for bold text (+10 to +70); people pay +5 Elo for bold text (-20 to +30)"``;
+        ``features`` one dict per feature of ``judge``, largest coefficient (in absolute value) first, with
+        ``feature``, ``coefficient``, ``low``, ``high`` and people's ``people``, ``people_low``,
+        ``people_high`` (NaN where people's frame has no such feature). ``None`` when the judge's
+        preferences gave no coefficient.
+
+    See Also
+    --------
+    llm_connect.stats.style_effects : Computes the coefficients.
+    JudgeCard : Keeps the entry as its ``style``.
+
+    Notes
+    -----
+    Style control is Chatbot Arena's (LMSYS, August 2024, "Does style matter? Disentangling style and
+    substance in Chatbot Arena"): the Bradley-Terry model of the preferences with the style features'
+    differences as extra terms (see :mod:`llm_connect.stats.style`).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from llm_connect.cards import style_entry
+    >>> judge = pd.DataFrame({"feature": ["bold", "length"], "coefficient": [40.0, 12.0],
+    ...                       "low": [10.0, -5.0], "high": [70.0, 30.0]})
+    >>> people = pd.DataFrame({"feature": ["bold"], "coefficient": [5.0], "low": [-20.0], "high": [30.0]})
+    >>> entry = style_entry(judge, people)
+    >>> print(entry["line"])  # doctest: +NORMALIZE_WHITESPACE
+    this judge pays +40 Elo for bold text (+10 to +70), +12 Elo for length (-5 to +30);
+    people pay +5 Elo for bold text (-20 to +30)
+    >>> [f["feature"] for f in entry["features"]]
+    ['bold', 'length']
+    """
     if not isinstance(judge, pd.DataFrame) or not len(judge):
         return None
     own = judge.set_index("feature")

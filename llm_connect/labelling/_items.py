@@ -172,6 +172,26 @@ def conversation_items(frame: pd.DataFrame, *, score_columns: Sequence[str] = ()
     ------
     ValidationError
         No ``conversation_id`` column, or a row without one.
+
+    See Also
+    --------
+    Labeller : Labels a whole conversation at once with ``unit="conversation"``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from llm_connect.labelling import conversation_items
+    >>> hi = {"role": "user", "content": "Hi"}
+    >>> turns = pd.DataFrame({
+    ...     "conversation_id": ["c1", "c1", "c2"], "turn": [0, 1, 0],
+    ...     "messages": [[hi], [hi, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "2+2?"}],
+    ...                  [{"role": "user", "content": "Capital of France?"}]],
+    ...     "candidate": ["Hello!", "4", "Paris"], "judge_score": [1.0, 0.5, 1.0]})
+    >>> conversation_items(turns, score_columns=["judge_score"])[["id", "n_turns", "prompt", "candidate",
+    ...                                                           "judge_score"]]
+       id  n_turns              prompt candidate  judge_score
+    0  c1        2                  Hi         4         0.75
+    1  c2        1  Capital of France?     Paris         1.00
     """
     if "conversation_id" not in frame.columns:
         raise ValidationError("unit='conversation' needs a conversation_id column: read the data with "

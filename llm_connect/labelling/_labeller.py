@@ -109,8 +109,25 @@ class Labeller:
 
     Examples
     --------
-    >>> labeller = Labeller(items, ledger=ledger, task_type="qa", annotator="ana")  # doctest: +SKIP
-    >>> labeller  # shows the widget in Jupyter  # doctest: +SKIP
+    >>> import pathlib, tempfile
+    >>> import pandas as pd
+    >>> from llm_connect import QualityLedger
+    >>> from llm_connect.labelling import Labeller
+    >>> items = pd.DataFrame({"id": [1, 2, 3],
+    ...                       "prompt": ["2+2?", "Capital of France?", "H2O is?"],
+    ...                       "candidate": ["4", "Paris", "salt"],
+    ...                       "reference": ["4", "Paris", "water"]})
+    >>> ledger = QualityLedger(pathlib.Path(tempfile.mkdtemp()) / "labels.jsonl")
+    >>> labeller = Labeller(items, ledger=ledger, task_type="qa", annotator="ana")
+    >>> labeller.current["prompt"]  # the seeded order's first item
+    'Capital of France?'
+    >>> label_id = labeller.label(1.0)  # correct: appended to the ledger at once
+    >>> labeller.current["prompt"], labeller.n_labelled
+    ('H2O is?', 1)
+    >>> label_id = labeller.label(0.0)  # incorrect
+    >>> labeller.progress()["text"]
+    '2 labelled; interval width needs about 10 labels'
+    >>> labeller  # in Jupyter, the widget  # doctest: +SKIP
     """
 
     def __init__(

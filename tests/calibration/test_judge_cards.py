@@ -140,6 +140,41 @@ def test_registry_rejects_a_corrupt_file_with_a_clear_error(tmp_path):
         JudgeCardRegistry(path).cards()
 
 
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("people", None, "people must be true or false"),
+    ("people", "false", "people must be true or false"),
+    ("n_labelled", None, "n_labelled must be a count"),
+    ("n_labelled", 12.5, "n_labelled must be a count"),
+    ("n_items", -1, "n_items must be a count"),
+    ("kappa", "0.9", "kappa must be a number"),
+    ("verdict", None, "verdict must be a string"),
+])
+def test_a_card_of_the_wrong_types_is_refused_not_read_as_a_verdict(tmp_path, field, value, message):
+    """A registry's card with ``"people": null`` was read back with people = NaN, which is truthy: the card was
+    calibrated and met any kappa, so routing would take a judge nobody checked. Each field's type is checked."""
+    judge, human = _labels(seed=3)
+    data = json.loads(json.dumps(card_from_scores(judge, human, grader_id="g", n_boot=100).to_dict()))
+    data[field] = value
+    with pytest.raises(ValidationError, match=message):
+        JudgeCard.from_dict(data)
+    path = tmp_path / "cards.json"
+    path.write_text(json.dumps({"cards": [data]}))
+    with pytest.raises(ValidationError, match=message):
+        JudgeCardRegistry(path).cards()
+
+
+def test_a_card_read_back_keeps_its_unknown_figures_unknown_and_its_types_plain():
+    judge, human = _labels(seed=4)
+    card = card_from_scores(judge, human, grader_id="g", n_boot=100)
+    data = json.loads(json.dumps(card.to_dict()))
+    data["kappa"] = None  # JSON's spelling of an unknown figure
+    again = JudgeCard.from_dict(data)
+    assert math.isnan(again.kappa) and not again.calibrated and not again.meets(min_kappa=0.0)
+    made = JudgeCard(**{**data, "kappa": 0.5, "people": np.bool_(True), "n_labelled": np.int64(40),
+                        "n_items": 40.0, "probes": ()})
+    assert type(made.people) is bool and type(made.n_labelled) is int and type(made.n_items) is int
+
+
 def _save_many(path: str, start: int) -> None:
     judge, human = _labels(n=40, seed=start)
     reg = JudgeCardRegistry(path)
