@@ -50,11 +50,10 @@ if _TYPE_CHECKING:
         TransformersAdapter,
         local_adapter,
     )
+    from .alignment import Alignment, align
     from .calibration import (
-        Alignment,
         CalibrationReport,
         agreement_table,
-        align,
         calibrate,
         compare_leaderboards,
         run_probes,
@@ -130,8 +129,8 @@ _LAZY: dict[str, str] = {
     "cascade": ".grading",
     "Rubric": ".grading",
     "Example": ".grading",
-    "align": ".calibration",
-    "Alignment": ".calibration",
+    "align": ".alignment",
+    "Alignment": ".alignment",
     "style_effects": ".stats",
     "SharedBudget": ".distributed",
     "AnthropicAdapter": ".adapters",

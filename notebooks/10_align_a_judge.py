@@ -156,7 +156,7 @@ scored.assign(polite=replies["human"]).groupby("polite")["quality_score"].descri
 # `optimizer=` criteria rewritten by another model; we keep the run short.
 
 # %%
-from llm_connect.calibration import align
+from llm_connect.alignment import align
 
 result = align(judge, items, human="human", candidates=["examples:4", "threshold"], folds=3, seed=0,
                concurrency=1)

@@ -204,8 +204,8 @@ def test_the_check_covers_every_public_name_and_module():
     assert {"judge_many", "calibrate", "QualityLedger", "RunConfig", "ValidationError"} <= set(names)
     modules = public_modules()
     assert {"llm_connect.grading", "llm_connect.stats", "llm_connect.cards", "llm_connect.labelling",
-            "llm_connect.calibration", "llm_connect.views", "llm_connect.quality", "llm_connect.adapters",
-            "llm_connect.testing", "llm_connect.errors"} <= set(modules)
+            "llm_connect.calibration", "llm_connect.alignment", "llm_connect.views", "llm_connect.quality",
+            "llm_connect.adapters", "llm_connect.testing", "llm_connect.errors"} <= set(modules)
     assert not [m for m in modules if any(part.startswith("_") for part in m.split(".")[1:])]
     assert len(_module_objects()) >= len(names)
 

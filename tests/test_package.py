@@ -30,6 +30,7 @@ PUBLIC = (
     "llm_connect.cards",
     "llm_connect.labelling",
     "llm_connect.calibration",
+    "llm_connect.alignment",
     "llm_connect.stats",
     "llm_connect.views",
     "llm_connect.quality",
@@ -124,15 +125,16 @@ def test_dir_of_the_package_is_its_public_names_and_dunders():
 
 def test_calibration_exports_nothing_of_the_floors_beside_it():
     """Plots are imported from llm_connect.views, statistics from llm_connect.stats, judge cards from
-    llm_connect.cards and the Labeller from llm_connect.labelling: not from calibration, not even by attribute
-    (no lazy forwarding)."""
+    llm_connect.cards, the Labeller from llm_connect.labelling and align() from llm_connect.alignment: not from
+    calibration, not even by attribute (no lazy forwarding)."""
+    import llm_connect.alignment as alignment
     import llm_connect.calibration as calibration
     import llm_connect.cards as cards
     import llm_connect.labelling as labelling
     import llm_connect.stats as stats
     import llm_connect.views as views
 
-    beside = (*stats.__all__, *views.__all__, *cards.__all__, *labelling.__all__)
+    beside = (*stats.__all__, *views.__all__, *cards.__all__, *labelling.__all__, *alignment.__all__)
     borrowed = [n for n in beside if hasattr(calibration, n)]
     assert borrowed == []
 
@@ -209,6 +211,7 @@ LAYERS = [
     "cards",  # judge cards, their verdicts in words and the registry beside a ledger (calibration makes them)
     "labelling",  # people label answers in the notebook (the Labeller); calibration checks judges against them
     "calibration",
+    "alignment",  # align(): a judge improved from people's labels, proven on held-out ones (runs calibration's cards)
     "views",  # every picture and page; matplotlib, ipywidgets and ipyevents only here
     "routing",
     "distributed",  # grading a Ray Dataset (the ray extra)
@@ -422,9 +425,9 @@ def test_the_views_floor_is_reached_only_through_the_display_seam():
 
 
 def test_align_and_the_labeller_are_facades():
-    """align() reads as its named steps (calibration/_align_steps.py), and the Labeller is a façade over its
-    rooms (llm_connect.labelling: items, the ledger it writes, the queue)."""
-    from llm_connect.calibration import align
+    """align() reads as its named steps (llm_connect.alignment: _align_steps.py), and the Labeller is a façade over
+    its rooms (llm_connect.labelling: items, the ledger it writes, the queue)."""
+    from llm_connect.alignment import align
     from llm_connect.labelling import Labeller
 
     assert len(inspect.getsource(align).splitlines()) <= 80

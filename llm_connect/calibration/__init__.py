@@ -29,8 +29,8 @@ verdicts and judge cards           :func:`card_from_scores`; the card, its verdi
                                    are :mod:`llm_connect.cards`
 pairwise (a / b / tie)             :func:`calibrate_pairwise` -> :class:`PairwiseReport`,
                                    :func:`battle_outcomes` (preferences: ``stats.parse_preferences``)
-align a judge to people           :func:`align` -> :class:`Alignment` (held-out proof; rubrics:
-                                   ``grading.Rubric``)
+align a judge to people            ``align`` -> ``Alignment``: :mod:`llm_connect.alignment`
+                                   (rubrics: ``grading.Rubric``)
 everything at once                 :func:`calibrate` -> :class:`CalibrationReport`
                                    (``_repr_html_``, ``.widget()``, ``.to_html(path)``, ``.view()``)
 leaderboards                       :func:`compare_leaderboards` -> :class:`LeaderboardComparison`
@@ -49,7 +49,6 @@ and matplotlib and ipywidgets are imported only when a plot or a widget is made.
 """
 
 from ._agreement import AgreementTable, PairAgreement, agreement_table, pair_agreement
-from ._align import Alignment, align
 from ._bias import PROBES, BiasReport, ProbeResult, perturb_items, probe_judge, run_probes
 from ._calibrate import calibrate
 from ._cards import card_from_scores
@@ -69,9 +68,9 @@ from ._pairwise import PairwiseReport, battle_outcomes, calibrate_pairwise
 from ._report import CalibrationReport
 from ._runner import ScoredItems, score_items
 
-__all__ = ["PROBES", "AgreementTable", "Alignment", "BiasReport", "CalibrationReport", "LeaderboardComparison",
+__all__ = ["PROBES", "AgreementTable", "BiasReport", "CalibrationReport", "LeaderboardComparison",
            "LengthControlled", "LengthEffect", "PairAgreement", "PairwiseReport", "ProbeResult", "ScoredItems",
-           "SelfPreference", "agreement_table", "align", "battle_outcomes", "calibrate", "calibrate_pairwise",
+           "SelfPreference", "agreement_table", "battle_outcomes", "calibrate", "calibrate_pairwise",
            "card_from_scores", "compare_leaderboards", "disagreements", "length_controlled_scores", "length_effect",
            "model_family", "pair_agreement", "perturb_items", "probe_judge", "reliability_table", "run_probes",
            "score_items", "self_preference"]

@@ -135,7 +135,7 @@ class JudgeCard:
         fixed, "confidence"}``, the style coefficients (Chatbot Arena's style control) of the judge's own
         preferences beside people's; ``None`` for other judges or without the answers' texts.
     provenance : dict, optional
-        Where the judge's rubric came from, when :func:`~llm_connect.calibration.align` made it:
+        Where the judge's rubric came from, when :func:`~llm_connect.alignment.align` made it:
         ``{"kind": "align", "parent_rubric_hash", "labels": {"n", "pass", "fail"}, "split": {"selection",
         "heldout", "folds", ...}, "heldout": {"original": {...}, "aligned": {...}}, "difference", "candidate",
         "examples", "accepted", ...}``; ``None`` otherwise. The parent's card stays in the registry beside it.

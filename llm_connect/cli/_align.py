@@ -94,7 +94,7 @@ def _check_model(spec: str, what: str) -> None:
 def _run_align(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import pandas as pd
 
-    from ..calibration._align import align
+    from ..alignment import align
     from ..grading import LLMJudge, Rubric
     from ..items import load_items
 

@@ -596,7 +596,7 @@ def judge_many(
     A run that scored no row -- every row an ``error`` or ``unscored`` for a reason of the judge's own, not
     the budget running out or a stop -- logs a warning with the first error (logger ``llm_connect``), so
     a judge that cannot run (a missing model or extra, a refused key) is never a silent column of NaN;
-    :func:`~llm_connect.calibration.calibrate` and :func:`~llm_connect.calibration.align` refuse such a run
+    :func:`~llm_connect.calibration.calibrate` and :func:`~llm_connect.alignment.align` refuse such a run
     (:class:`~llm_connect.errors.JudgeFailedError`).
 
     Parameters

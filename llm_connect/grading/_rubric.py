@@ -15,7 +15,7 @@ people and provenance, not content: they do not change the hash.
 
 A reply on a Likert scale ``(lo, hi)`` maps to 0..1 as ``(s - lo) / (hi - lo)``
 (:meth:`Rubric.to_unit`); a binary verdict is 0 or 1; a ``"0-1"`` score is taken as is.
-``threshold`` (0.5 unless set, e.g. by :func:`~llm_connect.calibration.align`) is the 0..1
+``threshold`` (0.5 unless set, e.g. by :func:`~llm_connect.alignment.align`) is the 0..1
 score at or above which the verdict counts as a pass when it is compared with people's
 pass/fail labels.
 """
@@ -219,7 +219,7 @@ class Rubric:
     See Also
     --------
     LLMJudge : Judges with a rubric.
-    llm_connect.calibration.align : Finds the worked examples that make a judge agree with people.
+    llm_connect.alignment.align : Finds the worked examples that make a judge agree with people.
 
     Examples
     --------

@@ -2,7 +2,7 @@
 paired bootstrap of the difference between two judges' agreement with the same people.
 
 Everything here takes arrays of 0/1 verdicts (NaN where missing) and returns numbers; the judging
-is :func:`llm_connect.calibration.align`'s.
+is :func:`llm_connect.alignment.align`'s.
 
 - :func:`stratified_split`: a held-out share of the items, stratified by label, that no selection
   step sees (items that must stay out of it, e.g. worked examples, are never drawn into it);

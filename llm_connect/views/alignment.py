@@ -1,4 +1,4 @@
-"""The page of an :class:`~llm_connect.calibration.Alignment`: the decision, the held-out figures before and
+"""The page of an :class:`~llm_connect.alignment.Alignment`: the decision, the held-out figures before and
 after with their intervals, the candidates as cross-validation ranked them, the rubric, and the held-out
 disagreements that remain. HTML only (no figure), every value escaped by :mod:`llm_connect._html`."""
 
@@ -35,7 +35,7 @@ def alignment_html(alignment: Any, *, full_page: bool = True, max_rows: int = 50
     Parameters
     ----------
     alignment : Alignment
-        The result of :func:`~llm_connect.calibration.align`.
+        The result of :func:`~llm_connect.alignment.align`.
     full_page : bool, default True
         A whole HTML document, else a fragment.
     max_rows : int, default 50

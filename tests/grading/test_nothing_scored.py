@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from llm_connect import ExactMatchJudge, LLMJudge, ajudge_many, judge_many
-from llm_connect.calibration import align, calibrate, calibrate_pairwise
+from llm_connect.alignment import align
+from llm_connect.calibration import calibrate, calibrate_pairwise
 from llm_connect.errors import AdapterError, JudgeFailedError
 from llm_connect.grading import PairwiseJudge, Rubric
 from llm_connect.grading._judge_many import total_failure

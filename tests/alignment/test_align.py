@@ -21,7 +21,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from llm_connect import BudgetTracker, judge_many
 from llm_connect.adapters import OpenAICompatibleAdapter
-from llm_connect.calibration import Alignment, align
+from llm_connect.alignment import Alignment, align
 from llm_connect.cards import JudgeCardRegistry
 from llm_connect.errors import BudgetExceededError, UncalibratedJudgeError, ValidationError
 from llm_connect.grading import Example, LLMJudge, Rubric

@@ -1,6 +1,6 @@
-"""The steps of :func:`~llm_connect.calibration.align` (:class:`_Run`): the labelled items, the held-out split and the
+"""The steps of :func:`~llm_connect.alignment.align` (:class:`_Run`): the labelled items, the held-out split and the
 folds, the candidates and what they will cost, the original's pass, cross-validation on the selection split, the
-held-out proof, and the :class:`~llm_connect.calibration.Alignment` it returns."""
+held-out proof, and the :class:`~llm_connect.alignment.Alignment` it returns."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def _recipes(candidates: Any, optimizer: Any, continuous: bool) -> list[_Recipe]
 
 
 def _human_units(values: Sequence[Any], column: str, rubric: Rubric) -> np.ndarray:
-    from ._runner import parse_labels
+    from ..stats.labels import parse_labels
 
     try:
         return parse_labels(values, column=column)

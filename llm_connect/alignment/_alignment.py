@@ -1,4 +1,4 @@
-"""The result of :func:`~llm_connect.calibration.align`: the judge to use, and the evidence (held-out figures before and
+"""The result of :func:`~llm_connect.alignment.align`: the judge to use, and the evidence (held-out figures before and
 after, every candidate in every fold, the disagreements that remain, the judge cards)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..cards import JudgeCard, JudgeCardRegistry
 from ..errors import ValidationError
 from ..grading import LLMJudge, Rubric
 from ..stats.agreement import Estimate
-from ._cards import card_from_scores
+from ..calibration import card_from_scores
 
 __all__ = ["N_BOOT", "Alignment"]
 
