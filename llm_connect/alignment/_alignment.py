@@ -10,11 +10,11 @@ from typing import Any
 import pandas as pd
 
 from .._html import Markup
+from ..calibration import card_from_scores
 from ..cards import JudgeCard, JudgeCardRegistry
 from ..errors import ValidationError
 from ..grading import LLMJudge, Rubric
 from ..stats.agreement import Estimate
-from ..calibration import card_from_scores
 
 __all__ = ["N_BOOT", "Alignment"]
 
