@@ -233,12 +233,39 @@ class CalibrationReport(_Report):
         return card_reference(self)[0]
 
     def threshold_of(self, judge: str) -> float:
+        """A judge's pass threshold.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's or label's name.
+
+        Returns
+        -------
+        float
+            Its threshold in :attr:`thresholds`, else :attr:`threshold`.
+        """
         return float(self.thresholds.get(judge, self.threshold))
 
     # -- diagnostics on demand -------------------------------------------------------------
 
     def pair(self, judge_a: str, judge_b: str, *, threshold: float | None = None, n_boot: int | None = None) -> Any:
-        """Agreement of two judges, recomputed (e.g. at another threshold)."""
+        """Agreement of two judges, recomputed (at another threshold, say) with the report's settings.
+
+        Parameters
+        ----------
+        judge_a, judge_b : str
+            The two judges or labels (``judge_b`` the reference).
+        threshold : float, optional
+            One pass threshold for both; ``None``: each one's own (:meth:`threshold_of`).
+        n_boot : int, optional
+            Bootstrap resamples; ``None``: the report's.
+
+        Returns
+        -------
+        PairAgreement
+            As :func:`pair_agreement` gives it, clustered as the report's table was.
+        """
         t = self.threshold_of(judge_a) if threshold is None else threshold
         tb = self.threshold_of(judge_b) if threshold is None else threshold
         return pair_agreement(self.scores[score_column(self.scores, judge_a)],
@@ -256,7 +283,28 @@ class CalibrationReport(_Report):
         return self.scores[column].reset_index(drop=True)
 
     def sweep(self, judge: str, reference: str | None = None, **kwargs: Any) -> pd.DataFrame:
-        """:func:`threshold_sweep` of ``judge`` against ``reference`` (default :attr:`reference`)."""
+        """Agreement of a judge with a reference at every threshold (:func:`~llm_connect.stats.threshold_sweep`).
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        reference : str, optional
+            What it is checked against; ``None``: :attr:`reference`.
+        **kwargs
+            Passed to :func:`~llm_connect.stats.threshold_sweep` (``reference_threshold`` defaults to the reference's
+            own).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per threshold.
+
+        Raises
+        ------
+        ValueError
+            When there is no reference.
+        """
         ref = reference or self.reference
         if ref is None:
             raise ValueError("no reference judge: pass reference=")
@@ -265,21 +313,68 @@ class CalibrationReport(_Report):
                                self.scores[score_column(self.scores, ref)], **kwargs)
 
     def length_effect(self, judge: str, *, control: str | Sequence[str] | None = "auto", **kwargs: Any) -> LengthEffect:
-        """:func:`length_effect`, controlling for :attr:`reference` by default."""
+        """:func:`length_effect` on the report's scores, controlling for :attr:`reference` by default.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        control : str or sequence of str or None, default "auto"
+            Judges or labels held fixed; ``"auto"``: :attr:`reference` (unless it is ``judge``), ``None``: none.
+        **kwargs
+            Passed to :func:`length_effect` (``length``, ``transform``, ``confidence``).
+
+        Returns
+        -------
+        LengthEffect
+            The length coefficient with its interval.
+        """
         if control == "auto":
             control = self.reference if self.reference not in (None, judge) else None
         return length_effect(self.scores, judge, control=control, **kwargs)
 
     def length_controlled(self, judge: str, *, control: str | Sequence[str] | None = "auto",
                           **kwargs: Any) -> LengthControlled:
-        """:func:`length_controlled_scores`, controlling for :attr:`reference` by default."""
+        """:func:`length_controlled_scores` on the report's scores, controlling for :attr:`reference` by default.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        control : str or sequence of str or None, default "auto"
+            Judges or labels held fixed; ``"auto"``: :attr:`reference` (unless it is ``judge``), ``None``: none.
+        **kwargs
+            Passed to :func:`length_controlled_scores` (``by``, ``confidence``).
+
+        Returns
+        -------
+        LengthControlled
+            The length-controlled scores.
+        """
         if control == "auto":
             control = self.reference if self.reference not in (None, judge) else None
         return length_controlled_scores(self.scores, judge, control=control, **kwargs)
 
     def self_preference(self, judge: str, *, family: str | None = None, label: str | None = None,
                         **kwargs: Any) -> SelfPreference:
-        """:func:`self_preference`, stratified by :attr:`reference` by default."""
+        """:func:`self_preference` on the report's scores, with the report's interval settings.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+        family : str, optional
+            Its model family; ``None``: the one the run recorded.
+        label : str, optional
+            What stands for correctness; ``None``: :attr:`reference`, else the judge itself.
+        **kwargs
+            Passed to :func:`self_preference` (``threshold``, default the label's own).
+
+        Returns
+        -------
+        SelfPreference
+            The own-minus-other difference with its interval.
+        """
         ref = label or self.reference or judge
         kwargs.setdefault("threshold", self.threshold_of(ref))
         family = family or self.meta.judge_families.get(judge)
@@ -289,33 +384,73 @@ class CalibrationReport(_Report):
     # -- decisions --------------------------------------------------------------------------
 
     def judge_cards(self) -> list[Any]:
-        """A :class:`~llm_connect.cards.JudgeCard` per machine judge (see ``cards_from_report``)."""
+        """A judge card per machine judge, against :attr:`reference`.
+
+        Returns
+        -------
+        list of JudgeCard
+            In the order of :attr:`judges`, with the probes, groups, reliability and selective figures the run measured;
+            a machine judge that is itself the reference (exact match, without people's labels) gets none.
+        """
         from ._cards import cards_from_report
 
         return cards_from_report(self)
 
     def estimates(self, *, judge: str | None = None, by: str | None = "candidate_model") -> pd.DataFrame | None:
-        """Quality of the candidates (per model) from a judge and the human labels: PPI++, human-only and
-        judge-only estimates (``estimate_quality``); ``None`` without human labels."""
+        """Quality of the candidates from a judge and the human labels (PPI++, human-only and judge-only).
+
+        Parameters
+        ----------
+        judge : str, optional
+            The machine judge whose scores are corrected; ``None``: the one with the highest kappa against the
+            people's labels (else the first machine judge).
+        by : str or None, default "candidate_model"
+            One estimate per value of this column (when the data has it); ``None``: one overall.
+
+        Returns
+        -------
+        pandas.DataFrame or None
+            :func:`~llm_connect.stats.estimate_quality`'s rows after a ``judge`` column, on the labels
+            :attr:`label_design` allows (the others count as unlabelled), clustered as :attr:`cluster_ids`; ``None``
+            without human labels or without a machine judge.
+        """
         from ._cards import report_estimates
 
         return report_estimates(self, judge=judge, by=by, labelled=self.label_design)
 
     def disagreements(self, judge_a: str, judge_b: str, *, top: int = 20) -> pd.DataFrame:
+        """:func:`disagreements` on the report's scores: the items where two judges differ most.
+
+        Parameters
+        ----------
+        judge_a, judge_b : str
+            The two judges.
+        top : int, default 20
+            How many items.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The items with both scores and their ``gap``, largest first.
+        """
         return disagreements(self.scores, judge_a, judge_b, top=top)
 
     # -- tables for files ------------------------------------------------------------------
 
     def scores_table(self) -> pd.DataFrame:
-        """What ``scores.csv`` and ``scores.parquet`` hold: one row per item, in input order.
+        """What ``scores.csv`` and ``scores.parquet`` hold.
 
-        Columns: ``id``, ``prompt``, ``baseline``, ``candidate``, ``candidate_model`` (when the data
-        names any), the input's other columns (groups such as ``topic``), one ``score_<name>`` per
-        judge and label (NaN where the judge could not score the row, never 0), then for each
-        machine judge ``status_<judge>`` (``scored``/``unscored``/``error``), ``notes_<judge>``
-        (its notes, or why the row is not scored) and ``reply_<judge>`` (its raw reply; empty for a
-        judge that makes no LLM call). Values are as the run saw them (not neutralised: the CLI
-        passes the table through :func:`~llm_connect._textsafe.csv_safe_frame` for the CSV).
+        Returns
+        -------
+        pandas.DataFrame
+            One row per item, in input order. Columns: ``id``, ``prompt``, ``baseline``, ``candidate``,
+            ``candidate_model`` (when the data names any), the input's other columns (groups such as ``topic``), one
+            ``score_<name>`` per judge and label (NaN where the judge could not score the row, never 0), then for each
+            machine judge ``status_<judge>`` (``scored``/``unscored``/``error``), ``notes_<judge>`` (its notes, or why
+            the row is not scored), ``reply_<judge>`` (its raw reply; empty for a judge that makes no LLM call) and,
+            for a selective judge (``calibrate(..., selective=...)``), ``confidence_<judge>``.
+            Values are as the run saw them (not neutralised: the CLI passes the table through
+            :func:`~llm_connect._textsafe.csv_safe_frame` for the CSV).
         """
         s = self.scores
         cols = ["id", *[c for c in ("prompt", "baseline", "candidate") if c in s.columns]]
@@ -328,9 +463,14 @@ class CalibrationReport(_Report):
         return s[list(dict.fromkeys(cols))].copy()
 
     def agreement_frame(self) -> pd.DataFrame:
-        """``agreement.csv``: one row per pair of judges; with ``selective``, a selective row per judge after
-        them (its ``selective`` column says ``alpha=...,delta=...``; see
-        :data:`~llm_connect.calibration._selective.SELECTIVE_COLUMNS`)."""
+        """What ``agreement.csv`` holds.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per pair of judges (the headline columns first); with :attr:`selective`, a selective row per judge
+            after them (its ``selective`` column says ``alpha=...,delta=...``).
+        """
         frame = self.agreement.frame
         first = [c for c in AGREEMENT_CSV_COLUMNS if c in frame.columns]
         frame = frame[first + [c for c in frame.columns if c not in first]]
@@ -340,15 +480,31 @@ class CalibrationReport(_Report):
         return frame
 
     def selective_frame(self) -> pd.DataFrame:
-        """The selective row of each judge (``calibrate(..., selective=...)``): coverage, agreement on the judged
-        items, cut-off and the guarantee (:func:`~llm_connect.calibration._selective.selective_frame`)."""
+        """The selective row of each judge (``calibrate(..., selective=...)``).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Per judge: coverage, agreement on the judged items, cut-off and the guarantee; empty without ``selective``.
+        """
         from ._selective import selective_frame
 
         return selective_frame(self.selective, self.reference)
 
     def to_csv(self, directory: str | Path) -> dict[str, Path]:
-        """Write ``scores.csv``, ``agreement.csv`` and ``bias.csv`` into ``directory`` (text cells that a
-        spreadsheet would run as a formula are neutralised)."""
+        """Write the report's tables as CSV files, text cells neutralised against spreadsheet formulas.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike
+            The folder, created when missing; files of the same names are replaced.
+
+        Returns
+        -------
+        dict of str to Path
+            ``scores``, ``agreement``, ``bias`` and, with :attr:`by_group`, ``agreement_by_group`` and
+            ``bias_by_group``: each file's path.
+        """
         from .._textsafe import csv_safe_frame
 
         out = Path(directory)
@@ -365,10 +521,17 @@ class CalibrationReport(_Report):
         return paths
 
     def summary(self) -> pd.DataFrame:
-        """One row per machine judge: agreement with the reference, its threshold (and how it was
-        chosen: ``threshold_selection``), ``yes_rate`` (share of its scored items it said yes to),
-        ``weak`` (why it is flagged weak, or empty; see
-        :func:`~llm_connect.calibration._cards.weak_judge_reasons`) and its largest bias shift."""
+        """The judges at a glance.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per machine judge: ``judge``, ``scored``, ``mean_score``, ``threshold`` (and how it was chosen:
+            ``threshold_selection``), ``yes_rate`` (the share of its scored items it said yes to), ``abstained``,
+            agreement with the reference (``reference``, ``n``, ``agreement``, ``kappa`` and its interval), ``weak``
+            (why it is flagged weak, or empty; see :func:`~llm_connect.cards.weak_judge_reasons`) and its largest bias
+            (``largest_bias``, ``shift``, ``p_value``), the columns that apply.
+        """
         from ..cards import weak_judge_reasons
         from ._cards import card_reference
 
@@ -406,32 +569,69 @@ class CalibrationReport(_Report):
     # -- figures ----------------------------------------------------------------------------
 
     def score_kind(self, judge: str) -> str:
-        """``"binary"`` when every score ``judge`` gave is 0 or 1 (exact match, a yes/no verdict),
-        ``"graded"`` when it gave others, ``"none"`` when it scored no row."""
+        """The kind of scores a judge gave, which decides its plots.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+
+        Returns
+        -------
+        {"binary", "graded", "none"}
+            ``"binary"`` when every score is 0 or 1 (exact match, a yes/no verdict), ``"graded"`` when some are not,
+            ``"none"`` when it scored no row.
+        """
         return score_kind(self.scores[score_column(self.scores, judge)])
 
     def plots_for(self, judge: str) -> tuple[str, ...]:
-        """The per-judge plots the report draws for ``judge`` (the rule: :data:`PLOTS_BY_KIND` of its
-        :meth:`score_kind`; those against the reference only when there is one other than itself)."""
+        """The per-judge plots the report draws for a judge.
+
+        Parameters
+        ----------
+        judge : str
+            The judge's name.
+
+        Returns
+        -------
+        tuple of str
+            :data:`PLOTS_BY_KIND` of its :meth:`score_kind`; those against the reference only when there is one other
+            than itself.
+        """
         ref = self.reference
         return tuple(p for p in PLOTS_BY_KIND[self.score_kind(judge)]
                      if p == "length" or (ref is not None and ref != judge))
 
     def figures(self) -> dict[str, Any]:
-        """The report's figures (``matplotlib.figure.Figure``, outside pyplot), by name.
+        """The report's figures, drawn by :func:`llm_connect.views.report_figures`.
 
-        Each judge gets the plots that carry information for its kind of scores
-        (:meth:`plots_for`): a 0/1 judge has no threshold to sweep and its scatter against
-        the labels is a jittered 2x2 table, so it gets neither. Drawn by
-        :func:`llm_connect.views.report_figures`.
+        Each judge gets the plots that carry information for its kind of scores (:meth:`plots_for`): a 0/1 judge has no
+        threshold to sweep and its scatter against the labels is a jittered 2x2 table, so it gets neither.
+
+        Returns
+        -------
+        dict of str to matplotlib.figure.Figure
+            By name; made outside pyplot.
         """
         return dict(view("report_figures")(self))
 
     # -- HTML -------------------------------------------------------------------------------
 
     def html(self, *, plots: bool = True, title: str = "Calibration report") -> Markup:
-        """The report as an HTML fragment (tables, and figures as embedded PNGs); drawn by
-        :func:`llm_connect.views.report_html`."""
+        """The report as an HTML fragment, drawn by :func:`llm_connect.views.report_html`.
+
+        Parameters
+        ----------
+        plots : bool, default True
+            Embed the figures as PNGs.
+        title : str, default "Calibration report"
+            The heading.
+
+        Returns
+        -------
+        Markup
+            The tables (and figures).
+        """
         return Markup(view("report_html")(self, plots=plots, title=title))
 
     def _repr_html_(self) -> str:
@@ -440,20 +640,35 @@ class CalibrationReport(_Report):
     # -- widget -------------------------------------------------------------------------------
 
     def view(self, *, title: str = "Judgments", height: int = 760) -> Any:
-        """Every judgment in one page: a row per item (prompt, reference, candidate, each judge's score
-        and status, the human labels), filters by judge, status, disagreement with people and probe,
-        sorting by disagreement, and per item the exact prompt each judge saw and its raw reply.
+        """Every judgment in one page: a row per item (prompt, reference, candidate, each judge's score and status, the
+        human labels), filters by judge, status, disagreement with people and probe, sorting by disagreement, and per
+        item the exact prompt each judge saw and its raw reply.
 
-        Returns a :class:`~llm_connect.views.JudgmentViewer`: a notebook shows it in a sandboxed
-        iframe; ``.save(path)`` writes the self-contained page. ``llm-connect view OUT_DIR`` shows the
-        same page from the ``judgments.jsonl`` that ``calibrate`` writes."""
+        ``llm-connect view OUT_DIR`` shows the same page from the ``judgments.jsonl`` that ``calibrate`` writes.
+
+        Parameters
+        ----------
+        title : str, default "Judgments"
+            The page's title.
+        height : int, default 760
+            The iframe's height in a notebook, in pixels.
+
+        Returns
+        -------
+        JudgmentViewer
+            A notebook shows it in a sandboxed iframe; ``.save(path)`` writes the self-contained page.
+        """
         return view("judgment_viewer")(self, title=title, height=height)
 
     def widget(self) -> Any:
-        """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and
-        browse the items where the two judges disagree most. The controls only call this
-        report's pure functions and the plot functions. The returned box has a ``controls``
-        attribute naming its parts (``judge_a``, ``judge_b``, ``threshold``, ``summary``,
-        ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``); built by
-        :func:`llm_connect.views.report_widget`."""
+        """An ipywidgets explorer: pick two judges, move the threshold, read the bias tabs, and browse the items where
+        the two judges disagree most. The controls only call this report's pure functions and the plot functions. The
+        returned box has a ``controls`` attribute naming its parts (``judge_a``, ``judge_b``, ``threshold``,
+        ``summary``, ``scatter``, ``sweep``, ``disagreements``, ``bias_tabs``, ``top``).
+
+        Returns
+        -------
+        ipywidgets.VBox
+            The explorer, built by :func:`llm_connect.views.report_widget`.
+        """
         return view("report_widget")(self)
