@@ -32,8 +32,8 @@ API_MARK = "<!-- api-index -->"
 HELP_WIDTH = "80"
 # the modules with a page under reference/api/, in the order the index prefers them
 API_MODULES = (
-    "core", "grading", "quality", "frames", "stats", "cards", "labelling", "calibration", "views", "routing",
-    "pipelines", "adapters", "testing", "errors", "distributed",
+    "core", "grading", "quality", "frames", "stats", "cards", "labelling", "calibration", "alignment", "views",
+    "routing", "pipelines", "adapters", "testing", "errors", "distributed",
 )
 
 log = logging.getLogger("mkdocs.hooks.llm_connect")
