@@ -241,7 +241,7 @@ class JudgeCard:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _whole(value) or value < 0:
                 raise ValidationError(f"JudgeCard.{name} must be a count (a whole number >= 0), got {value!r}")
-            object.__setattr__(self, name, int(value))
+            object.__setattr__(self, name, int(float(value)))
         for name in _NUMBER_FIELDS:
             value = getattr(self, name)
             if value is None and name == "position_consistency":
