@@ -18,15 +18,15 @@ The fast loop is ``python -m pytest -m "not slow"``; the full suite is ``python 
   ``SentenceTransformerEmbedder()``, keywords allowed, no path), beside those marked by hand;
 - ``notebooks``: every cell nbval runs from ``notebooks/``;
 
-and adds ``slow`` to all of these. The Ray tests run last, together, on one cluster for the session
-(:func:`ray_session`). Code is read as tokens, without strings, docstrings and
+and adds ``slow`` to all of these. Run in one process (``-n0``), the Ray tests run last, together, on one
+cluster for the session (:func:`ray_session`). Code is read as tokens, without strings, docstrings and
 comments, so a test that only names Ray or a model in a message is not caught. A test that takes more
 than about five seconds for another reason carries ``@pytest.mark.slow`` itself.
 
 The embedded LLM's converted-model cache (``LLM_CONNECT_CACHE_DIR``) points, for the whole session and the
 processes its tests start, at a temporary directory removed when the session ends, never at the user's cache
-directory: the model is converted once per session there. Tests of the cache itself give each process a
-directory of their own.
+directory: the model is converted once per session there (once per pytest-xdist worker that needs it). Tests of
+the cache itself give each process a directory of their own.
 """
 
 from __future__ import annotations
@@ -62,6 +62,21 @@ def pytest_configure(config: pytest.Config) -> None:
     where = tempfile.mkdtemp(prefix="llm-connect-models-")
     atexit.register(shutil.rmtree, where, True)
     os.environ["LLM_CONNECT_CACHE_DIR"] = where
+
+
+@pytest.fixture(autouse=True)
+def _names_registered_in_a_test_stay_in_it():
+    """A judge, adapter or embedder a test (or an Example run as a doctest) registers by name in
+    :mod:`llm_connect.plugins` is forgotten after it: the registry is the process's, and a test file shares its
+    process with others (pytest-xdist runs several files in each worker, in no fixed order)."""
+    from llm_connect.plugins import _registry
+
+    before = {kind: dict(table) for kind, table in _registry._registered.items()}
+    yield
+    with _registry._lock:
+        for kind, table in _registry._registered.items():
+            table.clear()
+            table.update(before[kind])
 
 
 @pytest.fixture
@@ -196,7 +211,8 @@ def ray_session():
 
     Starting one takes about 20 s on two busy cores, so the test modules share it: each module's own
     ``ray_cluster`` fixture takes this one and registers its factories to be pickled by value. The Ray tests
-    run last (:func:`pytest_collection_modifyitems`), so the cluster never runs beside the other tests.
+    run last in one process (:func:`pytest_collection_modifyitems`), so there the cluster never runs beside the
+    other tests; under pytest-xdist (``--dist loadfile``) each worker that runs a Ray test file starts its own.
     """
     ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'llm-connect[ray]'")
 

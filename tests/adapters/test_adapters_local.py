@@ -190,8 +190,8 @@ def test_smollm2_reuses_a_conversations_transcript_across_its_turns(smol):
     is decoded in segments that end at its stable offsets, so the next turn reuses everything before the judged
     reply, in the context (turns in order) or from a saved state (conversations interleaved). The logprobs and
     verdicts are those of a model that decodes each prompt from nothing, bit for bit."""
-    first, second = _judge_calls_per_turn(2, 4)
-    schedule = [(0, k) for k in range(4)] + [(c, k) for k in range(4) for c in (1, 0)]  # in order, interleaved
+    first, second = _judge_calls_per_turn(2, 3)  # three turns: each reuse is from a turn that reused itself
+    schedule = [(0, k) for k in range(3)] + [(c, k) for k in range(3) for c in (1, 0)]  # in order, interleaved
     runs = {0: first, 1: second}
     before = (smol.tokens_evaluated, smol.tokens_reused)
     warm = [(c, k, smol.complete(*runs[c][k])) for c, k in schedule]

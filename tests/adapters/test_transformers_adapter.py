@@ -130,7 +130,7 @@ def test_a_conversations_transcript_is_decoded_once_across_its_turns(adapter):
     from llm_connect.conversations import per_turn
     from llm_connect.testing import ScriptedAdapter
 
-    items = per_turn(_conversations(2, 4)).to_dict("records")
+    items = per_turn(_conversations(2, 3)).to_dict("records")  # three turns: a reuse from a turn that reused
     verdict = LLMResponse("yes", "s", "s", logprobs=(TokenLogprob("yes", -0.1, (("yes", -0.1), ("no", -2.4))),))
     recorder = ScriptedAdapter(lambda prompt, config: verdict, is_local=True)
     judge = LLMJudge(recorder, seed=0)
@@ -141,7 +141,7 @@ def test_a_conversations_transcript_is_decoded_once_across_its_turns(adapter):
     calls = {(item["conversation_id"], item["turn"]): (call.prompt, call.run_config)
              for item, call in zip(items, recorder.calls, strict=True)}
     assert all(config.stable_breaks for _, config in calls.values())
-    schedule = [("c0", k) for k in range(4)] + [(c, k) for k in range(4) for c in ("c1", "c0")]  # interleaved
+    schedule = [("c0", k) for k in range(3)] + [(c, k) for k in range(3) for c in ("c1", "c0")]  # interleaved
 
     before = (adapter.tokens_evaluated, adapter.tokens_reused)
     warm = [(key, adapter.complete(*calls[key])) for key in schedule]
