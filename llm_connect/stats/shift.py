@@ -178,7 +178,8 @@ def mean_difference(judge: Any, human: Any, *, confidence: float = 0.95,
     Raises
     ------
     ValidationError
-        When ``cluster`` does not have one id per item.
+        When ``judge`` and ``human`` are not of one length, ``cluster`` does not have one id per item, or
+        ``confidence`` is not strictly between 0 and 1.
 
     See Also
     --------
@@ -202,8 +203,12 @@ def mean_difference(judge: Any, human: Any, *, confidence: float = 0.95,
     from ..errors import ValidationError
     from .clusters import MIN_CLUSTERS, cluster_mean_se
 
+    confidence = check_confidence(confidence)
     a = np.asarray(pd.to_numeric(pd.Series(judge), errors="coerce"), dtype=float)
     b = np.asarray(pd.to_numeric(pd.Series(human), errors="coerce"), dtype=float)
+    if a.shape != b.shape:
+        raise ValidationError(f"judge and human must score the same items: {a.size} judge scores, {b.size} human "
+                              "scores")
     keep = np.isfinite(a) & np.isfinite(b)
     d = a[keep] - b[keep]
     n = int(d.size)

@@ -32,3 +32,15 @@ def test_mean_difference_at_the_edges():
     assert mean_difference([0.6, 0.7], [0.1, 0.2])[:3] == pytest.approx((0.5, 0.5, 0.5))
     with pytest.raises(ValidationError, match="cluster has 1 ids for 2 scores"):
         mean_difference([0.6, 0.7], [0.1, 0.2], cluster=["c"])
+
+
+@pytest.mark.parametrize("confidence", [0, 1, 95, -0.5, float("nan"), "0.95"])
+def test_mean_difference_refuses_a_confidence_that_is_no_level(confidence):
+    with pytest.raises(ValidationError, match="confidence"):
+        mean_difference([0.9, 0.8, 0.4], [1.0, 0.5, 0.0], confidence=confidence)
+
+
+def test_mean_difference_refuses_scores_of_different_items():
+    """Two lists of different lengths are not the same items: refused, not broadcast or cut short."""
+    with pytest.raises(ValidationError, match="3 judge scores, 2 human scores"):
+        mean_difference([0.9, 0.8, 0.4], [1.0, 0.5])
