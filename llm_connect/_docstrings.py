@@ -47,9 +47,12 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
-__all__ = ["CALIBRATION_TEXTS", "RUN_OPTIONS", "SHARED_TEXTS", "DocstringComponents", "fill_shared", "share_parameters"]
+__all__ = [
+    "ADAPTER_TEXTS", "CALIBRATION_TEXTS", "JUDGE_TEXTS", "RUN_OPTIONS", "SHARED_TEXTS", "TEXT_SETS",
+    "DocstringComponents", "fill_shared", "share_parameters",
+]
 
 _PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)\}[ \t]*$", re.M)
 
@@ -219,30 +222,53 @@ def fill_shared(docstring: str, components: Mapping[str, str] = RUN_OPTIONS,
 T = TypeVar("T")
 
 
-def share_parameters(obj: T) -> T:
+@overload
+def share_parameters(obj: T, /) -> T: ...
+
+
+@overload
+def share_parameters(*, texts: Mapping[str, str]) -> Callable[[T], T]: ...
+
+
+def share_parameters(obj: Any = None, /, *, texts: Mapping[str, str] | None = None) -> Any:
     """Fill the shared-text placeholders (``{concurrency}``, ``{budget}``, ...) of a function's or class's docstring.
+
+    Used bare (``@share_parameters``) it fills them from :data:`SHARED_TEXTS`; called with ``texts``
+    (``@share_parameters(texts=JUDGE_TEXTS)``) from that set instead, for parameters whose names the run
+    options already use with another meaning (a judge's ``run_config``, an adapter's ``prompt``).
 
     Parameters
     ----------
     obj : function or class
-        What to document; a class documents its constructor's parameters (numpydoc). Its ``__doc__`` is
-        replaced by the filled text (nothing happens when it has none, as under ``python -OO``).
+        What to document; a class documents its constructor's parameters (numpydoc), a method its own. Its
+        ``__doc__`` is replaced by the filled text (nothing happens when it has none, as under ``python -OO``).
+    texts : mapping of str to str, optional
+        The shared texts by name (:data:`JUDGE_TEXTS`, :data:`ADAPTER_TEXTS`); given without ``obj``, it
+        makes the decorator. ``None``: :data:`SHARED_TEXTS`.
 
     Returns
     -------
     function or class
-        ``obj`` itself.
+        ``obj`` itself; with ``texts`` alone, the decorator that fills from them.
 
     Raises
     ------
     ValueError
-        When a placeholder names no shared text in :data:`SHARED_TEXTS`, or a parameter that ``obj`` does
-        not take.
+        When a placeholder names no shared text in the set, or a parameter that ``obj`` does not take.
 
     See Also
     --------
     fill_shared : The replacement, also used by the documentation site's griffe extension.
     """
+    if obj is None:
+        if texts is None:
+            raise TypeError("share_parameters() needs the function or class to document, or texts=")
+        chosen = texts
+        return lambda target: _share(target, chosen)
+    return _share(obj, SHARED_TEXTS if texts is None else texts)
+
+
+def _share(obj: T, texts: Mapping[str, str]) -> T:
     doc = obj.__doc__
     if not doc:
         return obj
@@ -252,7 +278,7 @@ def share_parameters(obj: T) -> T:
         names = None
     where = getattr(obj, "__qualname__", repr(obj))
     try:
-        filled = fill_shared(doc, SHARED_TEXTS, None if names is None else names.__contains__)
+        filled = fill_shared(doc, texts, None if names is None else names.__contains__)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     obj.__doc__ = filled
@@ -341,3 +367,48 @@ CALIBRATION_TEXTS = DocstringComponents({
 
 #: Every text :func:`share_parameters` fills a placeholder with: the run options and the calibration floor's.
 SHARED_TEXTS: dict[str, str] = {**RUN_OPTIONS, **CALIBRATION_TEXTS}
+
+
+# -- the judges' and the adapters' shared texts --------------------------------------------------------------------
+
+#: The parameters of every judge's ``judge`` and ``ajudge`` (issue #35). ``prompt`` and ``run_config`` mean one call
+#: here, not a run, so these texts are a set of their own, taken with ``@share_parameters(texts=JUDGE_TEXTS)``; a
+#: judge whose parameter means something more (a trajectory, several references, an optional configuration) writes
+#: its own text.
+JUDGE_TEXTS = DocstringComponents({
+    "baseline": """
+        baseline : LLMResponse
+            The reference answer.
+        """,
+    "candidate": """
+        candidate : LLMResponse
+            The answer judged.
+        """,
+    "prompt": """
+        prompt : str
+            The prompt both answer (a judge that reads only the answers ignores it).
+        """,
+    "run_config": """
+        run_config : RunConfig
+            The caller's call configuration: how each of the judge's calls is made (a judge that makes no call
+            ignores it).
+        """,
+})
+
+#: The parameters of every adapter's ``complete`` and ``acomplete``, taken with
+#: ``@share_parameters(texts=ADAPTER_TEXTS)``.
+ADAPTER_TEXTS = DocstringComponents({
+    "prompt": """
+        prompt : str
+            The prompt (the user message).
+        """,
+    "run_config": """
+        run_config : RunConfig, optional
+            How the call is made; ``None``: ``RunConfig()``.
+        """,
+})
+
+#: The sets of texts :func:`share_parameters` can be given with ``texts=``, by name (what the site's griffe
+#: extension reads from a decorator such as ``@share_parameters(texts=JUDGE_TEXTS)``).
+TEXT_SETS: dict[str, Mapping[str, str]] = {"SHARED_TEXTS": SHARED_TEXTS, "JUDGE_TEXTS": JUDGE_TEXTS,
+                                           "ADAPTER_TEXTS": ADAPTER_TEXTS}

@@ -34,7 +34,9 @@ from numpydoc.validate import validate
 
 import llm_connect
 from llm_connect._docstrings import (
+    ADAPTER_TEXTS,
     CALIBRATION_TEXTS,
+    JUDGE_TEXTS,
     RUN_OPTIONS,
     SHARED_TEXTS,
     DocstringComponents,
@@ -478,6 +480,70 @@ def test_the_calibration_texts_are_numpydoc_entries_spliced_like_the_run_options
     assert CALIBRATION_TEXTS["n_clusters"] in inspect.getdoc(PairAgreement)
 
 
+def test_a_method_takes_the_judges_texts_named_by_texts():
+    """A judge's ``prompt`` and ``run_config`` mean one call, not a run: a method takes them from the set that
+    ``texts=`` names, while a bare decorator still fills from the run options."""
+
+    class Echo:
+        @share_parameters(texts=JUDGE_TEXTS)
+        def judge(self, baseline, candidate, *, prompt, run_config):
+            """Judge.
+
+            Parameters
+            ----------
+            {baseline}
+            {candidate}
+            {prompt}
+            {run_config}
+
+            Returns
+            -------
+            float
+                The score.
+            """
+            return 1.0
+
+        @share_parameters
+        def judge_many(self, items, *, run_config=None):
+            """Judge many.
+
+            Parameters
+            ----------
+            items : list
+                The items.
+            {run_config}
+
+            Returns
+            -------
+            list
+                The scores.
+            """
+            return [1.0 for _ in items]
+
+    judge_doc, many_doc = inspect.getdoc(Echo.judge), inspect.getdoc(Echo.judge_many)
+    assert all(JUDGE_TEXTS[name] in judge_doc for name in JUDGE_TEXTS)
+    assert RUN_OPTIONS["run_config"] in many_doc and JUDGE_TEXTS["run_config"] not in many_doc
+    assert numpydoc_problems(Echo.judge) == []
+    assert Echo().judge("a", "b", prompt="q", run_config=None) == 1.0
+
+    def call(prompt, ledger):
+        """Call.
+
+        Parameters
+        ----------
+        {prompt}
+        {ledger}
+        """
+
+    with pytest.raises(ValueError, match=r"call: the docstring placeholder \{ledger\} names no shared text"):
+        share_parameters(texts=ADAPTER_TEXTS)(call)  # a run option is not in the adapters' set
+    from llm_connect.adapters import LlamaCppAdapter
+    from llm_connect.grading import ExactMatchJudge
+
+    assert ADAPTER_TEXTS["prompt"] in inspect.getdoc(LlamaCppAdapter.acomplete)
+    assert JUDGE_TEXTS["candidate"] in inspect.getdoc(ExactMatchJudge.ajudge)
+
+
 #: Run options an entry point documents in its own words, because they mean something narrower there.
 OWN_TEXT = {
     ("grade_dataset", "concurrency"): "judgments each Ray actor keeps in flight",
@@ -527,7 +593,7 @@ def test_the_site_extension_fills_the_placeholders_from_the_source(tmp_path):
     package = tmp_path / "shared_demo"
     package.mkdir()
     (package / "__init__.py").write_text(textwrap.dedent('''
-        from llm_connect._docstrings import share_parameters
+        from llm_connect._docstrings import JUDGE_TEXTS, share_parameters
 
 
         @share_parameters
@@ -546,6 +612,20 @@ def test_the_site_extension_fills_the_placeholders_from_the_source(tmp_path):
             plain : Not decorated.
             llm_connect.judge_many
             """
+
+
+        class Echo:
+            @share_parameters(texts=JUDGE_TEXTS)
+            def judge(self, baseline, candidate, *, prompt, run_config):
+                """Judge.
+
+                Parameters
+                ----------
+                {baseline}
+                {candidate}
+                {prompt}
+                {run_config}
+                """
 
 
         def plain(items):
@@ -568,6 +648,8 @@ def test_the_site_extension_fills_the_placeholders_from_the_source(tmp_path):
     assert [p.name for p in parameters] == ["items", "concurrency", "batch"]
     assert parameters[1].description == RUN_OPTIONS["concurrency"].split("\n", 1)[1].replace("\n    ", "\n").strip()
     assert "{concurrency}" in module["plain"].docstring.value
+    judge_doc = module["Echo"]["judge"].docstring.value
+    assert JUDGE_TEXTS["run_config"] in judge_doc and RUN_OPTIONS["run_config"] not in judge_doc
     see_also = next(s for s in sections if s.kind.value == "admonition" and s.title == "See Also").value.contents
     assert see_also.splitlines() == [
         '- <code><autoref identifier="shared_demo.plain" optional hover>plain</autoref></code>: Not decorated.',

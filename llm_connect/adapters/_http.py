@@ -54,6 +54,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
+from .._docstrings import ADAPTER_TEXTS, share_parameters
 from .._runtime import background_loop, on_background, run_sync
 from .._textsafe import redact_urls
 from ..core import LLMResponse, RunConfig, TokenLogprob
@@ -789,15 +790,14 @@ class ChatHTTPAdapter(HTTPAdapter):
             tokens_cache_written=written,
         )
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One call, blocking; safe inside a running event loop (e.g. Jupyter).
 
         Parameters
         ----------
-        prompt : str
-            The prompt.
-        run_config : RunConfig, optional
-            How the call is made; ``None``: ``RunConfig()``.
+        {prompt}
+        {run_config}
 
         Returns
         -------
@@ -813,15 +813,14 @@ class ChatHTTPAdapter(HTTPAdapter):
         """
         return run_sync(self._acomplete(prompt, run_config or RunConfig()))
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One call, awaited from any event loop.
 
         Parameters
         ----------
-        prompt : str
-            The prompt.
-        run_config : RunConfig, optional
-            How the call is made.
+        {prompt}
+        {run_config}
 
         Returns
         -------

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._docstrings import ADAPTER_TEXTS, share_parameters
 from .._runtime import on_background, to_thread
 from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, ConfigError, MalformedResponseError, MissingDependencyError, ValidationError
@@ -326,6 +327,7 @@ class LlamaCppAdapter:
         kwargs.update(run_config.model_params)
         return kwargs
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One chat completion, blocking (the model is loaded on the first call).
 
@@ -335,10 +337,8 @@ class LlamaCppAdapter:
 
         Parameters
         ----------
-        prompt : str
-            The prompt (the user message).
-        run_config : RunConfig, optional
-            How the call is made.
+        {prompt}
+        {run_config}
 
         Returns
         -------
@@ -558,15 +558,14 @@ class LlamaCppAdapter:
         self.tokens_reused += keep
         return keep
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop.
 
         Parameters
         ----------
-        prompt : str
-            The prompt.
-        run_config : RunConfig, optional
-            How the call is made.
+        {prompt}
+        {run_config}
 
         Returns
         -------

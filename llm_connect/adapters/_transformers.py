@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._docstrings import ADAPTER_TEXTS, share_parameters
 from .._runtime import on_background, to_thread
 from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, MissingDependencyError, ValidationError, module_installed
@@ -180,16 +181,15 @@ class TransformersAdapter:
         params["stop"] = [] if stop is None else [stop] if isinstance(stop, str) else [str(s) for s in stop]
         return params
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """One chat completion, blocking (the model is loaded on the first call); through the adapters'
         one call path (cache, budget), as :meth:`LlamaCppAdapter.complete`.
 
         Parameters
         ----------
-        prompt : str
-            The prompt (the user message).
-        run_config : RunConfig, optional
-            How the call is made.
+        {prompt}
+        {run_config}
 
         Returns
         -------
@@ -212,15 +212,14 @@ class TransformersAdapter:
             request=prompt,
         )
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
         """:meth:`complete` in a worker thread of the package's executor, awaited from any loop.
 
         Parameters
         ----------
-        prompt : str
-            The prompt.
-        run_config : RunConfig, optional
-            How the call is made.
+        {prompt}
+        {run_config}
 
         Returns
         -------

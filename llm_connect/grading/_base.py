@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from .._display import view
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._runtime import to_thread
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import ValidationError
@@ -150,6 +151,7 @@ class Judge(Protocol):
     @property
     def grader_id(self) -> str: ...  # read-only to callers: a plain attribute or a property satisfies it
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -157,12 +159,9 @@ class Judge(Protocol):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The prompt both answer.
+        {baseline}
+        {candidate}
+        {prompt}
         run_config : RunConfig
             The caller's call configuration (a judge drops its budget tracker: the run budget charges the
             judge's calls).
@@ -188,6 +187,7 @@ class AsyncJudge(Judge, Protocol):
     supports_async : Whether a judge is one.
     """
 
+    @share_parameters(texts=JUDGE_TEXTS)
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -195,14 +195,10 @@ class AsyncJudge(Judge, Protocol):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The prompt both answer.
-        run_config : RunConfig
-            The caller's call configuration.
+        {baseline}
+        {candidate}
+        {prompt}
+        {run_config}
 
         Returns
         -------
@@ -299,6 +295,7 @@ class InlineJudge(JudgeBase):
     """A judge whose ``judge()`` is quick computation with no I/O (exact match, the lexical judges):
     its ``ajudge`` runs it on the event loop, so the runner spends no thread on it."""
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:  # pragma: no cover - each subclass defines it
@@ -306,14 +303,10 @@ class InlineJudge(JudgeBase):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The prompt both answer.
-        run_config : RunConfig
-            The caller's call configuration (unused by a judge that makes no call).
+        {baseline}
+        {candidate}
+        {prompt}
+        {run_config}
 
         Returns
         -------
@@ -322,6 +315,7 @@ class InlineJudge(JudgeBase):
         """
         raise NotImplementedError
 
+    @share_parameters(texts=JUDGE_TEXTS)
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -329,14 +323,10 @@ class InlineJudge(JudgeBase):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The prompt both answer.
-        run_config : RunConfig
-            The caller's call configuration.
+        {baseline}
+        {candidate}
+        {prompt}
+        {run_config}
 
         Returns
         -------

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._runtime import acall_embed, to_thread
 from ..core import EmbeddingAdapter, LLMResponse, RunConfig
 from ..errors import EmbeddingShapeError, ValidationError
@@ -163,6 +164,7 @@ class EmbeddingSimilarityJudge(JudgeBase):
         except KeyError:
             return None
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -172,12 +174,9 @@ class EmbeddingSimilarityJudge(JudgeBase):
         ----------
         baseline : LLMResponse
             The reference answer (several with ``reference_sep``).
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The question (unused).
-        run_config : RunConfig
-            The caller's call configuration (unused).
+        {candidate}
+        {prompt}
+        {run_config}
 
         Returns
         -------
@@ -195,6 +194,7 @@ class EmbeddingSimilarityJudge(JudgeBase):
             vectors = self.embedder.embed(texts)
         return self._result(texts, vectors, baseline, candidate)
 
+    @share_parameters(texts=JUDGE_TEXTS)
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -202,14 +202,10 @@ class EmbeddingSimilarityJudge(JudgeBase):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The question (unused).
-        run_config : RunConfig
-            The caller's call configuration (unused).
+        {baseline}
+        {candidate}
+        {prompt}
+        {run_config}
 
         Returns
         -------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from ..core import LLMResponse, RunConfig
 from ..errors import ValidationError
 from ._base import GradingResult, JudgeBase, validate_grader_id
@@ -54,6 +55,7 @@ class FunctionJudge(JudgeBase):
         if not callable(self.score_fn):
             raise ValidationError("FunctionJudge needs a callable score_fn(baseline, candidate) -> float")
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -61,14 +63,10 @@ class FunctionJudge(JudgeBase):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The question (unused).
-        run_config : RunConfig
-            The caller's call configuration (unused).
+        {baseline}
+        {candidate}
+        {prompt}
+        {run_config}
 
         Returns
         -------

@@ -24,6 +24,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._runtime import acall_complete
 from ..conversations import documents as read_documents
 from ..core import LLMAdapter, LLMResponse, RunConfig
@@ -415,6 +416,7 @@ class GroundednessJudge(JudgeBase):
             raise none
         return claims
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig,
               context: Sequence[str] | None = None) -> GradingResult:
         """Judge ``candidate`` against ``context`` (else the documents this judge holds); ``baseline`` is not used.
@@ -423,10 +425,8 @@ class GroundednessJudge(JudgeBase):
         ----------
         baseline : LLMResponse
             Not used.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The question.
+        {candidate}
+        {prompt}
         run_config : RunConfig
             The caller's call configuration (see :meth:`judge_config`).
         context : sequence of str, optional
@@ -458,6 +458,7 @@ class GroundednessJudge(JudgeBase):
             raise
         return self._result(baseline, candidate, [first, second], [first_prompt, second_prompt], verdicts)
 
+    @share_parameters(texts=JUDGE_TEXTS)
     async def ajudge(self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig,
                      context: Sequence[str] | None = None) -> GradingResult:
         """The awaitable :meth:`judge`.
@@ -466,12 +467,9 @@ class GroundednessJudge(JudgeBase):
         ----------
         baseline : LLMResponse
             Not used.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The question.
-        run_config : RunConfig
-            The caller's call configuration.
+        {candidate}
+        {prompt}
+        {run_config}
         context : sequence of str, optional
             The documents; ``None``: this judge's own.
 

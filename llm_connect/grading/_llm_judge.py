@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._runtime import acall_complete
 from ..core import LLMAdapter, LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
@@ -669,6 +670,7 @@ class LLMJudge(JudgeBase, ItemBinding):
             **_usage_of([reply]),
         )
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -676,12 +678,9 @@ class LLMJudge(JudgeBase, ItemBinding):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The question.
+        {baseline}
+        {candidate}
+        {prompt}
         run_config : RunConfig
             The caller's call configuration (see :meth:`judge_config`).
 
@@ -701,6 +700,7 @@ class LLMJudge(JudgeBase, ItemBinding):
         reply = self.adapter.complete(judge_prompt, config)
         return self._result(reply, baseline, candidate, prompt, judge_prompt, config)
 
+    @share_parameters(texts=JUDGE_TEXTS)
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -708,14 +708,10 @@ class LLMJudge(JudgeBase, ItemBinding):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The question.
-        run_config : RunConfig
-            The caller's call configuration.
+        {baseline}
+        {candidate}
+        {prompt}
+        {run_config}
 
         Returns
         -------

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from ..conversations import normalize_messages
 from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
@@ -371,6 +372,7 @@ class TrajectoryMatchJudge(InlineJudge):
             "reason": reason,
         }
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig
     ) -> GradingResult:
@@ -382,10 +384,8 @@ class TrajectoryMatchJudge(InlineJudge):
             The reference trajectory (a list of messages, or a text holding them).
         candidate : LLMResponse
             The candidate's trajectory.
-        prompt : str
-            The question (unused).
-        run_config : RunConfig
-            The caller's call configuration (unused).
+        {prompt}
+        {run_config}
 
         Returns
         -------

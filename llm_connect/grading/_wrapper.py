@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._docstrings import share_parameters
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._runtime import on_background, run_sync
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import ValidationError
@@ -108,6 +108,7 @@ class WrapperJudge(JudgeBase):
     ) -> GradingResult:
         raise NotImplementedError
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def judge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
     ) -> GradingResult:
@@ -115,12 +116,9 @@ class WrapperJudge(JudgeBase):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The prompt both answer.
+        {baseline}
+        {candidate}
+        {prompt}
         run_config : RunConfig, optional
             The caller's call configuration; each inner call is made from it.
 
@@ -143,6 +141,7 @@ class WrapperJudge(JudgeBase):
         """
         return run_sync(self._ajudge(baseline, candidate, prompt, run_config))
 
+    @share_parameters(texts=JUDGE_TEXTS)
     async def ajudge(
         self, baseline: LLMResponse, candidate: LLMResponse, *, prompt: str, run_config: RunConfig | None = None
     ) -> GradingResult:
@@ -150,12 +149,9 @@ class WrapperJudge(JudgeBase):
 
         Parameters
         ----------
-        baseline : LLMResponse
-            The reference answer.
-        candidate : LLMResponse
-            The answer judged.
-        prompt : str
-            The prompt both answer.
+        {baseline}
+        {candidate}
+        {prompt}
         run_config : RunConfig, optional
             The caller's call configuration.
 
