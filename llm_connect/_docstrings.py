@@ -50,8 +50,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
 __all__ = [
-    "ADAPTER_TEXTS", "CALIBRATION_TEXTS", "JUDGE_TEXTS", "RUN_OPTIONS", "SHARED_TEXTS", "TEXT_SETS",
-    "DocstringComponents", "fill_shared", "share_parameters",
+    "ADAPTER_TEXTS", "CALIBRATION_TEXTS", "JUDGE_TEXTS", "PIPELINE_TEXTS", "PLOT_TEXTS", "RUN_OPTIONS", "SHARED_TEXTS",
+    "TEXT_SETS", "DocstringComponents", "fill_shared", "share_parameters",
 ]
 
 _PLACEHOLDER = re.compile(r"^(?P<indent>[ \t]*)\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)\}[ \t]*$", re.M)
@@ -243,8 +243,8 @@ def share_parameters(obj: Any = None, /, *, texts: Mapping[str, str] | None = No
         What to document; a class documents its constructor's parameters (numpydoc), a method its own. Its
         ``__doc__`` is replaced by the filled text (nothing happens when it has none, as under ``python -OO``).
     texts : mapping of str to str, optional
-        The shared texts by name (:data:`JUDGE_TEXTS`, :data:`ADAPTER_TEXTS`); given without ``obj``, it
-        makes the decorator. ``None``: :data:`SHARED_TEXTS`.
+        The shared texts by name (:data:`JUDGE_TEXTS`, :data:`ADAPTER_TEXTS`, :data:`PIPELINE_TEXTS`,
+        :data:`PLOT_TEXTS`); given without ``obj``, it makes the decorator. ``None``: :data:`SHARED_TEXTS`.
 
     Returns
     -------
@@ -371,10 +371,10 @@ SHARED_TEXTS: dict[str, str] = {**RUN_OPTIONS, **CALIBRATION_TEXTS}
 
 # -- the judges' and the adapters' shared texts --------------------------------------------------------------------
 
-#: The parameters of every judge's ``judge`` and ``ajudge`` (issue #35). ``prompt`` and ``run_config`` mean one call
-#: here, not a run, so these texts are a set of their own, taken with ``@share_parameters(texts=JUDGE_TEXTS)``; a
-#: judge whose parameter means something more (a trajectory, several references, an optional configuration) writes
-#: its own text.
+#: The parameters of every judge's ``judge`` and ``ajudge``, and of its ``with_item`` (issue #35). ``prompt`` and
+#: ``run_config`` mean one call here, not a run, so these texts are a set of their own, taken with
+#: ``@share_parameters(texts=JUDGE_TEXTS)``; a judge whose parameter means something more (a trajectory, several
+#: references, an optional configuration) writes its own text.
 JUDGE_TEXTS = DocstringComponents({
     "baseline": """
         baseline : LLMResponse
@@ -393,6 +393,14 @@ JUDGE_TEXTS = DocstringComponents({
             The caller's call configuration: how each of the judge's calls is made (a judge that makes no call
             ignores it).
         """,
+    "messages": """
+        messages : list of mapping, optional
+            The messages before the judged reply.
+        """,
+    "context": """
+        context : list of str, optional
+            The item's documents.
+        """,
 })
 
 #: The parameters of every adapter's ``complete`` and ``acomplete``, taken with
@@ -408,7 +416,28 @@ ADAPTER_TEXTS = DocstringComponents({
         """,
 })
 
+#: The parameters the pipelines' units and pools share, taken with ``@share_parameters(texts=PIPELINE_TEXTS)``.
+PIPELINE_TEXTS = DocstringComponents({
+    "min_valid": """
+        min_valid : int, default 1
+            The fewest inputs with a verdict the pool needs.
+        """,
+    "origin": """
+        origin : str, optional
+            Where a config defined it, for error messages.
+        """,
+})
+
+#: The parameter every plot function takes, taken with ``@share_parameters(texts=PLOT_TEXTS)`` (seaborn's ``ax``).
+PLOT_TEXTS = DocstringComponents({
+    "ax": """
+        ax : matplotlib.axes.Axes, optional
+            Where to draw (default: the current Axes).
+        """,
+})
+
 #: The sets of texts :func:`share_parameters` can be given with ``texts=``, by name (what the site's griffe
 #: extension reads from a decorator such as ``@share_parameters(texts=JUDGE_TEXTS)``).
 TEXT_SETS: dict[str, Mapping[str, str]] = {"SHARED_TEXTS": SHARED_TEXTS, "JUDGE_TEXTS": JUDGE_TEXTS,
-                                           "ADAPTER_TEXTS": ADAPTER_TEXTS}
+                                           "ADAPTER_TEXTS": ADAPTER_TEXTS, "PIPELINE_TEXTS": PIPELINE_TEXTS,
+                                           "PLOT_TEXTS": PLOT_TEXTS}

@@ -813,40 +813,15 @@ class LLMAdapter(Protocol):
 
 
 @runtime_checkable
-class AsyncLLMAdapter(Protocol):
+class AsyncLLMAdapter(LLMAdapter, Protocol):
     """An :class:`LLMAdapter` that can also be awaited (a run over many items prefers it).
 
-    Attributes
-    ----------
-    adapter_id : str
-        Names the kind of adapter.
-    model_id : str
-        Names the model.
+    It has the attributes and the :meth:`~LLMAdapter.complete` of an :class:`LLMAdapter`, and :meth:`acomplete`.
 
     See Also
     --------
     LLMAdapter : The synchronous protocol.
     """
-
-    adapter_id: str
-    model_id: str
-
-    def complete(self, prompt: str, run_config: RunConfig) -> LLMResponse:
-        """Send one prompt and wait for the reply (see :meth:`LLMAdapter.complete`).
-
-        Parameters
-        ----------
-        prompt : str
-            The prompt.
-        run_config : RunConfig
-            How the call is made.
-
-        Returns
-        -------
-        LLMResponse
-            The reply with its usage and cost.
-        """
-        ...
 
     async def acomplete(self, prompt: str, run_config: RunConfig) -> LLMResponse:
         """The awaitable twin of :meth:`complete`: the same reply.
@@ -896,28 +871,13 @@ class EmbeddingAdapter(Protocol):
 
 
 @runtime_checkable
-class AsyncEmbeddingAdapter(Protocol):
-    """An :class:`EmbeddingAdapter` that can also be awaited.
+class AsyncEmbeddingAdapter(EmbeddingAdapter, Protocol):
+    """An :class:`EmbeddingAdapter` that can also be awaited: its :meth:`~EmbeddingAdapter.embed`, and :meth:`aembed`.
 
     See Also
     --------
     EmbeddingAdapter : The synchronous protocol.
     """
-
-    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
-        """Embed texts (see :meth:`EmbeddingAdapter.embed`).
-
-        Parameters
-        ----------
-        texts : sequence of str
-            The texts.
-
-        Returns
-        -------
-        sequence of sequence of float
-            One vector per text, in order.
-        """
-        ...
 
     async def aembed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """The awaitable twin of :meth:`embed`: the same vectors.

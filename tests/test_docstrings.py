@@ -521,7 +521,7 @@ def test_a_method_takes_the_judges_texts_named_by_texts():
             return [1.0 for _ in items]
 
     judge_doc, many_doc = inspect.getdoc(Echo.judge), inspect.getdoc(Echo.judge_many)
-    assert all(JUDGE_TEXTS[name] in judge_doc for name in JUDGE_TEXTS)
+    assert all(JUDGE_TEXTS[name] in judge_doc for name in ("baseline", "candidate", "prompt", "run_config"))
     assert RUN_OPTIONS["run_config"] in many_doc and JUDGE_TEXTS["run_config"] not in many_doc
     assert numpydoc_problems(Echo.judge) == []
     assert Echo().judge("a", "b", prompt="q", run_config=None) == 1.0

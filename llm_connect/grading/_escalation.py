@@ -5,16 +5,16 @@ what that saved over a batch (:class:`EscalationSummary`). The cascade with a gu
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from .._display import view
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, Judge, acall_judge, validate_grader_id, validate_score
-from ._wrapper import _bound, _DetailedBatch, _details_list, _spent, _sum_usage, _usage_response
+from ._wrapper import _bound, _DetailedBatch, _details_list, _holding, _spent, _sum_usage, _usage_response
 
 __all__ = ["EscalationJudge", "EscalationSummary"]
 
@@ -69,28 +69,22 @@ class EscalationJudge(_DetailedBatch):
     #: ``judge_many`` hands the judge each item's messages and documents; it binds the judges that read them.
     uses_item = True
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def with_item(self, *, messages: Any = None, context: Any = None) -> EscalationJudge:
         """The judge of one conversation item: its cheap and dear judges bound to the item's messages and documents
         when they read them.
 
         Parameters
         ----------
-        messages : list of mapping, optional
-            The messages before the judged reply.
-        context : list of str, optional
-            The item's documents.
+        {messages}
+        {context}
 
         Returns
         -------
         EscalationJudge
             A copy with the judges bound, or this judge when neither reads items.
         """
-        cheap, dear = _bound(self.cheap, messages, context), _bound(self.dear, messages, context)
-        if cheap is self.cheap and dear is self.dear:
-            return self
-        bound = copy.copy(self)
-        bound.cheap, bound.dear = cheap, dear
-        return bound
+        return _holding(self, cheap=_bound(self.cheap, messages, context), dear=_bound(self.dear, messages, context))
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)

@@ -5,7 +5,6 @@ its members (:class:`PanelAgreement`).
 from __future__ import annotations
 
 import asyncio
-import copy
 import math
 import statistics
 from collections.abc import Sequence
@@ -13,12 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._display import view
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from ..core import LLMResponse, RunConfig
 from ..errors import JudgeReplyError, ValidationError
 from ._base import GradingResult, Judge, acall_judge, validate_grader_id, validate_score
 from ._epochs import _alpha
 from ._verdicts import majority_vote
-from ._wrapper import _bound, _DetailedBatch, _details_list, _spent, _sum_usage, _usage_response
+from ._wrapper import _bound, _DetailedBatch, _details_list, _holding, _spent, _sum_usage, _usage_response
 
 __all__ = ["PanelAgreement", "PanelJudge"]
 
@@ -80,6 +80,7 @@ class PanelJudge(_DetailedBatch):
     #: ``judge_many`` hands the panel each item's messages and documents; it binds the members that read them.
     uses_item = True
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def with_item(self, *, messages: Any = None, context: Any = None) -> PanelJudge:
         """The panel of one conversation item: each member that reads an item's messages and documents bound to them.
 
@@ -87,22 +88,15 @@ class PanelJudge(_DetailedBatch):
 
         Parameters
         ----------
-        messages : list of mapping, optional
-            The messages before the judged reply.
-        context : list of str, optional
-            The item's documents.
+        {messages}
+        {context}
 
         Returns
         -------
         PanelJudge
             A copy with the members bound, or this panel when no member reads items.
         """
-        members = [_bound(j, messages, context) for j in self.judges]
-        if all(m is j for m, j in zip(members, self.judges, strict=True)):
-            return self
-        bound = copy.copy(self)
-        bound.judges = members
-        return bound
+        return _holding(self, judges=[_bound(j, messages, context) for j in self.judges])
 
     def __post_init__(self) -> None:
         validate_grader_id(self.grader_id)

@@ -54,7 +54,6 @@ never judged ``k`` times by ``judge_many(..., epochs=k)`` (an error: calibrate o
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -62,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._display import view
-from .._docstrings import share_parameters
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._options import check_run_options
 from ..core import BudgetTracker, LLMResponse, RunConfig
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
@@ -93,7 +92,7 @@ from ._epochs import epoch_run_config, reduce_scores, reducer_of, reseed
 from ._judge_many import raw_reply_of
 from ._panel import PanelJudge
 from ._selective_calibration import calibrate_selective
-from ._wrapper import WrapperJudge, _bound, _spent, _sum_usage
+from ._wrapper import WrapperJudge, _bound, _holding, _spent, _sum_usage
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -407,6 +406,7 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
     #: judge_many hands a judge that reads an item's messages and documents the item (see :meth:`with_item`)
     uses_item = True
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def with_item(self, *, messages: Any = None, context: Any = None) -> SelectiveJudge:
         """The selective judge of one conversation item.
 
@@ -415,23 +415,16 @@ class SelectiveJudge(WrapperJudge, Guaranteed):
 
         Parameters
         ----------
-        messages : list of mapping, optional
-            The messages before the judged reply.
-        context : list of str, optional
-            The item's documents.
+        {messages}
+        {context}
 
         Returns
         -------
         SelectiveJudge
             The bound copy; this judge itself when none reads items.
         """
-        inner = _bound(self.inner, messages, context)
-        panel = [_bound(j, messages, context) for j in self.panel]
-        if inner is self.inner and all(a is b for a, b in zip(panel, self.panel, strict=True)):
-            return self
-        bound = copy.copy(self)
-        bound.inner, bound.panel = inner, tuple(panel)
-        return bound
+        return _holding(self, inner=_bound(self.inner, messages, context),
+                        panel=tuple(_bound(j, messages, context) for j in self.panel))
 
     @property
     def pairwise(self) -> bool:  # type: ignore[override]

@@ -15,7 +15,6 @@ the agreement of the combined labels.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import os
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._display import view
-from .._docstrings import share_parameters
+from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._options import check_run_options
 from ..core import BudgetTracker, LLMResponse, RunConfig, as_budget
 from ..errors import JudgeAbstained, JudgeReplyError, UncalibratedJudgeError, ValidationError
@@ -35,7 +34,7 @@ from ._human_labels import HUMAN, calibration_table, label_numbers, read_items
 from ._judge_many import judge_many
 from ._selective import SelectiveJudge, _digest, _usage_response
 from ._selective_summary import SelectiveCascadeSummary, cascade_summary
-from ._wrapper import WrapperJudge, _spent, _sum_usage
+from ._wrapper import WrapperJudge, _holding, _spent, _sum_usage
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -191,27 +190,21 @@ class SelectiveCascade(WrapperJudge, Guaranteed):
 
     uses_item = True
 
+    @share_parameters(texts=JUDGE_TEXTS)
     def with_item(self, *, messages: Any = None, context: Any = None) -> SelectiveCascade:
         """The cascade of one conversation item: each stage bound to the item (:meth:`SelectiveJudge.with_item`).
 
         Parameters
         ----------
-        messages : list of mapping, optional
-            The messages before the judged reply.
-        context : list of str, optional
-            The item's documents.
+        {messages}
+        {context}
 
         Returns
         -------
         SelectiveCascade
             The bound copy; this cascade when no stage reads items.
         """
-        stages = [s.with_item(messages=messages, context=context) for s in self.stages]
-        if all(a is b for a, b in zip(stages, self.stages, strict=True)):
-            return self
-        bound = copy.copy(self)
-        bound.judges = stages
-        return bound
+        return _holding(self, judges=[s.with_item(messages=messages, context=context) for s in self.stages])
 
     def result_columns(self, result: GradingResult) -> dict[str, Any]:
         d = result.details

@@ -14,10 +14,11 @@ the judge's own ``judge_many(items)``, the same): each judge declares the per-it
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._docstrings import JUDGE_TEXTS, share_parameters
 from .._runtime import on_background, run_sync
@@ -218,8 +219,27 @@ class _DetailedBatch(WrapperJudge):
 
 
 
+T = TypeVar("T")
+
+
 def _bound(judge: Any, messages: Any, context: Any) -> Any:
     """``judge`` bound to one item's messages and documents when it reads them (declares ``uses_item``)."""
     if getattr(judge, "uses_item", False) is True:
         return judge.with_item(messages=messages, context=context)
     return judge
+
+
+def _holding(owner: T, **parts: Any) -> T:
+    """``owner`` when it already holds each of ``parts`` (a judge, or a sequence of judges, each the very one it
+    holds), else a shallow copy holding them: a compound judge's ``with_item`` once its parts are bound."""
+    def same(new: Any, old: Any) -> bool:
+        if isinstance(new, (list, tuple)) and isinstance(old, (list, tuple)):
+            return len(new) == len(old) and all(a is b for a, b in zip(new, old, strict=True))
+        return new is old
+
+    if all(same(part, getattr(owner, name)) for name, part in parts.items()):
+        return owner
+    bound = copy.copy(owner)
+    for name, part in parts.items():
+        setattr(bound, name, part)
+    return bound

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._docstrings import PIPELINE_TEXTS, share_parameters
 from .._runtime import acall_complete
 from ..core import LLMAdapter, LLMResponse, RunConfig, TokenLogprob
 from ..errors import ConfigError, JudgeReplyError, LogprobsUnavailableError
@@ -49,6 +50,7 @@ __all__ = ["MAX_RETRIES", "PAIRWISE_PROMPT", "VERIFY_PROMPT", "JudgeUnit", "LLMU
 MAX_RETRIES = 10
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class LLMUnit(Unit):
     """A unit that makes one LLM call per attempt.
 
@@ -81,8 +83,7 @@ class LLMUnit(Unit):
         Goes into ``model_params["seed"]`` (above).
     max_tokens : int, optional
         Goes into the call's run config.
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {origin}
 
     Raises
     ------

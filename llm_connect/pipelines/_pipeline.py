@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .._display import view
-from .._docstrings import share_parameters
+from .._docstrings import PIPELINE_TEXTS, share_parameters
 from .._options import check_run_options
 from .._runtime import on_background, run_sync
 from ..columns import PIPELINE_COLUMNS, PIPELINE_EXTRA_COLUMNS
@@ -77,6 +77,7 @@ _REFERENCE_FIELDS = frozenset({"baseline", "reference"})
 INNER = ("independent", "chain")
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class Unit:
     """A step of a pipeline. Join steps with ``>>``.
 
@@ -91,8 +92,7 @@ class Unit:
     ----------
     name : str
         The unit's name.
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {origin}
     """
 
     kind: ClassVar[str] = "unit"
@@ -199,6 +199,7 @@ class Unit:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class Layer:
     """Units (or sub-pipelines) side by side: ``Layer(unit, repeat=3)``, ``Layer([a, b, c])``.
 
@@ -218,8 +219,7 @@ class Layer:
         Whether the layer's units run side by side, or each after the one before.
     connect : {"dense", "broadcast", "cumulative", "last"}, optional
         How the layer feeds the next stage (:data:`CONNECTIONS`).
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {origin}
 
     Raises
     ------

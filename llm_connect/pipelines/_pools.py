@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._docstrings import PIPELINE_TEXTS, share_parameters
 from ..errors import ConfigError, JudgeReplyError
 from ..grading._parse import brief_repr
 from ..grading._verdicts import TIE_BREAKS, majority_vote
@@ -32,6 +33,7 @@ from ._unit_base import NodeContext, _check_int
 __all__ = ["MajorityPool", "MaxPool", "MeanPool", "MedianPool", "PoolUnit", "WeightedMeanPool"]
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class PoolUnit(Unit):
     """A unit without an LLM call that aggregates the verdicts of its inputs.
 
@@ -42,10 +44,8 @@ class PoolUnit(Unit):
     ----------
     name : str
         The pool's name.
-    min_valid : int, default 1
-        The fewest inputs with a verdict the pool needs.
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {min_valid}
+    {origin}
     """
 
     kind = "pool"
@@ -113,6 +113,7 @@ class PoolUnit(Unit):
                           score=score, scale=scale, details=details)
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class MajorityPool(PoolUnit):
     """Majority vote over the inputs' verdict labels. Config type ``majority-pool``.
 
@@ -128,10 +129,8 @@ class MajorityPool(PoolUnit):
         The pool's name.
     tie_break : {"lowest", "highest", "first"}, default "lowest"
         Which tied label wins (above).
-    min_valid : int, default 1
-        The fewest inputs with a verdict the pool needs.
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {min_valid}
+    {origin}
 
     Raises
     ------
@@ -185,6 +184,7 @@ class MajorityPool(PoolUnit):
 MaxPool = MajorityPool  # alias of MajorityPool, Verdict's name for majority vote
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class MeanPool(PoolUnit):
     """The mean of the inputs' 0..1 scores.
 
@@ -192,10 +192,8 @@ class MeanPool(PoolUnit):
     ----------
     name : str, default "mean"
         The pool's name.
-    min_valid : int, default 1
-        The fewest inputs with a verdict the pool needs.
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {min_valid}
+    {origin}
     """
 
     kind = "mean-pool"
@@ -229,6 +227,7 @@ class MeanPool(PoolUnit):
         return score, f"{score:.4g}", score, ContinuousScale(), {"scores": {o.node: o.score for o in valid}}
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class MedianPool(MeanPool):
     """The median of the inputs' 0..1 scores (the mean of the middle two for an even count).
 
@@ -236,10 +235,8 @@ class MedianPool(MeanPool):
     ----------
     name : str, default "median"
         The pool's name.
-    min_valid : int, default 1
-        The fewest inputs with a verdict the pool needs.
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {min_valid}
+    {origin}
     """
 
     kind = "median-pool"
@@ -254,6 +251,7 @@ class MedianPool(MeanPool):
         return float(statistics.median(float(o.score or 0.0) for o in valid))
 
 
+@share_parameters(texts=PIPELINE_TEXTS)
 class WeightedMeanPool(MeanPool):
     """The weighted mean of the inputs' scores; ``weights`` maps unit names to weights (>= 0).
 
@@ -266,10 +264,8 @@ class WeightedMeanPool(MeanPool):
         Unit names to weights (>= 0, at least one positive).
     name : str, default "weighted_mean"
         The pool's name.
-    min_valid : int, default 1
-        The fewest inputs with a verdict the pool needs.
-    origin : str, optional
-        Where a config defined it, for error messages.
+    {min_valid}
+    {origin}
 
     Raises
     ------

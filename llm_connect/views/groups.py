@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._docstrings import PLOT_TEXTS, share_parameters
 from .._html import Markup, frame_html, html_format, join, with_interval
 from ..calibration._groups import ALL, GroupBreakdown, group_kappa
 from ..errors import ValidationError
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["group_breakdown_figure", "group_breakdown_html", "plot_group_kappa"]
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_group_kappa(
     data: GroupBreakdown | pd.DataFrame,
     *,
@@ -43,8 +45,7 @@ def plot_group_kappa(
         The judges drawn.
     reference : str, optional
         The reference.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to ``Axes.errorbar``.
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._docstrings import PLOT_TEXTS, share_parameters
 from .._html import Markup, fmt, frame_html, html_format, join, with_interval
 from ..errors import ValidationError
 from ..stats.bradley_terry import MEAN, need_columns, side_by_side
@@ -48,6 +49,7 @@ def shown_board(board: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Axes:
     """Ratings with their intervals, best at the top (``data``: a
     :func:`~llm_connect.stats.leaderboard` frame, or any frame with ``model``, ``rating`` and
@@ -58,8 +60,7 @@ def plot_leaderboard(data: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Ax
     ----------
     data : pandas.DataFrame
         The board.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to ``Axes.errorbar``.
 

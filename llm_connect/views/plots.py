@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._docstrings import PLOT_TEXTS, share_parameters
 from ..calibration._agreement import STATISTICS, AgreementTable, threshold_sweep
 from ..calibration._bias import BiasReport
 from ..calibration._diagnostics import reliability_table, score_column
@@ -74,6 +75,7 @@ def _label(name: str) -> str:
     return _text(name[len("score_"):] if name.startswith("score_") else name)
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_judge_scatter(
     data: pd.DataFrame,
     *,
@@ -105,8 +107,7 @@ def plot_judge_scatter(
         Seeds the jitter.
     identity : bool, default True
         Draw ``y = x``.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to ``Axes.scatter``.
 
@@ -141,6 +142,7 @@ def plot_judge_scatter(
     return ax
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_agreement_heatmap(
     data: AgreementTable | pd.DataFrame,
     *,
@@ -171,8 +173,7 @@ def plot_agreement_heatmap(
         The value of the map's low end.
     vmax : float, default 1.0
         The value of its high end.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to ``Axes.imshow``.
 
@@ -204,6 +205,7 @@ def plot_agreement_heatmap(
     return ax
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_reliability(
     data: pd.DataFrame,
     *,
@@ -230,8 +232,7 @@ def plot_reliability(
         Score bins.
     threshold : float, default 0.5
         A label's verdict threshold.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to ``Axes.errorbar`` (the judge's points and intervals).
 
@@ -260,6 +261,7 @@ def plot_reliability(
     return ax
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_threshold_sweep(
     data: pd.DataFrame,
     *,
@@ -290,8 +292,7 @@ def plot_threshold_sweep(
         The thresholds swept (with a score frame).
     reference_threshold : float or None, default 0.5
         The reference's verdict threshold (``None``: the moving one).
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to each line.
 
@@ -332,6 +333,7 @@ def plot_threshold_sweep(
     return ax
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_bias_forest(
     data: BiasReport | pd.DataFrame,
     *,
@@ -346,8 +348,7 @@ def plot_bias_forest(
     ----------
     data : BiasReport or pandas.DataFrame
         The report, or its frame.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to ``Axes.errorbar``.
 
@@ -435,6 +436,7 @@ def length_profile(
     return out
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_score_vs_length(
     data: pd.DataFrame,
     *,
@@ -464,8 +466,7 @@ def plot_score_vs_length(
         Quantile bins of the lines.
     logx : bool, default True
         A log x axis.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to ``Axes.scatter``.
 
@@ -507,6 +508,7 @@ _METHOD_STYLE = {
 }
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_estimates(data: pd.DataFrame, *, judge: str | None = None, ax: Any = None, **kwargs: Any) -> Axes:
     """A forest plot of :func:`estimate_quality`'s frame: per group, each method's interval and estimate.
 
@@ -525,8 +527,7 @@ def plot_estimates(data: pd.DataFrame, *, judge: str | None = None, ax: Any = No
         The frame of :func:`~llm_connect.stats.estimates.estimate_quality`.
     judge : str, optional
         The judge the estimates come from, named in the title.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to each ``Axes.errorbar`` call.
 

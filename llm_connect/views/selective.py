@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .._docstrings import PLOT_TEXTS, share_parameters
 from .._html import Markup, fmt, frame_html, html_format, join, kv_table
 from ..errors import UncalibratedJudgeError, ValidationError
 from .plots import _axes, _legend, _text
@@ -46,6 +47,7 @@ def _curve_of(data: Any) -> tuple[pd.DataFrame, float | None, float | None, str 
                           "risk_coverage() frame")
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def plot_risk_coverage(data: Any, *, alpha: float | None = None, title: str | None = None, ax: Any = None,
                        **kwargs: Any) -> Axes:
     """Disagreement with people against coverage, most confident items first, with the chosen cut-off.
@@ -66,8 +68,7 @@ def plot_risk_coverage(data: Any, *, alpha: float | None = None, title: str | No
         The guarantee's ``alpha`` (default: the judge's or cut-off's).
     title : str, optional
         The title.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw (default: the current Axes).
+    {ax}
     **kwargs
         Go to the empirical line.
 
