@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
@@ -64,7 +65,8 @@ class DocstringComponents(Mapping[str, str]):
     ----------
     entries : mapping of str to str
         Each entry's name and its numpydoc text: a first line ``name : type`` and the description below
-        it, indented. Surrounding blank lines and a common indentation are removed.
+        it, indented. Surrounding blank lines and a common indentation are removed, so an entry of
+        another set (already without them) can be reused as it is.
 
     Raises
     ------
@@ -84,7 +86,7 @@ class DocstringComponents(Mapping[str, str]):
     def __init__(self, entries: Mapping[str, str]) -> None:
         cleaned: dict[str, str] = {}
         for name, text in entries.items():
-            body = inspect.cleandoc(text)
+            body = textwrap.dedent(text).strip("\n").rstrip()  # a raw entry, or one already cleaned
             first = body.split("\n", 1)[0]
             if not re.match(rf"{re.escape(name)}\s*(:|$)", first):
                 raise ValueError(f"the shared text of {name!r} must start with '{name} : <type>', got {first!r}")
@@ -428,12 +430,20 @@ PIPELINE_TEXTS = DocstringComponents({
         """,
 })
 
-#: The parameter every plot function takes, taken with ``@share_parameters(texts=PLOT_TEXTS)`` (seaborn's ``ax``).
+#: The parameters the plot functions share, taken with ``@share_parameters(texts=PLOT_TEXTS)``: seaborn's ``ax``, and
+#: for a plot of a scores frame the frame and the judge and label read from it (the calibration floor's words).
 PLOT_TEXTS = DocstringComponents({
     "ax": """
         ax : matplotlib.axes.Axes, optional
             Where to draw (default: the current Axes).
         """,
+    "data": """
+        data : pandas.DataFrame
+            A scores frame, as :func:`~llm_connect.calibration.score_items` makes it (a ``score_<name>`` column per
+            judge and label).
+        """,
+    "judge": CALIBRATION_TEXTS["judge"],
+    "label": CALIBRATION_TEXTS["label"],
 })
 
 #: The sets of texts :func:`share_parameters` can be given with ``texts=``, by name (what the site's griffe

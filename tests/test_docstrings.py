@@ -37,6 +37,7 @@ from llm_connect._docstrings import (
     ADAPTER_TEXTS,
     CALIBRATION_TEXTS,
     JUDGE_TEXTS,
+    PLOT_TEXTS,
     RUN_OPTIONS,
     SHARED_TEXTS,
     DocstringComponents,
@@ -542,6 +543,19 @@ def test_a_method_takes_the_judges_texts_named_by_texts():
 
     assert ADAPTER_TEXTS["prompt"] in inspect.getdoc(LlamaCppAdapter.acomplete)
     assert JUDGE_TEXTS["candidate"] in inspect.getdoc(ExactMatchJudge.ajudge)
+
+
+def test_an_entry_of_one_set_is_reused_as_it_is_by_another():
+    """The plots read a judge and a label from a scores frame as the calibration floor does: their set reuses the
+    calibration entries, already cleaned, and a plot shows them with their description indented under the name."""
+    assert PLOT_TEXTS["judge"] == CALIBRATION_TEXTS["judge"] and PLOT_TEXTS["label"] == CALIBRATION_TEXTS["label"]
+    assert DocstringComponents({"seed": CALIBRATION_TEXTS["seed"]})["seed"] == CALIBRATION_TEXTS["seed"]
+    pytest.importorskip("matplotlib")
+    from llm_connect.views import plot_reliability
+
+    doc = inspect.getdoc(plot_reliability)
+    assert CALIBRATION_TEXTS["judge"] in doc and PLOT_TEXTS["ax"] in doc
+    assert numpydoc_problems(plot_reliability) == []
 
 
 #: Run options an entry point documents in its own words, because they mean something narrower there.

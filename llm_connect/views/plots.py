@@ -95,8 +95,7 @@ def plot_judge_scatter(
 
     Parameters
     ----------
-    data : pandas.DataFrame
-        The frame of ``score_items()``.
+    {data}
     x : str
         The judge on the x axis.
     y : str
@@ -222,12 +221,9 @@ def plot_reliability(
 
     Parameters
     ----------
-    data : pandas.DataFrame
-        The frame of ``score_items()``.
-    judge : str
-        The judge.
-    label : str, default "human"
-        The label column (human or exact).
+    {data}
+    {judge}
+    {label}
     bins : int, default 10
         Score bins.
     threshold : float, default 0.5
@@ -379,6 +375,7 @@ def plot_bias_forest(
     return ax
 
 
+@share_parameters(texts=PLOT_TEXTS)
 def length_profile(
     data: pd.DataFrame,
     *,
@@ -393,10 +390,8 @@ def length_profile(
 
     Parameters
     ----------
-    data : pandas.DataFrame
-        The frame of ``score_items()``.
-    judge : str
-        The judge.
+    {data}
+    {judge}
     length : str, default "candidate_words"
         The length column.
     bins : int, default 8
@@ -454,10 +449,8 @@ def plot_score_vs_length(
 
     Parameters
     ----------
-    data : pandas.DataFrame
-        The frame of ``score_items()``.
-    judge : str
-        The judge.
+    {data}
+    {judge}
     length : str, default "candidate_words"
         The length column.
     hue : str, optional
