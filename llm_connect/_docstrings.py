@@ -405,7 +405,8 @@ JUDGE_TEXTS = DocstringComponents({
         """,
 })
 
-#: The parameters of every adapter's ``complete`` and ``acomplete``, taken with
+#: The parameters of every adapter's ``complete`` and ``acomplete`` (and an embedding adapter's ``embed`` and
+#: ``aembed``), taken with
 #: ``@share_parameters(texts=ADAPTER_TEXTS)``.
 ADAPTER_TEXTS = DocstringComponents({
     "prompt": """
@@ -415,6 +416,10 @@ ADAPTER_TEXTS = DocstringComponents({
     "run_config": """
         run_config : RunConfig, optional
             How the call is made; ``None``: ``RunConfig()``.
+        """,
+    "texts": """
+        texts : sequence of str
+            The texts, one vector each.
         """,
 })
 

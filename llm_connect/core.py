@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from ._docstrings import ADAPTER_TEXTS, share_parameters
 from .errors import BudgetExceededError, ValidationError
 
 __all__ = [
@@ -854,13 +855,13 @@ class EmbeddingAdapter(Protocol):
     llm_connect.testing.DeterministicEmbedder : A deterministic one for tests.
     """
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """Embed texts.
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------
@@ -879,13 +880,13 @@ class AsyncEmbeddingAdapter(EmbeddingAdapter, Protocol):
     EmbeddingAdapter : The synchronous protocol.
     """
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     async def aembed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """The awaitable twin of :meth:`embed`: the same vectors.
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------

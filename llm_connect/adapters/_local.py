@@ -790,13 +790,13 @@ class SentenceTransformerEmbedder:
             getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
             return int(getter())
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order.
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------
@@ -805,13 +805,13 @@ class SentenceTransformerEmbedder:
         """
         return [[float(v) for v in row] for row in self.embed_array(texts)]
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
         """The awaitable twin of :meth:`embed` (the model runs in a worker thread).
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------
@@ -820,6 +820,7 @@ class SentenceTransformerEmbedder:
         """
         return await on_background(to_thread(self.embed, texts))
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     def embed_array(self, texts: Sequence[str]) -> Any:
         """The vectors of ``texts`` as one ``numpy`` array (``len(texts)`` x dimension, float32), in order.
 
@@ -832,8 +833,7 @@ class SentenceTransformerEmbedder:
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------
@@ -856,13 +856,13 @@ class SentenceTransformerEmbedder:
             )
         return np.asarray(vectors)
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     async def aembed_array(self, texts: Sequence[str]) -> Any:
         """The awaitable twin of :meth:`embed_array` (the model runs in a worker thread).
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from .._docstrings import ADAPTER_TEXTS, share_parameters
 from .._runtime import on_background, run_sync
 from ..core import BudgetTracker, RunConfig, TokenLogprob
 from ..errors import MalformedResponseError, ValidationError
@@ -207,13 +208,13 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
     def _auth_headers(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order; blocking, safe inside a running event loop.
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------
@@ -222,13 +223,13 @@ class OpenAICompatibleEmbedder(HTTPAdapter):
         """
         return run_sync(self._aembed(_check_texts(texts)))
 
+    @share_parameters(texts=ADAPTER_TEXTS)
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
         """The awaitable twin of :meth:`embed`.
 
         Parameters
         ----------
-        texts : sequence of str
-            The texts.
+        {texts}
 
         Returns
         -------
