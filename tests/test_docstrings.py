@@ -488,21 +488,15 @@ def test_a_method_takes_the_judges_texts_named_by_texts():
     class Echo:
         @share_parameters(texts=JUDGE_TEXTS)
         def judge(self, baseline, candidate, *, prompt, run_config):
-            """Judge.
+            """Judge, in a docstring with no other section.
 
             Parameters
             ----------
-            {baseline}
-            {candidate}
-            {prompt}
             {run_config}
-
-            Returns
-            -------
-            float
-                The score.
+            {prompt}
+            {candidate}
+            {baseline}
             """
-            return 1.0
 
         @share_parameters
         def judge_many(self, items, *, run_config=None):
@@ -525,7 +519,7 @@ def test_a_method_takes_the_judges_texts_named_by_texts():
     assert all(JUDGE_TEXTS[name] in judge_doc for name in ("baseline", "candidate", "prompt", "run_config"))
     assert RUN_OPTIONS["run_config"] in many_doc and JUDGE_TEXTS["run_config"] not in many_doc
     assert numpydoc_problems(Echo.judge) == []
-    assert Echo().judge("a", "b", prompt="q", run_config=None) == 1.0
+    assert Echo().judge("a", "b", prompt="q", run_config=None) is None
 
     def call(prompt, ledger):
         """Call.
@@ -635,10 +629,10 @@ def test_the_site_extension_fills_the_placeholders_from_the_source(tmp_path):
 
                 Parameters
                 ----------
-                {baseline}
-                {candidate}
                 {prompt}
                 {run_config}
+                {baseline}
+                {candidate}
                 """
 
 
