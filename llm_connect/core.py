@@ -20,7 +20,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from ._docstrings import ADAPTER_TEXTS, share_parameters
 from .errors import BudgetExceededError, ValidationError
 
 __all__ = [
@@ -814,15 +813,40 @@ class LLMAdapter(Protocol):
 
 
 @runtime_checkable
-class AsyncLLMAdapter(LLMAdapter, Protocol):
+class AsyncLLMAdapter(Protocol):
     """An :class:`LLMAdapter` that can also be awaited (a run over many items prefers it).
 
-    It has the attributes and the :meth:`~LLMAdapter.complete` of an :class:`LLMAdapter`, and :meth:`acomplete`.
+    Attributes
+    ----------
+    adapter_id : str
+        Names the kind of adapter.
+    model_id : str
+        Names the model.
 
     See Also
     --------
     LLMAdapter : The synchronous protocol.
     """
+
+    adapter_id: str
+    model_id: str
+
+    def complete(self, prompt: str, run_config: RunConfig) -> LLMResponse:
+        """Send one prompt and wait for the reply (see :meth:`LLMAdapter.complete`).
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt.
+        run_config : RunConfig
+            How the call is made.
+
+        Returns
+        -------
+        LLMResponse
+            The reply with its usage and cost.
+        """
+        ...
 
     async def acomplete(self, prompt: str, run_config: RunConfig) -> LLMResponse:
         """The awaitable twin of :meth:`complete`: the same reply.
@@ -855,13 +879,13 @@ class EmbeddingAdapter(Protocol):
     llm_connect.testing.DeterministicEmbedder : A deterministic one for tests.
     """
 
-    @share_parameters(texts=ADAPTER_TEXTS)
     def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """Embed texts.
 
         Parameters
         ----------
-        {texts}
+        texts : sequence of str
+            The texts.
 
         Returns
         -------
@@ -872,21 +896,36 @@ class EmbeddingAdapter(Protocol):
 
 
 @runtime_checkable
-class AsyncEmbeddingAdapter(EmbeddingAdapter, Protocol):
-    """An :class:`EmbeddingAdapter` that can also be awaited: its :meth:`~EmbeddingAdapter.embed`, and :meth:`aembed`.
+class AsyncEmbeddingAdapter(Protocol):
+    """An :class:`EmbeddingAdapter` that can also be awaited.
 
     See Also
     --------
     EmbeddingAdapter : The synchronous protocol.
     """
 
-    @share_parameters(texts=ADAPTER_TEXTS)
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
+        """Embed texts (see :meth:`EmbeddingAdapter.embed`).
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        sequence of sequence of float
+            One vector per text, in order.
+        """
+        ...
+
     async def aembed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """The awaitable twin of :meth:`embed`: the same vectors.
 
         Parameters
         ----------
-        {texts}
+        texts : sequence of str
+            The texts.
 
         Returns
         -------
