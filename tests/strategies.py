@@ -313,3 +313,48 @@ def yes_no_judge(p_yes, grader_id="llm-judge", cost=0.001):
     from llm_connect import LLMJudge
 
     return LLMJudge(yes_no_adapter(p_yes, cost), grader_id=grader_id, scoring="yes-no")
+
+
+def support_conversations(count: int, turns: int) -> list[dict]:
+    """``count`` short support conversations (``conversation_id`` ``c0``, ``c1``, ...) of ``turns`` user/assistant
+    turns each after a policy, seeded, with text of several bytes a character (``café``, ``日本``, ``🙂``)."""
+    import random
+
+    rng = random.Random(5)
+    words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
+             "returns", "need", "the", "receipt", "café", "naïve", "日本", "🙂"]
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(n)) + "."
+
+    chats = []
+    for c in range(count):
+        messages = [{"role": "system", "content": "Policy: " + text(40)}]
+        for t in range(turns):
+            messages += [{"role": "user", "content": f"Question {t}: " + text(12)},
+                         {"role": "assistant", "content": text(30)}]
+        chats.append({"conversation_id": f"c{c}", "messages": messages})
+    return chats
+
+
+def judge_calls_per_turn(count: int, turns: int) -> dict[tuple[str, int], tuple[str, Any]]:
+    """The calls (prompt, run config) the local judge makes judging every turn of
+    :func:`support_conversations`, by ``(conversation_id, turn)``, recorded by a scripted in-process adapter: each
+    prompt marks its stable part, the judge's instructions and the transcript so far, with
+    ``RunConfig.stable_prefix_chars``."""
+    from llm_connect import LLMJudge, LLMResponse, RunConfig, TokenLogprob
+    from llm_connect.conversations import per_turn
+    from llm_connect.testing import ScriptedAdapter
+
+    verdict = LLMResponse("yes", "s", "s", logprobs=(TokenLogprob("yes", -0.1, (("yes", -0.1), ("no", -2.4))),))
+    recorder = ScriptedAdapter(lambda prompt, config: verdict, is_local=True)
+    judge = LLMJudge(recorder, seed=0)
+    items = per_turn(support_conversations(count, turns)).to_dict("records")
+    for item in items:
+        judge.with_item(messages=item["messages"]).judge(
+            LLMResponse("A short reply that follows the policy.", "b", "ref"), LLMResponse(item["candidate"], "c", "c"),
+            prompt=item["prompt"], run_config=RunConfig())
+    calls = {(item["conversation_id"], item["turn"]): (call.prompt, call.run_config)
+             for item, call in zip(items, recorder.calls, strict=True)}
+    assert all(config.stable_breaks for _, config in calls.values())
+    return calls

@@ -11,6 +11,7 @@ import textwrap
 import threading
 
 import pytest
+from strategies import judge_calls_per_turn
 
 from llm_connect.adapters import LlamaCppAdapter
 from llm_connect.core import (
@@ -148,58 +149,21 @@ def test_smollm2_first_token_logprobs_are_the_same_warm_and_cold(smol):
     assert [r.content for r in warm] == [r.content for r in cold]
 
 
-def _judge_calls_per_turn(conversations: int, turns: int) -> list[list[tuple[str, RunConfig]]]:
-    """The calls the local judge makes judging every turn of ``conversations`` short conversations, per
-    conversation (recorded by a scripted in-process adapter): each prompt marks its stable part, the judge's
-    instructions and the transcript so far, with ``RunConfig.stable_prefix_chars``."""
-    import random
-
-    from llm_connect import LLMJudge
-    from llm_connect.conversations import per_turn
-    from llm_connect.testing import ScriptedAdapter
-
-    rng = random.Random(5)
-    words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
-             "returns", "need", "the", "receipt", "café", "naïve", "日本", "🙂"]
-
-    def text(n: int) -> str:
-        return " ".join(rng.choice(words) for _ in range(n)) + "."
-
-    chats = []
-    for c in range(conversations):
-        messages = [{"role": "system", "content": "Policy: " + text(40)}]
-        for t in range(turns):
-            messages += [{"role": "user", "content": f"Question {t}: " + text(12)},
-                         {"role": "assistant", "content": text(30)}]
-        chats.append({"conversation_id": f"c{c}", "messages": messages})
-    verdict = LLMResponse("yes", "s", "s", logprobs=(TokenLogprob("yes", -0.1, (("yes", -0.1), ("no", -2.4))),))
-    recorder = ScriptedAdapter(lambda prompt, config: verdict, is_local=True)
-    judge = LLMJudge(recorder, seed=0)
-    for item in per_turn(chats).to_dict("records"):
-        judge.with_item(messages=item["messages"]).judge(
-            LLMResponse("A short reply that follows the policy.", "b", "ref"), LLMResponse(item["candidate"], "c", "c"),
-            prompt=item["prompt"], run_config=RunConfig())
-    calls = [(call.prompt, call.run_config) for call in recorder.calls]
-    assert all(config.stable_breaks for _, config in calls)
-    return [calls[c * turns:(c + 1) * turns] for c in range(conversations)]
-
-
 @local
 def test_smollm2_reuses_a_conversations_transcript_across_its_turns(smol):
     """Per-turn judging decodes each turn's new messages and judged reply, not the transcript again: the prompt
     is decoded in segments that end at its stable offsets, so the next turn reuses everything before the judged
     reply, in the context (turns in order) or from a saved state (conversations interleaved). The logprobs and
     verdicts are those of a model that decodes each prompt from nothing, bit for bit."""
-    first, second = _judge_calls_per_turn(2, 3)  # three turns: each reuse is from a turn that reused itself
-    schedule = [(0, k) for k in range(3)] + [(c, k) for k in range(3) for c in (1, 0)]  # in order, interleaved
-    runs = {0: first, 1: second}
+    calls = judge_calls_per_turn(2, 3)  # three turns: each reuse is from a turn that reused itself
+    schedule = [("c0", k) for k in range(3)] + [(c, k) for k in range(3) for c in ("c1", "c0")]  # in order, interleaved
     before = (smol.tokens_evaluated, smol.tokens_reused)
-    warm = [(c, k, smol.complete(*runs[c][k])) for c, k in schedule]
+    warm = [(c, k, smol.complete(*calls[(c, k)])) for c, k in schedule]
     cached = [r.raw["usage"]["prompt_tokens_details"]["cached_tokens"] for _, _, r in warm]
     assert [r.tokens_cached for _, _, r in warm] == cached
     assert smol.tokens_reused - before[1] == sum(cached)
     assert smol.tokens_evaluated - before[0] == sum(r.tokens_in for _, _, r in warm) - sum(cached)
-    previous: dict[tuple[int, int], LLMResponse] = {}
+    previous: dict[tuple[str, int], LLMResponse] = {}
     for (c, k, reply), reused in zip(warm, cached, strict=True):
         if k > 0:
             # all of the earlier turn's prompt but its judged reply, reference and ask (about 150 tokens here);
@@ -212,7 +176,7 @@ def test_smollm2_reuses_a_conversations_transcript_across_its_turns(smol):
     try:
         cold = {}
         for c, k in sorted({(c, k) for c, k, _ in warm}):
-            cold[(c, k)] = fresh.complete(*runs[c][k])
+            cold[(c, k)] = fresh.complete(*calls[(c, k)])
             assert cold[(c, k)].tokens_cached == 0
             fresh.close()  # decoded from nothing, every time
     finally:
@@ -228,8 +192,7 @@ def test_smollm2_stable_cuts_from_token_pieces_are_those_of_tokenizing_each_pref
     characters), the same as tokenizing each prefix and comparing, with text of several bytes a character."""
     from llm_connect.adapters._prefix_cache import char_ends, stable_cuts
 
-    calls = _judge_calls_per_turn(1, 3)[0]
-    prompt, config = calls[-1]
+    prompt, config = judge_calls_per_turn(1, 3)[("c0", 2)]
     llm = smol.load()._llm
     full, _ = smol._formatters
     formatted = full(messages=[{"role": "system", "content": config.system_prompt},

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from strategies import judge_calls_per_turn, support_conversations
 
 from llm_connect import LLMJudge, RunConfig, judge_many
 from llm_connect.errors import BadRequestError, ValidationError
@@ -100,47 +101,15 @@ def test_one_token_verdicts_are_repeatable_to_the_bit_and_the_instructions_decod
     assert -50 < first.logprob <= 0 and warm[0].tokens_out == 1 and warm[0].cost_usd == 0.0
 
 
-def _conversations(count: int, turns: int) -> list[dict]:
-    """``count`` short support conversations of ``turns`` user/assistant turns each, after a policy."""
-    import random
-
-    rng = random.Random(5)
-    words = ["the", "parcel", "ships", "in", "two", "days", "refunds", "reach", "the", "card", "within", "a", "week",
-             "returns", "need", "the", "receipt", "café", "naïve", "日本", "🙂"]
-
-    def text(n: int) -> str:
-        return " ".join(rng.choice(words) for _ in range(n)) + "."
-
-    chats = []
-    for c in range(count):
-        messages = [{"role": "system", "content": "Policy: " + text(40)}]
-        for t in range(turns):
-            messages += [{"role": "user", "content": f"Question {t}: " + text(12)},
-                         {"role": "assistant", "content": text(30)}]
-        chats.append({"conversation_id": f"c{c}", "messages": messages})
-    return chats
-
-
 def test_a_conversations_transcript_is_decoded_once_across_its_turns(adapter):
     """Per-turn judging decodes each turn's new messages and judged reply, not the transcript again: the KV cache
     after each prompt's stable part (``RunConfig.stable_prefix_chars``, which the judge sets) is kept, a few
     conversations' at once, and the next turn decodes only what follows it. The logprobs and verdicts are those
     of an adapter that decodes every prompt from nothing, bit for bit."""
-    from llm_connect import LLMResponse, TokenLogprob
     from llm_connect.conversations import per_turn
-    from llm_connect.testing import ScriptedAdapter
 
-    items = per_turn(_conversations(2, 3)).to_dict("records")  # three turns: a reuse from a turn that reused
-    verdict = LLMResponse("yes", "s", "s", logprobs=(TokenLogprob("yes", -0.1, (("yes", -0.1), ("no", -2.4))),))
-    recorder = ScriptedAdapter(lambda prompt, config: verdict, is_local=True)
-    judge = LLMJudge(recorder, seed=0)
-    for item in items:  # the calls the local judge makes, recorded
-        judge.with_item(messages=item["messages"]).judge(
-            LLMResponse("A short reply that follows the policy.", "b", "ref"), LLMResponse(item["candidate"], "c", "c"),
-            prompt=item["prompt"], run_config=RunConfig())
-    calls = {(item["conversation_id"], item["turn"]): (call.prompt, call.run_config)
-             for item, call in zip(items, recorder.calls, strict=True)}
-    assert all(config.stable_breaks for _, config in calls.values())
+    items = per_turn(support_conversations(2, 3)).to_dict("records")  # three turns: a reuse from a turn that reused
+    calls = judge_calls_per_turn(2, 3)  # the calls the local judge makes on these items, recorded
     schedule = [("c0", k) for k in range(3)] + [(c, k) for k in range(3) for c in ("c1", "c0")]  # interleaved
 
     before = (adapter.tokens_evaluated, adapter.tokens_reused)
@@ -180,7 +149,7 @@ def test_stable_cuts_from_the_tokenizers_offsets_are_those_of_tokenizing_each_pr
     from llm_connect.adapters._prefix_cache import stable_cuts
 
     model = adapter._model
-    messages = _conversations(1, 3)[0]["messages"]
+    messages = support_conversations(1, 3)[0]["messages"]
     prompt = "".join(f"<<<{m['role']}>>>\n{m['content']}\n<<<end>>>\n" for m in messages) + "Is it right?"
     offsets = [i + len("<<<end>>>") for i in range(len(prompt)) if prompt.startswith("<<<end>>>", i)]
     text = model.chat_text([{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
